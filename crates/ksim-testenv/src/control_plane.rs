@@ -1,0 +1,497 @@
+//! A real control plane on loopback: etcd, kube-apiserver, and optionally
+//! kube-controller-manager and kube-scheduler, each on free ports with certificates from a
+//! throwaway CA. Dropping it kills exactly the processes it started.
+
+use std::{
+    future::Future,
+    net::{IpAddr, Ipv4Addr},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::{Api, Client, Config, config::KubeConfigOptions};
+use tempfile::TempDir;
+
+use crate::{
+    ControlPlaneBinaries, Error, kubeconfig,
+    pki::{CertFiles, CertificateAuthority, ServiceAccountKey},
+    ports::free_port,
+    process::Process,
+};
+
+const SERVICE_CIDR: &str = "10.0.0.0/24";
+// The first address of SERVICE_CIDR: in-cluster clients reach the apiserver there.
+const KUBERNETES_SERVICE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Options for [`ControlPlane`]; see [`ControlPlane::builder`].
+#[derive(Debug, Clone)]
+pub struct ControlPlaneBuilder {
+    binaries: Option<ControlPlaneBinaries>,
+    controller_manager: bool,
+    scheduler: bool,
+    apiserver_args: Vec<String>,
+    controller_manager_args: Vec<String>,
+    scheduler_args: Vec<String>,
+    ready_timeout: Duration,
+}
+
+impl Default for ControlPlaneBuilder {
+    fn default() -> Self {
+        Self {
+            binaries: None,
+            controller_manager: true,
+            scheduler: true,
+            apiserver_args: Vec::new(),
+            controller_manager_args: Vec::new(),
+            scheduler_args: Vec::new(),
+            // Cold starts on busy CI machines have needed over half a minute.
+            ready_timeout: Duration::from_secs(180),
+        }
+    }
+}
+
+impl ControlPlaneBuilder {
+    /// Use these binaries instead of [`ControlPlaneBinaries::locate`].
+    pub fn binaries(mut self, binaries: ControlPlaneBinaries) -> Self {
+        self.binaries = Some(binaries);
+        self
+    }
+
+    pub fn without_controller_manager(mut self) -> Self {
+        self.controller_manager = false;
+        self
+    }
+
+    pub fn without_scheduler(mut self) -> Self {
+        self.scheduler = false;
+        self
+    }
+
+    /// An extra kube-apiserver flag, e.g. `--max-requests-inflight=0` for benchmarks.
+    pub fn apiserver_arg(mut self, arg: impl Into<String>) -> Self {
+        self.apiserver_args.push(arg.into());
+        self
+    }
+
+    /// An extra kube-controller-manager flag, e.g. `--kube-api-qps=5000`.
+    pub fn controller_manager_arg(mut self, arg: impl Into<String>) -> Self {
+        self.controller_manager_args.push(arg.into());
+        self
+    }
+
+    /// An extra kube-scheduler flag.
+    pub fn scheduler_arg(mut self, arg: impl Into<String>) -> Self {
+        self.scheduler_args.push(arg.into());
+        self
+    }
+
+    /// How long each component may take to become ready.
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Starts the components in order and waits until each is ready. On failure everything
+    /// started is killed and the directory with the logs is kept and named in the error.
+    pub async fn start(self) -> Result<ControlPlane, Error> {
+        let binaries = match self.binaries.clone() {
+            Some(binaries) => binaries,
+            None => ControlPlaneBinaries::locate()?,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("ksim-control-plane-")
+            .tempdir()
+            .map_err(Error::io(
+                "cannot create a directory in",
+                std::env::temp_dir(),
+            ))?;
+        let mut starting = Starting {
+            builder: &self,
+            binaries: &binaries,
+            dir: dir.path(),
+            processes: Vec::new(),
+        };
+        let started = starting.run().await;
+        let processes = std::mem::take(&mut starting.processes);
+        match started {
+            Ok(ready) => Ok(ControlPlane {
+                dir: Some(dir),
+                processes,
+                apiserver_url: ready.apiserver_url,
+                admin_kubeconfig: ready.admin_kubeconfig,
+                ca_cert: ready.ca_cert,
+                client: ready.client,
+            }),
+            Err(source) => {
+                drop(processes);
+                Err(Error::Start {
+                    dir: dir.keep(),
+                    source: Box::new(source),
+                })
+            }
+        }
+    }
+}
+
+/// A running control plane. See the crate docs for an example.
+pub struct ControlPlane {
+    dir: Option<TempDir>,
+    // Kept in start order and stopped in reverse, so nothing outlives what it depends on.
+    processes: Vec<Process>,
+    apiserver_url: String,
+    admin_kubeconfig: PathBuf,
+    ca_cert: PathBuf,
+    client: Client,
+}
+
+impl ControlPlane {
+    pub fn builder() -> ControlPlaneBuilder {
+        ControlPlaneBuilder::default()
+    }
+
+    /// Starts all four components with default settings.
+    pub async fn start() -> Result<Self, Error> {
+        Self::builder().start().await
+    }
+
+    /// A client with cluster-admin rights (group system:masters).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The admin kubeconfig, for kubectl or for services under test.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.admin_kubeconfig
+    }
+
+    pub fn apiserver_url(&self) -> &str {
+        &self.apiserver_url
+    }
+
+    /// The CA that signed every certificate of this control plane.
+    pub fn ca_cert_path(&self) -> &Path {
+        &self.ca_cert
+    }
+
+    /// The directory holding certificates, kubeconfigs, etcd data and component logs.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_ref().map(TempDir::path)
+    }
+
+    /// Log file of a component started by this control plane (`etcd`, `kube-apiserver`, ...).
+    pub fn log_path(&self, component: &str) -> Option<&Path> {
+        self.processes
+            .iter()
+            .find(|process| process.name() == component)
+            .map(Process::log_path)
+    }
+
+    /// PIDs of the component processes this control plane started.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        self.processes
+            .iter()
+            .map(|process| (process.name(), process.pid()))
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("apiserver_url", &self.apiserver_url)
+            .field("dir", &self.dir())
+            .field("processes", &self.pids())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        while let Some(process) = self.processes.pop() {
+            drop(process);
+        }
+        let keep = std::thread::panicking() || std::env::var_os("KSIM_KEEP_TESTENV").is_some();
+        if let Some(dir) = self.dir.take()
+            && keep
+        {
+            // A failing test's logs are what explains it: keep them and say where.
+            eprintln!(
+                "ksim-testenv: control-plane files kept in {}",
+                dir.keep().display()
+            );
+        }
+    }
+}
+
+/// What a successful start hands to [`ControlPlane`] besides the processes.
+struct Ready {
+    apiserver_url: String,
+    admin_kubeconfig: PathBuf,
+    ca_cert: PathBuf,
+    client: Client,
+}
+
+/// State while components come up; owns the processes until the control plane is ready.
+struct Starting<'a> {
+    builder: &'a ControlPlaneBuilder,
+    binaries: &'a ControlPlaneBinaries,
+    dir: &'a Path,
+    processes: Vec<Process>,
+}
+
+impl Starting<'_> {
+    async fn run(&mut self) -> Result<Ready, Error> {
+        let pki_dir = self.subdir("pki")?;
+        let ca = CertificateAuthority::create(&pki_dir, "ksim-local-ca")?;
+        let service_account = ServiceAccountKey::create(&pki_dir)?;
+        let advertise = advertise_address();
+        let mut apiserver_ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST), KUBERNETES_SERVICE_IP];
+        apiserver_ips.extend(advertise);
+        let apiserver_serving = ca.server_cert(
+            "kube-apiserver",
+            &[
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "localhost",
+            ],
+            &apiserver_ips,
+        )?;
+
+        let etcd_port = free_port()?;
+        self.start_etcd(etcd_port)?;
+        self.wait(0, "etcd", || tcp_open(etcd_port)).await?;
+
+        let apiserver_port = free_port()?;
+        let apiserver_url = format!("https://127.0.0.1:{apiserver_port}");
+        let mut args = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            format!("--secure-port={apiserver_port}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            flag("--tls-cert-file", &apiserver_serving.cert),
+            flag("--tls-private-key-file", &apiserver_serving.key),
+            flag("--client-ca-file", ca.cert_file()),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            flag("--service-account-key-file", &service_account.public),
+            flag(
+                "--service-account-signing-key-file",
+                &service_account.private,
+            ),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            "--authorization-mode=Node,RBAC".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            "--profiling=false".to_owned(),
+            flag("--cert-dir", &self.subdir("apiserver-certs")?),
+        ];
+        // Loopback is refused as the advertise address, and without a default route the
+        // apiserver cannot pick one itself.
+        if let Some(ip) = advertise {
+            args.push(format!("--advertise-address={ip}"));
+        }
+        args.extend(self.builder.apiserver_args.iter().cloned());
+        self.spawn("kube-apiserver", &args)?;
+
+        let admin = ca.client_cert("admin", "ksim-admin", Some("system:masters"))?;
+        let admin_kubeconfig = self.write_kubeconfig("admin", &apiserver_url, &ca, &admin)?;
+        let client = client_from_kubeconfig(&admin_kubeconfig).await?;
+        let index = self.processes.len() - 1;
+        self.wait(index, "kube-apiserver", || get_ok(&client, "/readyz"))
+            .await?;
+
+        if self.builder.controller_manager {
+            let identity = ca.client_cert(
+                "kube-controller-manager-client",
+                "system:kube-controller-manager",
+                None,
+            )?;
+            let kubeconfig =
+                self.write_kubeconfig("kube-controller-manager", &apiserver_url, &ca, &identity)?;
+            let mut args = self.component_args("kube-controller-manager", &kubeconfig, &ca)?;
+            args.extend([
+                flag(
+                    "--service-account-private-key-file",
+                    &service_account.private,
+                ),
+                flag("--root-ca-file", ca.cert_file()),
+                "--use-service-account-credentials=true".to_owned(),
+            ]);
+            args.extend(self.builder.controller_manager_args.iter().cloned());
+            self.start_component("kube-controller-manager", args.clone(), &ca)
+                .await?;
+            // Pods are refused until their namespace's default ServiceAccount exists, and the
+            // controller manager creates it: wait so tests do not race it.
+            let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+            let index = self.processes.len() - 1;
+            self.wait(index, "kube-controller-manager", || async {
+                matches!(accounts.get_opt("default").await, Ok(Some(_)))
+            })
+            .await?;
+        }
+
+        if self.builder.scheduler {
+            let identity =
+                ca.client_cert("kube-scheduler-client", "system:kube-scheduler", None)?;
+            let kubeconfig =
+                self.write_kubeconfig("kube-scheduler", &apiserver_url, &ca, &identity)?;
+            let mut args = self.component_args("kube-scheduler", &kubeconfig, &ca)?;
+            args.extend(self.builder.scheduler_args.iter().cloned());
+            self.start_component("kube-scheduler", args, &ca).await?;
+        }
+
+        Ok(Ready {
+            apiserver_url,
+            admin_kubeconfig,
+            ca_cert: ca.cert_file().to_owned(),
+            client,
+        })
+    }
+
+    fn start_etcd(&mut self, client_port: u16) -> Result<(), Error> {
+        let peer_port = free_port()?;
+        let client_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let args = vec![
+            "--name=ksim".to_owned(),
+            flag("--data-dir", &self.subdir("etcd")?),
+            format!("--listen-client-urls={client_url}"),
+            format!("--advertise-client-urls={client_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=ksim={peer_url}"),
+            // A throwaway cluster: durability costs time and buys nothing here.
+            "--unsafe-no-fsync=true".to_owned(),
+            "--log-level=warn".to_owned(),
+        ];
+        self.spawn("etcd", &args)
+    }
+
+    /// Flags kube-controller-manager and kube-scheduler share: their kubeconfig for the API
+    /// and for delegated authn/z, a loopback serving port with a certificate from our CA.
+    fn component_args(
+        &self,
+        name: &str,
+        kubeconfig: &Path,
+        ca: &CertificateAuthority,
+    ) -> Result<Vec<String>, Error> {
+        let serving = ca.server_cert(name, &["localhost"], &[IpAddr::V4(Ipv4Addr::LOCALHOST)])?;
+        Ok(vec![
+            flag("--kubeconfig", kubeconfig),
+            flag("--authentication-kubeconfig", kubeconfig),
+            flag("--authorization-kubeconfig", kubeconfig),
+            "--leader-elect=false".to_owned(),
+            "--bind-address=127.0.0.1".to_owned(),
+            flag("--tls-cert-file", &serving.cert),
+            flag("--tls-private-key-file", &serving.key),
+        ])
+    }
+
+    /// Starts a component with a free `--secure-port` and waits for its `/healthz`.
+    async fn start_component(
+        &mut self,
+        name: &'static str,
+        mut args: Vec<String>,
+        ca: &CertificateAuthority,
+    ) -> Result<(), Error> {
+        let port = free_port()?;
+        args.push(format!("--secure-port={port}"));
+        self.spawn(name, &args)?;
+        let mut config = Config::new(
+            format!("https://127.0.0.1:{port}")
+                .parse()
+                .map_err(|_| Error::Kubeconfig(format!("invalid health URL for {name}")))?,
+        );
+        config.root_cert_file = Some(ca.cert_file().to_owned());
+        let health = Client::try_from(config)?;
+        let index = self.processes.len() - 1;
+        self.wait(index, name, || get_ok(&health, "/healthz")).await
+    }
+
+    fn spawn(&mut self, name: &'static str, args: &[String]) -> Result<(), Error> {
+        let process = Process::spawn(name, &self.binaries.path(name), args, self.dir)?;
+        self.processes.push(process);
+        Ok(())
+    }
+
+    /// Polls `probe` until it succeeds, failing early if the process exits.
+    async fn wait<F, Fut>(
+        &mut self,
+        index: usize,
+        component: &'static str,
+        mut probe: F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let started = Instant::now();
+        loop {
+            let process = &mut self.processes[index];
+            process.check_running()?;
+            if probe().await {
+                tracing::debug!(component, elapsed = ?started.elapsed(), "ready");
+                return Ok(());
+            }
+            if started.elapsed() > self.builder.ready_timeout {
+                return Err(Error::NotReady {
+                    component,
+                    seconds: self.builder.ready_timeout.as_secs(),
+                    log_tail: self.processes[index].log_tail(),
+                });
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn write_kubeconfig(
+        &self,
+        name: &str,
+        server: &str,
+        ca: &CertificateAuthority,
+        identity: &CertFiles,
+    ) -> Result<PathBuf, Error> {
+        let path = self.dir.join(format!("{name}.kubeconfig"));
+        let config = kubeconfig::kubeconfig(server, ca.cert_file(), identity, name);
+        kubeconfig::write(&config, &path)?;
+        Ok(path)
+    }
+
+    fn subdir(&self, name: &str) -> Result<PathBuf, Error> {
+        let path = self.dir.join(name);
+        std::fs::create_dir_all(&path).map_err(Error::io("cannot create", &path))?;
+        Ok(path)
+    }
+}
+
+async fn client_from_kubeconfig(path: &Path) -> Result<Client, Error> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+async fn get_ok(client: &Client, path: &str) -> bool {
+    match http::Request::get(path).body(Vec::new()) {
+        Ok(request) => client.request_text(request).await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+async fn tcp_open(port: u16) -> bool {
+    tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+        .await
+        .is_ok()
+}
+
+/// The first non-loopback IPv4 address of an interface that is up.
+fn advertise_address() -> Option<IpAddr> {
+    if_addrs::get_if_addrs()
+        .ok()?
+        .into_iter()
+        .map(|interface| interface.ip())
+        .find(|ip| ip.is_ipv4() && !ip.is_loopback())
+}
+
+fn flag(name: &str, path: &Path) -> String {
+    format!("{name}={}", path.display())
+}

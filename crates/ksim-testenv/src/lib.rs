@@ -1,0 +1,29 @@
+//! A real local Kubernetes control plane for tests and for `ksim up`.
+//!
+//! The binaries are built from Go modules by `deploy/control-plane/build.sh` and cached
+//! outside the repository; [`ControlPlane::start`] runs them on free loopback ports:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), ksim_testenv::Error> {
+//! let control_plane = ksim_testenv::ControlPlane::start().await?;
+//! let client = control_plane.client();
+//! # Ok(()) }
+//! ```
+//!
+//! Several control planes can run at once. Dropping one kills the processes it started;
+//! if the thread is panicking (a failed test) or `KSIM_KEEP_TESTENV` is set, its directory
+//! with the component logs is kept and its path printed.
+
+mod binaries;
+mod control_plane;
+mod error;
+mod kubeconfig;
+pub mod pki;
+mod ports;
+mod process;
+pub mod wait;
+
+pub use binaries::{ControlPlaneBinaries, cache_root, kubernetes_version};
+pub use control_plane::{ControlPlane, ControlPlaneBuilder};
+pub use error::Error;
+pub use ports::free_port;

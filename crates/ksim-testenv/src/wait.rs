@@ -1,0 +1,74 @@
+//! Waiting for the control plane to reach a state, with an upper bound so a broken test fails
+//! instead of hanging. The bound is a deadline, not a performance assertion.
+
+use std::{future::Future, time::Duration};
+
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// `what` did not happen within the deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("timed out after {seconds} s waiting for {what}; last seen: {last_seen}")]
+pub struct TimedOut {
+    pub what: String,
+    pub seconds: u64,
+    pub last_seen: String,
+}
+
+/// Polls `check` until it returns `Ok(value)`. `Err(description)` means "not yet" and says
+/// what was seen, which goes into the timeout error.
+pub async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> Result<T, TimedOut>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let started = tokio::time::Instant::now();
+    loop {
+        let last_seen = match check().await {
+            Ok(value) => return Ok(value),
+            Err(seen) => seen,
+        };
+        if started.elapsed() >= deadline {
+            return Err(TimedOut {
+                what: what.to_owned(),
+                seconds: deadline.as_secs(),
+                last_seen,
+            });
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn returns_the_value_once_the_check_passes() {
+        let mut calls = 0;
+        let value = until("three calls", Duration::from_secs(10), || {
+            calls += 1;
+            let done = calls >= 3;
+            async move {
+                if done {
+                    Ok(calls)
+                } else {
+                    Err(format!("{calls} calls"))
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test]
+    async fn times_out_with_what_it_last_saw() {
+        let err = until::<(), _, _>("never", Duration::ZERO, || async {
+            Err("still no".to_owned())
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err.last_seen, "still no");
+        assert!(err.to_string().contains("waiting for never"), "{err}");
+    }
+}

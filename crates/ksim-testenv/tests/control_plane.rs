@@ -1,0 +1,267 @@
+//! Proof that the control plane is real: the controller manager, the scheduler and the
+//! garbage collector each do their job against the Go-built binaries.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{collections::BTreeMap, time::Duration};
+
+use k8s_openapi::api::{
+    apps::v1::{Deployment, ReplicaSet},
+    core::v1::{Node, Pod},
+};
+use ksim_testenv::{ControlPlane, ControlPlaneBinaries, kubernetes_version, wait};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+const APP: &str = "web";
+
+fn deployment(replicas: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": APP, "namespace": "default" },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": APP } },
+            "template": {
+                "metadata": { "labels": { "app": APP } },
+                "spec": { "containers": [{
+                    "name": "app",
+                    "image": "registry.example/web:1",
+                    "resources": { "requests": { "cpu": "100m", "memory": "64Mi" } }
+                }] }
+            }
+        }
+    }))
+    .unwrap()
+}
+
+async fn app_pods(client: &Client) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.list(&ListParams::default().labels(&format!("app={APP}")))
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default()
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn controller_manager_turns_a_deployment_into_a_replicaset_and_pending_pods() {
+    let control_plane = ControlPlane::start().await.unwrap();
+    let client = control_plane.client();
+
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(version.git_version, kubernetes_version());
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    deployments
+        .create(&PostParams::default(), &deployment(3))
+        .await
+        .unwrap();
+
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let replica_set = wait::until("a ReplicaSet owned by the Deployment", DEADLINE, || async {
+        let list = replica_sets
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .into_iter()
+            .find(|rs| {
+                rs.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|owner| owner.kind == "Deployment" && owner.name == APP)
+            })
+            .ok_or_else(|| "no ReplicaSet yet".to_owned())
+    })
+    .await
+    .unwrap();
+    assert_eq!(replica_set.spec.as_ref().unwrap().replicas, Some(3));
+
+    let pods = wait::until("3 Pending pods", DEADLINE, || async {
+        let pods = app_pods(&client).await;
+        let pending = pods
+            .iter()
+            .filter(|pod| phase(pod) == Some("Pending"))
+            .count();
+        if pending == 3 {
+            Ok(pods)
+        } else {
+            Err(format!("{pending} Pending of {}", pods.len()))
+        }
+    })
+    .await
+    .unwrap();
+    let rs_name = replica_set.metadata.name.unwrap();
+    for pod in &pods {
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("ReplicaSet", rs_name.as_str())
+        );
+        // No node exists, so the scheduler must not have bound anything.
+        assert_eq!(pod.spec.as_ref().unwrap().node_name, None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scheduler_binds_pods_to_a_ready_node() {
+    let control_plane = ControlPlane::start().await.unwrap();
+    let client = control_plane.client();
+    let node_name = "node-a";
+    create_ready_node(&client, node_name).await;
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    deployments
+        .create(&PostParams::default(), &deployment(3))
+        .await
+        .unwrap();
+
+    let bound = wait::until("3 pods bound to the node", DEADLINE, || async {
+        let nodes: Vec<String> = app_pods(&client)
+            .await
+            .iter()
+            .filter_map(|pod| pod.spec.as_ref()?.node_name.clone())
+            .collect();
+        if nodes.len() == 3 {
+            Ok(nodes)
+        } else {
+            Err(format!("bound to {nodes:?}"))
+        }
+    })
+    .await
+    .unwrap();
+    assert!(bound.iter().all(|node| node == node_name), "{bound:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_deployment_garbage_collects_its_replicaset_and_pods() {
+    let control_plane = ControlPlane::start().await.unwrap();
+    let client = control_plane.client();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    deployments
+        .create(&PostParams::default(), &deployment(3))
+        .await
+        .unwrap();
+    wait::until("3 pods", DEADLINE, || async {
+        let count = app_pods(&client).await.len();
+        if count == 3 {
+            Ok(())
+        } else {
+            Err(format!("{count} pods"))
+        }
+    })
+    .await
+    .unwrap();
+
+    // Background propagation: the Deployment goes at once and the garbage collector, not the
+    // client, removes what it owned.
+    deployments
+        .delete(APP, &DeleteParams::background())
+        .await
+        .unwrap();
+    wait::until(
+        "the ReplicaSet and pods to be collected",
+        DEADLINE,
+        || async {
+            let sets = replica_sets
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let pods = app_pods(&client).await.len();
+            if sets.items.is_empty() && pods == 0 {
+                Ok(())
+            } else {
+                Err(format!("{} ReplicaSets, {pods} pods", sets.items.len()))
+            }
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_control_plane_kills_exactly_its_processes() {
+    let control_plane = ControlPlane::builder()
+        .without_scheduler()
+        .without_controller_manager()
+        .start()
+        .await
+        .unwrap();
+    let pids = control_plane.pids();
+    let names: Vec<&str> = pids.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, ["etcd", "kube-apiserver"]);
+    assert!(pids.iter().all(|(_, pid)| process_exists(*pid)));
+
+    drop(control_plane);
+    for (name, pid) in pids {
+        assert!(!process_exists(pid), "{name} (pid {pid}) still running");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_component_that_fails_to_start_is_reported_with_its_log() {
+    let err = ControlPlane::builder()
+        .without_scheduler()
+        .without_controller_manager()
+        .apiserver_arg("--no-such-flag=1")
+        .start()
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("kube-apiserver exited"), "{message}");
+    assert!(message.contains("no-such-flag"), "{message}");
+    if let ksim_testenv::Error::Start { dir, .. } = err {
+        assert!(dir.join("kube-apiserver.log").is_file());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn missing_binaries_are_reported_with_the_build_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = ControlPlaneBinaries::in_dir(dir.path().to_owned()).unwrap_err();
+    assert!(
+        err.to_string().contains("deploy/control-plane/build.sh"),
+        "{err}"
+    );
+}
+
+fn process_exists(pid: u32) -> bool {
+    // A reaped process has no /proc entry; a zombie would still have one.
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+async fn create_ready_node(client: &Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let capacity = BTreeMap::from([("cpu", "8"), ("memory", "32Gi"), ("pods", "110")]);
+    let status = json!({ "status": {
+        "capacity": capacity,
+        "allocatable": capacity,
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "KubeletReady",
+            "lastHeartbeatTime": now, "lastTransitionTime": now,
+        }],
+    }});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
