@@ -1,0 +1,57 @@
+//! Compiles every `.proto` file under the workspace's `proto/` directory with
+//! protox, a protobuf compiler written in Rust, so building needs no `protoc`.
+//! Writes the encoded descriptor set (for server reflection) and the prost
+//! messages plus tonic clients and servers into `OUT_DIR`.
+
+use std::error::Error;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
+    let proto_dir = manifest_dir.join("../../proto");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+
+    // Cargo scans a directory given here recursively, so adding, removing or
+    // editing any .proto file reruns this script.
+    println!("cargo:rerun-if-changed={}", proto_dir.display());
+
+    let mut files = Vec::new();
+    collect_protos(&proto_dir, &proto_dir, &mut files)?;
+    // Sorted so the descriptor set and the generated code are reproducible.
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("no .proto files found under {}", proto_dir.display()).into());
+    }
+
+    let mut compiler = protox::Compiler::new([&proto_dir])?;
+    // Source info keeps the proto comments, so reflection clients (grpcurl
+    // describe) and the generated Rust docs show them; imports make the set
+    // self-contained (the well-known types are in it), as reflection requires.
+    compiler.include_source_info(true).include_imports(true);
+    compiler.open_files(&files)?;
+
+    fs::write(
+        out_dir.join("ksim_descriptor.bin"),
+        compiler.encode_file_descriptor_set(),
+    )?;
+
+    tonic_prost_build::configure()
+        .out_dir(&out_dir)
+        .compile_fds(compiler.file_descriptor_set())?;
+    Ok(())
+}
+
+/// Appends the paths of all `.proto` files below `dir`, relative to `root`
+/// (protox names files by their path relative to an include directory).
+fn collect_protos(root: &Path, dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Box<dyn Error>> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_protos(root, &path, files)?;
+        } else if path.extension().is_some_and(|ext| ext == "proto") {
+            files.push(path.strip_prefix(root)?.to_path_buf());
+        }
+    }
+    Ok(())
+}
