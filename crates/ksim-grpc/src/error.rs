@@ -1,0 +1,38 @@
+use std::{net::SocketAddr, path::PathBuf};
+
+/// Why a service could not start or keep serving.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {what} from {path}: {source}")]
+    ReadFile {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("TLS needs both --tls-cert and --tls-key (got only {given})")]
+    IncompleteTls { given: &'static str },
+    #[error("invalid TLS configuration: {0}")]
+    Tls(#[source] tonic::transport::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("gRPC server failed: {0}")]
+    Serve(#[source] tonic::transport::Error),
+    #[error("admin HTTP server failed: {0}")]
+    Admin(#[source] std::io::Error),
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("cannot install the log subscriber: {0}")]
+    Subscriber(#[from] tracing_subscriber::util::TryInitError),
+    #[error("invalid log filter {filter:?}: {source}")]
+    LogFilter {
+        filter: String,
+        source: tracing_subscriber::filter::ParseError,
+    },
+    #[error("cannot build the OTLP span exporter: {0}")]
+    OtlpExporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    #[error("cannot listen for shutdown signals: {0}")]
+    Signal(#[source] std::io::Error),
+}

@@ -1,0 +1,22 @@
+//! The serving runtime shared by every ksim service: gRPC health and reflection, `tracing`
+//! logs and OpenTelemetry traces with W3C trace-context propagation, a Prometheus admin port,
+//! optional (mutual) TLS, message size limits and graceful shutdown.
+
+mod admin;
+mod args;
+mod error;
+mod limits;
+mod propagation;
+mod server;
+mod shutdown;
+mod telemetry;
+mod tls;
+
+pub use args::{LogArgs, LogFormat, MessageLimits, ServeArgs, TlsArgs};
+pub use error::Error;
+pub use limits::LimitedService;
+pub use propagation::{inject_trace_context, server_span};
+pub use server::{BoundServer, GrpcServer};
+pub use shutdown::shutdown_signal;
+pub use telemetry::{TelemetryGuard, init_telemetry, otel_layer};
+pub use tls::server_tls_config;
