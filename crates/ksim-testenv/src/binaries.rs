@@ -98,7 +98,10 @@ mod tests {
         k8s_openapi::k8s_if_1_35! { enabled.push(35); }
         k8s_openapi::k8s_if_1_36! { enabled.push(36); }
         k8s_openapi::k8s_if_1_37! { enabled.push(37); }
-        assert_eq!(enabled, minor(kubernetes_version()).into_iter().collect::<Vec<_>>());
+        assert_eq!(
+            enabled,
+            minor(kubernetes_version()).into_iter().collect::<Vec<_>>()
+        );
     }
 
     #[test]

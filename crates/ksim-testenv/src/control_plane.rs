@@ -295,10 +295,12 @@ impl Starting<'_> {
 
         let admin = ca.client_cert("admin", "ksim-admin", Some("system:masters"))?;
         let admin_kubeconfig = self.write_kubeconfig("admin", &apiserver_url, &ca, &admin)?;
-        let client = client_from_kubeconfig(&admin_kubeconfig).await?;
+        let config = config_from_kubeconfig(&admin_kubeconfig).await?;
+        let probe = probe_client(&config)?;
         let index = self.processes.len() - 1;
-        self.wait(index, "kube-apiserver", || get_ok(&client, "/readyz"))
+        self.wait(index, "kube-apiserver", || get_ok(&probe, "/readyz"))
             .await?;
+        let client = Client::try_from(config)?;
 
         if self.builder.controller_manager {
             let identity = ca.client_cert(
@@ -403,7 +405,7 @@ impl Starting<'_> {
                 .map_err(|_| Error::Kubeconfig(format!("invalid health URL for {name}")))?,
         );
         config.root_cert_file = Some(ca.cert_file().to_owned());
-        let health = Client::try_from(config)?;
+        let health = probe_client(&config)?;
         let index = self.processes.len() - 1;
         self.wait(index, name, || get_ok(&health, "/healthz")).await
     }
@@ -464,10 +466,24 @@ impl Starting<'_> {
     }
 }
 
-async fn client_from_kubeconfig(path: &Path) -> Result<Client, Error> {
+async fn config_from_kubeconfig(path: &Path) -> Result<Config, Error> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
+    Ok(Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
+}
+
+/// A client for readiness probes. Unlike `Client::try_from`, it has no tracing layer: a
+/// component that is not up yet is expected, not an error worth logging.
+fn probe_client(config: &Config) -> Result<Client, Error> {
+    use kube::client::ConfigExt;
+    let https = config.rustls_https_connector()?;
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(https);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        .service(http);
+    Ok(Client::new(service, config.default_namespace.clone()))
 }
 
 async fn get_ok(client: &Client, path: &str) -> bool {
