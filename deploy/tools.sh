@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the tools the checks need into the ksim cache (outside the repository) and
+# prints the directory to put on PATH. Versions are pinned here.
+set -euo pipefail
+
+buf_version=1.75.0
+
+cache_root=${KSIM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ksim}
+venv=$cache_root/tools/venv
+log() { echo "tools: $*" >&2; }
+
+for component in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+    log "installing rust component $component"
+    rustup component add "$component" >&2
+  fi
+done
+
+# buf ships on PyPI as buf-bin; a private virtualenv keeps it off the system Python.
+if [[ ! -x "$venv/bin/buf" ]] || [[ "$("$venv/bin/buf" --version 2>/dev/null)" != "$buf_version" ]]; then
+  log "installing buf $buf_version from PyPI"
+  python3 -m venv "$venv" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "buf-bin==$buf_version" >&2
+fi
+echo "$venv/bin"
