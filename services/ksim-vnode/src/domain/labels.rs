@@ -1,0 +1,114 @@
+//! Names the pool writes onto nodes, pods and leases, kept in one place so the adapter, the
+//! controllers and the manifests under `deploy/` cannot drift apart.
+
+/// Label naming the node group a virtual node belongs to; also selects a group's seat Deployment.
+pub const GROUP_LABEL: &str = "ksim.io/node-group";
+
+/// Label marking a node as virtual (value [`TRUE_VALUE`]).
+pub const VIRTUAL_LABEL: &str = "ksim.io/virtual-node";
+
+/// Label naming the pool instance that owns a node, so two pools on one cluster leave each other's
+/// nodes alone.
+pub const POOL_LABEL: &str = "ksim.io/pool";
+
+/// Taint key keeping real workloads off virtual nodes (value [`TRUE_VALUE`], effect
+/// [`NO_SCHEDULE`]); simulated workloads tolerate it.
+pub const VIRTUAL_TAINT_KEY: &str = "ksim.io/virtual-node";
+
+/// Label and taint key (value [`TRUE_VALUE`], effect [`NO_SCHEDULE`]) of the host node where seat
+/// pods run; only seats select and tolerate it.
+pub const SEAT_HOST_LABEL: &str = "ksim.io/seat-host";
+
+/// Pod annotation: how long the pod runs, in milliseconds, before it completes.
+pub const LIFETIME_ANNOTATION: &str = "ksim.io/lifetime-ms";
+
+/// Seat pod template annotation holding the node skeleton as inline YAML.
+pub const SKELETON_ANNOTATION: &str = "ksim.io/node-skeleton";
+
+/// Seat pod template annotation naming a ConfigMap (in the seat's namespace) holding the skeleton.
+pub const SKELETON_CONFIGMAP_ANNOTATION: &str = "ksim.io/node-skeleton-configmap";
+
+/// Scheme of `spec.providerID` on virtual nodes: `ksim://<group>/<node>`.
+pub const PROVIDER_ID_SCHEME: &str = "ksim";
+
+/// Well-known label carrying a node's instance type.
+pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+
+/// Deprecated spelling of [`INSTANCE_TYPE_LABEL`] still found on older nodes.
+pub const BETA_INSTANCE_TYPE_LABEL: &str = "beta.kubernetes.io/instance-type";
+
+/// Well-known label carrying a node's hostname; per node, so never taken from a skeleton.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// Well-known label a kubelet sets from its operating system.
+pub const OS_LABEL: &str = "kubernetes.io/os";
+
+/// Well-known label a kubelet sets from its CPU architecture.
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+
+/// Field manager for server-side apply and the `fieldManager` of every write.
+pub const FIELD_MANAGER: &str = "ksim-vnode";
+
+/// Port reported in `status.daemonEndpoints.kubeletEndpoint`; the kubelet's default.
+pub const KUBELET_PORT: i32 = 10250;
+
+/// Value of the boolean marker labels and taints above.
+pub const TRUE_VALUE: &str = "true";
+
+/// Taint effect of the virtual-node and seat-host taints.
+pub const NO_SCHEDULE: &str = "NoSchedule";
+
+/// Namespace where kubelets keep their heartbeat Leases.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_keys_are_valid_qualified_names() {
+        // A malformed key would be rejected by the apiserver on the first node we create.
+        for key in [
+            GROUP_LABEL,
+            VIRTUAL_LABEL,
+            POOL_LABEL,
+            VIRTUAL_TAINT_KEY,
+            SEAT_HOST_LABEL,
+            LIFETIME_ANNOTATION,
+            SKELETON_ANNOTATION,
+            SKELETON_CONFIGMAP_ANNOTATION,
+            INSTANCE_TYPE_LABEL,
+            HOSTNAME_LABEL,
+        ] {
+            let (prefix, name) = key.split_once('/').unwrap();
+            assert!(
+                prefix.contains('.'),
+                "{key}: prefix must be a DNS subdomain"
+            );
+            assert!(
+                !name.is_empty() && name.len() <= 63,
+                "{key}: name part length"
+            );
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')),
+                "{key}: name part characters"
+            );
+        }
+    }
+
+    #[test]
+    fn ksim_keys_share_the_project_prefix() {
+        for key in [
+            GROUP_LABEL,
+            VIRTUAL_LABEL,
+            POOL_LABEL,
+            SEAT_HOST_LABEL,
+            LIFETIME_ANNOTATION,
+        ] {
+            assert!(key.starts_with("ksim.io/"), "{key}");
+        }
+        assert_eq!(PROVIDER_ID_SCHEME, "ksim");
+        assert_eq!(KUBELET_PORT, 10250);
+    }
+}

@@ -1,0 +1,565 @@
+//! Virtual Node objects as a kubelet would register and report them.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use k8s_openapi::api::core::v1::{
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo, Taint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::labels::{
+    ARCH_LABEL, GROUP_LABEL, HOSTNAME_LABEL, KUBELET_PORT, NO_SCHEDULE, OS_LABEL, POOL_LABEL,
+    PROVIDER_ID_SCHEME, SEAT_HOST_LABEL, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
+};
+use super::skeleton::{NodeSkeleton, with_node_info_defaults};
+
+/// What makes one node of a group distinct from its siblings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeIdentity {
+    pub name: String,
+    pub group: String,
+    pub pool: String,
+    pub pod_cidr: Ipv4Net,
+    pub internal_ip: Ipv4Addr,
+}
+
+/// `ksim://<group>/<node>`: the node lifecycle controller and cluster-autoscaler key on it.
+pub fn provider_id(group: &str, node: &str) -> String {
+    format!("{PROVIDER_ID_SCHEME}://{group}/{node}")
+}
+
+/// The (group, node) of a provider ID written by [`provider_id`]; `None` for other schemes or
+/// malformed IDs.
+pub fn parse_provider_id(id: &str) -> Option<(String, String)> {
+    let rest = id.strip_prefix(PROVIDER_ID_SCHEME)?.strip_prefix("://")?;
+    let (group, node) = rest.split_once('/')?;
+    if group.is_empty() || node.is_empty() || node.contains('/') {
+        return None;
+    }
+    Some((group.to_owned(), node.to_owned()))
+}
+
+/// The taint keeping real workloads off virtual nodes.
+pub fn virtual_taint() -> Taint {
+    Taint {
+        key: VIRTUAL_TAINT_KEY.to_owned(),
+        value: Some(TRUE_VALUE.to_owned()),
+        effect: NO_SCHEDULE.to_owned(),
+        time_added: None,
+    }
+}
+
+/// The taint keeping everything but seats off the seat host node.
+pub fn seat_host_taint() -> Taint {
+    Taint {
+        key: SEAT_HOST_LABEL.to_owned(),
+        value: Some(TRUE_VALUE.to_owned()),
+        effect: NO_SCHEDULE.to_owned(),
+        time_added: None,
+    }
+}
+
+/// The Node a virtual node registers: the skeleton's shape plus this node's identity.
+pub fn virtual_node(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) -> Node {
+    let mut labels = skeleton.labels.clone();
+    // A kubelet always labels its OS and architecture; the scheduler's nodeSelectors rely on it.
+    labels
+        .entry(OS_LABEL.to_owned())
+        .or_insert_with(|| skeleton.node_info.operating_system.clone());
+    labels
+        .entry(ARCH_LABEL.to_owned())
+        .or_insert_with(|| skeleton.node_info.architecture.clone());
+    for (key, value) in [
+        (HOSTNAME_LABEL, id.name.as_str()),
+        (GROUP_LABEL, id.group.as_str()),
+        (VIRTUAL_LABEL, TRUE_VALUE),
+        (POOL_LABEL, id.pool.as_str()),
+    ] {
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+
+    let virtual_taint = virtual_taint();
+    let mut taints: Vec<Taint> = skeleton
+        .taints
+        .iter()
+        .filter(|taint| !(taint.key == virtual_taint.key && taint.effect == virtual_taint.effect))
+        .cloned()
+        .collect();
+    taints.push(virtual_taint);
+
+    let pod_cidr = id.pod_cidr.trunc().to_string();
+    Node {
+        metadata: ObjectMeta {
+            name: Some(id.name.clone()),
+            labels: Some(labels),
+            annotations: (!skeleton.annotations.is_empty()).then(|| skeleton.annotations.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(provider_id(&id.group, &id.name)),
+            pod_cidr: Some(pod_cidr.clone()),
+            pod_cidrs: Some(vec![pod_cidr]),
+            taints: Some(taints),
+            ..NodeSpec::default()
+        }),
+        status: Some(node_status(skeleton, id, now)),
+    }
+}
+
+/// The status a kubelet reports for a healthy node of this shape.
+pub fn node_status(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) -> NodeStatus {
+    NodeStatus {
+        capacity: Some(skeleton.capacity.clone()),
+        allocatable: Some(skeleton.allocatable.clone()),
+        conditions: Some(node_conditions(now, now)),
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "InternalIP".to_owned(),
+                address: id.internal_ip.to_string(),
+            },
+            NodeAddress {
+                type_: "Hostname".to_owned(),
+                address: id.name.clone(),
+            },
+        ]),
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port: KUBELET_PORT }),
+        }),
+        node_info: Some(node_info_for(&skeleton.node_info, &id.name)),
+        phase: Some("Running".to_owned()),
+        ..NodeStatus::default()
+    }
+}
+
+/// The conditions of a healthy kubelet, as of `heartbeat`, unchanged since `transition`.
+pub fn node_conditions(heartbeat: Timestamp, transition: Timestamp) -> Vec<NodeCondition> {
+    [
+        (
+            "NetworkUnavailable",
+            "False",
+            "RouteCreated",
+            "node network is configured",
+        ),
+        (
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
+        (
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+        ),
+        (
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        ),
+        (
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+        ),
+    ]
+    .into_iter()
+    .map(|(type_, status, reason, message)| NodeCondition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_heartbeat_time: Some(Time(heartbeat)),
+        last_transition_time: Some(Time(transition)),
+    })
+    .collect()
+}
+
+/// Skeleton of the node hosting seat pods: large enough never to be the limit, and closed to
+/// everything but seats.
+pub fn seat_host_skeleton() -> NodeSkeleton {
+    let resources: BTreeMap<String, Quantity> =
+        [("cpu", "1000"), ("memory", "4Ti"), ("pods", "100000")]
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), Quantity(value.to_owned())))
+            .collect();
+    NodeSkeleton {
+        labels: BTreeMap::from([(SEAT_HOST_LABEL.to_owned(), TRUE_VALUE.to_owned())]),
+        annotations: BTreeMap::new(),
+        taints: vec![seat_host_taint()],
+        capacity: resources.clone(),
+        allocatable: resources,
+        node_info: with_node_info_defaults(NodeSystemInfo::default()),
+    }
+}
+
+/// System info with machine identifiers derived from the node name: distinct per node, and the
+/// same after a pool restart so re-registration changes nothing.
+fn node_info_for(info: &NodeSystemInfo, node_name: &str) -> NodeSystemInfo {
+    NodeSystemInfo {
+        machine_id: stable_hex(&["machine-id", node_name], 32),
+        system_uuid: uuid_format(&stable_hex(&["system-uuid", node_name], 32)),
+        boot_id: uuid_format(&stable_hex(&["boot-id", node_name], 32)),
+        ..info.clone()
+    }
+}
+
+/// A 64-bit hash of `parts` that is the same on every build and platform (unlike std's
+/// `DefaultHasher`): FNV-1a with a separator byte between parts, then a final mix so the low bits
+/// are usable for modulo.
+pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    // 0xff never occurs in UTF-8, so ["ab", "c"] and ["a", "bc"] hash differently.
+    const SEPARATOR: u8 = 0xff;
+    let mut hash = OFFSET_BASIS;
+    for part in parts {
+        for &byte in part.as_bytes().iter().chain(std::iter::once(&SEPARATOR)) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(PRIME);
+        }
+    }
+    // splitmix64 finaliser.
+    hash ^= hash >> 30;
+    hash = hash.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    hash ^= hash >> 27;
+    hash = hash.wrapping_mul(0x94d0_49bb_1331_11eb);
+    hash ^ (hash >> 31)
+}
+
+/// `len` lowercase hex digits derived from `parts`.
+pub(crate) fn stable_hex(parts: &[&str], len: usize) -> String {
+    let mut hex = String::with_capacity(len + 16);
+    let mut block = 0u32;
+    while hex.len() < len {
+        let block_text = block.to_string();
+        let mut block_parts = parts.to_vec();
+        block_parts.push(&block_text);
+        hex.push_str(&format!("{:016x}", stable_hash(&block_parts)));
+        block += 1;
+    }
+    hex.truncate(len);
+    hex
+}
+
+/// 32 hex digits as 8-4-4-4-12.
+fn uuid_format(hex: &str) -> String {
+    let groups = [0..8, 8..12, 12..16, 16..20, 20..32];
+    groups
+        .into_iter()
+        .filter_map(|range| hex.get(range))
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> Timestamp {
+        "2026-03-01T12:00:00Z".parse().unwrap()
+    }
+
+    fn identity() -> NodeIdentity {
+        NodeIdentity {
+            name: "m5-large-3".to_owned(),
+            group: "m5-large".to_owned(),
+            pool: "default".to_owned(),
+            pod_cidr: "10.244.3.0/24".parse().unwrap(),
+            internal_ip: "10.244.3.1".parse().unwrap(),
+        }
+    }
+
+    fn skeleton() -> NodeSkeleton {
+        NodeSkeleton::from_yaml(
+            r#"
+metadata:
+  labels:
+    node.kubernetes.io/instance-type: m5.large
+    topology.kubernetes.io/zone: eu-west-1a
+    ksim.io/node-group: stale-group
+    ksim.io/pool: stale-pool
+  annotations:
+    team.example.com/owner: platform
+spec:
+  taints:
+  - key: dedicated
+    value: batch
+    effect: NoSchedule
+status:
+  capacity:
+    cpu: "2"
+    memory: 7910360Ki
+    pods: "29"
+  allocatable:
+    cpu: 1930m
+    memory: 7220184Ki
+    pods: "29"
+  nodeInfo:
+    architecture: arm64
+    kubeletVersion: v1.35.1
+"#,
+        )
+        .unwrap()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> BTreeMap<String, String> {
+        list.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn provider_ids_round_trip() {
+        let id = provider_id("m5-large", "m5-large-3");
+        assert_eq!(id, "ksim://m5-large/m5-large-3");
+        assert_eq!(
+            parse_provider_id(&id),
+            Some(("m5-large".to_owned(), "m5-large-3".to_owned()))
+        );
+    }
+
+    #[test]
+    fn foreign_or_malformed_provider_ids_do_not_parse() {
+        for id in [
+            "aws:///eu-west-1a/i-0a1b2c3d",
+            "kwok://g/n",
+            "ksim:/g/n",
+            "ksim://g",
+            "ksim://g/",
+            "ksim:///n",
+            "ksim://g/n/extra",
+            "ksimx://g/n",
+            "",
+        ] {
+            assert_eq!(parse_provider_id(id), None, "{id}");
+        }
+    }
+
+    #[test]
+    fn virtual_node_labels_are_skeleton_plus_ours() {
+        let node = virtual_node(&skeleton(), &identity(), now());
+        assert_eq!(node.metadata.name.as_deref(), Some("m5-large-3"));
+        assert_eq!(
+            node.metadata.labels.unwrap(),
+            pairs(&[
+                ("node.kubernetes.io/instance-type", "m5.large"),
+                ("topology.kubernetes.io/zone", "eu-west-1a"),
+                ("kubernetes.io/os", "linux"),
+                ("kubernetes.io/arch", "arm64"),
+                ("kubernetes.io/hostname", "m5-large-3"),
+                ("ksim.io/node-group", "m5-large"),
+                ("ksim.io/virtual-node", "true"),
+                ("ksim.io/pool", "default"),
+            ])
+        );
+        assert_eq!(
+            node.metadata.annotations.unwrap(),
+            pairs(&[("team.example.com/owner", "platform")])
+        );
+    }
+
+    #[test]
+    fn skeleton_os_and_arch_labels_are_kept() {
+        let mut skeleton = skeleton();
+        skeleton
+            .labels
+            .insert("kubernetes.io/arch".to_owned(), "amd64".to_owned());
+        let labels = virtual_node(&skeleton, &identity(), now())
+            .metadata
+            .labels
+            .unwrap();
+        assert_eq!(labels["kubernetes.io/arch"], "amd64");
+    }
+
+    #[test]
+    fn virtual_node_spec_has_provider_id_cidr_and_taints() {
+        let spec = virtual_node(&skeleton(), &identity(), now()).spec.unwrap();
+        assert_eq!(
+            spec.provider_id.as_deref(),
+            Some("ksim://m5-large/m5-large-3")
+        );
+        assert_eq!(spec.pod_cidr.as_deref(), Some("10.244.3.0/24"));
+        assert_eq!(spec.pod_cidrs, Some(vec!["10.244.3.0/24".to_owned()]));
+        assert_eq!(spec.unschedulable, None);
+        let taints = spec.taints.unwrap();
+        let described: Vec<(&str, Option<&str>, &str)> = taints
+            .iter()
+            .map(|t| (t.key.as_str(), t.value.as_deref(), t.effect.as_str()))
+            .collect();
+        assert_eq!(
+            described,
+            [
+                ("dedicated", Some("batch"), "NoSchedule"),
+                ("ksim.io/virtual-node", Some("true"), "NoSchedule"),
+            ]
+        );
+    }
+
+    #[test]
+    fn virtual_taint_is_not_duplicated() {
+        let mut skeleton = skeleton();
+        skeleton.taints.push(Taint {
+            value: Some("yes".to_owned()),
+            ..virtual_taint()
+        });
+        let taints = virtual_node(&skeleton, &identity(), now())
+            .spec
+            .unwrap()
+            .taints
+            .unwrap();
+        let virtual_taints: Vec<&Taint> = taints
+            .iter()
+            .filter(|t| t.key == VIRTUAL_TAINT_KEY)
+            .collect();
+        assert_eq!(virtual_taints, [&virtual_taint()]);
+        assert_eq!(taints.len(), 2);
+    }
+
+    #[test]
+    fn non_canonical_pod_cidr_is_written_as_its_network() {
+        let mut id = identity();
+        id.pod_cidr = "10.244.3.9/24".parse().unwrap();
+        let spec = virtual_node(&skeleton(), &id, now()).spec.unwrap();
+        assert_eq!(spec.pod_cidr.as_deref(), Some("10.244.3.0/24"));
+    }
+
+    #[test]
+    fn status_reports_resources_addresses_and_endpoint() {
+        let status = node_status(&skeleton(), &identity(), now());
+        assert_eq!(status.capacity.unwrap()["cpu"], Quantity("2".to_owned()));
+        assert_eq!(
+            status.allocatable.unwrap()["cpu"],
+            Quantity("1930m".to_owned())
+        );
+        let addresses: Vec<(String, String)> = status
+            .addresses
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert_eq!(
+            addresses,
+            [
+                ("InternalIP".to_owned(), "10.244.3.1".to_owned()),
+                ("Hostname".to_owned(), "m5-large-3".to_owned()),
+            ]
+        );
+        assert_eq!(
+            status
+                .daemon_endpoints
+                .unwrap()
+                .kubelet_endpoint
+                .unwrap()
+                .port,
+            10250
+        );
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.conditions.unwrap().len(), 5);
+    }
+
+    #[test]
+    fn node_info_identifiers_are_stable_and_distinct_per_node() {
+        let first = node_status(&skeleton(), &identity(), now())
+            .node_info
+            .unwrap();
+        let again = node_status(&skeleton(), &identity(), now())
+            .node_info
+            .unwrap();
+        assert_eq!(first, again);
+        assert_eq!(first.kubelet_version, "v1.35.1");
+        assert_eq!(first.architecture, "arm64");
+        assert_eq!(first.machine_id.len(), 32);
+        assert!(first.machine_id.chars().all(|c| c.is_ascii_hexdigit()));
+        let uuid_shape: Vec<usize> = first.system_uuid.split('-').map(str::len).collect();
+        assert_eq!(uuid_shape, [8, 4, 4, 4, 12]);
+        assert_eq!(first.boot_id.len(), 36);
+        assert_ne!(first.system_uuid, first.boot_id);
+
+        let mut other = identity();
+        other.name = "m5-large-4".to_owned();
+        let second = node_status(&skeleton(), &other, now()).node_info.unwrap();
+        assert_ne!(first.machine_id, second.machine_id);
+        assert_ne!(first.system_uuid, second.system_uuid);
+        assert_ne!(first.boot_id, second.boot_id);
+    }
+
+    #[test]
+    fn conditions_are_a_healthy_kubelets() {
+        let heartbeat = now();
+        let transition: Timestamp = "2026-03-01T11:00:00Z".parse().unwrap();
+        let conditions = node_conditions(heartbeat, transition);
+        let summary: BTreeMap<String, (String, String)> = conditions
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    (c.status.clone(), c.reason.clone().unwrap_or_default()),
+                )
+            })
+            .collect();
+        let expected: BTreeMap<String, (String, String)> = [
+            ("Ready", "True", "KubeletReady"),
+            ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            ("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ("NetworkUnavailable", "False", "RouteCreated"),
+        ]
+        .into_iter()
+        .map(|(t, s, r)| (t.to_owned(), (s.to_owned(), r.to_owned())))
+        .collect();
+        assert_eq!(summary, expected);
+        for condition in &conditions {
+            assert_eq!(condition.last_heartbeat_time, Some(Time(heartbeat)));
+            assert_eq!(condition.last_transition_time, Some(Time(transition)));
+            assert!(condition.message.as_deref().is_some_and(|m| !m.is_empty()));
+        }
+        let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(
+            ready.message.as_deref(),
+            Some("kubelet is posting ready status")
+        );
+    }
+
+    #[test]
+    fn seat_host_skeleton_is_big_and_closed() {
+        let skeleton = seat_host_skeleton();
+        assert_eq!(skeleton.capacity["cpu"], Quantity("1000".to_owned()));
+        assert_eq!(skeleton.capacity["memory"], Quantity("4Ti".to_owned()));
+        assert_eq!(skeleton.capacity["pods"], Quantity("100000".to_owned()));
+        assert_eq!(skeleton.allocatable, skeleton.capacity);
+        assert_eq!(skeleton.labels, pairs(&[("ksim.io/seat-host", "true")]));
+        assert_eq!(skeleton.taints, [seat_host_taint()]);
+        assert_eq!(skeleton.node_info.operating_system, "linux");
+        let mut id = identity();
+        id.name = "ksim-seat-host".to_owned();
+        let node = virtual_node(&skeleton, &id, now());
+        let taint_keys: Vec<String> = node
+            .spec
+            .unwrap()
+            .taints
+            .unwrap()
+            .into_iter()
+            .map(|t| t.key)
+            .collect();
+        assert_eq!(taint_keys, ["ksim.io/seat-host", "ksim.io/virtual-node"]);
+    }
+
+    #[test]
+    fn stable_hash_separates_parts_and_is_fixed() {
+        assert_ne!(stable_hash(&["ab", "c"]), stable_hash(&["a", "bc"]));
+        assert_ne!(stable_hash(&["a"]), stable_hash(&["a", ""]));
+        // Pinned: a change would give restarted nodes new machine IDs and lease phases.
+        assert_eq!(stable_hash(&["machine-id", "n"]), 0x3a64_2ae5_dd19_46cb);
+        assert_eq!(stable_hex(&["x"], 20), "f5e276c0401e6489929b");
+        assert_eq!(stable_hex(&["x"], 40).len(), 40);
+        assert!(stable_hex(&["x"], 40).starts_with(&stable_hex(&["x"], 16)));
+    }
+}
