@@ -1,0 +1,146 @@
+//! Node objects and their leases in `kube-node-lease`.
+
+use k8s_openapi::{
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::{Node, NodeCondition},
+    },
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference},
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use super::{is_conflict, is_not_found};
+use crate::domain::labels::{FIELD_MANAGER, POOL_LABEL};
+
+const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+#[derive(Debug, Clone)]
+pub struct NodeClient {
+    nodes: Api<Node>,
+    leases: Api<Lease>,
+}
+
+/// What a lease renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    Renewed,
+    /// The lease is gone, usually because its node was deleted.
+    LeaseMissing,
+}
+
+impl NodeClient {
+    pub fn new(client: Client) -> Self {
+        Self {
+            nodes: Api::all(client.clone()),
+            leases: Api::namespaced(client, LEASE_NAMESPACE),
+        }
+    }
+
+    /// Creates the node and writes its status (create ignores status). A node that already
+    /// exists (a retry, or a restart) is taken as it is, with the status written again.
+    pub async fn register(&self, node: &Node) -> Result<Node, kube::Error> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match self.nodes.create(&params, node).await {
+            Ok(_) => {}
+            Err(error) if is_conflict(&error) => {}
+            Err(error) => return Err(error),
+        }
+        self.nodes
+            .patch_status(
+                &name,
+                &patch_params(),
+                &Patch::Merge(json!({ "status": node.status })),
+            )
+            .await
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<(), kube::Error> {
+        match self.nodes.delete(name, &DeleteParams::default()).await {
+            Err(error) if !is_not_found(&error) => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// Rewrites the kubelet-owned conditions; other writers' conditions are kept because a
+    /// strategic merge patch merges conditions by type.
+    pub async fn refresh_conditions(
+        &self,
+        name: &str,
+        conditions: &[NodeCondition],
+    ) -> Result<(), kube::Error> {
+        let patch = json!({ "status": { "conditions": conditions } });
+        self.nodes
+            .patch_status(name, &patch_params(), &Patch::Strategic(patch))
+            .await
+            .map(drop)
+    }
+
+    /// Nodes this pool registered, found by its label.
+    pub async fn list_pool_nodes(&self, pool: &str) -> Result<Vec<Node>, kube::Error> {
+        let params = ListParams::default().labels(&format!("{POOL_LABEL}={pool}"));
+        Ok(self.nodes.list(&params).await?.items)
+    }
+
+    /// Creates the node's lease, owned by the node so it goes when the node goes.
+    pub async fn ensure_lease(
+        &self,
+        node: &str,
+        node_uid: &str,
+        duration_seconds: i32,
+    ) -> Result<(), kube::Error> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(node.to_owned()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "v1".to_owned(),
+                    kind: "Node".to_owned(),
+                    name: node.to_owned(),
+                    uid: node_uid.to_owned(),
+                    ..OwnerReference::default()
+                }]),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(node.to_owned()),
+                lease_duration_seconds: Some(duration_seconds),
+                renew_time: Some(MicroTime(Timestamp::now())),
+                ..LeaseSpec::default()
+            }),
+        };
+        match self.leases.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(()),
+            Err(error) if is_conflict(&error) => self.renew_lease(node).await.map(drop),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// One write per renewal: a merge patch of renewTime, no read first.
+    pub async fn renew_lease(&self, node: &str) -> Result<Renewal, kube::Error> {
+        let patch = json!({ "spec": { "renewTime": MicroTime(Timestamp::now()) } });
+        match self
+            .leases
+            .patch(node, &patch_params(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => Ok(Renewal::Renewed),
+            Err(error) if is_not_found(&error) => Ok(Renewal::LeaseMissing),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}

@@ -1,0 +1,108 @@
+//! Pod status writes, deletion, and the events a kubelet would emit.
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use kube::{
+    Api, Client, Resource,
+    api::{DeleteParams, Patch, PatchParams, Preconditions},
+    runtime::events::{Event, EventType, Recorder, Reporter},
+};
+use serde_json::json;
+
+use super::{is_conflict, is_not_found};
+use crate::domain::labels::FIELD_MANAGER;
+
+#[derive(Clone)]
+pub struct PodClient {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for PodClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodClient").finish_non_exhaustive()
+    }
+}
+
+impl PodClient {
+    pub fn new(client: Client, pool: &str) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.to_owned(),
+            instance: Some(pool.to_owned()),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+        }
+    }
+
+    fn api(&self, pod: &Pod) -> Api<Pod> {
+        Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        )
+    }
+
+    /// Writes `status` through the status subresource. A strategic merge keeps conditions
+    /// and container statuses of other writers, merged by their keys.
+    pub async fn write_status(&self, pod: &Pod, status: &PodStatus) -> Result<(), kube::Error> {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let patch = json!({ "status": status });
+        self.api(pod)
+            .patch_status(name, &patch_params(), &Patch::Strategic(patch))
+            .await
+            .map(drop)
+    }
+
+    /// Deletes at once, but only the pod that was looked at: the UID precondition protects a
+    /// new pod that took the same name. Gone or replaced counts as done.
+    pub async fn delete_now(&self, pod: &Pod) -> Result<(), kube::Error> {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: pod.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api(pod).delete(name, &params).await {
+            Err(error) if !is_not_found(&error) && !is_conflict(&error) => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// The pod stays Pending: says why on the pod (a condition) and as an event, the way a
+    /// kubelet reports a sandbox it cannot create.
+    pub async fn report_no_ip(&self, pod: &Pod, message: &str) -> Result<(), kube::Error> {
+        let condition = PodCondition {
+            type_: "PodReadyToStartContainers".to_owned(),
+            status: "False".to_owned(),
+            reason: Some("PodCIDRExhausted".to_owned()),
+            message: Some(message.to_owned()),
+            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            )),
+            ..PodCondition::default()
+        };
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let patch = json!({ "status": { "conditions": [condition] } });
+        self.api(pod)
+            .patch_status(name, &patch_params(), &Patch::Strategic(patch))
+            .await?;
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "FailedCreatePodSandBox".to_owned(),
+            note: Some(message.to_owned()),
+            action: "CreatePodSandbox".to_owned(),
+            secondary: None,
+        };
+        self.recorder.publish(&event, &pod.object_ref(&())).await
+    }
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}

@@ -1,0 +1,48 @@
+//! The pool's control loops. Each runs until its task is aborted.
+
+pub mod heartbeats;
+pub mod nodes;
+pub mod pods;
+pub mod seats;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::{
+    apiserver::{NodeClient, PodClient},
+    config::PoolConfig,
+    index::PoolIndex,
+    metrics::Metrics,
+};
+
+/// What every controller shares.
+#[derive(Clone)]
+pub struct Context {
+    pub config: Arc<PoolConfig>,
+    pub index: Arc<Mutex<PoolIndex>>,
+    pub metrics: Arc<Metrics>,
+    pub nodes: NodeClient,
+    pub pods: PodClient,
+    pub client: kube::Client,
+    /// Wakes the node controller when desired state changed.
+    pub reconcile_nodes: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("pool", &self.config.pool_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// The index, also after a panic elsewhere poisoned the lock: its data stays consistent
+    /// because no method leaves it half-updated.
+    pub fn index(&self) -> MutexGuard<'_, PoolIndex> {
+        self.index
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,225 @@
+//! Plays the kubelet for pods bound to the pool's nodes: one cluster-wide watch of bound
+//! pods, filtered in memory. Pending pods get an IP and a Running status, pods with a
+//! lifetime (or owned by a Job) complete when it ends, and pods whose deletion was requested
+//! are finished and deleted once their finalizers are gone.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
+use kube::{
+    Api,
+    runtime::{
+        Controller,
+        controller::{self, Action},
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+
+use super::Context;
+use crate::{
+    domain::pod::{
+        PodPhase, completed_status, completion_deadline, is_host_network, phase, pod_ip,
+        ready_to_delete, running_status,
+    },
+    index::AssignError,
+};
+
+const BOUND_PODS: &str = "spec.nodeName!=";
+const RETRY: Duration = Duration::from_secs(2);
+const NO_IP_RETRY: Duration = Duration::from_secs(5);
+const SWEEP: Duration = Duration::from_secs(2);
+
+/// Claims the IPs of pods already on the pool's nodes, so none is handed out twice after
+/// a restart. Runs before the controller starts assigning.
+pub async fn adopt_existing(ctx: &Context) -> Result<(), kube::Error> {
+    let pods: Api<Pod> = Api::all(ctx.client.clone());
+    let list = pods
+        .list(&kube::api::ListParams::default().fields(BOUND_PODS))
+        .await?;
+    let mut index = ctx.index();
+    for pod in &list.items {
+        if let Some(node) = node_name(pod)
+            && index.is_ours(node)
+        {
+            index.observe_pod(&key(pod), uid(pod), node, pod_ip(pod), phase(pod));
+        }
+    }
+    Ok(())
+}
+
+pub async fn run(ctx: Context) {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let controller = Controller::new(api, watcher::Config::default().fields(BOUND_PODS))
+        .with_config(controller::Config::default().concurrency(ctx.config.api_concurrency));
+    // Owned here, so aborting this controller aborts the sweeper too.
+    let mut sweeper = tokio::task::JoinSet::new();
+    sweeper.spawn(sweep_deleted(ctx.clone(), controller.store()));
+    controller
+        .run(reconcile, error_policy, Arc::new(ctx))
+        .for_each(|_| async {})
+        .await;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{operation}: {source}")]
+pub struct ReconcileError {
+    operation: &'static str,
+    source: kube::Error,
+}
+
+fn failed(operation: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError {
+    move |source| ReconcileError { operation, source }
+}
+
+async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let Some(node) = node_name(&pod) else {
+        return Ok(Action::await_change());
+    };
+    let node_ip = match ctx.index().node(node) {
+        Some(entry) => entry.internal_ip(),
+        None => return Ok(Action::await_change()),
+    };
+    let key = key(&pod);
+    let now = Timestamp::now();
+
+    if pod.metadata.deletion_timestamp.is_some() {
+        if !ready_to_delete(&pod) {
+            // Finalizers are someone else's to remove; their removal is a change we see.
+            return Ok(Action::await_change());
+        }
+        if phase(&pod) == PodPhase::Running {
+            ctx.pods
+                .write_status(&pod, &completed_status(&pod, now, 0))
+                .await
+                .map_err(failed("finish deleted pod"))?;
+        }
+        ctx.pods
+            .delete_now(&pod)
+            .await
+            .map_err(failed("delete pod"))?;
+        ctx.metrics.pods_deleted.inc();
+        ctx.index().forget_pod(&key);
+        return Ok(Action::await_change());
+    }
+
+    match phase(&pod) {
+        PodPhase::Succeeded | PodPhase::Failed => {
+            ctx.index().pod_finished(&key, phase(&pod));
+            Ok(Action::await_change())
+        }
+        PodPhase::Running => {
+            ctx.index()
+                .observe_pod(&key, uid(&pod), node, pod_ip(&pod), PodPhase::Running);
+            let deadline =
+                completion_deadline(&pod, ctx.config.job_duration()).unwrap_or_else(|error| {
+                    tracing::warn!(pod = key, %error, "ignoring the pod's lifetime");
+                    None
+                });
+            match deadline {
+                Some(deadline) if deadline > now => Ok(Action::requeue(
+                    Duration::try_from(deadline - now).unwrap_or(RETRY),
+                )),
+                Some(_) => {
+                    ctx.pods
+                        .write_status(&pod, &completed_status(&pod, now, 0))
+                        .await
+                        .map_err(failed("complete pod"))?;
+                    ctx.metrics.pods_completed.inc();
+                    ctx.index().pod_finished(&key, PodPhase::Succeeded);
+                    Ok(Action::await_change())
+                }
+                None => Ok(Action::await_change()),
+            }
+        }
+        PodPhase::Pending | PodPhase::Unknown => {
+            let assigned = ctx
+                .index()
+                .assign_pod_ip(&key, uid(&pod), node, is_host_network(&pod));
+            match assigned {
+                Ok(ip) => {
+                    ctx.pods
+                        .write_status(&pod, &running_status(&pod, node_ip, ip, now))
+                        .await
+                        .map_err(failed("start pod"))?;
+                    ctx.metrics.pods_started.inc();
+                    ctx.index()
+                        .observe_pod(&key, uid(&pod), node, Some(ip), PodPhase::Running);
+                    // The Running pod comes back through the watch to schedule its end.
+                    Ok(Action::await_change())
+                }
+                Err(AssignError::Exhausted(error)) => {
+                    if !reported_no_ip(&pod) {
+                        ctx.metrics.ip_exhaustions.inc();
+                        ctx.pods
+                            .report_no_ip(&pod, &error.to_string())
+                            .await
+                            .map_err(failed("report IP exhaustion"))?;
+                    }
+                    Ok(Action::requeue(NO_IP_RETRY))
+                }
+                Err(AssignError::UnknownNode(_)) => Ok(Action::await_change()),
+            }
+        }
+    }
+}
+
+fn error_policy(pod: Arc<Pod>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    ctx.metrics.api_errors.inc();
+    tracing::warn!(pod = key(&pod), %error, "retrying");
+    Action::requeue(RETRY)
+}
+
+/// Deleted pods never reach `reconcile`; their IPs are released once the watch's store no
+/// longer has them.
+async fn sweep_deleted(ctx: Context, store: Store<Pod>) {
+    if store.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut ticker = tokio::time::interval(SWEEP);
+    loop {
+        ticker.tick().await;
+        let keys = ctx.index().pod_keys();
+        let gone: Vec<_> = keys
+            .into_iter()
+            .filter(|key| {
+                let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+                store.get(&ObjectRef::new(name).within(namespace)).is_none()
+            })
+            .collect();
+        if !gone.is_empty() {
+            let mut index = ctx.index();
+            for key in gone {
+                index.forget_pod(&key);
+            }
+        }
+    }
+}
+
+fn reported_no_ip(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.reason.as_deref() == Some("PodCIDRExhausted") && c.status == "False")
+        })
+}
+
+fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
+fn uid(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or_default()
+}
+
+fn key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}

@@ -1,0 +1,239 @@
+//! `ksim.vnode.v1.VirtualNodePool` over a [`Pool`]: maps requests in, views out, and pool
+//! errors to gRPC status codes.
+
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use ksim_proto::ksim::vnode::v1 as pb;
+use tonic::{Request, Response, Status};
+
+use crate::{
+    index::{GroupSource, PhaseCounts},
+    pool::{GroupView, NodeView, Pool, PoolError},
+};
+
+const DEFAULT_PAGE_SIZE: usize = 500;
+const MAX_PAGE_SIZE: usize = 5000;
+
+#[derive(Debug, Clone)]
+pub struct VirtualNodePoolService {
+    pool: Arc<Pool>,
+}
+
+impl VirtualNodePoolService {
+    pub fn new(pool: Arc<Pool>) -> Self {
+        Self { pool }
+    }
+
+    pub fn into_server(self) -> pb::virtual_node_pool_server::VirtualNodePoolServer<Self> {
+        pb::virtual_node_pool_server::VirtualNodePoolServer::new(self)
+    }
+}
+
+impl From<PoolError> for Status {
+    fn from(error: PoolError) -> Self {
+        let message = error.to_string();
+        match error {
+            // The API contract: every kind of bad input is INVALID_ARGUMENT, an unknown group
+            // included, so callers have one code to handle.
+            PoolError::InvalidGroup(_)
+            | PoolError::Skeleton(_)
+            | PoolError::UnknownGroup(_)
+            | PoolError::CidrExhausted { .. } => Status::invalid_argument(message),
+            PoolError::GroupExists(_) => Status::already_exists(message),
+            PoolError::NotPoolManaged(_) => Status::failed_precondition(message),
+            PoolError::Cidr(_) => Status::internal(message),
+            PoolError::Kube(_) => Status::unavailable(message),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
+    async fn create_node_group(
+        &self,
+        request: Request<pb::CreateNodeGroupRequest>,
+    ) -> Result<Response<pb::CreateNodeGroupResponse>, Status> {
+        let request = request.into_inner();
+        let group = self
+            .pool
+            .create_group(&request.name, &request.node_skeleton_yaml, request.count)
+            .await?;
+        Ok(Response::new(pb::CreateNodeGroupResponse {
+            node_group: Some(group_message(&group)),
+        }))
+    }
+
+    async fn scale_node_group(
+        &self,
+        request: Request<pb::ScaleNodeGroupRequest>,
+    ) -> Result<Response<pb::ScaleNodeGroupResponse>, Status> {
+        let request = request.into_inner();
+        let group = self.pool.scale_group(&request.name, request.count).await?;
+        Ok(Response::new(pb::ScaleNodeGroupResponse {
+            node_group: Some(group_message(&group)),
+        }))
+    }
+
+    async fn delete_node_group(
+        &self,
+        request: Request<pb::DeleteNodeGroupRequest>,
+    ) -> Result<Response<pb::DeleteNodeGroupResponse>, Status> {
+        self.pool.delete_group(&request.into_inner().name).await?;
+        Ok(Response::new(pb::DeleteNodeGroupResponse {}))
+    }
+
+    async fn get_node_group(
+        &self,
+        request: Request<pb::GetNodeGroupRequest>,
+    ) -> Result<Response<pb::GetNodeGroupResponse>, Status> {
+        let group = self.pool.group(&request.into_inner().name)?;
+        Ok(Response::new(pb::GetNodeGroupResponse {
+            node_group: Some(group_message(&group)),
+        }))
+    }
+
+    async fn list_node_groups(
+        &self,
+        _request: Request<pb::ListNodeGroupsRequest>,
+    ) -> Result<Response<pb::ListNodeGroupsResponse>, Status> {
+        Ok(Response::new(pb::ListNodeGroupsResponse {
+            node_groups: self.pool.groups().iter().map(group_message).collect(),
+        }))
+    }
+
+    async fn list_nodes(
+        &self,
+        request: Request<pb::ListNodesRequest>,
+    ) -> Result<Response<pb::ListNodesResponse>, Status> {
+        let request = request.into_inner();
+        let page_size = match usize::try_from(request.page_size) {
+            Ok(0) => DEFAULT_PAGE_SIZE,
+            Ok(size) => size.min(MAX_PAGE_SIZE),
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "page_size must not be negative (got {})",
+                    request.page_size
+                )));
+            }
+        };
+        let group = Some(request.node_group.as_str()).filter(|g| !g.is_empty());
+        // Nodes come sorted by name; the page token is the last name already returned.
+        let nodes = self.pool.nodes(group)?;
+        let mut page: Vec<&NodeView> = nodes
+            .iter()
+            .filter(|node| request.page_token.is_empty() || node.name > request.page_token)
+            .take(page_size + 1)
+            .collect();
+        let next_page_token = if page.len() > page_size {
+            page.truncate(page_size);
+            page.last()
+                .map(|node| node.name.clone())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(pb::ListNodesResponse {
+            nodes: page.into_iter().map(node_message).collect(),
+            next_page_token,
+        }))
+    }
+
+    async fn get_pool_stats(
+        &self,
+        _request: Request<pb::GetPoolStatsRequest>,
+    ) -> Result<Response<pb::GetPoolStatsResponse>, Status> {
+        let stats = self.pool.stats();
+        Ok(Response::new(pb::GetPoolStatsResponse {
+            nodes_total: stats.nodes_total,
+            nodes_ready: stats.nodes_ready,
+            pods: Some(phase_message(stats.pods)),
+            lease_renewals_per_second: stats.renewals_per_second,
+            api_errors_total: stats.api_errors,
+            ip_exhaustion_total: stats.ip_exhaustions,
+            node_groups: stats.node_groups,
+        }))
+    }
+}
+
+fn group_message(group: &GroupView) -> pb::NodeGroup {
+    let (source, deployment) = match &group.source {
+        GroupSource::PoolManaged { .. } => (pb::NodeGroupSource::PoolManaged, None),
+        GroupSource::Deployment {
+            namespace, name, ..
+        } => (
+            pb::NodeGroupSource::Deployment,
+            Some(pb::DeploymentRef {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }),
+        ),
+    };
+    let skeleton = &group.skeleton;
+    let quantities = |map: &std::collections::BTreeMap<
+        String,
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+    >| { map.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect() };
+    pb::NodeGroup {
+        name: group.name.clone(),
+        source: source.into(),
+        deployment,
+        desired_nodes: clamp(group.desired),
+        registered_nodes: clamp(group.registered),
+        ready_nodes: clamp(group.ready),
+        skeleton: Some(pb::SkeletonSummary {
+            labels: skeleton.labels.clone().into_iter().collect(),
+            taints: skeleton
+                .taints
+                .iter()
+                .map(|taint| pb::Taint {
+                    key: taint.key.clone(),
+                    value: taint.value.clone().unwrap_or_default(),
+                    effect: taint.effect.clone(),
+                })
+                .collect(),
+            capacity: quantities(&skeleton.capacity),
+            allocatable: quantities(&skeleton.allocatable),
+            instance_type: skeleton.instance_type().unwrap_or_default().to_owned(),
+            architecture: skeleton.node_info.architecture.clone(),
+            operating_system: skeleton.node_info.operating_system.clone(),
+            kubelet_version: skeleton.node_info.kubelet_version.clone(),
+        }),
+        create_time: Some(timestamp(group.created)),
+    }
+}
+
+fn node_message(node: &NodeView) -> pb::Node {
+    pb::Node {
+        name: node.name.clone(),
+        node_group: node.group.clone(),
+        provider_id: node.provider_id.clone(),
+        ready: node.ready,
+        pod_cidr: node.pod_cidr.to_string(),
+        pods: Some(phase_message(node.pods)),
+        last_heartbeat_time: node.last_heartbeat.map(timestamp),
+        internal_ip: node.internal_ip.to_string(),
+        create_time: Some(timestamp(node.created)),
+    }
+}
+
+fn phase_message(counts: PhaseCounts) -> pb::PodPhaseCounts {
+    pb::PodPhaseCounts {
+        pending: counts.pending,
+        running: counts.running,
+        succeeded: counts.succeeded,
+        failed: counts.failed,
+        unknown: counts.unknown,
+    }
+}
+
+fn timestamp(at: Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: at.as_second(),
+        nanos: at.subsec_nanosecond(),
+    }
+}
+
+fn clamp(count: u32) -> i32 {
+    i32::try_from(count).unwrap_or(i32::MAX)
+}

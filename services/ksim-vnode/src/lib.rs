@@ -1,0 +1,18 @@
+//! The virtual node pool: registers virtual nodes with the apiserver, heartbeats them, and
+//! plays the kubelet for the pods bound to them.
+//!
+//! - [`domain`]: the rules (skeletons, node objects, CIDRs and IPs, pod status), no I/O.
+//! - [`index`]: the in-memory state the controllers and the API share.
+//! - [`apiserver`]: the Kubernetes adapter, every API read and write.
+//! - [`controllers`]: the control loops (nodes, heartbeats, pods, seats).
+//! - [`pool`]: startup with adoption, and the operations behind the gRPC API.
+//! - [`grpc`]: `ksim.vnode.v1.VirtualNodePool` and its error mapping.
+
+pub mod apiserver;
+pub mod config;
+pub mod controllers;
+pub mod domain;
+pub mod grpc;
+pub mod index;
+pub mod metrics;
+pub mod pool;

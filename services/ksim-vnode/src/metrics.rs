@@ -1,0 +1,97 @@
+//! What the pool counts, for `GetPoolStats` and Prometheus.
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use prometheus_client::{metrics::counter::Counter, registry::Registry};
+
+use crate::domain::heartbeat::RenewalRate;
+
+#[derive(Debug)]
+pub struct Metrics {
+    pub lease_renewals: Counter,
+    pub api_errors: Counter,
+    pub ip_exhaustions: Counter,
+    pub nodes_registered: Counter,
+    pub pods_started: Counter,
+    pub pods_completed: Counter,
+    pub pods_deleted: Counter,
+    renewal_rate: Mutex<RenewalRate>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            lease_renewals: Counter::default(),
+            api_errors: Counter::default(),
+            ip_exhaustions: Counter::default(),
+            nodes_registered: Counter::default(),
+            pods_started: Counter::default(),
+            pods_completed: Counter::default(),
+            pods_deleted: Counter::default(),
+            renewal_rate: Mutex::new(RenewalRate::new(Duration::from_secs(30))),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn register(&self, registry: &mut Registry) {
+        let registry = registry.sub_registry_with_prefix("vnode");
+        registry.register(
+            "lease_renewals",
+            "Node lease renewals written",
+            self.lease_renewals.clone(),
+        );
+        registry.register(
+            "api_errors",
+            "Failed apiserver requests",
+            self.api_errors.clone(),
+        );
+        registry.register(
+            "ip_exhaustions",
+            "Pods left Pending because their node had no free IP",
+            self.ip_exhaustions.clone(),
+        );
+        registry.register(
+            "nodes_registered",
+            "Virtual nodes registered",
+            self.nodes_registered.clone(),
+        );
+        registry.register(
+            "pods_started",
+            "Pods moved to Running",
+            self.pods_started.clone(),
+        );
+        registry.register(
+            "pods_completed",
+            "Pods moved to Succeeded or Failed",
+            self.pods_completed.clone(),
+        );
+        registry.register(
+            "pods_deleted",
+            "Pods deleted after their deletion was requested",
+            self.pods_deleted.clone(),
+        );
+    }
+
+    pub fn renewed(&self) {
+        self.lease_renewals.inc();
+        if let Ok(mut rate) = self.renewal_rate.lock() {
+            rate.record(Instant::now());
+        }
+    }
+
+    pub fn renewals_per_second(&self) -> f64 {
+        self.renewal_rate
+            .lock()
+            .map(|rate| rate.per_second(Instant::now()))
+            .unwrap_or_default()
+    }
+
+    pub fn api_error(&self, operation: &str, error: &kube::Error) {
+        self.api_errors.inc();
+        tracing::warn!(operation, %error, "apiserver request failed");
+    }
+}

@@ -1,0 +1,337 @@
+//! The running pool: starts from what the cluster already holds (adoption), runs the
+//! controllers, and offers the operations the gRPC API maps to.
+
+use std::{
+    net::Ipv4Addr,
+    sync::{Arc, Mutex},
+};
+
+use ipnet::Ipv4Net;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use tokio::{sync::Notify, task::JoinSet};
+
+use crate::{
+    apiserver::{GroupStore, NodeClient, PodClient, StoredGroup},
+    config::PoolConfig,
+    controllers::{self, Context},
+    domain::{
+        cidr::{CidrError, PodCidrPool},
+        groups::{GroupError, validate_count, validate_group_name},
+        node::{provider_id, seat_host_skeleton},
+        skeleton::{NodeSkeleton, SkeletonError},
+    },
+    index::{Group, GroupSource, NodeState, PhaseCounts, PoolIndex},
+    metrics::Metrics,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error(transparent)]
+    InvalidGroup(#[from] GroupError),
+    #[error("invalid node skeleton: {0}")]
+    Skeleton(#[from] SkeletonError),
+    #[error("unknown node group {0:?}")]
+    UnknownGroup(String),
+    #[error("node group {0:?} already exists")]
+    GroupExists(String),
+    #[error("node group {0:?} is backed by a Deployment: scale or delete the Deployment instead")]
+    NotPoolManaged(String),
+    #[error(
+        "pod CIDR pool exhausted: node group {group:?} needs {needed} more node CIDRs, {available} are free"
+    )]
+    CidrExhausted {
+        group: String,
+        needed: usize,
+        available: usize,
+    },
+    #[error("invalid pod CIDR configuration: {0}")]
+    Cidr(#[from] CidrError),
+    #[error("apiserver: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// A node group as the API shows it.
+#[derive(Debug, Clone)]
+pub struct GroupView {
+    pub name: String,
+    pub source: GroupSource,
+    pub desired: u32,
+    pub registered: u32,
+    pub ready: u32,
+    pub skeleton: Arc<NodeSkeleton>,
+    pub created: Timestamp,
+}
+
+/// A node as the API shows it.
+#[derive(Debug, Clone)]
+pub struct NodeView {
+    pub name: String,
+    pub group: String,
+    pub provider_id: String,
+    pub ready: bool,
+    pub pod_cidr: Ipv4Net,
+    pub internal_ip: Ipv4Addr,
+    pub pods: PhaseCounts,
+    pub last_heartbeat: Option<Timestamp>,
+    pub created: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PoolStats {
+    pub nodes_total: u64,
+    pub nodes_ready: u64,
+    pub pods: PhaseCounts,
+    pub renewals_per_second: f64,
+    pub api_errors: u64,
+    pub ip_exhaustions: u64,
+    pub node_groups: u64,
+}
+
+/// A running pool. Dropping it stops its controllers (the nodes stay, to be adopted).
+#[derive(Debug)]
+pub struct Pool {
+    ctx: Context,
+    store: GroupStore,
+    // Serialises group changes so checks and writes of one request are not interleaved.
+    changes: tokio::sync::Mutex<()>,
+    _tasks: JoinSet<()>,
+}
+
+impl Pool {
+    pub async fn start(client: Client, config: PoolConfig) -> Result<Self, PoolError> {
+        let cidrs = PodCidrPool::new(config.pod_cidr_pool, config.node_cidr_prefix)?;
+        let mut index = PoolIndex::new(&config.pool_name, cidrs);
+        let store = GroupStore::new(client.clone(), &config.namespace, &config.pool_name);
+        for stored in store.load().await? {
+            match NodeSkeleton::from_yaml(&stored.skeleton_yaml) {
+                Ok(skeleton) => index.upsert_group(Group {
+                    name: stored.name,
+                    skeleton: Arc::new(skeleton),
+                    source: GroupSource::PoolManaged {
+                        desired: stored.desired,
+                    },
+                    created: Timestamp::now(),
+                }),
+                Err(error) => {
+                    tracing::warn!(group = stored.name, %error, "stored node group skipped")
+                }
+            }
+        }
+        if config.seat_host {
+            let group = config.seat_host_group();
+            index.mark_host_network(&crate::domain::groups::pool_node_name(&group, 0));
+            index.upsert_internal_group(Group {
+                name: group,
+                skeleton: Arc::new(seat_host_skeleton()),
+                source: GroupSource::PoolManaged { desired: 1 },
+                created: Timestamp::now(),
+            });
+        }
+        let nodes = NodeClient::new(client.clone());
+        for node in nodes.list_pool_nodes(&config.pool_name).await? {
+            if let Err(error) = index.adopt_node(&node) {
+                tracing::warn!(%error, "existing node not adopted");
+            }
+        }
+        let ctx = Context {
+            pods: PodClient::new(client.clone(), &config.pool_name),
+            config: Arc::new(config),
+            index: Arc::new(Mutex::new(index)),
+            metrics: Arc::new(Metrics::default()),
+            nodes,
+            client,
+            reconcile_nodes: Arc::new(Notify::new()),
+        };
+        // Leases first: adopted nodes must not wait for anything else to be renewed.
+        let mut tasks = JoinSet::new();
+        tasks.spawn(controllers::heartbeats::run(ctx.clone()));
+        controllers::pods::adopt_existing(&ctx).await?;
+        tasks.spawn(controllers::nodes::run(ctx.clone()));
+        tasks.spawn(controllers::pods::run(ctx.clone()));
+        tasks.spawn(controllers::seats::run(ctx.clone()));
+        Ok(Self {
+            ctx,
+            store,
+            changes: tokio::sync::Mutex::new(()),
+            _tasks: tasks,
+        })
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.ctx.metrics
+    }
+
+    /// Validates everything, stores the group, then lets the node controller create nodes.
+    /// Nothing is written when any check fails.
+    pub async fn create_group(
+        &self,
+        name: &str,
+        skeleton_yaml: &str,
+        count: i32,
+    ) -> Result<GroupView, PoolError> {
+        validate_group_name(name)?;
+        let desired = validate_count(count)?;
+        let skeleton = Arc::new(NodeSkeleton::from_yaml(skeleton_yaml)?);
+        let _serial = self.changes.lock().await;
+        {
+            let index = self.ctx.index();
+            if index.group(name).is_some() || index.is_internal_group(name) {
+                return Err(PoolError::GroupExists(name.to_owned()));
+            }
+            check_cidrs(&index, name, desired as usize)?;
+        }
+        self.store
+            .save(&StoredGroup {
+                name: name.to_owned(),
+                skeleton_yaml: skeleton_yaml.to_owned(),
+                desired,
+            })
+            .await?;
+        self.ctx.index().upsert_group(Group {
+            name: name.to_owned(),
+            skeleton,
+            source: GroupSource::PoolManaged { desired },
+            created: Timestamp::now(),
+        });
+        self.ctx.reconcile_nodes.notify_one();
+        self.group(name)
+    }
+
+    pub async fn scale_group(&self, name: &str, count: i32) -> Result<GroupView, PoolError> {
+        let desired = validate_count(count)?;
+        let _serial = self.changes.lock().await;
+        {
+            let index = self.ctx.index();
+            self.pool_managed(&index, name)?;
+            let current = index.nodes_of(name).count();
+            check_cidrs(&index, name, (desired as usize).saturating_sub(current))?;
+        }
+        self.store.set_desired(name, desired).await?;
+        if let Some(group) = self.ctx.index().group_mut(name) {
+            group.source = GroupSource::PoolManaged { desired };
+        }
+        self.ctx.reconcile_nodes.notify_one();
+        self.group(name)
+    }
+
+    /// Removes the group; the node controller then deletes its nodes.
+    pub async fn delete_group(&self, name: &str) -> Result<(), PoolError> {
+        let _serial = self.changes.lock().await;
+        self.pool_managed(&self.ctx.index(), name)?;
+        self.store.delete(name).await?;
+        self.ctx.index().remove_group(name);
+        self.ctx.reconcile_nodes.notify_one();
+        Ok(())
+    }
+
+    /// Ok if `name` is a pool-managed group, otherwise why it is not one.
+    fn pool_managed(&self, index: &PoolIndex, name: &str) -> Result<(), PoolError> {
+        match index.group(name) {
+            Some(group) if !index.is_internal_group(name) => match group.source {
+                GroupSource::PoolManaged { .. } => Ok(()),
+                GroupSource::Deployment { .. } => Err(PoolError::NotPoolManaged(name.to_owned())),
+            },
+            _ => Err(PoolError::UnknownGroup(name.to_owned())),
+        }
+    }
+
+    pub fn group(&self, name: &str) -> Result<GroupView, PoolError> {
+        let index = self.ctx.index();
+        index
+            .groups()
+            .find(|group| group.name == name)
+            .map(|group| group_view(&index, group))
+            .ok_or_else(|| PoolError::UnknownGroup(name.to_owned()))
+    }
+
+    pub fn groups(&self) -> Vec<GroupView> {
+        let index = self.ctx.index();
+        index
+            .groups()
+            .map(|group| group_view(&index, group))
+            .collect()
+    }
+
+    /// Registered nodes sorted by name, of one group or of all listed groups.
+    pub fn nodes(&self, group: Option<&str>) -> Result<Vec<NodeView>, PoolError> {
+        let index = self.ctx.index();
+        if let Some(group) = group
+            && index.groups().all(|g| g.name != group)
+        {
+            return Err(PoolError::UnknownGroup(group.to_owned()));
+        }
+        Ok(index
+            .nodes()
+            .filter(|node| {
+                node.state == NodeState::Registered && !index.is_internal_group(&node.group)
+            })
+            .filter(|node| group.is_none_or(|group| node.group == group))
+            .map(|node| NodeView {
+                name: node.name.clone(),
+                group: node.group.clone(),
+                provider_id: provider_id(&node.group, &node.name),
+                ready: node.is_ready(),
+                pod_cidr: node.pod_cidr,
+                internal_ip: node.internal_ip(),
+                pods: index.pod_counts(Some(&node.name)),
+                last_heartbeat: node.last_heartbeat,
+                created: node.created,
+            })
+            .collect())
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let index = self.ctx.index();
+        let nodes = index.nodes().filter(|node| {
+            node.state == NodeState::Registered && !index.is_internal_group(&node.group)
+        });
+        let (mut total, mut ready) = (0, 0);
+        for node in nodes {
+            total += 1;
+            ready += u64::from(node.is_ready());
+        }
+        let metrics = &self.ctx.metrics;
+        PoolStats {
+            nodes_total: total,
+            nodes_ready: ready,
+            pods: index.pod_counts(None),
+            renewals_per_second: metrics.renewals_per_second(),
+            api_errors: metrics.api_errors.get(),
+            ip_exhaustions: metrics.ip_exhaustions.get(),
+            node_groups: index.groups().count() as u64,
+        }
+    }
+}
+
+fn check_cidrs(index: &PoolIndex, group: &str, needed: usize) -> Result<(), PoolError> {
+    let available = index.free_cidrs();
+    if needed > available {
+        return Err(PoolError::CidrExhausted {
+            group: group.to_owned(),
+            needed,
+            available,
+        });
+    }
+    Ok(())
+}
+
+fn group_view(index: &PoolIndex, group: &Group) -> GroupView {
+    let nodes: Vec<_> = index
+        .nodes_of(&group.name)
+        .filter(|node| node.state == NodeState::Registered)
+        .collect();
+    let desired = match &group.source {
+        GroupSource::PoolManaged { desired } => *desired,
+        GroupSource::Deployment { seats, .. } => seats.len() as u32,
+    };
+    GroupView {
+        name: group.name.clone(),
+        source: group.source.clone(),
+        desired,
+        registered: nodes.len() as u32,
+        ready: nodes.iter().filter(|node| node.is_ready()).count() as u32,
+        skeleton: group.skeleton.clone(),
+        created: group.created,
+    }
+}

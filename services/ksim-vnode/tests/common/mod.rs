@@ -1,0 +1,164 @@
+//! A real control plane plus a pool, for the pool's integration tests.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_testenv::{ControlPlane, wait};
+use ksim_vnode::{config::PoolConfig, pool::Pool};
+use kube::{
+    Api, Client,
+    api::{ListParams, PostParams},
+};
+use serde_json::json;
+
+pub const DEADLINE: Duration = Duration::from_secs(120);
+/// Short enough that the node lifecycle controller's grace period passes during a test.
+pub const LEASE_SECONDS: u32 = 4;
+pub const GRACE_SECONDS: u64 = 6;
+
+pub const SKELETON: &str = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: ip-10-0-1-17.ec2.internal
+  labels:
+    node.kubernetes.io/instance-type: m5.xlarge
+    topology.kubernetes.io/zone: us-east-1a
+status:
+  capacity: { cpu: "4", memory: 16Gi, pods: "110", ephemeral-storage: 100Gi }
+  allocatable: { cpu: 3920m, memory: 15Gi, pods: "110", ephemeral-storage: 95Gi }
+"#;
+
+pub struct Env {
+    pub control_plane: ControlPlane,
+    pub client: Client,
+}
+
+/// A control plane whose node lifecycle controller gives up on a silent node after
+/// GRACE_SECONDS, so "stays Ready" is tested against a real deadline.
+pub async fn control_plane() -> Env {
+    let control_plane = ControlPlane::builder()
+        .controller_manager_arg("--node-monitor-period=1s")
+        .controller_manager_arg(format!("--node-monitor-grace-period={GRACE_SECONDS}s"))
+        .start()
+        .await
+        .unwrap();
+    let client = control_plane.client();
+    Env {
+        control_plane,
+        client,
+    }
+}
+
+pub fn pool_config() -> PoolConfig {
+    PoolConfig {
+        pool_name: "test".to_owned(),
+        namespace: "default".to_owned(),
+        lease_duration_seconds: LEASE_SECONDS,
+        node_status_period_seconds: 10,
+        ..PoolConfig::default()
+    }
+}
+
+pub async fn start_pool(client: &Client, config: PoolConfig) -> Arc<Pool> {
+    // The pool's logs show with a failing test's output (RUST_LOG filters them).
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+    Arc::new(Pool::start(client.clone(), config).await.unwrap())
+}
+
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+/// Nodes with the given group label, once `count` of them are Ready.
+pub async fn ready_nodes(client: &Client, group: &str, count: usize) -> Vec<Node> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let selector = format!("ksim.io/node-group={group}");
+    wait::until(
+        &format!("{count} Ready nodes in {group}"),
+        DEADLINE,
+        || async {
+            let list = nodes
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| e.to_string())?;
+            let ready = list.items.iter().filter(|n| is_ready(n)).count();
+            if ready == count && list.items.len() == count {
+                Ok(list.items)
+            } else {
+                Err(format!("{ready} Ready of {}", list.items.len()))
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+pub async fn pods_in_phase(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    phase: &str,
+    count: usize,
+) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    wait::until(
+        &format!("{count} {phase} pods ({selector})"),
+        DEADLINE,
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels(selector))
+                .await
+                .map_err(|e| e.to_string())?;
+            let matching: Vec<Pod> = list
+                .items
+                .into_iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase))
+                .collect();
+            if matching.len() == count {
+                Ok(matching)
+            } else {
+                Err(format!("{} {phase}", matching.len()))
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Tolerates the virtual-node taint, as replayed workloads do.
+pub fn virtual_toleration() -> serde_json::Value {
+    json!({ "key": "ksim.io/virtual-node", "operator": "Exists", "effect": "NoSchedule" })
+}
+
+pub async fn create_namespace(client: &Client, name: &str) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    // Pods are refused until the namespace's default ServiceAccount exists.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), name);
+    wait::until("the default ServiceAccount", DEADLINE, || async {
+        accounts
+            .get_opt("default")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "missing".to_owned())
+    })
+    .await
+    .unwrap();
+}

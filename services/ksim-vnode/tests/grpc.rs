@@ -1,0 +1,212 @@
+//! The VirtualNodePool API over a real socket: happy path and InvalidArgument for bad input.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_proto::ksim::vnode::v1::{self as pb, virtual_node_pool_client::VirtualNodePoolClient};
+use ksim_testenv::wait;
+use ksim_vnode::grpc::VirtualNodePoolService;
+use tonic::{Code, transport::Channel};
+
+async fn serve(pool: std::sync::Arc<ksim_vnode::pool::Pool>) -> VirtualNodePoolClient<Channel> {
+    let args = ServeArgs {
+        grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+        shutdown_grace_seconds: 1,
+        tls: Default::default(),
+        limits: Default::default(),
+        log: Default::default(),
+    };
+    let bound = GrpcServer::new(args)
+        .add_service(VirtualNodePoolService::new(pool).into_server())
+        .bind()
+        .await
+        .unwrap();
+    let addr = bound.grpc_addr().unwrap();
+    tokio::spawn(bound.serve_until(std::future::pending()));
+    VirtualNodePoolClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+}
+
+fn create(name: &str, yaml: &str, count: i32) -> pb::CreateNodeGroupRequest {
+    pb::CreateNodeGroupRequest {
+        name: name.to_owned(),
+        node_skeleton_yaml: yaml.to_owned(),
+        count,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn groups_are_created_listed_and_scaled_through_grpc() {
+    let env = control_plane().await;
+    let mut client = serve(start_pool(&env.client, pool_config()).await).await;
+    let created = client
+        .create_node_group(create("api", SKELETON, 2))
+        .await
+        .unwrap()
+        .into_inner();
+    let group = created.node_group.unwrap();
+    assert_eq!(group.desired_nodes, 2);
+    assert_eq!(group.skeleton.unwrap().instance_type, "m5.xlarge");
+    ready_nodes(&env.client, "api", 2).await;
+
+    let nodes = wait::until("2 ready nodes in ListNodes", DEADLINE, || {
+        let mut client = client.clone();
+        async move {
+            let request = pb::ListNodesRequest {
+                node_group: "api".to_owned(),
+                page_size: 1,
+                page_token: String::new(),
+            };
+            let first = client
+                .list_nodes(request)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            let request = pb::ListNodesRequest {
+                node_group: "api".to_owned(),
+                page_size: 1,
+                page_token: first.next_page_token.clone(),
+            };
+            let second = client
+                .list_nodes(request)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            let nodes: Vec<pb::Node> = first.nodes.into_iter().chain(second.nodes).collect();
+            if nodes.len() == 2
+                && nodes.iter().all(|n| n.ready)
+                && second.next_page_token.is_empty()
+            {
+                Ok(nodes)
+            } else {
+                Err(format!("{nodes:?}"))
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(nodes[0].name, "api-0");
+    assert_eq!(nodes[1].provider_id, "ksim://api/api-1");
+
+    let stats = client
+        .get_pool_stats(pb::GetPoolStatsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((stats.nodes_total, stats.node_groups), (2, 1));
+    let scaled = client
+        .scale_node_group(pb::ScaleNodeGroupRequest {
+            name: "api".to_owned(),
+            count: 3,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(scaled.node_group.unwrap().desired_nodes, 3);
+    ready_nodes(&env.client, "api", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_invalid_argument_and_changes_nothing() {
+    let env = control_plane().await;
+    let config = ksim_vnode::config::PoolConfig {
+        // Room for four nodes only.
+        pod_cidr_pool: "10.200.0.0/22".parse().unwrap(),
+        seat_host: false,
+        ..pool_config()
+    };
+    let mut client = serve(start_pool(&env.client, config).await).await;
+
+    let cases = [
+        (
+            "bad YAML",
+            create("a", "kind: Node\nstatus: [unclosed", 1),
+            "skeleton",
+        ),
+        (
+            "not a node",
+            create(
+                "a",
+                "kind: Pod\nstatus: {capacity: {cpu: '1', memory: 1Gi}}",
+                1,
+            ),
+            "Node",
+        ),
+        (
+            "bad quantity",
+            create(
+                "a",
+                "kind: Node\nstatus: {capacity: {cpu: lots, memory: 1Gi}}",
+                1,
+            ),
+            "cpu",
+        ),
+        ("negative count", create("a", SKELETON, -1), "-1"),
+        (
+            "bad name",
+            create("Not_A_Label", SKELETON, 1),
+            "Not_A_Label",
+        ),
+        ("CIDR exhausted", create("a", SKELETON, 5), "exhausted"),
+    ];
+    for (case, request, mentions) in cases {
+        let status = client.create_node_group(request).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{case}: {status:?}");
+        assert!(
+            status.message().contains(mentions),
+            "{case}: {}",
+            status.message()
+        );
+    }
+    let unknown = client
+        .scale_node_group(pb::ScaleNodeGroupRequest {
+            name: "nope".to_owned(),
+            count: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::InvalidArgument);
+    assert!(unknown.message().contains("nope"));
+    let negative_page = client
+        .list_nodes(pb::ListNodesRequest {
+            node_group: String::new(),
+            page_size: -5,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(negative_page.code(), Code::InvalidArgument);
+
+    // Nothing was half-applied: no group, no stored definition.
+    let groups = client
+        .list_node_groups(pb::ListNodeGroupsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(groups.node_groups.is_empty());
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.client.clone(), "default");
+    let stored = config_maps
+        .list(&kube::api::ListParams::default().labels("ksim.io/pool=test"))
+        .await
+        .unwrap();
+    assert!(stored.items.is_empty());
+
+    // A valid group still fits afterwards; scaling past the pool is refused.
+    client
+        .create_node_group(create("a", SKELETON, 4))
+        .await
+        .unwrap();
+    let too_many = client
+        .scale_node_group(pb::ScaleNodeGroupRequest {
+            name: "a".to_owned(),
+            count: 5,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(too_many.code(), Code::InvalidArgument);
+}
