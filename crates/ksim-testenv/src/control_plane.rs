@@ -161,6 +161,16 @@ impl ControlPlane {
         self.client.clone()
     }
 
+    /// A client acting as `user` in `groups` (impersonated by the admin), e.g. a
+    /// ServiceAccount, to test that an RBAC policy is enough.
+    pub async fn client_as(&self, user: &str, groups: &[&str]) -> Result<Client, Error> {
+        let mut config = config_from_kubeconfig(&self.admin_kubeconfig).await?;
+        config.auth_info.impersonate = Some(user.to_owned());
+        config.auth_info.impersonate_groups =
+            Some(groups.iter().map(|g| (*g).to_owned()).collect());
+        Ok(Client::try_from(config)?)
+    }
+
     /// The admin kubeconfig, for kubectl or for services under test.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.admin_kubeconfig

@@ -21,6 +21,8 @@ pub enum Error {
     NoFreePort(#[source] std::io::Error),
     #[error("cannot generate certificates: {0}")]
     Pki(#[from] rcgen::Error),
+    #[error("invalid manifest: {0}")]
+    Manifest(String),
     #[error("cannot write kubeconfig: {0}")]
     Kubeconfig(String),
     #[error("cannot build a Kubernetes client: {0}")]

@@ -18,6 +18,7 @@ mod binaries;
 mod control_plane;
 mod error;
 mod kubeconfig;
+pub mod manifests;
 pub mod pki;
 mod ports;
 mod process;
