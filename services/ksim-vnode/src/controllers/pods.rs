@@ -5,14 +5,17 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::StreamExt;
-use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::{
+    api::core::v1::{Container, Pod, PodSpec},
+    jiff::Timestamp,
+};
 use kube::{
     Api,
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::{self, Action},
-        reflector::{ObjectRef, Store},
+        reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
@@ -51,11 +54,35 @@ pub async fn adopt_existing(ctx: &Context) -> Result<(), kube::Error> {
 
 pub async fn run(ctx: Context) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
-    let controller = Controller::new(api, watcher::Config::default().fields(BOUND_PODS))
+    let (store, writer) = reflector::store();
+    let index = ctx.index.clone();
+    // Only pods on this pool's nodes are kept, without the fields a kubelet never reads:
+    // in a real cluster most bound pods are elsewhere, and managedFields alone outweighs the
+    // rest of a pod in memory.
+    let pods = watcher(api, watcher::Config::default().fields(BOUND_PODS))
+        .default_backoff()
+        .try_filter(move |event| {
+            let keep = match event {
+                watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => node_name(pod)
+                    .is_some_and(|node| {
+                        index
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .is_ours(node)
+                    }),
+                // Deletes always reach the store, which ignores pods it never held.
+                watcher::Event::Delete(_) | watcher::Event::Init | watcher::Event::InitDone => true,
+            };
+            std::future::ready(keep)
+        })
+        .modify(slim)
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream(pods, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.config.api_concurrency));
     // Owned here, so aborting this controller aborts the sweeper too.
     let mut sweeper = tokio::task::JoinSet::new();
-    sweeper.spawn(sweep_deleted(ctx.clone(), controller.store()));
+    sweeper.spawn(sweep_deleted(ctx.clone(), store));
     controller
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|_| async {})
@@ -194,6 +221,41 @@ async fn sweep_deleted(ctx: Context, store: Store<Pod>) {
                 index.forget_pod(&key);
             }
         }
+    }
+}
+
+/// Keeps only what the pool reads: identity, owners, annotations, finalizers, deletion,
+/// node, host networking, readiness gates, container names and images, and the status.
+/// Volumes, env, probes, tolerations and managedFields make up most of a stored pod.
+fn slim(pod: &mut Pod) {
+    let metadata = &mut pod.metadata;
+    metadata.managed_fields = None;
+    metadata.labels = None;
+    if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        *spec = PodSpec {
+            containers: spec.containers.iter().map(slim_container).collect(),
+            init_containers: spec
+                .init_containers
+                .as_ref()
+                .map(|containers| containers.iter().map(slim_container).collect()),
+            node_name: spec.node_name.take(),
+            host_network: spec.host_network,
+            readiness_gates: spec.readiness_gates.take(),
+            restart_policy: spec.restart_policy.take(),
+            ..PodSpec::default()
+        };
+    }
+}
+
+fn slim_container(container: &Container) -> Container {
+    Container {
+        name: container.name.clone(),
+        image: container.image.clone(),
+        restart_policy: container.restart_policy.clone(),
+        ..Container::default()
     }
 }
 
