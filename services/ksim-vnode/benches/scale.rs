@@ -1,0 +1,560 @@
+//! Scale benchmark: N virtual nodes and M pods from Deployments on the real control plane,
+//! for ksim-vnode and, side by side, KWOK. Prints figures; asserts nothing.
+//!
+//!   cargo bench -p ksim-vnode --bench scale -- --nodes 1000 --pods 10000 --hold-seconds 600
+//!
+//! Each provider gets a fresh control plane built from the same binaries with the same
+//! flags (client limits raised), and runs as a separate process so its CPU time and peak
+//! RSS are its own. Latencies are taken from one watch in this process: the moment a pod
+//! is first seen bound to the moment it is first seen Running.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, Node, Pod},
+};
+use ksim_proto::ksim::vnode::v1::{
+    CreateNodeGroupRequest, virtual_node_pool_client::VirtualNodePoolClient,
+};
+use ksim_testenv::{ControlPlane, free_port};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::json;
+
+const NAMESPACE: &str = "bench";
+const PODS_PER_DEPLOYMENT: usize = 1000;
+/// Linux reports process CPU time in clock ticks of USER_HZ, which is 100 on every
+/// mainstream kernel build.
+const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+
+#[derive(Debug, Parser)]
+struct Args {
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    #[arg(long, default_value_t = 10_000)]
+    pods: usize,
+    /// Seconds to hold the cluster after all pods run, counting NotReady transitions.
+    #[arg(long, default_value_t = 600)]
+    hold_seconds: u64,
+    /// Providers to measure, in order.
+    #[arg(long, value_delimiter = ',', default_value = "ksim,kwok64")]
+    providers: Vec<ProviderKind>,
+    /// Directory holding the `kwok` binary (deploy/kwok/install.sh prints it).
+    #[arg(long, env = "KSIM_KWOK_BIN_DIR")]
+    kwok_bin_dir: Option<PathBuf>,
+    /// A command to run ksim-vnode under, e.g. `heaptrack` to profile its memory.
+    #[arg(long)]
+    ksim_wrapper: Option<String>,
+    /// `cargo bench` passes this to every benchmark binary.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProviderKind {
+    /// ksim-vnode with its default settings.
+    Ksim,
+    /// KWOK with its default 4 workers per controller.
+    Kwok,
+    /// KWOK with 64 workers per controller, ksim-vnode's default concurrency.
+    Kwok64,
+}
+
+#[derive(Debug, Default)]
+struct Figures {
+    nodes_ready_seconds: f64,
+    pods_running_seconds: f64,
+    pods_per_second: f64,
+    bind_to_running_p50_ms: f64,
+    bind_to_running_p99_ms: f64,
+    not_ready_transitions: usize,
+    cpu_seconds: f64,
+    peak_rss_mib: f64,
+    /// Resident memory at the end of the hold, after the burst.
+    end_rss_mib: f64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut results = Vec::new();
+    for provider in &args.providers {
+        println!(
+            "== {provider:?}: {} nodes, {} pods, hold {} s",
+            args.nodes, args.pods, args.hold_seconds
+        );
+        let figures = run(&args, *provider)
+            .await
+            .with_context(|| format!("{provider:?}"))?;
+        println!("{figures:#?}");
+        results.push((*provider, figures));
+    }
+    print_table(&args, &results);
+    Ok(())
+}
+
+async fn run(args: &Args, provider: ProviderKind) -> anyhow::Result<Figures> {
+    let control_plane = ControlPlane::builder()
+        .apiserver_arg("--max-requests-inflight=3000")
+        .apiserver_arg("--max-mutating-requests-inflight=1000")
+        .controller_manager_arg("--kube-api-qps=5000")
+        .controller_manager_arg("--kube-api-burst=10000")
+        .scheduler_arg("--kube-api-qps=5000")
+        .scheduler_arg("--kube-api-burst=10000")
+        .start()
+        .await?;
+    let client = control_plane.client();
+    create_namespace(&client).await?;
+    let mut running = start_provider(args, provider, &control_plane).await?;
+    let pid = running.child.id();
+
+    let started = Instant::now();
+    create_nodes(args, &running, &client).await?;
+    wait_nodes_ready(&client, running.node_selector, args.nodes).await?;
+    let nodes_ready_seconds = started.elapsed().as_secs_f64();
+    println!(
+        "  {} nodes Ready after {nodes_ready_seconds:.1} s",
+        args.nodes
+    );
+
+    let (pods_running_seconds, mut latencies) = run_pods(args, provider, &client).await?;
+    println!(
+        "  {} pods Running after {pods_running_seconds:.1} s",
+        args.pods
+    );
+    latencies.sort_unstable_by(f64::total_cmp);
+
+    let not_ready_transitions = hold(
+        &client,
+        running.node_selector,
+        Duration::from_secs(args.hold_seconds),
+    )
+    .await?;
+    let (cpu_seconds, peak_rss_mib, end_rss_mib) = process_usage(pid)?;
+    let _ = running.child.kill();
+    let _ = running.child.wait();
+    Ok(Figures {
+        nodes_ready_seconds,
+        pods_running_seconds,
+        pods_per_second: args.pods as f64 / pods_running_seconds,
+        bind_to_running_p50_ms: percentile(&latencies, 0.50),
+        bind_to_running_p99_ms: percentile(&latencies, 0.99),
+        not_ready_transitions,
+        cpu_seconds,
+        peak_rss_mib,
+        end_rss_mib,
+    })
+}
+
+async fn create_namespace(client: &Client) -> anyhow::Result<()> {
+    let namespace: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    ksim_testenv::wait::until(
+        "the bench ServiceAccount",
+        Duration::from_secs(60),
+        || async {
+            accounts
+                .get_opt("default")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "missing".to_owned())
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// A provider process under measurement.
+struct Provider {
+    kind: ProviderKind,
+    child: Child,
+    node_selector: &'static str,
+    /// ksim-vnode's gRPC address; KWOK has no API for nodes.
+    grpc_addr: Option<String>,
+}
+
+async fn start_provider(
+    args: &Args,
+    kind: ProviderKind,
+    control_plane: &ControlPlane,
+) -> anyhow::Result<Provider> {
+    let log_dir = control_plane.dir().context("control plane directory")?;
+    match kind {
+        ProviderKind::Ksim => {
+            let grpc_addr = format!("127.0.0.1:{}", free_port()?);
+            let pool_binary = Path::new(env!("CARGO_BIN_EXE_ksim-vnode"));
+            let (binary, mut pool_args) = match &args.ksim_wrapper {
+                Some(wrapper) => (
+                    Path::new(wrapper.as_str()),
+                    vec![pool_binary.display().to_string()],
+                ),
+                None => (pool_binary, Vec::new()),
+            };
+            pool_args.extend([
+                format!("--grpc-addr={grpc_addr}"),
+                format!("--admin-addr=127.0.0.1:{}", free_port()?),
+                "--namespace=default".to_owned(),
+                "--pool-name=bench".to_owned(),
+                "--log-filter=warn".to_owned(),
+            ]);
+            let child = spawn(
+                binary,
+                &pool_args,
+                control_plane.kubeconfig_path(),
+                &log_dir.join("ksim-vnode.log"),
+            )?;
+            Ok(Provider {
+                kind,
+                child,
+                node_selector: "ksim.io/node-group=bench",
+                grpc_addr: Some(grpc_addr),
+            })
+        }
+        ProviderKind::Kwok | ProviderKind::Kwok64 => {
+            let dir = args
+                .kwok_bin_dir
+                .clone()
+                .context("--kwok-bin-dir (run deploy/kwok/install.sh)")?;
+            let child = spawn(
+                &dir.join("kwok"),
+                &kwok_args(control_plane, kind == ProviderKind::Kwok64)?,
+                control_plane.kubeconfig_path(),
+                &log_dir.join("kwok.log"),
+            )?;
+            Ok(Provider {
+                kind,
+                child,
+                node_selector: "type=kwok",
+                grpc_addr: None,
+            })
+        }
+    }
+}
+
+/// The flags deploy/kwok/README.md explains: our stages, leases like a kubelet's (40 s),
+/// a pod CIDR apart from the service range, and a free port for its health server.
+fn kwok_args(control_plane: &ControlPlane, parallel: bool) -> anyhow::Result<Vec<String>> {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kwok");
+    let mut args = vec![
+        format!("--kubeconfig={}", control_plane.kubeconfig_path().display()),
+        format!("--config={}", deploy.join("stages.yaml").display()),
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".to_owned(),
+        "--node-lease-duration-seconds=40".to_owned(),
+        "--cidr=10.128.0.0/9".to_owned(),
+        "--node-ip=127.0.0.1".to_owned(),
+        format!("--server-address=127.0.0.1:{}", free_port()?),
+        "--v=WARN".to_owned(),
+    ];
+    if parallel {
+        args.push(format!(
+            "--config={}",
+            deploy.join("parallelism-64.yaml").display()
+        ));
+    }
+    Ok(args)
+}
+
+fn spawn(binary: &Path, args: &[String], kubeconfig: &Path, log: &Path) -> anyhow::Result<Child> {
+    let out = std::fs::File::create(log)?;
+    Command::new(binary)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .stdin(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))
+}
+
+async fn create_nodes(args: &Args, provider: &Provider, client: &Client) -> anyhow::Result<()> {
+    match provider.kind {
+        ProviderKind::Ksim => {
+            let mut pool =
+                connect(provider.grpc_addr.as_deref().context("no gRPC address")?).await?;
+            pool.create_node_group(CreateNodeGroupRequest {
+                name: "bench".to_owned(),
+                node_skeleton_yaml: SKELETON.to_owned(),
+                count: i32::try_from(args.nodes)?,
+            })
+            .await?;
+            Ok(())
+        }
+        ProviderKind::Kwok | ProviderKind::Kwok64 => {
+            let nodes: Api<Node> = Api::all(client.clone());
+            stream::iter(0..args.nodes)
+                .map(|n| {
+                    let nodes = nodes.clone();
+                    async move {
+                        let name = format!("kwok-{n}");
+                        let node: Node = serde_json::from_value(kwok_node(&name))?;
+                        nodes.create(&PostParams::default(), &node).await?;
+                        let status = json!({ "status": kwok_node(&name)["status"] });
+                        nodes
+                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                            .await?;
+                        anyhow::Ok(())
+                    }
+                })
+                .buffer_unordered(64)
+                .try_collect::<Vec<()>>()
+                .await?;
+            Ok(())
+        }
+    }
+}
+
+async fn connect(addr: &str) -> anyhow::Result<VirtualNodePoolClient<tonic::transport::Channel>> {
+    for _ in 0..100 {
+        if let Ok(client) = VirtualNodePoolClient::connect(format!("http://{addr}")).await {
+            return Ok(client);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!("ksim-vnode did not start listening on {addr}")
+}
+
+const SKELETON: &str = r#"
+kind: Node
+metadata:
+  labels: { node.kubernetes.io/instance-type: bench.32xlarge }
+status:
+  capacity: { cpu: "32", memory: 128Gi, pods: "110" }
+"#;
+
+fn kwok_node(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": { "kwok.x-k8s.io/node": "fake" },
+            "labels": { "type": "kwok", "kubernetes.io/hostname": name,
+                        "node.kubernetes.io/instance-type": "bench.32xlarge" }
+        },
+        "spec": { "taints": [{ "key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule" }] },
+        "status": {
+            "capacity": { "cpu": "32", "memory": "128Gi", "pods": "110" },
+            "allocatable": { "cpu": "32", "memory": "128Gi", "pods": "110" }
+        }
+    })
+}
+
+async fn wait_nodes_ready(client: &Client, selector: &str, count: usize) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut ready: HashMap<String, bool> = HashMap::new();
+    let mut events =
+        Box::pin(watcher(nodes, watcher::Config::default().labels(selector)).applied_objects());
+    while let Some(node) = events.try_next().await? {
+        ready.insert(
+            node.metadata.name.clone().unwrap_or_default(),
+            is_ready(&node),
+        );
+        if ready.values().filter(|r| **r).count() >= count {
+            return Ok(());
+        }
+    }
+    bail!("node watch ended")
+}
+
+/// Creates the Deployments and returns the seconds until every pod ran, and each pod's
+/// bind-to-Running latency in milliseconds.
+async fn run_pods(
+    args: &Args,
+    provider: ProviderKind,
+    client: &Client,
+) -> anyhow::Result<(f64, Vec<f64>)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut events =
+        Box::pin(watcher(pods, watcher::Config::default().labels("bench=scale")).applied_objects());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let started = Instant::now();
+    let mut remaining = args.pods;
+    let mut index = 0;
+    while remaining > 0 {
+        let replicas = remaining.min(PODS_PER_DEPLOYMENT);
+        deployments
+            .create(
+                &PostParams::default(),
+                &deployment(index, replicas, provider)?,
+            )
+            .await?;
+        remaining -= replicas;
+        index += 1;
+    }
+    let mut bound_at: HashMap<String, Instant> = HashMap::new();
+    let mut latencies: BTreeMap<String, f64> = BTreeMap::new();
+    while let Some(pod) = events.try_next().await? {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let now = Instant::now();
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some()
+        {
+            bound_at.entry(uid.clone()).or_insert(now);
+        }
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        if running && !latencies.contains_key(&uid) {
+            let bound = bound_at.get(&uid).copied().unwrap_or(now);
+            latencies.insert(uid, now.duration_since(bound).as_secs_f64() * 1000.0);
+            if latencies.len() == args.pods {
+                return Ok((
+                    started.elapsed().as_secs_f64(),
+                    latencies.into_values().collect(),
+                ));
+            }
+        }
+    }
+    bail!("pod watch ended")
+}
+
+fn deployment(index: usize, replicas: usize, provider: ProviderKind) -> anyhow::Result<Deployment> {
+    let (selector, toleration) = match provider {
+        ProviderKind::Ksim => (
+            json!({ "ksim.io/node-group": "bench" }),
+            json!({ "key": "ksim.io/virtual-node", "operator": "Exists" }),
+        ),
+        ProviderKind::Kwok | ProviderKind::Kwok64 => (
+            json!({ "type": "kwok" }),
+            json!({ "key": "kwok.x-k8s.io/node", "operator": "Exists" }),
+        ),
+    };
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": format!("scale-{index}") },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "bench": "scale", "set": index.to_string() } },
+            "template": {
+                "metadata": { "labels": { "bench": "scale", "set": index.to_string() } },
+                "spec": {
+                    "nodeSelector": selector,
+                    "tolerations": [toleration],
+                    "containers": [{ "name": "app", "image": "registry.example/app:1",
+                                     "resources": { "requests": { "cpu": "10m", "memory": "16Mi" } } }]
+                }
+            }
+        }
+    }))?)
+}
+
+/// Watches the nodes for `duration` and counts every move of a node's Ready condition away
+/// from True.
+async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Result<usize> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut ready: HashMap<String, bool> = HashMap::new();
+    let mut transitions = 0;
+    let events = watcher(nodes, watcher::Config::default().labels(selector)).applied_objects();
+    let deadline = tokio::time::sleep(duration);
+    tokio::pin!(deadline);
+    let mut events = Box::pin(events);
+    loop {
+        tokio::select! {
+            () = &mut deadline => return Ok(transitions),
+            node = events.try_next() => {
+                let Some(node) = node? else { bail!("node watch ended") };
+                let now_ready = is_ready(&node);
+                let name = node.metadata.name.unwrap_or_default();
+                if ready.insert(name.clone(), now_ready) == Some(true) && !now_ready {
+                    transitions += 1;
+                    println!("  NotReady: {name}");
+                }
+            }
+        }
+    }
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// CPU seconds (user + system), peak and current resident memory of a process, from /proc.
+fn process_usage(pid: u32) -> anyhow::Result<(f64, f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let after_name = stat.rsplit_once(')').context("malformed stat")?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |field: &str| -> anyhow::Result<f64> {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .with_context(|| format!("no {field} in /proc/{pid}/status"))
+    };
+    Ok((
+        ticks / CLOCK_TICKS_PER_SECOND,
+        kib("VmHWM:")? / 1024.0,
+        kib("VmRSS:")? / 1024.0,
+    ))
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn print_table(args: &Args, results: &[(ProviderKind, Figures)]) {
+    println!(
+        "\n{} nodes, {} pods, hold {} s",
+        args.nodes, args.pods, args.hold_seconds
+    );
+    println!(
+        "| provider | nodes Ready (s) | pods Running (s) | pods/s | bind->Running p50 (ms) | p99 (ms) | NotReady | CPU (s) | peak RSS (MiB) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (provider, f) in results {
+        println!(
+            "| {provider:?} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} |",
+            f.nodes_ready_seconds,
+            f.pods_running_seconds,
+            f.pods_per_second,
+            f.bind_to_running_p50_ms,
+            f.bind_to_running_p99_ms,
+            f.not_ready_transitions,
+            f.cpu_seconds,
+            f.peak_rss_mib,
+            f.end_rss_mib
+        );
+    }
+    let Some((_, ksim)) = results.iter().find(|(kind, _)| *kind == ProviderKind::Ksim) else {
+        return;
+    };
+    for (kind, peer) in results
+        .iter()
+        .filter(|(kind, _)| *kind != ProviderKind::Ksim)
+    {
+        println!(
+            "ksim/{kind:?}: throughput {:.2}x, bind->Running p99 {:.2}x, CPU {:.2}x, peak RSS {:.2}x",
+            ksim.pods_per_second / peer.pods_per_second,
+            ksim.bind_to_running_p99_ms / peer.bind_to_running_p99_ms,
+            ksim.cpu_seconds / peer.cpu_seconds,
+            ksim.peak_rss_mib / peer.peak_rss_mib
+        );
+    }
+}
