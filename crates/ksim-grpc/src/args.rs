@@ -28,6 +28,22 @@ pub struct ServeArgs {
     pub log: LogArgs,
 }
 
+impl ServeArgs {
+    /// Free loopback ports for gRPC and admin, a one-second shutdown grace, defaults
+    /// otherwise: for tests and for servers embedded in another process.
+    pub fn ephemeral() -> Self {
+        let loopback_any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        Self {
+            grpc_addr: loopback_any_port,
+            admin_addr: loopback_any_port,
+            shutdown_grace_seconds: 1,
+            tls: TlsArgs::default(),
+            limits: MessageLimits::default(),
+            log: LogArgs::default(),
+        }
+    }
+}
+
 /// Serving certificate, and the CA that client certificates must chain to for mutual TLS.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TlsArgs {

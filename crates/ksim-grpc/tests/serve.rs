@@ -4,7 +4,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use ksim_grpc::{GrpcServer, MessageLimits, ServeArgs, TlsArgs};
+use ksim_grpc::{GrpcServer, ServeArgs, TlsArgs};
 use ksim_testenv::pki::CertificateAuthority;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -27,17 +27,6 @@ struct Running {
     admin: SocketAddr,
     stop: oneshot::Sender<()>,
     served: JoinHandle<Result<(), ksim_grpc::Error>>,
-}
-
-fn args() -> ServeArgs {
-    ServeArgs {
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        shutdown_grace_seconds: 1,
-        tls: TlsArgs::default(),
-        limits: MessageLimits::default(),
-        log: ksim_grpc::LogArgs::default(),
-    }
 }
 
 async fn start(args: ServeArgs) -> Running {
@@ -77,7 +66,7 @@ async fn check(
 
 #[tokio::test]
 async fn health_answers_serving_over_a_real_socket() {
-    let server = start(args()).await;
+    let server = start(ServeArgs::ephemeral()).await;
     let mut health = HealthClient::new(channel(server.grpc).await);
     assert_eq!(
         check(&mut health, "").await.unwrap(),
@@ -89,7 +78,7 @@ async fn health_answers_serving_over_a_real_socket() {
 
 #[tokio::test]
 async fn reflection_v1_and_v1alpha_list_health_and_reflection() {
-    let server = start(args()).await;
+    let server = start(ServeArgs::ephemeral()).await;
     let channel = channel(server.grpc).await;
 
     let mut v1alpha =
@@ -153,7 +142,7 @@ async fn reflection_v1_and_v1alpha_list_health_and_reflection() {
 
 #[tokio::test]
 async fn admin_port_serves_healthz_and_metrics() {
-    let server = start(args()).await;
+    let server = start(ServeArgs::ephemeral()).await;
     let healthz = http_get(server.admin, "/healthz").await;
     assert!(healthz.starts_with("HTTP/1.1 200"), "{healthz}");
     assert!(healthz.ends_with("ok\n"), "{healthz}");
@@ -168,7 +157,7 @@ async fn admin_port_serves_healthz_and_metrics() {
 
 #[tokio::test]
 async fn oversized_requests_are_refused_before_decoding() {
-    let mut args = args();
+    let mut args = ServeArgs::ephemeral();
     args.limits.max_request_bytes = 1024;
     let server = start(args).await;
     let mut health = HealthClient::new(channel(server.grpc).await);
@@ -179,7 +168,7 @@ async fn oversized_requests_are_refused_before_decoding() {
 
 #[tokio::test]
 async fn shutdown_reports_not_serving_then_stops() {
-    let server = start(args()).await;
+    let server = start(ServeArgs::ephemeral()).await;
     let mut health = HealthClient::new(channel(server.grpc).await);
     let mut watch = health
         .watch(HealthCheckRequest {
@@ -215,7 +204,7 @@ async fn mutual_tls_requires_a_client_certificate_from_the_ca() {
         .server_cert("server", &["localhost"], &["127.0.0.1".parse().unwrap()])
         .unwrap();
     let client = ca.client_cert("client", "test-client", None).unwrap();
-    let mut args = args();
+    let mut args = ServeArgs::ephemeral();
     args.tls = TlsArgs {
         tls_cert: Some(serving.cert),
         tls_key: Some(serving.key),
@@ -261,7 +250,7 @@ async fn mutual_tls_requires_a_client_certificate_from_the_ca() {
 
 #[tokio::test]
 async fn unreadable_tls_files_fail_at_bind_with_the_path() {
-    let mut args = args();
+    let mut args = ServeArgs::ephemeral();
     args.tls = TlsArgs {
         tls_cert: Some("/nonexistent/tls.crt".into()),
         tls_key: Some("/nonexistent/tls.key".into()),

@@ -39,15 +39,10 @@ fn capture_spans() -> (
 }
 
 async fn start_server() -> SocketAddr {
-    let args = ServeArgs {
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        shutdown_grace_seconds: 1,
-        tls: Default::default(),
-        limits: Default::default(),
-        log: Default::default(),
-    };
-    let bound = GrpcServer::new(args).bind().await.unwrap();
+    let bound = GrpcServer::new(ServeArgs::ephemeral())
+        .bind()
+        .await
+        .unwrap();
     let addr = bound.grpc_addr().unwrap();
     tokio::spawn(bound.serve_until(std::future::pending()));
     addr

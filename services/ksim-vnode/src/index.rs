@@ -135,7 +135,7 @@ pub struct PoolIndex {
     pods: HashMap<PodKey, PodEntry>,
     /// Groups the API does not list: the seat host.
     internal_groups: BTreeSet<String>,
-    /// Pods of every node, host-network ones included, whose IP is the node's.
+    /// Nodes whose pods all take the node's own IP (the seat host).
     host_network_nodes: BTreeSet<String>,
 }
 

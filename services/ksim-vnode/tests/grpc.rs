@@ -11,15 +11,7 @@ use ksim_vnode::grpc::VirtualNodePoolService;
 use tonic::{Code, transport::Channel};
 
 async fn serve(pool: std::sync::Arc<ksim_vnode::pool::Pool>) -> VirtualNodePoolClient<Channel> {
-    let args = ServeArgs {
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        shutdown_grace_seconds: 1,
-        tls: Default::default(),
-        limits: Default::default(),
-        log: Default::default(),
-    };
-    let bound = GrpcServer::new(args)
+    let bound = GrpcServer::new(ServeArgs::ephemeral())
         .add_service(VirtualNodePoolService::new(pool).into_server())
         .bind()
         .await

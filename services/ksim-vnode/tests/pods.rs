@@ -277,8 +277,12 @@ async fn a_node_out_of_pod_ips_leaves_the_extra_pods_pending_with_a_reason() {
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
                     .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c.reason.as_deref() == Some("PodCIDRExhausted"))
+                        c.iter().any(|c| {
+                            c.reason.as_deref() == Some("FailedCreatePodSandBox")
+                                && c.message
+                                    .as_deref()
+                                    .is_some_and(|m| m.contains("exhausted"))
+                        })
                     })
             })
             .collect();

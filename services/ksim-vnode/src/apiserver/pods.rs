@@ -1,6 +1,6 @@
 //! Pod status writes, deletion, and the events a kubelet would emit.
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::{
     Api, Client, Resource,
     api::{DeleteParams, Patch, PatchParams, Preconditions},
@@ -9,7 +9,7 @@ use kube::{
 use serde_json::json;
 
 use super::{is_conflict, is_not_found};
-use crate::domain::labels::FIELD_MANAGER;
+use crate::domain::{labels::FIELD_MANAGER, pod::SANDBOX_FAILED_REASON};
 
 #[derive(Clone)]
 pub struct PodClient {
@@ -71,27 +71,18 @@ impl PodClient {
         }
     }
 
-    /// The pod stays Pending: says why on the pod (a condition) and as an event, the way a
-    /// kubelet reports a sandbox it cannot create.
-    pub async fn report_no_ip(&self, pod: &Pod, message: &str) -> Result<(), kube::Error> {
-        let condition = PodCondition {
-            type_: "PodReadyToStartContainers".to_owned(),
-            status: "False".to_owned(),
-            reason: Some("PodCIDRExhausted".to_owned()),
-            message: Some(message.to_owned()),
-            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::now(),
-            )),
-            ..PodCondition::default()
-        };
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        let patch = json!({ "status": { "conditions": [condition] } });
-        self.api(pod)
-            .patch_status(name, &patch_params(), &Patch::Strategic(patch))
-            .await?;
+    /// The pod stays Pending: `status` says why on the pod, and an event says it too, the
+    /// way a kubelet reports a sandbox it cannot create.
+    pub async fn report_no_ip(
+        &self,
+        pod: &Pod,
+        status: &PodStatus,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        self.write_status(pod, status).await?;
         let event = Event {
             type_: EventType::Warning,
-            reason: "FailedCreatePodSandBox".to_owned(),
+            reason: SANDBOX_FAILED_REASON.to_owned(),
             note: Some(message.to_owned()),
             action: "CreatePodSandbox".to_owned(),
             secondary: None,

@@ -23,8 +23,8 @@ use kube::{
 use super::Context;
 use crate::{
     domain::pod::{
-        PodPhase, completed_status, completion_deadline, is_host_network, phase, pod_ip,
-        ready_to_delete, running_status,
+        PodPhase, SANDBOX_FAILED_REASON, completed_status, completion_deadline, is_host_network,
+        phase, pod_ip, ready_to_delete, running_status, sandbox_failed_status,
     },
     index::AssignError,
 };
@@ -179,11 +179,14 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Reconcile
                 Err(AssignError::Exhausted(error)) => {
                     if !reported_no_ip(&pod) {
                         ctx.metrics.ip_exhaustions.inc();
+                        let message = format!("failed to assign a pod IP: {error}");
+                        let status = sandbox_failed_status(&pod, node_ip, &message, now);
                         ctx.pods
-                            .report_no_ip(&pod, &error.to_string())
+                            .report_no_ip(&pod, &status, &message)
                             .await
                             .map_err(failed("report IP exhaustion"))?;
                     }
+                    // Retried until an IP is free; the event above is not repeated.
                     Ok(Action::requeue(NO_IP_RETRY))
                 }
                 Err(AssignError::UnknownNode(_)) => Ok(Action::await_change()),
@@ -266,7 +269,7 @@ fn reported_no_ip(pod: &Pod) -> bool {
         .is_some_and(|conditions| {
             conditions
                 .iter()
-                .any(|c| c.reason.as_deref() == Some("PodCIDRExhausted") && c.status == "False")
+                .any(|c| c.reason.as_deref() == Some(SANDBOX_FAILED_REASON) && c.status == "False")
         })
 }
 
