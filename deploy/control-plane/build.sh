@@ -15,6 +15,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+# shellcheck source=../lib/cache.sh
+source "$here/../lib/cache.sh"
 version=$KUBERNETES_VERSION
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 
@@ -33,29 +35,21 @@ if [[ -n "${KSIM_CONTROL_PLANE_BIN_DIR:-}" ]]; then
   exit 0
 fi
 
-cache_root=${KSIM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ksim}
-version_dir=$cache_root/k8s-$version
+version_dir=$(ksim_cache_root)/k8s-$version
 bin_dir=$version_dir/bin
 if has_all_binaries "$bin_dir"; then
   echo "$bin_dir"
   exit 0
 fi
 
-command -v go >/dev/null || die "go is not on PATH; install Go 1.25 or newer"
-command -v flock >/dev/null || die "flock is not on PATH (util-linux)"
-mkdir -p "$version_dir"
-# Parallel test runs may all ask for a build: one builds, the others wait and reuse it.
-exec 9>"$version_dir/.lock"
-flock 9
+lock_cache_dir "$version_dir"
 if has_all_binaries "$bin_dir"; then
   echo "$bin_dir"
   exit 0
 fi
 
-# Go's caches are content-addressed, so one copy serves every version.
-export GOMODCACHE=$cache_root/go/mod
-export GOCACHE=$cache_root/go/build
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+use_shared_go_caches
+export GOFLAGS=-mod=mod
 
 log "building Kubernetes $version (a cold build takes 10-20 minutes on 2 cores)"
 upstream_mod=$(go mod download -json "k8s.io/kubernetes@$version" |

@@ -10,6 +10,8 @@
 #
 # Only the directory is printed on stdout; progress goes to stderr.
 set -euo pipefail
+# shellcheck source=../lib/cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 
 # v0.8.0 is the newest release; its go.mod says `go 1.26.0`, which Go 1.26 accepts with
 # GOTOOLCHAIN=local. (v0.7.0 needs only Go 1.24 if an older toolchain must be used.)
@@ -24,29 +26,20 @@ if [[ -n "${KSIM_KWOK_BIN_DIR:-}" ]]; then
   exit 0
 fi
 
-cache_root=${KSIM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ksim}
-version_dir=$cache_root/kwok-$KWOK_VERSION
+version_dir=$(ksim_cache_root)/kwok-$KWOK_VERSION
 bin_dir=$version_dir/bin
 if [[ -x "$bin_dir/kwok" ]]; then
   echo "$bin_dir"
   exit 0
 fi
 
-command -v go >/dev/null || die "go is not on PATH; KWOK $KWOK_VERSION needs Go 1.26 or newer"
-command -v flock >/dev/null || die "flock is not on PATH (util-linux)"
-mkdir -p "$version_dir"
-# Parallel runs may all ask for an install: one builds, the others wait and reuse it.
-exec 9>"$version_dir/.lock"
-flock 9
+lock_cache_dir "$version_dir"
 if [[ -x "$bin_dir/kwok" ]]; then
   echo "$bin_dir"
   exit 0
 fi
 
-# Go's caches are content-addressed, so they are shared with deploy/control-plane/build.sh.
-export GOMODCACHE=$cache_root/go/mod
-export GOCACHE=$cache_root/go/build
-export GOTOOLCHAIN=local CGO_ENABLED=0
+use_shared_go_caches
 # `go install pkg@version` runs outside any module; a -mod flag inherited from the caller would break it.
 unset GOFLAGS
 

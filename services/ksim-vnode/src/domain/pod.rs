@@ -179,7 +179,6 @@ fn parse_lifetime(value: &str) -> Result<Duration, PodRuleError> {
 pub fn running_status(pod: &Pod, host_ip: Ipv4Addr, pod_ip: Ipv4Addr, now: Timestamp) -> PodStatus {
     let existing = pod.status.clone().unwrap_or_default();
     let previous_conditions = existing.conditions.clone().unwrap_or_default();
-    let generation = pod.metadata.generation;
 
     let ready = match unready_readiness_gates(pod, &previous_conditions) {
         None => KubeletCondition::met(READY),
@@ -213,7 +212,6 @@ pub fn running_status(pod: &Pod, host_ip: Ipv4Addr, pod_ip: Ipv4Addr, now: Times
         .collect();
 
     PodStatus {
-        phase: Some(PodPhase::Running.as_str().to_owned()),
         host_ip: Some(host_ip.to_string()),
         host_ips: Some(vec![HostIP {
             ip: host_ip.to_string(),
@@ -222,20 +220,16 @@ pub fn running_status(pod: &Pod, host_ip: Ipv4Addr, pod_ip: Ipv4Addr, now: Times
         pod_ips: Some(vec![PodIP {
             ip: pod_ip.to_string(),
         }]),
-        start_time: Some(existing.start_time.clone().unwrap_or(Time(now))),
-        conditions: Some(merge_conditions(
-            &previous_conditions,
-            kubelet_conditions,
-            generation,
-            now,
-        )),
-        container_statuses: Some(container_statuses),
-        init_container_statuses: (!init_container_statuses.is_empty())
-            .then_some(init_container_statuses),
-        observed_generation: generation.or(existing.observed_generation),
         reason: None,
         message: None,
-        ..existing
+        ..kubelet_status(
+            pod,
+            PodPhase::Running,
+            kubelet_conditions,
+            init_container_statuses,
+            container_statuses,
+            now,
+        )
     }
 }
 
@@ -243,8 +237,6 @@ pub fn running_status(pod: &Pod, host_ip: Ipv4Addr, pod_ip: Ipv4Addr, now: Times
 /// 0, Failed otherwise. Sidecars are stopped too (cleanly). IPs and the start time are kept.
 pub fn completed_status(pod: &Pod, now: Timestamp, exit_code: i32) -> PodStatus {
     let existing = pod.status.clone().unwrap_or_default();
-    let previous_conditions = existing.conditions.clone().unwrap_or_default();
-    let generation = pod.metadata.generation;
     let succeeded = exit_code == 0;
     let reason = if succeeded { "Completed" } else { "Error" };
 
@@ -270,29 +262,19 @@ pub fn completed_status(pod: &Pod, now: Timestamp, exit_code: i32) -> PodStatus 
         .collect();
 
     let completed = |type_| KubeletCondition::unmet(type_, POD_COMPLETED_REASON, String::new());
-    PodStatus {
-        phase: Some(
-            if succeeded {
-                PodPhase::Succeeded
-            } else {
-                PodPhase::Failed
-            }
-            .as_str()
-            .to_owned(),
-        ),
-        start_time: Some(existing.start_time.clone().unwrap_or(Time(now))),
-        conditions: Some(merge_conditions(
-            &previous_conditions,
-            [completed(CONTAINERS_READY), completed(READY)],
-            generation,
-            now,
-        )),
-        container_statuses: Some(container_statuses),
-        init_container_statuses: (!init_container_statuses.is_empty())
-            .then_some(init_container_statuses),
-        observed_generation: generation.or(existing.observed_generation),
-        ..existing
-    }
+    let phase = if succeeded {
+        PodPhase::Succeeded
+    } else {
+        PodPhase::Failed
+    };
+    kubelet_status(
+        pod,
+        phase,
+        [completed(CONTAINERS_READY), completed(READY)],
+        init_container_statuses,
+        container_statuses,
+        now,
+    )
 }
 
 /// The status a kubelet writes when it cannot set up the pod's sandbox (for the pool: no free
@@ -304,9 +286,6 @@ pub fn sandbox_failed_status(
     message: &str,
     now: Timestamp,
 ) -> PodStatus {
-    let existing = pod.status.clone().unwrap_or_default();
-    let previous_conditions = existing.conditions.clone().unwrap_or_default();
-    let generation = pod.metadata.generation;
     let init_containers = init_containers(pod);
     let containers = containers(pod);
 
@@ -355,15 +334,40 @@ pub fn sandbox_failed_status(
         .collect();
 
     PodStatus {
-        phase: Some(PodPhase::Pending.as_str().to_owned()),
         host_ip: Some(host_ip.to_string()),
         host_ips: Some(vec![HostIP {
             ip: host_ip.to_string(),
         }]),
+        ..kubelet_status(
+            pod,
+            PodPhase::Pending,
+            kubelet_conditions,
+            init_container_statuses,
+            container_statuses,
+            now,
+        )
+    }
+}
+
+/// What every kubelet status write sets: the phase, the containers' statuses, the kubelet's
+/// conditions merged into the existing ones, the start time (kept once set) and the generation
+/// observed. Everything else is kept from the pod's current status.
+fn kubelet_status(
+    pod: &Pod,
+    phase: PodPhase,
+    conditions: impl IntoIterator<Item = KubeletCondition>,
+    init_container_statuses: Vec<ContainerStatus>,
+    container_statuses: Vec<ContainerStatus>,
+    now: Timestamp,
+) -> PodStatus {
+    let existing = pod.status.clone().unwrap_or_default();
+    let generation = pod.metadata.generation;
+    PodStatus {
+        phase: Some(phase.as_str().to_owned()),
         start_time: Some(existing.start_time.clone().unwrap_or(Time(now))),
         conditions: Some(merge_conditions(
-            &previous_conditions,
-            kubelet_conditions,
+            existing.conditions.as_deref().unwrap_or_default(),
+            conditions,
             generation,
             now,
         )),
