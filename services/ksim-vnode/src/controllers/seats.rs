@@ -28,14 +28,13 @@ use tokio::{sync::Notify, task::JoinSet};
 use super::Context;
 use crate::{
     domain::{
-        labels::{GROUP_LABEL, SKELETON_ANNOTATION, SKELETON_CONFIGMAP_ANNOTATION},
+        labels::GROUP_LABEL,
         pod::is_terminal,
+        seats::{SKELETON_CONFIGMAP_KEY, SkeletonSource, group_of, skeleton_source},
         skeleton::NodeSkeleton,
     },
     index::{Group, GroupSource},
 };
-
-const SKELETON_CONFIGMAP_KEY: &str = "node.yaml";
 
 pub async fn run(ctx: Context) {
     let client = ctx.client.clone();
@@ -102,7 +101,7 @@ async fn sync_groups(
 ) {
     let mut wanted: BTreeMap<String, Group> = BTreeMap::new();
     for deployment in deployments.state() {
-        let Some(group) = deployment.labels().get(GROUP_LABEL).cloned() else {
+        let Some(group) = group_of(&deployment).map(str::to_owned) else {
             continue;
         };
         let namespace = deployment.namespace().unwrap_or_default();
@@ -180,30 +179,21 @@ async fn skeleton_of(
     deployment: &Deployment,
     cache: &mut SkeletonCache,
 ) -> Result<Arc<NodeSkeleton>, String> {
-    let annotations = deployment
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.template.metadata.as_ref())
-        .and_then(|meta| meta.annotations.clone())
-        .unwrap_or_default();
-    let yaml = if let Some(inline) = annotations.get(SKELETON_ANNOTATION) {
-        inline.clone()
-    } else if let Some(name) = annotations.get(SKELETON_CONFIGMAP_ANNOTATION) {
-        let namespace = deployment.namespace().unwrap_or_default();
-        let config_map = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace)
-            .get(name)
-            .await
-            .map_err(|e| format!("cannot read ConfigMap {namespace}/{name}: {e}"))?;
-        config_map
-            .data
-            .and_then(|mut data| data.remove(SKELETON_CONFIGMAP_KEY))
-            .ok_or_else(|| {
-                format!("ConfigMap {namespace}/{name} has no {SKELETON_CONFIGMAP_KEY}")
-            })?
-    } else {
-        return Err(format!(
-            "its pod template has neither a {SKELETON_ANNOTATION} nor a {SKELETON_CONFIGMAP_ANNOTATION} annotation"
-        ));
+    let yaml = match skeleton_source(deployment).map_err(|e| e.to_string())? {
+        SkeletonSource::Inline(yaml) => yaml,
+        SkeletonSource::ConfigMap(name) => {
+            let namespace = deployment.namespace().unwrap_or_default();
+            let config_map = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace)
+                .get(&name)
+                .await
+                .map_err(|e| format!("cannot read ConfigMap {namespace}/{name}: {e}"))?;
+            config_map
+                .data
+                .and_then(|mut data| data.remove(SKELETON_CONFIGMAP_KEY))
+                .ok_or_else(|| {
+                    format!("ConfigMap {namespace}/{name} has no {SKELETON_CONFIGMAP_KEY}")
+                })?
+        }
     };
     if let Some(skeleton) = cache.0.get(&yaml) {
         return Ok(skeleton.clone());

@@ -1,9 +1,9 @@
-//! The pool's rules, free of Kubernetes I/O so they are unit-tested directly.
+//! The pool's rules, free of Kubernetes I/O so they are unit-tested directly. The node rules the
+//! cloud provider shares live in `ksim-nodes` and are re-exported here.
 
 pub mod cidr;
 pub mod groups;
 pub mod heartbeat;
-pub mod labels;
-pub mod node;
 pub mod pod;
-pub mod skeleton;
+
+pub use ksim_nodes::{labels, node, seats, skeleton};

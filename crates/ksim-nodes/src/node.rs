@@ -12,11 +12,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use super::labels::{
+use crate::labels::{
     ARCH_LABEL, GROUP_LABEL, HOSTNAME_LABEL, KUBELET_PORT, NO_SCHEDULE, OS_LABEL, POOL_LABEL,
     PROVIDER_ID_SCHEME, SEAT_HOST_LABEL, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
 };
-use super::skeleton::{NodeSkeleton, with_node_info_defaults};
+use crate::skeleton::{NodeSkeleton, with_node_info_defaults};
 
 /// What makes one node of a group distinct from its siblings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +66,59 @@ pub fn seat_host_taint() -> Taint {
 
 /// The Node a virtual node registers: the skeleton's shape plus this node's identity.
 pub fn virtual_node(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) -> Node {
+    let pod_cidr = id.pod_cidr.trunc().to_string();
+    Node {
+        metadata: ObjectMeta {
+            name: Some(id.name.clone()),
+            labels: Some(node_labels(skeleton, &id.name, &id.group, &id.pool)),
+            annotations: (!skeleton.annotations.is_empty()).then(|| skeleton.annotations.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(provider_id(&id.group, &id.name)),
+            pod_cidr: Some(pod_cidr.clone()),
+            pod_cidrs: Some(vec![pod_cidr]),
+            taints: Some(node_taints(skeleton)),
+            ..NodeSpec::default()
+        }),
+        status: Some(node_status(skeleton, id, now)),
+    }
+}
+
+/// What a group's next node will look like before it exists, for cluster-autoscaler's
+/// scale-from-zero: the labels, taints, capacity and allocatable the registered node will have.
+pub fn template_node(skeleton: &NodeSkeleton, group: &str, pool: &str, now: Timestamp) -> Node {
+    let name = format!("template-node-for-{group}");
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(node_labels(skeleton, &name, group, pool)),
+            annotations: (!skeleton.annotations.is_empty()).then(|| skeleton.annotations.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(provider_id(group, &name)),
+            taints: Some(node_taints(skeleton)),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            capacity: Some(skeleton.capacity.clone()),
+            allocatable: Some(skeleton.allocatable.clone()),
+            conditions: Some(node_conditions(now, now)),
+            node_info: Some(node_info_for(&skeleton.node_info, &name)),
+            phase: Some("Running".to_owned()),
+            ..NodeStatus::default()
+        }),
+    }
+}
+
+/// The skeleton's labels plus the ones a kubelet and the pool add for this node.
+pub fn node_labels(
+    skeleton: &NodeSkeleton,
+    name: &str,
+    group: &str,
+    pool: &str,
+) -> BTreeMap<String, String> {
     let mut labels = skeleton.labels.clone();
     // A kubelet always labels its OS and architecture; the scheduler's nodeSelectors rely on it.
     labels
@@ -75,14 +128,18 @@ pub fn virtual_node(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) 
         .entry(ARCH_LABEL.to_owned())
         .or_insert_with(|| skeleton.node_info.architecture.clone());
     for (key, value) in [
-        (HOSTNAME_LABEL, id.name.as_str()),
-        (GROUP_LABEL, id.group.as_str()),
+        (HOSTNAME_LABEL, name),
+        (GROUP_LABEL, group),
         (VIRTUAL_LABEL, TRUE_VALUE),
-        (POOL_LABEL, id.pool.as_str()),
+        (POOL_LABEL, pool),
     ] {
         labels.insert(key.to_owned(), value.to_owned());
     }
+    labels
+}
 
+/// The skeleton's taints plus the virtual-node taint, once.
+pub fn node_taints(skeleton: &NodeSkeleton) -> Vec<Taint> {
     let virtual_taint = virtual_taint();
     let mut taints: Vec<Taint> = skeleton
         .taints
@@ -91,24 +148,7 @@ pub fn virtual_node(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) 
         .cloned()
         .collect();
     taints.push(virtual_taint);
-
-    let pod_cidr = id.pod_cidr.trunc().to_string();
-    Node {
-        metadata: ObjectMeta {
-            name: Some(id.name.clone()),
-            labels: Some(labels),
-            annotations: (!skeleton.annotations.is_empty()).then(|| skeleton.annotations.clone()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: Some(provider_id(&id.group, &id.name)),
-            pod_cidr: Some(pod_cidr.clone()),
-            pod_cidrs: Some(vec![pod_cidr]),
-            taints: Some(taints),
-            ..NodeSpec::default()
-        }),
-        status: Some(node_status(skeleton, id, now)),
-    }
+    taints
 }
 
 /// The status a kubelet reports for a healthy node of this shape.
@@ -214,7 +254,7 @@ fn node_info_for(info: &NodeSystemInfo, node_name: &str) -> NodeSystemInfo {
 /// A 64-bit hash of `parts` that is the same on every build and platform (unlike std's
 /// `DefaultHasher`): FNV-1a with a separator byte between parts, then a final mix so the low bits
 /// are usable for modulo.
-pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
+pub fn stable_hash(parts: &[&str]) -> u64 {
     const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     // 0xff never occurs in UTF-8, so ["ab", "c"] and ["a", "bc"] hash differently.
@@ -235,7 +275,7 @@ pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
 }
 
 /// `len` lowercase hex digits derived from `parts`.
-pub(crate) fn stable_hex(parts: &[&str], len: usize) -> String {
+pub fn stable_hex(parts: &[&str], len: usize) -> String {
     let mut hex = String::with_capacity(len + 16);
     let mut block = 0u32;
     while hex.len() < len {
@@ -400,6 +440,34 @@ status:
                 ("dedicated", Some("batch"), "NoSchedule"),
                 ("ksim.io/virtual-node", Some("true"), "NoSchedule"),
             ]
+        );
+    }
+
+    #[test]
+    fn template_node_has_what_the_registered_node_will_have() {
+        let skeleton = skeleton();
+        let registered = virtual_node(&skeleton, &identity(), now());
+        let template = template_node(&skeleton, "m5-large", "default", now());
+        let without_hostname = |node: &Node| {
+            let mut labels = node.metadata.labels.clone().unwrap_or_default();
+            labels.remove(HOSTNAME_LABEL);
+            labels
+        };
+        assert_eq!(without_hostname(&template), without_hostname(&registered));
+        let spec = |node: &Node| node.spec.clone().unwrap_or_default();
+        assert_eq!(spec(&template).taints, spec(&registered).taints);
+        let status = |node: &Node| node.status.clone().unwrap_or_default();
+        assert_eq!(status(&template).capacity, status(&registered).capacity);
+        assert_eq!(
+            status(&template).allocatable,
+            status(&registered).allocatable
+        );
+        assert_eq!(
+            parse_provider_id(&spec(&template).provider_id.unwrap_or_default()),
+            Some((
+                "m5-large".to_owned(),
+                "template-node-for-m5-large".to_owned()
+            ))
         );
     }
 

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use thiserror::Error;
 
-use super::labels::{BETA_INSTANCE_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
+use crate::labels::{BETA_INSTANCE_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
 
 /// Kubelet version reported by virtual nodes whose skeleton names none; the control plane's minor.
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.35.4";

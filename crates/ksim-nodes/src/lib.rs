@@ -1,0 +1,14 @@
+//! What the virtual node pool and the cloud provider must agree on about virtual nodes, so the
+//! node the pool registers is the node the autoscaler was promised:
+//!
+//! - [`labels`]: label, annotation and taint keys.
+//! - [`skeleton`]: node skeletons, the instance-type part of a Node read from YAML.
+//! - [`node`]: the Node object a virtual node registers, and `ksim://` provider IDs.
+//! - [`seats`]: how a seat Deployment names its group and carries its skeleton.
+//!
+//! Pure: no Kubernetes I/O, so every rule is unit-tested directly.
+
+pub mod labels;
+pub mod node;
+pub mod seats;
+pub mod skeleton;
