@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-/// Why a local control plane could not be started or reached.
+/// Why a local control plane or cluster-autoscaler could not be started or reached.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
@@ -9,6 +9,11 @@ pub enum Error {
          kube-controller-manager and kube-scheduler"
     )]
     MissingBinary { binary: &'static str, dir: PathBuf },
+    #[error(
+        "cluster-autoscaler binary not found at {path}: run deploy/cluster-autoscaler/build.sh \
+         or point KSIM_CLUSTER_AUTOSCALER_BIN_DIR at a directory holding cluster-autoscaler"
+    )]
+    MissingClusterAutoscaler { path: PathBuf },
     #[error("cannot find a cache directory: set KSIM_CACHE_DIR or HOME")]
     NoCacheDir,
     #[error("{action} {path}: {source}")]
@@ -40,6 +45,16 @@ pub enum Error {
         component: &'static str,
         seconds: u64,
         log_tail: String,
+    },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("GET {url} failed: {reason}")]
+    Http { url: String, reason: String },
+    #[error("cluster-autoscaler failed to start (files kept in {dir}): {source}")]
+    AutoscalerStart {
+        dir: PathBuf,
+        #[source]
+        source: Box<Error>,
     },
     #[error("control plane failed to start (files kept in {dir}): {source}")]
     Start {

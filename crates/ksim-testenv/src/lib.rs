@@ -13,7 +13,11 @@
 //! Several control planes can run at once. Dropping one kills the processes it started;
 //! if the thread is panicking (a failed test) or `KSIM_KEEP_TESTENV` is set, its directory
 //! with the component logs is kept and its path printed.
+//!
+//! [`ClusterAutoscaler`] runs the real cluster-autoscaler, built by
+//! `deploy/cluster-autoscaler/build.sh`, against a control plane and an externalgrpc provider.
 
+pub mod autoscaler;
 mod binaries;
 mod control_plane;
 mod error;
@@ -24,6 +28,9 @@ mod ports;
 mod process;
 pub mod wait;
 
+pub use autoscaler::{
+    ClientTls, CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
+};
 pub use binaries::{ControlPlaneBinaries, cache_root, kubernetes_version};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::Error;

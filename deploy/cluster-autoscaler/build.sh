@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Builds cluster-autoscaler (CA) from Go modules at the version pinned in versions.env, with
+# only the externalgrpc cloud provider, and caches it outside the repository.
+#
+#   deploy/cluster-autoscaler/build.sh     build (or reuse) and print the binary's directory
+#
+# Environment:
+#   KSIM_CLUSTER_AUTOSCALER_BIN_DIR  a directory that already holds `cluster-autoscaler`: used as is
+#   KSIM_CACHE_DIR                   cache root (default: $XDG_CACHE_HOME/ksim or ~/.cache/ksim)
+#
+# Exit status 3: the Go module proxy refused a module the build needs (403). Any other failure
+# exits 1. Only the directory is printed on stdout; progress goes to stderr.
+#
+# CA cannot be `go install`ed: its go.mod replaces the Kubernetes staging modules and points
+# k8s.io/autoscaler/cluster-autoscaler/apis at ./apis. Replaces only count in the main module,
+# so a wrapper module copies them, pinning apis to the release commit's pseudo-version.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+# shellcheck source=../lib/cache.sh
+source "$here/../lib/cache.sh"
+version=$CLUSTER_AUTOSCALER_VERSION
+module=k8s.io/autoscaler/cluster-autoscaler
+module_version=$CLUSTER_AUTOSCALER_MODULE_VERSION
+binary=cluster-autoscaler
+readonly PROXY_REFUSED=3
+
+log() { echo "cluster-autoscaler: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+if [[ -n "${KSIM_CLUSTER_AUTOSCALER_BIN_DIR:-}" ]]; then
+  [[ -x "$KSIM_CLUSTER_AUTOSCALER_BIN_DIR/$binary" ]] ||
+    die "KSIM_CLUSTER_AUTOSCALER_BIN_DIR=$KSIM_CLUSTER_AUTOSCALER_BIN_DIR has no $binary binary"
+  echo "$KSIM_CLUSTER_AUTOSCALER_BIN_DIR"
+  exit 0
+fi
+
+version_dir=$(ksim_cache_root)/cluster-autoscaler-$version
+bin_dir=$version_dir/bin
+if [[ -x "$bin_dir/$binary" ]]; then
+  echo "$bin_dir"
+  exit 0
+fi
+
+lock_cache_dir "$version_dir"
+if [[ -x "$bin_dir/$binary" ]]; then
+  echo "$bin_dir"
+  exit 0
+fi
+
+use_shared_go_caches
+export GOFLAGS=-mod=mod
+
+# go_mod_of MODULE@VERSION: downloads MODULE's go.mod and prints its path in the module cache.
+# `go mod download -json` reports a failure in its "Error" field, which is what we show.
+go_mod_of() {
+  local json error go_mod
+  json=$(go mod download -json "$1" 2>&1) || true
+  error=$(sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  if [[ -n "$error" ]]; then
+    log "error: go mod download $1 failed: $(printf '%b' "$error")"
+    # A 403 is the proxy's final answer, not a transient failure: say so with its own status.
+    [[ "$error" == *"403 Forbidden"* ]] && exit "$PROXY_REFUSED"
+    exit 1
+  fi
+  go_mod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  [[ -f "$go_mod" ]] || die "go mod download $1 gave no go.mod: $json"
+  echo "$go_mod"
+}
+
+# replace_lines GO_MOD: every replace directive of GO_MOD as "old [ver] => new [ver]", whether
+# written one per line or in a block, without comments.
+replace_lines() {
+  awk '
+    /^replace[ \t]*\(/ { block = 1; next }
+    block && /^\)/     { block = 0; next }
+    block              { line = $0 }
+    !block && /^replace[ \t]/ { line = $0; sub(/^replace[ \t]+/, "", line) }
+    line != "" {
+      sub(/[ \t]*\/\/.*$/, "", line); gsub(/^[ \t]+|[ \t]+$/, "", line)
+      if (line != "") print line
+      line = ""
+    }
+  ' "$1"
+}
+
+# godebug_lines GO_MOD: the godebug directives (single or block), copied as written.
+godebug_lines() {
+  awk '/^godebug[ \t]*\(/ { block = 1 } block || /^godebug[ \t]/ { print } block && /^\)/ { block = 0 }' "$1"
+}
+
+log "building cluster-autoscaler $version ($module@$module_version, externalgrpc provider only)"
+ca_mod=$(go_mod_of "$module@$module_version") || exit $?
+# The apis submodule is fetched up front so that a refusal is reported as clearly as CA's own.
+go_mod_of "$module/apis@$module_version" >/dev/null || exit $?
+
+kubernetes_version=$(sed -n 's#^\(require\)\{0,1\}[[:space:]]*k8s\.io/kubernetes \(v[^[:space:]]*\).*#\2#p' "$ca_mod" | head -n1)
+[[ -n "$kubernetes_version" ]] || die "$module@$module_version does not require k8s.io/kubernetes"
+staging_version=v0.${kubernetes_version#v1.}
+kubernetes_mod=$(go_mod_of "k8s.io/kubernetes@$kubernetes_version") || exit $?
+
+declare -A replaced=()
+replaces=()
+while IFS= read -r directive; do
+  old=${directive%%=>*}
+  new=${directive#*=>}
+  read -r old_path _ <<<"$old"
+  read -r new_path _ <<<"$new"
+  case "$new_path" in
+    ./* | ../*)
+      # Local paths only exist in CA's own checkout: point them at published modules.
+      if [[ "$old_path" == "$module/apis" ]]; then
+        replaces+=("$old_path => $old_path $module_version")
+      elif [[ "$new_path" == ./staging/* && "$old_path" == k8s.io/* ]]; then
+        replaces+=("$old_path => $old_path $staging_version")
+      else
+        die "cannot map CA's local replace: $directive"
+      fi
+      ;;
+    *) replaces+=("${old% } => ${new# }") ;;
+  esac
+  replaced[$old_path]=1
+done < <(replace_lines "$ca_mod")
+
+# k8s.io/kubernetes requires its staging modules at v0.0.0; any CA does not already replace
+# gets the published version of the same release.
+while IFS= read -r staging_module; do
+  [[ -n "${replaced[$staging_module]:-}" ]] && continue
+  replaces+=("$staging_module => $staging_module $staging_version")
+done < <(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*#\1#p' "$kubernetes_mod")
+
+wrapper=$version_dir/wrapper
+rm -rf "$wrapper"
+mkdir -p "$wrapper"
+{
+  echo "module ksim.local/cluster-autoscaler"
+  echo
+  grep -E '^go ' "$ca_mod"
+  godebug_lines "$ca_mod"
+  echo
+  echo "require ("
+  echo "	$module $module_version"
+  echo "	$module/apis $module_version"
+  echo ")"
+  echo
+  echo "replace ("
+  for directive in "${replaces[@]}"; do echo "	$directive"; done
+  echo ")"
+} >"$wrapper/go.mod"
+log "wrapper module: $wrapper/go.mod (k8s.io/kubernetes $kubernetes_version, staging $staging_version)"
+
+# Build into a scratch directory and move it into place, so an interrupted build never leaves
+# a half-written binary where the next run would take it as built.
+staging_bin=$version_dir/bin.partial
+rm -rf "$staging_bin"
+mkdir -p "$staging_bin"
+cd "$wrapper"
+started=$SECONDS
+go build -tags externalgrpc -trimpath -ldflags "-s -w" -o "$staging_bin/$binary" "$module"
+[[ -x "$staging_bin/$binary" ]] || die "go build finished without a $binary binary"
+rm -rf "$bin_dir"
+mv "$staging_bin" "$bin_dir"
+log "built cluster-autoscaler $version into $bin_dir in $((SECONDS - started)) s"
+echo "$bin_dir"
