@@ -1,0 +1,175 @@
+//! Prices for cluster-autoscaler's `price` expander. Answered only when configured: a made-up
+//! price would steer the simulated autoscaler in a way the real cluster never would.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+const SECONDS_PER_HOUR: f64 = 3600.0;
+const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pricing {
+    /// Price per hour of a node, by its `node.kubernetes.io/instance-type` label.
+    #[serde(default)]
+    pub instance_types: BTreeMap<String, f64>,
+    /// Price per hour of what a pod requests; pod prices are unanswered without it.
+    pub pod: Option<PodRates>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodRates {
+    pub cpu_per_hour: f64,
+    #[serde(rename = "memoryGiBPerHour")]
+    pub memory_gib_per_hour: f64,
+}
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum PricingError {
+    #[error("no price is configured for instance type {0:?}")]
+    UnknownInstanceType(String),
+    #[error("the node has no instance-type label")]
+    NoInstanceType,
+    #[error("the time range ends before it starts")]
+    NegativeRange,
+    #[error("request {resource}={value:?} is not a Kubernetes quantity")]
+    BadQuantity { resource: String, value: String },
+}
+
+impl Pricing {
+    /// The price of running a node of `instance_type` for `seconds`.
+    pub fn node_price(
+        &self,
+        instance_type: Option<&str>,
+        seconds: f64,
+    ) -> Result<f64, PricingError> {
+        let instance_type = instance_type.ok_or(PricingError::NoInstanceType)?;
+        let per_hour = self
+            .instance_types
+            .get(instance_type)
+            .ok_or_else(|| PricingError::UnknownInstanceType(instance_type.to_owned()))?;
+        Ok(per_hour * hours(seconds)?)
+    }
+}
+
+impl PodRates {
+    /// The price for `seconds` of a pod whose containers request `cpu` and `memory`
+    /// (quantity strings, one per container that requests it).
+    pub fn pod_price(
+        &self,
+        cpu: &[&str],
+        memory: &[&str],
+        seconds: f64,
+    ) -> Result<f64, PricingError> {
+        let sum = |resource: &str, values: &[&str]| {
+            values
+                .iter()
+                .map(|q| quantity(resource, q))
+                .sum::<Result<f64, PricingError>>()
+        };
+        let cores = sum("cpu", cpu)?;
+        let bytes = sum("memory", memory)?;
+        Ok(
+            (cores * self.cpu_per_hour + bytes / BYTES_PER_GIB * self.memory_gib_per_hour)
+                * hours(seconds)?,
+        )
+    }
+}
+
+fn hours(seconds: f64) -> Result<f64, PricingError> {
+    if seconds < 0.0 {
+        return Err(PricingError::NegativeRange);
+    }
+    Ok(seconds / SECONDS_PER_HOUR)
+}
+
+fn quantity(resource: &str, value: &str) -> Result<f64, PricingError> {
+    parse_quantity(value).ok_or_else(|| PricingError::BadQuantity {
+        resource: resource.to_owned(),
+        value: value.to_owned(),
+    })
+}
+
+/// A Kubernetes quantity (`500m`, `2Gi`, `1.5`, `1e3`) as a number.
+pub fn parse_quantity(text: &str) -> Option<f64> {
+    const SUFFIXES: &[(&str, f64)] = &[
+        ("Ki", 1024.0),
+        ("Mi", 1_048_576.0),
+        ("Gi", 1_073_741_824.0),
+        ("Ti", 1_099_511_627_776.0),
+        ("Pi", 1_125_899_906_842_624.0),
+        ("Ei", 1_152_921_504_606_846_976.0),
+        ("n", 1e-9),
+        ("u", 1e-6),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
+    if !ksim_nodes::skeleton::is_valid_quantity(text) {
+        return None;
+    }
+    let (number, scale) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, scale)| text.strip_suffix(suffix).map(|n| (n, *scale)))
+        .unwrap_or((text, 1.0));
+    number.parse::<f64>().ok().map(|n| n * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_parse_with_binary_decimal_and_exponent_forms() {
+        assert_eq!(parse_quantity("500m"), Some(0.5));
+        assert_eq!(parse_quantity("2Gi"), Some(2.0 * BYTES_PER_GIB));
+        assert_eq!(parse_quantity("1.5"), Some(1.5));
+        assert_eq!(parse_quantity("1e3"), Some(1000.0));
+        assert_eq!(parse_quantity("3k"), Some(3000.0));
+        assert_eq!(parse_quantity("lots"), None);
+        assert_eq!(parse_quantity("1Xi"), None);
+    }
+
+    #[test]
+    fn node_price_scales_with_time_and_needs_a_known_type() {
+        let pricing: Pricing =
+            serde_saphyr::from_str("instanceTypes:\n  m5.large: 0.096\n").unwrap();
+        let price = pricing.node_price(Some("m5.large"), 1800.0).unwrap();
+        assert!((price - 0.048).abs() < 1e-12, "{price}");
+        assert_eq!(
+            pricing.node_price(Some("c5.xlarge"), 60.0),
+            Err(PricingError::UnknownInstanceType("c5.xlarge".to_owned()))
+        );
+        assert_eq!(
+            pricing.node_price(None, 60.0),
+            Err(PricingError::NoInstanceType)
+        );
+        assert_eq!(
+            pricing.node_price(Some("m5.large"), -1.0),
+            Err(PricingError::NegativeRange)
+        );
+    }
+
+    #[test]
+    fn pod_price_sums_cpu_and_memory() {
+        let rates = PodRates {
+            cpu_per_hour: 0.04,
+            memory_gib_per_hour: 0.005,
+        };
+        let price = rates
+            .pod_price(&["250m", "250m"], &["2Gi"], 3600.0)
+            .unwrap();
+        assert!((price - 0.03).abs() < 1e-12, "{price}");
+        assert!(matches!(
+            rates.pod_price(&["half"], &[], 1.0),
+            Err(PricingError::BadQuantity { .. })
+        ));
+    }
+}

@@ -1,0 +1,246 @@
+//! The index, fed objects directly as the watches would.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{
+    apps::v1::{Deployment, DeploymentSpec},
+    core::v1::{Node, NodeSpec, Pod, PodCondition, PodSpec, PodStatus},
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use ksim_nodes::labels::GROUP_LABEL;
+
+use super::*;
+use crate::domain::{
+    group::InstanceState,
+    limits::{MAX_SIZE_ANNOTATION, MIN_SIZE_ANNOTATION},
+};
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+pub(crate) fn deployment(
+    name: &str,
+    group: &str,
+    replicas: i32,
+    limits: (&str, &str),
+) -> Deployment {
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("ksim-system".to_owned()),
+            labels: Some(map(&[(GROUP_LABEL, group)])),
+            annotations: Some(map(&[
+                (MIN_SIZE_ANNOTATION, limits.0),
+                (MAX_SIZE_ANNOTATION, limits.1),
+            ])),
+            resource_version: Some("1".to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+pub(crate) fn seat_pod(name: &str, group: &str, ready: bool) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("ksim-system".to_owned()),
+            labels: Some(map(&[(GROUP_LABEL, group)])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("ksim-seat-host-0".to_owned()),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some(if ready { "Running" } else { "Pending" }.to_owned()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".to_owned(),
+                status: if ready { "True" } else { "False" }.to_owned(),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+pub(crate) fn node(name: &str, provider_id: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(provider_id.to_owned()),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn with_group() -> Index {
+    let index = Index::new(100);
+    index
+        .apply_deployment(
+            &deployment("seats-m5", "m5", 3, ("1", "5")),
+            Skeleton::Missing,
+        )
+        .unwrap();
+    index.apply_pod(&seat_pod("seat-a", "m5", true));
+    index.apply_pod(&seat_pod("seat-b", "m5", true));
+    index.apply_node(&node("seat-a", "ksim://m5/seat-a"));
+    index
+}
+
+#[test]
+fn a_seat_deployment_is_a_group_with_its_limits_and_target() {
+    let index = with_group();
+    assert_eq!(
+        index.groups(),
+        vec![GroupInfo {
+            id: "m5".to_owned(),
+            min: 1,
+            max: 5,
+            debug: "Deployment ksim-system/seats-m5".to_owned()
+        }]
+    );
+    assert_eq!(index.target_size("m5"), Some(3));
+    assert_eq!(index.target_size("c5"), None);
+}
+
+#[test]
+fn instances_come_from_seats_nodes_and_unseated_replicas() {
+    let index = with_group();
+    let (state, _) = index.group_state("m5").unwrap();
+    let states: Vec<_> = state.instances().into_iter().map(|i| i.state).collect();
+    assert_eq!(
+        states,
+        vec![
+            InstanceState::Running,
+            InstanceState::Creating,
+            InstanceState::Creating
+        ]
+    );
+}
+
+#[test]
+fn seats_of_other_namespaces_groups_or_terminated_do_not_count() {
+    let index = with_group();
+    let mut elsewhere = seat_pod("seat-x", "m5", true);
+    elsewhere.metadata.namespace = Some("other".to_owned());
+    index.apply_pod(&elsewhere);
+    index.apply_pod(&seat_pod("seat-y", "c5", true));
+    let mut done = seat_pod("seat-z", "m5", true);
+    done.status.as_mut().unwrap().phase = Some("Succeeded".to_owned());
+    index.apply_pod(&done);
+    let (state, _) = index.group_state("m5").unwrap();
+    let names: Vec<_> = state.seats.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, vec!["seat-a", "seat-b"]);
+}
+
+#[test]
+fn invalid_limits_hide_the_group_and_report_why() {
+    let index = Index::new(100);
+    let err = index
+        .apply_deployment(&deployment("bad", "m5", 1, ("3", "2")), Skeleton::Missing)
+        .unwrap_err();
+    assert!(err.to_string().contains("above"), "{err}");
+    assert!(index.groups().is_empty());
+    assert_eq!(index.target_size("m5"), None);
+}
+
+#[test]
+fn a_deployment_losing_its_label_or_deleted_stops_being_a_group() {
+    let index = with_group();
+    let mut unlabelled = deployment("seats-m5", "m5", 3, ("1", "5"));
+    unlabelled.metadata.labels = None;
+    index
+        .apply_deployment(&unlabelled, Skeleton::Missing)
+        .unwrap();
+    assert!(index.groups().is_empty());
+    let index = with_group();
+    index.delete_deployment("ksim-system", "seats-m5");
+    assert!(index.group_state("m5").is_none());
+}
+
+#[test]
+fn nodes_move_between_states_and_orphans_are_deleting() {
+    let index = with_group();
+    let mut going = node("seat-a", "ksim://m5/seat-a");
+    going.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    index.apply_node(&going);
+    index.apply_node(&node("old-seat", "ksim://m5/old-seat"));
+    index.apply_node(&node("real", "aws:///i-1"));
+    let (state, _) = index.group_state("m5").unwrap();
+    assert_eq!(state.seat("seat-a").unwrap().node, NodeState::Deleting);
+    assert_eq!(state.orphan_nodes, vec!["old-seat"]);
+    index.delete_node("old-seat");
+    assert!(index.group_state("m5").unwrap().0.orphan_nodes.is_empty());
+}
+
+#[test]
+fn a_relist_drops_what_it_did_not_return() {
+    let index = with_group();
+    let seen = [("ksim-system".to_owned(), "seat-b".to_owned())]
+        .into_iter()
+        .collect();
+    index.retain(Source::Seats, &seen);
+    index.retain(Source::Nodes, &BTreeSet::new());
+    let (state, _) = index.group_state("m5").unwrap();
+    assert_eq!(state.seats.len(), 1);
+    assert_eq!(state.seats[0].name, "seat-b");
+    assert_eq!(state.seats[0].node, NodeState::Absent);
+}
+
+#[test]
+fn synced_only_after_all_three_lists() {
+    let index = Index::new(1);
+    index.mark_synced(Source::Deployments);
+    index.mark_synced(Source::Seats);
+    assert!(!index.is_synced());
+    index.mark_synced(Source::Nodes);
+    assert!(index.is_synced());
+}
+
+#[test]
+fn deletion_cost_is_read_from_the_annotation() {
+    let index = with_group();
+    let mut marked = seat_pod("seat-b", "m5", true);
+    marked.metadata.annotations = Some(map(&[(DELETION_COST_ANNOTATION, "-2147483648")]));
+    index.apply_pod(&marked);
+    let (state, _) = index.group_state("m5").unwrap();
+    assert_eq!(state.seat("seat-b").unwrap().deletion_cost, i32::MIN);
+    assert_eq!(state.seat("seat-a").unwrap().deletion_cost, 0);
+}
+
+#[tokio::test]
+async fn wait_until_wakes_on_a_change() {
+    let index = with_group();
+    let waiter = {
+        let index = index.clone();
+        tokio::spawn(async move {
+            index
+                .wait_until(std::time::Duration::from_secs(30), |i| {
+                    i.target_size("m5") == Some(4)
+                })
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    index
+        .apply_deployment(
+            &deployment("seats-m5", "m5", 4, ("1", "5")),
+            Skeleton::Missing,
+        )
+        .unwrap();
+    assert!(waiter.await.unwrap());
+}

@@ -1,0 +1,324 @@
+//! The provider's invariants under concurrent calls, against a stand-in for the apiserver
+//! that applies each write to the index as a watch would, and removes seats the way the
+//! ReplicaSet controller ranks them (lowest deletion cost first). The real controllers are
+//! exercised in tests/autoscaler.rs.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::index::{
+    DELETION_COST_ANNOTATION, Skeleton,
+    tests::{deployment, node, seat_pod},
+};
+
+#[derive(Debug, Default)]
+struct Objects {
+    deployment: Option<Deployment>,
+    pods: BTreeMap<String, Pod>,
+    deleted_nodes: Vec<String>,
+    resource_version: u64,
+}
+
+#[derive(Debug, Clone)]
+struct FakeCluster {
+    index: Index,
+    objects: Arc<Mutex<Objects>>,
+}
+
+impl FakeCluster {
+    fn objects(&self) -> std::sync::MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap()
+    }
+
+    /// The ReplicaSet controller's scale-down: lowest deletion cost first.
+    fn reconcile(&self, objects: &mut Objects) {
+        let replicas = objects
+            .deployment
+            .as_ref()
+            .and_then(|d| d.spec.as_ref()?.replicas)
+            .unwrap_or(0);
+        let cost = |pod: &Pod| -> i32 {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DELETION_COST_ANNOTATION)?.parse().ok())
+                .unwrap_or(0)
+        };
+        let mut active: Vec<(i32, String)> = objects
+            .pods
+            .values()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| (cost(p), p.metadata.name.clone().unwrap()))
+            .collect();
+        active.sort();
+        let excess = active
+            .len()
+            .saturating_sub(usize::try_from(replicas).unwrap());
+        for (_, name) in active.into_iter().take(excess) {
+            let pod = objects.pods.get_mut(&name).unwrap();
+            pod.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+            self.index.apply_pod(pod);
+        }
+    }
+}
+
+impl Cluster for FakeCluster {
+    async fn set_deletion_cost(
+        &self,
+        _namespace: &str,
+        pod: &str,
+        cost: Option<i32>,
+    ) -> Result<(), ClusterError> {
+        let mut objects = self.objects();
+        let seat = objects
+            .pods
+            .get_mut(pod)
+            .ok_or_else(|| ClusterError::NotFound(pod.to_owned()))?;
+        let annotations = seat.metadata.annotations.get_or_insert_default();
+        match cost {
+            Some(cost) => annotations.insert(DELETION_COST_ANNOTATION.to_owned(), cost.to_string()),
+            None => annotations.remove(DELETION_COST_ANNOTATION),
+        };
+        self.index.apply_pod(seat);
+        Ok(())
+    }
+
+    async fn scale(
+        &self,
+        _namespace: &str,
+        _deployment: &str,
+        replicas: i32,
+        resource_version: &str,
+    ) -> Result<(), ClusterError> {
+        tokio::task::yield_now().await;
+        let mut guard = self.objects();
+        let objects = &mut *guard;
+        let current = objects.resource_version.to_string();
+        if current != resource_version {
+            return Err(ClusterError::Conflict("Deployment".to_owned()));
+        }
+        objects.resource_version += 1;
+        let deployment = objects.deployment.as_mut().unwrap();
+        deployment.spec.as_mut().unwrap().replicas = Some(replicas);
+        deployment.metadata.resource_version = Some(objects.resource_version.to_string());
+        let deployment = deployment.clone();
+        self.index
+            .apply_deployment(&deployment, Skeleton::Missing)
+            .unwrap();
+        self.reconcile(objects);
+        Ok(())
+    }
+
+    async fn delete_node(&self, name: &str) -> Result<(), ClusterError> {
+        self.objects().deleted_nodes.push(name.to_owned());
+        self.index.delete_node(name);
+        Ok(())
+    }
+}
+
+/// A group of `seats` ready seats with registered nodes, limits (min, max).
+fn provider(seats: usize, limits: (&str, &str)) -> (Arc<Provider<FakeCluster>>, FakeCluster) {
+    let index = Index::new(100);
+    let mut objects = Objects {
+        resource_version: 1,
+        ..Objects::default()
+    };
+    let deployment = deployment("seats-m5", "m5", i32::try_from(seats).unwrap(), limits);
+    index
+        .apply_deployment(&deployment, Skeleton::Missing)
+        .unwrap();
+    objects.deployment = Some(deployment);
+    for n in 0..seats {
+        let name = format!("seat-{n}");
+        let pod = seat_pod(&name, "m5", true);
+        index.apply_pod(&pod);
+        index.apply_node(&node(&name, &format!("ksim://m5/{name}")));
+        objects.pods.insert(name, pod);
+    }
+    let cluster = FakeCluster {
+        index: index.clone(),
+        objects: Arc::new(Mutex::new(objects)),
+    };
+    let settings = Settings {
+        pool_name: "ksim".to_owned(),
+        gpu_label: "ksim.io/gpu-type".to_owned(),
+        pricing: None,
+        group_options: HashMap::new(),
+        settle_timeout: Duration::from_secs(5),
+    };
+    (
+        Arc::new(Provider::new(index, cluster.clone(), settings)),
+        cluster,
+    )
+}
+
+fn node_ref(name: &str) -> NodeRef {
+    NodeRef {
+        name: name.to_owned(),
+        provider_id: format!("ksim://m5/{name}"),
+    }
+}
+
+fn deleting_seats(cluster: &FakeCluster) -> Vec<String> {
+    cluster
+        .objects()
+        .pods
+        .values()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn delete_nodes_removes_exactly_the_named_seats_and_nodes() {
+    let (provider, cluster) = provider(5, ("1", "10"));
+    provider
+        .delete_nodes("m5", &[node_ref("seat-3"), node_ref("seat-1")])
+        .await
+        .unwrap();
+    assert_eq!(provider.target_size("m5").unwrap(), 3);
+    assert_eq!(deleting_seats(&cluster), vec!["seat-1", "seat-3"]);
+    assert_eq!(cluster.objects().deleted_nodes, vec!["seat-1", "seat-3"]);
+    // A retry (CA resends after a timeout) changes nothing more.
+    provider
+        .delete_nodes("m5", &[node_ref("seat-3"), node_ref("seat-1")])
+        .await
+        .unwrap();
+    assert_eq!(provider.target_size("m5").unwrap(), 3);
+    assert_eq!(deleting_seats(&cluster).len(), 2);
+}
+
+#[tokio::test]
+async fn concurrent_deletes_never_go_below_min_nor_remove_unasked_seats() {
+    let (provider, cluster) = provider(6, ("3", "10"));
+    let requests = [
+        vec!["seat-0", "seat-1"],
+        vec!["seat-2"],
+        vec!["seat-3", "seat-4"],
+        vec!["seat-5"],
+    ];
+    let calls = requests.iter().map(|names| {
+        let provider = provider.clone();
+        let nodes: Vec<NodeRef> = names.iter().map(|n| node_ref(n)).collect();
+        tokio::spawn(async move { provider.delete_nodes("m5", &nodes).await })
+    });
+    let results = futures::future::join_all(calls).await;
+    let mut removed = Vec::new();
+    for (names, result) in requests.iter().zip(results) {
+        match result.unwrap() {
+            Ok(()) => removed.extend(names.iter().map(|n| (*n).to_owned())),
+            Err(ProviderError::Plan(PlanError::BelowMin { .. })) => {}
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+    }
+    removed.sort();
+    assert!(provider.target_size("m5").unwrap() >= 3);
+    assert_eq!(deleting_seats(&cluster), removed);
+    assert_eq!(
+        provider.target_size("m5").unwrap(),
+        6 - i32::try_from(removed.len()).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn concurrent_increases_stop_exactly_at_max() {
+    let (provider, _) = provider(3, ("0", "8"));
+    let calls = (0..10).map(|_| {
+        let provider = provider.clone();
+        tokio::spawn(async move { provider.increase_size("m5", 1).await })
+    });
+    let results = futures::future::join_all(calls).await;
+    let succeeded = results
+        .into_iter()
+        .filter(|r| matches!(r, Ok(Ok(()))))
+        .count();
+    assert_eq!(succeeded, 5);
+    assert_eq!(provider.target_size("m5").unwrap(), 8);
+}
+
+#[tokio::test]
+async fn a_concurrent_outside_change_aborts_rather_than_overwrites() {
+    let (provider, cluster) = provider(3, ("0", "8"));
+    // Someone scales the Deployment behind the index's back.
+    cluster.objects().resource_version = 99;
+    let err = provider.increase_size("m5", 1).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Cluster(ClusterError::Conflict(_))),
+        "{err}"
+    );
+    assert_eq!(provider.target_size("m5").unwrap(), 3);
+}
+
+#[tokio::test]
+async fn refused_requests_write_nothing() {
+    let (provider, cluster) = provider(3, ("2", "8"));
+    let foreign = NodeRef {
+        name: "real".to_owned(),
+        provider_id: "aws:///i-1".to_owned(),
+    };
+    assert!(
+        provider
+            .delete_nodes("m5", &[node_ref("seat-0"), foreign])
+            .await
+            .is_err()
+    );
+    assert!(
+        provider
+            .delete_nodes("m5", &[node_ref("seat-0"), node_ref("seat-1")])
+            .await
+            .is_err()
+    );
+    assert!(provider.decrease_target_size("m5", -1).await.is_err());
+    assert!(matches!(
+        provider.increase_size("c5", 1).await,
+        Err(ProviderError::UnknownGroup(_))
+    ));
+    let objects = cluster.objects();
+    assert!(objects.deleted_nodes.is_empty());
+    assert!(
+        objects
+            .pods
+            .values()
+            .all(|p| p.metadata.annotations.is_none())
+    );
+    assert_eq!(objects.resource_version, 1);
+}
+
+#[tokio::test]
+async fn an_unready_seat_blocks_the_removal_until_it_times_out() {
+    let (provider, cluster) = provider(3, ("0", "8"));
+    {
+        let objects = cluster.objects();
+        cluster.index.apply_pod(&{
+            let mut pod = objects.pods["seat-2"].clone();
+            pod.status.as_mut().unwrap().phase = Some("Pending".to_owned());
+            pod
+        });
+    }
+    let provider = Arc::new(Provider::new(
+        provider.index().clone(),
+        cluster.clone(),
+        Settings {
+            settle_timeout: Duration::from_millis(200),
+            ..provider.settings().clone()
+        },
+    ));
+    let err = provider
+        .delete_nodes("m5", &[node_ref("seat-0")])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("every other seat to be ready"),
+        "{err}"
+    );
+    // Replicas were not lowered: the ReplicaSet would have taken the unready seat.
+    assert_eq!(provider.target_size("m5").unwrap(), 3);
+}

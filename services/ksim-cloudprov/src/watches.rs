@@ -1,0 +1,160 @@
+//! Feeds the index from three label-selected watches: seat Deployments (with their skeletons
+//! resolved), seat pods and virtual nodes.
+
+use std::{collections::BTreeMap, collections::BTreeSet, sync::Arc};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Node, Pod},
+};
+use ksim_nodes::{
+    labels::GROUP_LABEL,
+    seats::{SKELETON_CONFIGMAP_KEY, SkeletonSource, skeleton_source},
+    skeleton::NodeSkeleton,
+};
+use kube::{
+    Api, Client, Resource,
+    runtime::{WatchStreamExt, watcher},
+};
+use tokio::task::JoinSet;
+
+use crate::index::{Index, ObjectKey, Skeleton, Source, object_key};
+
+/// Runs the watches until the returned set is dropped.
+pub fn spawn(client: Client, index: Index) -> JoinSet<()> {
+    let selector = watcher::Config::default().labels(GROUP_LABEL);
+    let mut tasks = JoinSet::new();
+    let deployments = watcher(Api::<Deployment>::all(client.clone()), selector.clone());
+    let resolver = SkeletonResolver::new(client.clone());
+    tasks.spawn(feed(
+        deployments,
+        index.clone(),
+        Source::Deployments,
+        move |index, deployment: Deployment| {
+            let mut resolver = resolver.clone();
+            async move {
+                let skeleton = resolver.resolve(&deployment).await;
+                if let Err(error) = index.apply_deployment(&deployment, skeleton) {
+                    tracing::warn!(deployment = ?object_key(&deployment.metadata), %error,
+                        "seat Deployment not served as a node group");
+                }
+            }
+        },
+        |index, key| index.delete_deployment(&key.0, &key.1),
+    ));
+    tasks.spawn(feed(
+        watcher(Api::<Pod>::all(client.clone()), selector.clone()),
+        index.clone(),
+        Source::Seats,
+        |index, pod: Pod| async move { index.apply_pod(&pod) },
+        |index, key| index.delete_pod(&key.0, &key.1),
+    ));
+    tasks.spawn(feed(
+        watcher(Api::<Node>::all(client), selector),
+        index,
+        Source::Nodes,
+        |index, node: Node| async move { index.apply_node(&node) },
+        |index, key| index.delete_node(&key.1),
+    ));
+    tasks
+}
+
+async fn feed<K, S, A, F>(
+    events: S,
+    index: Index,
+    source: Source,
+    apply: A,
+    delete: impl Fn(&Index, ObjectKey),
+) where
+    K: Resource,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    A: Fn(Index, K) -> F,
+    F: Future<Output = ()>,
+{
+    let mut events = std::pin::pin!(events.default_backoff());
+    // Objects listed since the current (re)list began; the rest were deleted meanwhile.
+    let mut listed = BTreeSet::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitApply(object)) => {
+                listed.insert(object_key(object.meta()));
+                apply(index.clone(), object).await;
+            }
+            Ok(watcher::Event::InitDone) => {
+                index.retain(source, &std::mem::take(&mut listed));
+                index.mark_synced(source);
+            }
+            Ok(watcher::Event::Apply(object)) => apply(index.clone(), object).await,
+            Ok(watcher::Event::Delete(object)) => delete(&index, object_key(object.meta())),
+            Err(error) => tracing::warn!(?source, %error, "watch failed; retrying"),
+        }
+    }
+}
+
+/// Resolves a Deployment's skeleton, reading ConfigMaps when named and parsing each distinct
+/// text once.
+#[derive(Clone)]
+struct SkeletonResolver {
+    client: Client,
+    parsed: Arc<std::sync::Mutex<BTreeMap<String, Arc<NodeSkeleton>>>>,
+}
+
+impl std::fmt::Debug for SkeletonResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkeletonResolver").finish_non_exhaustive()
+    }
+}
+
+impl SkeletonResolver {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            parsed: Arc::default(),
+        }
+    }
+
+    async fn resolve(&mut self, deployment: &Deployment) -> Skeleton {
+        let yaml = match skeleton_source(deployment) {
+            Err(_) => return Skeleton::Missing,
+            Ok(SkeletonSource::Inline(yaml)) => yaml,
+            Ok(SkeletonSource::ConfigMap(name)) => {
+                let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
+                match Api::<ConfigMap>::namespaced(self.client.clone(), &namespace)
+                    .get(&name)
+                    .await
+                {
+                    Ok(config_map) => match config_map
+                        .data
+                        .and_then(|mut data| data.remove(SKELETON_CONFIGMAP_KEY))
+                    {
+                        Some(yaml) => yaml,
+                        None => {
+                            return Skeleton::Invalid(format!(
+                                "ConfigMap {namespace}/{name} has no {SKELETON_CONFIGMAP_KEY}"
+                            ));
+                        }
+                    },
+                    Err(e) => {
+                        return Skeleton::Invalid(format!(
+                            "cannot read ConfigMap {namespace}/{name}: {e}"
+                        ));
+                    }
+                }
+            }
+        };
+        let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(skeleton) = parsed.get(&yaml) {
+            return Skeleton::Parsed(skeleton.clone());
+        }
+        match NodeSkeleton::from_yaml(&yaml) {
+            Ok(skeleton) => {
+                let skeleton = Arc::new(skeleton);
+                parsed.insert(yaml, skeleton.clone());
+                Skeleton::Parsed(skeleton)
+            }
+            Err(e) => Skeleton::Invalid(e.to_string()),
+        }
+    }
+}
