@@ -46,6 +46,12 @@ pub const OS_LABEL: &str = "kubernetes.io/os";
 /// Well-known label a kubelet sets from its CPU architecture.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
 
+/// Deprecated OS label the node lifecycle controller still mirrors from [`OS_LABEL`].
+pub const BETA_OS_LABEL: &str = "beta.kubernetes.io/os";
+
+/// Deprecated architecture label the node lifecycle controller still mirrors from [`ARCH_LABEL`].
+pub const BETA_ARCH_LABEL: &str = "beta.kubernetes.io/arch";
+
 /// Field manager for server-side apply and the `fieldManager` of every write.
 pub const FIELD_MANAGER: &str = "ksim-vnode";
 

@@ -13,8 +13,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::labels::{
-    ARCH_LABEL, GROUP_LABEL, HOSTNAME_LABEL, KUBELET_PORT, NO_SCHEDULE, OS_LABEL, POOL_LABEL,
-    PROVIDER_ID_SCHEME, SEAT_HOST_LABEL, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
+    ARCH_LABEL, BETA_ARCH_LABEL, BETA_OS_LABEL, GROUP_LABEL, HOSTNAME_LABEL, KUBELET_PORT,
+    NO_SCHEDULE, OS_LABEL, POOL_LABEL, PROVIDER_ID_SCHEME, SEAT_HOST_LABEL, TRUE_VALUE,
+    VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
 };
 use crate::skeleton::{NodeSkeleton, with_node_info_defaults};
 
@@ -127,6 +128,13 @@ pub fn node_labels(
     labels
         .entry(ARCH_LABEL.to_owned())
         .or_insert_with(|| skeleton.node_info.architecture.clone());
+    // The node lifecycle controller would patch these onto every node; writing them at
+    // registration saves a write per node and keeps the template equal to the node.
+    for (beta, current) in [(BETA_OS_LABEL, OS_LABEL), (BETA_ARCH_LABEL, ARCH_LABEL)] {
+        if let Some(value) = labels.get(current).cloned() {
+            labels.entry(beta.to_owned()).or_insert(value);
+        }
+    }
     for (key, value) in [
         (HOSTNAME_LABEL, name),
         (GROUP_LABEL, group),
@@ -394,6 +402,8 @@ status:
                 ("topology.kubernetes.io/zone", "eu-west-1a"),
                 ("kubernetes.io/os", "linux"),
                 ("kubernetes.io/arch", "arm64"),
+                ("beta.kubernetes.io/os", "linux"),
+                ("beta.kubernetes.io/arch", "arm64"),
                 ("kubernetes.io/hostname", "m5-large-3"),
                 ("ksim.io/node-group", "m5-large"),
                 ("ksim.io/virtual-node", "true"),

@@ -1,0 +1,306 @@
+//! The provider end to end on the real control plane and the real virtual node pool, called
+//! the way cluster-autoscaler calls it (Refresh first, placeholder nodes, retries). The same
+//! scenarios against a real cluster-autoscaler are in tests/autoscaler.rs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_pb::api::core::v1 as k8s;
+use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc as pb;
+use ksim_testenv::wait;
+use kube::{Api, api::PostParams};
+use prost::Message;
+use serde_json::json;
+use tonic::Code;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_up_then_delete_exactly_the_chosen_nodes_never_below_min() {
+    let env = start().await;
+    let mut ca = plaintext_client(&env).await;
+    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 4)).await;
+    refreshed(&ca).await;
+    let groups = wait::until("NodeGroups to list m5", DEADLINE, || {
+        let mut ca = ca.clone();
+        async move {
+            let groups = ca
+                .node_groups(pb::NodeGroupsRequest {})
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner()
+                .node_groups;
+            if groups.is_empty() {
+                Err("no groups".to_owned())
+            } else {
+                Ok(groups)
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        groups,
+        vec![pb::NodeGroup {
+            id: "m5".to_owned(),
+            min_size: 1,
+            max_size: 4,
+            debug: "Deployment default/seats-m5".to_owned()
+        }]
+    );
+    let first = ready_nodes(&env.client, "m5", 1).await;
+
+    // NodeGroupForNode: our node, a node that is not ours, and a placeholder.
+    let lookup = ca.clone();
+    let group_of = |node: pb::ExternalGrpcNode| {
+        let mut ca = lookup.clone();
+        async move {
+            ca.node_group_for_node(pb::NodeGroupForNodeRequest { node: Some(node) })
+                .await
+                .unwrap()
+                .into_inner()
+                .node_group
+                .unwrap()
+        }
+    };
+    assert_eq!(group_of(grpc_node(&first[0])).await.max_size, 4);
+    let mut real = grpc_node(&first[0]);
+    real.provider_id = "aws:///us-east-1a/i-0abc".to_owned();
+    assert_eq!(group_of(real).await.id, "");
+
+    // Scale up by 2: the target moves at once, nodes follow.
+    ca.node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
+        id: "m5".to_owned(),
+        delta: 2,
+    })
+    .await
+    .unwrap();
+    let target = |mut ca: pb::cloud_provider_client::CloudProviderClient<_>| async move {
+        ca.node_group_target_size(pb::NodeGroupTargetSizeRequest {
+            id: "m5".to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .target_size
+    };
+    assert_eq!(target(ca.clone()).await, 3);
+    // While seats are unregistered, CA asks about placeholders built from their instance ids.
+    let instances = ca
+        .node_group_nodes(pb::NodeGroupNodesRequest {
+            id: "m5".to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .instances;
+    assert_eq!(instances.len(), 3);
+    for instance in &instances {
+        assert_eq!(group_of(placeholder_node(&instance.id)).await.id, "m5");
+    }
+    let nodes = ready_nodes(&env.client, "m5", 3).await;
+    wait::until("3 running instances", DEADLINE, || {
+        let mut ca = ca.clone();
+        async move {
+            let instances = ca
+                .node_group_nodes(pb::NodeGroupNodesRequest {
+                    id: "m5".to_owned(),
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner()
+                .instances;
+            let running = instances
+                .iter()
+                .filter(|i| {
+                    i.status.as_ref().unwrap().instance_state
+                        == i32::from(pb::instance_status::InstanceState::InstanceRunning)
+                })
+                .count();
+            (running == 3 && instances.len() == 3)
+                .then_some(())
+                .ok_or(format!("{instances:?}"))
+        }
+    })
+    .await
+    .unwrap();
+    // Every instance id is a registered node's providerID.
+    let provider_ids: BTreeSet<String> = nodes
+        .iter()
+        .map(|n| n.spec.as_ref().unwrap().provider_id.clone().unwrap())
+        .collect();
+    let instance_ids: BTreeSet<String> = ca
+        .node_group_nodes(pb::NodeGroupNodesRequest {
+            id: "m5".to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .instances
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    assert_eq!(instance_ids, provider_ids);
+
+    let err = ca
+        .node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
+            id: "m5".to_owned(),
+            delta: 2,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("max size 4"), "{}", err.message());
+
+    // Scale down the first and the last node by name: exactly those go.
+    let mut names: Vec<String> = nodes
+        .iter()
+        .map(|n| n.metadata.name.clone().unwrap())
+        .collect();
+    names.sort();
+    let chosen: Vec<_> = nodes
+        .iter()
+        .filter(|n| [&names[0], &names[2]].contains(&n.metadata.name.as_ref().unwrap()))
+        .map(grpc_node)
+        .collect();
+    let request = pb::NodeGroupDeleteNodesRequest {
+        id: "m5".to_owned(),
+        nodes: chosen.clone(),
+    };
+    ca.node_group_delete_nodes(request.clone()).await.unwrap();
+    assert_eq!(target(ca.clone()).await, 1);
+    let survivor: BTreeSet<String> = [names[1].clone()].into();
+    wait::until("only the unchosen node left", DEADLINE, || async {
+        let nodes = node_names(&env.client, "m5").await;
+        let seats = live_seats(&env.client, "m5").await;
+        (nodes == survivor && seats == survivor)
+            .then_some(())
+            .ok_or(format!("nodes {nodes:?}, seats {seats:?}"))
+    })
+    .await
+    .unwrap();
+    // CA retries after a timeout: nothing more goes.
+    ca.node_group_delete_nodes(request).await.unwrap();
+    assert_eq!(target(ca.clone()).await, 1);
+    assert_eq!(ready_nodes(&env.client, "m5", 1).await.len(), 1);
+
+    // Min size holds, and DecreaseTargetSize never takes a registered node.
+    let last = ready_nodes(&env.client, "m5", 1).await;
+    let err = ca
+        .node_group_delete_nodes(pb::NodeGroupDeleteNodesRequest {
+            id: "m5".to_owned(),
+            nodes: vec![grpc_node(&last[0])],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let err = ca
+        .node_group_decrease_target_size(pb::NodeGroupDecreaseTargetSizeRequest {
+            id: "m5".to_owned(),
+            delta: -1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert_eq!(node_names(&env.client, "m5").await, survivor);
+
+    // Malformed input.
+    let err = ca
+        .node_group_target_size(pb::NodeGroupTargetSizeRequest {
+            id: "c5".to_owned(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = ca
+        .node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
+            id: "m5".to_owned(),
+            delta: -3,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_at_zero_scales_up_from_its_template() {
+    let env = start().await;
+    let mut ca = plaintext_client(&env).await;
+    // The skeleton comes from a ConfigMap here, the other way a seat template can carry it.
+    let config_map: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "c5-shape" },
+        "data": { "node.yaml": SKELETON }
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(env.client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &config_map)
+        .await
+        .unwrap();
+    create_deployment(
+        &env.client,
+        &seat_deployment_with(
+            "c5",
+            0,
+            0,
+            3,
+            json!({ "ksim.io/node-skeleton-configmap": "c5-shape" }),
+        ),
+    )
+    .await;
+    refreshed(&ca).await;
+    let template = wait::until("a template node for c5", DEADLINE, || {
+        let mut ca = ca.clone();
+        async move {
+            ca.node_group_template_node_info(pb::NodeGroupTemplateNodeInfoRequest {
+                id: "c5".to_owned(),
+            })
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|e| e.to_string())
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(template.node_info, template.node_bytes);
+    let template = k8s::Node::decode(template.node_bytes.as_slice()).unwrap();
+    let status = template.status.clone().unwrap();
+    assert_eq!(
+        status
+            .allocatable
+            .get("pods")
+            .and_then(|q| q.string.as_deref()),
+        Some("29")
+    );
+
+    ca.node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
+        id: "c5".to_owned(),
+        delta: 1,
+    })
+    .await
+    .unwrap();
+    let node = ready_nodes(&env.client, "c5", 1).await.remove(0);
+    // The template promised what the node has: labels (but the per-node hostname) and taints.
+    let mut template_labels = template.metadata.unwrap().labels;
+    let mut node_labels = node.metadata.labels.unwrap();
+    template_labels.remove("kubernetes.io/hostname");
+    node_labels.remove("kubernetes.io/hostname");
+    assert_eq!(template_labels, node_labels);
+    let template_taints: Vec<(String, String)> = template
+        .spec
+        .unwrap()
+        .taints
+        .into_iter()
+        .map(|t| (t.key.unwrap(), t.effect.unwrap()))
+        .collect();
+    let node_taints: Vec<(String, String)> = node
+        .spec
+        .unwrap()
+        .taints
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.key, t.effect))
+        .collect();
+    assert_eq!(template_taints, node_taints);
+}
