@@ -1,0 +1,94 @@
+//! The shipped RBAC (deploy/cloudprov/rbac.yaml) is enough and has no wildcards: the provider
+//! scales a group up and down as its ServiceAccount.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use common::*;
+use ksim_cloudprov::{apiserver::ApiCluster, index::Index, provider::Provider, watches};
+use ksim_grpc::ServeArgs;
+use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
+    self as pb, cloud_provider_client::CloudProviderClient,
+};
+use ksim_testenv::{manifests, wait};
+
+const NAMESPACE_YAML: &str = include_str!("../../../deploy/vnode/namespace.yaml");
+const RBAC_YAML: &str = include_str!("../../../deploy/cloudprov/rbac.yaml");
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-cloudprov";
+
+#[test]
+fn rbac_rules_name_every_verb_and_resource() {
+    let objects = manifests::parse(RBAC_YAML).unwrap();
+    let mut rules_seen = 0;
+    for object in objects {
+        let Some(rules) = object.data.get("rules").and_then(|r| r.as_array()) else {
+            continue;
+        };
+        for rule in rules {
+            rules_seen += 1;
+            for field in ["apiGroups", "resources", "verbs"] {
+                let values = rule[field].as_array().unwrap();
+                assert!(!values.is_empty(), "{field} empty in {rule}");
+                assert!(values.iter().all(|v| v != "*"), "wildcard {field} in {rule}");
+            }
+        }
+    }
+    assert!(rules_seen > 0, "no rules parsed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_provider_scales_up_and_down_as_its_service_account() {
+    let env = start().await;
+    manifests::apply(&env.client, NAMESPACE_YAML).await.unwrap();
+    manifests::apply(&env.client, RBAC_YAML).await.unwrap();
+    let as_provider = env
+        .control_plane
+        .client_as(
+            SERVICE_ACCOUNT,
+            &["system:serviceaccounts", "system:serviceaccounts:ksim-system"],
+        )
+        .await
+        .unwrap();
+    let index = Index::new(10);
+    let _watches = watches::spawn(as_provider.clone(), index.clone());
+    let provider = Arc::new(Provider::new(index, ApiCluster::new(as_provider), settings()));
+    let addr = serve(provider, ServeArgs::ephemeral()).await;
+    let mut ca = CloudProviderClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+
+    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 3)).await;
+    refreshed(&ca).await;
+    wait::until("m5 to be served", DEADLINE, || {
+        let mut ca = ca.clone();
+        async move {
+            ca.node_group_target_size(pb::NodeGroupTargetSizeRequest { id: "m5".to_owned() })
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await
+    .unwrap();
+    ca.node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
+        id: "m5".to_owned(),
+        delta: 1,
+    })
+    .await
+    .unwrap();
+    let nodes = ready_nodes(&env.client, "m5", 2).await;
+    ca.node_group_delete_nodes(pb::NodeGroupDeleteNodesRequest {
+        id: "m5".to_owned(),
+        nodes: vec![grpc_node(&nodes[0])],
+    })
+    .await
+    .unwrap();
+    let survivor: BTreeSet<String> = [nodes[1].metadata.name.clone().unwrap()].into();
+    wait::until("the unchosen node alone", DEADLINE, || async {
+        let names = node_names(&env.client, "m5").await;
+        (names == survivor).then_some(()).ok_or(format!("{names:?}"))
+    })
+    .await
+    .unwrap();
+}
