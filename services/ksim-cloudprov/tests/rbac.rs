@@ -31,7 +31,10 @@ fn rbac_rules_name_every_verb_and_resource() {
             for field in ["apiGroups", "resources", "verbs"] {
                 let values = rule[field].as_array().unwrap();
                 assert!(!values.is_empty(), "{field} empty in {rule}");
-                assert!(values.iter().all(|v| v != "*"), "wildcard {field} in {rule}");
+                assert!(
+                    values.iter().all(|v| v != "*"),
+                    "wildcard {field} in {rule}"
+                );
             }
         }
     }
@@ -47,13 +50,20 @@ async fn the_provider_scales_up_and_down_as_its_service_account() {
         .control_plane
         .client_as(
             SERVICE_ACCOUNT,
-            &["system:serviceaccounts", "system:serviceaccounts:ksim-system"],
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:ksim-system",
+            ],
         )
         .await
         .unwrap();
     let index = Index::new(10);
     let _watches = watches::spawn(as_provider.clone(), index.clone());
-    let provider = Arc::new(Provider::new(index, ApiCluster::new(as_provider), settings()));
+    let provider = Arc::new(Provider::new(
+        index,
+        ApiCluster::new(as_provider),
+        settings(),
+    ));
     let addr = serve(provider, ServeArgs::ephemeral()).await;
     let mut ca = CloudProviderClient::connect(format!("http://{addr}"))
         .await
@@ -64,9 +74,11 @@ async fn the_provider_scales_up_and_down_as_its_service_account() {
     wait::until("m5 to be served", DEADLINE, || {
         let mut ca = ca.clone();
         async move {
-            ca.node_group_target_size(pb::NodeGroupTargetSizeRequest { id: "m5".to_owned() })
-                .await
-                .map_err(|e| e.to_string())
+            ca.node_group_target_size(pb::NodeGroupTargetSizeRequest {
+                id: "m5".to_owned(),
+            })
+            .await
+            .map_err(|e| e.to_string())
         }
     })
     .await
@@ -87,7 +99,9 @@ async fn the_provider_scales_up_and_down_as_its_service_account() {
     let survivor: BTreeSet<String> = [nodes[1].metadata.name.clone().unwrap()].into();
     wait::until("the unchosen node alone", DEADLINE, || async {
         let names = node_names(&env.client, "m5").await;
-        (names == survivor).then_some(()).ok_or(format!("{names:?}"))
+        (names == survivor)
+            .then_some(())
+            .ok_or(format!("{names:?}"))
     })
     .await
     .unwrap();

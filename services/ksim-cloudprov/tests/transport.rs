@@ -58,9 +58,11 @@ async fn scale_up_works_over_mutual_tls_and_a_client_without_a_certificate_is_re
     ksim_testenv::wait::until("m5 to be served", DEADLINE, || {
         let mut ca = ca.clone();
         async move {
-            ca.node_group_target_size(pb::NodeGroupTargetSizeRequest { id: "m5".to_owned() })
-                .await
-                .map_err(|e| e.to_string())
+            ca.node_group_target_size(pb::NodeGroupTargetSizeRequest {
+                id: "m5".to_owned(),
+            })
+            .await
+            .map_err(|e| e.to_string())
         }
     })
     .await
@@ -129,7 +131,11 @@ async fn grpcurl_lists_describes_and_calls_the_service() {
         "{services}"
     );
     let description = run_grpcurl(&["-plaintext", &address, "describe", SERVICE]);
-    for method in ["NodeGroupTemplateNodeInfo", "NodeGroupDeleteNodes", "NodeGroupGetOptions"] {
+    for method in [
+        "NodeGroupTemplateNodeInfo",
+        "NodeGroupDeleteNodes",
+        "NodeGroupGetOptions",
+    ] {
         assert!(description.contains(method), "{description}");
     }
     let groups = ksim_testenv::wait::until("grpcurl to list m5", DEADLINE, || {

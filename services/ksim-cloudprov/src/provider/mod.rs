@@ -85,6 +85,28 @@ pub enum ProviderError {
     Pricing(#[from] PricingError),
 }
 
+/// A resize the provider carried out, for whoever watches the simulation (the driver's report,
+/// tests asserting exactly what cluster-autoscaler asked for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScaleEvent {
+    Increased {
+        group: String,
+        delta: i32,
+    },
+    /// The nodes cluster-autoscaler named, by name.
+    NodesDeleted {
+        group: String,
+        nodes: Vec<String>,
+    },
+    TargetDecreased {
+        group: String,
+        delta: i32,
+    },
+}
+
+/// Events kept for a slow subscriber before it starts missing some.
+const EVENT_BUFFER: usize = 1024;
+
 /// Settings that shape answers rather than writes.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -104,6 +126,7 @@ pub struct Provider<C> {
     cluster: C,
     settings: Settings,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    events: tokio::sync::broadcast::Sender<ScaleEvent>,
 }
 
 /// How often a scale is retried when only the Deployment's status moved underneath it.
@@ -116,7 +139,18 @@ impl<C: Cluster> Provider<C> {
             cluster,
             settings,
             locks: Mutex::default(),
+            events: tokio::sync::broadcast::Sender::new(EVENT_BUFFER),
         }
+    }
+
+    /// Every resize carried out from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ScaleEvent> {
+        self.events.subscribe()
+    }
+
+    fn emit(&self, event: ScaleEvent) {
+        // No subscriber is the normal case, not an error.
+        let _ = self.events.send(event);
     }
 
     pub fn index(&self) -> &Index {
@@ -211,7 +245,12 @@ impl<C: Cluster> Provider<C> {
         let (state, _) = self.state(id)?;
         let replicas = plan_increase(&state, delta)?;
         tracing::info!(group = id, delta, replicas, "increasing node group");
-        self.scale(&state, replicas).await
+        self.scale(&state, replicas).await?;
+        self.emit(ScaleEvent::Increased {
+            group: id.to_owned(),
+            delta,
+        });
+        Ok(())
     }
 
     pub async fn delete_nodes(&self, id: &str, nodes: &[NodeRef]) -> Result<(), ProviderError> {
@@ -225,6 +264,10 @@ impl<C: Cluster> Provider<C> {
         for node in &removal.nodes {
             self.cluster.delete_node(node).await?;
         }
+        self.emit(ScaleEvent::NodesDeleted {
+            group: id.to_owned(),
+            nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+        });
         Ok(())
     }
 
@@ -235,7 +278,12 @@ impl<C: Cluster> Provider<C> {
         let removal = plan_decrease(&state, delta)?;
         tracing::info!(group = id, delta, seats = ?removal.seats, replicas = removal.replicas,
             "decreasing node group target size");
-        self.remove(&state, &removal).await
+        self.remove(&state, &removal).await?;
+        self.emit(ScaleEvent::TargetDecreased {
+            group: id.to_owned(),
+            delta,
+        });
+        Ok(())
     }
 
     fn state(&self, id: &str) -> Result<(GroupState, String), ProviderError> {

@@ -180,10 +180,18 @@ fn deleting_seats(cluster: &FakeCluster) -> Vec<String> {
 #[tokio::test]
 async fn delete_nodes_removes_exactly_the_named_seats_and_nodes() {
     let (provider, cluster) = provider(5, ("1", "10"));
+    let mut events = provider.subscribe();
     provider
         .delete_nodes("m5", &[node_ref("seat-3"), node_ref("seat-1")])
         .await
         .unwrap();
+    assert_eq!(
+        events.try_recv().unwrap(),
+        ScaleEvent::NodesDeleted {
+            group: "m5".to_owned(),
+            nodes: vec!["seat-3".to_owned(), "seat-1".to_owned()]
+        }
+    );
     assert_eq!(provider.target_size("m5").unwrap(), 3);
     assert_eq!(deleting_seats(&cluster), vec!["seat-1", "seat-3"]);
     assert_eq!(cluster.objects().deleted_nodes, vec!["seat-1", "seat-3"]);
@@ -242,6 +250,12 @@ async fn concurrent_increases_stop_exactly_at_max() {
         .count();
     assert_eq!(succeeded, 5);
     assert_eq!(provider.target_size("m5").unwrap(), 8);
+    let mut events = provider.subscribe();
+    assert!(provider.increase_size("m5", 1).await.is_err());
+    assert!(
+        events.try_recv().is_err(),
+        "a refused resize emitted an event"
+    );
 }
 
 #[tokio::test]
