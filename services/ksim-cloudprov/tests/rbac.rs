@@ -71,18 +71,7 @@ async fn the_provider_scales_up_and_down_as_its_service_account() {
 
     create_deployment(&env.client, &seat_deployment("m5", 1, 1, 3)).await;
     refreshed(&ca).await;
-    wait::until("m5 to be served", DEADLINE, || {
-        let mut ca = ca.clone();
-        async move {
-            ca.node_group_target_size(pb::NodeGroupTargetSizeRequest {
-                id: "m5".to_owned(),
-            })
-            .await
-            .map_err(|e| e.to_string())
-        }
-    })
-    .await
-    .unwrap();
+    served(&ca, "m5").await;
     ca.node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
         id: "m5".to_owned(),
         delta: 1,

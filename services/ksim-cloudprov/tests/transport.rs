@@ -55,18 +55,7 @@ async fn scale_up_works_over_mutual_tls_and_a_client_without_a_certificate_is_re
     let mut ca = CloudProviderClient::new(channel);
     create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
     refreshed(&ca).await;
-    ksim_testenv::wait::until("m5 to be served", DEADLINE, || {
-        let mut ca = ca.clone();
-        async move {
-            ca.node_group_target_size(pb::NodeGroupTargetSizeRequest {
-                id: "m5".to_owned(),
-            })
-            .await
-            .map_err(|e| e.to_string())
-        }
-    })
-    .await
-    .unwrap();
+    served(&ca, "m5").await;
     ca.node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
         id: "m5".to_owned(),
         delta: 2,

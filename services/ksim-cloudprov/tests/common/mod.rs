@@ -141,6 +141,22 @@ pub async fn refreshed(client: &CloudProviderClient<Channel>) {
     .unwrap();
 }
 
+/// Waits until the provider serves `group` (its watch has seen the Deployment).
+pub async fn served(client: &CloudProviderClient<Channel>, group: &str) {
+    wait::until(&format!("{group} to be served"), DEADLINE, || {
+        let mut client = client.clone();
+        let id = group.to_owned();
+        async move {
+            client
+                .node_group_target_size(pb::NodeGroupTargetSizeRequest { id })
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await
+    .unwrap();
+}
+
 pub fn seat_deployment(group: &str, replicas: i32, min: i32, max: i32) -> Deployment {
     seat_deployment_with(
         group,
