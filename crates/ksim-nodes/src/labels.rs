@@ -28,6 +28,12 @@ pub const SKELETON_ANNOTATION: &str = "ksim.io/node-skeleton";
 /// Seat pod template annotation naming a ConfigMap (in the seat's namespace) holding the skeleton.
 pub const SKELETON_CONFIGMAP_ANNOTATION: &str = "ksim.io/node-skeleton-configmap";
 
+/// Seat Deployment annotation: the fewest nodes cluster-autoscaler may scale the group down to.
+pub const MIN_SIZE_ANNOTATION: &str = "ksim.io/min-size";
+
+/// Seat Deployment annotation: the most nodes cluster-autoscaler may scale the group up to.
+pub const MAX_SIZE_ANNOTATION: &str = "ksim.io/max-size";
+
 /// Scheme of `spec.providerID` on virtual nodes: `ksim://<group>/<node>`.
 pub const PROVIDER_ID_SCHEME: &str = "ksim";
 
@@ -83,6 +89,8 @@ mod tests {
             LIFETIME_ANNOTATION,
             SKELETON_ANNOTATION,
             SKELETON_CONFIGMAP_ANNOTATION,
+            MIN_SIZE_ANNOTATION,
+            MAX_SIZE_ANNOTATION,
             INSTANCE_TYPE_LABEL,
             HOSTNAME_LABEL,
         ] {

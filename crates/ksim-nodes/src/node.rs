@@ -45,6 +45,18 @@ pub fn parse_provider_id(id: &str) -> Option<(String, String)> {
     Some((group.to_owned(), node.to_owned()))
 }
 
+/// Whether a node reports condition Ready=True, as the scheduler and kubectl read it.
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
 /// The taint keeping real workloads off virtual nodes.
 pub fn virtual_taint() -> Taint {
     Taint {
@@ -451,6 +463,20 @@ status:
                 ("ksim.io/virtual-node", Some("true"), "NoSchedule"),
             ]
         );
+    }
+
+    #[test]
+    fn a_registered_node_is_ready_until_its_ready_condition_is_not_true() {
+        let mut node = virtual_node(&skeleton(), &identity(), now());
+        assert!(is_ready(&node));
+        for condition in node.status.as_mut().unwrap().conditions.as_mut().unwrap() {
+            if condition.type_ == "Ready" {
+                condition.status = "Unknown".to_owned();
+            }
+        }
+        assert!(!is_ready(&node));
+        node.status = None;
+        assert!(!is_ready(&node));
     }
 
     #[test]

@@ -4,10 +4,18 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use thiserror::Error;
 
-use crate::labels::{GROUP_LABEL, SKELETON_ANNOTATION, SKELETON_CONFIGMAP_ANNOTATION};
+use crate::labels::{
+    GROUP_LABEL, MAX_SIZE_ANNOTATION, MIN_SIZE_ANNOTATION, NO_SCHEDULE, SEAT_HOST_LABEL,
+    SKELETON_ANNOTATION, SKELETON_CONFIGMAP_ANNOTATION, TRUE_VALUE, VIRTUAL_TAINT_KEY,
+};
+
+/// Image of the seat container; the pool plays its kubelet, so it is never pulled.
+pub const SEAT_IMAGE: &str = "registry.k8s.io/pause:3.10";
 
 /// Key of the skeleton YAML in a ConfigMap named by [`SKELETON_CONFIGMAP_ANNOTATION`].
 pub const SKELETON_CONFIGMAP_KEY: &str = "node.yaml";
@@ -27,6 +35,87 @@ pub enum SeatError {
         "its pod template has neither a {SKELETON_ANNOTATION} nor a {SKELETON_CONFIGMAP_ANNOTATION} annotation"
     )]
     NoSkeleton,
+}
+
+/// A seat Deployment to create: one virtual node per replica, on the pool's seat host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatDeployment {
+    pub group: String,
+    pub namespace: String,
+    pub replicas: i32,
+    pub skeleton: SkeletonSource,
+    /// Limits for cluster-autoscaler; unset ones are the provider's defaults.
+    pub min_size: Option<i32>,
+    pub max_size: Option<i32>,
+}
+
+impl SeatDeployment {
+    /// The Deployment `seats-<group>`, as `deploy/vnode/examples/seat-deployment.yaml` shows it.
+    pub fn to_deployment(&self) -> Deployment {
+        let group_labels = BTreeMap::from([(GROUP_LABEL.to_owned(), self.group.clone())]);
+        let limits: BTreeMap<String, String> = [
+            (MIN_SIZE_ANNOTATION, self.min_size),
+            (MAX_SIZE_ANNOTATION, self.max_size),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_owned(), value?.to_string())))
+        .collect();
+        let skeleton = match &self.skeleton {
+            SkeletonSource::Inline(yaml) => (SKELETON_ANNOTATION, yaml),
+            SkeletonSource::ConfigMap(name) => (SKELETON_CONFIGMAP_ANNOTATION, name),
+        };
+        let toleration = |key: &str| Toleration {
+            key: Some(key.to_owned()),
+            operator: Some("Exists".to_owned()),
+            effect: Some(NO_SCHEDULE.to_owned()),
+            ..Toleration::default()
+        };
+        Deployment {
+            metadata: ObjectMeta {
+                name: Some(format!("seats-{}", self.group)),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(group_labels.clone()),
+                annotations: (!limits.is_empty()).then_some(limits),
+                ..ObjectMeta::default()
+            },
+            spec: Some(DeploymentSpec {
+                replicas: Some(self.replicas),
+                selector: LabelSelector {
+                    match_labels: Some(group_labels.clone()),
+                    ..LabelSelector::default()
+                },
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(group_labels),
+                        annotations: Some(BTreeMap::from([(
+                            skeleton.0.to_owned(),
+                            skeleton.1.clone(),
+                        )])),
+                        ..ObjectMeta::default()
+                    }),
+                    spec: Some(PodSpec {
+                        // Seats run only on the pool's seat host node.
+                        node_selector: Some(BTreeMap::from([(
+                            SEAT_HOST_LABEL.to_owned(),
+                            TRUE_VALUE.to_owned(),
+                        )])),
+                        tolerations: Some(vec![
+                            toleration(SEAT_HOST_LABEL),
+                            toleration(VIRTUAL_TAINT_KEY),
+                        ]),
+                        containers: vec![Container {
+                            name: "seat".to_owned(),
+                            image: Some(SEAT_IMAGE.to_owned()),
+                            ..Container::default()
+                        }],
+                        ..PodSpec::default()
+                    }),
+                },
+                ..DeploymentSpec::default()
+            }),
+            status: None,
+        }
+    }
 }
 
 /// The node group a Deployment backs, if it is a seat Deployment.
@@ -89,6 +178,33 @@ mod tests {
             }),
             status: None,
         }
+    }
+
+    #[test]
+    fn a_built_seat_deployment_reads_back_as_its_group_and_skeleton() {
+        let seats = SeatDeployment {
+            group: "m5".to_owned(),
+            namespace: "ksim-system".to_owned(),
+            replicas: 2,
+            skeleton: SkeletonSource::ConfigMap("m5-shape".to_owned()),
+            min_size: Some(1),
+            max_size: None,
+        };
+        let deployment = seats.to_deployment();
+        assert_eq!(group_of(&deployment), Some("m5"));
+        assert_eq!(skeleton_source(&deployment), Ok(seats.skeleton.clone()));
+        let annotations = deployment.metadata.annotations.clone().unwrap();
+        assert_eq!(
+            annotations.get(MIN_SIZE_ANNOTATION).map(String::as_str),
+            Some("1")
+        );
+        assert!(!annotations.contains_key(MAX_SIZE_ANNOTATION));
+        let spec = deployment.spec.unwrap();
+        // The selector must match the template, or the apiserver refuses the Deployment.
+        assert_eq!(
+            spec.selector.match_labels,
+            spec.template.metadata.unwrap().labels
+        );
     }
 
     #[test]

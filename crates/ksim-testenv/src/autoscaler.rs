@@ -21,7 +21,6 @@ use std::{
 };
 
 use tempfile::TempDir;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{ControlPlane, Error, cache_root, ports::free_port, process::Process};
 
@@ -451,42 +450,37 @@ impl Drop for ClusterAutoscaler {
     }
 }
 
-/// A minimal HTTP/1.0 GET: CA's diagnostics server answers it with the whole body and closes,
-/// so no HTTP client (and its TLS stack) is needed for plain loopback.
+/// Status and body of `GET path` on CA's plain-HTTP diagnostics server.
 async fn http_get(address: SocketAddr, path: &str) -> Result<(u16, String), Error> {
+    use http_body_util::BodyExt;
+
     let url = format!("http://{address}{path}");
     let fail = |reason: String| Error::Http {
         url: url.clone(),
         reason,
     };
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<String>();
+    let request = http::Request::get(&url)
+        .body(String::new())
+        .map_err(|e| fail(e.to_string()))?;
     let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
-            .await?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await?;
-        Ok::<_, std::io::Error>(response)
+        let response = client
+            .request(request)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
     };
-    let response = tokio::time::timeout(HTTP_TIMEOUT, exchange)
+    tokio::time::timeout(HTTP_TIMEOUT, exchange)
         .await
         .map_err(|_| fail(format!("no answer within {} s", HTTP_TIMEOUT.as_secs())))?
-        .map_err(|e| fail(e.to_string()))?;
-    let response = String::from_utf8_lossy(&response);
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| fail("no HTTP header in the response".to_owned()))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|status| status.parse().ok())
-        .ok_or_else(|| {
-            fail(format!(
-                "bad status line: {}",
-                head.lines().next().unwrap_or("")
-            ))
-        })?;
-    Ok((status, body.to_owned()))
 }
 
 #[cfg(test)]
@@ -497,6 +491,36 @@ mod tests {
 
     fn builder() -> ClusterAutoscalerBuilder {
         ClusterAutoscalerBuilder::new("/k/admin.kubeconfig", CloudConfig::plaintext("p:1"))
+    }
+
+    #[tokio::test]
+    async fn http_get_returns_status_and_body_and_names_the_url_on_failure() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let n = socket.read(&mut request).await.unwrap();
+            assert!(String::from_utf8_lossy(&request[..n]).starts_with("GET /health-check "));
+            socket
+                .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy")
+                .await
+                .unwrap();
+        });
+        assert_eq!(
+            http_get(address, "/health-check").await.unwrap(),
+            (503, "busy".to_owned())
+        );
+        let err = http_get(address, "/metrics").await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("http://{address}/metrics")),
+            "{err}"
+        );
     }
 
     #[test]
@@ -616,32 +640,5 @@ mod tests {
         );
         let err = diagnostics_address(&["--address=nowhere".to_owned()]).unwrap_err();
         assert!(err.to_string().contains("not host:port"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn http_get_reads_status_and_body() {
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .unwrap();
-        let address = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut request = [0u8; 1024];
-            let n = stream.read(&mut request).await.unwrap();
-            let request = String::from_utf8_lossy(&request[..n]).into_owned();
-            stream
-                .write_all(b"HTTP/1.0 503 Service Unavailable\r\nX: y\r\n\r\nnot yet")
-                .await
-                .unwrap();
-            request
-        });
-        let (status, body) = http_get(address, "/health-check").await.unwrap();
-        assert_eq!((status, body.as_str()), (503, "not yet"));
-        assert!(
-            server
-                .await
-                .unwrap()
-                .starts_with("GET /health-check HTTP/1.0\r\n")
-        );
     }
 }

@@ -23,6 +23,7 @@ mod control_plane;
 mod error;
 mod kubeconfig;
 pub mod manifests;
+pub mod nodes;
 pub mod pki;
 mod ports;
 mod process;

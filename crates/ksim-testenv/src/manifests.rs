@@ -44,3 +44,48 @@ pub async fn apply(client: &Client, yaml: &str) -> Result<Vec<DynamicObject>, Er
     }
     Ok(applied)
 }
+
+/// The RBAC rules in `yaml` that use a wildcard (or leave apiGroups, resources or verbs empty),
+/// one description each: least privilege means naming every verb and resource.
+pub fn wildcard_rules(yaml: &str) -> Result<Vec<String>, Error> {
+    let mut found = Vec::new();
+    let mut rules_seen = 0;
+    for object in parse(yaml)? {
+        let Some(rules) = object.data.get("rules").and_then(|r| r.as_array()) else {
+            continue;
+        };
+        for rule in rules {
+            rules_seen += 1;
+            for field in ["apiGroups", "resources", "verbs"] {
+                let values = rule[field]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                if values.is_empty() || values.iter().any(|v| v == "*") {
+                    found.push(format!("{field} in {rule}"));
+                }
+            }
+        }
+    }
+    if rules_seen == 0 {
+        return Err(Error::Manifest("no RBAC rules found".to_owned()));
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_and_empty_lists_are_reported_named_lists_pass() {
+        let yaml = "kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: r}\nrules:\n- {apiGroups: [''], resources: [pods], verbs: [get]}\n- {apiGroups: [apps], resources: ['*'], verbs: [list]}\n- {apiGroups: [''], resources: [nodes], verbs: []}\n";
+        let found = wildcard_rules(yaml).unwrap();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("resources"), "{found:?}");
+        assert!(found[1].starts_with("verbs"), "{found:?}");
+        assert!(
+            wildcard_rules("kind: ServiceAccount\napiVersion: v1\nmetadata: {name: a}\n").is_err()
+        );
+    }
+}

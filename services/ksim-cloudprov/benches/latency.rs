@@ -29,6 +29,10 @@ use ksim_cloudprov::{
     watches,
 };
 use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_nodes::{
+    node::is_ready,
+    seats::{SeatDeployment, SkeletonSource},
+};
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
@@ -69,33 +73,15 @@ fn settings() -> Settings {
 const SKELETON: &str = "apiVersion: v1\nkind: Node\nmetadata:\n  labels: {node.kubernetes.io/instance-type: m5.large}\nstatus:\n  capacity: {cpu: '2', memory: 8Gi, pods: '29'}\n";
 
 fn seat_deployment(group: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": format!("seats-{group}"), "namespace": "default",
-            "labels": { "ksim.io/node-group": group },
-            "annotations": { "ksim.io/min-size": "0", "ksim.io/max-size": "1000" },
-            "resourceVersion": "1"
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "ksim.io/node-group": group } },
-            "template": {
-                "metadata": {
-                    "labels": { "ksim.io/node-group": group },
-                    "annotations": { "ksim.io/node-skeleton": SKELETON }
-                },
-                "spec": {
-                    "nodeSelector": { "ksim.io/seat-host": "true" },
-                    "tolerations": [
-                        { "key": "ksim.io/seat-host", "operator": "Exists", "effect": "NoSchedule" },
-                        { "key": "ksim.io/virtual-node", "operator": "Exists", "effect": "NoSchedule" }
-                    ],
-                    "containers": [{ "name": "seat", "image": "registry.k8s.io/pause:3.10" }]
-                }
-            }
-        }
-    }))
-    .unwrap()
+    SeatDeployment {
+        group: group.to_owned(),
+        namespace: "default".to_owned(),
+        replicas,
+        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
+        min_size: Some(0),
+        max_size: Some(1000),
+    }
+    .to_deployment()
 }
 
 async fn serve(provider: Arc<Provider<ApiCluster>>) -> CloudProviderClient<Channel> {
@@ -234,12 +220,7 @@ async fn ready_count(client: &Client) -> usize {
         .unwrap()
         .items
         .iter()
-        .filter(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
+        .filter(|n| is_ready(n))
         .count()
 }
 
@@ -262,8 +243,7 @@ async fn scale_up(control_plane: &ControlPlane, args: &Args) {
         ApiCluster::new(client.clone()),
         settings(),
     ));
-    let mut deployment = seat_deployment("m5", 0);
-    deployment.metadata.resource_version = None;
+    let deployment = seat_deployment("m5", 0);
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &deployment)
         .await

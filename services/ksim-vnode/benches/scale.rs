@@ -23,6 +23,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Node, Pod},
 };
+use ksim_nodes::node::is_ready;
 use ksim_proto::ksim::vnode::v1::{
     CreateNodeGroupRequest, virtual_node_pool_client::VirtualNodePoolClient,
 };
@@ -480,13 +481,6 @@ async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Re
             }
         }
     }
-}
-
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// CPU seconds (user + system), peak and current resident memory of a process, from /proc.

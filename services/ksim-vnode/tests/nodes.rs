@@ -8,6 +8,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use ksim_nodes::node::is_ready;
 use kube::{Api, api::ListParams};
 
 #[tokio::test(flavor = "multi_thread")]

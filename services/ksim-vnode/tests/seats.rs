@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node};
+use ksim_nodes::seats::{SeatDeployment, SkeletonSource};
 use ksim_testenv::wait;
 use kube::{
     Api,
@@ -15,28 +16,15 @@ use kube::{
 use serde_json::json;
 
 fn seat_deployment(replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": { "name": "seats-m5", "labels": { "ksim.io/node-group": "m5" } },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "ksim.io/node-group": "m5" } },
-            "template": {
-                "metadata": {
-                    "labels": { "ksim.io/node-group": "m5" },
-                    "annotations": { "ksim.io/node-skeleton": SKELETON }
-                },
-                "spec": {
-                    "nodeSelector": { "ksim.io/seat-host": "true" },
-                    "tolerations": [
-                        { "key": "ksim.io/seat-host", "operator": "Exists", "effect": "NoSchedule" },
-                        virtual_toleration()
-                    ],
-                    "containers": [{ "name": "seat", "image": "registry.example/seat:1" }]
-                }
-            }
-        }
-    }))
-    .unwrap()
+    SeatDeployment {
+        group: "m5".to_owned(),
+        namespace: "default".to_owned(),
+        replicas,
+        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
+        min_size: None,
+        max_size: None,
+    }
+    .to_deployment()
 }
 
 async fn seat_names(client: &kube::Client) -> BTreeSet<String> {

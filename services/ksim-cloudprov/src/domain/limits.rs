@@ -4,10 +4,7 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-/// Deployment annotation: the fewest nodes cluster-autoscaler may scale the group down to.
-pub const MIN_SIZE_ANNOTATION: &str = "ksim.io/min-size";
-/// Deployment annotation: the most nodes cluster-autoscaler may scale the group up to.
-pub const MAX_SIZE_ANNOTATION: &str = "ksim.io/max-size";
+pub use ksim_nodes::labels::{MAX_SIZE_ANNOTATION, MIN_SIZE_ANNOTATION};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SizeLimits {

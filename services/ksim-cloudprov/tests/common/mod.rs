@@ -16,6 +16,10 @@ use ksim_cloudprov::{
     watches,
 };
 use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_nodes::{
+    labels::GROUP_LABEL,
+    seats::{SeatDeployment, SkeletonSource},
+};
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
@@ -25,7 +29,6 @@ use kube::{
     Api, Client,
     api::{ListParams, PostParams},
 };
-use serde_json::json;
 use tokio::task::JoinSet;
 use tonic::transport::Channel;
 
@@ -163,7 +166,7 @@ pub fn seat_deployment(group: &str, replicas: i32, min: i32, max: i32) -> Deploy
         replicas,
         min,
         max,
-        json!({ "ksim.io/node-skeleton": SKELETON }),
+        SkeletonSource::Inline(SKELETON.to_owned()),
     )
 }
 
@@ -172,34 +175,17 @@ pub fn seat_deployment_with(
     replicas: i32,
     min: i32,
     max: i32,
-    template_annotations: serde_json::Value,
+    skeleton: SkeletonSource,
 ) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {
-            "name": format!("seats-{group}"),
-            "labels": { "ksim.io/node-group": group },
-            "annotations": { "ksim.io/min-size": min.to_string(), "ksim.io/max-size": max.to_string() }
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "ksim.io/node-group": group } },
-            "template": {
-                "metadata": {
-                    "labels": { "ksim.io/node-group": group },
-                    "annotations": template_annotations
-                },
-                "spec": {
-                    "nodeSelector": { "ksim.io/seat-host": "true" },
-                    "tolerations": [
-                        { "key": "ksim.io/seat-host", "operator": "Exists", "effect": "NoSchedule" },
-                        { "key": "ksim.io/virtual-node", "operator": "Exists", "effect": "NoSchedule" }
-                    ],
-                    "containers": [{ "name": "seat", "image": "registry.k8s.io/pause:3.10" }]
-                }
-            }
-        }
-    }))
-    .unwrap()
+    SeatDeployment {
+        group: group.to_owned(),
+        namespace: NAMESPACE.to_owned(),
+        replicas,
+        skeleton,
+        min_size: Some(min),
+        max_size: Some(max),
+    }
+    .to_deployment()
 }
 
 pub async fn create_deployment(client: &Client, deployment: &Deployment) {
@@ -209,40 +195,16 @@ pub async fn create_deployment(client: &Client, deployment: &Deployment) {
         .unwrap();
 }
 
-pub fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// The group's nodes, once exactly `count` exist and all are Ready.
 pub async fn ready_nodes(client: &Client, group: &str, count: usize) -> Vec<Node> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let selector = format!("ksim.io/node-group={group}");
-    wait::until(
-        &format!("{count} Ready nodes in {group}"),
-        DEADLINE,
-        || async {
-            let list = nodes
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .map_err(|e| e.to_string())?;
-            let ready = list.items.iter().filter(|n| is_ready(n)).count();
-            if ready == count && list.items.len() == count {
-                Ok(list.items)
-            } else {
-                Err(format!("{ready} Ready of {}", list.items.len()))
-            }
-        },
-    )
-    .await
-    .unwrap()
+    ksim_testenv::nodes::ready_nodes(client, &format!("{GROUP_LABEL}={group}"), count, DEADLINE)
+        .await
+        .unwrap()
 }
 
 pub async fn node_names(client: &Client, group: &str) -> BTreeSet<String> {
     Api::<Node>::all(client.clone())
-        .list(&ListParams::default().labels(&format!("ksim.io/node-group={group}")))
+        .list(&ListParams::default().labels(&format!("{GROUP_LABEL}={group}")))
         .await
         .unwrap()
         .items
@@ -254,7 +216,7 @@ pub async fn node_names(client: &Client, group: &str) -> BTreeSet<String> {
 /// Seat pods not being deleted.
 pub async fn live_seats(client: &Client, group: &str) -> BTreeSet<String> {
     Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-        .list(&ListParams::default().labels(&format!("ksim.io/node-group={group}")))
+        .list(&ListParams::default().labels(&format!("{GROUP_LABEL}={group}")))
         .await
         .unwrap()
         .items

@@ -70,36 +70,13 @@ pub async fn start_pool(client: &Client, config: PoolConfig) -> Arc<Pool> {
     Arc::new(Pool::start(client.clone(), config).await.unwrap())
 }
 
-pub fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
-}
-
 /// Nodes with the given group label, once `count` of them are Ready.
 pub async fn ready_nodes(client: &Client, group: &str, count: usize) -> Vec<Node> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let selector = format!("ksim.io/node-group={group}");
-    wait::until(
-        &format!("{count} Ready nodes in {group}"),
+    ksim_testenv::nodes::ready_nodes(
+        client,
+        &format!("ksim.io/node-group={group}"),
+        count,
         DEADLINE,
-        || async {
-            let list = nodes
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .map_err(|e| e.to_string())?;
-            let ready = list.items.iter().filter(|n| is_ready(n)).count();
-            if ready == count && list.items.len() == count {
-                Ok(list.items)
-            } else {
-                Err(format!("{ready} Ready of {}", list.items.len()))
-            }
-        },
     )
     .await
     .unwrap()
