@@ -17,7 +17,8 @@ pub struct ProviderArgs {
     pub pool_name: String,
 
     /// Max size of a group whose Deployment has no `ksim.io/max-size` annotation.
-    #[arg(long, env = "KSIM_DEFAULT_MAX_SIZE", default_value_t = 1000)]
+    #[arg(long, env = "KSIM_DEFAULT_MAX_SIZE", default_value_t = 1000,
+          value_parser = clap::value_parser!(i32).range(0..))]
     pub default_max_size: i32,
 
     /// Node label naming a node's GPU type, as cluster-autoscaler asks for it.
@@ -90,6 +91,21 @@ impl ProviderArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        provider: ProviderArgs,
+    }
+
+    #[test]
+    fn a_negative_default_max_size_is_refused_on_the_command_line() {
+        use clap::Parser;
+        let err = Cli::try_parse_from(["ksim-cloudprov", "--default-max-size=-1"]).unwrap_err();
+        assert!(err.to_string().contains("--default-max-size"), "{err}");
+        let ok = Cli::try_parse_from(["ksim-cloudprov", "--default-max-size=0"]).unwrap();
+        assert_eq!(ok.provider.default_max_size, 0);
+    }
 
     #[test]
     fn a_full_config_parses() {

@@ -427,3 +427,100 @@ fn options_pb(options: &ResolvedOptions) -> pb::NodeGroupAutoscalingOptions {
         max_node_provision_duration: provision,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tonic::Code;
+
+    use super::*;
+    use crate::domain::pricing::PricingError;
+
+    #[test]
+    fn errors_map_to_the_codes_cluster_autoscaler_handles() {
+        let plan = |e: PlanError| ProviderError::Plan(e);
+        let cases = [
+            (ProviderError::UnknownGroup("x".into()), Code::NotFound),
+            (
+                plan(PlanError::BadDelta {
+                    delta: 0,
+                    expected: "positive",
+                }),
+                Code::InvalidArgument,
+            ),
+            (
+                plan(PlanError::BelowMin {
+                    group: "g".into(),
+                    removing: 1,
+                    left: 0,
+                    min: 1,
+                }),
+                Code::FailedPrecondition,
+            ),
+            (ProviderError::NoSkeleton("g".into()), Code::Unimplemented),
+            (ProviderError::NotConfigured("pricing"), Code::Unimplemented),
+            (
+                ProviderError::Cluster(ClusterError::Conflict("d".into())),
+                Code::Aborted,
+            ),
+            (ProviderError::NotSynced, Code::Unavailable),
+            (
+                ProviderError::Timeout {
+                    group: "g".into(),
+                    what: "w".into(),
+                    timeout: Duration::from_secs(1),
+                },
+                Code::Unavailable,
+            ),
+            (
+                ProviderError::Pricing(PricingError::NoInstanceType),
+                Code::InvalidArgument,
+            ),
+        ];
+        for (error, code) in cases {
+            let message = error.to_string();
+            let status = Status::from(error);
+            assert_eq!(status.code(), code, "{message}");
+            assert_eq!(status.message(), message);
+        }
+    }
+
+    #[test]
+    fn legacy_and_current_durations_decode_alike_and_negative_ones_are_refused() {
+        let legacy = meta::Duration {
+            duration: Some(90_000_000_000),
+        }
+        .encode_to_vec();
+        assert_eq!(duration(None, &legacy).unwrap(), Duration::from_secs(90));
+        let current = prost_types::Duration {
+            seconds: 90,
+            nanos: 0,
+        };
+        assert_eq!(
+            duration(Some(current), &[]).unwrap(),
+            Duration::from_secs(90)
+        );
+        let negative = prost_types::Duration {
+            seconds: -1,
+            nanos: 0,
+        };
+        assert_eq!(
+            duration(Some(negative), &[]).unwrap_err().code(),
+            Code::InvalidArgument
+        );
+        // Both encodings go back out, so every CA version reads the same value.
+        let options = options_pb(&ResolvedOptions {
+            max_node_provision_time: Duration::from_secs(90),
+            ..ResolvedOptions::default()
+        });
+        assert_eq!(
+            duration(None, &options.max_node_provision_time).unwrap(),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            options.max_node_provision_duration.map(|d| d.seconds),
+            Some(90)
+        );
+    }
+}

@@ -20,6 +20,17 @@ use kube::{
 };
 use serde_json::json;
 
+/// The real CA, with the test environment's fast defaults, against the provider at `address`.
+async fn autoscaler(env: &Env, address: std::net::SocketAddr) -> ClusterAutoscaler {
+    ClusterAutoscaler::builder(
+        &env.control_plane,
+        CloudConfig::plaintext(address.to_string()),
+    )
+    .start()
+    .await
+    .unwrap()
+}
+
 /// Pods that fit one m5.large each (1930m allocatable), tolerating the virtual nodes' taints.
 fn workload(replicas: i32, node_group: &str) -> Deployment {
     serde_json::from_value(json!({
@@ -71,13 +82,7 @@ async fn real_ca_scales_up_for_pending_pods_and_down_exactly_the_nodes_it_named(
     let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
     ready_nodes(&env.client, "m5", 1).await;
-    let _ca = ClusterAutoscaler::builder(
-        &env.control_plane,
-        CloudConfig::plaintext(address.to_string()),
-    )
-    .start()
-    .await
-    .unwrap();
+    let _ca = autoscaler(&env, address).await;
 
     let workloads: Api<Deployment> = Api::namespaced(env.client.clone(), NAMESPACE);
     workloads
@@ -121,13 +126,7 @@ async fn real_ca_scales_a_group_up_from_zero_using_its_template() {
     let env = start().await;
     let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     create_deployment(&env.client, &seat_deployment("c5", 0, 0, 3)).await;
-    let _ca = ClusterAutoscaler::builder(
-        &env.control_plane,
-        CloudConfig::plaintext(address.to_string()),
-    )
-    .start()
-    .await
-    .unwrap();
+    let _ca = autoscaler(&env, address).await;
     Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
         .create(&PostParams::default(), &workload(2, "c5"))
         .await

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_pb::api::core::v1 as k8s;
+use ksim_nodes::seats::SkeletonSource;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc as pb;
 use ksim_testenv::wait;
 use kube::{Api, api::PostParams};
@@ -245,7 +246,7 @@ async fn a_group_at_zero_scales_up_from_its_template() {
             0,
             0,
             3,
-            json!({ "ksim.io/node-skeleton-configmap": "c5-shape" }),
+            SkeletonSource::ConfigMap("c5-shape".to_owned()),
         ),
     )
     .await;
@@ -294,13 +295,27 @@ async fn a_group_at_zero_scales_up_from_its_template() {
         .into_iter()
         .map(|t| (t.key.unwrap(), t.effect.unwrap()))
         .collect();
-    let node_taints: Vec<(String, String)> = node
-        .spec
-        .unwrap()
-        .taints
-        .unwrap()
-        .into_iter()
-        .map(|t| (t.key, t.effect))
-        .collect();
-    assert_eq!(template_taints, node_taints);
+    // The node lifecycle controller taints a node not-ready for a moment after it registers,
+    // as it does a kubelet's; the promise is about the taints the node settles with.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    let name = node.metadata.name.clone().unwrap();
+    wait::until(
+        "the node's taints to settle on the template's",
+        DEADLINE,
+        || async {
+            let node = nodes.get(&name).await.map_err(|e| e.to_string())?;
+            let node_taints: Vec<(String, String)> = node
+                .spec
+                .and_then(|spec| spec.taints)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| (t.key, t.effect))
+                .collect();
+            (node_taints == template_taints)
+                .then_some(())
+                .ok_or(format!("{node_taints:?} vs {template_taints:?}"))
+        },
+    )
+    .await
+    .unwrap();
 }

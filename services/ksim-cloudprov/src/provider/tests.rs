@@ -336,3 +336,35 @@ async fn an_unready_seat_blocks_the_removal_until_it_times_out() {
     // Replicas were not lowered: the ReplicaSet would have taken the unready seat.
     assert_eq!(provider.target_size("m5").unwrap(), 3);
 }
+
+#[tokio::test]
+async fn answers_without_configuration_say_so_and_gpu_types_come_from_skeletons() {
+    let (provider, _) = provider(1, ("0", "3"));
+    assert!(matches!(
+        provider.template_node("m5"),
+        Err(ProviderError::NoSkeleton(_))
+    ));
+    assert!(matches!(
+        provider.options("m5", &ResolvedOptions::default()),
+        Err(ProviderError::NotConfigured(_))
+    ));
+    assert!(matches!(
+        provider.pricing(),
+        Err(ProviderError::NotConfigured(_))
+    ));
+    assert!(provider.gpu_types().is_empty());
+
+    let skeleton = NodeSkeleton::from_yaml(
+        "kind: Node\nmetadata:\n  labels: {ksim.io/gpu-type: nvidia-t4}\nstatus:\n  capacity: {cpu: '8', memory: 32Gi}\n",
+    )
+    .unwrap();
+    provider
+        .index()
+        .apply_deployment(
+            &deployment("seats-g4", "g4", 0, ("0", "3")),
+            Skeleton::Parsed(Arc::new(skeleton)),
+        )
+        .unwrap();
+    assert_eq!(provider.gpu_types(), vec!["nvidia-t4".to_owned()]);
+    assert!(!provider.template_node("g4").unwrap().is_empty());
+}
