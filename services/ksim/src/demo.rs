@@ -107,8 +107,8 @@ pub async fn run() -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "\nNot yet: recording a trace (ksim-tracer), cluster-autoscaler through ksim-cloudprov, and \
-         the replay with its report (ksim-driver) are still to be built."
+        "\nNot yet: recording a trace (ksim-tracer) and the replay with its report (ksim-driver) \
+         are still to be built; ksim-cloudprov is built but not yet part of this demo."
     )?;
     Ok(())
 }
