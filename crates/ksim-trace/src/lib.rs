@@ -1,0 +1,1 @@
+//! The ksim trace file format.

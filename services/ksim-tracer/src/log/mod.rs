@@ -1,0 +1,1 @@
+//! The segmented, append-only event log.
