@@ -1,0 +1,219 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+
+use super::*;
+
+fn object(kind: &str, namespace: &str, name: &str, json: Value) -> pb::TraceObject {
+    let group = if kind == "Pod" || kind == "ConfigMap" {
+        ""
+    } else {
+        "apps"
+    };
+    pb::TraceObject {
+        gvk: Some(pb::GroupVersionKind {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+        }),
+        namespace: namespace.into(),
+        name: name.into(),
+        object_json: serde_json::to_vec(&json).unwrap(),
+    }
+}
+
+fn deployment(namespace: &str, name: &str, replicas: i64) -> pb::TraceObject {
+    object(
+        "Deployment",
+        namespace,
+        name,
+        json!({"metadata": {"name": name, "namespace": namespace, "labels": {"app": name}}, "spec": {"replicas": replicas}}),
+    )
+}
+
+fn apply(ts: i64, object: pb::TraceObject) -> (i64, Record) {
+    (
+        ts,
+        Record::Event(pb::TraceEvent {
+            timestamp_ms: ts,
+            applied: vec![object],
+            deleted: vec![],
+        }),
+    )
+}
+
+fn delete(ts: i64, object: pb::TraceObject) -> (i64, Record) {
+    (
+        ts,
+        Record::Event(pb::TraceEvent {
+            timestamp_ms: ts,
+            applied: vec![],
+            deleted: vec![object],
+        }),
+    )
+}
+
+fn lifetime(owner: &str, pod: &str, start_ms: i64, end_ms: i64) -> pb::PodLifecycle {
+    pb::PodLifecycle {
+        owner_gvk: Some(pb::GroupVersionKind {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+        }),
+        owner_namespace: "shop".into(),
+        owner_name: owner.into(),
+        pod_spec_hash: 7,
+        start_ms,
+        end_ms,
+        pod_name: pod.into(),
+        ..Default::default()
+    }
+}
+
+fn cut(
+    window: Window,
+    filter: Filter,
+    log: &[(i64, Record)],
+) -> (pb::TraceEvent, Vec<pb::TraceEvent>, Vec<pb::PodLifecycle>) {
+    let mut scan = Scan::new(window, filter);
+    for (ts, record) in log {
+        scan.record(*ts, record);
+    }
+    let mut cut = scan.finish();
+    let first = cut.first_event();
+    let events = log
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Event(e) => cut.event(e),
+            _ => None,
+        })
+        .collect();
+    (first, events, cut.lifecycles().to_vec())
+}
+
+fn names(objects: &[pb::TraceObject]) -> Vec<&str> {
+    objects.iter().map(|o| o.name.as_str()).collect()
+}
+
+#[test]
+fn objects_before_the_window_are_flattened_into_its_first_event() {
+    let log = vec![
+        apply(100, deployment("shop", "web", 1)),
+        apply(150, deployment("shop", "gone", 1)),
+        apply(200, deployment("shop", "web", 3)),
+        delete(250, deployment("shop", "gone", 1)),
+        apply(1_000, deployment("shop", "api", 1)),
+        apply(1_500, deployment("shop", "web", 5)),
+        apply(3_000, deployment("shop", "late", 1)),
+    ];
+    let (first, events, _) = cut(Window::new(500, 2_000).unwrap(), Filter::default(), &log);
+    assert_eq!(first.timestamp_ms, 500);
+    assert_eq!(names(&first.applied), ["web"]);
+    let web: Value = serde_json::from_slice(&first.applied[0].object_json).unwrap();
+    assert_eq!(
+        web["spec"]["replicas"], 3,
+        "the state at the window start, not the first version"
+    );
+    let in_window: Vec<_> = events
+        .iter()
+        .map(|e| (e.timestamp_ms, names(&e.applied)[0]))
+        .collect();
+    assert_eq!(in_window, [(1_000, "api"), (1_500, "web")]);
+}
+
+#[test]
+fn filters_apply_to_flattened_and_window_objects_alike() {
+    let log = vec![
+        apply(100, deployment("shop", "web", 1)),
+        apply(100, deployment("kube-system", "dns", 1)),
+        apply(600, deployment("kube-system", "dns", 2)),
+        apply(700, deployment("shop", "api", 2)),
+    ];
+    let filter = Filter::from_proto(Some(&pb::TraceFilter {
+        exclude_namespaces: vec!["kube-system".into()],
+        exclude_label_selectors: vec!["app=api".into()],
+        ..Default::default()
+    }))
+    .unwrap();
+    let (first, events, _) = cut(Window::new(500, 2_000).unwrap(), filter, &log);
+    assert_eq!(names(&first.applied), ["web"]);
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[test]
+fn objects_owned_by_an_exported_owner_are_dropped_with_their_deletes() {
+    let owned = |name: &str| {
+        object(
+            "ConfigMap",
+            "shop",
+            name,
+            json!({"metadata": {"name": name, "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "controller": true}]}}),
+        )
+    };
+    let orphan_owner = object(
+        "ConfigMap",
+        "shop",
+        "c3",
+        json!({"metadata": {"name": "c3", "ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "elsewhere"}]}}),
+    );
+    let log = vec![
+        apply(100, owned("c1")),
+        apply(100, deployment("shop", "web", 1)),
+        apply(600, owned("c2")),
+        apply(650, orphan_owner),
+        delete(700, owned("c2")),
+    ];
+    let (first, events, _) = cut(Window::new(500, 2_000).unwrap(), Filter::default(), &log);
+    assert_eq!(names(&first.applied), ["web"]);
+    let kept: Vec<_> = events.iter().flat_map(|e| names(&e.applied)).collect();
+    assert_eq!(kept, ["c3"]);
+    assert!(
+        events.iter().all(|e| e.deleted.is_empty()),
+        "c2's delete goes with its apply"
+    );
+}
+
+#[test]
+fn lifetimes_are_merged_clipped_and_numbered() {
+    let mut log = vec![
+        apply(100, deployment("shop", "web", 2)),
+        apply(100, deployment("shop", "other", 1)),
+    ];
+    for l in [
+        lifetime("web", "p-old", 10, 400),   // ended before the window
+        lifetime("web", "p1", 600, 0),       // started, then
+        lifetime("web", "p1", 600, 900),     // ended: merged
+        lifetime("web", "p2", 450, 0),       // still running
+        lifetime("web", "p3", 1_800, 0),     // started in the window,
+        lifetime("web", "p3", 1_800, 2_500), // ended after it
+        lifetime("web", "p4", 2_100, 0),     // starts after the window
+    ] {
+        log.push((l.start_ms.max(l.end_ms), Record::Lifecycle(l)));
+    }
+    let filter = Filter::from_proto(Some(&pb::TraceFilter {
+        include_label_selectors: vec!["app=web".into()],
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut other = lifetime("other", "q1", 600, 700);
+    other.owner_name = "other".into();
+    log.push((700, Record::Lifecycle(other)));
+
+    let (_, _, lifecycles) = cut(Window::new(500, 2_000).unwrap(), filter, &log);
+    let got: Vec<_> = lifecycles
+        .iter()
+        .map(|l| (l.pod_name.as_str(), l.launch_index, l.start_ms, l.end_ms))
+        .collect();
+    assert_eq!(
+        got,
+        [("p2", 0, 450, 0), ("p1", 1, 600, 900), ("p3", 2, 1_800, 0)]
+    );
+    assert_eq!(lifecycles[2].outcome(), pb::PodOutcome::Running);
+}
+
+#[test]
+fn an_empty_window_is_refused() {
+    assert!(Window::new(5, 5).unwrap_err().contains("empty"));
+}
