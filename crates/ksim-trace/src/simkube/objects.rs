@@ -1,0 +1,189 @@
+//! SimKube events and their Kubernetes objects as trace events.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::model;
+use crate::{TraceError, gvk, pb};
+
+/// Converts events in order, remembering the kind of each object applied so far so that a
+/// later delete carrying only a name can be given its kind.
+#[derive(Debug)]
+pub(super) struct EventConverter<'a> {
+    /// "namespace/name" -> the kinds under which SimKube's index lists it.
+    index: HashMap<&'a str, Vec<&'a str>>,
+    /// (namespace, name) -> kind of the latest applied object with that name.
+    applied: HashMap<(String, String), pb::GroupVersionKind>,
+}
+
+/// Where an object is, for error messages.
+struct Place {
+    event: usize,
+    ts: i64,
+    list: &'static str,
+    position: usize,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "event {} (ts {}): {} object {}",
+            self.event, self.ts, self.list, self.position
+        )
+    }
+}
+
+impl<'a> EventConverter<'a> {
+    pub(super) fn new(index: &'a BTreeMap<String, BTreeMap<String, u64>>) -> Self {
+        let mut by_name: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (kind, objects) in index {
+            for key in objects.keys() {
+                by_name.entry(key.as_str()).or_default().push(kind.as_str());
+            }
+        }
+        Self {
+            index: by_name,
+            applied: HashMap::new(),
+        }
+    }
+
+    /// Converts the event at `position` of SimKube's event list.
+    pub(super) fn convert(
+        &mut self,
+        position: usize,
+        event: model::TraceEvent,
+    ) -> Result<pb::TraceEvent, TraceError> {
+        let timestamp_ms = event.ts.checked_mul(1000).ok_or_else(|| {
+            TraceError::simkube(format!(
+                "event {position}: timestamp {} s is out of range",
+                event.ts
+            ))
+        })?;
+        let place = |list, object| Place {
+            event: position,
+            ts: event.ts,
+            list,
+            position: object,
+        };
+        let mut applied = Vec::with_capacity(event.applied_objs.len());
+        for (object_position, object) in event.applied_objs.iter().enumerate() {
+            let place = place("applied", object_position);
+            let mut identity = identity(object, &place)?;
+            let Some(gvk) = identity.gvk.take() else {
+                return Err(TraceError::simkube(format!(
+                    "{place} ({}/{}) has no apiVersion and kind",
+                    identity.namespace, identity.name
+                )));
+            };
+            self.applied.insert(
+                (identity.namespace.clone(), identity.name.clone()),
+                gvk.clone(),
+            );
+            applied.push(trace_object(gvk, identity, object));
+        }
+        let mut deleted = Vec::with_capacity(event.deleted_objs.len());
+        for (object_position, object) in event.deleted_objs.iter().enumerate() {
+            let place = place("deleted", object_position);
+            let mut identity = identity(object, &place)?;
+            let gvk = match identity.gvk.take() {
+                Some(gvk) => gvk,
+                None => self.resolve(&identity, &place)?,
+            };
+            deleted.push(trace_object(gvk, identity, object));
+        }
+        Ok(pb::TraceEvent {
+            timestamp_ms,
+            applied,
+            deleted,
+        })
+    }
+
+    /// The kind of a deleted object that does not say: the one kind SimKube's index lists it
+    /// under, else the kind it was last applied with.
+    fn resolve(
+        &self,
+        identity: &Identity,
+        place: &Place,
+    ) -> Result<pb::GroupVersionKind, TraceError> {
+        let key = format!("{}/{}", identity.namespace, identity.name);
+        let candidates = self
+            .index
+            .get(key.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if let [kind] = candidates {
+            return gvk::parse(kind).map_err(|error| {
+                TraceError::simkube(format!(
+                    "{place} ({key}): its kind in the index is bad: {error}"
+                ))
+            });
+        }
+        let applied_key = (identity.namespace.clone(), identity.name.clone());
+        if let Some(gvk) = self.applied.get(&applied_key) {
+            return Ok(gvk.clone());
+        }
+        let why = if candidates.is_empty() {
+            "is not in the trace's index and was not applied earlier".to_owned()
+        } else {
+            format!(
+                "is listed in the trace's index under several kinds ({}) and was not applied earlier",
+                candidates.join(", ")
+            )
+        };
+        Err(TraceError::simkube(format!(
+            "{place} ({key}) has no apiVersion and kind, and {why}"
+        )))
+    }
+}
+
+/// What identifies an object.
+struct Identity {
+    gvk: Option<pb::GroupVersionKind>,
+    namespace: String,
+    name: String,
+}
+
+fn identity(object: &Value, place: &Place) -> Result<Identity, TraceError> {
+    let fail = |problem: &str| TraceError::simkube(format!("{place} {problem}"));
+    let Value::Object(fields) = object else {
+        return Err(fail("is not a JSON object"));
+    };
+    let metadata = fields.get("metadata");
+    let name = match metadata.and_then(|metadata| metadata.get("name")) {
+        Some(Value::String(name)) if !name.is_empty() => name.clone(),
+        _ => return Err(fail("has no metadata.name")),
+    };
+    let namespace = match metadata.and_then(|metadata| metadata.get("namespace")) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(namespace)) => namespace.clone(),
+        Some(_) => return Err(fail("has a metadata.namespace that is not a string")),
+    };
+    let text = |field| match fields.get(field) {
+        Some(Value::String(text)) if !text.is_empty() => Some(text.as_str()),
+        _ => None,
+    };
+    let gvk = match (text("apiVersion"), text("kind")) {
+        (Some(api_version), Some(kind)) => Some(gvk::from_api_version(api_version, kind)),
+        _ => None,
+    };
+    if gvk.as_ref().is_some_and(|gvk| gvk.version.is_empty()) {
+        return Err(fail("has an apiVersion without a version"));
+    }
+    Ok(Identity {
+        gvk,
+        namespace,
+        name,
+    })
+}
+
+fn trace_object(gvk: pb::GroupVersionKind, identity: Identity, object: &Value) -> pb::TraceObject {
+    pb::TraceObject {
+        gvk: Some(gvk),
+        namespace: identity.namespace,
+        name: identity.name,
+        // A Value has string keys only, so it always serialises.
+        object_json: serde_json::to_vec(object).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,32 @@
+//! A whole trace held in memory.
+
+use crate::{Record, TraceError, TraceReader, pb};
+
+/// Every record of a trace file, in file order within each list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    pub header: pb::TraceHeader,
+    pub events: Vec<pb::TraceEvent>,
+    pub lifecycles: Vec<pb::PodLifecycle>,
+    pub trailer: pb::TraceTrailer,
+}
+
+/// Reads and validates a whole ksim trace file held in memory.
+pub fn read_trace(bytes: &[u8]) -> Result<Trace, TraceError> {
+    let mut reader = TraceReader::new(bytes)?;
+    let mut events = Vec::new();
+    let mut lifecycles = Vec::new();
+    while let Some(record) = reader.next_record()? {
+        match record {
+            Record::Event(event) => events.push(event),
+            Record::Lifecycle(lifecycle) => lifecycles.push(lifecycle),
+        }
+    }
+    let trailer = reader.trailer().cloned().unwrap_or_default();
+    Ok(Trace {
+        header: reader.header().clone(),
+        events,
+        lifecycles,
+        trailer,
+    })
+}

@@ -1,0 +1,205 @@
+//! Writing a trace file record by record.
+
+use std::fmt;
+use std::io::Write;
+
+use zstd::stream::write::Encoder;
+
+use crate::framing::{EVENT_FIELD, HEADER_FIELD, LIFECYCLE_FIELD, TRAILER_FIELD, encode_record};
+use crate::validate::Totals;
+use crate::{COMPRESSION_LEVEL, FORMAT_VERSION, TraceError, pb};
+
+/// Writes a trace file: the header on creation, then events and lifecycles, then the trailer
+/// on [`TraceWriter::finish`]. A writer dropped without `finish` leaves a file that readers
+/// report as truncated, which is what it is.
+pub struct TraceWriter<W: Write> {
+    encoder: Encoder<'static, W>,
+    totals: Totals,
+    /// Reused for every record, so writing allocates only when a record outgrows it.
+    buf: Vec<u8>,
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Starts a file on `out` with `header`, whose `format_version` is replaced by
+    /// [`FORMAT_VERSION`]: that is the version this writer produces, whatever the caller set.
+    pub fn new(out: W, header: &pb::TraceHeader) -> Result<Self, TraceError> {
+        let mut encoder = Encoder::new(out, COMPRESSION_LEVEL)?;
+        // A checksum lets readers catch damage that still decompresses.
+        encoder.include_checksum(true)?;
+        let mut writer = Self {
+            encoder,
+            totals: Totals::default(),
+            buf: Vec::new(),
+        };
+        let header = pb::TraceHeader {
+            format_version: FORMAT_VERSION,
+            ..header.clone()
+        };
+        writer.write_record(HEADER_FIELD, &header)?;
+        Ok(writer)
+    }
+
+    /// Appends an event. Refuses (writing nothing) an event older than the previous one, an
+    /// object without kind or name, and a record over [`crate::MAX_RECORD_BYTES`].
+    pub fn write_event(&mut self, event: &pb::TraceEvent) -> Result<(), TraceError> {
+        self.totals
+            .check_event(event)
+            .map_err(TraceError::invalid)?;
+        self.write_record(EVENT_FIELD, event)?;
+        self.totals.count_event(event);
+        Ok(())
+    }
+
+    /// Appends a pod lifecycle. Refuses one without owner kind or name or with an unknown
+    /// outcome.
+    pub fn write_lifecycle(&mut self, lifecycle: &pb::PodLifecycle) -> Result<(), TraceError> {
+        self.totals
+            .check_lifecycle(lifecycle)
+            .map_err(TraceError::invalid)?;
+        self.write_record(LIFECYCLE_FIELD, lifecycle)?;
+        self.totals.count_lifecycle();
+        Ok(())
+    }
+
+    /// The totals the trailer would carry if the file were finished now.
+    pub fn totals(&self) -> pb::TraceTrailer {
+        self.totals.trailer()
+    }
+
+    /// Writes the trailer, ends the zstd frame and flushes; returns the output and the trailer.
+    pub fn finish(mut self) -> Result<(W, pb::TraceTrailer), TraceError> {
+        let trailer = self.totals.trailer();
+        self.write_record(TRAILER_FIELD, &trailer)?;
+        let mut out = self.encoder.finish()?;
+        out.flush()?;
+        Ok((out, trailer))
+    }
+
+    fn write_record<M: prost::Message>(
+        &mut self,
+        field: u8,
+        message: &M,
+    ) -> Result<(), TraceError> {
+        self.buf.clear();
+        encode_record(field, message, &mut self.buf)?;
+        self.encoder.write_all(&self.buf)?;
+        Ok(())
+    }
+}
+
+impl<W: Write> fmt::Debug for TraceWriter<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceWriter")
+            .field("totals", &self.totals)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::io::{self, Write};
+
+    use super::TraceWriter;
+    use crate::test_support::{decompress, object, pod_gvk, sample_event, sample_header};
+    use crate::{FORMAT_VERSION, MAX_RECORD_BYTES, TraceError, TraceReader, pb};
+
+    #[test]
+    fn writes_the_current_format_version_whatever_the_header_says() {
+        let header = pb::TraceHeader {
+            format_version: 99,
+            ..sample_header()
+        };
+        let (file, trailer) = TraceWriter::new(Vec::new(), &header)
+            .unwrap()
+            .finish()
+            .unwrap();
+        assert_eq!(trailer, pb::TraceTrailer::default());
+        let reader = TraceReader::new(file.as_slice()).unwrap();
+        assert_eq!(reader.header().format_version, FORMAT_VERSION);
+        assert_eq!(reader.header().origin, "unit test");
+    }
+
+    #[test]
+    fn refuses_an_older_event_and_keeps_going() {
+        let mut writer = TraceWriter::new(Vec::new(), &sample_header()).unwrap();
+        writer.write_event(&sample_event(2_000, "a")).unwrap();
+        let error = writer.write_event(&sample_event(1_999, "b")).unwrap_err();
+        assert!(matches!(error, TraceError::InvalidRecord { .. }));
+        assert!(error.to_string().contains("older"), "{error}");
+        writer.write_event(&sample_event(2_000, "c")).unwrap();
+        let (file, trailer) = writer.finish().unwrap();
+        assert_eq!(trailer.event_count, 2);
+        let trace = crate::read_trace(&file).unwrap();
+        let names: Vec<_> = trace.events.iter().map(|e| &e.applied[0].name).collect();
+        assert_eq!(names, ["a", "c"]);
+    }
+
+    #[test]
+    fn refuses_a_record_over_the_limit() {
+        let mut writer = TraceWriter::new(Vec::new(), &sample_header()).unwrap();
+        let mut huge = object(pod_gvk(), "default", "big");
+        huge.object_json = vec![b' '; MAX_RECORD_BYTES];
+        let event = pb::TraceEvent {
+            timestamp_ms: 1,
+            applied: vec![huge],
+            deleted: Vec::new(),
+        };
+        let error = writer.write_event(&event).unwrap_err();
+        assert!(error.to_string().contains("over the limit"), "{error}");
+        assert_eq!(writer.totals().event_count, 0);
+    }
+
+    #[test]
+    fn a_writer_never_finished_leaves_no_trailer() {
+        let mut out = Vec::new();
+        {
+            let mut writer = TraceWriter::new(&mut out, &sample_header()).unwrap();
+            writer.write_event(&sample_event(1, "a")).unwrap();
+        }
+        // zstd may not have written anything yet: then the file is empty, not a trace.
+        assert!(matches!(
+            crate::read_trace(&out),
+            Err(TraceError::Truncated { .. } | TraceError::NotATrace { .. })
+        ));
+    }
+
+    #[test]
+    fn the_file_is_one_checksummed_zstd_frame() {
+        let (file, _) = TraceWriter::new(Vec::new(), &sample_header())
+            .unwrap()
+            .finish()
+            .unwrap();
+        assert_eq!(file[..4], [0x28, 0xb5, 0x2f, 0xfd]);
+        // Frame header descriptor: bit 2 is the content checksum flag.
+        assert_ne!(file[4] & 0b100, 0);
+        assert!(!decompress(&file).is_empty());
+    }
+
+    #[derive(Debug)]
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _buf: &[u8]) -> io::Result<usize> {
+            Err(io::Error::new(io::ErrorKind::StorageFull, "disk full"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn output_errors_are_io_errors() {
+        let mut writer = TraceWriter::new(Broken, &sample_header()).unwrap();
+        // zstd buffers, so the error surfaces at the latest when the frame ends.
+        let error = match writer.write_event(&sample_event(1, "a")) {
+            Err(error) => error,
+            Ok(()) => writer.finish().unwrap_err(),
+        };
+        match error {
+            TraceError::Io(inner) => assert_eq!(inner.kind(), io::ErrorKind::StorageFull),
+            other => panic!("expected Io, got {other}"),
+        }
+    }
+}
