@@ -2,6 +2,17 @@
 //!
 //! - [`domain`]: recording rules, sanitising, hashing, export cutting; pure and unit-tested.
 //! - [`log`]: the durable, bounded, segmented log on disk.
+//! - [`store`]: the log plus the recorder's in-memory view; [`exporter`] and [`imports`] read
+//!   and write trace files.
+//! - [`watch`] and [`kube_client`]: the Kubernetes adapter.
+//! - [`grpc`]: the `TraceStore` service and its error mapping.
 
+pub mod config;
 pub mod domain;
+pub mod exporter;
+pub mod grpc;
+pub mod imports;
+pub mod kube_client;
 pub mod log;
+pub mod store;
+pub mod watch;

@@ -214,7 +214,7 @@ impl Cut {
             .filter(|o| self.filter.keeps(o) && !self.dropped.contains(&ObjectKey::of(o)))
             .cloned()
             .collect();
-        (!applied.is_empty() || !deleted.is_empty()).then(|| pb::TraceEvent {
+        (!applied.is_empty() || !deleted.is_empty()).then_some(pb::TraceEvent {
             timestamp_ms: event.timestamp_ms,
             applied,
             deleted,

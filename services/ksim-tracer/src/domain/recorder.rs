@@ -217,6 +217,11 @@ impl Recorder {
             return;
         };
         let owner = owner_key(&object, &key.namespace);
+        if object.pointer("/metadata/deletionTimestamp").is_some() {
+            // Being deleted: what changes now (finalizers, the deletion mark) is the apiserver's
+            // doing, not an author's; the delete itself is recorded when it completes.
+            return;
+        }
         if tracked.skip_owned && controller_reference(&object).is_some() {
             self.objects.insert(key, Known { hash: None, owner });
             return;
@@ -416,7 +421,8 @@ impl Recorder {
     }
 }
 
-fn key_of(tracked: &TrackedKind, object: &Value) -> Option<ObjectKey> {
+/// The identity of an object of a tracked kind, if it has a name.
+pub fn key_of(tracked: &TrackedKind, object: &Value) -> Option<ObjectKey> {
     Some(ObjectKey {
         group: tracked.group().to_owned(),
         kind: tracked.kind.clone(),

@@ -292,6 +292,16 @@ impl Log {
         Ok(report)
     }
 
+    /// Seals the active segment now if it holds anything (compressed, as retention keeps it).
+    pub fn seal(&mut self) -> Result<bool, LogError> {
+        self.usable()?;
+        if self.active.meta.entries == 0 {
+            return Ok(false);
+        }
+        self.roll()?;
+        Ok(true)
+    }
+
     /// A consistent read view of the durable data.
     pub fn snapshot(&self) -> Result<LogSnapshot, LogError> {
         let dir = &self.config.dir;

@@ -133,6 +133,27 @@ fn deletes_are_tombstones_and_timestamps_never_go_back() {
 }
 
 #[test]
+fn an_object_being_deleted_records_only_its_delete() {
+    let mut rec = recorder();
+    rec.observe(applied(DEPLOYMENT, deployment("web", 2)), 1);
+    let mut terminating = deployment("web", 2);
+    terminating["metadata"]["deletionTimestamp"] = json!("2026-11-21T08:00:00Z");
+    terminating["metadata"]["finalizers"] = json!(["foregroundDeletion"]);
+    assert!(
+        rec.observe(applied(DEPLOYMENT, terminating.clone()), 2)
+            .is_empty()
+    );
+    let deleted = rec.observe(
+        Observation::Deleted {
+            kind: DEPLOYMENT,
+            object: terminating,
+        },
+        3,
+    );
+    assert_eq!(events(&deleted), [("delete", "web".to_owned())]);
+}
+
+#[test]
 fn owned_objects_of_skip_owned_kinds_are_not_recorded() {
     let mut rec = recorder();
     assert!(

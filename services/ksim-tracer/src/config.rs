@@ -1,0 +1,215 @@
+//! Command-line settings and the tracer config file (tracked kinds, env redaction).
+
+use std::{path::PathBuf, time::Duration};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::{
+    domain::{
+        kinds::{self, TrackedKind},
+        sanitize::EnvRedaction,
+    },
+    log::{FsyncPolicy, LogConfig, Retention},
+};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct TracerArgs {
+    /// YAML file with `trackedKinds` and `redactEnv`; without it the workload kinds are tracked.
+    #[arg(long, env = "KSIM_TRACER_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Directory of the log, its checkpoint and imported traces.
+    #[arg(
+        long,
+        env = "KSIM_TRACER_DATA_DIR",
+        default_value = "/var/lib/ksim-tracer"
+    )]
+    pub data_dir: PathBuf,
+
+    /// When appended events reach the disk: `always` (before they count as recorded),
+    /// `interval` (every --fsync-interval), `never` (left to the OS).
+    #[arg(long, env = "KSIM_TRACER_FSYNC", value_enum, default_value_t = Fsync::Interval)]
+    pub fsync: Fsync,
+
+    /// How often `--fsync interval` syncs; events count as recorded once synced.
+    #[arg(long, env = "KSIM_TRACER_FSYNC_INTERVAL", value_parser = humantime::parse_duration, default_value = "100ms")]
+    pub fsync_interval: Duration,
+
+    /// Events older than this are folded into the checkpoint and their segments deleted.
+    #[arg(long, env = "KSIM_TRACER_RETENTION_AGE", value_parser = humantime::parse_duration, default_value = "7d")]
+    pub retention_age: Duration,
+
+    /// Most bytes the log keeps on disk (suffixes Ki, Mi, Gi); older segments are folded away.
+    #[arg(long, env = "KSIM_TRACER_RETENTION_BYTES", value_parser = parse_bytes, default_value = "10Gi")]
+    pub retention_bytes: u64,
+
+    /// A segment is sealed and compressed when it reaches this size (suffixes Ki, Mi, Gi).
+    #[arg(long, env = "KSIM_TRACER_SEGMENT_BYTES", value_parser = parse_bytes, default_value = "16Mi")]
+    pub segment_bytes: u64,
+
+    /// ... or when it is this old, so retention can drop old events in small steps.
+    #[arg(long, env = "KSIM_TRACER_SEGMENT_AGE", value_parser = humantime::parse_duration, default_value = "10m")]
+    pub segment_age: Duration,
+
+    /// How long to wait before looking again for a kind whose CRD is missing or whose watch failed.
+    #[arg(long, env = "KSIM_TRACER_RETRY_INTERVAL", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub retry_interval: Duration,
+
+    /// Largest trace file Import accepts (suffixes Ki, Mi, Gi).
+    #[arg(long, env = "KSIM_TRACER_MAX_IMPORT_BYTES", value_parser = parse_bytes, default_value = "1Gi")]
+    pub max_import_bytes: u64,
+
+    /// Kubeconfig of the cluster to record; default: in-cluster, then $KUBECONFIG or ~/.kube/config.
+    #[arg(long, env = "KSIM_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use instead of the current one.
+    #[arg(long, env = "KSIM_CONTEXT")]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fsync {
+    Always,
+    Interval,
+    Never,
+}
+
+impl TracerArgs {
+    pub fn log_config(&self) -> LogConfig {
+        let mut config = LogConfig::new(self.data_dir.join("log"));
+        config.fsync = match self.fsync {
+            Fsync::Always => FsyncPolicy::Always,
+            Fsync::Interval => FsyncPolicy::Interval(self.fsync_interval),
+            Fsync::Never => FsyncPolicy::Never,
+        };
+        config.retention = Retention {
+            max_age: Some(self.retention_age),
+            max_bytes: Some(self.retention_bytes),
+        };
+        config.segment_max_bytes = self.segment_bytes;
+        config.segment_max_age = self.segment_age;
+        config
+    }
+
+    pub fn tracer_config(&self) -> Result<TracerConfig, ConfigError> {
+        match &self.config {
+            Some(path) => TracerConfig::load(path),
+            None => Ok(TracerConfig::default()),
+        }
+    }
+}
+
+/// The tracer config file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TracerConfig {
+    #[serde(default = "kinds::default_kinds")]
+    pub tracked_kinds: Vec<TrackedKind>,
+    #[serde(default)]
+    pub redact_env: EnvRedaction,
+}
+
+impl Default for TracerConfig {
+    fn default() -> Self {
+        Self {
+            tracked_kinds: kinds::default_kinds(),
+            redact_env: EnvRedaction::default(),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read tracer config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("tracer config {path} is invalid: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl TracerConfig {
+    pub fn from_yaml(text: &str) -> Result<Self, String> {
+        let config: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        kinds::validate(&config.tracked_kinds)?;
+        Ok(config)
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })
+    }
+}
+
+/// Bytes with an optional binary suffix: `1048576`, `512Ki`, `16Mi`, `10Gi`.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, factor) = [
+        ("Ki", 1_u64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+    ]
+    .iter()
+    .find_map(|(suffix, factor)| text.strip_suffix(suffix).map(|d| (d, *factor)))
+    .unwrap_or((text, 1));
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("{text:?} is not a byte size (a whole number with an optional Ki, Mi, Gi or Ti suffix)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_take_binary_suffixes_and_refuse_the_rest() {
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes("16Mi"), Ok(16 << 20));
+        assert_eq!(parse_bytes("10Gi"), Ok(10 << 30));
+        for bad in ["", "1.5Gi", "10GB", "-1", "99999999999Ti"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_config_file_lists_any_kind_and_keeps_defaults_for_what_it_omits() {
+        let config = TracerConfig::from_yaml(
+            "trackedKinds:\n\
+             - apiVersion: scheduling.k8s.io/v1\n  kind: PriorityClass\n\
+             - apiVersion: example.com/v1\n  kind: Widget\n  podTemplatePaths: [/spec/template]\n  trackLifecycles: true\n",
+        )
+        .unwrap();
+        assert_eq!(config.tracked_kinds.len(), 2);
+        assert_eq!(config.tracked_kinds[1].group(), "example.com");
+        assert!(config.tracked_kinds[1].track_lifecycles);
+        assert_eq!(config.redact_env, EnvRedaction::default());
+        assert_eq!(
+            TracerConfig::from_yaml("{}").unwrap(),
+            TracerConfig::default()
+        );
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let unknown = TracerConfig::from_yaml("trackedKind: []").unwrap_err();
+        assert!(unknown.contains("trackedKind"), "{unknown}");
+        let duplicate = TracerConfig::from_yaml(
+            "trackedKinds:\n- {apiVersion: v1, kind: Pod}\n- {apiVersion: v1, kind: Pod}\n",
+        )
+        .unwrap_err();
+        assert!(duplicate.contains("twice"), "{duplicate}");
+    }
+}

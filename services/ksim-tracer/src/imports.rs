@@ -1,0 +1,246 @@
+//! Imported traces: uploaded files, validated whole before they are kept, stored as ksim
+//! trace files under an id derived from their content (importing the same trace twice gives
+//! the same id).
+
+use std::{
+    fs::{self, File},
+    io::{BufReader, Read, Write},
+    path::{Path, PathBuf},
+};
+
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::{TraceError, detect_format, inspect::Inspection};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use xxhash_rust::xxh3::Xxh3;
+
+#[derive(Debug, Error)]
+pub enum ImportError {
+    #[error("the trace is larger than the {limit}-byte import limit")]
+    TooLarge { limit: u64 },
+    #[error("the upload is empty")]
+    Empty,
+    #[error("the file is neither a ksim trace nor a SimKube trace (it starts with bytes {0})")]
+    UnknownFormat(String),
+    #[error("the file is not a valid {format} trace: {source}")]
+    Invalid {
+        format: &'static str,
+        source: TraceError,
+    },
+    #[error("trace id {0:?} is not a trace id (32 lowercase hex digits)")]
+    BadId(String),
+    #[error("no imported trace has id {0}")]
+    NotFound(String),
+    #[error("storing the trace: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What is kept beside an imported trace.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    pub display_name: String,
+    pub source_format: String,
+    pub events: u64,
+    pub objects: u64,
+    pub lifecycles: u64,
+    pub first_event_ms: Option<i64>,
+    pub last_event_ms: Option<i64>,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Imports {
+    dir: PathBuf,
+    max_bytes: u64,
+    created_by: String,
+}
+
+impl Imports {
+    pub fn new(dir: PathBuf, max_bytes: u64, created_by: String) -> Result<Self, ImportError> {
+        fs::create_dir_all(&dir)?;
+        // Uploads interrupted by a crash are never valid traces.
+        for entry in fs::read_dir(&dir)?.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(".upload-") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        Ok(Self {
+            dir,
+            max_bytes,
+            created_by,
+        })
+    }
+
+    pub fn begin(&self) -> Result<Upload, ImportError> {
+        let file = tempfile::Builder::new()
+            .prefix(".upload-")
+            .tempfile_in(&self.dir)?;
+        Ok(Upload {
+            imports: self.clone(),
+            file,
+            received: 0,
+        })
+    }
+
+    pub fn path(&self, id: &str) -> Result<PathBuf, ImportError> {
+        // The id becomes a file name: only what an id can look like gets through.
+        if id.len() != 32
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(ImportError::BadId(id.to_owned()));
+        }
+        let path = self.dir.join(format!("{id}.ktrace"));
+        if !path.exists() {
+            return Err(ImportError::NotFound(id.to_owned()));
+        }
+        Ok(path)
+    }
+
+    pub fn meta(&self, id: &str) -> Result<Meta, ImportError> {
+        let path = self.path(id)?.with_extension("json");
+        let text = fs::read(&path)?;
+        serde_json::from_slice(&text).map_err(|e| ImportError::Io(std::io::Error::other(e)))
+    }
+
+    /// Bytes of every imported trace and its metadata.
+    pub fn bytes_on_disk(&self) -> u64 {
+        fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+/// One trace being received.
+#[derive(Debug)]
+pub struct Upload {
+    imports: Imports,
+    file: tempfile::NamedTempFile,
+    received: u64,
+}
+
+impl Upload {
+    pub fn write(&mut self, data: &[u8]) -> Result<(), ImportError> {
+        self.received += data.len() as u64;
+        if self.received > self.imports.max_bytes {
+            return Err(ImportError::TooLarge {
+                limit: self.imports.max_bytes,
+            });
+        }
+        self.file.write_all(data)?;
+        Ok(())
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Validates the whole upload and keeps it; on any error nothing is kept. Blocking.
+    pub fn finish(
+        mut self,
+        format: pb::TraceFormat,
+        display_name: &str,
+    ) -> Result<(String, Meta), ImportError> {
+        self.file.flush()?;
+        if self.received == 0 {
+            return Err(ImportError::Empty);
+        }
+        // From the uploaded bytes, so the same upload gets the same id even when converted.
+        let id = content_id(self.file.path())?;
+        let mut prefix = [0_u8; 16];
+        let n = read_prefix(self.file.path(), &mut prefix)?;
+        let format = match format {
+            pb::TraceFormat::Unspecified => detect_format(&prefix[..n])
+                .ok_or_else(|| ImportError::UnknownFormat(hex(&prefix[..n])))?,
+            given => given,
+        };
+        let (ksim_file, source_format) = match format {
+            pb::TraceFormat::SimkubeV2 => {
+                // SimKube traces are one MessagePack document; the size limit bounds this read.
+                let bytes = fs::read(self.file.path())?;
+                let converted = tempfile::Builder::new()
+                    .prefix(".upload-")
+                    .tempfile_in(&self.imports.dir)?;
+                let (converted, _) =
+                    ksim_trace::simkube::convert(&bytes, converted, &self.imports.created_by)
+                        .map_err(|source| ImportError::Invalid {
+                            format: "SimKube",
+                            source,
+                        })?;
+                (converted, "simkube-v2")
+            }
+            _ => (self.file, "ksim"),
+        };
+        let inspection = ksim_trace::inspect::inspect(BufReader::new(File::open(
+            ksim_file.path(),
+        )?))
+        .map_err(|source| ImportError::Invalid {
+            format: "ksim",
+            source,
+        })?;
+        let bytes = fs::metadata(ksim_file.path())?.len();
+        let meta = meta(display_name, source_format, &inspection, bytes);
+        let dir = &self.imports.dir;
+        let meta_file = dir.join(format!("{id}.json"));
+        fs::write(
+            &meta_file,
+            serde_json::to_vec_pretty(&meta).map_err(std::io::Error::other)?,
+        )?;
+        ksim_file
+            .persist(dir.join(format!("{id}.ktrace")))
+            .map_err(|e| ImportError::Io(e.error))?;
+        Ok((id, meta))
+    }
+}
+
+fn meta(display_name: &str, source_format: &str, inspection: &Inspection, bytes: u64) -> Meta {
+    Meta {
+        display_name: display_name.to_owned(),
+        source_format: source_format.to_owned(),
+        events: inspection.events,
+        objects: inspection.applies + inspection.deletes,
+        lifecycles: inspection.lifecycles,
+        first_event_ms: inspection.first_event_ms,
+        last_event_ms: inspection.last_event_ms,
+        bytes,
+    }
+}
+
+fn read_prefix(path: &Path, prefix: &mut [u8]) -> std::io::Result<usize> {
+    let mut file = File::open(path)?;
+    let mut filled = 0;
+    while filled < prefix.len() {
+        match file.read(&mut prefix[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+fn content_id(path: &Path) -> std::io::Result<String> {
+    let mut hasher = Xxh3::new();
+    let mut file = File::open(path)?;
+    let mut buffer = vec![0_u8; 64 * 1024];
+    loop {
+        match file.read(&mut buffer)? {
+            0 => break,
+            n => hasher.update(&buffer[..n]),
+        }
+    }
+    Ok(format!("{:032x}", hasher.digest128()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

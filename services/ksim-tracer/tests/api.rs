@@ -1,0 +1,318 @@
+//! The TraceStore API's answers to bad input, and imports (ksim and SimKube) exported back.
+//! The tracer points at a cluster that is not there: the API must work regardless, and say
+//! that its watches are failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Tracer, changes, timestamp};
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::TraceWriter;
+use prost::Message;
+use serde_json::json;
+use tonic::Code;
+
+fn unreachable_cluster(dir: &Path) -> std::path::PathBuf {
+    let port = ksim_testenv::free_port().unwrap();
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn tracer(dir: &Path) -> Tracer {
+    Tracer::start(
+        &unreachable_cluster(dir),
+        &dir.join("tracer"),
+        None,
+        &["--max-import-bytes=64Ki"],
+    )
+    .await
+}
+
+fn object(name: &str, replicas: i64) -> pb::TraceObject {
+    pb::TraceObject {
+        gvk: Some(pb::GroupVersionKind {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+        }),
+        namespace: "shop".into(),
+        name: name.into(),
+        object_json: serde_json::to_vec(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "shop"}, "spec": {"replicas": replicas}}))
+        .unwrap(),
+    }
+}
+
+fn ksim_trace_file() -> Vec<u8> {
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        ..Default::default()
+    };
+    let mut writer = TraceWriter::new(Vec::new(), &header).unwrap();
+    for (ts, name, replicas) in [(1_000, "web", 1), (2_000, "web", 4), (3_000, "api", 1)] {
+        writer
+            .write_event(&pb::TraceEvent {
+                timestamp_ms: ts,
+                applied: vec![object(name, replicas)],
+                deleted: vec![],
+            })
+            .unwrap();
+    }
+    writer
+        .write_event(&pb::TraceEvent {
+            timestamp_ms: 4_000,
+            applied: vec![],
+            deleted: vec![object("api", 1)],
+        })
+        .unwrap();
+    writer.finish().unwrap().0
+}
+
+async fn import(
+    tracer: &Tracer,
+    data: Vec<u8>,
+    chunk: usize,
+) -> Result<pb::ImportResponse, tonic::Status> {
+    let messages: Vec<pb::ImportRequest> = data
+        .chunks(chunk.max(1))
+        .enumerate()
+        .map(|(i, part)| pb::ImportRequest {
+            data: part.to_vec(),
+            format: 0,
+            display_name: if i == 0 { "test".into() } else { String::new() },
+        })
+        .collect();
+    tracer
+        .client()
+        .await
+        .import(tokio_stream::iter(messages))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+fn assert_invalid(result: Result<impl std::fmt::Debug, tonic::Status>, fragment: &str) {
+    let status = result.expect_err("bad input must be refused");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains(fragment),
+        "message {:?} should mention {fragment:?}",
+        status.message()
+    );
+}
+
+#[tokio::test]
+async fn imported_traces_are_validated_whole_and_export_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let tracer = tracer(dir.path()).await;
+
+    let file = ksim_trace_file();
+    let imported = import(&tracer, file.clone(), 7).await.unwrap();
+    assert_eq!(imported.bytes_received, file.len() as u64);
+    let summary = imported.summary.unwrap();
+    assert_eq!((summary.events, summary.objects), (4, 4));
+    assert_eq!(
+        import(&tracer, file.clone(), 1024).await.unwrap().trace_id,
+        imported.trace_id,
+        "same content, same id"
+    );
+
+    let whole = tracer
+        .export(pb::ExportRequest {
+            trace_id: imported.trace_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let got: Vec<_> = changes(&whole)
+        .into_iter()
+        .map(|c| (c.0, c.1, c.3))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1_000, "apply", "shop/web"),
+            (2_000, "apply", "shop/web"),
+            (3_000, "apply", "shop/api"),
+            (4_000, "delete", "shop/api")
+        ]
+        .map(|(t, v, n)| (t, v, n.to_owned()))
+    );
+    let window = tracer
+        .export(pb::ExportRequest {
+            trace_id: imported.trace_id.clone(),
+            start_time: Some(timestamp(2_500)),
+            end_time: Some(timestamp(3_500)),
+            chunk_size_bytes: 16,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let got: Vec<_> = changes(&window)
+        .into_iter()
+        .map(|c| (c.0, c.1, c.3))
+        .collect();
+    assert_eq!(
+        got,
+        [(2_500, "apply", "shop/web"), (3_000, "apply", "shop/api")].map(|(t, v, n)| (
+            t,
+            v,
+            n.to_owned()
+        ))
+    );
+
+    let stats = tracer
+        .client()
+        .await
+        .stats(pb::StatsRequest {
+            trace_id: imported.trace_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stats.events, 4);
+    assert_eq!(stats.kinds[0].applies, 3);
+
+    // SimKube, format version 2 (MessagePack), converted on import.
+    let simkube = rmp_serde::to_vec_named(&json!({
+        "version": 2,
+        "config": {"trackedObjects": {"apps/v1.Deployment": {"podSpecTemplatePaths": ["/spec/template"], "trackLifecycle": false}}},
+        "events": [
+            {"ts": 1_700_000_000, "applied_objs": [], "deleted_objs": []},
+            {"ts": 1_700_000_005, "applied_objs": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "sk", "namespace": "n"}, "spec": {"replicas": 2}}], "deleted_objs": []}
+        ],
+        "index": {},
+        "pod_lifecycles": {}
+    }))
+    .unwrap();
+    let converted = import(&tracer, simkube, 10).await.unwrap();
+    let trace = tracer
+        .export(pb::ExportRequest {
+            trace_id: converted.trace_id,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        changes(&trace)
+            .into_iter()
+            .map(|c| (c.0, c.3))
+            .collect::<Vec<_>>(),
+        [(1_700_000_005_000, "n/sk".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn bad_files_and_requests_get_clear_errors_and_nothing_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let tracer = tracer(dir.path()).await;
+
+    assert_invalid(
+        import(&tracer, b"{\"not\": \"a trace\"}".to_vec(), 4).await,
+        "neither a ksim trace nor a SimKube trace",
+    );
+    assert_invalid(import(&tracer, Vec::new(), 4).await, "empty");
+    let file = ksim_trace_file();
+    assert_invalid(
+        import(&tracer, file[..file.len() / 2].to_vec(), 100).await,
+        "truncated",
+    );
+    let mut flipped = file.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0xff;
+    assert!(import(&tracer, flipped, 100).await.unwrap_err().code() == Code::InvalidArgument);
+    assert_invalid(
+        import(&tracer, vec![0_u8; 70 * 1024], 8 * 1024).await,
+        "import limit",
+    );
+
+    // A file from a future format version names both versions.
+    let mut future = Vec::new();
+    pb::TraceRecord {
+        record: Some(pb::trace_record::Record::Header(pb::TraceHeader {
+            format_version: 99,
+            ..Default::default()
+        })),
+    }
+    .encode_length_delimited(&mut future)
+    .unwrap();
+    let future = zstd::encode_all(future.as_slice(), 3).unwrap();
+    assert_invalid(import(&tracer, future, 100).await, "99");
+    let simkube_v3 = rmp_serde::to_vec_named(&json!({"version": 3, "events": []})).unwrap();
+    assert_invalid(import(&tracer, simkube_v3, 100).await, "3");
+
+    let imports = dir.path().join("tracer/imports");
+    let kept: Vec<_> = std::fs::read_dir(&imports)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        kept.is_empty(),
+        "refused uploads leave nothing behind: {kept:?}"
+    );
+
+    let export = |request: pb::ExportRequest| tracer.export_bytes(request);
+    assert_invalid(
+        export(pb::ExportRequest {
+            start_time: Some(timestamp(5_000)),
+            end_time: Some(timestamp(5_000)),
+            ..Default::default()
+        })
+        .await,
+        "window is empty",
+    );
+    assert_invalid(
+        export(pb::ExportRequest {
+            filter: Some(pb::TraceFilter {
+                include_label_selectors: vec!["app in web".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await,
+        "filter.include_label_selectors",
+    );
+    assert_invalid(
+        export(pb::ExportRequest {
+            trace_id: "../../etc/passwd".into(),
+            ..Default::default()
+        })
+        .await,
+        "not a trace id",
+    );
+    let missing = export(pb::ExportRequest {
+        trace_id: "0".repeat(32),
+        ..Default::default()
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
+
+    // The watches fail (no cluster), and say so; the API still answers.
+    let kinds = tracer
+        .client()
+        .await
+        .list_tracked_kinds(pb::ListTrackedKindsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(kinds.kinds.len(), 7, "the default kinds");
+    assert!(
+        kinds
+            .kinds
+            .iter()
+            .all(|k| k.state() != pb::TrackedKindState::Watching),
+        "{kinds:?}"
+    );
+}

@@ -1,0 +1,203 @@
+//! The tracer as its users run it: the real binary, against a real control plane, spoken to
+//! over gRPC. Killed with SIGKILL where a test needs a crash.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use ksim_proto::ksim::trace::v1::{self as pb, trace_store_client::TraceStoreClient};
+use ksim_testenv::{free_port, wait};
+use tokio::process::{Child, Command};
+use tonic::transport::Channel;
+
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+pub struct Tracer {
+    child: Child,
+    pub address: String,
+    pub data_dir: PathBuf,
+    pub log_path: PathBuf,
+}
+
+impl Tracer {
+    /// Starts the tracer and waits until its gRPC API answers.
+    pub async fn start(
+        kubeconfig: &Path,
+        data_dir: &Path,
+        config: Option<&str>,
+        extra: &[&str],
+    ) -> Tracer {
+        let port = free_port().unwrap();
+        let admin = free_port().unwrap();
+        let log_path = data_dir.with_extension(format!("{port}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ksim-tracer"));
+        command
+            .arg(format!("--grpc-addr=127.0.0.1:{port}"))
+            .arg(format!("--admin-addr=127.0.0.1:{admin}"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--data-dir={}", data_dir.display()))
+            .arg("--retry-interval=1s")
+            .args(extra)
+            .env("RUST_LOG", "info,ksim_tracer=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true);
+        if let Some(config) = config {
+            let path = data_dir.with_extension("config.yaml");
+            std::fs::write(&path, config).unwrap();
+            command.arg(format!("--config={}", path.display()));
+        }
+        let child = command.spawn().unwrap();
+        let tracer = Tracer {
+            child,
+            address: format!("http://127.0.0.1:{port}"),
+            data_dir: data_dir.to_owned(),
+            log_path,
+        };
+        let address = tracer.address.clone();
+        wait::until("the tracer's gRPC API answers", DEADLINE, || {
+            let address = address.clone();
+            async move {
+                let mut client = TraceStoreClient::connect(address)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                client
+                    .stats(pb::StatsRequest::default())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", tracer.log_tail()));
+        tracer
+    }
+
+    pub async fn client(&self) -> TraceStoreClient<Channel> {
+        TraceStoreClient::connect(self.address.clone())
+            .await
+            .unwrap()
+    }
+
+    /// Waits until every listed kind is watched (its initial list recorded).
+    pub async fn wait_watching(&self, kinds: &[&str]) {
+        let client = self.client().await;
+        let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+        wait::until("the tracked kinds are watched", DEADLINE, || {
+            let mut client = client.clone();
+            let kinds = kinds.clone();
+            async move {
+                let listed = client
+                    .list_tracked_kinds(pb::ListTrackedKindsRequest {})
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_inner();
+                let watching = |kind: &String| {
+                    listed.kinds.iter().any(|k| {
+                        k.config
+                            .as_ref()
+                            .and_then(|c| c.gvk.as_ref())
+                            .is_some_and(|g| g.kind == *kind)
+                            && k.state() == pb::TrackedKindState::Watching
+                    })
+                };
+                if kinds.iter().all(watching) {
+                    Ok(())
+                } else {
+                    Err(format!("{listed:?}"))
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.log_tail()));
+    }
+
+    /// The whole export as one trace, decoded.
+    pub async fn export(
+        &self,
+        request: pb::ExportRequest,
+    ) -> Result<ksim_trace::Trace, tonic::Status> {
+        let bytes = self.export_bytes(request).await?;
+        Ok(ksim_trace::read_trace(&bytes)
+            .unwrap_or_else(|e| panic!("the export is not a valid trace: {e}")))
+    }
+
+    pub async fn export_bytes(&self, request: pb::ExportRequest) -> Result<Vec<u8>, tonic::Status> {
+        let mut stream = self.client().await.export(request).await?.into_inner();
+        let mut bytes = Vec::new();
+        let mut summary = None;
+        while let Some(chunk) = stream.message().await? {
+            assert_eq!(
+                chunk.offset,
+                bytes.len() as u64,
+                "chunks arrive in order with their offsets"
+            );
+            bytes.extend_from_slice(&chunk.data);
+            summary = chunk.summary.or(summary);
+        }
+        assert!(summary.is_some(), "the last chunk carries the summary");
+        Ok(bytes)
+    }
+
+    /// SIGKILL: no shutdown hook runs, nothing is flushed.
+    pub async fn kill9(mut self) -> PathBuf {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+        self.data_dir.clone()
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+/// (timestamp, "apply"/"delete", kind, namespace/name) of every object change in a trace.
+pub fn changes(trace: &ksim_trace::Trace) -> Vec<(i64, &'static str, String, String)> {
+    let mut out = Vec::new();
+    for event in &trace.events {
+        for (verb, objects) in [("apply", &event.applied), ("delete", &event.deleted)] {
+            for object in objects {
+                let kind = object
+                    .gvk
+                    .as_ref()
+                    .map(|g| g.kind.clone())
+                    .unwrap_or_default();
+                out.push((
+                    event.timestamp_ms,
+                    verb,
+                    kind,
+                    format!("{}/{}", object.namespace, object.name),
+                ));
+            }
+        }
+    }
+    out
+}
+
+pub fn object_json(trace: &ksim_trace::Trace, kind: &str, name: &str) -> Vec<serde_json::Value> {
+    trace
+        .events
+        .iter()
+        .flat_map(|e| &e.applied)
+        .filter(|o| o.name == name && o.gvk.as_ref().is_some_and(|g| g.kind == kind))
+        .map(|o| serde_json::from_slice(&o.object_json).unwrap())
+        .collect()
+}
+
+pub fn ms(timestamp: &prost_types::Timestamp) -> i64 {
+    timestamp.seconds * 1000 + i64::from(timestamp.nanos) / 1_000_000
+}
+
+pub fn timestamp(ms: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
