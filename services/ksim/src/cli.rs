@@ -19,4 +19,7 @@ pub enum Command {
     Up,
     /// Run the demo on the local environment: virtual nodes and a workload on them.
     Demo,
+    /// Trace files: export from and import into a tracer store, inspect, convert.
+    #[command(subcommand)]
+    Trace(Box<crate::trace::TraceCommand>),
 }

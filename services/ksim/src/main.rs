@@ -2,6 +2,7 @@
 
 mod cli;
 mod demo;
+mod trace;
 mod up;
 
 use std::process::ExitCode;
@@ -18,6 +19,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Up => up::run().await,
         cli::Command::Demo => demo::run().await,
+        cli::Command::Trace(command) => trace::run(*command).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

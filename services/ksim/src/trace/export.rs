@@ -1,0 +1,115 @@
+use std::{io::Write, path::PathBuf, time::SystemTime};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use ksim_proto::ksim::trace::v1 as pb;
+
+use super::{ServerArgs, connect, progress};
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Start of the window: an RFC 3339 time, or a duration before now ("2h"); default: the oldest event.
+    #[arg(long)]
+    start: Option<String>,
+    /// End of the window (exclusive), as --start; default: now.
+    #[arg(long)]
+    end: Option<String>,
+    /// Keep only these namespaces (repeatable).
+    #[arg(long = "namespace", short = 'n')]
+    namespaces: Vec<String>,
+    /// Drop these namespaces (repeatable).
+    #[arg(long = "exclude-namespace")]
+    exclude_namespaces: Vec<String>,
+    /// Keep objects matching this label selector (repeatable: any may match).
+    #[arg(long = "selector", short = 'l')]
+    selectors: Vec<String>,
+    /// Drop objects matching this label selector (repeatable).
+    #[arg(long = "exclude-selector")]
+    exclude_selectors: Vec<String>,
+    /// Keep cluster-scoped objects even with --namespace.
+    #[arg(long)]
+    include_cluster_scoped: bool,
+    /// Export from this imported trace instead of the recorded log.
+    #[arg(long)]
+    trace_id: Option<String>,
+    /// File to write.
+    #[arg(long, short = 'o')]
+    output: PathBuf,
+}
+
+pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
+    let request = pb::ExportRequest {
+        start_time: args
+            .start
+            .as_deref()
+            .map(|t| parse_time(t, "--start"))
+            .transpose()?,
+        end_time: args
+            .end
+            .as_deref()
+            .map(|t| parse_time(t, "--end"))
+            .transpose()?,
+        filter: Some(pb::TraceFilter {
+            include_namespaces: args.namespaces,
+            exclude_namespaces: args.exclude_namespaces,
+            include_label_selectors: args.selectors,
+            exclude_label_selectors: args.exclude_selectors,
+            include_kinds: Vec::new(),
+            include_cluster_scoped: args.include_cluster_scoped,
+        }),
+        chunk_size_bytes: 0,
+        trace_id: args.trace_id.unwrap_or_default(),
+    };
+    let mut client = connect(&args.server).await?;
+    let mut stream = client
+        .export(request)
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    // Written beside the target and renamed at the end: a failed export leaves no partial file.
+    let dir = args
+        .output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    let bar = progress::bytes(None, "exporting");
+    let mut summary = None;
+    while let Some(chunk) = stream.message().await.map_err(status_error)? {
+        file.write_all(&chunk.data).context("writing the trace")?;
+        bar.inc(chunk.data.len() as u64);
+        if chunk.summary.is_some() {
+            summary = chunk.summary;
+        }
+    }
+    bar.finish_and_clear();
+    let Some(summary) = summary else {
+        bail!("the export ended early (no summary received); nothing was written");
+    };
+    file.persist(&args.output)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!(
+        "wrote {}: {} events, {} objects, {} pod lifecycles",
+        args.output.display(),
+        summary.events,
+        summary.objects,
+        summary.lifecycles
+    );
+    Ok(())
+}
+
+fn parse_time(text: &str, flag: &str) -> anyhow::Result<prost_types::Timestamp> {
+    let time = humantime::parse_rfc3339_weak(text)
+        .or_else(|_| humantime::parse_duration(text).map(|ago| SystemTime::now() - ago))
+        .map_err(|_| {
+            anyhow::anyhow!("{flag} {text:?} is neither an RFC 3339 time nor a duration like 2h")
+        })?;
+    Ok(prost_types::Timestamp::from(time))
+}
+
+pub(super) fn status_error(status: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("tracer store: {} ({:?})", status.message(), status.code())
+}

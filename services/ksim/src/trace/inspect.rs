@@ -1,0 +1,94 @@
+use std::{
+    fmt::Write as _,
+    io::{BufReader, Read, Write},
+    path::Path,
+};
+
+use anyhow::Context;
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::inspect::Inspection;
+
+pub fn run(path: &Path) -> anyhow::Result<()> {
+    let open = || std::fs::File::open(path).with_context(|| format!("opening {}", path.display()));
+    let mut prefix = Vec::new();
+    open()?
+        .take(16)
+        .read_to_end(&mut prefix)
+        .context("reading the trace")?;
+    let inspection = match ksim_trace::detect_format(&prefix) {
+        Some(pb::TraceFormat::SimkubeV2) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let (converted, _) =
+                ksim_trace::simkube::convert(&bytes, Vec::new(), "ksim inspect")
+                    .with_context(|| format!("{} is not a valid SimKube trace", path.display()))?;
+            ksim_trace::inspect::inspect(converted.as_slice())
+        }
+        _ => ksim_trace::inspect::inspect(BufReader::new(open()?)),
+    }
+    .with_context(|| format!("{} is not a valid trace", path.display()))?;
+    std::io::stdout()
+        .write_all(render(&inspection).as_bytes())
+        .context("writing to stdout")?;
+    Ok(())
+}
+
+fn render(inspection: &Inspection) -> String {
+    let mut out = String::new();
+    let header = &inspection.header;
+    let time = |ms: Option<i64>| {
+        ms.and_then(|ms| u64::try_from(ms).ok())
+            .map(|ms| {
+                humantime::format_rfc3339_millis(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+                )
+                .to_string()
+            })
+            .unwrap_or_else(|| "-".to_owned())
+    };
+    let _ = writeln!(out, "format version  {}", header.format_version);
+    let _ = writeln!(out, "created by      {}", header.created_by);
+    if !header.origin.is_empty() {
+        let _ = writeln!(out, "origin          {}", header.origin);
+    }
+    let _ = writeln!(
+        out,
+        "time range      {} .. {}",
+        time(inspection.first_event_ms),
+        time(inspection.last_event_ms)
+    );
+    let _ = writeln!(
+        out,
+        "totals          {} events, {} objects, {} applies, {} deletes, {} pod lifecycles",
+        inspection.events,
+        inspection.objects,
+        inspection.applies,
+        inspection.deletes,
+        inspection.lifecycles
+    );
+    let _ = writeln!(
+        out,
+        "size            {} bytes ({} uncompressed)",
+        inspection.compressed_bytes, inspection.uncompressed_bytes
+    );
+    let width = inspection
+        .kinds
+        .keys()
+        .map(String::len)
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        out,
+        "\n{:<width$}  {:>8}  {:>8}  {:>8}  {:>10}",
+        "KIND", "OBJECTS", "APPLIES", "DELETES", "LIFECYCLES"
+    );
+    for (kind, counts) in &inspection.kinds {
+        let _ = writeln!(
+            out,
+            "{kind:<width$}  {:>8}  {:>8}  {:>8}  {:>10}",
+            counts.objects, counts.applies, counts.deletes, counts.lifecycles
+        );
+    }
+    out
+}

@@ -1,0 +1,65 @@
+//! `ksim trace ...`: move traces in and out of a tracer store, and look inside trace files.
+
+mod convert;
+mod export;
+mod import;
+mod inspect;
+mod progress;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Export a time window of the tracer's log (or of an imported trace) to a trace file.
+    Export(export::ExportArgs),
+    /// Upload a trace file (ksim, or SimKube's .sktrace) into a tracer store.
+    Import(import::ImportArgs),
+    /// Summarise a trace file: time range, kinds, objects, events, lifecycles.
+    Inspect {
+        /// The trace file (ksim or SimKube).
+        file: PathBuf,
+    },
+    /// Convert a SimKube trace (MessagePack, format version 2) into a ksim trace file.
+    Convert {
+        /// The SimKube trace.
+        input: PathBuf,
+        /// The ksim trace file to write.
+        output: PathBuf,
+    },
+}
+
+/// Where the tracer store's gRPC API is.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Address of the tracer store's gRPC API.
+    #[arg(
+        long,
+        env = "KSIM_TRACER_ADDR",
+        default_value = "http://127.0.0.1:50061"
+    )]
+    pub server: String,
+}
+
+pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
+    match command {
+        TraceCommand::Export(args) => export::run(args).await,
+        TraceCommand::Import(args) => import::run(args).await,
+        TraceCommand::Inspect { file } => inspect::run(&file),
+        TraceCommand::Convert { input, output } => convert::run(&input, &output),
+    }
+}
+
+async fn connect(
+    server: &ServerArgs,
+) -> anyhow::Result<
+    ksim_proto::ksim::trace::v1::trace_store_client::TraceStoreClient<tonic::transport::Channel>,
+> {
+    use anyhow::Context;
+    ksim_proto::ksim::trace::v1::trace_store_client::TraceStoreClient::connect(
+        server.server.clone(),
+    )
+    .await
+    .with_context(|| format!("connecting to the tracer store at {}", server.server))
+}

@@ -1,0 +1,255 @@
+//! `ksim trace ...` as a user runs it: the real binary, real files, and a real tracer store
+//! (in this process) for import and export.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{path::Path, process::Output};
+
+use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::TraceWriter;
+use ksim_tracer::{
+    domain::{kinds::default_kinds, sanitize::EnvRedaction},
+    grpc::TraceStoreService,
+    imports::Imports,
+    log::LogConfig,
+    store::Store,
+};
+use serde_json::json;
+
+fn ksim(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ksim"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "ksim failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn deployment(name: &str, replicas: i64) -> pb::TraceObject {
+    pb::TraceObject {
+        gvk: Some(pb::GroupVersionKind { group: "apps".into(), version: "v1".into(), kind: "Deployment".into() }),
+        namespace: "shop".into(),
+        name: name.into(),
+        object_json: serde_json::to_vec(&json!({"metadata": {"name": name, "namespace": "shop", "labels": {"app": name}}, "spec": {"replicas": replicas}}))
+            .unwrap(),
+    }
+}
+
+fn write_trace(path: &Path) {
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        created_by: "test".into(),
+        ..Default::default()
+    };
+    let mut writer = TraceWriter::new(std::fs::File::create(path).unwrap(), &header).unwrap();
+    for (ts, name, replicas) in [
+        (1_767_225_600_000, "web", 2),
+        (1_767_225_601_000, "web", 20),
+        (1_767_225_602_000, "api", 1),
+    ] {
+        writer
+            .write_event(&pb::TraceEvent {
+                timestamp_ms: ts,
+                applied: vec![deployment(name, replicas)],
+                deleted: vec![],
+            })
+            .unwrap();
+    }
+    writer
+        .write_lifecycle(&pb::PodLifecycle {
+            owner_gvk: deployment("web", 0).gvk,
+            owner_namespace: "shop".into(),
+            owner_name: "web".into(),
+            start_ms: 1_767_225_600_500,
+            end_ms: 1_767_225_601_500,
+            pod_name: "web-1".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    writer.finish().unwrap();
+}
+
+#[test]
+fn inspect_summarises_a_trace_and_refuses_garbage_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.ktrace");
+    write_trace(&trace);
+    let table = stdout(&ksim(&["trace", "inspect", trace.to_str().unwrap()]));
+    assert!(
+        table.contains("2026-01-01T00:00:00.000Z .. 2026-01-01T00:00:02.000Z"),
+        "{table}"
+    );
+    assert!(
+        table.contains("3 events, 2 objects, 3 applies, 0 deletes, 1 pod lifecycles"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("apps/v1.Deployment"))
+        .unwrap();
+    assert_eq!(
+        row.split_whitespace().skip(1).collect::<Vec<_>>(),
+        ["2", "3", "0", "1"],
+        "{table}"
+    );
+
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, b"definitely not a trace").unwrap();
+    let failed = ksim(&["trace", "inspect", garbage.to_str().unwrap()]);
+    assert!(!failed.status.success());
+    let message = String::from_utf8(failed.stderr).unwrap();
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(
+        message.starts_with("ksim: error: ") && message.contains("not a valid trace"),
+        "{message}"
+    );
+}
+
+#[test]
+fn convert_turns_a_simkube_trace_into_a_ksim_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let simkube = dir.path().join("in.sktrace");
+    std::fs::write(
+        &simkube,
+        rmp_serde::to_vec_named(&json!({
+            "version": 2,
+            "config": {"trackedObjects": {"apps/v1.Deployment": {"podSpecTemplatePaths": ["/spec/template"]}}},
+            "events": [
+                {"ts": 1_767_225_600, "applied_objs": [], "deleted_objs": []},
+                {"ts": 1_767_225_610, "applied_objs": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "web", "namespace": "n"}, "spec": {"replicas": 3}}], "deleted_objs": []}
+            ],
+            "index": {},
+            "pod_lifecycles": {}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let out = dir.path().join("out.ktrace");
+    stdout(&ksim(&[
+        "trace",
+        "convert",
+        simkube.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]));
+    let trace = ksim_trace::read_trace(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(trace.events.last().unwrap().timestamp_ms, 1_767_225_610_000);
+    assert_eq!(trace.events.last().unwrap().applied[0].name, "web");
+
+    let bad = dir.path().join("v9.sktrace");
+    std::fs::write(
+        &bad,
+        rmp_serde::to_vec_named(&json!({"version": 9})).unwrap(),
+    )
+    .unwrap();
+    let failed = ksim(&[
+        "trace",
+        "convert",
+        bad.to_str().unwrap(),
+        dir.path().join("x").to_str().unwrap(),
+    ]);
+    assert!(!failed.status.success());
+    assert!(String::from_utf8(failed.stderr).unwrap().contains('9'));
+    assert!(
+        !dir.path().join("x").exists(),
+        "a failed conversion leaves no file"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_then_export_round_trips_through_a_tracer_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(
+        LogConfig::new(dir.path().join("log")),
+        default_kinds(),
+        EnvRedaction::default(),
+    )
+    .unwrap();
+    let imports = Imports::new(dir.path().join("imports"), 1 << 20, "test".into()).unwrap();
+    let server = GrpcServer::new(ServeArgs::ephemeral())
+        .add_service(TraceStoreService::new(store, imports, "test".into()).into_server())
+        .bind()
+        .await
+        .unwrap();
+    let address = format!("http://{}", server.grpc_addr().unwrap());
+    tokio::spawn(server.serve_until(std::future::pending()));
+
+    let trace = dir.path().join("t.ktrace");
+    write_trace(&trace);
+    let server_flag = format!("--server={address}");
+    let imported = tokio::task::spawn_blocking({
+        let (trace, server_flag) = (trace.clone(), server_flag.clone());
+        move || ksim(&["trace", "import", &server_flag, trace.to_str().unwrap()])
+    })
+    .await
+    .unwrap();
+    let id = stdout(&imported).trim().to_owned();
+    assert_eq!(id.len(), 32, "the trace id alone on stdout: {id:?}");
+
+    let out = dir.path().join("exported.ktrace");
+    let exported = tokio::task::spawn_blocking({
+        let out = out.clone();
+        move || {
+            ksim(&[
+                "trace",
+                "export",
+                &server_flag,
+                "--trace-id",
+                &id,
+                "--start",
+                "2026-01-01T00:00:00.500Z",
+                "-l",
+                "app=web",
+                "-o",
+                out.to_str().unwrap(),
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    stdout(&exported);
+    let trace = ksim_trace::read_trace(&std::fs::read(&out).unwrap()).unwrap();
+    let events: Vec<_> = trace
+        .events
+        .iter()
+        .map(|e| {
+            (
+                e.timestamp_ms,
+                e.applied.iter().map(|o| o.name.clone()).collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (1_767_225_600_500, vec!["web".to_owned()]),
+            (1_767_225_601_000, vec!["web".to_owned()])
+        ]
+    );
+    assert_eq!(trace.lifecycles.len(), 1);
+
+    let refused = tokio::task::spawn_blocking(move || {
+        ksim(&[
+            "trace",
+            "export",
+            "--server=http://127.0.0.1:1",
+            "-o",
+            "/dev/null",
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8(refused.stderr)
+            .unwrap()
+            .contains("connecting to the tracer store")
+    );
+}
