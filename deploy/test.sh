@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: installs what it needs (Go-built control plane and
 # cluster-autoscaler, buf), then runs every check: formatting, clippy, protobuf
-# lint/format/breaking, unit and integration tests against the real control plane.
+# lint/format/breaking, unit and integration tests against the real control plane, and a
+# bounded fuzzing run of the trace decoders.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -43,6 +44,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test"
 cargo test --workspace --locked
+
+# Bounded: a minute per target by default (KSIM_FUZZ_SECONDS); a crash fails the run.
+step "fuzz the trace decoders"
+deploy/fuzz.sh
 
 # Tests that run the real cluster-autoscaler are #[ignore]d (the binary may be missing) and
 # named real_ca_*, so this runs exactly them.

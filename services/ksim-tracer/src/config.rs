@@ -203,6 +203,17 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_config_map_holds_a_valid_config_equal_to_the_defaults() {
+        let manifest = include_str!("../../../deploy/tracer/config.yaml");
+        let config_map: serde_json::Value = serde_saphyr::from_str(manifest).unwrap();
+        let text = config_map["data"]["tracer.yaml"].as_str().unwrap();
+        assert_eq!(
+            TracerConfig::from_yaml(text).unwrap(),
+            TracerConfig::default()
+        );
+    }
+
+    #[test]
     fn config_errors_name_the_field() {
         let unknown = TracerConfig::from_yaml("trackedKind: []").unwrap_err();
         assert!(unknown.contains("trackedKind"), "{unknown}");
