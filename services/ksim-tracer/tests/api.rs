@@ -300,17 +300,10 @@ async fn bad_files_and_requests_get_clear_errors_and_nothing_is_kept() {
     assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
 
     // The watches fail (no cluster), and say so; the API still answers.
-    let kinds = tracer
-        .client()
-        .await
-        .list_tracked_kinds(pb::ListTrackedKindsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(kinds.kinds.len(), 7, "the default kinds");
+    let kinds = tracer.tracked_kinds().await;
+    assert_eq!(kinds.len(), 7, "the default kinds");
     assert!(
         kinds
-            .kinds
             .iter()
             .all(|k| k.state() != pb::TrackedKindState::Watching),
         "{kinds:?}"

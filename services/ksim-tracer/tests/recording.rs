@@ -82,15 +82,8 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
         .await;
 
     // A kind whose CRD is missing is reported, and does not hold up the others.
-    let kinds = tracer
-        .client()
-        .await
-        .list_tracked_kinds(pb::ListTrackedKindsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let kinds = tracer.tracked_kinds().await;
     let widget = kinds
-        .kinds
         .iter()
         .find(|k| k.config.as_ref().unwrap().gvk.as_ref().unwrap().kind == "Widget")
         .unwrap();
@@ -101,7 +94,6 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
     );
     assert!(widget.message.contains("CRD"), "{}", widget.message);
     let deployments = kinds
-        .kinds
         .iter()
         .find(|k| k.config.as_ref().unwrap().gvk.as_ref().unwrap().kind == "Deployment")
         .unwrap();

@@ -84,6 +84,15 @@ impl Tracer {
             .unwrap()
     }
 
+    pub async fn tracked_kinds(&self) -> Vec<pb::TrackedKind> {
+        let mut client = self.client().await;
+        let listed = client
+            .list_tracked_kinds(pb::ListTrackedKindsRequest {})
+            .await
+            .unwrap();
+        listed.into_inner().kinds
+    }
+
     /// Waits until every listed kind is watched (its initial list recorded).
     pub async fn wait_watching(&self, kinds: &[&str]) {
         let client = self.client().await;
