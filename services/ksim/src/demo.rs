@@ -107,8 +107,8 @@ pub async fn run() -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "\nNot yet: recording a trace (ksim-tracer) and the replay with its report (ksim-driver) \
-         are still to be built; ksim-cloudprov is built but not yet part of this demo."
+        "\nNot yet: the replay with its report (ksim-driver) is still to be built; the tracer \
+         (ksim-tracer, `ksim trace ...`) and ksim-cloudprov are built but not yet part of this demo."
     )?;
     Ok(())
 }
