@@ -57,10 +57,17 @@ async fn recorded(store: &Store, at_least: u64, deadline: Duration) -> Duration 
 #[tokio::main]
 async fn main() {
     let objects = objects_arg();
-    let control_plane = ControlPlane::builder().without_scheduler().start().await.unwrap();
+    let control_plane = ControlPlane::builder()
+        .without_scheduler()
+        .start()
+        .await
+        .unwrap();
     let client = control_plane.client();
     let create_before = create(&client, "default", 0, objects).await;
-    println!("created {objects} ConfigMaps before the tracer started in {:.1} s", create_before.as_secs_f64());
+    println!(
+        "created {objects} ConfigMaps before the tracer started in {:.1} s",
+        create_before.as_secs_f64()
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let mut config = LogConfig::new(dir.path());
@@ -77,7 +84,13 @@ async fn main() {
     let (observations, receiver) = mpsc::channel(4096);
     let _recorder = store.clone().run_recorder(receiver);
     let _maintenance = store.clone().run_maintenance(Duration::from_millis(100));
-    let _watches = watch::spawn(client.clone(), store.kinds(), observations, store.statuses().clone(), Duration::from_secs(1));
+    let _watches = watch::spawn(
+        client.clone(),
+        store.kinds(),
+        observations,
+        store.statuses().clone(),
+        Duration::from_secs(1),
+    );
     let relist = recorded(&store, objects as u64, Duration::from_secs(300)).await;
     let relist = relist.max(started.elapsed());
     println!(
