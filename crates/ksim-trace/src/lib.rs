@@ -12,6 +12,7 @@
 //! - [`inspect`] summarises a file without keeping its records.
 //! - [`simkube`] converts a SimKube trace (format version 2, MessagePack).
 //! - [`detect_format`] tells the two formats apart from a file's first bytes.
+//! - [`time`] converts trace milliseconds to and from protobuf timestamps.
 //! - [`gvk`] names kinds as SimKube and kubectl write them ("apps/v1.Deployment").
 //!
 //! Reading never panics and never trusts a length before checking it against
@@ -26,6 +27,7 @@ pub mod inspect;
 mod reader;
 pub mod simkube;
 mod source;
+pub mod time;
 mod trace;
 mod validate;
 mod writer;

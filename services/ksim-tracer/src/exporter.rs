@@ -5,7 +5,9 @@
 use std::{fs::File, io::Write, path::PathBuf};
 
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_trace::{Record as TraceFileRecord, TraceError, TraceReader, TraceWriter};
+use ksim_trace::{
+    Record as TraceFileRecord, TraceError, TraceReader, TraceWriter, time::timestamp,
+};
 use pb::trace_record::Record;
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -150,20 +152,6 @@ fn disconnected_or(error: TraceError) -> ExportError {
         }
         _ => ExportError::Trace(error),
     }
-}
-
-pub fn timestamp(ms: i64) -> prost_types::Timestamp {
-    prost_types::Timestamp {
-        seconds: ms.div_euclid(1000),
-        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
-    }
-}
-
-pub fn from_timestamp(timestamp: &prost_types::Timestamp) -> i64 {
-    timestamp
-        .seconds
-        .saturating_mul(1000)
-        .saturating_add(i64::from(timestamp.nanos) / 1_000_000)
 }
 
 struct ChunkSink {

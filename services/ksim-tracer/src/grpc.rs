@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use ksim_proto::ksim::trace::v1::{self as pb, trace_store_server::TraceStore};
+use ksim_trace::time;
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::{
     domain::{export::Window, filter::Filter},
-    exporter::{self, Export, ExportError, Source},
+    exporter::{Export, ExportError, Source},
     imports::{ImportError, Imports},
     store::{Store, StoreError, now_ms},
 };
@@ -74,23 +75,20 @@ impl TraceStoreService {
                 ),
             )
         };
-        let start_ms = request
-            .start_time
-            .as_ref()
-            .map_or(oldest_ms, exporter::from_timestamp);
+        let start_ms = request.start_time.as_ref().map_or(oldest_ms, time::millis);
         let end_ms = request
             .end_time
             .as_ref()
-            .map_or_else(|| now_ms() + 1, exporter::from_timestamp);
+            .map_or_else(|| now_ms() + 1, time::millis);
         let window = Window::new(start_ms, end_ms)
             .map_err(|e| Status::invalid_argument(format!("start_time/end_time: {e}")))?;
         let header = pb::TraceHeader {
             format_version: ksim_trace::FORMAT_VERSION,
             tracer_config: Some(self.store.tracer_config()),
-            start_time: Some(exporter::timestamp(window.start_ms)),
-            end_time: Some(exporter::timestamp(window.end_ms)),
+            start_time: Some(time::timestamp(window.start_ms)),
+            end_time: Some(time::timestamp(window.end_ms)),
             created_by: self.created_by.clone(),
-            create_time: Some(exporter::timestamp(now_ms())),
+            create_time: Some(time::timestamp(now_ms())),
             origin,
         };
         Ok(Export {
@@ -160,8 +158,8 @@ impl TraceStore for TraceStoreService {
                 events: meta.events,
                 objects: meta.objects,
                 lifecycles: meta.lifecycles,
-                start_time: meta.first_event_ms.map(exporter::timestamp),
-                end_time: meta.last_event_ms.map(exporter::timestamp),
+                start_time: meta.first_event_ms.map(time::timestamp),
+                end_time: meta.last_event_ms.map(time::timestamp),
             }),
             bytes_received: received,
         }))
@@ -200,8 +198,8 @@ impl TraceStore for TraceStoreService {
         Ok(Response::new(pb::StatsResponse {
             events: stats.events,
             bytes_on_disk: stats.bytes_on_disk,
-            oldest_event_time: stats.edge_ms.or(stats.oldest_ms).map(exporter::timestamp),
-            newest_event_time: stats.newest_ms.map(exporter::timestamp),
+            oldest_event_time: stats.edge_ms.or(stats.oldest_ms).map(time::timestamp),
+            newest_event_time: stats.newest_ms.map(time::timestamp),
             kinds,
             lifecycles: stats.lifecycles,
             segments: stats.segments,
@@ -259,8 +257,8 @@ impl TraceStoreService {
         Ok(pb::StatsResponse {
             events: inspection.events,
             bytes_on_disk: meta.bytes,
-            oldest_event_time: inspection.first_event_ms.map(exporter::timestamp),
-            newest_event_time: inspection.last_event_ms.map(exporter::timestamp),
+            oldest_event_time: inspection.first_event_ms.map(time::timestamp),
+            newest_event_time: inspection.last_event_ms.map(time::timestamp),
             kinds,
             lifecycles: inspection.lifecycles,
             segments: 1,
@@ -271,7 +269,7 @@ impl TraceStoreService {
 fn import_status(error: ImportError) -> Status {
     match error {
         ImportError::NotFound(_) => Status::not_found(error.to_string()),
-        ImportError::Io(_) => Status::internal(error.to_string()),
+        ImportError::Io(_) | ImportError::Meta { .. } => Status::internal(error.to_string()),
         ImportError::TooLarge { .. }
         | ImportError::Empty
         | ImportError::UnknownFormat(_)

@@ -33,6 +33,11 @@ pub enum ImportError {
     NotFound(String),
     #[error("storing the trace: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the metadata of imported trace {id} is unreadable: {source}")]
+    Meta {
+        id: String,
+        source: serde_json::Error,
+    },
 }
 
 /// What is kept beside an imported trace.
@@ -102,18 +107,10 @@ impl Imports {
     pub fn meta(&self, id: &str) -> Result<Meta, ImportError> {
         let path = self.path(id)?.with_extension("json");
         let text = fs::read(&path)?;
-        serde_json::from_slice(&text).map_err(|e| ImportError::Io(std::io::Error::other(e)))
-    }
-
-    /// Bytes of every imported trace and its metadata.
-    pub fn bytes_on_disk(&self) -> u64 {
-        fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.len())
-            .sum()
+        serde_json::from_slice(&text).map_err(|source| ImportError::Meta {
+            id: id.to_owned(),
+            source,
+        })
     }
 }
 

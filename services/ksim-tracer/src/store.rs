@@ -30,8 +30,6 @@ pub enum StoreError {
     Log(#[from] LogError),
     #[error("the tracer's log is unavailable: a writer panicked while holding it")]
     Poisoned,
-    #[error("background task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
 }
 
 #[derive(Debug)]

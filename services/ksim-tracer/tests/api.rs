@@ -7,9 +7,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{Tracer, changes, timestamp};
+use common::{Tracer, changes};
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_trace::TraceWriter;
+use ksim_trace::time::timestamp;
 use prost::Message;
 use serde_json::json;
 use tonic::Code;

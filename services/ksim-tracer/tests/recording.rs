@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Tracer, changes, object_json, timestamp};
+use common::{Tracer, changes, object_json};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     batch::v1::CronJob,
@@ -16,6 +16,7 @@ use k8s_openapi::api::{
 };
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_testenv::{ControlPlane, wait};
+use ksim_trace::time::timestamp;
 use kube::{
     Api, Client,
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
@@ -115,7 +116,7 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
     sleep_tick().await;
     scale(&client, "web", 3).await;
     sleep_tick().await;
-    let after_scale_ms = ksim_tracer_now_ms();
+    let after_scale_ms = ksim_tracer::store::now_ms();
     sleep_tick().await;
     deploys
         .patch("web", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}})))
@@ -407,13 +408,6 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
         stats.events >= 9 && stats.bytes_on_disk > 0 && stats.lifecycles >= 2,
         "{stats:?}"
     );
-}
-
-fn ksim_tracer_now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 async fn install_widget_crd(client: &Client) {

@@ -59,9 +59,13 @@ pub fn convert<W: Write>(
     let header = pb::TraceHeader {
         format_version: crate::FORMAT_VERSION,
         tracer_config: Some(config::tracer_config(&config)?),
-        start_time: events.first().map(|(_, event)| seconds(event.ts, 0)),
+        start_time: events
+            .first()
+            .map(|(_, event)| crate::time::timestamp(event.ts.saturating_mul(1000))),
         // The end is exclusive: one millisecond past the last event.
-        end_time: events.last().map(|(_, event)| seconds(event.ts, 1_000_000)),
+        end_time: events.last().map(|(_, event)| {
+            crate::time::timestamp(event.ts.saturating_mul(1000).saturating_add(1))
+        }),
         created_by: created_by.to_owned(),
         create_time: Some(SystemTime::now().into()),
         origin: ORIGIN.to_owned(),
@@ -93,10 +97,6 @@ pub fn convert<W: Write>(
             skipped_lifecycles,
         },
     ))
-}
-
-fn seconds(seconds: i64, nanos: i32) -> prost_types::Timestamp {
-    prost_types::Timestamp { seconds, nanos }
 }
 
 /// A record the writer refuses is a problem of the input: say which part of it.

@@ -184,10 +184,6 @@ pub struct Cut {
 }
 
 impl Cut {
-    pub fn window(&self) -> Window {
-        self.window
-    }
-
     /// The first event: every object that existed at the window start, at the start.
     pub fn first_event(&mut self) -> pb::TraceEvent {
         pb::TraceEvent {

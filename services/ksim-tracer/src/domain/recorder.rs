@@ -52,18 +52,13 @@ struct Known {
     owner: Option<ObjectKey>,
 }
 
-#[derive(Debug, Clone)]
-struct OpenLifecycle {
-    record: pb::PodLifecycle,
-}
-
 #[derive(Debug)]
 pub struct Recorder {
     kinds: Vec<TrackedKind>,
     redaction: EnvRedaction,
     objects: HashMap<ObjectKey, Known>,
     /// Pods that started and have not ended, by (namespace, name).
-    open: HashMap<(String, String), OpenLifecycle>,
+    open: HashMap<(String, String), pb::PodLifecycle>,
     /// Pods that ended but still exist, so a relist does not record them again.
     ended: HashSet<(String, String)>,
     last_ms: i64,
@@ -123,12 +118,7 @@ impl Recorder {
             lifecycle.pod_name.clone(),
         );
         if lifecycle.end_ms == 0 {
-            self.open.insert(
-                pod,
-                OpenLifecycle {
-                    record: lifecycle.clone(),
-                },
-            );
+            self.open.insert(pod, lifecycle.clone());
         } else {
             self.open.remove(&pod);
         }
@@ -303,12 +293,7 @@ impl Recorder {
                     now_ms
                 };
                 record.outcome = pb::PodOutcome::Running.into();
-                self.open.insert(
-                    id,
-                    OpenLifecycle {
-                        record: record.clone(),
-                    },
-                );
+                self.open.insert(id, record.clone());
                 out.push(Recorded {
                     timestamp_ms: now_ms,
                     record: Record::Lifecycle(record),
@@ -324,7 +309,7 @@ impl Recorder {
                         return;
                     };
                     record.start_ms = lifecycle::reported_start_ms(pod).unwrap_or(now_ms);
-                    self.open.insert(id.clone(), OpenLifecycle { record });
+                    self.open.insert(id.clone(), record);
                 }
                 let end_ms = if listed {
                     lifecycle::reported_end_ms(pod).unwrap_or(now_ms)
@@ -352,7 +337,7 @@ impl Recorder {
         outcome: pb::PodOutcome,
         out: &mut Vec<Recorded>,
     ) {
-        let Some(OpenLifecycle { mut record }) = self.open.remove(id) else {
+        let Some(mut record) = self.open.remove(id) else {
             return;
         };
         record.end_ms = end_ms.max(record.start_ms).max(1);

@@ -199,14 +199,3 @@ pub fn object_json(trace: &ksim_trace::Trace, kind: &str, name: &str) -> Vec<ser
         .map(|o| serde_json::from_slice(&o.object_json).unwrap())
         .collect()
 }
-
-pub fn ms(timestamp: &prost_types::Timestamp) -> i64 {
-    timestamp.seconds * 1000 + i64::from(timestamp.nanos) / 1_000_000
-}
-
-pub fn timestamp(ms: i64) -> prost_types::Timestamp {
-    prost_types::Timestamp {
-        seconds: ms.div_euclid(1000),
-        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
-    }
-}

@@ -1,0 +1,45 @@
+//! Trace times are milliseconds since the Unix epoch; the API and the header carry
+//! `google.protobuf.Timestamp`. These convert between the two.
+
+/// The timestamp of `ms` milliseconds since the epoch (negative values count back).
+pub fn timestamp(ms: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: ms.div_euclid(1000),
+        // rem_euclid keeps this in 0..1000, so the product fits an i32.
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
+
+/// Milliseconds since the epoch of a timestamp, truncated; out-of-range values saturate.
+pub fn millis(timestamp: &prost_types::Timestamp) -> i64 {
+    timestamp
+        .seconds
+        .saturating_mul(1000)
+        .saturating_add(i64::from(timestamp.nanos) / 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_trip_including_before_the_epoch() {
+        for ms in [0, 1, 999, 1_000, 1_767_225_600_123, -1, -1_001] {
+            assert_eq!(millis(&timestamp(ms)), ms, "{ms}");
+        }
+        assert_eq!(
+            timestamp(-1),
+            prost_types::Timestamp {
+                seconds: -1,
+                nanos: 999_000_000
+            }
+        );
+        assert_eq!(
+            millis(&prost_types::Timestamp {
+                seconds: i64::MAX,
+                nanos: 0
+            }),
+            i64::MAX
+        );
+    }
+}
