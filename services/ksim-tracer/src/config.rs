@@ -189,10 +189,11 @@ mod tests {
         let config = TracerConfig::from_yaml(
             "trackedKinds:\n\
              - apiVersion: scheduling.k8s.io/v1\n  kind: PriorityClass\n\
-             - apiVersion: example.com/v1\n  kind: Widget\n  podTemplatePaths: [/spec/template]\n  trackLifecycles: true\n",
+             - apiVersion: example.com/v1\n  kind: Widget\n  podTemplatePaths: [/spec/template]\n  trackLifecycles: true\n\
+             - {apiVersion: v1, kind: Pod, skipOwned: true}\n",
         )
         .unwrap();
-        assert_eq!(config.tracked_kinds.len(), 2);
+        assert_eq!(config.tracked_kinds.len(), 3);
         assert_eq!(config.tracked_kinds[1].group(), "example.com");
         assert!(config.tracked_kinds[1].track_lifecycles);
         assert_eq!(config.redact_env, EnvRedaction::default());

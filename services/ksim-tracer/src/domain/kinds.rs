@@ -120,6 +120,14 @@ pub fn validate(kinds: &[TrackedKind]) -> Result<(), String> {
             }
         }
     }
+    let pods_watched = kinds.iter().any(TrackedKind::is_pod);
+    if let Some(kind) = kinds.iter().find(|k| k.track_lifecycles && !pods_watched) {
+        return Err(format!(
+            "{} sets trackLifecycles, which needs the v1 Pod kind in trackedKinds \
+             (with skipOwned: true, pods made by a controller are not recorded as objects)",
+            kind.kind
+        ));
+    }
     Ok(())
 }
 
@@ -162,6 +170,19 @@ mod tests {
         let error = validate(&kinds).unwrap_err();
         assert!(
             error.contains("trackedKinds[7]") && error.contains("twice"),
+            "{error}"
+        );
+
+        let no_pods = vec![TrackedKind::new(
+            "apps/v1",
+            "Deployment",
+            &["/spec/template"],
+            true,
+            false,
+        )];
+        let error = validate(&no_pods).unwrap_err();
+        assert!(
+            error.contains("Deployment sets trackLifecycles") && error.contains("Pod"),
             "{error}"
         );
 
