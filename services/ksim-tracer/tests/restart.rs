@@ -113,7 +113,22 @@ async fn a_kill_9_loses_no_acknowledged_event_and_invents_no_delete() {
     let data_dir = tracer.kill9().await;
 
     writer.await.unwrap();
-    // The cluster moved on while the tracer was down (the writer finished after the kill).
+    // The cluster moves on while the tracer is down: the writer's last changes, and two made
+    // here for certain (d-000 was acknowledged and is never deleted by the writer).
+    deployments
+        .create(&PostParams::default(), &deployment(OBJECTS))
+        .await
+        .unwrap();
+    deployments
+        .delete("d-000", &DeleteParams::default())
+        .await
+        .unwrap();
+    let created_while_down = format!("churn/d-{OBJECTS:03}");
+    assert!(
+        acknowledged
+            .iter()
+            .any(|c| c.1 == "apply" && c.3 == "churn/d-000")
+    );
     let existing: BTreeSet<String> = deployments
         .list(&ListParams::default())
         .await
@@ -178,6 +193,18 @@ async fn a_kill_9_loses_no_acknowledged_event_and_invents_no_delete() {
     assert!(
         applies.values().all(|n| *n == 1),
         "an unchanged object was recorded again after the restart: {applies:?}"
+    );
+    let kill_ms = acknowledged.last().map_or(0, |c| c.0);
+    assert!(
+        after
+            .iter()
+            .any(|c| c.1 == "delete" && c.3 == "churn/d-000" && c.0 > kill_ms),
+        "a delete made while the tracer was down is recorded after the restart"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|c| c.1 == "apply" && c.3 == created_while_down)
     );
     for name in &expected {
         assert_eq!(
