@@ -9,6 +9,7 @@ use std::{collections::BTreeMap, time::Duration};
 use common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use ksim_nodes::node::is_ready;
+use ksim_testenv::wait;
 use kube::{Api, api::ListParams};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -48,7 +49,12 @@ async fn nodes_register_with_the_skeleton_and_stay_ready_past_the_grace_period()
         );
     }
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-node-lease");
-    let lease = leases.get("m5-0").await.unwrap();
+    // The heartbeat writes the first lease after registration, so a Ready node may not have one yet.
+    let lease = wait::until("the lease of m5-0", DEADLINE, || async {
+        leases.get("m5-0").await.map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap();
     assert_eq!(lease.metadata.owner_references.unwrap()[0].kind, "Node");
 
     // Three grace periods: a pool that stopped renewing would be marked NotReady and tainted.
