@@ -1,1 +1,653 @@
-//! (being written)
+//! Rewriting recorded objects into what the driver applies to the simulated cluster: namespaces
+//! prefixed, the simulation root as the only owner, server-set fields gone, and pod templates
+//! kept on virtual nodes with their recorded lifetimes.
+
+use std::collections::HashMap;
+
+use ksim_nodes::labels::{
+    LIFETIME_ANNOTATION, NO_SCHEDULE, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
+};
+use serde_json::{Map, Value, json};
+
+use super::lifetimes::Lifetimes;
+use super::{Gvk, RootRef, SIMULATION_LABEL, Target};
+
+/// Metadata the apiserver sets; ownerReferences too, because the recorded owners' uids do not
+/// exist here and a dangling owner would get the object garbage-collected.
+const SERVER_METADATA: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "ownerReferences",
+];
+
+/// Labels the Job controller derives from the recorded Job's uid; see [`Rewriter::apply`].
+const JOB_UID_LABELS: &[&str] = &["controller-uid", "batch.kubernetes.io/controller-uid"];
+
+/// What a [`Rewriter`] needs besides the recorded lifetimes.
+#[derive(Debug, Clone)]
+pub struct RewriteOptions {
+    pub simulation_id: String,
+    pub namespace_prefix: String,
+    /// Replay speed; pod lifetimes are divided by it. Must be finite and > 0 (1.0 is used
+    /// otherwise).
+    pub speed: f64,
+    pub root: RootRef,
+    /// JSON pointers to pod templates per kind, from the trace header ([`super::plan::template_paths`]);
+    /// kinds absent (or with no paths) use the built-in defaults.
+    pub template_paths: HashMap<Gvk, Vec<String>>,
+}
+
+/// Why a recorded object cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("{kind} {name}: the recorded object is not a JSON object")]
+    NotAnObject { kind: String, name: String },
+    #[error("{kind} in namespace {namespace:?}: the recorded object has no name")]
+    EmptyName { kind: String, namespace: String },
+    #[error("{kind} {name}: the pod template at {path:?} is not a JSON object")]
+    TemplateNotObject {
+        kind: String,
+        name: String,
+        path: String,
+    },
+    #[error("{kind} {name}: {field} is not a JSON {expected}")]
+    Malformed {
+        kind: String,
+        name: String,
+        field: String,
+        expected: &'static str,
+    },
+}
+
+/// Rewrites recorded objects for one simulation.
+#[derive(Debug, Clone)]
+pub struct Rewriter {
+    options: RewriteOptions,
+    lifetimes: Lifetimes,
+}
+
+impl Rewriter {
+    pub fn new(mut options: RewriteOptions, lifetimes: &Lifetimes) -> Self {
+        if !(options.speed.is_finite() && options.speed > 0.0) {
+            options.speed = 1.0;
+        }
+        Self {
+            options,
+            lifetimes: lifetimes.clone(),
+        }
+    }
+
+    /// The simulated cluster's name for a recorded namespace: `<prefix>-<namespace>`.
+    pub fn namespace(&self, recorded: &str) -> String {
+        format!("{}-{recorded}", self.options.namespace_prefix)
+    }
+
+    /// A Namespace named `name` (already prefixed), labelled and owned by the simulation root.
+    pub fn namespace_object(&self, name: &str) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "labels": { SIMULATION_LABEL: self.options.simulation_id },
+                "ownerReferences": [self.root_reference()],
+            },
+        })
+    }
+
+    /// The object to server-side apply for a recorded `object` of kind `gvk` named `name` in
+    /// `recorded_namespace` ("" when cluster-scoped), and where it goes.
+    pub fn apply(
+        &self,
+        gvk: &Gvk,
+        recorded_namespace: &str,
+        name: &str,
+        mut object: Value,
+    ) -> Result<(Target, Value), RewriteError> {
+        let target = self.target(gvk, recorded_namespace, name);
+        let err_name = display_name(recorded_namespace, name);
+        if name.is_empty() {
+            return Err(RewriteError::EmptyName {
+                kind: gvk.to_string(),
+                namespace: recorded_namespace.to_owned(),
+            });
+        }
+        let malformed = |field: &str, expected| RewriteError::Malformed {
+            kind: gvk.to_string(),
+            name: err_name.clone(),
+            field: field.to_owned(),
+            expected,
+        };
+        let root = object
+            .as_object_mut()
+            .ok_or_else(|| RewriteError::NotAnObject {
+                kind: gvk.to_string(),
+                name: err_name.clone(),
+            })?;
+        root.insert("apiVersion".to_owned(), json!(gvk.api_version()));
+        root.insert("kind".to_owned(), json!(gvk.kind));
+        root.remove("status");
+
+        let metadata =
+            child_object(root, "metadata").ok_or_else(|| malformed("metadata", "object"))?;
+        for field in SERVER_METADATA {
+            metadata.remove(*field);
+        }
+        metadata.insert("name".to_owned(), json!(target.name));
+        match &target.namespace {
+            Some(namespace) => metadata.insert("namespace".to_owned(), json!(namespace)),
+            None => metadata.remove("namespace"),
+        };
+        metadata.insert("ownerReferences".to_owned(), json!([self.root_reference()]));
+        child_object(metadata, "labels")
+            .ok_or_else(|| malformed("metadata.labels", "object"))?
+            .insert(
+                SIMULATION_LABEL.to_owned(),
+                json!(self.options.simulation_id),
+            );
+
+        if let Some(spec) = root.get_mut("spec").and_then(Value::as_object_mut) {
+            if is_core(gvk, "Service") {
+                // Recorded IPs are from another cluster's service range.
+                spec.remove("clusterIP");
+                spec.remove("clusterIPs");
+            } else if is_core(gvk, "PersistentVolumeClaim") {
+                // The recorded volume does not exist here; the claim binds anew.
+                spec.remove("volumeName");
+            } else if gvk.group == "batch" && gvk.kind == "Job" {
+                strip_job_selector(spec);
+            }
+        }
+
+        let lifetime_ms = self
+            .lifetimes
+            .recorded(gvk, recorded_namespace, name)
+            .map(|lifetime| (lifetime.as_secs_f64() * 1000.0 / self.options.speed).round());
+        for path in self.template_paths(gvk) {
+            let Some(template) = object.pointer_mut(&path) else {
+                continue;
+            };
+            let template =
+                template
+                    .as_object_mut()
+                    .ok_or_else(|| RewriteError::TemplateNotObject {
+                        kind: gvk.to_string(),
+                        name: err_name.clone(),
+                        path: path.clone(),
+                    })?;
+            self.rewrite_template(template, lifetime_ms)
+                .map_err(|field| malformed(&format!("{path}/{field}"), "object or list"))?;
+        }
+        Ok((target, object))
+    }
+
+    /// Where a recorded delete goes.
+    pub fn delete(&self, gvk: &Gvk, recorded_namespace: &str, name: &str) -> Target {
+        self.target(gvk, recorded_namespace, name)
+    }
+
+    fn target(&self, gvk: &Gvk, recorded_namespace: &str, name: &str) -> Target {
+        if is_core(gvk, "Namespace") {
+            return Target {
+                gvk: gvk.clone(),
+                namespace: None,
+                name: self.namespace(name),
+            };
+        }
+        Target {
+            gvk: gvk.clone(),
+            namespace: (!recorded_namespace.is_empty()).then(|| self.namespace(recorded_namespace)),
+            name: name.to_owned(),
+        }
+    }
+
+    fn root_reference(&self) -> Value {
+        let root = &self.options.root;
+        json!({
+            "apiVersion": root.api_version,
+            "kind": root.kind,
+            "name": root.name,
+            "uid": root.uid,
+            "blockOwnerDeletion": true,
+            "controller": false,
+        })
+    }
+
+    fn template_paths(&self, gvk: &Gvk) -> Vec<String> {
+        match self.options.template_paths.get(gvk) {
+            Some(paths) if !paths.is_empty() => paths.clone(),
+            _ => default_template_paths(gvk)
+                .iter()
+                .map(|path| (*path).to_owned())
+                .collect(),
+        }
+    }
+
+    /// Keeps a pod template on virtual nodes; on a malformed field, returns its name.
+    fn rewrite_template(
+        &self,
+        template: &mut Map<String, Value>,
+        lifetime_ms: Option<f64>,
+    ) -> Result<(), &'static str> {
+        let metadata = child_object(template, "metadata").ok_or("metadata")?;
+        child_object(metadata, "labels")
+            .ok_or("metadata/labels")?
+            .insert(
+                SIMULATION_LABEL.to_owned(),
+                json!(self.options.simulation_id),
+            );
+        if let Some(ms) = lifetime_ms {
+            child_object(metadata, "annotations")
+                .ok_or("metadata/annotations")?
+                .insert(LIFETIME_ANNOTATION.to_owned(), json!(format!("{ms:.0}")));
+        }
+
+        let spec = child_object(template, "spec").ok_or("spec")?;
+        // The scheduler binds again, onto virtual nodes.
+        spec.remove("nodeName");
+        child_object(spec, "nodeSelector")
+            .ok_or("spec/nodeSelector")?
+            .insert(VIRTUAL_LABEL.to_owned(), json!(TRUE_VALUE));
+        if spec.get("tolerations").is_none_or(Value::is_null) {
+            spec.insert("tolerations".to_owned(), json!([]));
+        }
+        let tolerations = spec
+            .get_mut("tolerations")
+            .and_then(Value::as_array_mut)
+            .ok_or("spec/tolerations")?;
+        if !tolerations.iter().any(tolerates_virtual_taint) {
+            tolerations.push(json!({
+                "key": VIRTUAL_TAINT_KEY,
+                "operator": "Exists",
+                "effect": NO_SCHEDULE,
+            }));
+        }
+        // Recorded ports can hold duplicates the apiserver accepted on create but server-side
+        // apply refuses (ports merge by key); virtual pods serve nothing.
+        for list in ["containers", "initContainers", "ephemeralContainers"] {
+            let containers = spec.get_mut(list).and_then(Value::as_array_mut);
+            for container in containers.into_iter().flatten() {
+                if let Some(container) = container.as_object_mut() {
+                    container.remove("ports");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Built-in pod template pointers of the default tracked kinds ("" = the object is a pod).
+fn default_template_paths(gvk: &Gvk) -> &'static [&'static str] {
+    match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
+        ("apps", "v1", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
+        | ("batch", "v1", "Job") => &["/spec/template"],
+        ("batch", "v1", "CronJob") => &["/spec/jobTemplate/spec/template"],
+        ("", "v1", "Pod") => &[""],
+        _ => &[],
+    }
+}
+
+fn is_core(gvk: &Gvk, kind: &str) -> bool {
+    gvk.group.is_empty() && gvk.kind == kind
+}
+
+fn display_name(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// `map[key]` as an object, created when absent or null; `None` when it is something else.
+fn child_object<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let value = map
+        .entry(key.to_owned())
+        .and_modify(|value| {
+            if value.is_null() {
+                *value = json!({});
+            }
+        })
+        .or_insert_with(|| json!({}));
+    value.as_object_mut()
+}
+
+/// Whether a toleration already tolerates the virtual-node taint.
+fn tolerates_virtual_taint(toleration: &Value) -> bool {
+    let field = |name: &str| toleration.get(name).and_then(Value::as_str).unwrap_or("");
+    field("key") == VIRTUAL_TAINT_KEY
+        && field("operator") == "Exists"
+        && matches!(field("effect"), "" | NO_SCHEDULE)
+}
+
+/// A recorded Job's selector and template carry the recorded Job's uid; the apiserver refuses a
+/// Job whose selector it did not generate (unless manualSelector), so both are left to it.
+fn strip_job_selector(spec: &mut Map<String, Value>) {
+    if spec.get("manualSelector") == Some(&Value::Bool(true)) {
+        return;
+    }
+    spec.remove("selector");
+    if let Some(labels) = spec
+        .get_mut("template")
+        .and_then(|template| template.pointer_mut("/metadata/labels"))
+        .and_then(Value::as_object_mut)
+    {
+        for label in JOB_UID_LABELS {
+            labels.remove(*label);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::time::Duration;
+
+    use ksim_trace::pb;
+
+    use super::*;
+
+    fn root() -> RootRef {
+        RootRef {
+            api_version: "ksim.io/v1alpha1".to_owned(),
+            kind: "Simulation".to_owned(),
+            name: "sim-1".to_owned(),
+            uid: "root-uid".to_owned(),
+        }
+    }
+
+    fn rewriter_with(speed: f64, lifetimes: &Lifetimes) -> Rewriter {
+        Rewriter::new(
+            RewriteOptions {
+                simulation_id: "sim-1".to_owned(),
+                namespace_prefix: "ksim-sim-1".to_owned(),
+                speed,
+                root: root(),
+                template_paths: HashMap::new(),
+            },
+            lifetimes,
+        )
+    }
+
+    fn rewriter() -> Rewriter {
+        rewriter_with(1.0, &Lifetimes::default())
+    }
+
+    fn deployment() -> Gvk {
+        Gvk::new("apps", "v1", "Deployment")
+    }
+
+    fn root_owner() -> Value {
+        json!([{
+            "apiVersion": "ksim.io/v1alpha1",
+            "kind": "Simulation",
+            "name": "sim-1",
+            "uid": "root-uid",
+            "blockOwnerDeletion": true,
+            "controller": false,
+        }])
+    }
+
+    fn recorded_deployment() -> Value {
+        json!({
+            "apiVersion": "apps/v1beta1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "web",
+                "namespace": "shop",
+                "uid": "old-uid",
+                "resourceVersion": "42",
+                "creationTimestamp": "2025-01-01T00:00:00Z",
+                "generation": 3,
+                "managedFields": [{"manager": "kubectl"}],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "gone"}],
+                "labels": {"app": "web"},
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "nodeName": "real-node-1",
+                        "nodeSelector": {"disk": "ssd"},
+                        "tolerations": [
+                            {"key": "ksim.io/virtual-node", "operator": "Exists", "effect": "NoSchedule"},
+                            {"key": "other", "operator": "Exists"},
+                        ],
+                        "containers": [
+                            {"name": "a", "image": "nginx", "ports": [{"containerPort": 80}, {"containerPort": 80}]},
+                        ],
+                        "initContainers": [{"name": "i", "ports": [{"containerPort": 1}]}],
+                    },
+                },
+            },
+            "status": {"replicas": 2},
+        })
+    }
+
+    #[test]
+    fn namespaces_are_prefixed_and_namespace_objects_owned_by_the_root() {
+        let rewriter = rewriter();
+        assert_eq!(rewriter.namespace("shop"), "ksim-sim-1-shop");
+        let namespace = rewriter.namespace_object("ksim-sim-1-shop");
+        assert_eq!(namespace["kind"], "Namespace");
+        assert_eq!(namespace["apiVersion"], "v1");
+        assert_eq!(namespace["metadata"]["name"], "ksim-sim-1-shop");
+        assert_eq!(namespace["metadata"]["labels"][SIMULATION_LABEL], "sim-1");
+        assert_eq!(namespace["metadata"]["ownerReferences"], root_owner());
+    }
+
+    #[test]
+    fn deployment_gets_server_fields_and_recorded_owners_replaced() {
+        let (target, object) = rewriter()
+            .apply(&deployment(), "shop", "web", recorded_deployment())
+            .unwrap();
+        assert_eq!(
+            target,
+            Target {
+                gvk: deployment(),
+                namespace: Some("ksim-sim-1-shop".to_owned()),
+                name: "web".to_owned(),
+            }
+        );
+        assert_eq!(object["apiVersion"], "apps/v1");
+        assert_eq!(object["kind"], "Deployment");
+        assert!(object.get("status").is_none());
+        let metadata = object["metadata"].as_object().unwrap();
+        for gone in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            assert!(!metadata.contains_key(gone), "{gone}");
+        }
+        assert_eq!(metadata["namespace"], "ksim-sim-1-shop");
+        assert_eq!(metadata["ownerReferences"], root_owner());
+        assert_eq!(
+            metadata["labels"],
+            json!({"app": "web", SIMULATION_LABEL: "sim-1"})
+        );
+        // The workload's own selector is left alone.
+        assert_eq!(
+            object["spec"]["selector"],
+            json!({"matchLabels": {"app": "web"}})
+        );
+    }
+
+    #[test]
+    fn deployment_template_is_kept_on_virtual_nodes() {
+        let (_, object) = rewriter()
+            .apply(&deployment(), "shop", "web", recorded_deployment())
+            .unwrap();
+        let template = &object["spec"]["template"];
+        assert_eq!(template["metadata"]["labels"][SIMULATION_LABEL], "sim-1");
+        assert_eq!(template["metadata"]["labels"]["app"], "web");
+        let spec = &template["spec"];
+        assert!(spec.get("nodeName").is_none());
+        assert_eq!(
+            spec["nodeSelector"],
+            json!({"disk": "ssd", "ksim.io/virtual-node": "true"})
+        );
+        let tolerations = spec["tolerations"].as_array().unwrap();
+        assert_eq!(
+            tolerations.len(),
+            2,
+            "the present toleration is not duplicated"
+        );
+        assert!(spec["containers"][0].get("ports").is_none());
+        assert_eq!(spec["containers"][0]["image"], "nginx");
+        assert!(spec["initContainers"][0].get("ports").is_none());
+        // No recorded lifetime, no annotation.
+        assert!(template["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn cronjob_template_gets_toleration_and_scaled_lifetime() {
+        let cronjob = Gvk::new("batch", "v1", "CronJob");
+        let lifetimes = Lifetimes::from_lifecycles(&[pb::PodLifecycle {
+            owner_gvk: Some(pb::GroupVersionKind::from(&cronjob)),
+            owner_namespace: "batch".to_owned(),
+            owner_name: "nightly".to_owned(),
+            start_ms: 1_000,
+            end_ms: 31_000,
+            outcome: pb::PodOutcome::Succeeded as i32,
+            ..Default::default()
+        }]);
+        let recorded = json!({
+            "metadata": {"name": "nightly"},
+            "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": {
+                "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 1}]}]},
+            }}}},
+        });
+        let (_, object) = rewriter_with(10.0, &lifetimes)
+            .apply(&cronjob, "batch", "nightly", recorded)
+            .unwrap();
+        let template = &object["spec"]["jobTemplate"]["spec"]["template"];
+        assert_eq!(
+            template["metadata"]["annotations"][LIFETIME_ANNOTATION],
+            "3000"
+        );
+        assert_eq!(template["metadata"]["labels"][SIMULATION_LABEL], "sim-1");
+        assert_eq!(template["spec"]["nodeSelector"][VIRTUAL_LABEL], "true");
+        assert_eq!(
+            template["spec"]["tolerations"],
+            json!([{"key": "ksim.io/virtual-node", "operator": "Exists", "effect": "NoSchedule"}])
+        );
+        assert!(template["spec"]["containers"][0].get("ports").is_none());
+        assert_eq!(
+            lifetimes.recorded(&cronjob, "batch", "nightly"),
+            Some(Duration::from_secs(30))
+        );
+    }
+
+    #[test]
+    fn pod_is_its_own_template_and_header_paths_override_defaults() {
+        let pod = Gvk::new("", "v1", "Pod");
+        let recorded =
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": []}});
+        let (_, object) = rewriter().apply(&pod, "shop", "p", recorded).unwrap();
+        assert!(object["spec"].get("nodeName").is_none());
+        assert_eq!(object["spec"]["nodeSelector"][VIRTUAL_LABEL], "true");
+        assert_eq!(object["spec"]["tolerations"].as_array().unwrap().len(), 1);
+
+        let custom = Gvk::new("example.com", "v1", "Runner");
+        let mut options = rewriter().options;
+        options.template_paths.insert(
+            custom.clone(),
+            vec!["/spec/podTemplate".to_owned(), "/spec/missing".to_owned()],
+        );
+        let rewriter = Rewriter::new(options, &Lifetimes::default());
+        let recorded = json!({"metadata": {"name": "r"}, "spec": {"podTemplate": {"spec": {}}}});
+        let (_, object) = rewriter.apply(&custom, "shop", "r", recorded).unwrap();
+        assert_eq!(
+            object["spec"]["podTemplate"]["spec"]["nodeSelector"][VIRTUAL_LABEL],
+            "true"
+        );
+        assert!(
+            object["spec"].get("missing").is_none(),
+            "unresolved pointers are skipped"
+        );
+    }
+
+    #[test]
+    fn service_ips_pvc_volume_and_job_selector_are_dropped() {
+        let service = Gvk::new("", "v1", "Service");
+        let recorded = json!({"metadata": {"name": "s"}, "spec": {
+            "clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "ports": [{"port": 80}],
+        }});
+        let (_, object) = rewriter().apply(&service, "shop", "s", recorded).unwrap();
+        assert_eq!(object["spec"], json!({"ports": [{"port": 80}]}));
+
+        let pvc = Gvk::new("", "v1", "PersistentVolumeClaim");
+        let recorded = json!({"metadata": {"name": "c"}, "spec": {"volumeName": "pv-1"}});
+        let (_, object) = rewriter().apply(&pvc, "shop", "c", recorded).unwrap();
+        assert_eq!(object["spec"], json!({}));
+
+        let job = Gvk::new("batch", "v1", "Job");
+        let recorded = json!({"metadata": {"name": "j"}, "spec": {
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "old"}},
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "old", "app": "j"}}},
+        }});
+        let (_, object) = rewriter().apply(&job, "shop", "j", recorded).unwrap();
+        assert!(object["spec"].get("selector").is_none());
+        assert_eq!(
+            object["spec"]["template"]["metadata"]["labels"],
+            json!({"app": "j", SIMULATION_LABEL: "sim-1"})
+        );
+    }
+
+    #[test]
+    fn namespace_objects_are_renamed_and_cluster_scoped() {
+        let namespace = Gvk::new("", "v1", "Namespace");
+        let recorded = json!({"metadata": {"name": "shop", "namespace": "odd"}, "spec": {"finalizers": ["kubernetes"]}});
+        let (target, object) = rewriter().apply(&namespace, "", "shop", recorded).unwrap();
+        assert_eq!(target.name, "ksim-sim-1-shop");
+        assert_eq!(target.namespace, None);
+        assert_eq!(object["metadata"]["name"], "ksim-sim-1-shop");
+        assert!(object["metadata"].get("namespace").is_none());
+        assert_eq!(rewriter().delete(&namespace, "", "shop"), target);
+
+        let pv = Gvk::new("", "v1", "PersistentVolume");
+        let target = rewriter().delete(&pv, "", "pv");
+        assert_eq!((target.namespace, target.name.as_str()), (None, "pv"));
+    }
+
+    #[test]
+    fn refusals_name_the_kind_and_object() {
+        let error = rewriter()
+            .apply(&deployment(), "shop", "web", json!([1]))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "apps/v1.Deployment shop/web: the recorded object is not a JSON object"
+        );
+        let error = rewriter()
+            .apply(&deployment(), "shop", "", json!({}))
+            .unwrap_err();
+        assert!(matches!(error, RewriteError::EmptyName { .. }), "{error}");
+        assert!(error.to_string().contains("apps/v1.Deployment"));
+        let error = rewriter()
+            .apply(
+                &deployment(),
+                "shop",
+                "web",
+                json!({"spec": {"template": "nope"}}),
+            )
+            .unwrap_err();
+        assert!(matches!(error, RewriteError::TemplateNotObject { .. }));
+        assert!(error.to_string().contains("shop/web"), "{error}");
+        assert!(error.to_string().contains("/spec/template"), "{error}");
+    }
+}
