@@ -1,1 +1,30 @@
-//! (being written)
+//! The simulation report: what the driver observed, turned into a per-second timeline,
+//! percentiles and the objects the cluster refused; written as JSON, CSV and an SVG chart, sent
+//! as a proto, and summarised for a terminal. Pure: no cluster, no server, no clock.
+//!
+//! - [`input`]: what the driver observes ([`Observations`]).
+//! - [`build()`]: observations into a [`Report`] (buckets in `timeline`, percentiles).
+//! - [`Report::to_proto`] / [`Report::from_proto`]: the gRPC form, both ways.
+//! - [`write_files`] (with [`to_csv`] and [`render_svg`]) and [`summary`].
+
+mod build;
+mod csv;
+mod files;
+pub mod input;
+mod model;
+mod percentiles;
+mod proto;
+mod summary;
+mod svg;
+mod timeline;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use build::build;
+pub use csv::to_csv;
+pub use files::{Artifacts, CSV_FILE, JSON_FILE, ReportError, SVG_FILE, write_files};
+pub use input::{NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample, ScaleEvent};
+pub use model::{Bucket, Percentiles, Report, ReportedError};
+pub use summary::summary;
+pub use svg::render_svg;

@@ -1,0 +1,97 @@
+//! Observations into the report.
+
+use super::input::Observations;
+use super::model::{Bucket, Percentiles, Report, ReportedError};
+use super::timeline;
+
+/// The report of what was observed; see [`timeline`] for the buckets and [`Percentiles::of`]
+/// for the percentiles.
+pub fn build(obs: &Observations) -> Report {
+    let timeline = timeline::buckets(obs);
+    Report {
+        simulation_id: obs.simulation_id.clone(),
+        complete: obs.complete,
+        events_applied: obs.events_applied,
+        peak_nodes: timeline.iter().map(Bucket::nodes_total).max().unwrap_or(0),
+        timeline,
+        pod_pending_time: Percentiles::of(&obs.pending_times),
+        lateness: Percentiles::of(&obs.lateness),
+        object_errors: obs
+            .object_errors
+            .iter()
+            .map(|error| ReportedError {
+                target: error.target.clone(),
+                operation: Some(error.operation),
+                event_index: error.event_index,
+                trace_offset_ms: u64::try_from(error.trace_offset.as_millis()).unwrap_or(u64::MAX),
+                message: error.message.clone(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+    use crate::domain::Operation;
+
+    #[test]
+    fn report_of_the_fixture() {
+        let report = fixtures::report();
+        assert_eq!(report.simulation_id, "sim-42");
+        assert!(report.complete);
+        assert_eq!(report.events_applied, 1234);
+        // Second 1 and 2 have group-a 1 + group-b 2; the end has 1 + 1.
+        assert_eq!(report.peak_nodes, 3);
+        assert_eq!(report.timeline.len(), 4);
+        assert_eq!(report.pod_pending_time.p90_ms, 90.0);
+        assert_eq!(report.lateness.count, 3);
+        assert_eq!(report.lateness.p50_ms, 1.5);
+        assert_eq!(report.object_errors.len(), 4);
+        let first = &report.object_errors[0];
+        assert_eq!(first.operation, Some(Operation::Apply));
+        assert_eq!(first.trace_offset_ms, 61_500);
+        assert_eq!(first.target.name, "web-0");
+    }
+
+    #[test]
+    fn peak_is_the_highest_total_not_the_sum_of_group_peaks() {
+        // group-a peaks at 3 in second 0, group-b at 3 in second 1; never 6 at once.
+        let mut obs = Observations::default();
+        for (ms, a, b) in [(0, 3, 0), (1_000, 1, 3), (2_000, 1, 1)] {
+            obs.samples.push(super::super::input::Sample {
+                offset: std::time::Duration::from_millis(ms),
+                nodes: [("a", a), ("b", b)]
+                    .into_iter()
+                    .map(|(group, nodes)| {
+                        (
+                            group.to_owned(),
+                            super::super::input::NodeCount { nodes, ready: 0 },
+                        )
+                    })
+                    .collect(),
+                ..Default::default()
+            });
+        }
+        assert_eq!(build(&obs).peak_nodes, 4);
+    }
+
+    #[test]
+    fn nothing_observed_is_an_empty_report() {
+        let report = build(&Observations {
+            simulation_id: "s".into(),
+            ..Observations::default()
+        });
+        assert_eq!(
+            report,
+            Report {
+                simulation_id: "s".into(),
+                ..Report::default()
+            }
+        );
+        assert_eq!(report.peak_nodes, 0);
+        assert_eq!(report.pod_pending_time, Percentiles::default());
+    }
+}

@@ -1,0 +1,113 @@
+//! The timeline as CSV, one row per bucket.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::model::Report;
+
+/// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
+/// unscheduled,scale_ups,scale_downs`, with one `nodes_<group>` column per group seen anywhere
+/// in the timeline (sorted; 0 where a bucket lacks the group).
+pub fn to_csv(report: &Report) -> String {
+    let groups: BTreeSet<&str> = report
+        .timeline
+        .iter()
+        .flat_map(|bucket| bucket.nodes.keys().map(String::as_str))
+        .collect();
+
+    let mut out = String::from("offset_s,time_ms,nodes_total");
+    for group in &groups {
+        out.push(',');
+        out.push_str(&field(&format!("nodes_{group}")));
+    }
+    out.push_str(",pending,running,succeeded,failed,unknown,unscheduled,scale_ups,scale_downs\n");
+
+    for bucket in &report.timeline {
+        // Writing to a String cannot fail.
+        let _ = write!(
+            out,
+            "{},{},{}",
+            seconds(bucket.offset_ms),
+            bucket.time_ms,
+            bucket.nodes_total()
+        );
+        for group in &groups {
+            let nodes = bucket.nodes.get(*group).map_or(0, |count| count.nodes);
+            let _ = write!(out, ",{nodes}");
+        }
+        let pods = &bucket.pods;
+        let _ = writeln!(
+            out,
+            ",{},{},{},{},{},{},{},{}",
+            pods.pending,
+            pods.running,
+            pods.succeeded,
+            pods.failed,
+            pods.unknown,
+            bucket.unscheduled,
+            bucket.scale_ups,
+            bucket.scale_downs
+        );
+    }
+    out
+}
+
+/// Whole seconds as an integer; a bucket from a foreign proto may not start on one.
+fn seconds(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        (ms / 1000).to_string()
+    } else {
+        format!("{}.{:03}", ms / 1000, ms % 1000)
+    }
+}
+
+/// RFC 4180 quoting; group names are Kubernetes names and should never need it.
+fn field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+
+    #[test]
+    fn header_and_rows_for_two_groups() {
+        let csv = to_csv(&fixtures::report());
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "offset_s,time_ms,nodes_total,nodes_group-a,nodes_group-b,pending,running,succeeded,\
+             failed,unknown,unscheduled,scale_ups,scale_downs"
+        );
+        assert_eq!(lines.len(), 1 + 4);
+        assert_eq!(lines[1], "0,1767225600000,1,1,0,5,0,0,0,0,5,0,0");
+        assert_eq!(lines[2], "1,1767225601000,3,1,2,3,2,0,0,0,3,2,0");
+        // Second 2 has no sample: carried forward; its scale-down is its own.
+        assert_eq!(lines[3], "2,1767225602000,3,1,2,3,2,0,0,0,3,0,1");
+        assert_eq!(lines[4], "3,1767225603000,2,1,1,0,4,1,1,0,0,0,0");
+    }
+
+    #[test]
+    fn empty_timeline_is_just_the_header() {
+        let csv = to_csv(&Report::default());
+        assert_eq!(
+            csv,
+            "offset_s,time_ms,nodes_total,pending,running,succeeded,failed,unknown,unscheduled,\
+             scale_ups,scale_downs\n"
+        );
+    }
+
+    #[test]
+    fn odd_values_are_quoted_and_fractional_offsets_kept() {
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("x\"y"), "\"x\"\"y\"");
+        assert_eq!(seconds(1500), "1.500");
+        assert_eq!(seconds(3000), "3");
+    }
+}

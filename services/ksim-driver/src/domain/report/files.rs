@@ -1,0 +1,177 @@
+//! The report's files: `report.json`, `timeline.csv` and `timeline.svg`.
+
+use std::fs::{self, File};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use ksim_proto::ksim::driver::v1 as pb;
+
+use super::csv::to_csv;
+use super::model::Report;
+use super::svg::render_svg;
+
+pub const JSON_FILE: &str = "report.json";
+pub const CSV_FILE: &str = "timeline.csv";
+pub const SVG_FILE: &str = "timeline.svg";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("writing {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("encoding the report as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("drawing the timeline chart: {0}")]
+    Chart(String),
+}
+
+/// Where the files were written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifacts {
+    pub json: PathBuf,
+    pub csv: PathBuf,
+    pub svg: PathBuf,
+}
+
+impl Artifacts {
+    /// The gRPC form, for the report's `artifacts`.
+    pub fn to_proto(&self) -> pb::ReportArtifacts {
+        pb::ReportArtifacts {
+            json_path: self.json.display().to_string(),
+            csv_path: self.csv.display().to_string(),
+            svg_path: self.svg.display().to_string(),
+        }
+    }
+}
+
+/// Writes the three files into `dir`, creating it if missing. Each file is written to a
+/// temporary sibling and renamed into place, so a reader sees the old file or the whole new
+/// one, never a part. Everything is rendered before the first write, so a rendering error
+/// leaves the directory untouched.
+pub fn write_files(report: &Report, dir: &Path) -> Result<Artifacts, ReportError> {
+    let json = serde_json::to_string_pretty(report)? + "\n";
+    let csv = to_csv(report);
+    let svg = render_svg(report)?;
+
+    fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let artifacts = Artifacts {
+        json: dir.join(JSON_FILE),
+        csv: dir.join(CSV_FILE),
+        svg: dir.join(SVG_FILE),
+    };
+    write_atomically(&artifacts.json, json.as_bytes())?;
+    write_atomically(&artifacts.csv, csv.as_bytes())?;
+    write_atomically(&artifacts.svg, svg.as_bytes())?;
+    Ok(artifacts)
+}
+
+fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
+    // Same directory, so the rename cannot cross filesystems; the pid keeps two processes
+    // writing one report directory from sharing a temporary file.
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(path.file_name().unwrap_or_default());
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+
+    let written = File::create(&temp)
+        .and_then(|mut file| {
+            file.write_all(contents)?;
+            file.sync_all()
+        })
+        .map_err(|source| ReportError::Io {
+            path: temp.clone(),
+            source,
+        });
+    let result = written.and_then(|()| {
+        fs::rename(&temp, path).map_err(|source| ReportError::Io {
+            path: path.to_owned(),
+            source,
+        })
+    });
+    if result.is_err() {
+        // Best effort: the error to report is the one above.
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+
+    #[test]
+    fn writes_three_files_into_a_new_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("reports").join("sim-42");
+        let report = fixtures::report();
+        let artifacts = write_files(&report, &dir).unwrap();
+
+        assert_eq!(artifacts.json, dir.join("report.json"));
+        let json = fs::read_to_string(&artifacts.json).unwrap();
+        assert!(
+            json.contains("\n  \"simulation_id\": \"sim-42\""),
+            "pretty: {json}"
+        );
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, report);
+
+        assert_eq!(fs::read_to_string(&artifacts.csv).unwrap(), to_csv(&report));
+        assert!(
+            fs::read_to_string(&artifacts.svg)
+                .unwrap()
+                .starts_with("<svg")
+        );
+
+        // Only the three files: no temporaries left behind.
+        let mut names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["report.json", "timeline.csv", "timeline.svg"]);
+
+        let proto = artifacts.to_proto();
+        assert_eq!(
+            proto.svg_path,
+            dir.join("timeline.svg").display().to_string()
+        );
+
+        // Rewriting replaces the files.
+        let shorter = Report {
+            timeline: Vec::new(),
+            ..report
+        };
+        write_files(&shorter, &dir).unwrap();
+        let back: Report =
+            serde_json::from_str(&fs::read_to_string(&artifacts.json).unwrap()).unwrap();
+        assert!(back.timeline.is_empty());
+    }
+
+    #[test]
+    fn json_uses_milliseconds_and_fractional_percentiles() {
+        let json = serde_json::to_value(fixtures::report()).unwrap();
+        assert_eq!(json["timeline"][1]["offset_ms"], 1000);
+        assert_eq!(json["timeline"][1]["time_ms"], 1_767_225_601_000_i64);
+        assert_eq!(json["lateness"]["p99_ms"], 12.345);
+        assert_eq!(json["object_errors"][0]["trace_offset_ms"], 61_500);
+        assert_eq!(json["object_errors"][0]["operation"], "apply");
+    }
+
+    #[test]
+    fn io_errors_name_the_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let blocker = tmp.path().join("file");
+        fs::write(&blocker, "not a directory").unwrap();
+        let dir = blocker.join("sub");
+        let error = write_files(&fixtures::report(), &dir).unwrap_err();
+        assert!(
+            matches!(error, ReportError::Io { ref path, .. } if *path == dir),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains(&dir.display().to_string()));
+    }
+}

@@ -1,0 +1,147 @@
+//! A small simulation shared by the report's tests.
+
+use std::time::Duration;
+
+use super::build::build;
+use super::input::{NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample, ScaleEvent};
+use super::model::Report;
+use crate::domain::{Gvk, Operation, Target};
+
+/// 2026-01-01T00:00:00Z.
+pub const STARTED_AT_MS: i64 = 1_767_225_600_000;
+
+/// Four seconds, two node groups, one second without a sample, one resize each way, four
+/// object errors.
+pub fn observations() -> Observations {
+    let sample = |ms, nodes: &[(&str, u64)], pods, unscheduled| Sample {
+        offset: Duration::from_millis(ms),
+        nodes: nodes
+            .iter()
+            .map(|(group, n)| {
+                (
+                    (*group).to_owned(),
+                    NodeCount {
+                        nodes: *n,
+                        ready: *n,
+                    },
+                )
+            })
+            .collect(),
+        pods,
+        unscheduled,
+    };
+    let error =
+        |kind: Gvk, namespace: Option<&str>, name: &str, operation, index, ms, message: &str| {
+            ObjectErrorRecord {
+                target: Target {
+                    gvk: kind,
+                    namespace: namespace.map(str::to_owned),
+                    name: name.into(),
+                },
+                operation,
+                event_index: index,
+                trace_offset: Duration::from_millis(ms),
+                message: message.into(),
+            }
+        };
+    let pod = Gvk::new("", "v1", "Pod");
+    let role = Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole");
+    Observations {
+        simulation_id: "sim-42".into(),
+        complete: true,
+        started_at_ms: STARTED_AT_MS,
+        samples: vec![
+            sample(
+                0,
+                &[("group-a", 1)],
+                PodCounts {
+                    pending: 5,
+                    ..PodCounts::default()
+                },
+                5,
+            ),
+            sample(
+                900,
+                &[("group-a", 1)],
+                PodCounts {
+                    pending: 5,
+                    ..PodCounts::default()
+                },
+                5,
+            ),
+            sample(
+                1_200,
+                &[("group-a", 1), ("group-b", 2)],
+                PodCounts {
+                    pending: 3,
+                    running: 2,
+                    ..PodCounts::default()
+                },
+                3,
+            ),
+            sample(
+                3_100,
+                &[("group-a", 1), ("group-b", 1)],
+                PodCounts {
+                    running: 4,
+                    succeeded: 1,
+                    failed: 1,
+                    ..PodCounts::default()
+                },
+                0,
+            ),
+        ],
+        scale_events: vec![
+            ScaleEvent {
+                offset: Duration::from_millis(1_500),
+                group: "group-b".into(),
+                delta: 2,
+            },
+            ScaleEvent {
+                offset: Duration::from_millis(2_500),
+                group: "group-b".into(),
+                delta: -1,
+            },
+        ],
+        pending_times: (1..=100).map(Duration::from_millis).collect(),
+        lateness: [1_500, 250, 12_345]
+            .into_iter()
+            .map(Duration::from_micros)
+            .collect(),
+        object_errors: vec![
+            error(
+                pod.clone(),
+                Some("sim-42-default"),
+                "web-0",
+                Operation::Apply,
+                7,
+                61_500,
+                "admission webhook denied it\nwith details",
+            ),
+            error(role, None, "reader", Operation::Delete, 9, 0, "forbidden"),
+            error(
+                pod.clone(),
+                Some("sim-42-default"),
+                "web-1",
+                Operation::Apply,
+                10,
+                62_000,
+                "third",
+            ),
+            error(
+                pod,
+                Some("sim-42-default"),
+                "web-2",
+                Operation::Apply,
+                11,
+                62_000,
+                "fourth",
+            ),
+        ],
+        events_applied: 1234,
+    }
+}
+
+pub fn report() -> Report {
+    build(&observations())
+}

@@ -1,0 +1,84 @@
+//! What the driver observes during a replay: the report is built from this alone.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{Operation, Target};
+
+/// Everything the driver observed about one simulation.
+///
+/// Durations serialize as serde's default `{secs, nanos}`: this is the driver's own record,
+/// kept lossless; the report's JSON is the human-facing one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observations {
+    pub simulation_id: String,
+    /// Whether the simulation had ended when these were taken.
+    pub complete: bool,
+    /// Unix ms of the replay start (wall clock).
+    pub started_at_ms: i64,
+    /// Taken about once a second, in time order.
+    pub samples: Vec<Sample>,
+    /// Cluster-autoscaler resizes seen on node groups.
+    pub scale_events: Vec<ScaleEvent>,
+    /// Per pod: first seen until Running.
+    pub pending_times: Vec<Duration>,
+    /// Per applied event: actual minus scheduled time.
+    pub lateness: Vec<Duration>,
+    pub object_errors: Vec<ObjectErrorRecord>,
+    pub events_applied: u64,
+}
+
+/// The cluster at one moment of the replay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Since the replay start.
+    pub offset: Duration,
+    /// Virtual nodes per node group.
+    pub nodes: BTreeMap<String, NodeCount>,
+    pub pods: PodCounts,
+    /// Pods Pending and not bound to a node.
+    pub unscheduled: u64,
+}
+
+/// Nodes of one group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCount {
+    /// Registered nodes.
+    pub nodes: u64,
+    /// Nodes whose Ready condition is True.
+    pub ready: u64,
+}
+
+/// Simulated pods by phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodCounts {
+    pub pending: u64,
+    pub running: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub unknown: u64,
+}
+
+/// A cluster-autoscaler resize of a node group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScaleEvent {
+    /// Since the replay start.
+    pub offset: Duration,
+    pub group: String,
+    /// Nodes added (positive) or removed (negative).
+    pub delta: i64,
+}
+
+/// An object the cluster refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectErrorRecord {
+    pub target: Target,
+    pub operation: Operation,
+    /// Index of the trace event that carried the object, from 0.
+    pub event_index: u64,
+    /// Scheduled time of that event, from the trace window start.
+    pub trace_offset: Duration,
+    pub message: String,
+}

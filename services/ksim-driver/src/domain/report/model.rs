@@ -1,0 +1,80 @@
+//! The report as the driver keeps it and as `report.json` holds it.
+//!
+//! JSON conventions: times are unix ms (`time_ms`), whole durations integer ms (`offset_ms`),
+//! and distribution percentiles fractional ms (`p99_ms: 12.345`) because lateness is often
+//! sub-millisecond; they are kept to the microsecond.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::input::{NodeCount, PodCounts};
+use crate::domain::{Operation, Target};
+
+/// How a simulation went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub simulation_id: String,
+    /// Whether the simulation had ended when the report was made.
+    pub complete: bool,
+    /// Trace events applied.
+    pub events_applied: u64,
+    /// Most virtual nodes at once over all groups (the highest bucket total).
+    pub peak_nodes: u64,
+    /// One bucket per second of replay, in order.
+    pub timeline: Vec<Bucket>,
+    /// Per pod: first seen until Running.
+    pub pod_pending_time: Percentiles,
+    /// Per applied event: actual minus scheduled time.
+    pub lateness: Percentiles,
+    pub object_errors: Vec<ReportedError>,
+}
+
+/// One second of the replay; counts are as at the end of the second.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Start of the bucket since the replay start.
+    pub offset_ms: u64,
+    /// Start of the bucket, unix ms.
+    pub time_ms: i64,
+    /// Virtual nodes per node group.
+    pub nodes: BTreeMap<String, NodeCount>,
+    pub pods: PodCounts,
+    /// Pods Pending and not bound to a node.
+    pub unscheduled: u64,
+    /// Nodes cluster-autoscaler added during the bucket.
+    pub scale_ups: u64,
+    /// Nodes cluster-autoscaler removed during the bucket.
+    pub scale_downs: u64,
+}
+
+impl Bucket {
+    /// Nodes over all groups.
+    pub fn nodes_total(&self) -> u64 {
+        self.nodes.values().map(|count| count.nodes).sum()
+    }
+}
+
+/// A distribution of durations, nearest-rank percentiles in fractional milliseconds; all zero
+/// when there were no samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// An object the cluster refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedError {
+    pub target: Target,
+    /// `None` only for a report read from a proto that left the operation unspecified.
+    pub operation: Option<Operation>,
+    /// Index of the trace event that carried the object, from 0.
+    pub event_index: u64,
+    /// Scheduled time of that event, from the trace window start.
+    pub trace_offset_ms: u64,
+    pub message: String,
+}

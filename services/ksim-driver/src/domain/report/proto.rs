@@ -1,0 +1,296 @@
+//! The report to and from its gRPC form.
+//!
+//! Both ways are provided because the CLI receives the proto and writes the same files the
+//! driver would. The round trip is lossless except that the proto's durations are kept to the
+//! microsecond (percentiles) or millisecond (offsets), as in the JSON, and an unknown
+//! operation reads back as `None`.
+
+use std::time::Duration;
+
+use ksim_proto::ksim::driver::v1 as pb;
+use ksim_trace::time::{millis, timestamp};
+
+use super::input::{NodeCount, PodCounts};
+use super::model::{Bucket, Percentiles, Report, ReportedError};
+use super::percentiles::duration_of_millis;
+use crate::domain::{Gvk, Operation, Target};
+
+impl Report {
+    /// The gRPC form; artifacts are left empty for the caller to fill in.
+    pub fn to_proto(&self) -> pb::Report {
+        pb::Report {
+            simulation_id: self.simulation_id.clone(),
+            complete: self.complete,
+            timeline: self.timeline.iter().map(bucket_to_proto).collect(),
+            pod_pending_time: Some(percentiles_to_proto(&self.pod_pending_time)),
+            lateness: Some(percentiles_to_proto(&self.lateness)),
+            object_errors: self.object_errors.iter().map(error_to_proto).collect(),
+            artifacts: None,
+            events_applied: self.events_applied,
+            peak_nodes: self.peak_nodes,
+        }
+    }
+
+    /// The report of its gRPC form; the proto's artifacts are not part of it.
+    pub fn from_proto(report: &pb::Report) -> Self {
+        Self {
+            simulation_id: report.simulation_id.clone(),
+            complete: report.complete,
+            events_applied: report.events_applied,
+            peak_nodes: report.peak_nodes,
+            timeline: report.timeline.iter().map(bucket_from_proto).collect(),
+            pod_pending_time: percentiles_from_proto(report.pod_pending_time.as_ref()),
+            lateness: percentiles_from_proto(report.lateness.as_ref()),
+            object_errors: report.object_errors.iter().map(error_from_proto).collect(),
+        }
+    }
+}
+
+fn bucket_to_proto(bucket: &Bucket) -> pb::TimelineBucket {
+    pb::TimelineBucket {
+        offset: Some(duration_to_proto(Duration::from_millis(bucket.offset_ms))),
+        time: Some(timestamp(bucket.time_ms)),
+        nodes: bucket
+            .nodes
+            .iter()
+            .map(|(group, count)| pb::NodeGroupCount {
+                node_group: group.clone(),
+                nodes: count.nodes,
+                ready_nodes: count.ready,
+            })
+            .collect(),
+        pods: Some(pb::PodPhaseCounts {
+            pending: bucket.pods.pending,
+            running: bucket.pods.running,
+            succeeded: bucket.pods.succeeded,
+            failed: bucket.pods.failed,
+            unknown: bucket.pods.unknown,
+        }),
+        unscheduled_pods: bucket.unscheduled,
+        autoscaler_scale_ups: bucket.scale_ups,
+        autoscaler_scale_downs: bucket.scale_downs,
+    }
+}
+
+fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
+    let pods = bucket.pods.unwrap_or_default();
+    Bucket {
+        offset_ms: duration_millis(bucket.offset.as_ref()),
+        time_ms: bucket.time.as_ref().map(millis).unwrap_or_default(),
+        nodes: bucket
+            .nodes
+            .iter()
+            .map(|count| {
+                let nodes = NodeCount {
+                    nodes: count.nodes,
+                    ready: count.ready_nodes,
+                };
+                (count.node_group.clone(), nodes)
+            })
+            .collect(),
+        pods: PodCounts {
+            pending: pods.pending,
+            running: pods.running,
+            succeeded: pods.succeeded,
+            failed: pods.failed,
+            unknown: pods.unknown,
+        },
+        unscheduled: bucket.unscheduled_pods,
+        scale_ups: bucket.autoscaler_scale_ups,
+        scale_downs: bucket.autoscaler_scale_downs,
+    }
+}
+
+fn percentiles_to_proto(p: &Percentiles) -> pb::DurationPercentiles {
+    let proto = |ms| Some(duration_to_proto(duration_of_millis(ms)));
+    pb::DurationPercentiles {
+        count: p.count,
+        p50: proto(p.p50_ms),
+        p90: proto(p.p90_ms),
+        p99: proto(p.p99_ms),
+        max: proto(p.max_ms),
+    }
+}
+
+fn percentiles_from_proto(p: Option<&pb::DurationPercentiles>) -> Percentiles {
+    let Some(p) = p else {
+        return Percentiles::default();
+    };
+    let ms = |d: Option<&prost_types::Duration>| super::percentiles::millis(duration_from_proto(d));
+    Percentiles {
+        count: p.count,
+        p50_ms: ms(p.p50.as_ref()),
+        p90_ms: ms(p.p90.as_ref()),
+        p99_ms: ms(p.p99.as_ref()),
+        max_ms: ms(p.max.as_ref()),
+    }
+}
+
+fn error_to_proto(error: &ReportedError) -> pb::ObjectError {
+    let operation = match error.operation {
+        Some(Operation::Apply) => pb::ObjectOperation::Apply,
+        Some(Operation::Delete) => pb::ObjectOperation::Delete,
+        None => pb::ObjectOperation::Unspecified,
+    };
+    pb::ObjectError {
+        gvk: Some((&error.target.gvk).into()),
+        namespace: error.target.namespace.clone().unwrap_or_default(),
+        name: error.target.name.clone(),
+        operation: operation.into(),
+        event_index: error.event_index,
+        trace_offset: Some(duration_to_proto(Duration::from_millis(
+            error.trace_offset_ms,
+        ))),
+        message: error.message.clone(),
+    }
+}
+
+fn error_from_proto(error: &pb::ObjectError) -> ReportedError {
+    let operation = match pb::ObjectOperation::try_from(error.operation) {
+        Ok(pb::ObjectOperation::Apply) => Some(Operation::Apply),
+        Ok(pb::ObjectOperation::Delete) => Some(Operation::Delete),
+        Ok(pb::ObjectOperation::Unspecified) | Err(_) => None,
+    };
+    ReportedError {
+        target: Target {
+            gvk: error
+                .gvk
+                .as_ref()
+                .map(Gvk::from)
+                .unwrap_or_else(|| Gvk::new("", "", "")),
+            // The proto spells "cluster-scoped" as an empty namespace.
+            namespace: Some(error.namespace.clone()).filter(|ns| !ns.is_empty()),
+            name: error.name.clone(),
+        },
+        operation,
+        event_index: error.event_index,
+        trace_offset_ms: duration_millis(error.trace_offset.as_ref()),
+        message: error.message.clone(),
+    }
+}
+
+pub(super) fn duration_to_proto(duration: Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
+        // Below 1e9, so it fits.
+        nanos: duration.subsec_nanos() as i32,
+    }
+}
+
+/// A proto duration as a std one; negative or missing is zero (nothing reported is negative).
+pub(super) fn duration_from_proto(duration: Option<&prost_types::Duration>) -> Duration {
+    match duration {
+        Some(d) if d.seconds >= 0 && d.nanos >= 0 => {
+            Duration::new(d.seconds.unsigned_abs(), d.nanos.unsigned_abs())
+        }
+        _ => Duration::ZERO,
+    }
+}
+
+fn duration_millis(duration: Option<&prost_types::Duration>) -> u64 {
+    u64::try_from(duration_from_proto(duration).as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+
+    #[test]
+    fn durations_and_times_convert_exactly() {
+        let report = fixtures::report();
+        let proto = report.to_proto();
+        assert_eq!(proto.peak_nodes, 3);
+        assert_eq!(proto.events_applied, 1234);
+        assert!(proto.artifacts.is_none());
+
+        let bucket = &proto.timeline[1];
+        assert_eq!(
+            bucket.offset,
+            Some(prost_types::Duration {
+                seconds: 1,
+                nanos: 0
+            })
+        );
+        let time = bucket.time.unwrap();
+        assert_eq!(
+            (time.seconds, time.nanos),
+            (fixtures::STARTED_AT_MS / 1000 + 1, 0)
+        );
+        assert_eq!(bucket.nodes.len(), 2);
+        assert_eq!(bucket.nodes[1].node_group, "group-b");
+        assert_eq!((bucket.nodes[1].nodes, bucket.nodes[1].ready_nodes), (2, 2));
+        assert_eq!(bucket.autoscaler_scale_ups, 2);
+        assert_eq!(bucket.pods.unwrap().running, 2);
+
+        // Sub-millisecond lateness keeps its microseconds.
+        let lateness = proto.lateness.unwrap();
+        assert_eq!(lateness.count, 3);
+        assert_eq!(
+            lateness.p50,
+            Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 1_500_000
+            })
+        );
+        assert_eq!(
+            lateness.p99,
+            Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 12_345_000
+            })
+        );
+        let pending = proto.pod_pending_time.unwrap();
+        assert_eq!(
+            pending.max,
+            Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 100_000_000
+            })
+        );
+
+        let error = &proto.object_errors[0];
+        assert_eq!(error.gvk.as_ref().unwrap().kind, "Pod");
+        assert_eq!(error.namespace, "sim-42-default");
+        assert_eq!(error.operation, i32::from(pb::ObjectOperation::Apply));
+        assert_eq!(
+            error.trace_offset,
+            Some(prost_types::Duration {
+                seconds: 61,
+                nanos: 500_000_000
+            })
+        );
+        assert_eq!(proto.object_errors[1].namespace, "", "cluster-scoped");
+        assert_eq!(
+            proto.object_errors[1].operation,
+            i32::from(pb::ObjectOperation::Delete)
+        );
+
+        assert_eq!(Report::from_proto(&proto), report);
+    }
+
+    #[test]
+    fn from_proto_tolerates_missing_fields() {
+        let proto = pb::Report {
+            timeline: vec![pb::TimelineBucket::default()],
+            object_errors: vec![pb::ObjectError {
+                operation: 42,
+                ..pb::ObjectError::default()
+            }],
+            ..pb::Report::default()
+        };
+        let report = Report::from_proto(&proto);
+        assert_eq!(report.timeline, [Bucket::default()]);
+        assert_eq!(report.lateness, Percentiles::default());
+        assert_eq!(report.object_errors[0].operation, None);
+        assert_eq!(report.object_errors[0].target.namespace, None);
+        assert_eq!(
+            duration_from_proto(Some(&prost_types::Duration {
+                seconds: -1,
+                nanos: 0
+            })),
+            Duration::ZERO
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! The few lines the CLI prints about a report.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use ksim_proto::ksim::driver::v1 as pb;
+
+use super::proto::duration_from_proto;
+use crate::domain::Gvk;
+
+/// Object errors listed one by one; the rest are counted.
+const LISTED_ERRORS: usize = 3;
+/// Longest error message shown, in characters; API server messages can run to pages.
+const MESSAGE_CHARS: usize = 160;
+
+/// A short multi-line summary for a terminal, ending in a newline. It takes the proto because
+/// that is what the CLI receives.
+pub fn summary(report: &pb::Report) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_summary(&mut out, report);
+    out
+}
+
+fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
+    let state = if report.complete {
+        "complete"
+    } else {
+        "not complete"
+    };
+    writeln!(out, "Simulation {} ({state})", report.simulation_id)?;
+    writeln!(out, "  events applied:    {}", report.events_applied)?;
+    writeln!(out, "  peak nodes:        {}", report.peak_nodes)?;
+
+    if let Some(last) = report.timeline.last() {
+        let nodes: u64 = last.nodes.iter().map(|group| group.nodes).sum();
+        let ready: u64 = last.nodes.iter().map(|group| group.ready_nodes).sum();
+        let pods = last.pods.unwrap_or_default();
+        writeln!(
+            out,
+            "  at the end:        {nodes} nodes ({ready} ready) in {} groups; pods {} running, \
+             {} pending ({} unscheduled), {} succeeded, {} failed, {} unknown",
+            last.nodes.len(),
+            pods.running,
+            pods.pending,
+            last.unscheduled_pods,
+            pods.succeeded,
+            pods.failed,
+            pods.unknown,
+        )?;
+    }
+
+    let pending = report.pod_pending_time.unwrap_or_default();
+    writeln!(
+        out,
+        "  pod pending time:  p50 {}, p90 {}, p99 {} ({} pods)",
+        human(pending.p50.as_ref()),
+        human(pending.p90.as_ref()),
+        human(pending.p99.as_ref()),
+        pending.count
+    )?;
+    let lateness = report.lateness.unwrap_or_default();
+    writeln!(
+        out,
+        "  lateness:          p50 {}, p99 {} ({} events)",
+        human(lateness.p50.as_ref()),
+        human(lateness.p99.as_ref()),
+        lateness.count
+    )?;
+
+    let ups: u64 = report.timeline.iter().map(|b| b.autoscaler_scale_ups).sum();
+    let downs: u64 = report
+        .timeline
+        .iter()
+        .map(|b| b.autoscaler_scale_downs)
+        .sum();
+    writeln!(
+        out,
+        "  autoscaler:        {ups} nodes added, {downs} removed"
+    )?;
+
+    writeln!(out, "  object errors:     {}", report.object_errors.len())?;
+    for error in report.object_errors.iter().take(LISTED_ERRORS) {
+        writeln!(out, "    - {}", describe(error))?;
+    }
+    if let Some(more) = report
+        .object_errors
+        .len()
+        .checked_sub(LISTED_ERRORS)
+        .filter(|n| *n > 0)
+    {
+        writeln!(out, "    ... and {more} more")?;
+    }
+
+    if let Some(files) = &report.artifacts {
+        let paths = [&files.json_path, &files.csv_path, &files.svg_path];
+        let mut paths = paths.into_iter().filter(|path| !path.is_empty());
+        if let Some(first) = paths.next() {
+            writeln!(out, "  files:             {first}")?;
+            for path in paths {
+                writeln!(out, "                     {path}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn describe(error: &pb::ObjectError) -> String {
+    let operation = match pb::ObjectOperation::try_from(error.operation) {
+        Ok(pb::ObjectOperation::Apply) => "apply",
+        Ok(pb::ObjectOperation::Delete) => "delete",
+        Ok(pb::ObjectOperation::Unspecified) | Err(_) => "?",
+    };
+    let kind = error
+        .gvk
+        .as_ref()
+        .map(|gvk| Gvk::from(gvk).to_string())
+        .unwrap_or_default();
+    let object = if error.namespace.is_empty() {
+        error.name.clone()
+    } else {
+        format!("{}/{}", error.namespace, error.name)
+    };
+    let first_line = error.message.lines().next().unwrap_or_default();
+    let mut message: String = first_line.chars().take(MESSAGE_CHARS).collect();
+    if message.len() < error.message.len() {
+        message.push_str(" ...");
+    }
+    format!(
+        "{operation} {kind} {object} (event {} at {}): {message}",
+        error.event_index,
+        human(error.trace_offset.as_ref())
+    )
+}
+
+/// `0.25ms`, `12.345ms`, `61.5s`, `2m05s`, `1h02m05s`: precise when short, readable when long.
+fn human(duration: Option<&prost_types::Duration>) -> String {
+    let duration = duration_from_proto(duration);
+    if duration < Duration::from_secs(1) {
+        format!("{}ms", trimmed(duration.as_nanos() as f64 / 1e6))
+    } else if duration < Duration::from_secs(60) {
+        format!("{}s", trimmed(duration.as_secs_f64()))
+    } else {
+        let secs = duration.as_secs();
+        let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+        if h > 0 {
+            format!("{h}h{m:02}m{s:02}s")
+        } else {
+            format!("{m}m{s:02}s")
+        }
+    }
+}
+
+/// Three decimals at most, without trailing zeros.
+fn trimmed(value: f64) -> String {
+    let text = format!("{value:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::fixtures;
+    use super::super::proto::duration_to_proto;
+    use super::*;
+
+    #[test]
+    fn mentions_the_key_numbers() {
+        let mut report = fixtures::report().to_proto();
+        report.artifacts = Some(pb::ReportArtifacts {
+            json_path: "/r/report.json".into(),
+            csv_path: "/r/timeline.csv".into(),
+            svg_path: "/r/timeline.svg".into(),
+        });
+        let text = summary(&report);
+        for expected in [
+            "Simulation sim-42 (complete)",
+            "events applied:    1234",
+            "peak nodes:        3",
+            "2 nodes (2 ready) in 2 groups; pods 4 running, 0 pending (0 unscheduled), 1 succeeded, 1 failed",
+            "pod pending time:  p50 50ms, p90 90ms, p99 99ms (100 pods)",
+            "lateness:          p50 1.5ms, p99 12.345ms (3 events)",
+            "autoscaler:        2 nodes added, 1 removed",
+            "object errors:     4",
+            "- apply v1.Pod sim-42-default/web-0 (event 7 at 1m01s): admission webhook denied it ...",
+            "- delete rbac.authorization.k8s.io/v1.ClusterRole reader (event 9 at 0ms): forbidden",
+            "... and 1 more",
+            "files:             /r/report.json",
+            "/r/timeline.svg",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        }
+        assert!(
+            !text.contains("fourth"),
+            "only the first errors are listed:\n{text}"
+        );
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn empty_report_has_zeros_and_no_files() {
+        let text = summary(&pb::Report {
+            simulation_id: "s".into(),
+            ..pb::Report::default()
+        });
+        assert!(text.contains("Simulation s (not complete)"), "{text}");
+        assert!(
+            text.contains("p50 0ms, p90 0ms, p99 0ms (0 pods)"),
+            "{text}"
+        );
+        assert!(text.contains("object errors:     0"), "{text}");
+        assert!(!text.contains("at the end"), "{text}");
+        assert!(!text.contains("files"), "{text}");
+    }
+
+    #[test]
+    fn durations_read_well_at_every_scale() {
+        let h = |d: Duration| human(Some(&duration_to_proto(d)));
+        assert_eq!(h(Duration::from_micros(250)), "0.25ms");
+        assert_eq!(h(Duration::from_micros(12_345)), "12.345ms");
+        assert_eq!(h(Duration::from_millis(61_500)), "1m01s");
+        assert_eq!(h(Duration::from_millis(1_500)), "1.5s");
+        assert_eq!(h(Duration::from_secs(3_725)), "1h02m05s");
+        assert_eq!(human(None), "0ms");
+    }
+}

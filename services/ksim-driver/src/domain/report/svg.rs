@@ -1,0 +1,203 @@
+//! The timeline chart as SVG.
+//!
+//! plotters is built without a font backend: its fallback estimates text extents and the SVG
+//! backend writes labels as `<text>` elements the viewer lays out, so rendering needs no
+//! system fonts or native libraries.
+
+use std::collections::BTreeSet;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::files::ReportError;
+use super::model::{Bucket, Report};
+
+/// What a series plots of each bucket.
+type Value = fn(&Bucket) -> u64;
+
+const SIZE: (u32, u32) = (1200, 640);
+const FONT: &str = "sans-serif";
+/// Node group lines, dark enough to read on white and unlike the other series' colors.
+const GROUP_COLORS: [RGBColor; 6] = [
+    RGBColor(0, 150, 136),
+    RGBColor(123, 31, 162),
+    RGBColor(121, 85, 72),
+    RGBColor(96, 125, 139),
+    RGBColor(130, 119, 23),
+    RGBColor(216, 27, 96),
+];
+
+/// The chart: x is seconds since the replay start; nodes (total and per group) and the
+/// autoscaler's added/removed nodes (bars) on the left axis, pods running, pending and
+/// unscheduled on the right axis, since pods usually outnumber nodes by far.
+pub fn render_svg(report: &Report) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw(report, &root).map_err(|error| ReportError::Chart(error.to_string()))?;
+    }
+    Ok(svg)
+}
+
+fn draw<DB: DrawingBackend>(
+    report: &Report,
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let timeline = &report.timeline;
+    let x_max = timeline.last().map_or(0.0, seconds).max(1.0);
+    let nodes_max = timeline
+        .iter()
+        .map(|b| b.nodes_total().max(b.scale_ups).max(b.scale_downs))
+        .max()
+        .unwrap_or(0);
+    let pods_max = timeline
+        .iter()
+        .map(|b| b.pods.running.max(b.pods.pending).max(b.unscheduled))
+        .max()
+        .unwrap_or(0);
+
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("ksim simulation {}", report.simulation_id),
+            (FONT, 24),
+        )
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .right_y_label_area_size(64)
+        .build_cartesian_2d(0.0..x_max, 0.0..headroom(nodes_max))?
+        .set_secondary_coord(0.0..x_max, 0.0..headroom(pods_max));
+    chart
+        .configure_mesh()
+        .x_desc("seconds since replay start")
+        .y_desc("nodes")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("pods")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+
+    // Bars first so the lines stay visible on top: added nodes left of the second's mark,
+    // removed nodes right of it. At least a few pixels wide on long timelines.
+    let width = (x_max / 300.0).max(0.4);
+    let bars: [(&str, RGBColor, f64, Value); 2] = [
+        ("nodes added by autoscaler", GREEN, -width, |b| b.scale_ups),
+        ("nodes removed by autoscaler", MAGENTA, 0.0, |b| {
+            b.scale_downs
+        }),
+    ];
+    for (label, color, shift, count) in bars {
+        let style = color.mix(0.6).filled();
+        chart
+            .draw_series(timeline.iter().filter(|b| count(b) > 0).map(|b| {
+                let x = seconds(b) + shift;
+                Rectangle::new([(x, 0.0), (x + width, count(b) as f64)], style)
+            }))?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], style));
+    }
+
+    let mut line = |label: String,
+                    style: ShapeStyle,
+                    secondary: bool,
+                    value: &dyn Fn(&Bucket) -> u64|
+     -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let points = timeline.iter().map(|b| (seconds(b), value(b) as f64));
+        let anno = if secondary {
+            chart.draw_secondary_series(LineSeries::new(points, style))?
+        } else {
+            chart.draw_series(LineSeries::new(points, style))?
+        };
+        anno.label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+        Ok(())
+    };
+
+    line("nodes (total)".into(), BLACK.stroke_width(3), false, &|b| {
+        b.nodes_total()
+    })?;
+    let groups: BTreeSet<&String> = timeline.iter().flat_map(|b| b.nodes.keys()).collect();
+    for (i, group) in groups.into_iter().enumerate() {
+        let style = GROUP_COLORS[i % GROUP_COLORS.len()].stroke_width(2);
+        let nodes = |b: &Bucket| b.nodes.get(group).map_or(0, |count| count.nodes);
+        line(format!("nodes {group}"), style, false, &nodes)?;
+    }
+    let pods: [(&str, RGBColor, Value); 3] = [
+        ("pods running (right axis)", BLUE, |b| b.pods.running),
+        ("pods pending (right axis)", RGBColor(230, 140, 0), |b| {
+            b.pods.pending
+        }),
+        ("pods unscheduled (right axis)", RED, |b| b.unscheduled),
+    ];
+    for (label, color, value) in pods {
+        line(label.into(), color.stroke_width(2), true, &value)?;
+    }
+
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 14))
+        .draw()?;
+    root.present()
+}
+
+fn seconds(bucket: &Bucket) -> f64 {
+    bucket.offset_ms as f64 / 1000.0
+}
+
+/// Room above the highest value so it doesn't sit on the frame; at least 1 for an empty chart.
+fn headroom(max: u64) -> f64 {
+    (max as f64 * 1.1).ceil().max(1.0)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+
+    #[test]
+    fn chart_has_title_axes_series_and_legend() {
+        let svg = render_svg(&fixtures::report()).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
+        for text in [
+            "ksim simulation sim-42",
+            "seconds since replay start",
+            ">\nnodes\n<",
+            ">\npods\n<",
+            "nodes (total)",
+            "nodes group-a",
+            "nodes group-b",
+            "pods running (right axis)",
+            "pods pending (right axis)",
+            "pods unscheduled (right axis)",
+            "nodes added by autoscaler",
+            "nodes removed by autoscaler",
+        ] {
+            assert!(svg.contains(text), "missing {text:?}");
+        }
+        // Total, two groups and three pod lines, plus their legend samples.
+        assert!(svg.matches("<polyline").count() >= 6 * 2);
+        // One bar per bucket with a scale-up and one with a scale-down, plus legend samples.
+        assert!(svg.contains(r##"fill="#00FF00""##));
+    }
+
+    #[test]
+    fn empty_report_still_renders_and_ids_are_escaped() {
+        let report = Report {
+            simulation_id: "a<b&c".into(),
+            ..Report::default()
+        };
+        let svg = render_svg(&report).unwrap();
+        assert!(svg.contains("ksim simulation a&lt;b&amp;c"));
+        assert!(svg.contains("nodes (total)"));
+    }
+}
