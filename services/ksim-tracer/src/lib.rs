@@ -4,7 +4,7 @@
 //! - [`log`]: the durable, bounded, segmented log on disk.
 //! - [`store`]: the log plus the recorder's in-memory view; [`exporter`] and [`imports`] read
 //!   and write trace files.
-//! - [`watch`] and [`kube_client`]: the Kubernetes adapter.
+//! - [`watch`]: the Kubernetes adapter (connecting is `ksim_kube::connect`).
 //! - [`grpc`]: the `TraceStore` service and its error mapping.
 
 pub mod config;
@@ -12,7 +12,6 @@ pub mod domain;
 pub mod exporter;
 pub mod grpc;
 pub mod imports;
-pub mod kube_client;
 pub mod log;
 pub mod store;
 pub mod watch;

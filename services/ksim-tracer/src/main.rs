@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Parser;
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_tracer::{
-    config::TracerArgs, grpc::TraceStoreService, imports::Imports, kube_client, store::Store, watch,
+    config::TracerArgs, grpc::TraceStoreService, imports::Imports, store::Store, watch,
 };
 use tokio::sync::mpsc;
 
@@ -44,7 +44,7 @@ async fn main() -> anyhow::Result<()> {
         format!("ksim-tracer {}", env!("CARGO_PKG_VERSION")),
     )?;
 
-    let client = kube_client::connect(
+    let client = ksim_kube::connect(
         args.tracer.kubeconfig.as_deref(),
         args.tracer.context.as_deref(),
     )

@@ -3,12 +3,14 @@
 //! - [`plan`] turns a trace into timed steps of object operations, rewritten by [`rewrite`]
 //!   (prefixed namespaces, the simulation root as owner, pods kept on virtual nodes) with pod
 //!   lifetimes from [`lifetimes`].
+//! - [`spec`] checks a simulation spec whole, naming the field at fault.
 //! - [`report`] turns what the driver observed into the report, its files and its summary.
 
 pub mod lifetimes;
 pub mod plan;
 pub mod report;
 pub mod rewrite;
+pub mod spec;
 
 use std::fmt;
 

@@ -1,0 +1,95 @@
+//! Applies and deletes replayed objects: server-side apply under the driver's field manager,
+//! deletes by name with "not found" counted as done. Kinds are resolved once, before the replay,
+//! so an unknown kind costs no request per object.
+
+use std::collections::{BTreeSet, HashMap};
+
+use kube::{
+    Api, Client,
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
+    discovery::Scope,
+};
+
+use crate::domain::{FIELD_MANAGER, Gvk, Target};
+
+#[derive(Clone)]
+pub struct Applier {
+    client: Client,
+    served: HashMap<Gvk, Result<(ApiResource, Scope), String>>,
+}
+
+impl std::fmt::Debug for Applier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applier")
+            .field("kinds", &self.served.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Applier {
+    /// Looks every kind up in the cluster's discovery; kinds it does not serve are remembered
+    /// with the reason and reported on each object that uses them.
+    pub async fn discover(client: Client, kinds: &BTreeSet<Gvk>) -> Self {
+        let mut served = HashMap::with_capacity(kinds.len());
+        for gvk in kinds {
+            let lookup = GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
+            let resolved = kube::discovery::pinned_kind(&client, &lookup)
+                .await
+                .map(|(resource, capabilities)| (resource, capabilities.scope))
+                .map_err(|error| format!("the cluster does not serve kind {gvk}: {error}"));
+            served.insert(gvk.clone(), resolved);
+        }
+        Self { client, served }
+    }
+
+    pub async fn apply(&self, target: &Target, object: &serde_json::Value) -> Result<(), String> {
+        let api = self.api(target)?;
+        let object: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| format!("not an object: {e}"))?;
+        api.patch(
+            &target.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .map(drop)
+        .map_err(describe)
+    }
+
+    pub async fn delete(&self, target: &Target) -> Result<(), String> {
+        let api = self.api(target)?;
+        match api.delete(&target.name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(describe(error)),
+        }
+    }
+
+    fn api(&self, target: &Target) -> Result<Api<DynamicObject>, String> {
+        let (resource, scope) = match self.served.get(&target.gvk) {
+            Some(Ok(served)) => served,
+            Some(Err(reason)) => return Err(reason.clone()),
+            None => return Err(format!("kind {} was not looked up", target.gvk)),
+        };
+        match (scope, &target.namespace) {
+            (Scope::Namespaced, Some(namespace)) => Ok(Api::namespaced_with(
+                self.client.clone(),
+                namespace,
+                resource,
+            )),
+            (Scope::Namespaced, None) => Err(format!(
+                "{} is namespaced but the trace gives {} no namespace",
+                target.gvk, target.name
+            )),
+            (Scope::Cluster, _) => Ok(Api::all_with(self.client.clone(), resource)),
+        }
+    }
+}
+
+/// The apiserver's own message for API errors (it names the field at fault), else the error.
+fn describe(error: kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,114 @@
+//! The simulation root: a cluster-scoped `SimulationRoot` that owns every replayed object and
+//! namespace, so one foreground delete garbage-collects the whole simulation.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client,
+    api::{
+        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    },
+};
+use serde_json::json;
+
+use crate::domain::{FIELD_MANAGER, RootRef, SIMULATION_LABEL};
+
+const GROUP: &str = "ksim.io";
+const VERSION: &str = "v1alpha1";
+const KIND: &str = "SimulationRoot";
+const PLURAL: &str = "simulationroots";
+
+fn resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
+}
+
+/// Installs (or updates) the SimulationRoot CRD and waits until the apiserver serves it.
+pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), kube::Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{PLURAL}.{GROUP}") },
+        "spec": {
+            "group": GROUP,
+            "scope": "Cluster",
+            "names": { "kind": KIND, "plural": PLURAL, "singular": "simulationroot", "listKind": "SimulationRootList" },
+            "versions": [{
+                "name": VERSION, "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "description": "Owns every object of one ksim simulation; deleting it removes them.",
+                    "x-kubernetes-preserve-unknown-fields": true
+                }}
+            }]
+        }
+    });
+    crds.patch(
+        &format!("{PLURAL}.{GROUP}"),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(crd),
+    )
+    .await?;
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let started = tokio::time::Instant::now();
+    // A CRD is served a moment after it is accepted; listing is the test that counts.
+    loop {
+        match roots.list(&Default::default()).await {
+            Ok(_) => return Ok(()),
+            Err(error) if started.elapsed() >= deadline => return Err(error),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Creates the root of simulation `id`.
+pub async fn create(client: &Client, id: &str) -> Result<RootRef, kube::Error> {
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let mut root = DynamicObject::new(&name(id), &resource());
+    root.metadata.labels = Some([(SIMULATION_LABEL.to_owned(), id.to_owned())].into());
+    let created = roots.create(&PostParams::default(), &root).await?;
+    Ok(RootRef {
+        api_version: resource().api_version,
+        kind: KIND.to_owned(),
+        name: name(id),
+        uid: created.metadata.uid.unwrap_or_default(),
+    })
+}
+
+/// Deletes the root in the foreground and waits until it is gone, which the garbage collector
+/// allows only once every object it owns (blockOwnerDeletion) is gone too.
+pub async fn delete_and_wait(
+    client: &Client,
+    id: &str,
+    deadline: Duration,
+) -> Result<(), CleanupError> {
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    match roots.delete(&name(id), &DeleteParams::foreground()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(CleanupError::Delete(error)),
+    }
+    let started = tokio::time::Instant::now();
+    loop {
+        match roots.get_opt(&name(id)).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) | Err(_) if started.elapsed() >= deadline => {
+                return Err(CleanupError::TimedOut(deadline));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CleanupError {
+    #[error("deleting the simulation root: {0}")]
+    Delete(kube::Error),
+    #[error("simulated objects were still being deleted after {0:?}")]
+    TimedOut(Duration),
+}
+
+fn name(id: &str) -> String {
+    format!("sim-{id}")
+}

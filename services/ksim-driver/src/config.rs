@@ -1,0 +1,70 @@
+//! The driver's settings, from flags or the environment.
+
+use std::{path::PathBuf, time::Duration};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DriverArgs {
+    /// URL of the virtual node pool's gRPC API.
+    #[arg(long, env = "KSIM_POOL_URL")]
+    pub pool_url: String,
+
+    /// URL of the tracer store's gRPC API; needed for simulations of stored traces.
+    #[arg(long, env = "KSIM_TRACER_URL")]
+    pub tracer_url: Option<String>,
+
+    /// URL of the cloud provider's gRPC API; when set, the driver checks that
+    /// cluster-autoscaler is offered the simulation's Deployment-backed groups.
+    #[arg(long, env = "KSIM_CLOUDPROV_URL")]
+    pub cloudprov_url: Option<String>,
+
+    /// Kubeconfig of the simulated cluster; in-cluster or the default kubeconfig if unset.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+
+    /// Namespace of the driver's Lease and of seat Deployments (the pool's and the cloud
+    /// provider's namespace).
+    #[arg(long, env = "KSIM_NAMESPACE", default_value = "ksim-system")]
+    pub namespace: String,
+
+    /// Directory the reports are written to, one subdirectory per simulation.
+    #[arg(long, env = "KSIM_REPORT_DIR", default_value = "ksim-reports")]
+    pub report_dir: PathBuf,
+
+    /// How long the single-simulation Lease stays valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+
+    /// Operations applied in parallel (each object stays on one lane, in trace order).
+    #[arg(long, default_value_t = 32)]
+    pub lanes: usize,
+}
+
+impl DriverArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            namespace: self.namespace.clone(),
+            report_dir: self.report_dir.clone(),
+            lease_duration: self.lease_duration,
+            lanes: self.lanes.max(1),
+            ready_deadline: Duration::from_secs(120),
+            cleanup_deadline: Duration::from_secs(180),
+        }
+    }
+}
+
+/// What a simulation run needs to know of the driver's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub namespace: String,
+    pub report_dir: PathBuf,
+    pub lease_duration: Duration,
+    pub lanes: usize,
+    /// How long node groups get to become Ready before the simulation fails.
+    pub ready_deadline: Duration,
+    /// How long garbage collection gets to remove the simulation's objects.
+    pub cleanup_deadline: Duration,
+}

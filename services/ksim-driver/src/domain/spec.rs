@@ -1,0 +1,394 @@
+//! A simulation spec, checked whole before anything is created: every error names the field.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use ksim_nodes::skeleton::NodeSkeleton;
+use ksim_proto::ksim::driver::v1 as pb;
+
+/// Namespace prefix when the spec leaves it empty.
+pub const DEFAULT_NAMESPACE_PREFIX: &str = "virtual";
+
+/// Longest prefix that still leaves room for a recorded namespace name (63 characters in all).
+const MAX_PREFIX_LEN: usize = 20;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{field}: {problem}")]
+pub struct SpecError {
+    pub field: String,
+    pub problem: String,
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> SpecError {
+    SpecError {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// Where the trace comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TraceSource {
+    Stored(pb::StoredTrace),
+    Uploaded(Vec<u8>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    Continue,
+    Stop,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeGroup {
+    /// A fixed-size group the pool creates through its API.
+    PoolManaged {
+        name: String,
+        skeleton_yaml: String,
+        count: i32,
+    },
+    /// A seat Deployment the cloud provider offers to cluster-autoscaler.
+    Deployment {
+        name: String,
+        skeleton_yaml: String,
+        min_size: i32,
+        max_size: i32,
+        initial_size: i32,
+    },
+}
+
+impl NodeGroup {
+    pub fn name(&self) -> &str {
+        match self {
+            Self::PoolManaged { name, .. } | Self::Deployment { name, .. } => name,
+        }
+    }
+
+    /// Nodes the group has when the replay starts.
+    pub fn initial_nodes(&self) -> i32 {
+        match self {
+            Self::PoolManaged { count, .. } => *count,
+            Self::Deployment { initial_size, .. } => *initial_size,
+        }
+    }
+}
+
+/// A spec that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimulationSpec {
+    pub source: TraceSource,
+    pub speed: f64,
+    pub duration: Option<Duration>,
+    pub namespace_prefix: String,
+    pub on_error: OnError,
+    pub node_groups: Vec<NodeGroup>,
+    pub enable_autoscaler: bool,
+    /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
+    pub echo: pb::SimulationSpec,
+}
+
+impl SimulationSpec {
+    pub fn from_proto(spec: Option<pb::SimulationSpec>) -> Result<Self, SpecError> {
+        let spec = spec.ok_or_else(|| invalid("spec", "is required"))?;
+        let source = match &spec.trace_source {
+            Some(pb::simulation_spec::TraceSource::StoredTrace(stored)) => {
+                TraceSource::Stored(stored.clone())
+            }
+            Some(pb::simulation_spec::TraceSource::TraceFile(bytes)) if bytes.is_empty() => {
+                return Err(invalid("spec.trace_file", "is empty"));
+            }
+            Some(pb::simulation_spec::TraceSource::TraceFile(bytes)) => {
+                TraceSource::Uploaded(bytes.clone())
+            }
+            None => {
+                return Err(invalid(
+                    "spec.trace_source",
+                    "set stored_trace or trace_file",
+                ));
+            }
+        };
+        let speed = match spec.speed {
+            0.0 => 1.0,
+            speed if speed.is_finite() && speed > 0.0 => speed,
+            speed => {
+                return Err(invalid(
+                    "spec.speed",
+                    format!("must be a positive number, got {speed}"),
+                ));
+            }
+        };
+        let duration = spec
+            .duration
+            .map(|d| {
+                Duration::try_from(d)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| invalid("spec.duration", "must be positive"))
+            })
+            .transpose()?;
+        let namespace_prefix = match spec.namespace_prefix.as_str() {
+            "" => DEFAULT_NAMESPACE_PREFIX.to_owned(),
+            prefix if prefix.len() <= MAX_PREFIX_LEN && is_dns_label(prefix) => prefix.to_owned(),
+            prefix => {
+                return Err(invalid(
+                    "spec.namespace_prefix",
+                    format!(
+                        "{prefix:?} must be a DNS label (lowercase letters, digits, '-') of at most {MAX_PREFIX_LEN} characters"
+                    ),
+                ));
+            }
+        };
+        let on_error = match pb::OnErrorPolicy::try_from(spec.on_error) {
+            Ok(pb::OnErrorPolicy::Stop) => OnError::Stop,
+            Ok(pb::OnErrorPolicy::Continue | pb::OnErrorPolicy::Unspecified) => OnError::Continue,
+            Err(_) => {
+                return Err(invalid(
+                    "spec.on_error",
+                    format!("unknown policy {}", spec.on_error),
+                ));
+            }
+        };
+        let node_groups = node_groups(&spec.node_groups)?;
+        if spec.enable_autoscaler
+            && !node_groups
+                .iter()
+                .any(|g| matches!(g, NodeGroup::Deployment { .. }))
+        {
+            return Err(invalid(
+                "spec.enable_autoscaler",
+                "needs at least one deployment node group for cluster-autoscaler to resize",
+            ));
+        }
+        let mut echo = spec.clone();
+        if matches!(source, TraceSource::Uploaded(_)) {
+            echo.trace_source = Some(pb::simulation_spec::TraceSource::TraceFile(Vec::new()));
+        }
+        echo.speed = speed;
+        echo.namespace_prefix = namespace_prefix.clone();
+        Ok(Self {
+            source,
+            speed,
+            duration,
+            namespace_prefix,
+            on_error,
+            node_groups,
+            enable_autoscaler: spec.enable_autoscaler,
+            echo,
+        })
+    }
+}
+
+fn node_groups(groups: &[pb::NodeGroupSpec]) -> Result<Vec<NodeGroup>, SpecError> {
+    let mut names = BTreeSet::new();
+    let mut valid = Vec::with_capacity(groups.len());
+    for (index, group) in groups.iter().enumerate() {
+        let field = format!("spec.node_groups[{index}]");
+        let group = match &group.kind {
+            Some(pb::node_group_spec::Kind::PoolManaged(pool)) => {
+                if pool.count < 0 {
+                    return Err(invalid(
+                        format!("{field}.pool_managed.count"),
+                        format!("must not be negative, got {}", pool.count),
+                    ));
+                }
+                NodeGroup::PoolManaged {
+                    name: pool.name.clone(),
+                    skeleton_yaml: pool.node_skeleton_yaml.clone(),
+                    count: pool.count,
+                }
+            }
+            Some(pb::node_group_spec::Kind::Deployment(d)) => {
+                if d.min_size < 0 || d.max_size < 1 || d.min_size > d.max_size {
+                    return Err(invalid(
+                        format!("{field}.deployment"),
+                        format!(
+                            "need 0 <= min_size <= max_size and max_size >= 1, got min {} max {}",
+                            d.min_size, d.max_size
+                        ),
+                    ));
+                }
+                if !(d.min_size..=d.max_size).contains(&d.initial_size) {
+                    return Err(invalid(
+                        format!("{field}.deployment.initial_size"),
+                        format!(
+                            "{} is outside min_size {} and max_size {}",
+                            d.initial_size, d.min_size, d.max_size
+                        ),
+                    ));
+                }
+                NodeGroup::Deployment {
+                    name: d.name.clone(),
+                    skeleton_yaml: d.node_skeleton_yaml.clone(),
+                    min_size: d.min_size,
+                    max_size: d.max_size,
+                    initial_size: d.initial_size,
+                }
+            }
+            None => return Err(invalid(field, "set pool_managed or deployment")),
+        };
+        let (name, skeleton) = match &group {
+            NodeGroup::PoolManaged {
+                name,
+                skeleton_yaml,
+                ..
+            }
+            | NodeGroup::Deployment {
+                name,
+                skeleton_yaml,
+                ..
+            } => (name, skeleton_yaml),
+        };
+        if !is_dns_label(name) {
+            return Err(invalid(
+                format!("{field}.name"),
+                format!("{name:?} is not a DNS label"),
+            ));
+        }
+        if !names.insert(name.clone()) {
+            return Err(invalid(
+                format!("{field}.name"),
+                format!("{name:?} is used twice"),
+            ));
+        }
+        NodeSkeleton::from_yaml(skeleton).map_err(|error| {
+            invalid(
+                format!("{field}.node_skeleton_yaml"),
+                format!("group {name}: {error}"),
+            )
+        })?;
+        valid.push(group);
+    }
+    Ok(valid)
+}
+
+/// RFC 1123 label: what Kubernetes accepts as a namespace or label value here.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    const SKELETON: &str = include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+
+    fn uploaded() -> pb::SimulationSpec {
+        pb::SimulationSpec {
+            trace_source: Some(pb::simulation_spec::TraceSource::TraceFile(vec![1, 2, 3])),
+            ..Default::default()
+        }
+    }
+
+    fn pool_group(name: &str, count: i32) -> pb::NodeGroupSpec {
+        pb::NodeGroupSpec {
+            kind: Some(pb::node_group_spec::Kind::PoolManaged(
+                pb::PoolManagedNodeGroup {
+                    name: name.to_owned(),
+                    node_skeleton_yaml: SKELETON.to_owned(),
+                    count,
+                },
+            )),
+        }
+    }
+
+    fn error(spec: pb::SimulationSpec) -> SpecError {
+        SimulationSpec::from_proto(Some(spec)).unwrap_err()
+    }
+
+    #[test]
+    fn defaults_fill_in_and_uploaded_bytes_are_not_echoed() {
+        let spec = SimulationSpec::from_proto(Some(uploaded())).unwrap();
+        assert_eq!(spec.speed, 1.0);
+        assert_eq!(spec.namespace_prefix, "virtual");
+        assert_eq!(spec.on_error, OnError::Continue);
+        assert_eq!(spec.source, TraceSource::Uploaded(vec![1, 2, 3]));
+        assert_eq!(
+            spec.echo.trace_source,
+            Some(pb::simulation_spec::TraceSource::TraceFile(Vec::new()))
+        );
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        assert_eq!(
+            error(pb::SimulationSpec::default()).field,
+            "spec.trace_source"
+        );
+        assert_eq!(
+            error(pb::SimulationSpec {
+                speed: -2.0,
+                ..uploaded()
+            })
+            .field,
+            "spec.speed"
+        );
+        assert_eq!(
+            error(pb::SimulationSpec {
+                namespace_prefix: "Bad_Prefix".to_owned(),
+                ..uploaded()
+            })
+            .field,
+            "spec.namespace_prefix"
+        );
+        assert_eq!(
+            error(pb::SimulationSpec {
+                node_groups: vec![pool_group("a", -1)],
+                ..uploaded()
+            })
+            .field,
+            "spec.node_groups[0].pool_managed.count"
+        );
+        assert_eq!(
+            error(pb::SimulationSpec {
+                node_groups: vec![pool_group("a", 1), pool_group("a", 2)],
+                ..uploaded()
+            })
+            .field,
+            "spec.node_groups[1].name"
+        );
+        assert_eq!(
+            error(pb::SimulationSpec {
+                enable_autoscaler: true,
+                node_groups: vec![pool_group("a", 1)],
+                ..uploaded()
+            })
+            .field,
+            "spec.enable_autoscaler"
+        );
+    }
+
+    #[test]
+    fn deployment_sizes_must_nest_and_skeletons_must_parse() {
+        let deployment = |min, max, initial, skeleton: &str| pb::SimulationSpec {
+            node_groups: vec![pb::NodeGroupSpec {
+                kind: Some(pb::node_group_spec::Kind::Deployment(
+                    pb::DeploymentNodeGroup {
+                        name: "ca".to_owned(),
+                        node_skeleton_yaml: skeleton.to_owned(),
+                        min_size: min,
+                        max_size: max,
+                        initial_size: initial,
+                    },
+                )),
+            }],
+            ..uploaded()
+        };
+        assert!(SimulationSpec::from_proto(Some(deployment(1, 5, 2, SKELETON))).is_ok());
+        assert_eq!(
+            error(deployment(1, 5, 9, SKELETON)).field,
+            "spec.node_groups[0].deployment.initial_size"
+        );
+        assert_eq!(
+            error(deployment(3, 2, 2, SKELETON)).field,
+            "spec.node_groups[0].deployment"
+        );
+        let bad = error(deployment(1, 5, 2, "kind: [unclosed"));
+        assert_eq!(bad.field, "spec.node_groups[0].node_skeleton_yaml");
+        assert!(bad.problem.contains("group ca"), "{bad}");
+    }
+}

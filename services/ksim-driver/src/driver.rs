@@ -1,0 +1,200 @@
+//! The driver's operations, independent of gRPC: start, look up, cancel and report on
+//! simulations. One simulation runs at a time: in this process (checked first, so a second
+//! request gets a clear answer at once) and per cluster (the Lease).
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::Namespace;
+use ksim_proto::ksim::driver::v1 as pb;
+use kube::{
+    Api,
+    api::{ObjectMeta, PostParams},
+};
+use tracing::Instrument;
+
+use crate::{
+    cluster::lease::{LeaseError, SimulationLease},
+    domain::{
+        report,
+        spec::{SimulationSpec, SpecError},
+    },
+    replay::{
+        handle::{Handle, is_terminal, now_ms},
+        run::{RunContext, run},
+        source::{LoadError, load},
+    },
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("simulation {0} is running; cancel it or wait for it to end")]
+    Busy(String),
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error("no simulation {0:?}")]
+    NotFound(String),
+    #[error("preparing namespace {namespace}: {source}")]
+    Namespace {
+        namespace: String,
+        source: kube::Error,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Driver {
+    ctx: RunContext,
+    simulations: Arc<Mutex<BTreeMap<String, Arc<Handle>>>>,
+}
+
+impl Driver {
+    pub fn new(ctx: RunContext) -> Self {
+        Self {
+            ctx,
+            simulations: Arc::default(),
+        }
+    }
+
+    /// Checks the spec and the trace, takes the lease, and starts the run. Returns the
+    /// simulation PENDING.
+    pub async fn start(
+        &self,
+        spec: Option<pb::SimulationSpec>,
+    ) -> Result<pb::Simulation, DriverError> {
+        let spec = SimulationSpec::from_proto(spec)?;
+        if let Some(running) = self.running() {
+            return Err(DriverError::Busy(running));
+        }
+        let trace = load(&spec.source, &self.ctx.mesh).await?;
+        let id = new_id();
+        self.ensure_namespace().await?;
+        let lease = SimulationLease::acquire(
+            &self.ctx.client,
+            &self.ctx.settings.namespace,
+            &id,
+            self.ctx.settings.lease_duration,
+        )
+        .await?;
+        let handle = Arc::new(Handle::new(pb::Simulation {
+            id: id.clone(),
+            state: pb::SimulationState::Pending.into(),
+            create_time: Some(ksim_trace::time::timestamp(now_ms())),
+            spec: Some(spec.echo.clone()),
+            progress: Some(pb::SimulationProgress {
+                state: pb::SimulationState::Pending.into(),
+                events_total: trace.events.len() as u64,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }));
+        // Two requests may both have passed the check above; the lease let only one through
+        // per cluster, and this keeps it to one per process too.
+        if let Err(running) = self.register(&handle) {
+            let _ = lease.release().await;
+            return Err(DriverError::Busy(running));
+        }
+        tracing::info!(
+            simulation = id,
+            events = trace.events.len(),
+            "simulation accepted"
+        );
+        let span = tracing::info_span!("simulation", simulation.id = %id);
+        tokio::spawn(run(self.ctx.clone(), handle.clone(), spec, trace, lease).instrument(span));
+        Ok(handle.simulation())
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<Handle>, DriverError> {
+        self.lock()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| DriverError::NotFound(id.to_owned()))
+    }
+
+    /// Cancels and waits (up to `wait`) for the cleanup to finish.
+    pub async fn cancel(&self, id: &str, wait: Duration) -> Result<pb::Simulation, DriverError> {
+        let handle = self.get(id)?;
+        handle.cancel.cancel();
+        let mut changes = handle.subscribe();
+        let _ = tokio::time::timeout(
+            wait,
+            changes.wait_for(|simulation| is_terminal(simulation.state())),
+        )
+        .await;
+        Ok(handle.simulation())
+    }
+
+    /// The final report once the simulation ended, else one built from what it saw so far.
+    pub fn report(&self, id: &str) -> Result<pb::Report, DriverError> {
+        let handle = self.get(id)?;
+        if let Some(report) = handle.report() {
+            return Ok(report);
+        }
+        Ok(match handle.live() {
+            Some(live) => report::build(&live.observations(id, false)).to_proto(),
+            None => pb::Report {
+                simulation_id: id.to_owned(),
+                ..Default::default()
+            },
+        })
+    }
+
+    fn register(&self, handle: &Arc<Handle>) -> Result<(), String> {
+        let mut simulations = self.lock();
+        if let Some(running) = running_in(&simulations) {
+            return Err(running);
+        }
+        simulations.insert(handle.id.clone(), handle.clone());
+        Ok(())
+    }
+
+    fn running(&self) -> Option<String> {
+        running_in(&self.lock())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Handle>>> {
+        self.simulations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn ensure_namespace(&self) -> Result<(), DriverError> {
+        let namespace = &self.ctx.settings.namespace;
+        let api: Api<Namespace> = Api::all(self.ctx.client.clone());
+        let object = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(source) => Err(DriverError::Namespace {
+                namespace: namespace.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+fn running_in(simulations: &BTreeMap<String, Arc<Handle>>) -> Option<String> {
+    simulations
+        .values()
+        .find(|handle| !is_terminal(handle.state()))
+        .map(|handle| handle.id.clone())
+}
+
+/// Short, sortable by start time, and a valid label value and name part: `<ms hex>-<random>`.
+fn new_id() -> String {
+    use std::hash::BuildHasher;
+    let random = std::collections::hash_map::RandomState::new().hash_one(now_ms()) & 0xffff;
+    format!("{:x}-{random:04x}", now_ms())
+}

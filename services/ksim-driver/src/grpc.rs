@@ -1,0 +1,153 @@
+//! `ksim.driver.v1.Driver` over a [`Driver`]: requests in, simulations out, errors mapped to
+//! gRPC status codes.
+
+use std::{pin::Pin, time::Duration};
+
+use ksim_proto::ksim::driver::v1 as pb;
+use tokio_stream::{Stream, wrappers::ReceiverStream};
+use tonic::{Request, Response, Status};
+
+use crate::{
+    cluster::lease::LeaseError,
+    driver::{Driver, DriverError},
+    mesh::MeshError,
+    replay::{handle::is_terminal, source::LoadError},
+};
+
+const DEFAULT_WATCH_INTERVAL: Duration = Duration::from_secs(1);
+const MIN_WATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// How long CancelSimulation waits for the cleanup before answering with the state so far.
+const CANCEL_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+pub struct DriverService {
+    driver: Driver,
+}
+
+impl DriverService {
+    pub fn new(driver: Driver) -> Self {
+        Self { driver }
+    }
+
+    pub fn into_server(self) -> pb::driver_server::DriverServer<Self> {
+        pb::driver_server::DriverServer::new(self)
+    }
+}
+
+impl From<DriverError> for Status {
+    fn from(error: DriverError) -> Self {
+        let message = error.to_string();
+        match error {
+            DriverError::Spec(_) | DriverError::Load(LoadError::Malformed(_)) => {
+                Status::invalid_argument(message)
+            }
+            DriverError::Load(LoadError::Export(MeshError::Call { status, .. })) => {
+                Status::new(status.code(), message)
+            }
+            DriverError::Load(LoadError::Export(MeshError::NotConfigured(_))) => {
+                Status::failed_precondition(message)
+            }
+            DriverError::Load(_) => Status::unavailable(message),
+            DriverError::Busy(_) | DriverError::Lease(LeaseError::Held { .. }) => {
+                Status::failed_precondition(message)
+            }
+            DriverError::NotFound(_) => Status::not_found(message),
+            DriverError::Lease(LeaseError::Api { .. }) | DriverError::Namespace { .. } => {
+                Status::unavailable(message)
+            }
+        }
+    }
+}
+
+fn required_id(id: &str) -> Result<&str, Status> {
+    if id.is_empty() {
+        Err(Status::invalid_argument("id: is required"))
+    } else {
+        Ok(id)
+    }
+}
+
+type ProgressStream =
+    Pin<Box<dyn Stream<Item = Result<pb::WatchSimulationResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::driver_server::Driver for DriverService {
+    async fn start_simulation(
+        &self,
+        request: Request<pb::StartSimulationRequest>,
+    ) -> Result<Response<pb::StartSimulationResponse>, Status> {
+        let simulation = self.driver.start(request.into_inner().spec).await?;
+        Ok(Response::new(pb::StartSimulationResponse {
+            simulation: Some(simulation),
+        }))
+    }
+
+    type WatchSimulationStream = ProgressStream;
+
+    async fn watch_simulation(
+        &self,
+        request: Request<pb::WatchSimulationRequest>,
+    ) -> Result<Response<Self::WatchSimulationStream>, Status> {
+        let request = request.into_inner();
+        let handle = self.driver.get(required_id(&request.id)?)?;
+        let interval = match request.interval {
+            None => DEFAULT_WATCH_INTERVAL,
+            Some(interval) => Duration::try_from(interval)
+                .map_err(|_| Status::invalid_argument("interval: must not be negative"))?
+                .max(MIN_WATCH_INTERVAL),
+        };
+        let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut changes = handle.subscribe();
+            loop {
+                let simulation = handle.simulation();
+                let mut progress = simulation.progress.clone().unwrap_or_default();
+                progress.state = simulation.state;
+                let message = pb::WatchSimulationResponse {
+                    progress: Some(progress),
+                };
+                if sender.send(Ok(message)).await.is_err() || is_terminal(simulation.state()) {
+                    return;
+                }
+                // Wake for the next tick, or at once when the state becomes terminal.
+                let _ = tokio::time::timeout(
+                    interval,
+                    changes.wait_for(|simulation| is_terminal(simulation.state())),
+                )
+                .await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn get_simulation(
+        &self,
+        request: Request<pb::GetSimulationRequest>,
+    ) -> Result<Response<pb::GetSimulationResponse>, Status> {
+        let handle = self.driver.get(required_id(&request.get_ref().id)?)?;
+        Ok(Response::new(pb::GetSimulationResponse {
+            simulation: Some(handle.simulation()),
+        }))
+    }
+
+    async fn cancel_simulation(
+        &self,
+        request: Request<pb::CancelSimulationRequest>,
+    ) -> Result<Response<pb::CancelSimulationResponse>, Status> {
+        let id = required_id(&request.get_ref().id)?;
+        let simulation = self.driver.cancel(id, CANCEL_WAIT).await?;
+        Ok(Response::new(pb::CancelSimulationResponse {
+            simulation: Some(simulation),
+        }))
+    }
+
+    async fn get_report(
+        &self,
+        request: Request<pb::GetReportRequest>,
+    ) -> Result<Response<pb::GetReportResponse>, Status> {
+        let report = self.driver.report(required_id(&request.get_ref().id)?)?;
+        Ok(Response::new(pb::GetReportResponse {
+            report: Some(report),
+        }))
+    }
+}

@@ -1,0 +1,157 @@
+//! gRPC clients of the other ksim services. Every call carries the caller's trace context, so
+//! one simulation is one OpenTelemetry trace across the mesh.
+
+use ksim_proto::{
+    clusterautoscaler::cloudprovider::v1::externalgrpc::{
+        NodeGroupsRequest, cloud_provider_client::CloudProviderClient,
+    },
+    ksim::{
+        trace::v1::{ExportRequest, trace_store_client::TraceStoreClient},
+        vnode::v1::{
+            CreateNodeGroupRequest, DeleteNodeGroupRequest,
+            virtual_node_pool_client::VirtualNodePoolClient,
+        },
+    },
+};
+use tonic::{body::Body, transport::Channel};
+use tower::util::MapRequest;
+
+type Traced = MapRequest<Channel, fn(http::Request<Body>) -> http::Request<Body>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeshError {
+    #[error("{service} URL {url:?} is invalid: {source}")]
+    Url {
+        service: &'static str,
+        url: String,
+        source: http::uri::InvalidUri,
+    },
+    #[error("no {0} URL is configured")]
+    NotConfigured(&'static str),
+    #[error("{service}: {status}")]
+    Call {
+        service: &'static str,
+        status: tonic::Status,
+    },
+}
+
+/// Connected lazily: a service that is down fails the calls that need it, not the driver's
+/// start-up.
+#[derive(Debug, Clone)]
+pub struct Mesh {
+    pool: VirtualNodePoolClient<Traced>,
+    tracer: Option<TraceStoreClient<Traced>>,
+    cloud_provider: Option<CloudProviderClient<Traced>>,
+}
+
+fn channel(service: &'static str, url: &str) -> Result<Traced, MeshError> {
+    let channel = Channel::from_shared(url.to_owned())
+        .map_err(|e| MeshError::Url {
+            service,
+            url: url.to_owned(),
+            source: e,
+        })?
+        .connect_lazy();
+    let inject: fn(http::Request<Body>) -> http::Request<Body> = ksim_grpc::inject_trace_context;
+    Ok(MapRequest::new(channel, inject))
+}
+
+impl Mesh {
+    pub fn new(
+        pool_url: &str,
+        tracer_url: Option<&str>,
+        cloud_provider_url: Option<&str>,
+    ) -> Result<Self, MeshError> {
+        Ok(Self {
+            pool: VirtualNodePoolClient::new(channel("pool", pool_url)?),
+            tracer: tracer_url
+                .map(|url| channel("tracer", url).map(TraceStoreClient::new))
+                .transpose()?,
+            cloud_provider: cloud_provider_url
+                .map(|url| channel("cloud provider", url).map(CloudProviderClient::new))
+                .transpose()?,
+        })
+    }
+
+    /// The whole exported trace file.
+    pub async fn export(&self, request: ExportRequest) -> Result<Vec<u8>, MeshError> {
+        let call = |status| MeshError::Call {
+            service: "tracer",
+            status,
+        };
+        let mut tracer = self
+            .tracer
+            .clone()
+            .ok_or(MeshError::NotConfigured("tracer"))?;
+        let mut chunks = tracer.export(request).await.map_err(call)?.into_inner();
+        let mut file = Vec::new();
+        while let Some(chunk) = chunks.message().await.map_err(call)? {
+            file.extend_from_slice(&chunk.data);
+        }
+        Ok(file)
+    }
+
+    pub async fn create_node_group(
+        &self,
+        name: &str,
+        skeleton_yaml: &str,
+        count: i32,
+    ) -> Result<(), MeshError> {
+        self.pool
+            .clone()
+            .create_node_group(CreateNodeGroupRequest {
+                name: name.to_owned(),
+                node_skeleton_yaml: skeleton_yaml.to_owned(),
+                count,
+            })
+            .await
+            .map_err(|status| MeshError::Call {
+                service: "pool",
+                status,
+            })?;
+        Ok(())
+    }
+
+    /// Deletes a pool-managed group; one already gone (or never created) counts as deleted.
+    /// The pool answers an unknown group with INVALID_ARGUMENT, its one code for bad names.
+    pub async fn delete_node_group(&self, name: &str) -> Result<(), MeshError> {
+        match self
+            .pool
+            .clone()
+            .delete_node_group(DeleteNodeGroupRequest {
+                name: name.to_owned(),
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::NotFound | tonic::Code::InvalidArgument
+                ) =>
+            {
+                Ok(())
+            }
+            Err(status) => Err(MeshError::Call {
+                service: "pool",
+                status,
+            }),
+        }
+    }
+
+    /// The node group ids the cloud provider offers cluster-autoscaler; `None` without one.
+    pub async fn autoscaler_groups(&self) -> Result<Option<Vec<String>>, MeshError> {
+        let Some(mut cloud_provider) = self.cloud_provider.clone() else {
+            return Ok(None);
+        };
+        let groups = cloud_provider
+            .node_groups(NodeGroupsRequest {})
+            .await
+            .map_err(|status| MeshError::Call {
+                service: "cloud provider",
+                status,
+            })?
+            .into_inner();
+        Ok(Some(groups.node_groups.into_iter().map(|g| g.id).collect()))
+    }
+}

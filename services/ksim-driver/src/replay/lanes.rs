@@ -1,0 +1,107 @@
+//! Operations run on a fixed set of lanes so the replay keeps pace with busy traces: an
+//! object always maps to the same lane (its operations stay in trace order) while different
+//! objects proceed in parallel.
+
+use std::{
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::{sync::mpsc, task::JoinSet, time::Instant};
+
+use super::progress::Progress;
+use crate::{
+    cluster::applier::Applier,
+    domain::{Operation, Target, plan::Op, report::ObjectErrorRecord},
+    metrics::ReplayMetrics,
+};
+
+/// One operation and when it was due.
+#[derive(Debug)]
+pub struct Job {
+    pub op: Op,
+    pub event_index: u64,
+    pub trace_offset: Duration,
+    pub due: Instant,
+}
+
+#[derive(Debug)]
+pub struct Lanes {
+    senders: Vec<mpsc::UnboundedSender<Job>>,
+    workers: JoinSet<()>,
+}
+
+impl Lanes {
+    pub fn start(
+        count: usize,
+        applier: Arc<Applier>,
+        progress: Arc<Progress>,
+        metrics: ReplayMetrics,
+    ) -> Self {
+        let mut senders = Vec::with_capacity(count);
+        let mut workers = JoinSet::new();
+        for _ in 0..count.max(1) {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            senders.push(sender);
+            workers.spawn(run_lane(
+                receiver,
+                applier.clone(),
+                progress.clone(),
+                metrics.clone(),
+            ));
+        }
+        Self { senders, workers }
+    }
+
+    pub fn dispatch(&self, job: Job) {
+        let lane = lane_of(target_of(&job.op), self.senders.len());
+        // A lane ends only when its sender is dropped, so sending cannot fail here.
+        let _ = self.senders[lane].send(job);
+    }
+
+    /// Waits until every dispatched operation is done.
+    pub async fn drain(mut self) {
+        self.senders.clear();
+        while self.workers.join_next().await.is_some() {}
+    }
+}
+
+async fn run_lane(
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    applier: Arc<Applier>,
+    progress: Arc<Progress>,
+    metrics: ReplayMetrics,
+) {
+    while let Some(job) = jobs.recv().await {
+        let lateness = Instant::now().saturating_duration_since(job.due);
+        let (operation, result) = match &job.op {
+            Op::Apply { target, object } => (Operation::Apply, applier.apply(target, object).await),
+            Op::Delete { target } => (Operation::Delete, applier.delete(target).await),
+            Op::Invalid {
+                operation, message, ..
+            } => (*operation, Err(message.clone())),
+        };
+        metrics.operation(operation, result.is_ok());
+        let error = result.err().map(|message| ObjectErrorRecord {
+            target: target_of(&job.op).clone(),
+            operation,
+            event_index: job.event_index,
+            trace_offset: job.trace_offset,
+            message,
+        });
+        progress.operation_done(job.event_index, lateness, error);
+    }
+}
+
+fn target_of(op: &Op) -> &Target {
+    match op {
+        Op::Apply { target, .. } | Op::Delete { target } | Op::Invalid { target, .. } => target,
+    }
+}
+
+fn lane_of(target: &Target, lanes: usize) -> usize {
+    let mut hasher = DefaultHasher::new();
+    target.hash(&mut hasher);
+    (hasher.finish() % lanes as u64) as usize
+}

@@ -1,0 +1,106 @@
+//! A running simulation's observations: what the observer sees, what the lanes did, and the
+//! per-second samples taken so far. Reports and progress messages are built from it.
+
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use ksim_proto::ksim::driver::v1 as pb;
+
+use super::progress::Progress;
+use crate::{
+    cluster::observer::Observer,
+    domain::report::{Observations, Sample},
+};
+
+#[derive(Debug)]
+pub struct Live {
+    pub observer: Observer,
+    pub progress: Arc<Progress>,
+    samples: Mutex<Vec<Sample>>,
+    pub started_at_ms: i64,
+    pub events_total: u64,
+    /// Scaled trace position per wall-clock second: the speed.
+    pub speed: f64,
+}
+
+impl Live {
+    pub fn new(
+        observer: Observer,
+        progress: Arc<Progress>,
+        started_at_ms: i64,
+        events_total: u64,
+        speed: f64,
+    ) -> Self {
+        Self {
+            observer,
+            progress,
+            samples: Mutex::new(Vec::new()),
+            started_at_ms,
+            events_total,
+            speed,
+        }
+    }
+
+    /// Takes a sample now and returns the progress message it makes.
+    pub fn sample(&self) -> pb::SimulationProgress {
+        let sample = self.observer.sample();
+        let progress = self.progress_of(&sample);
+        self.samples
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(sample);
+        progress
+    }
+
+    pub fn observations(&self, simulation_id: &str, complete: bool) -> Observations {
+        let snapshot = self.progress.snapshot();
+        Observations {
+            simulation_id: simulation_id.to_owned(),
+            complete,
+            started_at_ms: self.started_at_ms,
+            samples: self
+                .samples
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            scale_events: self.observer.scale_events(),
+            pending_times: self.observer.pending_times(),
+            lateness: self.progress.lateness(),
+            object_errors: self.progress.errors(),
+            events_applied: snapshot.events_applied,
+        }
+    }
+
+    fn progress_of(&self, sample: &Sample) -> pb::SimulationProgress {
+        let snapshot = self.progress.snapshot();
+        let duration = |d: Duration| prost_types::Duration::try_from(d).ok();
+        pb::SimulationProgress {
+            state: pb::SimulationState::Running.into(),
+            events_applied: snapshot.events_applied,
+            events_total: self.events_total,
+            last_event_lateness: duration(snapshot.last_lateness),
+            nodes: sample
+                .nodes
+                .iter()
+                .map(|(group, count)| pb::NodeGroupCount {
+                    node_group: group.clone(),
+                    nodes: count.nodes,
+                    ready_nodes: count.ready,
+                })
+                .collect(),
+            pods: Some(pb::PodPhaseCounts {
+                pending: sample.pods.pending,
+                running: sample.pods.running,
+                succeeded: sample.pods.succeeded,
+                failed: sample.pods.failed,
+                unknown: sample.pods.unknown,
+            }),
+            unscheduled_pods: sample.unscheduled,
+            observe_time: Some(ksim_trace::time::timestamp(super::handle::now_ms())),
+            trace_position: duration(sample.offset.mul_f64(self.speed)),
+            object_errors: snapshot.object_errors,
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Running one simulation: load the trace, prepare the cluster, apply events at their time,
+//! observe, report, clean up.
+
+pub mod handle;
+pub mod lanes;
+pub mod live;
+pub mod progress;
+pub mod run;
+pub mod source;

@@ -1,0 +1,457 @@
+//! One simulation from start to end. Whatever happens (finish, cancel, failure), the cleanup
+//! runs: pool groups deleted, the root deleted in the foreground and awaited, the lease released.
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::Namespace;
+use ksim_proto::ksim::driver::v1 as pb;
+use ksim_trace::Trace;
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams},
+};
+use tokio::time::Instant;
+
+use super::{
+    handle::{Handle, now_ms},
+    lanes::{Job, Lanes},
+    live::Live,
+    progress::Progress,
+};
+use crate::{
+    cluster::{applier::Applier, lease::SimulationLease, observer::Observer, root, seats},
+    config::Settings,
+    domain::{
+        FIELD_MANAGER, RootRef, SIMULATION_LABEL,
+        lifetimes::Lifetimes,
+        plan::{Plan, plan, template_paths},
+        report,
+        rewrite::{RewriteOptions, Rewriter},
+        spec::{NodeGroup, OnError, SimulationSpec},
+    },
+    mesh::Mesh,
+    metrics::ReplayMetrics,
+};
+
+/// What every run shares.
+#[derive(Clone)]
+pub struct RunContext {
+    pub client: Client,
+    pub mesh: Mesh,
+    pub settings: Settings,
+    pub metrics: ReplayMetrics,
+}
+
+impl std::fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunContext")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How often progress is sampled (the report's timeline has one bucket per second).
+const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How the replay loop ended.
+enum Ending {
+    Finished,
+    Cancelled,
+    Failed(String),
+}
+
+pub async fn run(
+    ctx: RunContext,
+    handle: Arc<Handle>,
+    spec: SimulationSpec,
+    trace: Trace,
+    lease: SimulationLease,
+) {
+    let renewing = tokio::spawn(renew(lease.clone(), handle.clone()));
+    let mut root = None;
+    let ending = match replay(&ctx, &handle, &spec, &trace, &mut root).await {
+        Ok(ending) => ending,
+        Err(message) => Ending::Failed(message),
+    };
+    if let Some(live) = handle.live() {
+        let complete = true;
+        let report = report::build(&live.observations(&handle.id, complete));
+        let mut proto = report.to_proto();
+        match report::write_files(&report, &ctx.settings.report_dir.join(&handle.id)) {
+            Ok(files) => {
+                proto.artifacts = Some(pb::ReportArtifacts {
+                    json_path: files.json.display().to_string(),
+                    csv_path: files.csv.display().to_string(),
+                    svg_path: files.svg.display().to_string(),
+                });
+            }
+            Err(error) => tracing::warn!(%error, "writing the report files"),
+        }
+        handle.set_report(proto);
+    }
+    handle.set_live(None);
+    let cleanup = cleanup(&ctx, &handle, &spec, root.is_some()).await;
+    renewing.abort();
+    if let Err(error) = lease.release().await {
+        tracing::warn!(%error, "releasing the simulation lease");
+    }
+    ctx.metrics.set_running(false);
+    let state = match (ending, cleanup) {
+        (Ending::Failed(message), _) => {
+            handle.fail(message);
+            pb::SimulationState::Failed
+        }
+        (_, Err(message)) => {
+            handle.fail(message);
+            pb::SimulationState::Failed
+        }
+        // A lost lease cancels the replay but is a failure.
+        _ if handle.error_message().is_some() => pb::SimulationState::Failed,
+        (Ending::Cancelled, Ok(())) => pb::SimulationState::Cancelled,
+        (Ending::Finished, Ok(())) => pb::SimulationState::Succeeded,
+    };
+    tracing::info!(simulation = handle.id, ?state, "simulation ended");
+    handle.set_state(state);
+}
+
+async fn replay(
+    ctx: &RunContext,
+    handle: &Arc<Handle>,
+    spec: &SimulationSpec,
+    trace: &Trace,
+    root_slot: &mut Option<RootRef>,
+) -> Result<Ending, String> {
+    root::ensure_crd(&ctx.client, ctx.settings.ready_deadline)
+        .await
+        .map_err(|e| format!("installing the SimulationRoot CRD: {e}"))?;
+    let root = root::create(&ctx.client, &handle.id)
+        .await
+        .map_err(|e| format!("creating the simulation root: {e}"))?;
+    *root_slot = Some(root.clone());
+
+    let rewriter = Rewriter::new(
+        RewriteOptions {
+            simulation_id: handle.id.clone(),
+            namespace_prefix: spec.namespace_prefix.clone(),
+            speed: spec.speed,
+            root: root.clone(),
+            template_paths: template_paths(&trace.header),
+        },
+        &Lifetimes::from_lifecycles(&trace.lifecycles),
+    );
+    let plan = plan(trace, &rewriter, spec.speed);
+    let groups: BTreeSet<String> = spec
+        .node_groups
+        .iter()
+        .map(|g| g.name().to_owned())
+        .collect();
+    let observer = Observer::start(&ctx.client, &handle.id, groups, &ctx.settings.namespace);
+
+    create_namespaces(&ctx.client, &rewriter, &plan).await?;
+    let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
+    create_node_groups(ctx, handle, spec, &root).await?;
+    if handle.cancel.is_cancelled() {
+        return Ok(Ending::Cancelled);
+    }
+    wait_for_nodes(ctx, handle, spec, &observer).await?;
+
+    let progress = Arc::new(Progress::new(ctx.metrics.clone()));
+    let origin = Instant::now();
+    observer.set_origin(origin);
+    let live = Arc::new(Live::new(
+        observer,
+        progress.clone(),
+        now_ms(),
+        plan.events_total,
+        spec.speed,
+    ));
+    handle.set_live(Some(live.clone()));
+    handle.set_state(pb::SimulationState::Running);
+    ctx.metrics.set_running(true);
+    let sampling = tokio::spawn(sample_every_second(live.clone(), handle.clone()));
+
+    let lanes = Lanes::start(
+        ctx.settings.lanes,
+        applier,
+        progress.clone(),
+        ctx.metrics.clone(),
+    );
+    let limit = spec.duration.map_or(plan.end, |d| d.min(plan.end));
+    let mut ending = Ending::Finished;
+    'steps: for step in plan.steps {
+        if step.at > limit {
+            break;
+        }
+        let due = origin + step.at;
+        if let Some(early) = wait_until(due, handle, &progress, spec.on_error).await {
+            ending = early;
+            break 'steps;
+        }
+        let lateness = Instant::now().saturating_duration_since(due);
+        progress.begin_event(step.event_index, step.ops.len(), lateness);
+        for op in step.ops {
+            lanes.dispatch(Job {
+                op,
+                event_index: step.event_index,
+                trace_offset: step.trace_offset,
+                due,
+            });
+        }
+    }
+    if matches!(ending, Ending::Finished)
+        && let Some(early) = wait_until(origin + limit, handle, &progress, spec.on_error).await
+    {
+        ending = early;
+    }
+    lanes.drain().await;
+    if matches!(ending, Ending::Finished) && spec.on_error == OnError::Stop {
+        ending = stop_reason(&progress).unwrap_or(Ending::Finished);
+    }
+    sampling.abort();
+    live.sample();
+    Ok(ending)
+}
+
+/// Sleeps until `due`, waking early for a cancel or (with on_error=stop) a refused object.
+async fn wait_until(
+    due: Instant,
+    handle: &Handle,
+    progress: &Progress,
+    on_error: OnError,
+) -> Option<Ending> {
+    // Refusals arrive from the lanes at any time; checking every 50 ms bounds the overrun.
+    const CHECK: Duration = Duration::from_millis(50);
+    loop {
+        if on_error == OnError::Stop
+            && let Some(ending) = stop_reason(progress)
+        {
+            return Some(ending);
+        }
+        let now = Instant::now();
+        if now >= due {
+            return None;
+        }
+        tokio::select! {
+            () = handle.cancel.cancelled() => return Some(Ending::Cancelled),
+            () = tokio::time::sleep_until(due.min(now + CHECK)) => {}
+        }
+    }
+}
+
+fn stop_reason(progress: &Progress) -> Option<Ending> {
+    let first = progress.errors().into_iter().next()?;
+    let namespace = first
+        .target
+        .namespace
+        .map(|ns| format!("{ns}/"))
+        .unwrap_or_default();
+    Some(Ending::Failed(format!(
+        "the cluster refused {} {namespace}{} (event {}) and on_error is STOP: {}",
+        first.target.gvk, first.target.name, first.event_index, first.message
+    )))
+}
+
+async fn sample_every_second(live: Arc<Live>, handle: Arc<Handle>) {
+    let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        handle.set_progress(live.sample());
+    }
+}
+
+async fn create_namespaces(
+    client: &Client,
+    rewriter: &Rewriter,
+    plan: &Plan,
+) -> Result<(), String> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in &plan.namespaces {
+        namespaces
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(rewriter.namespace_object(name)),
+            )
+            .await
+            .map_err(|e| format!("creating namespace {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn create_node_groups(
+    ctx: &RunContext,
+    handle: &Handle,
+    spec: &SimulationSpec,
+    root: &RootRef,
+) -> Result<(), String> {
+    for group in &spec.node_groups {
+        match group {
+            NodeGroup::PoolManaged {
+                name,
+                skeleton_yaml,
+                count,
+            } => ctx
+                .mesh
+                .create_node_group(name, skeleton_yaml, *count)
+                .await
+                .map_err(|e| format!("creating node group {name}: {e}"))?,
+            NodeGroup::Deployment {
+                name,
+                skeleton_yaml,
+                min_size,
+                max_size,
+                initial_size,
+            } => {
+                let seat = seats::SeatGroup {
+                    name,
+                    skeleton_yaml,
+                    min_size: *min_size,
+                    max_size: *max_size,
+                    initial_size: *initial_size,
+                };
+                seats::create(
+                    &ctx.client,
+                    &ctx.settings.namespace,
+                    &seat,
+                    root,
+                    &handle.id,
+                )
+                .await
+                .map_err(|e| format!("creating the seat Deployment of node group {name}: {e}"))?;
+            }
+        }
+    }
+    if spec.enable_autoscaler {
+        wait_for_autoscaler_groups(ctx, spec).await?;
+    }
+    Ok(())
+}
+
+/// cluster-autoscaler sees a group only through the cloud provider; a group it cannot see would
+/// make an autoscaling simulation silently static.
+async fn wait_for_autoscaler_groups(ctx: &RunContext, spec: &SimulationSpec) -> Result<(), String> {
+    let wanted: BTreeSet<&str> = spec
+        .node_groups
+        .iter()
+        .filter(|g| matches!(g, NodeGroup::Deployment { .. }))
+        .map(NodeGroup::name)
+        .collect();
+    let started = Instant::now();
+    loop {
+        let offered = ctx
+            .mesh
+            .autoscaler_groups()
+            .await
+            .map_err(|e| format!("asking the cloud provider for its node groups: {e}"))?
+            .ok_or("enable_autoscaler needs the driver's --cloudprov-url")?;
+        let missing: Vec<&&str> = wanted
+            .iter()
+            .filter(|name| !offered.iter().any(|id| id == **name))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() >= ctx.settings.ready_deadline {
+            return Err(format!(
+                "the cloud provider does not offer node groups {missing:?} to cluster-autoscaler"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn wait_for_nodes(
+    ctx: &RunContext,
+    handle: &Handle,
+    spec: &SimulationSpec,
+    observer: &Observer,
+) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        let sample = observer.sample();
+        let short: Vec<String> = spec
+            .node_groups
+            .iter()
+            .filter_map(|group| {
+                let ready = sample.nodes.get(group.name()).map_or(0, |c| c.ready);
+                let wanted = u64::try_from(group.initial_nodes()).unwrap_or(0);
+                (ready < wanted).then(|| format!("{} ({ready}/{wanted} Ready)", group.name()))
+            })
+            .collect();
+        if short.is_empty() || handle.cancel.is_cancelled() {
+            return Ok(());
+        }
+        if started.elapsed() >= ctx.settings.ready_deadline {
+            return Err(format!(
+                "node groups were not Ready after {:?}: {}",
+                ctx.settings.ready_deadline,
+                short.join(", ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn cleanup(
+    ctx: &RunContext,
+    handle: &Handle,
+    spec: &SimulationSpec,
+    root_created: bool,
+) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for group in &spec.node_groups {
+        if let NodeGroup::PoolManaged { name, .. } = group
+            && let Err(error) = ctx.mesh.delete_node_group(name).await
+        {
+            problems.push(format!("deleting node group {name}: {error}"));
+        }
+    }
+    if root_created {
+        if let Err(error) =
+            root::delete_and_wait(&ctx.client, &handle.id, ctx.settings.cleanup_deadline).await
+        {
+            problems.push(error.to_string());
+        }
+        match leftover_namespaces(&ctx.client, &handle.id).await {
+            Ok(left) if left.is_empty() => {}
+            Ok(left) => problems.push(format!("namespaces left behind: {}", left.join(", "))),
+            Err(error) => problems.push(format!("checking for leftover namespaces: {error}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("cleanup: {}", problems.join("; ")))
+    }
+}
+
+async fn leftover_namespaces(client: &Client, id: &str) -> Result<Vec<String>, kube::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let listed = namespaces
+        .list_metadata(&ListParams::default().labels(&format!("{SIMULATION_LABEL}={id}")))
+        .await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter_map(|ns| ns.metadata.name)
+        .collect())
+}
+
+/// Keeps the lease while the simulation runs; losing it fails the simulation, since another
+/// one may now start on the same cluster.
+async fn renew(lease: SimulationLease, handle: Arc<Handle>) {
+    let mut ticks = tokio::time::interval(lease.renew_interval());
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        if let Err(error) = lease.renew().await {
+            tracing::warn!(%error, "renewing the simulation lease");
+            if matches!(error, crate::cluster::lease::LeaseError::Held { .. }) {
+                handle.fail(format!("lost the simulation lease: {error}"));
+                handle.cancel.cancel();
+                return;
+            }
+        }
+    }
+}

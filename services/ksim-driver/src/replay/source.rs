@@ -1,0 +1,75 @@
+//! Loading the trace a simulation replays: uploaded bytes (ksim or SimKube format) or a window
+//! exported from the tracer store. Checked whole before anything is created in the cluster.
+
+use ksim_proto::ksim::trace::v1::ExportRequest;
+use ksim_trace::{Trace, pb::TraceFormat};
+
+use crate::{
+    domain::spec::TraceSource,
+    mesh::{Mesh, MeshError},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("spec.trace_file: {0}")]
+    Malformed(String),
+    #[error("the tracer store's export is unreadable: {0}")]
+    BadExport(ksim_trace::TraceError),
+    #[error("exporting the trace from the tracer store: {0}")]
+    Export(#[from] MeshError),
+}
+
+pub async fn load(source: &TraceSource, mesh: &Mesh) -> Result<Trace, LoadError> {
+    match source {
+        TraceSource::Uploaded(bytes) => read_uploaded(bytes),
+        TraceSource::Stored(stored) => {
+            let file = mesh
+                .export(ExportRequest {
+                    start_time: stored.start_time,
+                    end_time: stored.end_time,
+                    filter: stored.filter.clone(),
+                    chunk_size_bytes: 0,
+                    trace_id: stored.trace_id.clone(),
+                })
+                .await?;
+            ksim_trace::read_trace(&file).map_err(LoadError::BadExport)
+        }
+    }
+}
+
+fn read_uploaded(bytes: &[u8]) -> Result<Trace, LoadError> {
+    match ksim_trace::detect_format(bytes) {
+        Some(TraceFormat::Ksim) => {
+            ksim_trace::read_trace(bytes).map_err(|e| LoadError::Malformed(e.to_string()))
+        }
+        Some(TraceFormat::SimkubeV2) => {
+            let (converted, _) = ksim_trace::simkube::convert(bytes, Vec::new(), "ksim-driver")
+                .map_err(|e| LoadError::Malformed(format!("SimKube trace: {e}")))?;
+            ksim_trace::read_trace(&converted).map_err(|e| LoadError::Malformed(e.to_string()))
+        }
+        _ => Err(LoadError::Malformed(
+            "neither a ksim trace (zstd) nor a SimKube trace (MessagePack)".to_owned(),
+        )),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_of_no_known_format_are_refused_naming_the_field() {
+        let error = read_uploaded(b"hello, not a trace").unwrap_err();
+        assert!(error.to_string().starts_with("spec.trace_file:"), "{error}");
+    }
+
+    #[test]
+    fn a_truncated_ksim_trace_is_refused() {
+        let mut file = Vec::new();
+        let writer = ksim_trace::TraceWriter::new(&mut file, &Default::default()).unwrap();
+        writer.finish().unwrap();
+        let error = read_uploaded(&file[..file.len() / 2]).unwrap_err();
+        assert!(matches!(error, LoadError::Malformed(_)), "{error}");
+    }
+}
