@@ -15,11 +15,30 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start the local environment (a real etcd, kube-apiserver, kube-controller-manager and
-    /// kube-scheduler on loopback) and keep it running until Ctrl-C.
-    Up,
+    /// kube-scheduler on loopback, and the ksim services) and keep it running until Ctrl-C.
+    Up(crate::up::UpArgs),
+    /// Stop the environment `ksim up` started.
+    Down,
+    /// Replay a trace on the simulated cluster through the driver and print its report.
+    Run(Box<crate::run::RunArgs>),
+    /// Print the report of a simulation.
+    Report {
+        /// The simulation's id, as `ksim run` printed it.
+        id: String,
+        /// Print the whole report as JSON instead of a summary.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        driver: crate::driver::DriverArgs,
+    },
     /// Run the demo on the local environment: virtual nodes and a workload on them.
     Demo,
     /// Trace files: export from and import into a tracer store, inspect, convert.
     #[command(subcommand)]
     Trace(Box<crate::trace::TraceCommand>),
+    /// Print a shell completion script, e.g. `ksim completions bash > ~/.local/share/bash-completion/completions/ksim`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }

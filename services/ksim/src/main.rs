@@ -1,25 +1,38 @@
 //! `ksim`: the command line of the ksim cluster simulator.
 
 mod cli;
+mod completions;
 mod demo;
+mod down;
+mod driver;
+mod env;
+mod report;
+mod run;
 mod trace;
 mod up;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, error::ErrorKind};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(error),
+    };
     let _telemetry = match ksim_grpc::init_telemetry("ksim", &cli.log) {
         Ok(guard) => guard,
         Err(error) => return fail(&error.into()),
     };
     let result = match cli.command {
-        cli::Command::Up => up::run().await,
+        cli::Command::Up(args) => up::run(args).await,
+        cli::Command::Down => down::run().await,
+        cli::Command::Run(args) => run::run(*args).await,
+        cli::Command::Report { id, json, driver } => report::run(&id, &driver, json).await,
         cli::Command::Demo => demo::run().await,
         cli::Command::Trace(command) => trace::run(*command).await,
+        cli::Command::Completions { shell } => completions::run(shell),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -31,4 +44,29 @@ async fn main() -> ExitCode {
 fn fail(error: &anyhow::Error) -> ExitCode {
     eprintln!("ksim: error: {error:#}");
     ExitCode::FAILURE
+}
+
+/// Help and version as clap prints them; a bad command line as one line, like every other
+/// error, with clap's usage exit code.
+fn usage_error(error: clap::Error) -> ExitCode {
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit();
+    }
+    // The message is the first paragraph (a list of missing arguments spans several lines);
+    // usage and tips follow a blank line.
+    let rendered = error.to_string();
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let line = paragraph.join(" ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    eprintln!("ksim: error: {line} (see `ksim --help`)");
+    ExitCode::from(2)
 }

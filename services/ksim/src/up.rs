@@ -1,32 +1,83 @@
-//! `ksim up`: the local environment, until Ctrl-C or SIGTERM.
+//! `ksim up`: the local environment, until Ctrl-C or SIGTERM (which `ksim down` sends).
 
-use std::io::Write;
+use std::{io::Write, path::PathBuf};
 
-use anyhow::Context;
-use ksim_testenv::ControlPlane;
+use clap::Args;
 
-pub async fn run() -> anyhow::Result<()> {
-    let control_plane = ControlPlane::start()
-        .await
-        .context("starting the local control plane")?;
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "ksim: local control plane {} is up at {}",
-        ksim_testenv::kubernetes_version(),
-        control_plane.apiserver_url()
-    )?;
+use crate::env::{EnvOptions, LocalEnv};
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Also start cluster-autoscaler against the cloud provider (needs its binary).
+    #[arg(long)]
+    pub autoscaler: bool,
+    /// Simulate on the existing cluster of this kubeconfig instead of the embedded control plane.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context of that existing cluster.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let mut out = std::io::stdout();
+    writeln!(out, "ksim: starting the local environment ...")?;
+    let env = LocalEnv::start(EnvOptions {
+        autoscaler: args.autoscaler,
+        kubeconfig: args.kubeconfig,
+        context: args.context,
+        state_dir: None,
+    })
+    .await?;
+    print(&env, &mut out)?;
+    writeln!(out, "Press Ctrl-C (or run `ksim down`) to stop it.")?;
+    let signal = ksim_grpc::shutdown_signal().await;
+    writeln!(out, "ksim: stopping ...")?;
+    env.shutdown().await;
+    signal?;
+    Ok(())
+}
+
+/// How to reach a running environment.
+pub fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
+    match env.control_plane() {
+        Some(control_plane) => writeln!(
+            out,
+            "ksim: local control plane {} at {}",
+            ksim_testenv::kubernetes_version(),
+            control_plane.apiserver_url()
+        )?,
+        None => writeln!(out, "ksim: using the existing cluster")?,
+    }
     writeln!(
         out,
         "  export KUBECONFIG={}",
-        control_plane.kubeconfig_path().display()
+        env.kubeconfig_path().display()
     )?;
-    for (component, pid) in control_plane.pids() {
-        writeln!(out, "  {component:<24} pid {pid}")?;
+    for (spec, pid, log) in env.services() {
+        writeln!(
+            out,
+            "  {:<10} {}  pid {}  (metrics {}/metrics, log {})",
+            spec.name,
+            spec.url(),
+            pid.unwrap_or_default(),
+            spec.admin_url(),
+            log.display()
+        )?;
     }
-    writeln!(out, "Press Ctrl-C to stop it.")?;
-    drop(out);
-    ksim_grpc::shutdown_signal().await?;
-    drop(control_plane);
+    if let Some(autoscaler) = env.autoscaler() {
+        writeln!(
+            out,
+            "  {:<10} pid {}  (metrics {}, log {})",
+            "autoscaler",
+            autoscaler.pid(),
+            autoscaler.metrics_url(),
+            autoscaler.log_path().display()
+        )?;
+    }
+    let driver = env.urls().driver.trim_start_matches("http://").to_owned();
+    writeln!(out, "  try: grpcurl -plaintext {driver} list")?;
+    writeln!(out, "       ksim run <TRACE_FILE>")?;
+    writeln!(out, "  state: {}", env.state_dir().display())?;
     Ok(())
 }

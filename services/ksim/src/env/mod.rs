@@ -1,0 +1,287 @@
+//! The local environment: a cluster (embedded control plane or an existing one), the namespace
+//! `ksim-system`, the four ksim services as child processes on fixed loopback ports, and
+//! optionally cluster-autoscaler. `ksim up` and `ksim demo` both start it.
+
+pub mod cluster;
+pub mod services;
+pub mod state;
+
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+    time::{Duration, SystemTime},
+};
+
+use anyhow::Context;
+use ksim_testenv::{
+    ControlPlane,
+    autoscaler::{
+        CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
+    },
+};
+
+use self::{
+    cluster::Cluster,
+    services::{CLOUD_PROVIDER, DRIVER, POOL, ServiceProcess, ServiceSpec, TRACER},
+    state::{EnvState, Urls},
+};
+
+/// Where the driver keeps its Lease and seat Deployments; the pool and the cloud provider
+/// must watch the same one.
+pub const NAMESPACE: &str = "ksim-system";
+
+/// How long a service may take to report SERVING. The driver waits for the others and the
+/// API server, so it gets the whole budget too.
+const HEALTH_DEADLINE: Duration = Duration::from_secs(90);
+
+/// What to start; the default is the embedded control plane without cluster-autoscaler.
+#[derive(Debug, Clone, Default)]
+pub struct EnvOptions {
+    /// Also start cluster-autoscaler against the cloud provider.
+    pub autoscaler: bool,
+    /// Use the existing cluster of this kubeconfig instead of the embedded control plane.
+    pub kubeconfig: Option<PathBuf>,
+    /// Use this context of the kubeconfig (implies an existing cluster).
+    pub context: Option<String>,
+    /// Where `env.json`, the logs and the services' data go; default [`state::state_dir`].
+    pub state_dir: Option<PathBuf>,
+}
+
+/// A running local environment, stopped by [`LocalEnv::shutdown`] or, failing that, on drop.
+#[derive(Debug)]
+pub struct LocalEnv {
+    // Services in start order; they are stopped in reverse, before the cluster goes.
+    services: Vec<ServiceProcess>,
+    autoscaler: Option<ClusterAutoscaler>,
+    cluster: Option<Cluster>,
+    state_dir: PathBuf,
+    kubeconfig: PathBuf,
+    urls: Urls,
+    state_written: bool,
+}
+
+impl LocalEnv {
+    /// Starts everything and waits until each service answers gRPC health. On error, what was
+    /// started is stopped again.
+    pub async fn start(options: EnvOptions) -> anyhow::Result<Self> {
+        let state_dir = match options.state_dir {
+            Some(dir) => dir,
+            None => state::state_dir()?,
+        };
+        refuse_if_running(&state_dir)?;
+        let log_dir = state_dir.join("logs");
+        std::fs::create_dir_all(&log_dir)
+            .with_context(|| format!("creating {}", log_dir.display()))?;
+        // Checked before anything starts: a missing binary should cost no control plane start.
+        let dirs = services::binary_dirs()?;
+        let binaries = [TRACER, POOL, CLOUD_PROVIDER, DRIVER]
+            .map(|spec| services::locate(spec.binary, &dirs).map(|path| (spec, path)));
+        let [tracer, pool, cloud_provider, driver] = binaries;
+        let (tracer, pool, cloud_provider, driver) = (tracer?, pool?, cloud_provider?, driver?);
+        let autoscaler_binary = if options.autoscaler {
+            Some(ClusterAutoscalerBinary::locate().context(
+                "--autoscaler needs the cluster-autoscaler binary (deploy/cluster-autoscaler/build.sh; \
+                 the Go module proxy currently refuses its module)",
+            )?)
+        } else {
+            None
+        };
+
+        let cluster = Cluster::start(
+            options.kubeconfig.as_deref(),
+            options.context.as_deref(),
+            &state_dir,
+        )
+        .await?;
+        let kubeconfig = cluster.kubeconfig_path().to_owned();
+        let mut env = Self {
+            services: Vec::new(),
+            autoscaler: None,
+            cluster: Some(cluster),
+            state_dir,
+            kubeconfig,
+            urls: Urls {
+                tracer: TRACER.url(),
+                pool: POOL.url(),
+                cloud_provider: CLOUD_PROVIDER.url(),
+                driver: DRIVER.url(),
+            },
+            state_written: false,
+        };
+        env.cluster()?.ensure_namespace(NAMESPACE).await?;
+
+        let tracer_data = env.tracer_data_dir()?;
+        let kubeconfig_arg = OsString::from(&env.kubeconfig);
+        let namespace = || [OsString::from("--namespace"), OsString::from(NAMESPACE)];
+        let tracer_args = [
+            "--data-dir".into(),
+            tracer_data.into(),
+            "--kubeconfig".into(),
+            kubeconfig_arg.clone(),
+        ];
+        env.spawn(tracer, &tracer_args, &log_dir)?;
+        env.spawn(pool, &namespace(), &log_dir)?;
+        env.spawn(cloud_provider, &[], &log_dir)?;
+        for service in &mut env.services {
+            service.wait_healthy(HEALTH_DEADLINE).await?;
+        }
+
+        let report_dir = env.state_dir.join("reports");
+        let mut driver_args: Vec<OsString> = vec![
+            "--pool-url".into(),
+            POOL.url().into(),
+            "--tracer-url".into(),
+            TRACER.url().into(),
+            "--cloudprov-url".into(),
+            CLOUD_PROVIDER.url().into(),
+            "--kubeconfig".into(),
+            kubeconfig_arg,
+            "--report-dir".into(),
+            report_dir.into(),
+        ];
+        driver_args.extend(namespace());
+        env.spawn(driver, &driver_args, &log_dir)?;
+        if let Some(driver) = env.services.last_mut() {
+            driver.wait_healthy(HEALTH_DEADLINE).await?;
+        }
+
+        if let Some(binary) = autoscaler_binary {
+            let cloud_config =
+                CloudConfig::plaintext(format!("127.0.0.1:{}", CLOUD_PROVIDER.grpc_port));
+            let autoscaler = ClusterAutoscalerBuilder::new(&env.kubeconfig, cloud_config)
+                .binary(binary)
+                .start()
+                .await
+                .context("starting cluster-autoscaler")?;
+            env.autoscaler = Some(autoscaler);
+        }
+
+        env.write_state()?;
+        Ok(env)
+    }
+
+    pub fn urls(&self) -> &Urls {
+        &self.urls
+    }
+
+    /// The kubeconfig of the simulated cluster, for kubectl and for clients.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The embedded control plane, unless an existing cluster is used.
+    pub fn control_plane(&self) -> Option<&ControlPlane> {
+        self.cluster.as_ref().and_then(Cluster::control_plane)
+    }
+
+    /// A client of the simulated cluster.
+    #[allow(dead_code, reason = "for `ksim demo`, which checks the cluster")]
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        self.cluster()?.client().await
+    }
+
+    /// Each service: its spec (name, URL, ports), pid and log file.
+    pub fn services(&self) -> impl Iterator<Item = (ServiceSpec, Option<u32>, &Path)> {
+        self.services
+            .iter()
+            .map(|service| (service.spec(), service.pid(), service.log_path()))
+    }
+
+    /// The running cluster-autoscaler, if `--autoscaler` was asked for.
+    pub fn autoscaler(&self) -> Option<&ClusterAutoscaler> {
+        self.autoscaler.as_ref()
+    }
+
+    /// Stops cluster-autoscaler, then the services in reverse start order (the driver first,
+    /// so it can clean up while the rest still runs), then the cluster; removes `env.json`.
+    pub async fn shutdown(mut self) {
+        self.autoscaler = None;
+        while let Some(mut service) = self.services.pop() {
+            // The driver deletes what a cancelled simulation created: give it time.
+            let grace = if service.spec() == DRIVER { 30 } else { 15 };
+            service.stop(Duration::from_secs(grace)).await;
+        }
+        self.cluster = None;
+        self.remove_state();
+    }
+
+    fn cluster(&self) -> anyhow::Result<&Cluster> {
+        self.cluster.as_ref().context("the environment is stopped")
+    }
+
+    fn spawn(
+        &mut self,
+        (spec, binary): (ServiceSpec, PathBuf),
+        args: &[OsString],
+        log_dir: &Path,
+    ) -> anyhow::Result<()> {
+        // vnode and cloudprov read only KUBECONFIG, like kubectl.
+        let env = [("KUBECONFIG", OsString::from(&self.kubeconfig))];
+        let service = ServiceProcess::spawn(spec, &binary, args, &env, log_dir)?;
+        self.services.push(service);
+        Ok(())
+    }
+
+    /// The tracer's data directory. An embedded cluster is new every time, so a log recorded
+    /// from an earlier one is removed; an existing cluster's recording is kept.
+    fn tracer_data_dir(&self) -> anyhow::Result<PathBuf> {
+        let dir = self.state_dir.join("tracer");
+        if self.control_plane().is_some() && dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        Ok(dir)
+    }
+
+    fn write_state(&mut self) -> anyhow::Result<()> {
+        EnvState {
+            pid: std::process::id(),
+            kubeconfig: self.kubeconfig.clone(),
+            urls: self.urls.clone(),
+            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        }
+        .write(&self.state_dir)?;
+        self.state_written = true;
+        Ok(())
+    }
+
+    fn remove_state(&mut self) {
+        if std::mem::take(&mut self.state_written)
+            && let Err(error) = EnvState::remove_if_mine(&self.state_dir, std::process::id())
+        {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "removing the environment file"
+            );
+        }
+    }
+}
+
+impl Drop for LocalEnv {
+    fn drop(&mut self) {
+        self.autoscaler = None;
+        // Each service's own drop stops it; popping keeps the reverse order.
+        while self.services.pop().is_some() {}
+        self.cluster = None;
+        self.remove_state();
+    }
+}
+
+/// An error if `env.json` names a process that still runs; a stale file is ignored.
+fn refuse_if_running(state_dir: &Path) -> anyhow::Result<()> {
+    if let Some(state) = EnvState::read(state_dir)?
+        && state.pid != std::process::id()
+        && services::is_alive(state.pid)
+    {
+        anyhow::bail!(
+            "an environment is already up (pid {}, started {}, state in {}); stop it with `ksim down`",
+            state.pid,
+            state.started_at,
+            state_dir.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,333 @@
+//! The ksim services as child processes: where their binaries are, how they are started, when
+//! they count as up (gRPC health SERVING), and how they are stopped.
+
+use std::{
+    ffi::OsString,
+    fs::File,
+    io::{Read, Seek, SeekFrom},
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use tokio::process::{Child, Command};
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+
+/// One ksim service of the local environment, on fixed loopback ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceSpec {
+    /// Short name, used for the log file.
+    pub name: &'static str,
+    /// Executable name, looked up next to the `ksim` binary.
+    pub binary: &'static str,
+    pub grpc_port: u16,
+    pub admin_port: u16,
+    /// The gRPC service whose health says the service is up.
+    pub health_service: &'static str,
+}
+
+impl ServiceSpec {
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.grpc_port)
+    }
+
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin_port)
+    }
+}
+
+pub const TRACER: ServiceSpec = ServiceSpec {
+    name: "tracer",
+    binary: "ksim-tracer",
+    grpc_port: 50061,
+    admin_port: 9161,
+    health_service: ksim_proto::ksim::trace::v1::trace_store_server::SERVICE_NAME,
+};
+
+pub const POOL: ServiceSpec = ServiceSpec {
+    name: "pool",
+    binary: "ksim-vnode",
+    grpc_port: 50062,
+    admin_port: 9162,
+    health_service: ksim_proto::ksim::vnode::v1::virtual_node_pool_server::SERVICE_NAME,
+};
+
+pub const CLOUD_PROVIDER: ServiceSpec = ServiceSpec {
+    name: "cloudprov",
+    binary: "ksim-cloudprov",
+    grpc_port: 50063,
+    admin_port: 9163,
+    health_service:
+        ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::cloud_provider_server::SERVICE_NAME,
+};
+
+pub const DRIVER: ServiceSpec = ServiceSpec {
+    name: "driver",
+    binary: "ksim-driver",
+    grpc_port: 50064,
+    admin_port: 9164,
+    health_service: ksim_proto::ksim::driver::v1::driver_server::SERVICE_NAME,
+};
+
+/// The directory holding the service binaries: the one `ksim` runs from (target/debug in a
+/// checkout). Test executables live one level down, in `deps/`, so that one is tried too.
+pub fn binary_dirs() -> anyhow::Result<Vec<PathBuf>> {
+    let exe = std::env::current_exe().context("finding the ksim executable")?;
+    let mut dirs = Vec::new();
+    if let Some(dir) = exe.parent() {
+        dirs.push(dir.to_owned());
+        if dir.file_name().is_some_and(|name| name == "deps")
+            && let Some(parent) = dir.parent()
+        {
+            dirs.push(parent.to_owned());
+        }
+    }
+    Ok(dirs)
+}
+
+/// The path of `binary` in the first of `dirs` that has it.
+pub fn locate(binary: &str, dirs: &[PathBuf]) -> anyhow::Result<PathBuf> {
+    dirs.iter()
+        .map(|dir| dir.join(binary))
+        .find(|path| path.is_file())
+        .with_context(|| {
+            let searched = dirs.first().map_or_else(String::new, |d| d.display().to_string());
+            format!("{binary} not found next to ksim (in {searched}); build it with `cargo build --workspace`")
+        })
+}
+
+/// A running service, stopped (SIGTERM, then SIGKILL) by [`Self::stop`] or, failing that, on drop.
+#[derive(Debug)]
+pub struct ServiceProcess {
+    spec: ServiceSpec,
+    child: Child,
+    log: PathBuf,
+}
+
+impl ServiceProcess {
+    /// Starts `binary` with `--grpc-addr`, `--admin-addr` and `args`; stdout and stderr go to
+    /// `<log_dir>/<name>.log`. It gets a process group of its own so a Ctrl-C in the terminal
+    /// reaches only `ksim`, which then stops the services in order.
+    pub fn spawn(
+        spec: ServiceSpec,
+        binary: &Path,
+        args: &[OsString],
+        env: &[(&str, OsString)],
+        log_dir: &Path,
+    ) -> anyhow::Result<Self> {
+        let log = log_dir.join(format!("{}.log", spec.name));
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(binary)
+            .arg("--grpc-addr")
+            .arg(format!("127.0.0.1:{}", spec.grpc_port))
+            .arg("--admin-addr")
+            .arg(format!("127.0.0.1:{}", spec.admin_port))
+            .args(args)
+            .envs(env.iter().map(|(key, value)| (key, value)))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        tracing::debug!(service = spec.name, pid = child.id(), "started");
+        Ok(Self { spec, child, log })
+    }
+
+    pub fn spec(&self) -> ServiceSpec {
+        self.spec
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Waits until the service reports SERVING on gRPC health; an error with the end of its log
+    /// if it exits or `deadline` passes first.
+    pub async fn wait_healthy(&mut self, deadline: Duration) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "{} exited ({status}) before it was healthy; end of {}:\n{}",
+                    self.spec.binary,
+                    self.log.display(),
+                    self.log_tail()
+                );
+            }
+            let last = match health(&self.spec).await {
+                Ok(ServingStatus::Serving) => return Ok(()),
+                Ok(status) => format!("health says {status:?}"),
+                Err(error) => error,
+            };
+            if started.elapsed() > deadline {
+                bail!(
+                    "{} at {} was not healthy after {}s ({last}); end of {}:\n{}",
+                    self.spec.binary,
+                    self.spec.url(),
+                    deadline.as_secs(),
+                    self.log.display(),
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// SIGTERM, up to `grace` for a clean exit, then SIGKILL.
+    pub async fn stop(&mut self, grace: Duration) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        if let Some(pid) = self.child.id() {
+            terminate(pid);
+        }
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                service = self.spec.name,
+                "did not stop on SIGTERM; killing it"
+            );
+            let _ = self.child.kill().await;
+        }
+    }
+
+    /// The last lines of the log, for error messages.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log, 20)
+    }
+}
+
+impl Drop for ServiceProcess {
+    /// Only reached when [`Self::stop`] was not (an error or panic on the way): a short,
+    /// blocking grace, then SIGKILL, so no service outlives `ksim`.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        if let Some(pid) = self.child.id() {
+            terminate(pid);
+        }
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(3) {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+/// gRPC health of the spec's service, with short timeouts: it is polled.
+async fn health(spec: &ServiceSpec) -> Result<ServingStatus, String> {
+    let channel = tonic::transport::Endpoint::from_shared(spec.url())
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let response = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: spec.health_service.to_owned(),
+        })
+        .await
+        .map_err(|status| format!("health check: {}", status.message()))?;
+    Ok(response.into_inner().status())
+}
+
+/// SIGTERM through kill(1): the workspace forbids `unsafe`, so no direct libc call.
+pub fn terminate(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Whether a process with this pid exists (`kill -0`) and is not a zombie: an exited `ksim up`
+/// whose parent has not reaped it yet has stopped everything it ran.
+pub fn is_alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the parenthesised command name, which may itself contain ") ".
+    if stat
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    {
+        return false;
+    }
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The last `lines` lines of a file, or a note that it could not be read.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    const TAIL_BYTES: u64 = 8192;
+    let mut bytes = Vec::new();
+    let read = File::open(path).and_then(|mut file| {
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))?;
+        file.read_to_end(&mut bytes)
+    });
+    if let Err(error) = read {
+        return format!("(cannot read {}: {error})", path.display());
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_binary_error_names_it_and_the_build_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = locate("ksim-nothing", &[dir.path().to_owned()]).unwrap_err();
+        let message = format!("{error:#}");
+        assert!(message.contains("ksim-nothing"), "{message}");
+        assert!(message.contains("cargo build --workspace"), "{message}");
+        std::fs::write(dir.path().join("ksim-nothing"), "").unwrap();
+        assert_eq!(
+            locate("ksim-nothing", &[dir.path().to_owned()]).unwrap(),
+            dir.path().join("ksim-nothing")
+        );
+    }
+
+    #[test]
+    fn liveness_follows_the_process_and_ignores_zombies() {
+        assert!(is_alive(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited but not reaped: a zombie.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!is_alive(pid));
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+    }
+
+    #[test]
+    fn log_tail_keeps_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+        assert_eq!(log_tail(&path, 2), "two\nthree");
+        assert!(log_tail(&dir.path().join("none"), 2).contains("cannot read"));
+    }
+}

@@ -1,0 +1,163 @@
+//! The state directory and `env.json`, through which `ksim down` finds the `ksim up` to stop.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+const STATE_DIR_ENV: &str = "KSIM_STATE_DIR";
+const STATE_FILE: &str = "env.json";
+
+/// `$KSIM_STATE_DIR`, else `$XDG_STATE_HOME/ksim`, else `~/.local/state/ksim`.
+pub fn state_dir() -> anyhow::Result<PathBuf> {
+    state_dir_from(|name| std::env::var_os(name).filter(|value| !value.is_empty()))
+}
+
+fn state_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = var(STATE_DIR_ENV) {
+        return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = var("XDG_STATE_HOME") {
+        return Ok(PathBuf::from(dir).join("ksim"));
+    }
+    let home = var("HOME").context("neither KSIM_STATE_DIR, XDG_STATE_HOME nor HOME is set")?;
+    Ok(PathBuf::from(home).join(".local/state/ksim"))
+}
+
+/// Service URLs of a running environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Urls {
+    pub tracer: String,
+    pub pool: String,
+    pub cloud_provider: String,
+    pub driver: String,
+}
+
+/// What `env.json` holds about a running `ksim up`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvState {
+    /// The process that owns the environment; SIGTERM to it stops everything.
+    pub pid: u32,
+    pub kubeconfig: PathBuf,
+    pub urls: Urls,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+}
+
+impl EnvState {
+    pub fn path(state_dir: &Path) -> PathBuf {
+        state_dir.join(STATE_FILE)
+    }
+
+    /// Writes through a temporary file so a reader never sees half a file.
+    pub fn write(&self, state_dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating {}", state_dir.display()))?;
+        let path = Self::path(state_dir);
+        let partial = state_dir.join(format!("{STATE_FILE}.partial"));
+        let json = serde_json::to_vec_pretty(self)?;
+        std::fs::write(&partial, json).with_context(|| format!("writing {}", partial.display()))?;
+        std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+
+    /// `None` when no environment was recorded.
+    pub fn read(state_dir: &Path) -> anyhow::Result<Option<Self>> {
+        let path = Self::path(state_dir);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => {
+                return Err(error).with_context(|| format!("reading {}", path.display()));
+            }
+        };
+        let state = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a ksim environment file", path.display()))?;
+        Ok(Some(state))
+    }
+
+    /// Removes `env.json` if it is still this environment's (a later `ksim up` may own it).
+    pub fn remove_if_mine(state_dir: &Path, pid: u32) -> anyhow::Result<()> {
+        match Self::read(state_dir) {
+            Ok(Some(state)) if state.pid == pid => remove(state_dir),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub fn remove(state_dir: &Path) -> anyhow::Result<()> {
+    let path = EnvState::path(state_dir);
+    match std::fs::remove_file(&path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(error).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> EnvState {
+        EnvState {
+            pid: 4242,
+            kubeconfig: PathBuf::from("/tmp/kubeconfig"),
+            urls: Urls {
+                tracer: "http://127.0.0.1:50061".into(),
+                pool: "http://127.0.0.1:50062".into(),
+                cloud_provider: "http://127.0.0.1:50063".into(),
+                driver: "http://127.0.0.1:50064".into(),
+            },
+            started_at: "2025-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn state_file_round_trips_and_is_removed_only_by_its_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b");
+        assert_eq!(EnvState::read(&nested).unwrap(), None);
+        state().write(&nested).unwrap();
+        assert_eq!(EnvState::read(&nested).unwrap(), Some(state()));
+        EnvState::remove_if_mine(&nested, 1).unwrap();
+        assert!(EnvState::path(&nested).exists());
+        EnvState::remove_if_mine(&nested, 4242).unwrap();
+        assert_eq!(EnvState::read(&nested).unwrap(), None);
+    }
+
+    #[test]
+    fn garbage_state_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(EnvState::path(dir.path()), "not json").unwrap();
+        let error = EnvState::read(dir.path()).unwrap_err();
+        assert!(format!("{error:#}").contains("env.json"), "{error:#}");
+    }
+
+    #[test]
+    fn state_dir_prefers_ksim_state_dir_then_xdg_then_home() {
+        fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+            move |name| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| (*value).into())
+            }
+        }
+        let all = [
+            ("KSIM_STATE_DIR", "/k"),
+            ("XDG_STATE_HOME", "/x"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(state_dir_from(vars(&all)).unwrap(), PathBuf::from("/k"));
+        assert_eq!(
+            state_dir_from(vars(&all[1..])).unwrap(),
+            PathBuf::from("/x/ksim")
+        );
+        assert_eq!(
+            state_dir_from(vars(&all[2..])).unwrap(),
+            PathBuf::from("/h/.local/state/ksim")
+        );
+        assert!(state_dir_from(vars(&[])).is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! `--node-group NAME=SKELETON.yaml:COUNT` and `--autoscaler-group NAME=SKELETON.yaml:MIN:MAX:INITIAL`.
+//! The numbers are taken from the right, so a skeleton path may itself contain `:`.
+
+use std::path::PathBuf;
+
+/// A fixed-size group the pool creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeGroupArg {
+    pub name: String,
+    pub skeleton: PathBuf,
+    pub count: i32,
+}
+
+/// A Deployment-backed group cluster-autoscaler may resize.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoscalerGroupArg {
+    pub name: String,
+    pub skeleton: PathBuf,
+    pub min: i32,
+    pub max: i32,
+    pub initial: i32,
+}
+
+pub fn parse_node_group(value: &str) -> Result<NodeGroupArg, String> {
+    const FORM: &str = "expected NAME=SKELETON.yaml:COUNT";
+    let (name, rest) = name_and_rest(value, FORM)?;
+    let (skeleton, count) = rest.rsplit_once(':').ok_or(FORM)?;
+    Ok(NodeGroupArg {
+        name,
+        skeleton: skeleton_path(skeleton, FORM)?,
+        count: number("COUNT", count)?,
+    })
+}
+
+pub fn parse_autoscaler_group(value: &str) -> Result<AutoscalerGroupArg, String> {
+    const FORM: &str = "expected NAME=SKELETON.yaml:MIN:MAX:INITIAL";
+    let (name, rest) = name_and_rest(value, FORM)?;
+    let mut fields = rest.rsplitn(4, ':');
+    let (Some(initial), Some(max), Some(min), Some(skeleton)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(FORM.to_owned());
+    };
+    let (min, max, initial) = (
+        number("MIN", min)?,
+        number("MAX", max)?,
+        number("INITIAL", initial)?,
+    );
+    if min > max || initial < min || initial > max {
+        return Err(format!(
+            "need MIN <= INITIAL <= MAX, got {min}, {initial}, {max}"
+        ));
+    }
+    Ok(AutoscalerGroupArg {
+        name,
+        skeleton: skeleton_path(skeleton, FORM)?,
+        min,
+        max,
+        initial,
+    })
+}
+
+fn name_and_rest<'a>(value: &'a str, form: &str) -> Result<(String, &'a str), String> {
+    let (name, rest) = value.split_once('=').ok_or(form)?;
+    let is_dns_label = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !is_dns_label {
+        return Err(format!(
+            "group name {name:?} is not a DNS label (a-z, 0-9, '-')"
+        ));
+    }
+    Ok((name.to_owned(), rest))
+}
+
+fn skeleton_path(path: &str, form: &str) -> Result<PathBuf, String> {
+    if path.is_empty() {
+        return Err(format!("{form}: the skeleton path is empty"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+fn number(what: &str, text: &str) -> Result<i32, String> {
+    text.parse::<i32>()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| format!("{what} {text:?} is not a whole number >= 0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_group_takes_the_count_from_the_right() {
+        assert_eq!(
+            parse_node_group("m5=dir:with:colons/m5.yaml:3").unwrap(),
+            NodeGroupArg {
+                name: "m5".into(),
+                skeleton: "dir:with:colons/m5.yaml".into(),
+                count: 3
+            }
+        );
+    }
+
+    #[test]
+    fn bad_node_groups_say_what_is_wrong() {
+        for (value, expected) in [
+            ("m5", "expected NAME=SKELETON.yaml:COUNT"),
+            ("m5=x.yaml", "expected NAME=SKELETON.yaml:COUNT"),
+            ("m5=x.yaml:three", "COUNT \"three\""),
+            ("m5=x.yaml:-1", "COUNT \"-1\""),
+            ("M5=x.yaml:1", "not a DNS label"),
+            ("=x.yaml:1", "not a DNS label"),
+            ("m5=:1", "skeleton path is empty"),
+        ] {
+            let error = parse_node_group(value).unwrap_err();
+            assert!(error.contains(expected), "{value}: {error}");
+        }
+    }
+
+    #[test]
+    fn autoscaler_group_parses_and_checks_its_bounds() {
+        assert_eq!(
+            parse_autoscaler_group("big=s.yaml:0:10:2").unwrap(),
+            AutoscalerGroupArg {
+                name: "big".into(),
+                skeleton: "s.yaml".into(),
+                min: 0,
+                max: 10,
+                initial: 2
+            }
+        );
+        assert!(
+            parse_autoscaler_group("big=s.yaml:0:10")
+                .unwrap_err()
+                .contains("MIN:MAX:INITIAL")
+        );
+        assert!(
+            parse_autoscaler_group("big=s.yaml:3:10:2")
+                .unwrap_err()
+                .contains("MIN <= INITIAL <= MAX")
+        );
+        assert!(
+            parse_autoscaler_group("big=s.yaml:0:1:x")
+                .unwrap_err()
+                .contains("INITIAL")
+        );
+    }
+}

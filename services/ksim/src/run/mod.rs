@@ -1,0 +1,124 @@
+//! `ksim run`: replay a trace through the driver, follow it, and print its report.
+
+mod groups;
+mod progress;
+pub mod simulate;
+pub mod spec;
+
+use std::{path::PathBuf, time::Duration, time::SystemTime};
+
+use clap::{Args, ValueEnum};
+use ksim_proto::ksim::driver::v1::{OnErrorPolicy, SimulationState};
+
+use self::groups::{AutoscalerGroupArg, NodeGroupArg};
+pub use self::simulate::run_simulation;
+use crate::driver::DriverArgs;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The trace file to replay (ksim or SimKube), sent with the request.
+    #[arg(required_unless_present = "stored", conflicts_with = "stored")]
+    pub trace_file: Option<PathBuf>,
+
+    /// Replay speed relative to the recording: 2 replays twice as fast.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed, allow_negative_numbers = true)]
+    pub speed: f64,
+
+    /// Stop the replay after this long (wall clock), e.g. 5m; default: the whole trace.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Replayed namespace "ns" becomes "<PREFIX>-ns" (the driver's default: "virtual").
+    #[arg(long, value_name = "PREFIX")]
+    pub namespace_prefix: Option<String>,
+
+    /// What to do when the cluster refuses a replayed object.
+    #[arg(long, value_enum, default_value_t = OnError::Continue)]
+    pub on_error: OnError,
+
+    /// A fixed-size node group the pool creates (repeatable). Without any group flag: one
+    /// group "default" of 3 m5.large nodes.
+    #[arg(long = "node-group", value_name = "NAME=SKELETON.yaml:COUNT", value_parser = groups::parse_node_group)]
+    pub node_groups: Vec<NodeGroupArg>,
+
+    /// A node group cluster-autoscaler may resize (repeatable).
+    #[arg(long = "autoscaler-group", value_name = "NAME=SKELETON.yaml:MIN:MAX:INITIAL", value_parser = groups::parse_autoscaler_group)]
+    pub autoscaler_groups: Vec<AutoscalerGroupArg>,
+
+    /// Run cluster-autoscaler against the --autoscaler-group groups.
+    #[arg(long)]
+    pub autoscaler: bool,
+
+    /// Replay a window of the tracer store instead of a trace file.
+    #[arg(long)]
+    pub stored: bool,
+
+    /// With --stored: an imported trace's id; default: the tracer's own recording.
+    #[arg(long, value_name = "ID")]
+    pub trace_id: Option<String>,
+
+    /// With --stored: start of the window, RFC 3339 in UTC (2025-01-31T12:00:00Z).
+    #[arg(long, value_name = "RFC3339", value_parser = humantime::parse_rfc3339_weak)]
+    pub start: Option<SystemTime>,
+
+    /// With --stored: end of the window (exclusive), RFC 3339 in UTC.
+    #[arg(long, value_name = "RFC3339", value_parser = humantime::parse_rfc3339_weak)]
+    pub end: Option<SystemTime>,
+
+    #[command(flatten)]
+    pub driver: DriverArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnError {
+    /// Record the error in the report and go on.
+    Continue,
+    /// Record the error and stop the simulation (it fails).
+    Stop,
+}
+
+impl From<OnError> for OnErrorPolicy {
+    fn from(on_error: OnError) -> Self {
+        match on_error {
+            OnError::Continue => Self::Continue,
+            OnError::Stop => Self::Stop,
+        }
+    }
+}
+
+fn parse_speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(speed) if speed.is_finite() && speed > 0.0 => Ok(speed),
+        _ => Err("expected a number > 0, e.g. 1 or 2.5".to_owned()),
+    }
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let spec = spec::build(&args)?;
+    let mut out = std::io::stdout();
+    let outcome = run_simulation(&args.driver.url, spec, &mut out, true).await?;
+    let simulation = &outcome.simulation;
+    match simulation.state() {
+        SimulationState::Failed => anyhow::bail!(
+            "simulation {} failed: {}",
+            simulation.id,
+            simulation.error_message
+        ),
+        // A script must not mistake an interrupted replay for a finished one.
+        SimulationState::Cancelled => anyhow::bail!("simulation {} was cancelled", simulation.id),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_must_be_positive_and_finite() {
+        assert_eq!(parse_speed("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "inf", "NaN", "fast"] {
+            assert!(parse_speed(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Start a simulation, follow it to its end (cancelling it on Ctrl-C), print its report.
+
+use std::{io::Write, pin::Pin};
+
+use anyhow::Context;
+use ksim_proto::ksim::driver::v1::{
+    CancelSimulationRequest, GetSimulationRequest, Report, Simulation, SimulationSpec,
+    SimulationState, StartSimulationRequest, WatchSimulationRequest, driver_client::DriverClient,
+};
+use tonic::transport::Channel;
+
+use super::progress::Progress;
+use crate::driver::{connect, get_report, status_error};
+
+/// How a simulation ended, and its report.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The simulation in its terminal state (see `state()` and `error_message`).
+    pub simulation: Simulation,
+    #[allow(
+        dead_code,
+        reason = "`ksim run` prints the summary; `ksim demo` reads the report"
+    )]
+    pub report: Report,
+}
+
+/// Runs `spec` on the driver at `driver_url` until it ends, writing its id, its state changes
+/// (or, with `show_progress`, a progress bar on stderr) and finally the report's summary to
+/// `out`. Ctrl-C or SIGTERM cancels the simulation and waits for the cleanup; a second one
+/// stops waiting. A FAILED simulation is an `Ok` outcome: the caller decides.
+pub async fn run_simulation(
+    driver_url: &str,
+    spec: SimulationSpec,
+    out: &mut impl Write,
+    show_progress: bool,
+) -> anyhow::Result<RunOutcome> {
+    let mut client = connect(driver_url).await?;
+    let started = client
+        .start_simulation(StartSimulationRequest { spec: Some(spec) })
+        .await
+        .map_err(|status| status_error("starting the simulation", &status))?
+        .into_inner()
+        .simulation
+        .context("the driver answered without a simulation")?;
+    let id = started.id;
+    writeln!(out, "ksim: simulation {id} started")?;
+    let mut progress = Progress::new(show_progress);
+    let followed = follow(&mut client, &id, &mut progress, out).await;
+    progress.finish();
+    followed?;
+
+    let simulation = client
+        .get_simulation(GetSimulationRequest { id: id.clone() })
+        .await
+        .map_err(|status| status_error(&format!("getting simulation {id}"), &status))?
+        .into_inner()
+        .simulation
+        .context("the driver answered without a simulation")?;
+    let report = get_report(&mut client, &id).await?;
+    write!(out, "{}", ksim_driver::domain::report::summary(&report))?;
+    writeln!(
+        out,
+        "ksim: simulation {id} {}",
+        state_name(simulation.state())
+    )?;
+    if simulation.state() == SimulationState::Failed {
+        writeln!(out, "  error: {}", simulation.error_message)?;
+    }
+    Ok(RunOutcome { simulation, report })
+}
+
+/// Reads the progress stream until the simulation is in a terminal state.
+async fn follow(
+    client: &mut DriverClient<Channel>,
+    id: &str,
+    progress: &mut Progress,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut stream = client
+        .watch_simulation(WatchSimulationRequest {
+            id: id.to_owned(),
+            interval: None,
+        })
+        .await
+        .map_err(|status| status_error(&format!("watching simulation {id}"), &status))?
+        .into_inner();
+    let mut signal: Pin<Box<dyn Future<Output = _>>> = Box::pin(interrupted());
+    let mut cancelling = false;
+    loop {
+        tokio::select! {
+            message = stream.message() => match message {
+                Ok(Some(response)) => {
+                    let Some(snapshot) = response.progress else { continue };
+                    progress.update(&snapshot, out)?;
+                    if is_terminal(snapshot.state()) {
+                        return Ok(());
+                    }
+                }
+                // The driver ends the stream after the terminal message; an early end is
+                // settled by the GetSimulation that follows.
+                Ok(None) => return Ok(()),
+                Err(status) => {
+                    return Err(status_error(&format!("watching simulation {id}"), &status));
+                }
+            },
+            signalled = &mut signal => {
+                signalled?;
+                if cancelling {
+                    anyhow::bail!(
+                        "stopped waiting; simulation {id} is still being cancelled (see `ksim report {id}`)"
+                    );
+                }
+                cancelling = true;
+                progress.note(&format!("ksim: cancelling simulation {id} (Ctrl-C again to stop waiting)"), out)?;
+                client
+                    .cancel_simulation(CancelSimulationRequest { id: id.to_owned() })
+                    .await
+                    .map_err(|status| status_error(&format!("cancelling simulation {id}"), &status))?;
+                signal = Box::pin(interrupted());
+            }
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM. Not `ksim_grpc::shutdown_signal`, which logs that a server shuts down.
+async fn interrupted() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
+
+pub fn is_terminal(state: SimulationState) -> bool {
+    matches!(
+        state,
+        SimulationState::Succeeded | SimulationState::Failed | SimulationState::Cancelled
+    )
+}
+
+pub fn state_name(state: SimulationState) -> &'static str {
+    match state {
+        SimulationState::Unspecified => "in an unknown state",
+        SimulationState::Pending => "pending",
+        SimulationState::Running => "running",
+        SimulationState::Succeeded => "succeeded",
+        SimulationState::Failed => "FAILED",
+        SimulationState::Cancelled => "cancelled",
+    }
+}

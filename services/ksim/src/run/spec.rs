@@ -1,0 +1,245 @@
+//! From `ksim run`'s flags to a `SimulationSpec`: the files are read here, so a missing one is
+//! named before the driver is asked anything.
+
+use std::{path::Path, time::SystemTime};
+
+use anyhow::Context;
+use ksim_proto::ksim::driver::v1::{
+    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, SimulationSpec,
+    StoredTrace, node_group_spec::Kind, simulation_spec::TraceSource,
+};
+
+use super::{
+    RunArgs,
+    groups::{AutoscalerGroupArg, NodeGroupArg},
+};
+
+/// The skeleton of the default group, so `ksim run trace.ksim` works without a file of its own.
+pub const DEFAULT_SKELETON: &str =
+    include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+pub const DEFAULT_GROUP: &str = "default";
+pub const DEFAULT_NODES: i32 = 3;
+
+pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
+    // Checked here: clap's `requires` counts a boolean flag's default as given.
+    if !args.stored && (args.trace_id.is_some() || args.start.is_some() || args.end.is_some()) {
+        anyhow::bail!("--trace-id, --start and --end select a stored trace: add --stored");
+    }
+    let trace_source = if args.stored {
+        TraceSource::StoredTrace(StoredTrace {
+            trace_id: args.trace_id.clone().unwrap_or_default(),
+            start_time: args.start.map(timestamp),
+            end_time: args.end.map(timestamp),
+            filter: None,
+        })
+    } else {
+        let path = args
+            .trace_file
+            .as_deref()
+            .context("give a TRACE_FILE, or --stored for a trace in the tracer store")?;
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read trace file {}", path.display()))?;
+        TraceSource::TraceFile(bytes)
+    };
+    let mut node_groups = Vec::new();
+    for group in &args.node_groups {
+        node_groups.push(pool_managed(group)?);
+    }
+    for group in &args.autoscaler_groups {
+        node_groups.push(deployment(group)?);
+    }
+    if node_groups.is_empty() {
+        node_groups.push(NodeGroupSpec {
+            kind: Some(Kind::PoolManaged(PoolManagedNodeGroup {
+                name: DEFAULT_GROUP.to_owned(),
+                node_skeleton_yaml: DEFAULT_SKELETON.to_owned(),
+                count: DEFAULT_NODES,
+            })),
+        });
+    }
+    let duration = args
+        .duration
+        .map(prost_types::Duration::try_from)
+        .transpose()
+        .context("--duration is too long")?;
+    Ok(SimulationSpec {
+        trace_source: Some(trace_source),
+        speed: args.speed,
+        duration,
+        namespace_prefix: args.namespace_prefix.clone().unwrap_or_default(),
+        on_error: OnErrorPolicy::from(args.on_error) as i32,
+        node_groups,
+        enable_autoscaler: args.autoscaler,
+    })
+}
+
+fn pool_managed(group: &NodeGroupArg) -> anyhow::Result<NodeGroupSpec> {
+    Ok(NodeGroupSpec {
+        kind: Some(Kind::PoolManaged(PoolManagedNodeGroup {
+            name: group.name.clone(),
+            node_skeleton_yaml: skeleton("--node-group", &group.name, &group.skeleton)?,
+            count: group.count,
+        })),
+    })
+}
+
+fn deployment(group: &AutoscalerGroupArg) -> anyhow::Result<NodeGroupSpec> {
+    Ok(NodeGroupSpec {
+        kind: Some(Kind::Deployment(DeploymentNodeGroup {
+            name: group.name.clone(),
+            node_skeleton_yaml: skeleton("--autoscaler-group", &group.name, &group.skeleton)?,
+            min_size: group.min,
+            max_size: group.max,
+            initial_size: group.initial,
+        })),
+    })
+}
+
+fn skeleton(flag: &str, group: &str, path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read the node skeleton {} of {flag} {group}",
+            path.display()
+        )
+    })
+}
+
+fn timestamp(time: SystemTime) -> prost_types::Timestamp {
+    prost_types::Timestamp::from(time)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::run::OnError;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn args(argv: &[&str]) -> RunArgs {
+        Cli::try_parse_from(std::iter::once("ksim").chain(argv.iter().copied()))
+            .unwrap()
+            .run
+    }
+
+    #[test]
+    fn a_trace_file_alone_gets_the_default_group_and_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.ksim");
+        std::fs::write(&trace, b"trace bytes").unwrap();
+        let spec = build(&args(&[trace.to_str().unwrap()])).unwrap();
+        assert_eq!(
+            spec.trace_source,
+            Some(TraceSource::TraceFile(b"trace bytes".to_vec()))
+        );
+        assert_eq!(spec.speed, 1.0);
+        assert_eq!(spec.duration, None);
+        assert_eq!(spec.on_error, OnErrorPolicy::Continue as i32);
+        assert!(!spec.enable_autoscaler);
+        let [group] = spec.node_groups.as_slice() else {
+            panic!("{:?}", spec.node_groups)
+        };
+        let Some(Kind::PoolManaged(group)) = &group.kind else {
+            panic!("{group:?}")
+        };
+        assert_eq!((group.name.as_str(), group.count), ("default", 3));
+        assert!(group.node_skeleton_yaml.contains("kind: Node"));
+    }
+
+    #[test]
+    fn every_flag_reaches_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let skeleton = dir.path().join("s.yaml");
+        std::fs::write(&skeleton, "kind: Node\n").unwrap();
+        let skeleton = skeleton.to_str().unwrap();
+        let node_group = format!("small={skeleton}:2");
+        let autoscaler_group = format!("big={skeleton}:0:5:1");
+        let run = args(&[
+            "--stored",
+            "--trace-id",
+            "imp-1",
+            "--start",
+            "2025-01-01T00:00:00Z",
+            "--speed",
+            "2.5",
+            "--duration",
+            "5m",
+            "--namespace-prefix",
+            "sim",
+            "--on-error",
+            "stop",
+            "--node-group",
+            &node_group,
+            "--autoscaler-group",
+            &autoscaler_group,
+            "--autoscaler",
+        ]);
+        assert_eq!(run.on_error, OnError::Stop);
+        assert_eq!(run.duration, Some(Duration::from_secs(300)));
+        let spec = build(&run).unwrap();
+        let Some(TraceSource::StoredTrace(stored)) = &spec.trace_source else {
+            panic!("{:?}", spec.trace_source)
+        };
+        assert_eq!(stored.trace_id, "imp-1");
+        assert_eq!(stored.start_time.unwrap().seconds, 1_735_689_600);
+        assert_eq!(stored.end_time, None);
+        assert_eq!(spec.speed, 2.5);
+        assert_eq!(spec.duration.unwrap().seconds, 300);
+        assert_eq!(spec.namespace_prefix, "sim");
+        assert_eq!(spec.on_error, OnErrorPolicy::Stop as i32);
+        assert!(spec.enable_autoscaler);
+        assert_eq!(spec.node_groups.len(), 2);
+        let Some(Kind::Deployment(big)) = &spec.node_groups[1].kind else {
+            panic!("{:?}", spec.node_groups)
+        };
+        assert_eq!((big.min_size, big.max_size, big.initial_size), (0, 5, 1));
+        assert_eq!(big.node_skeleton_yaml, "kind: Node\n");
+    }
+
+    #[test]
+    fn a_window_without_stored_is_refused() {
+        let error = build(&args(&["t", "--start", "2025-01-01T00:00:00Z"])).unwrap_err();
+        assert!(error.to_string().contains("add --stored"), "{error}");
+    }
+
+    #[test]
+    fn unreadable_files_are_named() {
+        let error = build(&args(&["/nonexistent/t.ksim"])).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("cannot read trace file /nonexistent/t.ksim"),
+            "{error:#}"
+        );
+        let error = build(&args(&[
+            "--stored",
+            "--node-group",
+            "g=/nonexistent/s.yaml:1",
+        ]))
+        .unwrap_err();
+        assert!(
+            format!("{error:#}").contains("/nonexistent/s.yaml of --node-group g"),
+            "{error:#}"
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_refused_naming_the_flag() {
+        for (argv, flag) in [
+            (&["t", "--duration", "soon"][..], "--duration"),
+            (&["t", "--on-error", "ignore"], "--on-error"),
+            (&["t", "--node-group", "nonsense"], "--node-group"),
+            (&["t", "--speed", "-1"], "--speed"),
+            (&["t", "--stored"], "--stored"),
+        ] {
+            let error = Cli::try_parse_from(std::iter::once("ksim").chain(argv.iter().copied()))
+                .unwrap_err();
+            assert!(error.to_string().contains(flag), "{argv:?}: {error}");
+        }
+    }
+}
