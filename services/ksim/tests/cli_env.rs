@@ -1,0 +1,185 @@
+//! `ksim completions`, `run`, `down` and `up` as a user runs them: the real binary, with a
+//! temporary state directory. The `up` test starts the real control plane and every service
+//! binary of the workspace.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    path::Path,
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+
+fn ksim(state_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ksim"))
+        .args(args)
+        .env("KSIM_STATE_DIR", state_dir)
+        // Nothing may reach a driver a developer left running.
+        .env("KSIM_DRIVER_URL", "http://127.0.0.1:1")
+        .output()
+        .unwrap()
+}
+
+/// Fails with exit code != 0 and exactly one line on stderr, which contains `needle`.
+fn assert_one_line_error(output: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "succeeded: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line: {stderr}"
+    );
+    assert!(stderr.starts_with("ksim: error: "), "{stderr}");
+    assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+}
+
+#[test]
+fn completions_cover_the_commands() {
+    let state = tempfile::tempdir().unwrap();
+    let output = ksim(state.path(), &["completions", "bash"]);
+    assert!(output.status.success());
+    let script = String::from_utf8(output.stdout).unwrap();
+    assert!(script.contains("complete"), "{script}");
+    for command in ["run", "up", "down", "report"] {
+        assert!(script.contains(command), "{command} missing");
+    }
+    assert!(script.contains("--node-group"));
+}
+
+#[test]
+fn run_names_the_unreadable_trace_file() {
+    let state = tempfile::tempdir().unwrap();
+    let missing = state.path().join("missing.ksim");
+    let output = ksim(state.path(), &["run", missing.to_str().unwrap()]);
+    assert_one_line_error(
+        &output,
+        &format!("cannot read trace file {}", missing.display()),
+    );
+}
+
+#[test]
+fn run_names_the_bad_node_group_flag_and_value() {
+    let state = tempfile::tempdir().unwrap();
+    let output = ksim(
+        state.path(),
+        &["run", "t.ksim", "--node-group", "m5=x.yaml"],
+    );
+    assert_one_line_error(&output, "'m5=x.yaml' for '--node-group");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn run_names_the_unreachable_driver() {
+    let state = tempfile::tempdir().unwrap();
+    let trace = state.path().join("t.ksim");
+    std::fs::write(&trace, b"not checked before the driver").unwrap();
+    let output = ksim(state.path(), &["run", trace.to_str().unwrap()]);
+    assert_one_line_error(&output, "cannot reach the driver at http://127.0.0.1:1");
+}
+
+#[test]
+fn down_without_an_environment_says_so() {
+    let state = tempfile::tempdir().unwrap();
+    let output = ksim(state.path(), &["down"]);
+    assert_one_line_error(&output, "no environment is up");
+}
+
+async fn serving(port: u16, service: &str) -> bool {
+    let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect()
+        .await
+    else {
+        return false;
+    };
+    HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.to_owned(),
+        })
+        .await
+        .is_ok_and(|response| response.into_inner().status() == ServingStatus::Serving)
+}
+
+/// `ksim up` brings up the control plane and the four services, each healthy on its fixed
+/// port, records itself in env.json, and `ksim down` stops all of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn up_serves_every_service_until_down() {
+    let state = tempfile::tempdir().unwrap();
+    let mut up = Command::new(env!("CARGO_BIN_EXE_ksim"))
+        .arg("up")
+        .env("KSIM_STATE_DIR", state.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let env_file = state.path().join("env.json");
+    let started = Instant::now();
+    while !env_file.exists() {
+        if let Some(status) = up.try_wait().unwrap() {
+            let output = up.wait_with_output().unwrap();
+            panic!(
+                "ksim up exited ({status}): {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "ksim up took too long"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&env_file).unwrap()).unwrap();
+    assert_eq!(recorded["pid"], up.id());
+    assert_eq!(recorded["urls"]["driver"], "http://127.0.0.1:50064");
+    assert!(Path::new(recorded["kubeconfig"].as_str().unwrap()).is_file());
+
+    for (port, service) in [
+        (50061, "ksim.trace.v1.TraceStore"),
+        (50062, "ksim.vnode.v1.VirtualNodePool"),
+        (
+            50063,
+            "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider",
+        ),
+        (50064, "ksim.driver.v1.Driver"),
+    ] {
+        assert!(serving(port, service).await, "{service} not serving");
+    }
+    for log in ["tracer", "pool", "cloudprov", "driver"] {
+        assert!(state.path().join(format!("logs/{log}.log")).is_file());
+    }
+
+    // A second environment is refused while this one runs.
+    let second = ksim(state.path(), &["up"]);
+    assert_one_line_error(&second, "an environment is already up");
+
+    let down = ksim(state.path(), &["down"]);
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    let output = up.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(printed.contains("export KUBECONFIG="), "{printed}");
+    assert!(
+        printed.contains("grpcurl -plaintext 127.0.0.1:50064"),
+        "{printed}"
+    );
+    assert!(!env_file.exists());
+    for port in [50061, 50062, 50063, 50064] {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "port {port} still open"
+        );
+    }
+}
