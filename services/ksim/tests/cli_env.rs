@@ -9,6 +9,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::TraceWriter;
+use serde_json::json;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
@@ -87,6 +90,48 @@ fn down_without_an_environment_says_so() {
     assert_one_line_error(&output, "no environment is up");
 }
 
+/// A trace of one Deployment of two pods, created then scaled to three.
+fn write_trace(path: &Path) {
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        created_by: "test".into(),
+        ..Default::default()
+    };
+    let mut writer = TraceWriter::new(std::fs::File::create(path).unwrap(), &header).unwrap();
+    for (timestamp_ms, replicas) in [(1_767_225_600_000, 2), (1_767_225_600_500, 3)] {
+        let object = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+                }
+            }
+        });
+        writer
+            .write_event(&pb::TraceEvent {
+                timestamp_ms,
+                applied: vec![pb::TraceObject {
+                    gvk: Some(pb::GroupVersionKind {
+                        group: "apps".into(),
+                        version: "v1".into(),
+                        kind: "Deployment".into(),
+                    }),
+                    namespace: "shop".into(),
+                    name: "web".into(),
+                    object_json: serde_json::to_vec(&object).unwrap(),
+                }],
+                deleted: vec![],
+            })
+            .unwrap();
+    }
+    writer.finish().unwrap();
+}
+
 async fn serving(port: u16, service: &str) -> bool {
     let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
         .unwrap()
@@ -152,6 +197,40 @@ async fn up_serves_every_service_until_down() {
     for log in ["tracer", "pool", "cloudprov", "driver"] {
         assert!(state.path().join(format!("logs/{log}.log")).is_file());
     }
+
+    // A replay through the driver, and its report again by id.
+    let trace = state.path().join("shop.ksim");
+    write_trace(&trace);
+    let driver = ["--driver", "http://127.0.0.1:50064"];
+    let run = ksim(
+        state.path(),
+        &[
+            &["run", trace.to_str().unwrap(), "--speed", "5"][..],
+            &driver,
+        ]
+        .concat(),
+    );
+    let printed = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(printed.contains("events applied:    2"), "{printed}");
+    let id = printed
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("ksim: simulation ")?
+                .strip_suffix(" succeeded")
+        })
+        .unwrap_or_else(|| panic!("no success line in {printed}"));
+    let report = ksim(
+        state.path(),
+        &[&["report", id, "--json"][..], &driver].concat(),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["simulation_id"], id);
+    assert_eq!(report["complete"], true);
 
     // A second environment is refused while this one runs.
     let second = ksim(state.path(), &["up"]);
