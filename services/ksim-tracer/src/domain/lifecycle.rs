@@ -20,7 +20,12 @@ pub fn stage(pod: &Value) -> Stage {
         .pointer("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("");
+    // A pod whose deletion was asked for ends because of that delete, whatever phase the
+    // kubelet writes on the way out; replaying it as "finished on its own" would make the
+    // replayed owner's pods all finish and be replaced.
+    let deleting = pod.pointer("/metadata/deletionTimestamp").is_some();
     match phase {
+        "Succeeded" | "Failed" if deleting => return Stage::Ended(pb::PodOutcome::Deleted),
         "Succeeded" => return Stage::Ended(pb::PodOutcome::Succeeded),
         "Failed" => return Stage::Ended(pb::PodOutcome::Failed),
         "Running" => return Stage::Running,
@@ -96,6 +101,13 @@ mod tests {
         assert_eq!(
             stage(&json!({"status": {"phase": "Succeeded"}})),
             Stage::Ended(pb::PodOutcome::Succeeded)
+        );
+        assert_eq!(
+            stage(&json!({
+                "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+                "status": {"phase": "Succeeded"}
+            })),
+            Stage::Ended(pb::PodOutcome::Deleted)
         );
         assert_eq!(
             stage(&json!({"status": {"phase": "Failed"}})),

@@ -1,0 +1,268 @@
+//! The mesh on the real control plane, in this process: the virtual node pool, the tracer store
+//! and the driver, each behind its real gRPC server on a loopback port.
+#![allow(dead_code)]
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::Namespace;
+use ksim_driver::{
+    config::Settings, driver::Driver, grpc::DriverService, mesh::Mesh, metrics::ReplayMetrics,
+    replay::run::RunContext,
+};
+use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
+use ksim_testenv::{ControlPlane, wait};
+use ksim_tracer::{
+    domain::{kinds::default_kinds, sanitize::EnvRedaction},
+    grpc::TraceStoreService,
+    imports::Imports,
+    log::LogConfig,
+    store::Store,
+};
+use ksim_vnode::{config::PoolConfig, grpc::VirtualNodePoolService, pool::Pool};
+use kube::{
+    Api, Client,
+    api::{ListParams, PostParams},
+};
+use tonic::transport::Channel;
+
+pub const DEADLINE: Duration = Duration::from_secs(180);
+pub const SKELETON: &str = include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+pub const SEATS_NAMESPACE: &str = "ksim-system";
+
+pub struct TestMesh {
+    pub env: ControlPlane,
+    pub client: Client,
+    pub pool: Arc<Pool>,
+    pub driver: DriverClient<Channel>,
+    pub tracer_url: String,
+    _data: tempfile::TempDir,
+    _tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn serve(server: GrpcServer) -> String {
+    let bound = server.bind().await.unwrap();
+    let addr = bound.grpc_addr().unwrap();
+    tokio::spawn(bound.serve_until(std::future::pending()));
+    format!("http://{addr}")
+}
+
+pub async fn start() -> TestMesh {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+    let env = ControlPlane::start().await.unwrap();
+    let client = env.client();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let system =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": SEATS_NAMESPACE}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &system)
+        .await
+        .unwrap();
+
+    let pool = Arc::new(
+        Pool::start(
+            client.clone(),
+            PoolConfig {
+                namespace: SEATS_NAMESPACE.to_owned(),
+                job_duration_ms: 3000,
+                ..PoolConfig::default()
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    let pool_url = serve(
+        GrpcServer::new(ServeArgs::ephemeral())
+            .add_service(VirtualNodePoolService::new(pool.clone()).into_server()),
+    )
+    .await;
+
+    let data = tempfile::tempdir().unwrap();
+    let kinds = default_kinds();
+    let (store, _) = Store::open(
+        LogConfig::new(data.path().join("log")),
+        kinds.clone(),
+        EnvRedaction::default(),
+    )
+    .unwrap();
+    let imports = Imports::new(data.path().join("imports"), 1 << 30, "test".to_owned()).unwrap();
+    let (observations, receiver) = tokio::sync::mpsc::channel(4096);
+    let mut tasks = vec![
+        store.clone().run_recorder(receiver),
+        store.clone().run_maintenance(Duration::from_millis(100)),
+    ];
+    let watches = ksim_tracer::watch::spawn(
+        client.clone(),
+        store.kinds(),
+        observations,
+        store.statuses().clone(),
+        Duration::from_secs(1),
+    );
+    tasks.push(tokio::spawn(async move {
+        let _watches = watches;
+        std::future::pending::<()>().await;
+    }));
+    let tracer_url = serve(
+        GrpcServer::new(ServeArgs::ephemeral())
+            .add_service(TraceStoreService::new(store, imports, "test".to_owned()).into_server()),
+    )
+    .await;
+
+    let driver = Driver::new(RunContext {
+        client: client.clone(),
+        mesh: Mesh::new(&pool_url, Some(&tracer_url), None).unwrap(),
+        settings: Settings {
+            namespace: SEATS_NAMESPACE.to_owned(),
+            report_dir: data.path().join("reports"),
+            lease_duration: Duration::from_secs(15),
+            lanes: 16,
+            ready_deadline: Duration::from_secs(120),
+            cleanup_deadline: Duration::from_secs(180),
+        },
+        metrics: ReplayMetrics::default(),
+    });
+    let driver_url = serve(
+        GrpcServer::new(ServeArgs::ephemeral())
+            .add_service(DriverService::new(driver).into_server()),
+    )
+    .await;
+    let driver = DriverClient::connect(driver_url).await.unwrap();
+    TestMesh {
+        env,
+        client,
+        pool,
+        driver,
+        tracer_url,
+        _data: data,
+        _tasks: tasks,
+    }
+}
+
+pub fn pool_group(name: &str, count: i32) -> pb::NodeGroupSpec {
+    pb::NodeGroupSpec {
+        kind: Some(pb::node_group_spec::Kind::PoolManaged(
+            pb::PoolManagedNodeGroup {
+                name: name.to_owned(),
+                node_skeleton_yaml: SKELETON.to_owned(),
+                count,
+            },
+        )),
+    }
+}
+
+impl TestMesh {
+    /// Follows WatchSimulation to its last message and returns the simulation then.
+    pub async fn until_done(&mut self, id: &str) -> pb::Simulation {
+        let mut stream = self
+            .driver
+            .watch_simulation(pb::WatchSimulationRequest {
+                id: id.to_owned(),
+                interval: None,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+        while let Some(message) = tokio::time::timeout_at(deadline, stream.message())
+            .await
+            .expect("the simulation ended in time")
+            .unwrap()
+        {
+            let state = message.progress.unwrap().state();
+            assert_ne!(state, pb::SimulationState::Unspecified);
+        }
+        self.simulation(id).await
+    }
+
+    pub async fn simulation(&mut self, id: &str) -> pb::Simulation {
+        self.driver
+            .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
+            .await
+            .unwrap()
+            .into_inner()
+            .simulation
+            .unwrap()
+    }
+
+    pub async fn report(&mut self, id: &str) -> pb::Report {
+        self.driver
+            .get_report(pb::GetReportRequest { id: id.to_owned() })
+            .await
+            .unwrap()
+            .into_inner()
+            .report
+            .unwrap()
+    }
+
+    /// Waits until the state is `state`.
+    pub async fn until_state(&mut self, id: &str, state: pb::SimulationState) {
+        let mut driver = self.driver.clone();
+        wait::until(&format!("simulation {id} {state:?}"), DEADLINE, || {
+            let mut driver = driver.clone();
+            async move {
+                let simulation = driver
+                    .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_inner()
+                    .simulation
+                    .unwrap();
+                if simulation.state() == state {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", simulation.state()))
+                }
+            }
+        })
+        .await
+        .unwrap();
+        let _ = &mut driver;
+    }
+
+    /// Asserts that nothing of simulation `id` is left: no namespace, no root, no pods, no pool
+    /// group of its own.
+    pub async fn assert_nothing_left(&self, id: &str, groups: &[&str]) {
+        let label = format!("ksim.io/simulation={id}");
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let left = namespaces
+            .list(&ListParams::default().labels(&label))
+            .await
+            .unwrap();
+        assert!(
+            left.items.is_empty(),
+            "namespaces left: {:?}",
+            names(&left.items)
+        );
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(self.client.clone());
+        let left = pods
+            .list(&ListParams::default().labels(&label))
+            .await
+            .unwrap();
+        assert!(left.items.is_empty(), "pods left: {:?}", names(&left.items));
+        let roots: Api<kube::api::DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("ksim.io", "v1alpha1", "SimulationRoot"),
+                "simulationroots",
+            ),
+        );
+        let left = roots
+            .list(&ListParams::default().labels(&label))
+            .await
+            .unwrap();
+        assert!(left.items.is_empty(), "roots left");
+        for group in groups {
+            assert!(self.pool.group(group).is_err(), "pool group {group} left");
+        }
+    }
+}
+
+fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| i.meta().name.clone().unwrap_or_default())
+        .collect()
+}
