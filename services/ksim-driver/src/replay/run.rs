@@ -393,6 +393,9 @@ async fn wait_for_nodes(
     }
 }
 
+/// Order matters: the simulation's namespaces go first, while their pods' nodes still exist
+/// (a pod on a vanished node waits for the pod garbage collector, minutes later); then the root
+/// takes the rest (seat Deployments, cluster-scoped objects); then the pool's groups.
 async fn cleanup(
     ctx: &RunContext,
     handle: &Handle,
@@ -400,6 +403,16 @@ async fn cleanup(
     root_created: bool,
 ) -> Result<(), String> {
     let mut problems = Vec::new();
+    if root_created {
+        if let Err(error) = delete_namespaces(ctx, &handle.id).await {
+            problems.push(error);
+        }
+        if let Err(error) =
+            root::delete_and_wait(&ctx.client, &handle.id, ctx.settings.cleanup_deadline).await
+        {
+            problems.push(error.to_string());
+        }
+    }
     for group in &spec.node_groups {
         if let NodeGroup::PoolManaged { name, .. } = group
             && let Err(error) = ctx.mesh.delete_node_group(name).await
@@ -407,22 +420,34 @@ async fn cleanup(
             problems.push(format!("deleting node group {name}: {error}"));
         }
     }
-    if root_created {
-        if let Err(error) =
-            root::delete_and_wait(&ctx.client, &handle.id, ctx.settings.cleanup_deadline).await
-        {
-            problems.push(error.to_string());
-        }
-        match leftover_namespaces(&ctx.client, &handle.id).await {
-            Ok(left) if left.is_empty() => {}
-            Ok(left) => problems.push(format!("namespaces left behind: {}", left.join(", "))),
-            Err(error) => problems.push(format!("checking for leftover namespaces: {error}")),
-        }
-    }
     if problems.is_empty() {
         Ok(())
     } else {
         Err(format!("cleanup: {}", problems.join("; ")))
+    }
+}
+
+async fn delete_namespaces(ctx: &RunContext, id: &str) -> Result<(), String> {
+    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    let started = Instant::now();
+    loop {
+        let left = leftover_namespaces(&ctx.client, id)
+            .await
+            .map_err(|e| format!("listing the simulation's namespaces: {e}"))?;
+        if left.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() >= ctx.settings.cleanup_deadline {
+            return Err(format!("namespaces left behind: {}", left.join(", ")));
+        }
+        for name in &left {
+            match namespaces.delete(name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(format!("deleting namespace {name}: {error}")),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -266,3 +266,63 @@ fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
         .map(|i| i.meta().name.clone().unwrap_or_default())
         .collect()
 }
+
+/// One object of a synthetic trace: kind (`apps/v1.Deployment`), namespace, name, JSON.
+pub type TraceObject = (&'static str, &'static str, &'static str, serde_json::Value);
+
+/// A ksim trace file whose events are at the given offsets (ms) from its start; the window
+/// ends at `end_ms`.
+pub fn trace_file(events: Vec<(i64, Vec<TraceObject>)>, end_ms: i64) -> Vec<u8> {
+    use ksim_trace::pb;
+    let start = 1_700_000_000_000;
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        start_time: Some(ksim_trace::time::timestamp(start)),
+        end_time: Some(ksim_trace::time::timestamp(start + end_ms)),
+        created_by: "ksim-driver tests".to_owned(),
+        ..Default::default()
+    };
+    let mut writer = ksim_trace::TraceWriter::new(Vec::new(), &header).unwrap();
+    for (offset, objects) in events {
+        let applied = objects
+            .into_iter()
+            .map(|(kind, namespace, name, object)| pb::TraceObject {
+                gvk: Some(ksim_trace::gvk::parse(kind).unwrap()),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                object_json: serde_json::to_vec(&object).unwrap(),
+            })
+            .collect();
+        writer
+            .write_event(&pb::TraceEvent {
+                timestamp_ms: start + offset,
+                applied,
+                deleted: Vec::new(),
+            })
+            .unwrap();
+    }
+    writer.finish().unwrap().0
+}
+
+pub fn uploaded(file: Vec<u8>) -> Option<pb::simulation_spec::TraceSource> {
+    Some(pb::simulation_spec::TraceSource::TraceFile(file))
+}
+
+pub fn deployment(name: &str, replicas: i32) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
+            }
+        }
+    })
+}
+
+pub fn config_map(name: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
+}

@@ -1,0 +1,258 @@
+//! Cancel, one simulation at a time, bad input, and objects the cluster refuses: each against
+//! the real control plane and pool, through the driver's gRPC API.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use ksim_proto::ksim::driver::v1 as pb;
+use kube::Api;
+use serde_json::json;
+
+fn spec(file: Vec<u8>, group: &str, on_error: pb::OnErrorPolicy) -> pb::SimulationSpec {
+    pb::SimulationSpec {
+        trace_source: uploaded(file),
+        node_groups: vec![pool_group(group, 2)],
+        on_error: on_error.into(),
+        ..Default::default()
+    }
+}
+
+async fn start_simulation(
+    mesh: &mut TestMesh,
+    spec: pb::SimulationSpec,
+) -> Result<pb::Simulation, tonic::Status> {
+    mesh.driver
+        .start_simulation(pb::StartSimulationRequest { spec: Some(spec) })
+        .await
+        .map(|r| r.into_inner().simulation.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile() {
+    let mut mesh = start().await;
+    // Two minutes of trace: the second event is never reached.
+    let file = trace_file(
+        vec![
+            (
+                0,
+                vec![("apps/v1.Deployment", "team", "api", deployment("api", 2))],
+            ),
+            (
+                120_000,
+                vec![("v1.ConfigMap", "team", "late", config_map("late"))],
+            ),
+        ],
+        180_000,
+    );
+    let first = start_simulation(
+        &mut mesh,
+        spec(file.clone(), "c1", pb::OnErrorPolicy::Continue),
+    )
+    .await
+    .unwrap();
+    let id = first.id.clone();
+    mesh.until_state(&id, pb::SimulationState::Running).await;
+    ksim_testenv::wait::until("2 replayed pods Running", DEADLINE, || {
+        let mut driver = mesh.driver.clone();
+        let id = id.clone();
+        async move {
+            let simulation = driver
+                .get_simulation(pb::GetSimulationRequest { id })
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner()
+                .simulation
+                .unwrap();
+            let running = simulation
+                .progress
+                .and_then(|p| p.pods)
+                .map_or(0, |p| p.running);
+            if running == 2 {
+                Ok(())
+            } else {
+                Err(format!("{running} Running"))
+            }
+        }
+    })
+    .await
+    .unwrap();
+
+    let refused = start_simulation(&mut mesh, spec(file, "c2", pb::OnErrorPolicy::Continue))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert!(refused.message().contains(&id), "{}", refused.message());
+
+    let cancelled = mesh
+        .driver
+        .cancel_simulation(pb::CancelSimulationRequest { id: id.clone() })
+        .await
+        .unwrap()
+        .into_inner()
+        .simulation
+        .unwrap();
+    assert_eq!(
+        cancelled.state(),
+        pb::SimulationState::Cancelled,
+        "{}",
+        cancelled.error_message
+    );
+    mesh.assert_nothing_left(&id, &["c1"]).await;
+    let report = mesh.report(&id).await;
+    assert!(report.complete);
+    assert_eq!(report.events_applied, 1, "only the first event was due");
+
+    // The lease went with the cancelled simulation: the cluster takes a new one.
+    let lease: Api<Lease> = Api::namespaced(mesh.client.clone(), SEATS_NAMESPACE);
+    let holder = lease
+        .get("ksim-driver")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity;
+    assert_eq!(holder, None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
+    let mut mesh = start().await;
+    let garbage = start_simulation(
+        &mut mesh,
+        spec(
+            b"certainly not a trace".to_vec(),
+            "g",
+            pb::OnErrorPolicy::Continue,
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(garbage.code(), tonic::Code::InvalidArgument);
+    assert!(
+        garbage.message().contains("spec.trace_file"),
+        "{}",
+        garbage.message()
+    );
+
+    let mut truncated = trace_file(
+        vec![(0, vec![("v1.ConfigMap", "a", "b", config_map("b"))])],
+        1000,
+    );
+    truncated.truncate(truncated.len() - 8);
+    let truncated = start_simulation(&mut mesh, spec(truncated, "g", pb::OnErrorPolicy::Continue))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        truncated.code(),
+        tonic::Code::InvalidArgument,
+        "{truncated:?}"
+    );
+
+    let mut negative = spec(trace_file(vec![], 1000), "g", pb::OnErrorPolicy::Continue);
+    negative.speed = -1.0;
+    let negative = start_simulation(&mut mesh, negative).await.unwrap_err();
+    assert_eq!(negative.code(), tonic::Code::InvalidArgument);
+    assert!(
+        negative.message().contains("spec.speed"),
+        "{}",
+        negative.message()
+    );
+
+    let unknown = mesh
+        .driver
+        .get_simulation(pb::GetSimulationRequest {
+            id: "nope".to_owned(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+
+    // Nothing was created: no lease taken, no node group.
+    let lease: Api<Lease> = Api::namespaced(mesh.client.clone(), SEATS_NAMESPACE);
+    assert!(lease.get_opt("ksim-driver").await.unwrap().is_none());
+    assert!(mesh.pool.group("g").is_err());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn objects_the_cluster_refuses_are_reported_and_on_error_decides() {
+    let mut mesh = start().await;
+    let widget =
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}});
+    let mut invalid = deployment("broken", 1);
+    invalid["spec"]["selector"]["matchLabels"]["app"] = json!("does-not-match");
+    let file = trace_file(
+        vec![
+            (
+                0,
+                vec![
+                    ("v1.ConfigMap", "team", "first", config_map("first")),
+                    ("example.com/v1.Widget", "team", "w", widget),
+                    ("apps/v1.Deployment", "team", "broken", invalid),
+                ],
+            ),
+            (
+                1000,
+                vec![("v1.ConfigMap", "team", "second", config_map("second"))],
+            ),
+        ],
+        2000,
+    );
+
+    let kept_going = start_simulation(
+        &mut mesh,
+        spec(file.clone(), "e1", pb::OnErrorPolicy::Continue),
+    )
+    .await
+    .unwrap();
+    let ended = mesh.until_done(&kept_going.id).await;
+    assert_eq!(
+        ended.state(),
+        pb::SimulationState::Succeeded,
+        "{}",
+        ended.error_message
+    );
+    let report = mesh.report(&kept_going.id).await;
+    assert_eq!(report.events_applied, 2);
+    let mut refused: Vec<(String, String)> = report
+        .object_errors
+        .iter()
+        .map(|e| (e.gvk.clone().unwrap().kind, e.name.clone()))
+        .collect();
+    refused.sort();
+    assert_eq!(
+        refused,
+        [
+            ("Deployment".to_owned(), "broken".to_owned()),
+            ("Widget".to_owned(), "w".to_owned())
+        ]
+    );
+    for error in &report.object_errors {
+        assert_eq!(error.namespace, "virtual-team");
+        assert_eq!(error.event_index, 0);
+        assert!(!error.message.is_empty());
+    }
+    mesh.assert_nothing_left(&kept_going.id, &["e1"]).await;
+
+    let stopped = start_simulation(&mut mesh, spec(file, "e2", pb::OnErrorPolicy::Stop))
+        .await
+        .unwrap();
+    let ended = mesh.until_done(&stopped.id).await;
+    assert_eq!(ended.state(), pb::SimulationState::Failed);
+    assert!(
+        ended.error_message.contains("on_error is STOP"),
+        "{}",
+        ended.error_message
+    );
+    let report = mesh.report(&stopped.id).await;
+    assert!(
+        report.events_applied < 2,
+        "the second event was not applied"
+    );
+    mesh.assert_nothing_left(&stopped.id, &["e2"]).await;
+}
