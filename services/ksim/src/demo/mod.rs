@@ -1,137 +1,197 @@
-//! `ksim demo`: what the local environment runs today: the real control plane, the
-//! virtual node pool, and a workload on virtual nodes. The trace replay and
-//! cluster-autoscaler come with the driver and cloud provider; until then it says so.
+//! `ksim demo`: the local environment, a bundled trace replayed through the driver, and its
+//! report. Cluster-autoscaler takes part when its binary is available; without it the node
+//! group has a fixed size and the report shows the pods that did not fit.
 
-use std::{io::Write, time::Duration};
+mod example;
 
-use anyhow::Context;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_testenv::{ControlPlane, wait};
-use ksim_vnode::{config::PoolConfig, pool::Pool};
-use kube::{
-    Api,
-    api::{ListParams, PostParams},
+use std::{
+    io::{IsTerminal, Write},
+    time::{Duration, Instant},
 };
 
-const DEADLINE: Duration = Duration::from_secs(120);
-const SKELETON: &str = include_str!("../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+use anyhow::Context;
+use ksim_proto::ksim::driver::v1::{
+    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, Report,
+    SimulationSpec, SimulationState, node_group_spec::Kind, simulation_spec::TraceSource,
+};
+use ksim_testenv::autoscaler::ClusterAutoscalerBinary;
+
+use crate::{
+    env::{EnvOptions, LocalEnv},
+    run::{run_simulation, simulate::state_name},
+};
+
+/// Replay speed: the 130 s recording takes about 33 s.
+const SPEED: f64 = 4.0;
+const GROUP: &str = "m5-large";
+const SKELETON: &str = include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+/// The fixed group without cluster-autoscaler: too small for 20 web pods on purpose.
+const FIXED_NODES: i32 = 4;
+/// The group cluster-autoscaler resizes.
+const AUTOSCALED: (i32, i32, i32) = (1, 10, 2);
 
 pub async fn run() -> anyhow::Result<()> {
     let mut out = std::io::stdout();
-    writeln!(out, "ksim demo: starting the local control plane ...")?;
-    let control_plane = ControlPlane::start()
-        .await
-        .context("starting the local control plane")?;
-    let client = control_plane.client();
-    let version = client.apiserver_version().await?;
+    let started = Instant::now();
+    // Checked here so the demo can say up front what it will and will not show.
+    let autoscaler = ClusterAutoscalerBinary::locate().is_ok();
     writeln!(
         out,
-        "  kube-apiserver {} at {} (etcd, controller-manager and scheduler running)",
-        version.git_version,
-        control_plane.apiserver_url()
+        "ksim demo: replays a recorded scenario of namespace `{}` on virtual nodes and reports on it",
+        example::NAMESPACE
     )?;
-
-    let pool = Pool::start(
-        client.clone(),
-        PoolConfig {
-            namespace: "default".to_owned(),
-            ..PoolConfig::default()
-        },
-    )
-    .await
-    .context("starting the virtual node pool")?;
-    pool.create_group("m5-large", SKELETON, 3).await?;
-    wait::until("3 Ready virtual nodes", DEADLINE, || async {
-        let ready = pool.group("m5-large").map_err(|e| e.to_string())?.ready;
-        if ready == 3 {
-            Ok(())
-        } else {
-            Err(format!("{ready} Ready"))
-        }
-    })
-    .await?;
-    writeln!(
-        out,
-        "  virtual node pool: node group m5-large with 3 Ready nodes"
-    )?;
-
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    deployments
-        .create(&PostParams::default(), &web_deployment()?)
-        .await
-        .context("creating the demo Deployment")?;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    let running = wait::until("6 Running web pods", DEADLINE, || async {
-        let list = pods
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let running: Vec<Pod> = list
-            .items
-            .into_iter()
-            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-            .collect();
-        if running.len() == 6 {
-            Ok(running)
-        } else {
-            Err(format!("{} Running", running.len()))
-        }
-    })
-    .await?;
-    writeln!(
-        out,
-        "  Deployment web: 6 pods scheduled by kube-scheduler and Running:"
-    )?;
-    for pod in &running {
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        let ip = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_ip.clone())
-            .unwrap_or_default();
+    if !autoscaler {
         writeln!(
             out,
-            "    {:<28} on {node:<12} ip {ip}",
-            pod.metadata.name.as_deref().unwrap_or_default()
+            "ksim demo: runs without cluster-autoscaler, whose binary could not be built (today the Go \
+             module proxy refuses its module; deploy/cluster-autoscaler/build.sh): node group \
+             {GROUP} keeps {FIXED_NODES} nodes"
         )?;
     }
-    let stats = pool.stats();
     writeln!(
         out,
-        "  pool: {} nodes Ready, {} pods Running",
-        stats.nodes_ready, stats.pods.running
+        "ksim demo: starting the local environment (control plane {}, tracer, pool, cloud provider, driver) ...",
+        ksim_testenv::kubernetes_version()
     )?;
+    let options = EnvOptions {
+        autoscaler,
+        ..Default::default()
+    };
+    // Before the replay installs its own handler, Ctrl-C would kill ksim and leave the
+    // services (in process groups of their own) running; dropping the start stops them.
+    let env = tokio::select! {
+        env = LocalEnv::start(options) => env.context("starting the local environment")?,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted while starting the local environment"),
+    };
     writeln!(
         out,
-        "\nNot yet: the replay with its report (ksim-driver) is still to be built; the tracer \
-         (ksim-tracer, `ksim trace ...`) and ksim-cloudprov are built but not yet part of this demo."
+        "  up after {}; logs in {}",
+        seconds(started.elapsed()),
+        env.state_dir().join("logs").display()
     )?;
+
+    let result = replay(&env, autoscaler, &mut out).await;
+    // A closed stdout must not skip the orderly shutdown.
+    let _ = writeln!(out, "ksim demo: stopping the local environment ...");
+    env.shutdown().await;
+    result?;
+    writeln!(out, "ksim demo: done in {}", seconds(started.elapsed()))?;
     Ok(())
 }
 
-fn web_deployment() -> anyhow::Result<Deployment> {
-    Ok(serde_json::from_value(serde_json::json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": { "name": "web" },
-        "spec": {
-            "replicas": 6,
-            "selector": { "matchLabels": { "app": "web" } },
-            "template": {
-                "metadata": { "labels": { "app": "web" } },
-                "spec": {
-                    "tolerations": [{ "key": "ksim.io/virtual-node", "operator": "Exists" }],
-                    "containers": [{
-                        "name": "web",
-                        "image": "registry.example/web:1",
-                        "resources": { "requests": { "cpu": "250m", "memory": "256Mi" } }
-                    }]
-                }
+async fn replay(env: &LocalEnv, autoscaler: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let trace = example::example_trace().context("writing the demo trace")?;
+    let length = Duration::from_millis(u64::try_from(example::LENGTH_MS).unwrap_or_default());
+    writeln!(
+        out,
+        "ksim demo: the trace: {}s recorded; Deployment {} ({} CPU, {} memory per pod) has 2 pods, \
+         20 from 20s, 5 from 80s; Job {} runs 3 pods of 15s at 100s",
+        length.as_secs(),
+        example::DEPLOYMENT,
+        example::WEB_CPU,
+        example::WEB_MEMORY,
+        example::JOB,
+    )?;
+    let (min, max, initial) = AUTOSCALED;
+    let group = if autoscaler {
+        writeln!(
+            out,
+            "ksim demo: node group {GROUP}: {initial} nodes, cluster-autoscaler may resize it to {min}..{max}"
+        )?;
+        Kind::Deployment(DeploymentNodeGroup {
+            name: GROUP.to_owned(),
+            node_skeleton_yaml: SKELETON.to_owned(),
+            min_size: min,
+            max_size: max,
+            initial_size: initial,
+        })
+    } else {
+        writeln!(
+            out,
+            "ksim demo: node group {GROUP}: {FIXED_NODES} nodes, fixed size"
+        )?;
+        Kind::PoolManaged(PoolManagedNodeGroup {
+            name: GROUP.to_owned(),
+            node_skeleton_yaml: SKELETON.to_owned(),
+            count: FIXED_NODES,
+        })
+    };
+    writeln!(
+        out,
+        "ksim demo: replaying at {SPEED}x (about {}) ...",
+        seconds(length.div_f64(SPEED))
+    )?;
+    let spec = SimulationSpec {
+        trace_source: Some(TraceSource::TraceFile(trace)),
+        speed: SPEED,
+        duration: None,
+        // The driver's default prefix.
+        namespace_prefix: String::new(),
+        on_error: OnErrorPolicy::Continue as i32,
+        node_groups: vec![NodeGroupSpec { kind: Some(group) }],
+        enable_autoscaler: autoscaler,
+    };
+    let show_progress = std::io::stdout().is_terminal();
+    let outcome = run_simulation(&env.urls().driver, spec, out, show_progress).await?;
+
+    explain(&outcome.report, autoscaler, out)?;
+    let simulation = &outcome.simulation;
+    if simulation.state() != SimulationState::Succeeded {
+        anyhow::bail!(
+            "simulation {} {}{}",
+            simulation.id,
+            state_name(simulation.state()),
+            if simulation.error_message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", simulation.error_message)
+            }
+        );
+    }
+    Ok(())
+}
+
+/// What the report shows about capacity, and where its files are.
+fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let pods = |f: fn(&ksim_proto::ksim::driver::v1::TimelineBucket) -> u64| {
+        report.timeline.iter().map(f).max().unwrap_or_default()
+    };
+    let most_running = pods(|bucket| bucket.pods.map_or(0, |pods| pods.running));
+    let most_unscheduled = pods(|bucket| bucket.unscheduled_pods);
+    if autoscaler {
+        let added: u64 = report.timeline.iter().map(|b| b.autoscaler_scale_ups).sum();
+        let removed: u64 = report
+            .timeline
+            .iter()
+            .map(|b| b.autoscaler_scale_downs)
+            .sum();
+        writeln!(
+            out,
+            "ksim demo: cluster-autoscaler added {added} nodes and removed {removed}; at most {} nodes, \
+             {most_running} pods running and {most_unscheduled} waiting for a node",
+            report.peak_nodes
+        )?;
+    } else {
+        writeln!(
+            out,
+            "ksim demo: without cluster-autoscaler the {FIXED_NODES} nodes fit {most_running} pods; \
+             the rest stay Pending (at most {most_unscheduled} at once)"
+        )?;
+    }
+    if let Some(files) = &report.artifacts {
+        for (what, path) in [
+            ("chart (SVG)", &files.svg_path),
+            ("timeline (CSV)", &files.csv_path),
+            ("report (JSON)", &files.json_path),
+        ] {
+            if !path.is_empty() {
+                writeln!(out, "  {what:<15} {path}")?;
             }
         }
-    }))?)
+    }
+    Ok(())
+}
+
+fn seconds(duration: Duration) -> String {
+    format!("{:.0}s", duration.as_secs_f64())
 }
