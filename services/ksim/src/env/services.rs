@@ -118,6 +118,16 @@ impl ServiceProcess {
         env: &[(&str, OsString)],
         log_dir: &Path,
     ) -> anyhow::Result<Self> {
+        // A port already taken (another environment, say) would let the health check below
+        // pass against someone else's service while ours exits.
+        for port in [spec.grpc_port, spec.admin_port] {
+            std::net::TcpListener::bind(("127.0.0.1", port)).with_context(|| {
+                format!(
+                    "port {port} of the {} is in use (is another `ksim up` or `ksim demo` running?)",
+                    spec.name
+                )
+            })?;
+        }
         let log = log_dir.join(format!("{}.log", spec.name));
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
