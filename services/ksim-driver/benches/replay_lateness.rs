@@ -1,0 +1,130 @@
+//! Replay lateness and apply throughput on the real control plane: traces of ConfigMap
+//! updates, each event one server-side apply, replayed at 1x and 10x so that `rate` events a
+//! second are due (at 10x the trace records a tenth of the rate). The rates default to 1000
+//! (the figure), 500 and 200, which separates the driver's own lateness from the
+//! apiserver's capacity on this machine.
+//!
+//! `cargo bench -p ksim-driver --bench replay_lateness [-- <seconds> <objects> <rate>...]`
+//! with KSIM_CONTROL_PLANE_BIN_DIR set (deploy/control-plane/build.sh prints it).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::time::Duration;
+
+use ksim_driver::{
+    config::Settings, driver::Driver, mesh::Mesh, metrics::ReplayMetrics, replay::run::RunContext,
+};
+use ksim_proto::ksim::driver::v1 as pb;
+use ksim_testenv::ControlPlane;
+use ksim_trace::pb as trace_pb;
+use serde_json::json;
+
+fn trace(seconds: u64, objects: u64, rate: u64, speed: u64) -> Vec<u8> {
+    let start = 1_700_000_000_000_i64;
+    let events = seconds * rate;
+    // Recorded spacing (µs) so that, replayed at `speed`, `rate` events a second are due.
+    let spacing_us = (1_000_000 * speed / rate) as i64;
+    let header = trace_pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        start_time: Some(ksim_trace::time::timestamp(start)),
+        end_time: Some(ksim_trace::time::timestamp(
+            start + events as i64 * spacing_us / 1000,
+        )),
+        created_by: "replay_lateness bench".to_owned(),
+        ..Default::default()
+    };
+    let mut writer = ksim_trace::TraceWriter::new(Vec::new(), &header).unwrap();
+    for i in 0..events {
+        let name = format!("cm-{}", i % objects);
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name},
+            "data": {"revision": i.to_string()}
+        });
+        writer
+            .write_event(&trace_pb::TraceEvent {
+                timestamp_ms: start + i as i64 * spacing_us / 1000,
+                applied: vec![trace_pb::TraceObject {
+                    gvk: Some(ksim_trace::gvk::parse("v1.ConfigMap").unwrap()),
+                    namespace: "bench".to_owned(),
+                    name,
+                    object_json: serde_json::to_vec(&object).unwrap(),
+                }],
+                deleted: vec![],
+            })
+            .unwrap();
+    }
+    writer.finish().unwrap().0
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let seconds: u64 = args.next().map_or(20, |s| s.parse().unwrap());
+    let objects: u64 = args.next().map_or(200, |s| s.parse().unwrap());
+    let mut rates: Vec<u64> = args.map(|s| s.parse().unwrap()).collect();
+    if rates.is_empty() {
+        rates = vec![1000, 500, 200];
+    }
+    let env = ControlPlane::builder()
+        .without_scheduler()
+        .start()
+        .await
+        .unwrap();
+    let reports = tempfile::tempdir().unwrap();
+    let driver = Driver::new(RunContext {
+        client: env.client(),
+        // No node groups: the pool is never called.
+        mesh: Mesh::new("http://127.0.0.1:9", None, None).unwrap(),
+        settings: Settings {
+            namespace: "ksim-system".to_owned(),
+            report_dir: reports.path().to_owned(),
+            lease_duration: Duration::from_secs(15),
+            lanes: 32,
+            ready_deadline: Duration::from_secs(120),
+            cleanup_deadline: Duration::from_secs(300),
+        },
+        metrics: ReplayMetrics::default(),
+    });
+    println!("replay lateness: {seconds} s of replay per run, {objects} ConfigMaps, 32 lanes");
+    println!(
+        "due/s speed  events  applied/s  lateness p50      p90        p99        max      state"
+    );
+    for (rate, speed) in rates.iter().flat_map(|&rate| [(rate, 1_u64), (rate, 10)]) {
+        let spec = pb::SimulationSpec {
+            trace_source: Some(pb::simulation_spec::TraceSource::TraceFile(trace(
+                seconds, objects, rate, speed,
+            ))),
+            speed: speed as f64,
+            ..Default::default()
+        };
+        let simulation = driver.start(Some(spec)).await.unwrap();
+        let handle = driver.get(&simulation.id).unwrap();
+        let mut changes = handle.subscribe();
+        changes
+            .wait_for(|s| s.state() == pb::SimulationState::Running)
+            .await
+            .unwrap();
+        changes
+            .wait_for(|s| ksim_driver::replay::handle::is_terminal(s.state()))
+            .await
+            .unwrap();
+        let report = driver.report(&simulation.id).unwrap();
+        let ended = handle.simulation();
+        let lateness = report.lateness.unwrap();
+        let ms = |d: Option<prost_types::Duration>| {
+            d.map_or(0.0, |d| d.seconds as f64 * 1e3 + f64::from(d.nanos) / 1e6)
+        };
+        // Every event is applied by the replay's end plus the last event's lateness.
+        let busy_seconds = seconds as f64 + ms(lateness.max) / 1e3;
+        println!(
+            "{rate:>5} {speed:>4}x {:>7} {:>9.0}  {:>9.2} ms {:>8.2} ms {:>8.2} ms {:>8.2} ms  {:?}",
+            report.events_applied,
+            report.events_applied as f64 / busy_seconds,
+            ms(lateness.p50),
+            ms(lateness.p90),
+            ms(lateness.p99),
+            ms(lateness.max),
+            ended.state(),
+        );
+    }
+}
