@@ -48,6 +48,12 @@ async fn serve(server: GrpcServer) -> String {
 }
 
 pub async fn start() -> TestMesh {
+    start_as(None).await
+}
+
+/// The mesh with the driver talking to the apiserver as `identity` (user, groups) instead of
+/// the admin.
+pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -111,8 +117,12 @@ pub async fn start() -> TestMesh {
     )
     .await;
 
+    let driver_client = match identity {
+        Some((user, groups)) => env.client_as(user, groups).await.unwrap(),
+        None => client.clone(),
+    };
     let driver = Driver::new(RunContext {
-        client: client.clone(),
+        client: driver_client,
         mesh: Mesh::new(&pool_url, Some(&tracer_url), None).unwrap(),
         settings: Settings {
             namespace: SEATS_NAMESPACE.to_owned(),
