@@ -31,8 +31,13 @@ pub enum Command {
         #[command(flatten)]
         driver: crate::driver::DriverArgs,
     },
-    /// Run the demo on the local environment: virtual nodes and a workload on them.
-    Demo,
+    /// Run the demo: start the local environment, replay the bundled trace (a web Deployment
+    /// scaling 2 -> 20 -> 5 and a Job) through the driver, print the report, stop.
+    Demo {
+        /// Replay speed; the bundled trace is 130 s long.
+        #[arg(long, default_value_t = 4.0)]
+        speed: f64,
+    },
     /// Trace files: export from and import into a tracer store, inspect, convert.
     #[command(subcommand)]
     Trace(Box<crate::trace::TraceCommand>),

@@ -30,7 +30,7 @@ async fn main() -> ExitCode {
         cli::Command::Down => down::run().await,
         cli::Command::Run(args) => run::run(*args).await,
         cli::Command::Report { id, json, driver } => report::run(&id, &driver, json).await,
-        cli::Command::Demo => demo::run().await,
+        cli::Command::Demo { speed } => demo::run(speed).await,
         cli::Command::Trace(command) => trace::run(*command).await,
         cli::Command::Completions { shell } => completions::run(shell),
     };

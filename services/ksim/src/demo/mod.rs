@@ -21,8 +21,6 @@ use crate::{
     run::{run_simulation, simulate::state_name},
 };
 
-/// Replay speed: the 130 s recording takes about 33 s.
-const SPEED: f64 = 4.0;
 const GROUP: &str = "m5-large";
 const SKELETON: &str = include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 /// The fixed group without cluster-autoscaler: too small for 20 web pods on purpose.
@@ -30,7 +28,12 @@ const FIXED_NODES: i32 = 4;
 /// The group cluster-autoscaler resizes.
 const AUTOSCALED: (i32, i32, i32) = (1, 10, 2);
 
-pub async fn run() -> anyhow::Result<()> {
+pub async fn run(speed: f64) -> anyhow::Result<()> {
+    // Checked before anything starts: the driver would refuse it only after a minute of set-up.
+    anyhow::ensure!(
+        speed.is_finite() && speed > 0.0,
+        "--speed must be a positive number, got {speed}"
+    );
     let mut out = std::io::stdout();
     let started = Instant::now();
     // Checked here so the demo can say up front what it will and will not show.
@@ -70,7 +73,7 @@ pub async fn run() -> anyhow::Result<()> {
         env.state_dir().join("logs").display()
     )?;
 
-    let result = replay(&env, autoscaler, &mut out).await;
+    let result = replay(&env, autoscaler, speed, &mut out).await;
     // A closed stdout must not skip the orderly shutdown.
     let _ = writeln!(out, "ksim demo: stopping the local environment ...");
     env.shutdown().await;
@@ -79,7 +82,12 @@ pub async fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn replay(env: &LocalEnv, autoscaler: bool, out: &mut impl Write) -> anyhow::Result<()> {
+async fn replay(
+    env: &LocalEnv,
+    autoscaler: bool,
+    speed: f64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let trace = example::example_trace().context("writing the demo trace")?;
     let length = Duration::from_millis(u64::try_from(example::LENGTH_MS).unwrap_or_default());
     writeln!(
@@ -118,12 +126,12 @@ async fn replay(env: &LocalEnv, autoscaler: bool, out: &mut impl Write) -> anyho
     };
     writeln!(
         out,
-        "ksim demo: replaying at {SPEED}x (about {}) ...",
-        seconds(length.div_f64(SPEED))
+        "ksim demo: replaying at {speed}x (about {}) ...",
+        seconds(length.div_f64(speed))
     )?;
     let spec = SimulationSpec {
         trace_source: Some(TraceSource::TraceFile(trace)),
-        speed: SPEED,
+        speed,
         duration: None,
         // The driver's default prefix.
         namespace_prefix: String::new(),

@@ -178,12 +178,6 @@ impl LocalEnv {
         self.cluster.as_ref().and_then(Cluster::control_plane)
     }
 
-    /// A client of the simulated cluster.
-    #[allow(dead_code, reason = "for `ksim demo`, which checks the cluster")]
-    pub async fn client(&self) -> anyhow::Result<kube::Client> {
-        self.cluster()?.client().await
-    }
-
     /// Each service: its spec (name, URL, ports), pid and log file.
     pub fn services(&self) -> impl Iterator<Item = (ServiceSpec, Option<u32>, &Path)> {
         self.services
