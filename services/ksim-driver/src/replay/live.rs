@@ -11,7 +11,10 @@ use ksim_proto::ksim::driver::v1 as pb;
 use super::progress::Progress;
 use crate::{
     cluster::observer::Observer,
-    domain::report::{Observations, Sample},
+    domain::report::{
+        Observations, Sample,
+        proto::{node_counts_to_proto, pod_counts_to_proto},
+    },
 };
 
 #[derive(Debug)]
@@ -81,22 +84,8 @@ impl Live {
             events_applied: snapshot.events_applied,
             events_total: self.events_total,
             last_event_lateness: duration(snapshot.last_lateness),
-            nodes: sample
-                .nodes
-                .iter()
-                .map(|(group, count)| pb::NodeGroupCount {
-                    node_group: group.clone(),
-                    nodes: count.nodes,
-                    ready_nodes: count.ready,
-                })
-                .collect(),
-            pods: Some(pb::PodPhaseCounts {
-                pending: sample.pods.pending,
-                running: sample.pods.running,
-                succeeded: sample.pods.succeeded,
-                failed: sample.pods.failed,
-                unknown: sample.pods.unknown,
-            }),
+            nodes: node_counts_to_proto(&sample.nodes),
+            pods: Some(pod_counts_to_proto(&sample.pods)),
             unscheduled_pods: sample.unscheduled,
             observe_time: Some(ksim_trace::time::timestamp(super::handle::now_ms())),
             trace_position: duration(sample.offset.mul_f64(self.speed)),

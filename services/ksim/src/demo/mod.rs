@@ -167,12 +167,7 @@ fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::R
     let most_running = pods(|bucket| bucket.pods.map_or(0, |pods| pods.running));
     let most_unscheduled = pods(|bucket| bucket.unscheduled_pods);
     if autoscaler {
-        let added: u64 = report.timeline.iter().map(|b| b.autoscaler_scale_ups).sum();
-        let removed: u64 = report
-            .timeline
-            .iter()
-            .map(|b| b.autoscaler_scale_downs)
-            .sum();
+        let (added, removed) = ksim_driver::domain::report::autoscaler_totals(report);
         writeln!(
             out,
             "ksim demo: cluster-autoscaler added {added} nodes and removed {removed}; at most {} nodes, \

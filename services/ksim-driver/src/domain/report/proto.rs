@@ -5,7 +5,7 @@
 //! microsecond (percentiles) or millisecond (offsets), as in the JSON, and an unknown
 //! operation reads back as `None`.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::time::{millis, timestamp};
@@ -46,26 +46,34 @@ impl Report {
     }
 }
 
+/// Nodes per group as progress messages and timeline buckets carry them.
+pub fn node_counts_to_proto(nodes: &BTreeMap<String, NodeCount>) -> Vec<pb::NodeGroupCount> {
+    nodes
+        .iter()
+        .map(|(group, count)| pb::NodeGroupCount {
+            node_group: group.clone(),
+            nodes: count.nodes,
+            ready_nodes: count.ready,
+        })
+        .collect()
+}
+
+pub fn pod_counts_to_proto(pods: &PodCounts) -> pb::PodPhaseCounts {
+    pb::PodPhaseCounts {
+        pending: pods.pending,
+        running: pods.running,
+        succeeded: pods.succeeded,
+        failed: pods.failed,
+        unknown: pods.unknown,
+    }
+}
+
 fn bucket_to_proto(bucket: &Bucket) -> pb::TimelineBucket {
     pb::TimelineBucket {
         offset: Some(duration_to_proto(Duration::from_millis(bucket.offset_ms))),
         time: Some(timestamp(bucket.time_ms)),
-        nodes: bucket
-            .nodes
-            .iter()
-            .map(|(group, count)| pb::NodeGroupCount {
-                node_group: group.clone(),
-                nodes: count.nodes,
-                ready_nodes: count.ready,
-            })
-            .collect(),
-        pods: Some(pb::PodPhaseCounts {
-            pending: bucket.pods.pending,
-            running: bucket.pods.running,
-            succeeded: bucket.pods.succeeded,
-            failed: bucket.pods.failed,
-            unknown: bucket.pods.unknown,
-        }),
+        nodes: node_counts_to_proto(&bucket.nodes),
+        pods: Some(pod_counts_to_proto(&bucket.pods)),
         unscheduled_pods: bucket.unscheduled,
         autoscaler_scale_ups: bucket.scale_ups,
         autoscaler_scale_downs: bucket.scale_downs,

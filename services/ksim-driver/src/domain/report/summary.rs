@@ -68,12 +68,7 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
         lateness.count
     )?;
 
-    let ups: u64 = report.timeline.iter().map(|b| b.autoscaler_scale_ups).sum();
-    let downs: u64 = report
-        .timeline
-        .iter()
-        .map(|b| b.autoscaler_scale_downs)
-        .sum();
+    let (ups, downs) = autoscaler_totals(report);
     writeln!(
         out,
         "  autoscaler:        {ups} nodes added, {downs} removed"
@@ -155,6 +150,16 @@ fn human(duration: Option<&prost_types::Duration>) -> String {
 fn trimmed(value: f64) -> String {
     let text = format!("{value:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// Nodes cluster-autoscaler added and removed over the whole timeline.
+pub fn autoscaler_totals(report: &pb::Report) -> (u64, u64) {
+    report.timeline.iter().fold((0, 0), |(ups, downs), bucket| {
+        (
+            ups + bucket.autoscaler_scale_ups,
+            downs + bucket.autoscaler_scale_downs,
+        )
+    })
 }
 
 #[cfg(test)]
