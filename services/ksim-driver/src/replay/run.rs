@@ -89,6 +89,14 @@ pub async fn run(
         }
         handle.set_report(proto);
     }
+    if handle.report().is_none() {
+        // Failed before the replay began: the report says so rather than looking unfinished.
+        handle.set_report(pb::Report {
+            simulation_id: handle.id.clone(),
+            complete: true,
+            ..Default::default()
+        });
+    }
     handle.set_live(None);
     let cleanup = cleanup(&ctx, &handle, &spec, root.is_some()).await;
     renewing.abort();
