@@ -56,6 +56,37 @@ fn trace(seconds: u64, objects: u64, rate: u64, speed: u64) -> Vec<u8> {
     writer.finish().unwrap().0
 }
 
+/// The apiserver's own ceiling: `count` server-side applies from 32 concurrent tasks straight
+/// through a kube client, no driver in between.
+async fn apiserver_ceiling(client: &kube::Client, count: u64, objects: u64) -> f64 {
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    let started = std::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for lane in 0..32 {
+        let api = api.clone();
+        tasks.spawn(async move {
+            for i in (lane..count).step_by(32) {
+                let name = format!("ceiling-{}", i % objects);
+                let object = json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name}, "data": {"revision": i.to_string()}
+                });
+                api.patch(
+                    &name,
+                    &PatchParams::apply("bench").force(),
+                    &Patch::Apply(object),
+                )
+                .await
+                .unwrap();
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
@@ -85,6 +116,8 @@ async fn main() {
         },
         metrics: ReplayMetrics::default(),
     });
+    let ceiling = apiserver_ceiling(&env.client(), 10_000, objects).await;
+    println!("apiserver ceiling: {ceiling:.0} server-side applies/s (32 concurrent, no driver)");
     println!("replay lateness: {seconds} s of replay per run, {objects} ConfigMaps, 32 lanes");
     println!(
         "due/s speed  events  applied/s  lateness p50      p90        p99        max      state"

@@ -82,3 +82,32 @@ impl ReplayMetrics {
         self.running.set(i64::from(running));
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_progress_and_lateness_are_exported() {
+        let metrics = ReplayMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.operation(Operation::Apply, true);
+        metrics.operation(Operation::Delete, false);
+        metrics.event_applied(std::time::Duration::from_millis(3));
+        metrics.set_running(true);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "driver_operations_total{operation=\"apply\",outcome=\"ok\"} 1",
+            "driver_operations_total{operation=\"delete\",outcome=\"error\"} 1",
+            "driver_events_applied_total 1",
+            "driver_event_lateness_seconds_count 1",
+            "driver_event_lateness_seconds_bucket{le=\"0.004\"} 1",
+            "driver_simulations_running 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
+}
