@@ -86,7 +86,13 @@ async fn a_simulation_is_one_trace_across_driver_tracer_pool_and_cloud_provider(
         .unwrap();
     let started = Instant::now();
     while !state.path().join("env.json").exists() {
-        assert!(up.try_wait().unwrap().is_none(), "ksim up exited early");
+        if let Some(status) = up.try_wait().unwrap() {
+            let output = up.wait_with_output().unwrap();
+            panic!(
+                "ksim up exited ({status}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
         assert!(
             started.elapsed() < Duration::from_secs(240),
             "ksim up took too long"
