@@ -1,5 +1,5 @@
 //! Replay lateness and apply throughput on the real control plane: traces of ConfigMap
-//! updates, each event one server-side apply, replayed at 1x and 10x so that `rate` events a
+//! updates, each event one server-side apply (`LANES` sets the driver's lanes), replayed at 1x and 10x so that `rate` events a
 //! second are due (at 10x the trace records a tenth of the rate). The rates default to 1000
 //! (the figure), 500 and 200, which separates the driver's own lateness from the
 //! apiserver's capacity on this machine.
@@ -87,6 +87,32 @@ async fn apiserver_ceiling(client: &kube::Client, count: u64, objects: u64) -> f
     count as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Lanes of the driver: `LANES` in the environment, else the driver's default (128).
+fn settings_lanes() -> usize {
+    std::env::var("LANES")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(128)
+}
+
+/// CPU seconds this process (the driver's side) has used, from /proc.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat; 11 and 12 after the ")" split; 100 ticks/s.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
@@ -110,7 +136,7 @@ async fn main() {
             namespace: "ksim-system".to_owned(),
             report_dir: reports.path().to_owned(),
             lease_duration: Duration::from_secs(15),
-            lanes: 32,
+            lanes: settings_lanes(),
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(300),
         },
@@ -118,7 +144,10 @@ async fn main() {
     });
     let ceiling = apiserver_ceiling(&env.client(), 10_000, objects).await;
     println!("apiserver ceiling: {ceiling:.0} server-side applies/s (32 concurrent, no driver)");
-    println!("replay lateness: {seconds} s of replay per run, {objects} ConfigMaps, 32 lanes");
+    println!(
+        "replay lateness: {seconds} s of replay per run, {objects} ConfigMaps, {} lanes",
+        settings_lanes()
+    );
     println!(
         "due/s speed  events  applied/s  lateness p50      p90        p99        max      state"
     );
@@ -130,6 +159,7 @@ async fn main() {
             speed: speed as f64,
             ..Default::default()
         };
+        let cpu_before = cpu_seconds();
         let simulation = driver.start(Some(spec)).await.unwrap();
         let handle = driver.get(&simulation.id).unwrap();
         let mut changes = handle.subscribe();
@@ -143,6 +173,7 @@ async fn main() {
             .unwrap();
         let report = driver.report(&simulation.id).unwrap();
         let ended = handle.simulation();
+        let driver_cpu = cpu_seconds() - cpu_before;
         let lateness = report.lateness.unwrap();
         let ms = |d: Option<prost_types::Duration>| {
             d.map_or(0.0, |d| d.seconds as f64 * 1e3 + f64::from(d.nanos) / 1e6)
@@ -150,7 +181,7 @@ async fn main() {
         // Every event is applied by the replay's end plus the last event's lateness.
         let busy_seconds = seconds as f64 + ms(lateness.max) / 1e3;
         println!(
-            "{rate:>5} {speed:>4}x {:>7} {:>9.0}  {:>9.2} ms {:>8.2} ms {:>8.2} ms {:>8.2} ms  {:?}",
+            "{rate:>5} {speed:>4}x {:>7} {:>9.0}  {:>9.2} ms {:>8.2} ms {:>8.2} ms {:>8.2} ms  {:?}, driver CPU {driver_cpu:.1} s",
             report.events_applied,
             report.events_applied as f64 / busy_seconds,
             ms(lateness.p50),
@@ -160,4 +191,6 @@ async fn main() {
             ended.state(),
         );
     }
+    let ceiling = apiserver_ceiling(&env.client(), 10_000, objects).await;
+    println!("apiserver ceiling after the runs: {ceiling:.0} server-side applies/s");
 }

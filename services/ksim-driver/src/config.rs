@@ -38,8 +38,9 @@ pub struct DriverArgs {
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub lease_duration: Duration,
 
-    /// Operations applied in parallel (each object stays on one lane, in trace order).
-    #[arg(long, default_value_t = 32)]
+    /// Operations applied in parallel (each object stays on one lane, in trace order). Many
+    /// lanes keep one busy object from holding up others that hash to its lane.
+    #[arg(long, default_value_t = 128)]
     pub lanes: usize,
 }
 
