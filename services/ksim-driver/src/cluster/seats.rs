@@ -4,12 +4,9 @@
 
 use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::OwnerReference};
 use ksim_nodes::seats::{SeatDeployment, SkeletonSource};
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-};
+use kube::{Api, Client, api::PostParams};
 
-use crate::domain::{FIELD_MANAGER, RootRef, SIMULATION_LABEL};
+use crate::domain::{RootRef, SIMULATION_LABEL};
 
 #[derive(Debug)]
 pub struct SeatGroup<'a> {
@@ -20,7 +17,8 @@ pub struct SeatGroup<'a> {
     pub initial_size: i32,
 }
 
-/// Creates (or takes over) the seat Deployment of `group` in `namespace`.
+/// Creates the seat Deployment of `group` in `namespace`; one that exists already (another
+/// simulation's, or a real group) is a 409 conflict, never taken over.
 pub async fn create(
     client: &Client,
     namespace: &str,
@@ -50,12 +48,6 @@ pub async fn create(
         .labels
         .get_or_insert_default()
         .insert(SIMULATION_LABEL.to_owned(), simulation_id.to_owned());
-    let name = deployment.metadata.name.clone().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&deployment),
-    )
-    .await
+    api.create(&PostParams::default(), &deployment).await
 }

@@ -1,9 +1,11 @@
 //! Running one simulation: load the trace, prepare the cluster, apply events at their time,
 //! observe, report, clean up.
 
+pub mod cleanup;
 pub mod handle;
 pub mod lanes;
 pub mod live;
+pub mod prepare;
 pub mod progress;
 pub mod run;
 pub mod source;

@@ -1,33 +1,30 @@
-//! One simulation from start to end. Whatever happens (finish, cancel, failure), the cleanup
-//! runs: pool groups deleted, the root deleted in the foreground and awaited, the lease released.
+//! One simulation from start to end: prepare the cluster, apply events at their time, report.
+//! Whatever happens (finish, cancel, failure), the cleanup runs and the lease is released.
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
-use k8s_openapi::api::core::v1::Namespace;
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::Trace;
-use kube::{
-    Api, Client,
-    api::{ListParams, Patch, PatchParams},
-};
+use kube::Client;
 use tokio::time::Instant;
 
 use super::{
+    cleanup::{Created, cleanup},
     handle::{Handle, now_ms},
     lanes::{Job, Lanes},
     live::Live,
+    prepare::{create_namespaces, create_node_groups, wait_for_nodes},
     progress::Progress,
 };
 use crate::{
-    cluster::{applier::Applier, lease::SimulationLease, observer::Observer, root, seats},
+    cluster::{applier::Applier, lease::SimulationLease, observer::Observer, root},
     config::Settings,
     domain::{
-        FIELD_MANAGER, RootRef, SIMULATION_LABEL,
         lifetimes::Lifetimes,
-        plan::{Plan, plan, template_paths},
+        plan::{plan, template_paths},
         report,
         rewrite::{RewriteOptions, Rewriter},
-        spec::{NodeGroup, OnError, SimulationSpec},
+        spec::{OnError, SimulationSpec},
     },
     mesh::Mesh,
     metrics::ReplayMetrics,
@@ -68,8 +65,8 @@ pub async fn run(
     lease: SimulationLease,
 ) {
     let renewing = tokio::spawn(renew(lease.clone(), handle.clone()));
-    let mut root = None;
-    let ending = match replay(&ctx, &handle, &spec, &trace, &mut root).await {
+    let mut created = Created::default();
+    let ending = match replay(&ctx, &handle, &spec, &trace, &mut created).await {
         Ok(ending) => ending,
         Err(message) => Ending::Failed(message),
     };
@@ -98,7 +95,7 @@ pub async fn run(
         });
     }
     handle.set_live(None);
-    let cleanup = cleanup(&ctx, &handle, &spec, root.is_some()).await;
+    let cleanup = cleanup(&ctx, &handle, &created).await;
     renewing.abort();
     if let Err(error) = lease.release().await {
         tracing::warn!(%error, "releasing the simulation lease");
@@ -127,7 +124,7 @@ async fn replay(
     handle: &Arc<Handle>,
     spec: &SimulationSpec,
     trace: &Trace,
-    root_slot: &mut Option<RootRef>,
+    created: &mut Created,
 ) -> Result<Ending, String> {
     root::ensure_crd(&ctx.client, ctx.settings.ready_deadline)
         .await
@@ -135,7 +132,7 @@ async fn replay(
     let root = root::create(&ctx.client, &handle.id)
         .await
         .map_err(|e| format!("creating the simulation root: {e}"))?;
-    *root_slot = Some(root.clone());
+    created.root = Some(root.clone());
 
     let rewriter = Rewriter::new(
         RewriteOptions {
@@ -157,7 +154,7 @@ async fn replay(
 
     create_namespaces(&ctx.client, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
-    create_node_groups(ctx, handle, spec, &root).await?;
+    create_node_groups(ctx, handle, spec, &root, &mut created.pool_groups).await?;
     if handle.cancel.is_cancelled() {
         return Ok(Ending::Cancelled);
     }
@@ -266,209 +263,6 @@ async fn sample_every_second(live: Arc<Live>, handle: Arc<Handle>) {
         ticks.tick().await;
         handle.set_progress(live.sample());
     }
-}
-
-async fn create_namespaces(
-    client: &Client,
-    rewriter: &Rewriter,
-    plan: &Plan,
-) -> Result<(), String> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for name in &plan.namespaces {
-        namespaces
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(rewriter.namespace_object(name)),
-            )
-            .await
-            .map_err(|e| format!("creating namespace {name}: {e}"))?;
-    }
-    Ok(())
-}
-
-async fn create_node_groups(
-    ctx: &RunContext,
-    handle: &Handle,
-    spec: &SimulationSpec,
-    root: &RootRef,
-) -> Result<(), String> {
-    for group in &spec.node_groups {
-        match group {
-            NodeGroup::PoolManaged {
-                name,
-                skeleton_yaml,
-                count,
-            } => ctx
-                .mesh
-                .create_node_group(name, skeleton_yaml, *count)
-                .await
-                .map_err(|e| format!("creating node group {name}: {e}"))?,
-            NodeGroup::Deployment {
-                name,
-                skeleton_yaml,
-                min_size,
-                max_size,
-                initial_size,
-            } => {
-                let seat = seats::SeatGroup {
-                    name,
-                    skeleton_yaml,
-                    min_size: *min_size,
-                    max_size: *max_size,
-                    initial_size: *initial_size,
-                };
-                seats::create(
-                    &ctx.client,
-                    &ctx.settings.namespace,
-                    &seat,
-                    root,
-                    &handle.id,
-                )
-                .await
-                .map_err(|e| format!("creating the seat Deployment of node group {name}: {e}"))?;
-            }
-        }
-    }
-    if spec.enable_autoscaler {
-        wait_for_autoscaler_groups(ctx, spec).await?;
-    }
-    Ok(())
-}
-
-/// cluster-autoscaler sees a group only through the cloud provider; a group it cannot see would
-/// make an autoscaling simulation silently static.
-async fn wait_for_autoscaler_groups(ctx: &RunContext, spec: &SimulationSpec) -> Result<(), String> {
-    let wanted: BTreeSet<&str> = spec
-        .node_groups
-        .iter()
-        .filter(|g| matches!(g, NodeGroup::Deployment { .. }))
-        .map(NodeGroup::name)
-        .collect();
-    let started = Instant::now();
-    loop {
-        let offered = ctx
-            .mesh
-            .autoscaler_groups()
-            .await
-            .map_err(|e| format!("asking the cloud provider for its node groups: {e}"))?
-            .ok_or("enable_autoscaler needs the driver's --cloudprov-url")?;
-        let missing: Vec<&&str> = wanted
-            .iter()
-            .filter(|name| !offered.iter().any(|id| id == **name))
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
-        if started.elapsed() >= ctx.settings.ready_deadline {
-            return Err(format!(
-                "the cloud provider does not offer node groups {missing:?} to cluster-autoscaler"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-async fn wait_for_nodes(
-    ctx: &RunContext,
-    handle: &Handle,
-    spec: &SimulationSpec,
-    observer: &Observer,
-) -> Result<(), String> {
-    let started = Instant::now();
-    loop {
-        let sample = observer.sample();
-        let short: Vec<String> = spec
-            .node_groups
-            .iter()
-            .filter_map(|group| {
-                let ready = sample.nodes.get(group.name()).map_or(0, |c| c.ready);
-                let wanted = u64::try_from(group.initial_nodes()).unwrap_or(0);
-                (ready < wanted).then(|| format!("{} ({ready}/{wanted} Ready)", group.name()))
-            })
-            .collect();
-        if short.is_empty() || handle.cancel.is_cancelled() {
-            return Ok(());
-        }
-        if started.elapsed() >= ctx.settings.ready_deadline {
-            return Err(format!(
-                "node groups were not Ready after {:?}: {}",
-                ctx.settings.ready_deadline,
-                short.join(", ")
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// Order matters: the simulation's namespaces go first, while their pods' nodes still exist
-/// (a pod on a vanished node waits for the pod garbage collector, minutes later); then the root
-/// takes the rest (seat Deployments, cluster-scoped objects); then the pool's groups.
-async fn cleanup(
-    ctx: &RunContext,
-    handle: &Handle,
-    spec: &SimulationSpec,
-    root_created: bool,
-) -> Result<(), String> {
-    let mut problems = Vec::new();
-    if root_created {
-        if let Err(error) = delete_namespaces(ctx, &handle.id).await {
-            problems.push(error);
-        }
-        if let Err(error) =
-            root::delete_and_wait(&ctx.client, &handle.id, ctx.settings.cleanup_deadline).await
-        {
-            problems.push(error.to_string());
-        }
-    }
-    for group in &spec.node_groups {
-        if let NodeGroup::PoolManaged { name, .. } = group
-            && let Err(error) = ctx.mesh.delete_node_group(name).await
-        {
-            problems.push(format!("deleting node group {name}: {error}"));
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("cleanup: {}", problems.join("; ")))
-    }
-}
-
-async fn delete_namespaces(ctx: &RunContext, id: &str) -> Result<(), String> {
-    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
-    let started = Instant::now();
-    loop {
-        let left = leftover_namespaces(&ctx.client, id)
-            .await
-            .map_err(|e| format!("listing the simulation's namespaces: {e}"))?;
-        if left.is_empty() {
-            return Ok(());
-        }
-        if started.elapsed() >= ctx.settings.cleanup_deadline {
-            return Err(format!("namespaces left behind: {}", left.join(", ")));
-        }
-        for name in &left {
-            match namespaces.delete(name, &Default::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(format!("deleting namespace {name}: {error}")),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-async fn leftover_namespaces(client: &Client, id: &str) -> Result<Vec<String>, kube::Error> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let listed = namespaces
-        .list_metadata(&ListParams::default().labels(&format!("{SIMULATION_LABEL}={id}")))
-        .await?;
-    Ok(listed
-        .items
-        .into_iter()
-        .filter_map(|ns| ns.metadata.name)
-        .collect())
 }
 
 /// Keeps the lease while the simulation runs; losing it fails the simulation, since another
