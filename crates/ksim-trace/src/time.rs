@@ -1,5 +1,12 @@
 //! Trace times are milliseconds since the Unix epoch; the API and the header carry
-//! `google.protobuf.Timestamp`. These convert between the two.
+//! `google.protobuf.Timestamp`. These convert between the two and read the clock.
+
+/// Now, in milliseconds since the epoch (0 for a clock set before 1970).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 
 /// The timestamp of `ms` milliseconds since the epoch (negative values count back).
 pub fn timestamp(ms: i64) -> prost_types::Timestamp {

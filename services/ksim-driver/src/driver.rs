@@ -10,6 +10,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::Namespace;
 use ksim_proto::ksim::driver::v1 as pb;
+use ksim_trace::time::now_ms;
 use kube::{
     Api,
     api::{ObjectMeta, PostParams},
@@ -23,7 +24,7 @@ use crate::{
         spec::{SimulationSpec, SpecError},
     },
     replay::{
-        handle::{Handle, is_terminal, now_ms},
+        handle::{Handle, is_terminal},
         run::{RunContext, run},
         source::{LoadError, load},
     },
@@ -194,7 +195,5 @@ fn running_in(simulations: &BTreeMap<String, Arc<Handle>>) -> Option<String> {
 
 /// Short, sortable by start time, and a valid label value and name part: `<ms hex>-<random>`.
 fn new_id() -> String {
-    use std::hash::BuildHasher;
-    let random = std::collections::hash_map::RandomState::new().hash_one(now_ms()) & 0xffff;
-    format!("{:x}-{random:04x}", now_ms())
+    format!("{:x}-{:04x}", now_ms(), fastrand::u16(..))
 }

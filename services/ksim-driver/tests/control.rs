@@ -181,13 +181,20 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
     // A node group name already in use fails the run, and the group that was there survives
     // the cleanup.
     mesh.pool.create_group("taken", SKELETON, 1).await.unwrap();
-    let file = trace_file(vec![(0, vec![("v1.ConfigMap", "a", "b", config_map("b"))])], 1000);
+    let file = trace_file(
+        vec![(0, vec![("v1.ConfigMap", "a", "b", config_map("b"))])],
+        1000,
+    );
     let clash = start_simulation(&mut mesh, spec(file, "taken", pb::OnErrorPolicy::Continue))
         .await
         .unwrap();
     let ended = mesh.until_done(&clash.id).await;
     assert_eq!(ended.state(), pb::SimulationState::Failed);
-    assert!(ended.error_message.contains("taken"), "{}", ended.error_message);
+    assert!(
+        ended.error_message.contains("taken"),
+        "{}",
+        ended.error_message
+    );
     assert_eq!(mesh.pool.group("taken").unwrap().desired, 1);
     mesh.assert_nothing_left(&clash.id, &[]).await;
 }

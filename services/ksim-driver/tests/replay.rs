@@ -10,6 +10,7 @@ use common::*;
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job, core::v1::Pod};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_testenv::wait;
+use ksim_trace::time::now_ms;
 use kube::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -269,8 +270,4 @@ fn batch() -> serde_json::Value {
             }
         }
     })
-}
-
-fn now_ms() -> i64 {
-    ksim_driver::replay::handle::now_ms()
 }

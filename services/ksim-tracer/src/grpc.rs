@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ksim_proto::ksim::trace::v1::{self as pb, trace_store_server::TraceStore};
-use ksim_trace::time;
+use ksim_trace::time::{self, now_ms};
 use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tonic::{Request, Response, Status, Streaming};
@@ -13,7 +13,7 @@ use crate::{
     domain::{export::Window, filter::Filter},
     exporter::{Export, ExportError, Source},
     imports::{ImportError, Imports},
-    store::{Store, StoreError, now_ms},
+    store::{Store, StoreError},
 };
 
 /// Chunk size when the client leaves it to the server, and the most it may ask for (well

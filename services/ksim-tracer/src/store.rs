@@ -4,10 +4,11 @@
 
 use std::{
     sync::{Arc, Mutex, MutexGuard},
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::time::now_ms;
 use thiserror::Error;
 use tokio::{sync::mpsc, task::JoinHandle};
 
@@ -217,10 +218,4 @@ impl Store {
     fn recorder(&self) -> Result<MutexGuard<'_, Recorder>, StoreError> {
         self.recorder.lock().map_err(|_| StoreError::Poisoned)
     }
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -116,7 +116,7 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
     sleep_tick().await;
     scale(&client, "web", 3).await;
     sleep_tick().await;
-    let after_scale_ms = ksim_tracer::store::now_ms();
+    let after_scale_ms = ksim_trace::time::now_ms();
     sleep_tick().await;
     deploys
         .patch("web", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}})))

@@ -44,12 +44,10 @@ impl Applier {
 
     pub async fn apply(&self, target: &Target, object: &serde_json::Value) -> Result<(), String> {
         let api = self.api(target)?;
-        let object: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|e| format!("not an object: {e}"))?;
         api.patch(
             &target.name,
             &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&object),
+            &Patch::Apply(object),
         )
         .await
         .map(drop)

@@ -143,11 +143,6 @@ impl Observer {
         self.lock().scale_events.clone()
     }
 
-    /// Pods of the simulation that exist now.
-    pub fn pod_count(&self) -> usize {
-        self.lock().pods.len()
-    }
-
     pub fn stop(&mut self) {
         self.watches.abort_all();
     }

@@ -66,10 +66,6 @@ impl Lifetimes {
             .get(&(owner.clone(), namespace.to_owned(), name.to_owned()))
             .map(|(_, lifetime)| *lifetime)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_owner.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -125,7 +121,7 @@ mod tests {
             lifecycle("unknown", 0, 0, 10_000, pb::PodOutcome::Unspecified),
             lifecycle("backwards", 0, 10_000, 5_000, pb::PodOutcome::Succeeded),
         ]);
-        assert!(lifetimes.is_empty());
+        assert_eq!(lifetimes, Lifetimes::default());
         assert_eq!(lifetimes.recorded(&job(), "team", "running"), None);
     }
 

@@ -87,7 +87,7 @@ impl Live {
             nodes: node_counts_to_proto(&sample.nodes),
             pods: Some(pod_counts_to_proto(&sample.pods)),
             unscheduled_pods: sample.unscheduled,
-            observe_time: Some(ksim_trace::time::timestamp(super::handle::now_ms())),
+            observe_time: Some(ksim_trace::time::timestamp(ksim_trace::time::now_ms())),
             trace_position: duration(sample.offset.mul_f64(self.speed)),
             object_errors: snapshot.object_errors,
         }

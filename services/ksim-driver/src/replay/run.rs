@@ -4,13 +4,13 @@
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_trace::Trace;
+use ksim_trace::{Trace, time::now_ms};
 use kube::Client;
 use tokio::time::Instant;
 
 use super::{
     cleanup::{Created, cleanup},
-    handle::{Handle, now_ms},
+    handle::Handle,
     lanes::{Job, Lanes},
     live::Live,
     prepare::{create_namespaces, create_node_groups, wait_for_nodes},

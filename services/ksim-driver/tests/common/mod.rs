@@ -208,10 +208,9 @@ impl TestMesh {
     }
 
     /// Waits until the state is `state`.
-    pub async fn until_state(&mut self, id: &str, state: pb::SimulationState) {
-        let mut driver = self.driver.clone();
+    pub async fn until_state(&self, id: &str, state: pb::SimulationState) {
         wait::until(&format!("simulation {id} {state:?}"), DEADLINE, || {
-            let mut driver = driver.clone();
+            let mut driver = self.driver.clone();
             async move {
                 let simulation = driver
                     .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
@@ -229,7 +228,6 @@ impl TestMesh {
         })
         .await
         .unwrap();
-        let _ = &mut driver;
     }
 
     /// Asserts that nothing of simulation `id` is left: no namespace, no root, no pods, no pool
