@@ -39,6 +39,16 @@ pub fn render_svg(report: &Report) -> Result<String, ReportError> {
     Ok(svg)
 }
 
+/// Nodes, pods and seconds are whole numbers: ticks between them (plotters puts some at .5 on
+/// small ranges) get no label, rather than a rounded one that repeats its neighbour's.
+fn tick_label(value: f64) -> String {
+    if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        String::new()
+    }
+}
+
 fn draw<DB: DrawingBackend>(
     report: &Report,
     root: &DrawingArea<DB, Shift>,
@@ -72,14 +82,14 @@ fn draw<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("seconds since replay start")
         .y_desc("nodes")
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .x_label_formatter(&|x| tick_label(*x))
+        .y_label_formatter(&|y| tick_label(*y))
         .axis_desc_style((FONT, 16))
         .draw()?;
     chart
         .configure_secondary_axes()
         .y_desc("pods")
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(&|y| tick_label(*y))
         .axis_desc_style((FONT, 16))
         .draw()?;
 
@@ -161,6 +171,14 @@ fn headroom(max: u64) -> f64 {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+
+    #[test]
+    fn only_whole_ticks_are_labelled() {
+        assert_eq!(tick_label(4.0), "4");
+        assert_eq!(tick_label(0.0), "0");
+        assert_eq!(tick_label(3.5), "");
+    }
+
     use super::super::fixtures;
     use super::*;
 
