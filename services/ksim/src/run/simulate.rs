@@ -9,6 +9,8 @@ use ksim_proto::ksim::driver::v1::{
 };
 use tonic::transport::Channel;
 
+use ksim_driver::replay::handle::is_terminal;
+
 use super::progress::Progress;
 use crate::driver::{connect, get_report, status_error};
 
@@ -17,10 +19,6 @@ use crate::driver::{connect, get_report, status_error};
 pub struct RunOutcome {
     /// The simulation in its terminal state (see `state()` and `error_message`).
     pub simulation: Simulation,
-    #[allow(
-        dead_code,
-        reason = "`ksim run` prints the summary; `ksim demo` reads the report"
-    )]
     pub report: Report,
 }
 
@@ -132,13 +130,6 @@ async fn interrupted() -> std::io::Result<()> {
         _ = interrupt.recv() => {}
     }
     Ok(())
-}
-
-pub fn is_terminal(state: SimulationState) -> bool {
-    matches!(
-        state,
-        SimulationState::Succeeded | SimulationState::Failed | SimulationState::Cancelled
-    )
 }
 
 pub fn state_name(state: SimulationState) -> &'static str {
