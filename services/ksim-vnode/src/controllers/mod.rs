@@ -1,5 +1,6 @@
 //! The pool's control loops. Each runs until its task is aborted.
 
+pub mod bound_pod;
 pub mod heartbeats;
 pub mod nodes;
 pub mod pods;

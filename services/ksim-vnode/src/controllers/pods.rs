@@ -6,10 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::{
-    api::core::v1::{Container, Pod, PodSpec},
-    jiff::Timestamp,
-};
+use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 use kube::{
     Api,
     runtime::{
@@ -20,7 +17,10 @@ use kube::{
     },
 };
 
-use super::Context;
+use super::{
+    Context,
+    bound_pod::{BoundPod, Kept},
+};
 use crate::{
     domain::pod::{
         PodPhase, SANDBOX_FAILED_REASON, completed_status, completion_deadline, is_host_network,
@@ -54,11 +54,10 @@ pub async fn adopt_existing(ctx: &Context) -> Result<(), kube::Error> {
 
 pub async fn run(ctx: Context) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
-    let (store, writer) = reflector::store();
+    let (store, writer) = reflector::store::<BoundPod>();
     let index = ctx.index.clone();
-    // Only pods on this pool's nodes are kept, without the fields a kubelet never reads:
-    // in a real cluster most bound pods are elsewhere, and managedFields alone outweighs the
-    // rest of a pod in memory.
+    // Only pods on this pool's nodes are kept, and of most only what the next write needs:
+    // in a real cluster most bound pods are elsewhere.
     let pods = watcher(api, watcher::Config::default().fields(BOUND_PODS))
         .default_backoff()
         .try_filter(move |event| {
@@ -75,7 +74,7 @@ pub async fn run(ctx: Context) {
             };
             std::future::ready(keep)
         })
-        .modify(slim)
+        .map_ok(into_bound)
         .reflect(writer)
         .applied_objects();
     let controller = Controller::for_stream(pods, store.clone())
@@ -89,6 +88,16 @@ pub async fn run(ctx: Context) {
         .await;
 }
 
+fn into_bound(event: watcher::Event<Pod>) -> watcher::Event<BoundPod> {
+    match event {
+        watcher::Event::Apply(pod) => watcher::Event::Apply(pod.into()),
+        watcher::Event::InitApply(pod) => watcher::Event::InitApply(pod.into()),
+        watcher::Event::Delete(pod) => watcher::Event::Delete(pod.into()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("{operation}: {source}")]
 pub struct ReconcileError {
@@ -100,30 +109,47 @@ fn failed(operation: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError
     move |source| ReconcileError { operation, source }
 }
 
-async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let Some(node) = node_name(&pod) else {
+async fn reconcile(bound: Arc<BoundPod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    match &bound.kept {
+        Kept::Unsettled(pod) => reconcile_unsettled(pod, &ctx).await,
+        Kept::Settled { phase, ip } => {
+            if let Some(node) = bound.node.as_deref() {
+                let key = bound.key();
+                let mut index = ctx.index();
+                match phase {
+                    PodPhase::Succeeded | PodPhase::Failed => index.pod_finished(&key, *phase),
+                    _ => index.observe_pod(&key, bound.uid(), node, *ip, *phase),
+                }
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
+async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, ReconcileError> {
+    let Some(node) = node_name(pod) else {
         return Ok(Action::await_change());
     };
     let node_ip = match ctx.index().node(node) {
         Some(entry) => entry.internal_ip(),
         None => return Ok(Action::await_change()),
     };
-    let key = key(&pod);
+    let key = key(pod);
     let now = Timestamp::now();
 
     if pod.metadata.deletion_timestamp.is_some() {
-        if !ready_to_delete(&pod) {
+        if !ready_to_delete(pod) {
             // Finalizers are someone else's to remove; their removal is a change we see.
             return Ok(Action::await_change());
         }
-        if phase(&pod) == PodPhase::Running {
+        if phase(pod) == PodPhase::Running {
             ctx.pods
-                .write_status(&pod, &completed_status(&pod, now, 0))
+                .write_status(pod, &completed_status(pod, now, 0))
                 .await
                 .map_err(failed("finish deleted pod"))?;
         }
         ctx.pods
-            .delete_now(&pod)
+            .delete_now(pod)
             .await
             .map_err(failed("delete pod"))?;
         ctx.metrics.pods_deleted.inc();
@@ -131,16 +157,16 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Reconcile
         return Ok(Action::await_change());
     }
 
-    match phase(&pod) {
+    match phase(pod) {
         PodPhase::Succeeded | PodPhase::Failed => {
-            ctx.index().pod_finished(&key, phase(&pod));
+            ctx.index().pod_finished(&key, phase(pod));
             Ok(Action::await_change())
         }
         PodPhase::Running => {
             ctx.index()
-                .observe_pod(&key, uid(&pod), node, pod_ip(&pod), PodPhase::Running);
+                .observe_pod(&key, uid(pod), node, pod_ip(pod), PodPhase::Running);
             let deadline =
-                completion_deadline(&pod, ctx.config.job_duration()).unwrap_or_else(|error| {
+                completion_deadline(pod, ctx.config.job_duration()).unwrap_or_else(|error| {
                     tracing::warn!(pod = key, %error, "ignoring the pod's lifetime");
                     None
                 });
@@ -150,7 +176,7 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Reconcile
                 )),
                 Some(_) => {
                     ctx.pods
-                        .write_status(&pod, &completed_status(&pod, now, 0))
+                        .write_status(pod, &completed_status(pod, now, 0))
                         .await
                         .map_err(failed("complete pod"))?;
                     ctx.metrics.pods_completed.inc();
@@ -163,26 +189,26 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Reconcile
         PodPhase::Pending | PodPhase::Unknown => {
             let assigned = ctx
                 .index()
-                .assign_pod_ip(&key, uid(&pod), node, is_host_network(&pod));
+                .assign_pod_ip(&key, uid(pod), node, is_host_network(pod));
             match assigned {
                 Ok(ip) => {
                     ctx.pods
-                        .write_status(&pod, &running_status(&pod, node_ip, ip, now))
+                        .write_status(pod, &running_status(pod, node_ip, ip, now))
                         .await
                         .map_err(failed("start pod"))?;
                     ctx.metrics.pods_started.inc();
                     ctx.index()
-                        .observe_pod(&key, uid(&pod), node, Some(ip), PodPhase::Running);
+                        .observe_pod(&key, uid(pod), node, Some(ip), PodPhase::Running);
                     // The Running pod comes back through the watch to schedule its end.
                     Ok(Action::await_change())
                 }
                 Err(AssignError::Exhausted(error)) => {
-                    if !reported_no_ip(&pod) {
+                    if !reported_no_ip(pod) {
                         ctx.metrics.ip_exhaustions.inc();
                         let message = format!("failed to assign a pod IP: {error}");
-                        let status = sandbox_failed_status(&pod, node_ip, &message, now);
+                        let status = sandbox_failed_status(pod, node_ip, &message, now);
                         ctx.pods
-                            .report_no_ip(&pod, &status, &message)
+                            .report_no_ip(pod, &status, &message)
                             .await
                             .map_err(failed("report IP exhaustion"))?;
                     }
@@ -195,15 +221,15 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Reconcile
     }
 }
 
-fn error_policy(pod: Arc<Pod>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+fn error_policy(pod: Arc<BoundPod>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     ctx.metrics.api_errors.inc();
-    tracing::warn!(pod = key(&pod), %error, "retrying");
+    tracing::warn!(pod = pod.key(), %error, "retrying");
     Action::requeue(RETRY)
 }
 
 /// Deleted pods never reach `reconcile`; their IPs are released once the watch's store no
 /// longer has them.
-async fn sweep_deleted(ctx: Context, store: Store<Pod>) {
+async fn sweep_deleted(ctx: Context, store: Store<BoundPod>) {
     if store.wait_until_ready().await.is_err() {
         return;
     }
@@ -224,41 +250,6 @@ async fn sweep_deleted(ctx: Context, store: Store<Pod>) {
                 index.forget_pod(&key);
             }
         }
-    }
-}
-
-/// Keeps only what the pool reads: identity, owners, annotations, finalizers, deletion,
-/// node, host networking, readiness gates, container names and images, and the status.
-/// Volumes, env, probes, tolerations and managedFields make up most of a stored pod.
-fn slim(pod: &mut Pod) {
-    let metadata = &mut pod.metadata;
-    metadata.managed_fields = None;
-    metadata.labels = None;
-    if let Some(annotations) = metadata.annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-    if let Some(spec) = pod.spec.as_mut() {
-        *spec = PodSpec {
-            containers: spec.containers.iter().map(slim_container).collect(),
-            init_containers: spec
-                .init_containers
-                .as_ref()
-                .map(|containers| containers.iter().map(slim_container).collect()),
-            node_name: spec.node_name.take(),
-            host_network: spec.host_network,
-            readiness_gates: spec.readiness_gates.take(),
-            restart_policy: spec.restart_policy.take(),
-            ..PodSpec::default()
-        };
-    }
-}
-
-fn slim_container(container: &Container) -> Container {
-    Container {
-        name: container.name.clone(),
-        image: container.image.clone(),
-        restart_policy: container.restart_policy.clone(),
-        ..Container::default()
     }
 }
 

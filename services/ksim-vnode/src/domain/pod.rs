@@ -110,6 +110,21 @@ pub fn ready_to_delete(pod: &Pod) -> bool {
             .is_none_or(|finalizers| finalizers.is_empty())
 }
 
+/// Whether the pool has nothing left to write for the pod unless its deletion is requested
+/// (which arrives as a change of its own): it has finished, or it is Running with no end of
+/// its own (no lifetime annotation, not a Job's).
+pub fn awaits_only_deletion(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    match phase(pod) {
+        PodPhase::Succeeded | PodPhase::Failed => true,
+        // The default job duration only matters for when, not whether, a pod completes.
+        PodPhase::Running => matches!(completion_delay(pod, Duration::ZERO), Ok(None)),
+        PodPhase::Pending | PodPhase::Unknown => false,
+    }
+}
+
 /// How long after starting the pod completes: its lifetime annotation if set, else the default
 /// job duration for Job pods, else `None` (runs until deleted).
 pub fn completion_delay(
@@ -1188,6 +1203,41 @@ mod tests {
         assert_eq!(pod_ip(&with_ip(Some("garbage"))), None);
         assert_eq!(pod_ip(&with_ip(None)), None);
         assert_eq!(pod_ip(&pod(json!({"metadata": {"name": "p"}}))), None);
+    }
+
+    #[test]
+    fn only_settled_pods_await_nothing_but_deletion() {
+        let web = running(bound_pod(web_spec()), Some("2026-01-01T00:00:00Z"));
+        assert!(awaits_only_deletion(&web), "a Running Deployment pod");
+
+        let pending = bound_pod(web_spec());
+        assert!(!awaits_only_deletion(&pending), "still to be started");
+
+        let with_lifetime = running(annotated("1000"), Some("2026-01-01T00:00:00Z"));
+        assert!(!awaits_only_deletion(&with_lifetime), "due to complete");
+        let bad_lifetime = running(annotated("soon"), Some("2026-01-01T00:00:00Z"));
+        assert!(
+            !awaits_only_deletion(&bad_lifetime),
+            "its annotation is reported"
+        );
+        let job = running(job_pod(), Some("2026-01-01T00:00:00Z"));
+        assert!(!awaits_only_deletion(&job), "a Job's pod completes");
+
+        let mut deleting = web.clone();
+        deleting.metadata.deletion_timestamp = Some(Time(at("2026-01-01T00:01:00Z")));
+        assert!(
+            !awaits_only_deletion(&deleting),
+            "to be finished and deleted"
+        );
+
+        let finished = with_status(
+            bound_pod(web_spec()),
+            PodStatus {
+                phase: Some("Succeeded".into()),
+                ..PodStatus::default()
+            },
+        );
+        assert!(awaits_only_deletion(&finished));
     }
 
     #[test]
