@@ -3,6 +3,9 @@
 //!
 //!   cargo bench -p ksim-vnode --bench scale -- --nodes 1000 --pods 10000 --hold-seconds 600
 //!
+//! With `--prebound` the pods are created already bound (no Deployments, no scheduler), which
+//! measures the providers where they, not the scheduler, set the pace.
+//!
 //! Each provider gets a fresh control plane built from the same binaries with the same
 //! flags (client limits raised), and runs as a separate process so its CPU time and peak
 //! RSS are its own. Latencies are taken from one watch in this process: the moment a pod
@@ -56,6 +59,11 @@ struct Args {
     /// Directory holding the `kwok` binary (deploy/kwok/install.sh prints it).
     #[arg(long, env = "KSIM_KWOK_BIN_DIR")]
     kwok_bin_dir: Option<PathBuf>,
+    /// Create the pods already bound, round-robin over the provider's nodes, instead of
+    /// through Deployments and the scheduler: the provider's own rate, without the scheduler's
+    /// bound on it.
+    #[arg(long)]
+    prebound: bool,
     /// A command to run ksim-vnode under, e.g. `heaptrack` to profile its memory.
     #[arg(long)]
     ksim_wrapper: Option<String>,
@@ -137,7 +145,7 @@ async fn run(args: &Args, provider: ProviderKind) -> anyhow::Result<Figures> {
         running_seconds: pods_running_seconds,
         bound_seconds: pods_bound_seconds,
         mut latencies,
-    } = run_pods(args, provider, &client).await?;
+    } = run_pods(args, &running, &client).await?;
     println!(
         "  {} pods bound after {pods_bound_seconds:.1} s, Running after {pods_running_seconds:.1} s",
         args.pods
@@ -391,24 +399,27 @@ struct PodRun {
     latencies: Vec<f64>,
 }
 
-async fn run_pods(args: &Args, provider: ProviderKind, client: &Client) -> anyhow::Result<PodRun> {
+async fn run_pods(args: &Args, provider: &Provider, client: &Client) -> anyhow::Result<PodRun> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut events =
-        Box::pin(watcher(pods, watcher::Config::default().labels("bench=scale")).applied_objects());
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut events = Box::pin(
+        watcher(
+            pods.clone(),
+            watcher::Config::default().labels("bench=scale"),
+        )
+        .applied_objects(),
+    );
+    let nodes = if args.prebound {
+        node_names(client, provider.node_selector).await?
+    } else {
+        Vec::new()
+    };
     let started = Instant::now();
-    let mut remaining = args.pods;
-    let mut index = 0;
-    while remaining > 0 {
-        let replicas = remaining.min(PODS_PER_DEPLOYMENT);
-        deployments
-            .create(
-                &PostParams::default(),
-                &deployment(index, replicas, provider)?,
-            )
-            .await?;
-        remaining -= replicas;
-        index += 1;
+    // Aborted when dropped: a failed watch stops the creates too.
+    let mut creating = tokio::task::JoinSet::new();
+    if args.prebound {
+        creating.spawn(create_bound_pods(pods, nodes, args.pods, provider.kind));
+    } else {
+        create_deployments(client, args.pods, provider.kind).await?;
     }
     let mut bound_at: HashMap<String, Instant> = HashMap::new();
     let mut last_bound = started;
@@ -428,6 +439,9 @@ async fn run_pods(args: &Args, provider: ProviderKind, client: &Client) -> anyho
             });
         }
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        if let Some(Ok(Err(error))) = creating.try_join_next() {
+            return Err(error.context("creating pods"));
+        }
         if running && !latencies.contains_key(&uid) {
             let bound = bound_at.get(&uid).copied().unwrap_or(now);
             latencies.insert(uid, now.duration_since(bound).as_secs_f64() * 1000.0);
@@ -443,7 +457,89 @@ async fn run_pods(args: &Args, provider: ProviderKind, client: &Client) -> anyho
     bail!("pod watch ended")
 }
 
+async fn create_deployments(
+    client: &Client,
+    pods: usize,
+    provider: ProviderKind,
+) -> anyhow::Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut remaining = pods;
+    let mut index = 0;
+    while remaining > 0 {
+        let replicas = remaining.min(PODS_PER_DEPLOYMENT);
+        deployments
+            .create(
+                &PostParams::default(),
+                &deployment(index, replicas, provider)?,
+            )
+            .await?;
+        remaining -= replicas;
+        index += 1;
+    }
+    Ok(())
+}
+
+async fn node_names(client: &Client, selector: &str) -> anyhow::Result<Vec<String>> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await?;
+    let names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|node| node.metadata.name)
+        .collect();
+    if names.is_empty() {
+        bail!("no nodes match {selector}");
+    }
+    Ok(names)
+}
+
+/// `count` pods created with their node already set, 64 at a time, as the scheduler would
+/// leave them.
+async fn create_bound_pods(
+    pods: Api<Pod>,
+    nodes: Vec<String>,
+    count: usize,
+    provider: ProviderKind,
+) -> anyhow::Result<()> {
+    stream::iter(0..count)
+        .map(|n| {
+            let pods = pods.clone();
+            let node = nodes[n % nodes.len()].clone();
+            async move {
+                let mut spec = pod_spec(provider);
+                spec["nodeName"] = json!(node);
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": { "name": format!("bound-{n}"), "labels": { "bench": "scale" } },
+                    "spec": spec,
+                }))?;
+                pods.create(&PostParams::default(), &pod).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(64)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
 fn deployment(index: usize, replicas: usize, provider: ProviderKind) -> anyhow::Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": format!("scale-{index}") },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "bench": "scale", "set": index.to_string() } },
+            "template": {
+                "metadata": { "labels": { "bench": "scale", "set": index.to_string() } },
+                "spec": pod_spec(provider),
+            }
+        }
+    }))?)
+}
+
+/// The pods' spec: on the provider's nodes, one small container.
+fn pod_spec(provider: ProviderKind) -> serde_json::Value {
     let (selector, toleration) = match provider {
         ProviderKind::Ksim => (
             json!({ "ksim.io/node-group": "bench" }),
@@ -454,22 +550,12 @@ fn deployment(index: usize, replicas: usize, provider: ProviderKind) -> anyhow::
             json!({ "key": "kwok.x-k8s.io/node", "operator": "Exists" }),
         ),
     };
-    Ok(serde_json::from_value(json!({
-        "metadata": { "name": format!("scale-{index}") },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "bench": "scale", "set": index.to_string() } },
-            "template": {
-                "metadata": { "labels": { "bench": "scale", "set": index.to_string() } },
-                "spec": {
-                    "nodeSelector": selector,
-                    "tolerations": [toleration],
-                    "containers": [{ "name": "app", "image": "registry.example/app:1",
-                                     "resources": { "requests": { "cpu": "10m", "memory": "16Mi" } } }]
-                }
-            }
-        }
-    }))?)
+    json!({
+        "nodeSelector": selector,
+        "tolerations": [toleration],
+        "containers": [{ "name": "app", "image": "registry.example/app:1",
+                         "resources": { "requests": { "cpu": "10m", "memory": "16Mi" } } }]
+    })
 }
 
 /// Watches the nodes for `duration` and counts every move of a node's Ready condition away
