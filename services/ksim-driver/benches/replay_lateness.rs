@@ -137,6 +137,7 @@ async fn main() {
             report_dir: reports.path().to_owned(),
             lease_duration: Duration::from_secs(15),
             lanes: settings_lanes(),
+            keep_finished: 32,
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(300),
         },

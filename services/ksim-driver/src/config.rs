@@ -42,6 +42,11 @@ pub struct DriverArgs {
     /// lanes keep one busy object from holding up others that hash to its lane.
     #[arg(long, default_value_t = 128)]
     pub lanes: usize,
+
+    /// Finished simulations remembered for GetSimulation and GetReport; older ones are
+    /// forgotten (their report files stay in the report directory).
+    #[arg(long, default_value_t = 32)]
+    pub keep_finished: usize,
 }
 
 impl DriverArgs {
@@ -51,6 +56,7 @@ impl DriverArgs {
             report_dir: self.report_dir.clone(),
             lease_duration: self.lease_duration,
             lanes: self.lanes.max(1),
+            keep_finished: self.keep_finished,
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(180),
         }
@@ -64,6 +70,8 @@ pub struct Settings {
     pub report_dir: PathBuf,
     pub lease_duration: Duration,
     pub lanes: usize,
+    /// Finished simulations kept in memory.
+    pub keep_finished: usize,
     /// How long node groups get to become Ready before the simulation fails.
     pub ready_deadline: Duration,
     /// How long garbage collection gets to remove the simulation's objects.

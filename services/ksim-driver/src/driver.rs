@@ -152,6 +152,7 @@ impl Driver {
             return Err(running);
         }
         simulations.insert(handle.id.clone(), handle.clone());
+        forget_oldest_finished(&mut simulations, self.ctx.settings.keep_finished);
         Ok(())
     }
 
@@ -193,7 +194,56 @@ fn running_in(simulations: &BTreeMap<String, Arc<Handle>>) -> Option<String> {
         .map(|handle| handle.id.clone())
 }
 
+/// Forgets all but the `keep` newest finished simulations, so a long-lived driver's memory
+/// stays bounded. Ids sort by start time.
+fn forget_oldest_finished(simulations: &mut BTreeMap<String, Arc<Handle>>, keep: usize) {
+    let finished: Vec<String> = simulations
+        .iter()
+        .filter(|(_, handle)| is_terminal(handle.state()))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let excess = finished.len().saturating_sub(keep);
+    for id in finished.into_iter().take(excess) {
+        simulations.remove(&id);
+    }
+}
+
 /// Short, sortable by start time, and a valid label value and name part: `<ms hex>-<random>`.
 fn new_id() -> String {
     format!("{:x}-{:04x}", now_ms(), fastrand::u16(..))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn handle(id: &str, state: pb::SimulationState) -> (String, Arc<Handle>) {
+        let handle = Handle::new(pb::Simulation {
+            id: id.to_owned(),
+            ..Default::default()
+        });
+        handle.set_state(state);
+        (id.to_owned(), Arc::new(handle))
+    }
+
+    #[test]
+    fn only_the_newest_finished_simulations_are_kept() {
+        use pb::SimulationState::{Cancelled, Failed, Running, Succeeded};
+        let mut simulations: BTreeMap<_, _> = [
+            handle("0a-0001", Succeeded),
+            handle("0b-0001", Failed),
+            handle("0c-0001", Cancelled),
+            handle("0d-0001", Succeeded),
+            handle("0e-0001", Running),
+        ]
+        .into();
+        forget_oldest_finished(&mut simulations, 2);
+        let ids: Vec<&str> = simulations.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["0c-0001", "0d-0001", "0e-0001"]);
+
+        forget_oldest_finished(&mut simulations, 0);
+        let ids: Vec<&str> = simulations.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["0e-0001"], "a running simulation is never forgotten");
+    }
 }
