@@ -28,8 +28,10 @@ pub struct PoolConfig {
     #[arg(long, env = "KSIM_LEASE_DURATION_SECONDS", default_value_t = 40)]
     pub lease_duration_seconds: u32,
 
-    /// Seconds between node status refreshes (leases carry liveness in between).
-    #[arg(long, env = "KSIM_NODE_STATUS_PERIOD_SECONDS", default_value_t = 60)]
+    /// Seconds between node status refreshes; leases carry liveness in between. The default
+    /// is the kubelet's (nodeStatusReportFrequency, 5 minutes): every Node update goes to every
+    /// node watcher, so at thousands of nodes this is a real share of the apiserver's work.
+    #[arg(long, env = "KSIM_NODE_STATUS_PERIOD_SECONDS", default_value_t = 300)]
     pub node_status_period_seconds: u64,
 
     /// How long a Job pod without a `ksim.io/lifetime-ms` annotation runs, in milliseconds.
@@ -73,7 +75,7 @@ impl Default for PoolConfig {
                 .unwrap_or_default(),
             node_cidr_prefix: 24,
             lease_duration_seconds: 40,
-            node_status_period_seconds: 60,
+            node_status_period_seconds: 300,
             job_duration_ms: 1000,
             api_concurrency: 64,
             seat_host: true,
