@@ -5,6 +5,7 @@ pub mod heartbeats;
 pub mod nodes;
 pub mod pods;
 pub mod seats;
+pub mod work_queue;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

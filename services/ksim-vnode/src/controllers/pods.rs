@@ -3,15 +3,14 @@
 //! lifetime (or owned by a Job) complete when it ends, and pods whose deletion was requested
 //! are finished and deleted once their finalizers are gone.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 use kube::{
     Api,
     runtime::{
-        Controller, WatchStreamExt,
-        controller::{self, Action},
+        WatchStreamExt,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
@@ -20,6 +19,7 @@ use kube::{
 use super::{
     Context,
     bound_pod::{BoundPod, Kept},
+    work_queue::WorkQueue,
 };
 use crate::{
     domain::pod::{
@@ -77,15 +77,48 @@ pub async fn run(ctx: Context) {
         .map_ok(into_bound)
         .reflect(writer)
         .applied_objects();
-    let controller = Controller::for_stream(pods, store.clone())
-        .with_config(controller::Config::default().concurrency(ctx.config.api_concurrency));
-    // Owned here, so aborting this controller aborts the sweeper too.
-    let mut sweeper = tokio::task::JoinSet::new();
-    sweeper.spawn(sweep_deleted(ctx.clone(), store));
-    controller
-        .run(reconcile, error_policy, Arc::new(ctx))
-        .for_each(|_| async {})
-        .await;
+    let queue = WorkQueue::default();
+    // Owned here, so aborting this controller aborts its workers and sweeper too.
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..ctx.config.api_concurrency {
+        tasks.spawn(work(ctx.clone(), store.clone(), queue.clone()));
+    }
+    tasks.spawn(sweep_deleted(ctx.clone(), store));
+    pods.for_each(|pod| {
+        match pod {
+            Ok(pod) => queue.add(ObjectRef::from_obj(&pod)),
+            Err(error) => tracing::warn!(%error, "pod watch"),
+        }
+        std::future::ready(())
+    })
+    .await;
+}
+
+/// One worker: takes the oldest changed pod and brings it where it should be.
+async fn work(ctx: Context, store: Store<BoundPod>, queue: WorkQueue<ObjectRef<BoundPod>>) {
+    loop {
+        let key = queue.next().await;
+        // Gone from the store: deleted, and the sweeper releases what it held.
+        if let Some(pod) = store.get(&key) {
+            match reconcile(&pod, &ctx).await {
+                Ok(Next::AwaitChange) => {}
+                Ok(Next::After(delay)) => queue.add_after(key.clone(), delay),
+                Err(error) => {
+                    ctx.metrics.api_errors.inc();
+                    tracing::warn!(pod = pod.key(), %error, "retrying");
+                    queue.add_after(key.clone(), RETRY);
+                }
+            }
+        }
+        queue.done(&key);
+    }
+}
+
+/// What a pod needs next: nothing until it changes, or another look after a while.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    AwaitChange,
+    After(Duration),
 }
 
 fn into_bound(event: watcher::Event<Pod>) -> watcher::Event<BoundPod> {
@@ -109,9 +142,9 @@ fn failed(operation: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError
     move |source| ReconcileError { operation, source }
 }
 
-async fn reconcile(bound: Arc<BoundPod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+async fn reconcile(bound: &BoundPod, ctx: &Context) -> Result<Next, ReconcileError> {
     match &bound.kept {
-        Kept::Unsettled(pod) => reconcile_unsettled(pod, &ctx).await,
+        Kept::Unsettled(pod) => reconcile_unsettled(pod, ctx).await,
         Kept::Settled { phase, ip } => {
             if let Some(node) = bound.node.as_deref() {
                 let key = bound.key();
@@ -121,18 +154,18 @@ async fn reconcile(bound: Arc<BoundPod>, ctx: Arc<Context>) -> Result<Action, Re
                     _ => index.observe_pod(&key, bound.uid(), node, *ip, *phase),
                 }
             }
-            Ok(Action::await_change())
+            Ok(Next::AwaitChange)
         }
     }
 }
 
-async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Next, ReconcileError> {
     let Some(node) = node_name(pod) else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let node_ip = match ctx.index().node(node) {
         Some(entry) => entry.internal_ip(),
-        None => return Ok(Action::await_change()),
+        None => return Ok(Next::AwaitChange),
     };
     let key = key(pod);
     let now = Timestamp::now();
@@ -140,7 +173,7 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, Reconci
     if pod.metadata.deletion_timestamp.is_some() {
         if !ready_to_delete(pod) {
             // Finalizers are someone else's to remove; their removal is a change we see.
-            return Ok(Action::await_change());
+            return Ok(Next::AwaitChange);
         }
         if phase(pod) == PodPhase::Running {
             ctx.pods
@@ -154,13 +187,13 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, Reconci
             .map_err(failed("delete pod"))?;
         ctx.metrics.pods_deleted.inc();
         ctx.index().forget_pod(&key);
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
 
     match phase(pod) {
         PodPhase::Succeeded | PodPhase::Failed => {
             ctx.index().pod_finished(&key, phase(pod));
-            Ok(Action::await_change())
+            Ok(Next::AwaitChange)
         }
         PodPhase::Running => {
             ctx.index()
@@ -171,7 +204,7 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, Reconci
                     None
                 });
             match deadline {
-                Some(deadline) if deadline > now => Ok(Action::requeue(
+                Some(deadline) if deadline > now => Ok(Next::After(
                     Duration::try_from(deadline - now).unwrap_or(RETRY),
                 )),
                 Some(_) => {
@@ -181,9 +214,9 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, Reconci
                         .map_err(failed("complete pod"))?;
                     ctx.metrics.pods_completed.inc();
                     ctx.index().pod_finished(&key, PodPhase::Succeeded);
-                    Ok(Action::await_change())
+                    Ok(Next::AwaitChange)
                 }
-                None => Ok(Action::await_change()),
+                None => Ok(Next::AwaitChange),
             }
         }
         PodPhase::Pending | PodPhase::Unknown => {
@@ -200,7 +233,7 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, Reconci
                     ctx.index()
                         .observe_pod(&key, uid(pod), node, Some(ip), PodPhase::Running);
                     // The Running pod comes back through the watch to schedule its end.
-                    Ok(Action::await_change())
+                    Ok(Next::AwaitChange)
                 }
                 Err(AssignError::Exhausted(error)) => {
                     if !reported_no_ip(pod) {
@@ -213,18 +246,12 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Action, Reconci
                             .map_err(failed("report IP exhaustion"))?;
                     }
                     // Retried until an IP is free; the event above is not repeated.
-                    Ok(Action::requeue(NO_IP_RETRY))
+                    Ok(Next::After(NO_IP_RETRY))
                 }
-                Err(AssignError::UnknownNode(_)) => Ok(Action::await_change()),
+                Err(AssignError::UnknownNode(_)) => Ok(Next::AwaitChange),
             }
         }
     }
-}
-
-fn error_policy(pod: Arc<BoundPod>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    ctx.metrics.api_errors.inc();
-    tracing::warn!(pod = pod.key(), %error, "retrying");
-    Action::requeue(RETRY)
 }
 
 /// Deleted pods never reach `reconcile`; their IPs are released once the watch's store no
