@@ -56,25 +56,66 @@ fn trace(seconds: u64, objects: u64, rate: u64, speed: u64) -> Vec<u8> {
     writer.finish().unwrap().0
 }
 
-/// The apiserver's own ceiling: `count` server-side applies from 32 concurrent tasks straight
-/// through a kube client, no driver in between.
-async fn apiserver_ceiling(client: &kube::Client, count: u64, objects: u64) -> f64 {
+/// How the ceiling's applies are made, to split the gap between it and the replay.
+#[derive(Debug, Clone, Copy)]
+struct CeilingShape {
+    concurrency: u64,
+    /// Carry an owner reference and a label, as replayed objects do (the simulation root's).
+    owned: bool,
+}
+
+/// The apiserver's own ceiling: `count` server-side applies straight through a kube client,
+/// no driver in between.
+async fn apiserver_ceiling(
+    client: &kube::Client,
+    count: u64,
+    objects: u64,
+    shape: CeilingShape,
+) -> f64 {
+    use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, Patch, PatchParams};
-    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(client.clone(), "default");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let owner = api
+        .patch(
+            "ceiling-owner",
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ceiling-owner"}})),
+        )
+        .await
+        .unwrap();
+    let metadata = |name: &str| {
+        if shape.owned {
+            json!({
+                "name": name,
+                "labels": {"ksim.io/simulation": "ceiling"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "ceiling-owner",
+                                     "uid": owner.metadata.uid.clone().unwrap()}],
+            })
+        } else {
+            json!({ "name": name })
+        }
+    };
     let started = std::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for lane in 0..32 {
+    for lane in 0..shape.concurrency {
         let api = api.clone();
+        let prefix = if shape.owned { "owned" } else { "ceiling" };
+        let objects: Vec<(String, serde_json::Value)> = (0..objects)
+            .map(|o| {
+                let name = format!("{prefix}-{o}");
+                let meta = metadata(&name);
+                (name, meta)
+            })
+            .collect();
         tasks.spawn(async move {
-            for i in (lane..count).step_by(32) {
-                let name = format!("ceiling-{}", i % objects);
+            for i in (lane..count).step_by(shape.concurrency as usize) {
+                let (name, metadata) = &objects[(i % objects.len() as u64) as usize];
                 let object = json!({
                     "apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": name}, "data": {"revision": i.to_string()}
+                    "metadata": metadata, "data": {"revision": i.to_string()}
                 });
                 api.patch(
-                    &name,
+                    name,
                     &PatchParams::apply("bench").force(),
                     &Patch::Apply(object),
                 )
@@ -85,6 +126,39 @@ async fn apiserver_ceiling(client: &kube::Client, count: u64, objects: u64) -> f
     }
     while tasks.join_next().await.is_some() {}
     count as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The ceiling as the driver's replay would see it, and two shapes that each add one of the
+/// replay's differences: owned objects (the garbage collector tracks each update's owners)
+/// and the driver's lane count as concurrency.
+async fn print_ceilings(client: &kube::Client, objects: u64, when: &str) {
+    let plain = CeilingShape {
+        concurrency: 32,
+        owned: false,
+    };
+    let shapes = [
+        ("32 concurrent, plain", plain),
+        (
+            "32 concurrent, owned + labelled",
+            CeilingShape {
+                owned: true,
+                ..plain
+            },
+        ),
+        (
+            "lanes concurrent, owned + labelled",
+            CeilingShape {
+                concurrency: settings_lanes() as u64,
+                owned: true,
+            },
+        ),
+    ];
+    for (label, shape) in shapes {
+        let ceiling = apiserver_ceiling(client, 10_000, objects, shape).await;
+        println!(
+            "apiserver ceiling {when}, {label}: {ceiling:.0} server-side applies/s (no driver)"
+        );
+    }
 }
 
 /// Lanes of the driver: `LANES` in the environment, else the driver's default (128).
@@ -143,8 +217,7 @@ async fn main() {
         },
         metrics: ReplayMetrics::default(),
     });
-    let ceiling = apiserver_ceiling(&env.client(), 10_000, objects).await;
-    println!("apiserver ceiling: {ceiling:.0} server-side applies/s (32 concurrent, no driver)");
+    print_ceilings(&env.client(), objects, "before the runs").await;
     println!(
         "replay lateness: {seconds} s of replay per run, {objects} ConfigMaps, {} lanes",
         settings_lanes()
@@ -192,6 +265,5 @@ async fn main() {
             ended.state(),
         );
     }
-    let ceiling = apiserver_ceiling(&env.client(), 10_000, objects).await;
-    println!("apiserver ceiling after the runs: {ceiling:.0} server-side applies/s");
+    print_ceilings(&env.client(), objects, "after the runs").await;
 }
