@@ -1,5 +1,6 @@
 //! Plays the kubelet for pods bound to the pool's nodes: one cluster-wide watch of bound
-//! pods, filtered in memory. Pending pods get an IP and a Running status, pods with a
+//! pods, filtered in memory, its changes handled oldest first by `api_concurrency` workers
+//! (see `work_queue`). Pending pods get an IP and a Running status, pods with a
 //! lifetime (or owned by a Job) complete when it ends, and pods whose deletion was requested
 //! are finished and deleted once their finalizers are gone.
 

@@ -89,6 +89,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             state.scheduled.insert(key.clone(), at);
         }
         let queue = self.clone();
+        // Holds only the queue: if the controller stops, it fires into a queue no one reads.
         tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
             let due = {
