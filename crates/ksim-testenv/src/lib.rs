@@ -25,6 +25,7 @@ mod kubeconfig;
 pub mod manifests;
 pub mod nodes;
 pub mod pki;
+pub mod pods;
 mod ports;
 mod process;
 pub mod wait;

@@ -10,13 +10,13 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use k8s_openapi::api::apps::v1::Deployment;
 use ksim_cloudprov::provider::ScaleEvent;
 use ksim_grpc::ServeArgs;
 use ksim_testenv::{CloudConfig, ClusterAutoscaler, wait};
 use kube::{
     Api,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
@@ -55,23 +55,9 @@ fn workload(replicas: i32, node_group: &str) -> Deployment {
 }
 
 async fn running_pods(client: &kube::Client, count: usize) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    wait::until(&format!("{count} Running work pods"), DEADLINE, || async {
-        let list = pods
-            .list(&ListParams::default().labels("app=work"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let running = list
-            .items
-            .iter()
-            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-            .count();
-        (running == count)
-            .then_some(())
-            .ok_or(format!("{running} Running"))
-    })
-    .await
-    .unwrap();
+    ksim_testenv::pods::in_phase(client, NAMESPACE, "app=work", "Running", count, DEADLINE)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,13 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job, core::v1::Pod};
+use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_testenv::wait;
 use ksim_trace::time::now_ms;
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
@@ -208,29 +208,9 @@ async fn scale(deployments: &Api<Deployment>, replicas: i32) {
 }
 
 async fn running_pods(mesh: &TestMesh, selector: &str, count: usize) {
-    let pods: Api<Pod> = Api::namespaced(mesh.client.clone(), "shop");
-    wait::until(
-        &format!("{count} Running pods {selector}"),
-        DEADLINE,
-        || async {
-            let list = pods
-                .list(&ListParams::default().labels(selector))
-                .await
-                .map_err(|e| e.to_string())?;
-            let running = list
-                .items
-                .iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .count();
-            if running == count && list.items.len() == count {
-                Ok(())
-            } else {
-                Err(format!("{running} Running of {}", list.items.len()))
-            }
-        },
-    )
-    .await
-    .unwrap();
+    ksim_testenv::pods::in_phase(&mesh.client, "shop", selector, "Running", count, DEADLINE)
+        .await
+        .unwrap();
 }
 
 fn web(replicas: i32) -> serde_json::Value {

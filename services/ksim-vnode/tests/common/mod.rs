@@ -6,10 +6,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_testenv::{ControlPlane, wait};
 use ksim_vnode::{config::PoolConfig, pool::Pool};
-use kube::{
-    Api, Client,
-    api::{ListParams, PostParams},
-};
+use kube::{Api, Client, api::PostParams};
 use serde_json::json;
 
 pub const DEADLINE: Duration = Duration::from_secs(120);
@@ -89,29 +86,9 @@ pub async fn pods_in_phase(
     phase: &str,
     count: usize,
 ) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    wait::until(
-        &format!("{count} {phase} pods ({selector})"),
-        DEADLINE,
-        || async {
-            let list = pods
-                .list(&ListParams::default().labels(selector))
-                .await
-                .map_err(|e| e.to_string())?;
-            let matching: Vec<Pod> = list
-                .items
-                .into_iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase))
-                .collect();
-            if matching.len() == count {
-                Ok(matching)
-            } else {
-                Err(format!("{} {phase}", matching.len()))
-            }
-        },
-    )
-    .await
-    .unwrap()
+    ksim_testenv::pods::in_phase(client, namespace, selector, phase, count, DEADLINE)
+        .await
+        .unwrap()
 }
 
 /// Tolerates the virtual-node taint, as replayed workloads do.
