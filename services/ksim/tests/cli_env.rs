@@ -3,14 +3,14 @@
 //! binary of the workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::{
     path::Path,
     process::{Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
-use ksim_proto::ksim::trace::v1 as pb;
-use ksim_trace::TraceWriter;
 use serde_json::json;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
@@ -92,14 +92,8 @@ fn down_without_an_environment_says_so() {
 
 /// A trace of one Deployment of two pods, created then scaled to three.
 fn write_trace(path: &Path) {
-    let header = pb::TraceHeader {
-        format_version: ksim_trace::FORMAT_VERSION,
-        created_by: "test".into(),
-        ..Default::default()
-    };
-    let mut writer = TraceWriter::new(std::fs::File::create(path).unwrap(), &header).unwrap();
-    for (timestamp_ms, replicas) in [(1_767_225_600_000, 2), (1_767_225_600_500, 3)] {
-        let object = json!({
+    let web = |replicas: i64| {
+        common::deployment(&json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "shop"},
             "spec": {
@@ -111,25 +105,13 @@ fn write_trace(path: &Path) {
                         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
                 }
             }
-        });
-        writer
-            .write_event(&pb::TraceEvent {
-                timestamp_ms,
-                applied: vec![pb::TraceObject {
-                    gvk: Some(pb::GroupVersionKind {
-                        group: "apps".into(),
-                        version: "v1".into(),
-                        kind: "Deployment".into(),
-                    }),
-                    namespace: "shop".into(),
-                    name: "web".into(),
-                    object_json: serde_json::to_vec(&object).unwrap(),
-                }],
-                deleted: vec![],
-            })
-            .unwrap();
-    }
-    writer.finish().unwrap();
+        }))
+    };
+    common::write_trace(
+        path,
+        [(1_767_225_600_000, web(2)), (1_767_225_600_500, web(3))],
+        &[],
+    );
 }
 
 async fn serving(port: u16, service: &str) -> bool {

@@ -2,11 +2,12 @@
 //! (in this process) for import and export.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::{path::Path, process::Output};
 
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_trace::TraceWriter;
 use ksim_tracer::{
     domain::{kinds::default_kinds, sanitize::EnvRedaction},
     grpc::TraceStoreService,
@@ -33,37 +34,21 @@ fn stdout(output: &Output) -> String {
 }
 
 fn deployment(name: &str, replicas: i64) -> pb::TraceObject {
-    pb::TraceObject {
-        gvk: Some(pb::GroupVersionKind { group: "apps".into(), version: "v1".into(), kind: "Deployment".into() }),
-        namespace: "shop".into(),
-        name: name.into(),
-        object_json: serde_json::to_vec(&json!({"metadata": {"name": name, "namespace": "shop", "labels": {"app": name}}, "spec": {"replicas": replicas}}))
-            .unwrap(),
-    }
+    common::deployment(&json!({
+        "metadata": {"name": name, "namespace": "shop", "labels": {"app": name}},
+        "spec": {"replicas": replicas}
+    }))
 }
 
 fn write_trace(path: &Path) {
-    let header = pb::TraceHeader {
-        format_version: ksim_trace::FORMAT_VERSION,
-        created_by: "test".into(),
-        ..Default::default()
-    };
-    let mut writer = TraceWriter::new(std::fs::File::create(path).unwrap(), &header).unwrap();
-    for (ts, name, replicas) in [
-        (1_767_225_600_000, "web", 2),
-        (1_767_225_601_000, "web", 20),
-        (1_767_225_602_000, "api", 1),
-    ] {
-        writer
-            .write_event(&pb::TraceEvent {
-                timestamp_ms: ts,
-                applied: vec![deployment(name, replicas)],
-                deleted: vec![],
-            })
-            .unwrap();
-    }
-    writer
-        .write_lifecycle(&pb::PodLifecycle {
+    common::write_trace(
+        path,
+        [
+            (1_767_225_600_000, deployment("web", 2)),
+            (1_767_225_601_000, deployment("web", 20)),
+            (1_767_225_602_000, deployment("api", 1)),
+        ],
+        &[pb::PodLifecycle {
             owner_gvk: deployment("web", 0).gvk,
             owner_namespace: "shop".into(),
             owner_name: "web".into(),
@@ -71,9 +56,8 @@ fn write_trace(path: &Path) {
             end_ms: 1_767_225_601_500,
             pod_name: "web-1".into(),
             ..Default::default()
-        })
-        .unwrap();
-    writer.finish().unwrap();
+        }],
+    );
 }
 
 #[test]

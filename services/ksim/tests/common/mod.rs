@@ -1,0 +1,53 @@
+//! Trace files for the CLI's tests.
+
+use std::path::Path;
+
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::TraceWriter;
+
+/// A Deployment in namespace `shop`, applied.
+pub fn deployment(object: &serde_json::Value) -> pb::TraceObject {
+    pb::TraceObject {
+        gvk: Some(pb::GroupVersionKind {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+        }),
+        namespace: "shop".into(),
+        name: object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        object_json: serde_json::to_vec(object).unwrap_or_default(),
+    }
+}
+
+/// Writes a trace of `applies` (timestamp in ms, object) and `lifecycles` to `path`.
+pub fn write_trace(
+    path: &Path,
+    applies: impl IntoIterator<Item = (i64, pb::TraceObject)>,
+    lifecycles: &[pb::PodLifecycle],
+) {
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        created_by: "test".into(),
+        ..Default::default()
+    };
+    let file = std::fs::File::create(path).expect("creating the trace file");
+    let mut writer = TraceWriter::new(file, &header).expect("writing the trace header");
+    for (timestamp_ms, object) in applies {
+        writer
+            .write_event(&pb::TraceEvent {
+                timestamp_ms,
+                applied: vec![object],
+                deleted: vec![],
+            })
+            .expect("writing an event");
+    }
+    for lifecycle in lifecycles {
+        writer
+            .write_lifecycle(lifecycle)
+            .expect("writing a lifecycle");
+    }
+    writer.finish().expect("finishing the trace");
+}
