@@ -14,6 +14,7 @@
 //! - [`detect_format`] tells the two formats apart from a file's first bytes.
 //! - [`time`] converts trace milliseconds to and from protobuf timestamps.
 //! - [`gvk`] names kinds as SimKube and kubectl write them ("apps/v1.Deployment").
+//! - [`hash`] hashes JSON values stably, and pod specs so that pods of one template match.
 //!
 //! Reading never panics and never trusts a length before checking it against
 //! [`MAX_RECORD_BYTES`]. `deploy/fuzz.sh` fuzzes the reader and the converter (the cargo-fuzz
@@ -23,6 +24,7 @@ mod detect;
 mod error;
 mod framing;
 pub mod gvk;
+pub mod hash;
 pub mod inspect;
 mod reader;
 pub mod simkube;

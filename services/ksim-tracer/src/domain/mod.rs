@@ -3,7 +3,6 @@
 
 pub mod export;
 pub mod filter;
-pub mod hash;
 pub mod key;
 pub mod kinds;
 pub mod lifecycle;

@@ -7,11 +7,11 @@
 use std::collections::{HashMap, HashSet};
 
 use ksim_proto::ksim::trace::v1 as pb;
+use ksim_trace::hash::{pod_spec_hash, stable_hash};
 use pb::trace_record::Record;
 use serde_json::Value;
 
 use super::{
-    hash::{pod_spec_hash, stable_hash},
     key::{ObjectKey, controller_reference},
     kinds::TrackedKind,
     lifecycle::{self, Stage},

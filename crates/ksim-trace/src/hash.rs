@@ -1,6 +1,7 @@
 //! Stable hashes of JSON values. They are persisted (a restarted tracer compares against
 //! hashes from its log), so they are xxh3 over a canonical walk with sorted keys, never std's
-//! hasher or a serialisation whose key order could change.
+//! hasher or a serialisation whose key order could change. The tracer hashes recorded pods
+//! with [`pod_spec_hash`]; a replay hashes its own pods with it to tell their templates apart.
 
 use serde_json::Value;
 use xxhash_rust::xxh3::Xxh3;
@@ -85,6 +86,8 @@ fn feed_str(hasher: &mut Xxh3, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use serde_json::json;
 
     use super::*;
