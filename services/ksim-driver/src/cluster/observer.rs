@@ -21,7 +21,7 @@ use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
 };
-use tokio::{task::JoinSet, time::Instant};
+use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 
 use crate::domain::{
     SIMULATION_LABEL,
@@ -43,6 +43,8 @@ struct Seen {
     nodes: HashMap<String, (String, bool)>,
     seat_replicas: HashMap<String, i32>,
     scale_events: Vec<ScaleEvent>,
+    /// Where pods first seen Running go, if anyone asked.
+    starts: Option<mpsc::UnboundedSender<Pod>>,
 }
 
 #[derive(Debug)]
@@ -55,11 +57,13 @@ struct PodSeen {
 
 impl Observer {
     /// Starts watching. Offsets in samples and scale events count from [`Observer::set_origin`].
+    /// Each simulation pod first seen Running is also sent to `starts`, if given.
     pub fn start(
         client: &Client,
         simulation_id: &str,
         groups: BTreeSet<String>,
         seat_namespace: &str,
+        starts: Option<mpsc::UnboundedSender<Pod>>,
     ) -> Self {
         let seen = Arc::new(Mutex::new(Seen {
             origin: Instant::now(),
@@ -69,6 +73,7 @@ impl Observer {
             nodes: HashMap::new(),
             seat_replicas: HashMap::new(),
             scale_events: Vec::new(),
+            starts,
         }));
         let mut watches = JoinSet::new();
         let pods: Api<Pod> = Api::all(client.clone());
@@ -208,6 +213,12 @@ impl Seen {
         if !entry.ran && matches!(phase.as_str(), "Running" | "Succeeded" | "Failed") {
             entry.ran = true;
             self.pending_times.push(entry.first_seen.elapsed());
+            if phase == "Running"
+                && let Some(starts) = &self.starts
+            {
+                // The receiver goes with the simulation; a start after it is of no use.
+                let _ = starts.send(pod.clone());
+            }
         }
         entry.phase = phase;
     }

@@ -1,54 +1,97 @@
-//! Recorded pod lifetimes, per owner, for the `ksim.io/lifetime-ms` annotation.
+//! Recorded pod lifetimes: per owner, per pod spec, per launch.
 //!
-//! The annotation goes on an owner's pod template, which every pod the owner makes shares, so
-//! one lifetime per owner is all the template can carry: the lifetime of the owner's
-//! earliest-launched pod that completed on its own. Matching each replayed launch to its
-//! recorded pod (by launch index and spec hash) is a known refinement.
+//! The tracer records each pod's lifetime with its topmost tracked owner, a hash of its spec and
+//! its launch index (its place in start order among the owner's pods of that spec). A replay
+//! gives pods their lifetime two ways:
+//! - the owner's pod template carries one `ksim.io/lifetime-ms`, the lifetime of the owner's
+//!   earliest-launched pod that completed on its own ([`Lifetimes::recorded`]), so a pod has a
+//!   lifetime from the moment it exists;
+//! - when a replayed pod starts, it is matched to its recorded launch ([`super::launches`]) and
+//!   its own annotation corrected to that launch's lifetime ([`Lifetimes::launch`]), or removed
+//!   when that launch did not end on its own.
 //!
-//! Pods still running at the trace's end, or deleted by someone else, get no lifetime: their
+//! Pods still running at the trace's end, or deleted by someone else, have no lifetime: their
 //! controller, or the replayed deletes, end them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use ksim_trace::pb;
 
 use super::Gvk;
 
-/// Owner: kind, namespace ("" when cluster-scoped), name.
-type OwnerKey = (Gvk, String, String);
+/// A recorded owner of pods: kind, namespace as recorded ("" when cluster-scoped), name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub gvk: Gvk,
+    pub namespace: String,
+    pub name: String,
+}
 
-/// One recorded lifetime per owner whose pods completed on their own.
+impl Owner {
+    pub fn new(gvk: Gvk, namespace: &str, name: &str) -> Self {
+        Self {
+            gvk,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// What the recording says of the pods of owners some of whose pods completed on their own.
+/// Owners none of whose pods completed are left out: their pods never get a lifetime.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lifetimes {
-    /// The chosen pod's (start_ms, launch_index), kept to pick the earliest, and its lifetime.
-    by_owner: HashMap<OwnerKey, ((i64, u32), Duration)>,
+    by_owner: HashMap<Owner, OwnerLifetimes>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OwnerLifetimes {
+    /// The earliest completed pod's (start_ms, launch_index) and lifetime: the template's.
+    template: ((i64, u32), Duration),
+    /// The owner's pod specs in the order their first pod started.
+    specs: Vec<RecordedSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RecordedSpec {
+    hash: u64,
+    first_start_ms: i64,
+    /// Lifetimes of the launches that completed on their own, by launch index; a launch not
+    /// here ran until deleted or past the trace's end.
+    completed: BTreeMap<u32, Duration>,
 }
 
 impl Lifetimes {
     pub fn from_lifecycles(lifecycles: &[pb::PodLifecycle]) -> Self {
-        let mut by_owner: HashMap<OwnerKey, ((i64, u32), Duration)> = HashMap::new();
+        let mut specs_by_owner: HashMap<Owner, HashMap<u64, RecordedSpec>> = HashMap::new();
+        let mut templates: HashMap<Owner, ((i64, u32), Duration)> = HashMap::new();
         for lifecycle in lifecycles {
-            let completed = matches!(
-                lifecycle.outcome(),
-                pb::PodOutcome::Succeeded | pb::PodOutcome::Failed
-            );
             let Some(gvk) = lifecycle.owner_gvk.as_ref() else {
                 continue;
             };
-            if !completed || lifecycle.end_ms < lifecycle.start_ms {
-                continue;
-            }
-            let lifetime_ms = lifecycle.end_ms.saturating_sub(lifecycle.start_ms);
-            let lifetime = Duration::from_millis(u64::try_from(lifetime_ms).unwrap_or(u64::MAX));
-            let order = (lifecycle.start_ms, lifecycle.launch_index);
-            let key = (
+            let owner = Owner::new(
                 Gvk::from(gvk),
-                lifecycle.owner_namespace.clone(),
-                lifecycle.owner_name.clone(),
+                &lifecycle.owner_namespace,
+                &lifecycle.owner_name,
             );
-            by_owner
-                .entry(key)
+            let spec = specs_by_owner
+                .entry(owner.clone())
+                .or_default()
+                .entry(lifecycle.pod_spec_hash)
+                .or_insert_with(|| RecordedSpec {
+                    hash: lifecycle.pod_spec_hash,
+                    first_start_ms: lifecycle.start_ms,
+                    completed: BTreeMap::new(),
+                });
+            spec.first_start_ms = spec.first_start_ms.min(lifecycle.start_ms);
+            let Some(lifetime) = completed_lifetime(lifecycle) else {
+                continue;
+            };
+            spec.completed.insert(lifecycle.launch_index, lifetime);
+            let order = (lifecycle.start_ms, lifecycle.launch_index);
+            templates
+                .entry(owner)
                 .and_modify(|current| {
                     if order < current.0 {
                         *current = (order, lifetime);
@@ -56,16 +99,70 @@ impl Lifetimes {
                 })
                 .or_insert((order, lifetime));
         }
+        let by_owner = templates
+            .into_iter()
+            .map(|(owner, template)| {
+                let mut specs: Vec<RecordedSpec> = specs_by_owner
+                    .remove(&owner)
+                    .unwrap_or_default()
+                    .into_values()
+                    .collect();
+                // The hash breaks ties only so that the order does not depend on a HashMap's.
+                specs.sort_by_key(|spec| (spec.first_start_ms, spec.hash));
+                (owner, OwnerLifetimes { template, specs })
+            })
+            .collect();
         Self { by_owner }
     }
 
-    /// The lifetime to give the pods of `owner` (namespace "" when cluster-scoped), if its pods
-    /// completed on their own in the recording.
+    /// The lifetime to put on the pod template of `owner` (namespace "" when cluster-scoped),
+    /// if any of its pods completed on their own in the recording.
     pub fn recorded(&self, owner: &Gvk, namespace: &str, name: &str) -> Option<Duration> {
         self.by_owner
-            .get(&(owner.clone(), namespace.to_owned(), name.to_owned()))
-            .map(|(_, lifetime)| *lifetime)
+            .get(&Owner::new(owner.clone(), namespace, name))
+            .map(|recorded| recorded.template.1)
     }
+
+    /// Whether no recorded pod completed on its own: then no replayed pod needs matching.
+    pub fn is_empty(&self) -> bool {
+        self.by_owner.is_empty()
+    }
+
+    /// Whether any pod of `owner` completed on its own: only such owners' pods need matching.
+    pub fn has_owner(&self, owner: &Owner) -> bool {
+        self.by_owner.contains_key(owner)
+    }
+
+    /// The lifetime of launch `launch_index` of the `spec_index`-th spec (in first-start order)
+    /// of `owner`'s pods; `None` if that launch did not complete on its own or was not recorded.
+    pub fn launch(&self, owner: &Owner, spec_index: usize, launch_index: u32) -> Option<Duration> {
+        self.by_owner
+            .get(owner)?
+            .specs
+            .get(spec_index)?
+            .completed
+            .get(&launch_index)
+            .copied()
+    }
+}
+
+/// The `ksim.io/lifetime-ms` value for a recorded `lifetime` replayed at `speed` (> 0).
+pub fn annotation_value(lifetime: Duration, speed: f64) -> String {
+    format!("{:.0}", (lifetime.as_secs_f64() * 1000.0 / speed).round())
+}
+
+fn completed_lifetime(lifecycle: &pb::PodLifecycle) -> Option<Duration> {
+    let completed = matches!(
+        lifecycle.outcome(),
+        pb::PodOutcome::Succeeded | pb::PodOutcome::Failed
+    );
+    if !completed || lifecycle.end_ms < lifecycle.start_ms {
+        return None;
+    }
+    let lifetime_ms = lifecycle.end_ms.saturating_sub(lifecycle.start_ms);
+    Some(Duration::from_millis(
+        u64::try_from(lifetime_ms).unwrap_or(u64::MAX),
+    ))
 }
 
 #[cfg(test)]
@@ -137,5 +234,64 @@ mod tests {
         assert_eq!(lifetimes.recorded(&job(), "team", "b"), None);
         let deployment = Gvk::new("apps", "v1", "Deployment");
         assert_eq!(lifetimes.recorded(&deployment, "team", "a"), None);
+    }
+
+    fn launch_of_spec(
+        spec_hash: u64,
+        launch_index: u32,
+        start_ms: i64,
+        end_ms: i64,
+        outcome: pb::PodOutcome,
+    ) -> pb::PodLifecycle {
+        pb::PodLifecycle {
+            pod_spec_hash: spec_hash,
+            ..lifecycle("a", launch_index, start_ms, end_ms, outcome)
+        }
+    }
+
+    #[test]
+    fn each_launch_of_each_spec_keeps_its_own_lifetime() {
+        let owner = Owner::new(job(), "team", "a");
+        // Listed out of order: spec 9 was first started after spec 7.
+        let lifetimes = Lifetimes::from_lifecycles(&[
+            launch_of_spec(9, 1, 9_000, 10_000, pb::PodOutcome::Succeeded),
+            launch_of_spec(9, 0, 5_000, 8_000, pb::PodOutcome::Succeeded),
+            launch_of_spec(7, 1, 2_100, 0, pb::PodOutcome::Running),
+            launch_of_spec(7, 0, 0, 2_000, pb::PodOutcome::Failed),
+        ]);
+        assert!(lifetimes.has_owner(&owner));
+        assert_eq!(lifetimes.launch(&owner, 0, 0), Some(Duration::from_secs(2)));
+        assert_eq!(lifetimes.launch(&owner, 0, 1), None, "ran past the trace");
+        assert_eq!(lifetimes.launch(&owner, 1, 0), Some(Duration::from_secs(3)));
+        assert_eq!(lifetimes.launch(&owner, 1, 1), Some(Duration::from_secs(1)));
+        assert_eq!(lifetimes.launch(&owner, 1, 2), None, "not recorded");
+        assert_eq!(lifetimes.launch(&owner, 2, 0), None, "no third spec");
+        // The template still gets the earliest completed launch's.
+        assert_eq!(
+            lifetimes.recorded(&job(), "team", "a"),
+            Some(Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn owners_whose_pods_never_completed_need_no_matching() {
+        let lifetimes = Lifetimes::from_lifecycles(&[
+            lifecycle("a", 0, 0, 1_000, pb::PodOutcome::Succeeded),
+            lifecycle("b", 0, 0, 0, pb::PodOutcome::Running),
+        ]);
+        assert!(lifetimes.has_owner(&Owner::new(job(), "team", "a")));
+        assert!(!lifetimes.has_owner(&Owner::new(job(), "team", "b")));
+        assert_eq!(
+            lifetimes.launch(&Owner::new(job(), "team", "b"), 0, 0),
+            None
+        );
+    }
+
+    #[test]
+    fn annotation_values_are_whole_milliseconds_divided_by_speed() {
+        assert_eq!(annotation_value(Duration::from_secs(30), 10.0), "3000");
+        assert_eq!(annotation_value(Duration::from_millis(2), 3.0), "1");
+        assert_eq!(annotation_value(Duration::from_millis(1), 3.0), "0");
+        assert_eq!(annotation_value(Duration::from_millis(1500), 1.0), "1500");
     }
 }

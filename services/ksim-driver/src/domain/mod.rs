@@ -2,10 +2,11 @@
 //!
 //! - [`plan`] turns a trace into timed steps of object operations, rewritten by [`rewrite`]
 //!   (prefixed namespaces, the simulation root as owner, pods kept on virtual nodes) with pod
-//!   lifetimes from [`lifetimes`].
+//!   lifetimes from [`lifetimes`]; [`launches`] matches each started pod to its recorded launch.
 //! - [`spec`] checks a simulation spec whole, naming the field at fault.
 //! - [`report`] turns what the driver observed into the report, its files and its summary.
 
+pub mod launches;
 pub mod lifetimes;
 pub mod plan;
 pub mod report;

@@ -9,7 +9,7 @@ use ksim_nodes::labels::{
 };
 use serde_json::{Map, Value, json};
 
-use super::lifetimes::Lifetimes;
+use super::lifetimes::{Lifetimes, annotation_value};
 use super::{Gvk, RootRef, SIMULATION_LABEL, Target};
 
 /// Metadata the apiserver sets; ownerReferences too, because the recorded owners' uids do not
@@ -86,6 +86,14 @@ impl Rewriter {
     /// The simulated cluster's name for a recorded namespace: `<prefix>-<namespace>`.
     pub fn namespace(&self, recorded: &str) -> String {
         format!("{}-{recorded}", self.options.namespace_prefix)
+    }
+
+    /// The recorded namespace behind a simulated one, if it is one of this simulation's.
+    pub fn recorded_namespace<'a>(&self, simulated: &'a str) -> Option<&'a str> {
+        simulated
+            .strip_prefix(self.options.namespace_prefix.as_str())?
+            .strip_prefix('-')
+            .filter(|recorded| !recorded.is_empty())
     }
 
     /// A Namespace named `name` (already prefixed), labelled and owned by the simulation root.
@@ -168,7 +176,7 @@ impl Rewriter {
         let lifetime_ms = self
             .lifetimes
             .recorded(gvk, recorded_namespace, name)
-            .map(|lifetime| (lifetime.as_secs_f64() * 1000.0 / self.options.speed).round());
+            .map(|lifetime| annotation_value(lifetime, self.options.speed));
         for path in self.template_paths(gvk) {
             let Some(template) = object.pointer_mut(&path) else {
                 continue;
@@ -181,7 +189,7 @@ impl Rewriter {
                         name: err_name.clone(),
                         path: path.clone(),
                     })?;
-            self.rewrite_template(template, lifetime_ms)
+            self.rewrite_template(template, lifetime_ms.as_deref())
                 .map_err(|field| malformed(&format!("{path}/{field}"), "object or list"))?;
         }
         Ok((target, object))
@@ -233,7 +241,7 @@ impl Rewriter {
     fn rewrite_template(
         &self,
         template: &mut Map<String, Value>,
-        lifetime_ms: Option<f64>,
+        lifetime_ms: Option<&str>,
     ) -> Result<(), &'static str> {
         let metadata = child_object(template, "metadata").ok_or("metadata")?;
         child_object(metadata, "labels")
@@ -245,7 +253,7 @@ impl Rewriter {
         if let Some(ms) = lifetime_ms {
             child_object(metadata, "annotations")
                 .ok_or("metadata/annotations")?
-                .insert(LIFETIME_ANNOTATION.to_owned(), json!(format!("{ms:.0}")));
+                .insert(LIFETIME_ANNOTATION.to_owned(), json!(ms));
         }
 
         let spec = child_object(template, "spec").ok_or("spec")?;
@@ -445,6 +453,29 @@ mod tests {
         assert_eq!(namespace["metadata"]["name"], "ksim-sim-1-shop");
         assert_eq!(namespace["metadata"]["labels"][SIMULATION_LABEL], "sim-1");
         assert_eq!(namespace["metadata"]["ownerReferences"], root_owner());
+    }
+
+    #[test]
+    fn simulated_namespaces_map_back_to_recorded_ones() {
+        let rewriter = rewriter();
+        assert_eq!(
+            rewriter.recorded_namespace(&rewriter.namespace("shop")),
+            Some("shop")
+        );
+        assert_eq!(
+            rewriter.recorded_namespace("ksim-sim-1-a-b"),
+            Some("a-b"),
+            "a recorded namespace may hold dashes"
+        );
+        for other in [
+            "shop",
+            "ksim-sim-1",
+            "ksim-sim-1-",
+            "ksim-sim-12-shop",
+            "x-ksim-sim-1-shop",
+        ] {
+            assert_eq!(rewriter.recorded_namespace(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::{Trace, time::now_ms};
 use kube::Client;
-use tokio::time::Instant;
+use tokio::{sync::mpsc, time::Instant};
 
 use super::{
     cleanup::{Created, cleanup},
@@ -17,9 +17,12 @@ use super::{
     progress::Progress,
 };
 use crate::{
-    cluster::{applier::Applier, lease::SimulationLease, observer::Observer, root},
+    cluster::{
+        applier::Applier, launch_lifetimes, lease::SimulationLease, observer::Observer, root,
+    },
     config::Settings,
     domain::{
+        launches::Launches,
         lifetimes::Lifetimes,
         plan::{plan, template_paths},
         report,
@@ -134,6 +137,7 @@ async fn replay(
         .map_err(|e| format!("creating the simulation root: {e}"))?;
     created.root = Some(root.clone());
 
+    let lifetimes = Lifetimes::from_lifecycles(&trace.lifecycles);
     let rewriter = Rewriter::new(
         RewriteOptions {
             simulation_id: handle.id.clone(),
@@ -142,7 +146,7 @@ async fn replay(
             root: root.clone(),
             template_paths: template_paths(&trace.header),
         },
-        &Lifetimes::from_lifecycles(&trace.lifecycles),
+        &lifetimes,
     );
     let plan = plan(trace, &rewriter, spec.speed);
     let groups: BTreeSet<String> = spec
@@ -150,7 +154,23 @@ async fn replay(
         .iter()
         .map(|g| g.name().to_owned())
         .collect();
-    let observer = Observer::start(&ctx.client, &handle.id, groups, &ctx.settings.namespace);
+    // Started pods are matched to their recorded launches while the replay runs.
+    let (starts, _matching) = if lifetimes.is_empty() {
+        (None, None)
+    } else {
+        let (starts, started) = mpsc::unbounded_channel();
+        let launches = Launches::new(lifetimes, spec.speed);
+        let matching =
+            launch_lifetimes::spawn(ctx.client.clone(), rewriter.clone(), launches, started);
+        (Some(starts), Some(matching))
+    };
+    let observer = Observer::start(
+        &ctx.client,
+        &handle.id,
+        groups,
+        &ctx.settings.namespace,
+        starts,
+    );
 
     create_namespaces(&ctx.client, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);

@@ -282,6 +282,16 @@ pub type TraceObject = (&'static str, &'static str, &'static str, serde_json::Va
 /// A ksim trace file whose events are at the given offsets (ms) from its start; the window
 /// ends at `end_ms`.
 pub fn trace_file(events: Vec<(i64, Vec<TraceObject>)>, end_ms: i64) -> Vec<u8> {
+    trace_file_with_lifecycles(events, Vec::new(), end_ms)
+}
+
+/// As [`trace_file`], with pod lifecycles whose start and end are offsets (ms) from the start
+/// (an end of 0 stays 0: the pod had not ended).
+pub fn trace_file_with_lifecycles(
+    events: Vec<(i64, Vec<TraceObject>)>,
+    lifecycles: Vec<ksim_trace::pb::PodLifecycle>,
+    end_ms: i64,
+) -> Vec<u8> {
     use ksim_trace::pb;
     let start = 1_700_000_000_000;
     let header = pb::TraceHeader {
@@ -307,6 +317,16 @@ pub fn trace_file(events: Vec<(i64, Vec<TraceObject>)>, end_ms: i64) -> Vec<u8> 
                 timestamp_ms: start + offset,
                 applied,
                 deleted: Vec::new(),
+            })
+            .unwrap();
+    }
+    for lifecycle in lifecycles {
+        let ended = lifecycle.end_ms != 0;
+        writer
+            .write_lifecycle(&pb::PodLifecycle {
+                start_ms: start + lifecycle.start_ms,
+                end_ms: if ended { start + lifecycle.end_ms } else { 0 },
+                ..lifecycle
             })
             .unwrap();
     }

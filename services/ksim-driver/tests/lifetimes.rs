@@ -1,0 +1,250 @@
+//! Each replayed pod runs as long as the recorded launch it replays, on the real control plane
+//! (the Job and ReplicaSet controllers make the pods) and virtual nodes (which complete them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::{
+    api::core::v1::Pod,
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::{SignedDuration, Timestamp},
+};
+use ksim_nodes::labels::LIFETIME_ANNOTATION;
+use ksim_proto::ksim::driver::v1 as pb;
+use ksim_testenv::wait;
+use ksim_trace::pb as trace;
+use kube::{Api, api::ListParams};
+use serde_json::json;
+
+const NAMESPACE: &str = "life-shop";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
+    let mut mesh = start().await;
+    let file = trace_file_with_lifecycles(
+        vec![(
+            0,
+            vec![
+                ("batch/v1.Job", "shop", "batch", sequential_job()),
+                ("apps/v1.Deployment", "shop", "web", deployment("web", 1)),
+            ],
+        )],
+        vec![
+            // The Job's three pods, one after another: 1 s, 5 s, 2 s.
+            recorded(job(), "batch", 0, 0, 1_000),
+            recorded(job(), "batch", 1, 1_100, 6_100),
+            recorded(job(), "batch", 2, 6_200, 8_200),
+            // The Deployment's first pod failed after 2 s; its replacement ran to the end.
+            recorded(web(), "web", 0, 0, 2_000),
+            pb_running(recorded(web(), "web", 1, 2_100, 0)),
+        ],
+        120_000,
+    );
+    let simulation = mesh
+        .driver
+        .start_simulation(pb::StartSimulationRequest {
+            spec: Some(pb::SimulationSpec {
+                trace_source: uploaded(file),
+                speed: 1.0,
+                namespace_prefix: "life".to_owned(),
+                node_groups: vec![pool_group("life", 2)],
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .simulation
+        .unwrap();
+    let id = simulation.id;
+    let pods: Api<Pod> = Api::namespaced(mesh.client.clone(), NAMESPACE);
+
+    // The Job: every launch got its own lifetime, in launch order.
+    let job_pods = until_pods(&pods, "job-name=batch", |pods| {
+        pods.len() == 3 && pods.iter().all(|pod| phase(pod) == "Succeeded")
+    })
+    .await;
+    let lifetime_of = |value: &str| {
+        job_pods
+            .iter()
+            .find(|pod| annotation(pod) == Some(value))
+            .unwrap_or_else(|| panic!("no Job pod with lifetime {value}: {job_pods:#?}"))
+    };
+    let (first, second, third) = (
+        lifetime_of("1000"),
+        lifetime_of("5000"),
+        lifetime_of("2000"),
+    );
+    assert!(started(first) <= started(second), "launch 0 started first");
+    assert!(started(second) < started(third), "launch 1 before launch 2");
+    let ran = finished(second).duration_since(started(second));
+    assert!(
+        ran >= SignedDuration::from_secs(4),
+        "the 5 s launch ran {ran} (the template's 1 s would end it early)"
+    );
+
+    // The Deployment: its first pod ended after 2 s, its replacement runs on.
+    let web_pods = until_pods(&pods, "app=web", |pods| {
+        pods.iter().any(|pod| phase(pod) == "Succeeded")
+            && pods.iter().any(|pod| phase(pod) == "Running")
+    })
+    .await;
+    let ended: Vec<&Pod> = web_pods
+        .iter()
+        .filter(|p| phase(p) == "Succeeded")
+        .collect();
+    assert_eq!(ended.len(), 1, "{web_pods:#?}");
+    assert_eq!(annotation(ended[0]), Some("2000"));
+    let replacement = web_pods.iter().find(|p| phase(p) == "Running").unwrap();
+    wait::until("the replacement to lose its lifetime", DEADLINE, || async {
+        let pod = pods
+            .get(&name(replacement))
+            .await
+            .map_err(|e| e.to_string())?;
+        match annotation(&pod) {
+            None => Ok(()),
+            Some(value) => Err(format!("still {value}")),
+        }
+    })
+    .await
+    .unwrap();
+    // Twice the template's lifetime past its start, the replacement still runs.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let now = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    let finished_count = now.items.iter().filter(|p| phase(p) == "Succeeded").count();
+    assert_eq!(
+        finished_count, 1,
+        "only the first launch ended: {:#?}",
+        now.items
+    );
+    let still = pods.get(&name(replacement)).await.unwrap();
+    assert_eq!(phase(&still), "Running");
+
+    let cancelled = mesh
+        .driver
+        .cancel_simulation(pb::CancelSimulationRequest { id: id.clone() })
+        .await
+        .unwrap()
+        .into_inner()
+        .simulation
+        .unwrap();
+    assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    mesh.assert_nothing_left(&id, &["life"]).await;
+}
+
+fn job() -> trace::GroupVersionKind {
+    ksim_trace::gvk::parse("batch/v1.Job").unwrap()
+}
+
+fn web() -> trace::GroupVersionKind {
+    ksim_trace::gvk::parse("apps/v1.Deployment").unwrap()
+}
+
+/// A recorded launch that completed on its own between the offsets given.
+fn recorded(
+    owner: trace::GroupVersionKind,
+    name: &str,
+    launch_index: u32,
+    start_ms: i64,
+    end_ms: i64,
+) -> trace::PodLifecycle {
+    trace::PodLifecycle {
+        owner_gvk: Some(owner),
+        owner_namespace: "shop".to_owned(),
+        owner_name: name.to_owned(),
+        pod_spec_hash: 7,
+        launch_index,
+        start_ms,
+        end_ms,
+        outcome: trace::PodOutcome::Succeeded as i32,
+        pod_name: format!("{name}-{launch_index}"),
+    }
+}
+
+fn pb_running(lifecycle: trace::PodLifecycle) -> trace::PodLifecycle {
+    trace::PodLifecycle {
+        outcome: trace::PodOutcome::Running as i32,
+        ..lifecycle
+    }
+}
+
+fn sequential_job() -> serde_json::Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "batch"},
+        "spec": {
+            "completions": 3, "parallelism": 1,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "work", "image": "registry.example/batch:1"}]
+            }}
+        }
+    })
+}
+
+async fn until_pods(pods: &Api<Pod>, selector: &str, done: impl Fn(&[Pod]) -> bool) -> Vec<Pod> {
+    wait::until(&format!("pods {selector}"), DEADLINE, || async {
+        let list = pods
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| e.to_string())?;
+        if done(&list.items) {
+            Ok(list.items)
+        } else {
+            let phases: Vec<String> = list.items.iter().map(|p| phase(p).to_owned()).collect();
+            Err(format!("{phases:?}"))
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn annotation(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(LIFETIME_ANNOTATION)
+        .map(String::as_str)
+}
+
+fn name(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap()
+}
+
+fn started(pod: &Pod) -> Timestamp {
+    let Time(at) = pod.status.as_ref().unwrap().start_time.clone().unwrap();
+    at
+}
+
+/// When the pod's container finished, as the virtual node wrote it.
+fn finished(pod: &Pod) -> Timestamp {
+    let statuses = pod
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap();
+    let terminated = statuses[0]
+        .state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .as_ref()
+        .unwrap();
+    let Time(at) = terminated.finished_at.clone().unwrap();
+    at
+}
