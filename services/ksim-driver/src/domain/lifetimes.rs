@@ -151,11 +151,15 @@ pub fn annotation_value(lifetime: Duration, speed: f64) -> String {
     format!("{:.0}", (lifetime.as_secs_f64() * 1000.0 / speed).round())
 }
 
+/// How long a recorded pod ran, if it ended on its own. A pod that ended in an unknown way
+/// (SimKube records when, not how) counts as ended on its own, as SimKube replays it; one that
+/// was deleted does not, since the replayed deletes or its controller end it again.
 fn completed_lifetime(lifecycle: &pb::PodLifecycle) -> Option<Duration> {
-    let completed = matches!(
-        lifecycle.outcome(),
-        pb::PodOutcome::Succeeded | pb::PodOutcome::Failed
-    );
+    let completed = match lifecycle.outcome() {
+        pb::PodOutcome::Succeeded | pb::PodOutcome::Failed => true,
+        pb::PodOutcome::Unspecified => lifecycle.end_ms != 0,
+        pb::PodOutcome::Running | pb::PodOutcome::Deleted => false,
+    };
     if !completed || lifecycle.end_ms < lifecycle.start_ms {
         return None;
     }
@@ -215,11 +219,31 @@ mod tests {
         let lifetimes = Lifetimes::from_lifecycles(&[
             lifecycle("running", 0, 0, 10_000, pb::PodOutcome::Running),
             lifecycle("deleted", 0, 0, 10_000, pb::PodOutcome::Deleted),
-            lifecycle("unknown", 0, 0, 10_000, pb::PodOutcome::Unspecified),
+            lifecycle("not-ended", 0, 5_000, 0, pb::PodOutcome::Unspecified),
             lifecycle("backwards", 0, 10_000, 5_000, pb::PodOutcome::Succeeded),
         ]);
         assert_eq!(lifetimes, Lifetimes::default());
         assert_eq!(lifetimes.recorded(&job(), "team", "running"), None);
+    }
+
+    #[test]
+    fn pods_that_ended_in_an_unknown_way_complete_as_simkube_replays_them() {
+        // What a converted SimKube trace holds for a finished pod.
+        let lifetimes = Lifetimes::from_lifecycles(&[lifecycle(
+            "imported",
+            0,
+            2_000,
+            9_000,
+            pb::PodOutcome::Unspecified,
+        )]);
+        assert_eq!(
+            lifetimes.recorded(&job(), "team", "imported"),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            lifetimes.launch(&Owner::new(job(), "team", "imported"), 0, 0),
+            Some(Duration::from_secs(7))
+        );
     }
 
     #[test]
