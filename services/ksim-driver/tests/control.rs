@@ -19,16 +19,6 @@ fn spec(file: Vec<u8>, group: &str, on_error: pb::OnErrorPolicy) -> pb::Simulati
     }
 }
 
-async fn start_simulation(
-    mesh: &mut TestMesh,
-    spec: pb::SimulationSpec,
-) -> Result<pb::Simulation, tonic::Status> {
-    mesh.driver
-        .start_simulation(pb::StartSimulationRequest { spec: Some(spec) })
-        .await
-        .map(|r| r.into_inner().simulation.unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile() {
     let mut mesh = start().await;
@@ -46,12 +36,10 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
         ],
         180_000,
     );
-    let first = start_simulation(
-        &mut mesh,
-        spec(file.clone(), "c1", pb::OnErrorPolicy::Continue),
-    )
-    .await
-    .unwrap();
+    let first = mesh
+        .start_simulation(spec(file.clone(), "c1", pb::OnErrorPolicy::Continue))
+        .await
+        .unwrap();
     let id = first.id.clone();
     mesh.until_state(&id, pb::SimulationState::Running).await;
     ksim_testenv::wait::until("2 replayed pods Running", DEADLINE, || {
@@ -79,7 +67,8 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
     .await
     .unwrap();
 
-    let refused = start_simulation(&mut mesh, spec(file, "c2", pb::OnErrorPolicy::Continue))
+    let refused = mesh
+        .start_simulation(spec(file, "c2", pb::OnErrorPolicy::Continue))
         .await
         .unwrap_err();
     assert_eq!(
@@ -89,14 +78,7 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
     );
     assert!(refused.message().contains(&id), "{}", refused.message());
 
-    let cancelled = mesh
-        .driver
-        .cancel_simulation(pb::CancelSimulationRequest { id: id.clone() })
-        .await
-        .unwrap()
-        .into_inner()
-        .simulation
-        .unwrap();
+    let cancelled = mesh.cancel(&id).await;
     assert_eq!(
         cancelled.state(),
         pb::SimulationState::Cancelled,
@@ -123,16 +105,14 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
     let mut mesh = start().await;
-    let garbage = start_simulation(
-        &mut mesh,
-        spec(
+    let garbage = mesh
+        .start_simulation(spec(
             b"certainly not a trace".to_vec(),
             "g",
             pb::OnErrorPolicy::Continue,
-        ),
-    )
-    .await
-    .unwrap_err();
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(garbage.code(), tonic::Code::InvalidArgument);
     assert!(
         garbage.message().contains("spec.trace_file"),
@@ -145,7 +125,8 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
         1000,
     );
     truncated.truncate(truncated.len() - 8);
-    let truncated = start_simulation(&mut mesh, spec(truncated, "g", pb::OnErrorPolicy::Continue))
+    let truncated = mesh
+        .start_simulation(spec(truncated, "g", pb::OnErrorPolicy::Continue))
         .await
         .unwrap_err();
     assert_eq!(
@@ -156,7 +137,7 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
 
     let mut negative = spec(trace_file(vec![], 1000), "g", pb::OnErrorPolicy::Continue);
     negative.speed = -1.0;
-    let negative = start_simulation(&mut mesh, negative).await.unwrap_err();
+    let negative = mesh.start_simulation(negative).await.unwrap_err();
     assert_eq!(negative.code(), tonic::Code::InvalidArgument);
     assert!(
         negative.message().contains("spec.speed"),
@@ -185,7 +166,8 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
         vec![(0, vec![("v1.ConfigMap", "a", "b", config_map("b"))])],
         1000,
     );
-    let clash = start_simulation(&mut mesh, spec(file, "taken", pb::OnErrorPolicy::Continue))
+    let clash = mesh
+        .start_simulation(spec(file, "taken", pb::OnErrorPolicy::Continue))
         .await
         .unwrap();
     let ended = mesh.until_done(&clash.id).await;
@@ -224,12 +206,10 @@ async fn objects_the_cluster_refuses_are_reported_and_on_error_decides() {
         2000,
     );
 
-    let kept_going = start_simulation(
-        &mut mesh,
-        spec(file.clone(), "e1", pb::OnErrorPolicy::Continue),
-    )
-    .await
-    .unwrap();
+    let kept_going = mesh
+        .start_simulation(spec(file.clone(), "e1", pb::OnErrorPolicy::Continue))
+        .await
+        .unwrap();
     let ended = mesh.until_done(&kept_going.id).await;
     assert_eq!(
         ended.state(),
@@ -259,7 +239,8 @@ async fn objects_the_cluster_refuses_are_reported_and_on_error_decides() {
     }
     mesh.assert_nothing_left(&kept_going.id, &["e1"]).await;
 
-    let stopped = start_simulation(&mut mesh, spec(file, "e2", pb::OnErrorPolicy::Stop))
+    let stopped = mesh
+        .start_simulation(spec(file, "e2", pb::OnErrorPolicy::Stop))
         .await
         .unwrap();
     let ended = mesh.until_done(&stopped.id).await;

@@ -44,20 +44,14 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
         120_000,
     );
     let simulation = mesh
-        .driver
-        .start_simulation(pb::StartSimulationRequest {
-            spec: Some(pb::SimulationSpec {
-                trace_source: uploaded(file),
-                speed: 1.0,
-                namespace_prefix: "life".to_owned(),
-                node_groups: vec![pool_group("life", 2)],
-                ..Default::default()
-            }),
+        .start_simulation(pb::SimulationSpec {
+            trace_source: uploaded(file),
+            speed: 1.0,
+            namespace_prefix: "life".to_owned(),
+            node_groups: vec![pool_group("life", 2)],
+            ..Default::default()
         })
         .await
-        .unwrap()
-        .into_inner()
-        .simulation
         .unwrap();
     let id = simulation.id;
     let pods: Api<Pod> = Api::namespaced(mesh.client.clone(), NAMESPACE);
@@ -126,14 +120,7 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
     let still = pods.get(&name(replacement)).await.unwrap();
     assert_eq!(phase(&still), "Running");
 
-    let cancelled = mesh
-        .driver
-        .cancel_simulation(pb::CancelSimulationRequest { id: id.clone() })
-        .await
-        .unwrap()
-        .into_inner()
-        .simulation
-        .unwrap();
+    let cancelled = mesh.cancel(&id).await;
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
     mesh.assert_nothing_left(&id, &["life"]).await;
 }

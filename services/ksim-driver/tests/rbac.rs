@@ -34,18 +34,12 @@ async fn a_simulation_runs_and_cleans_up_as_the_drivers_service_account() {
         3000,
     );
     let started = mesh
-        .driver
-        .start_simulation(pb::StartSimulationRequest {
-            spec: Some(pb::SimulationSpec {
-                trace_source: uploaded(file),
-                node_groups: vec![pool_group("r", 1)],
-                ..Default::default()
-            }),
+        .start_simulation(pb::SimulationSpec {
+            trace_source: uploaded(file),
+            node_groups: vec![pool_group("r", 1)],
+            ..Default::default()
         })
         .await
-        .unwrap()
-        .into_inner()
-        .simulation
         .unwrap();
     let ended = mesh.until_done(&started.id).await;
     assert_eq!(

@@ -39,14 +39,7 @@ async fn a_recorded_scenario_replays_at_1x_and_10x_and_leaves_nothing_behind() {
             node_groups: vec![pool_group("sim", 3)],
             ..Default::default()
         };
-        let started = mesh
-            .driver
-            .start_simulation(pb::StartSimulationRequest { spec: Some(spec) })
-            .await
-            .unwrap()
-            .into_inner()
-            .simulation
-            .unwrap();
+        let started = mesh.start_simulation(spec).await.unwrap();
         let id = started.id.clone();
         let ended = mesh.until_done(&id).await;
         assert_eq!(

@@ -165,6 +165,26 @@ pub fn pool_group(name: &str, count: i32) -> pb::NodeGroupSpec {
 }
 
 impl TestMesh {
+    pub async fn start_simulation(
+        &mut self,
+        spec: pb::SimulationSpec,
+    ) -> Result<pb::Simulation, tonic::Status> {
+        self.driver
+            .start_simulation(pb::StartSimulationRequest { spec: Some(spec) })
+            .await
+            .map(|r| r.into_inner().simulation.unwrap())
+    }
+
+    pub async fn cancel(&mut self, id: &str) -> pb::Simulation {
+        self.driver
+            .cancel_simulation(pb::CancelSimulationRequest { id: id.to_owned() })
+            .await
+            .unwrap()
+            .into_inner()
+            .simulation
+            .unwrap()
+    }
+
     /// Follows WatchSimulation to its last message and returns the simulation then.
     pub async fn until_done(&mut self, id: &str) -> pb::Simulation {
         let mut stream = self
