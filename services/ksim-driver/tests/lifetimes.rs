@@ -37,9 +37,9 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
             recorded(job(), "batch", 0, 0, 1_000),
             recorded(job(), "batch", 1, 1_100, 6_100),
             recorded(job(), "batch", 2, 6_200, 8_200),
-            // The Deployment's first pod failed after 2 s; its replacement ran to the end.
+            // The Deployment's first pod ended after 2 s; its replacement ran to the end.
             recorded(web(), "web", 0, 0, 2_000),
-            pb_running(recorded(web(), "web", 1, 2_100, 0)),
+            ran_on(recorded(web(), "web", 1, 2_100, 0)),
         ],
         120_000,
     );
@@ -154,7 +154,8 @@ fn recorded(
     }
 }
 
-fn pb_running(lifecycle: trace::PodLifecycle) -> trace::PodLifecycle {
+/// The same launch, still running when the recording ended.
+fn ran_on(lifecycle: trace::PodLifecycle) -> trace::PodLifecycle {
     trace::PodLifecycle {
         outcome: trace::PodOutcome::Running as i32,
         ..lifecycle

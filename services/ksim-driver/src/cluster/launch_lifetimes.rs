@@ -1,6 +1,6 @@
 //! Gives each replayed pod, as it starts, the lifetime of the recorded launch it replays.
 //!
-//! The observer hands over every simulation pod it first sees Running. This task finds the
+//! The observer hands over every simulation pod as it first sees it started. This task finds the
 //! pod's recorded owner by walking its controller references (a Deployment's pod is owned by a
 //! ReplicaSet the replay never applied, so each hop above the pod is read from the apiserver,
 //! once), counts the launch ([`Launches`]) and, when the pod's `ksim.io/lifetime-ms` (copied
@@ -97,6 +97,11 @@ impl Matcher {
         let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
         let spec_hash = ksim_trace::hash::pod_spec_hash(&json!({ "spec": spec }));
         let wanted = self.launches.start(&owner, spec_hash);
+        // A pod that ended before it was seen running still counts as a launch, but is done.
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            return Ok(());
+        }
         let current = pod
             .metadata
             .annotations

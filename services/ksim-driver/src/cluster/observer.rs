@@ -1,6 +1,7 @@
 //! Watches what the simulated cluster does: the simulation's pods (by phase, unscheduled, how
 //! long each stayed Pending), its virtual nodes per group, and resizes of its seat Deployments
-//! (cluster-autoscaler's scale-ups and scale-downs, made through the cloud provider).
+//! (cluster-autoscaler's scale-ups and scale-downs, made through the cloud provider). Pods
+//! are also handed over as they start, for matching to their recorded launches.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -43,7 +44,7 @@ struct Seen {
     nodes: HashMap<String, (String, bool)>,
     seat_replicas: HashMap<String, i32>,
     scale_events: Vec<ScaleEvent>,
-    /// Where pods first seen Running go, if anyone asked.
+    /// Where pods go when first seen started, if anyone asked.
     starts: Option<mpsc::UnboundedSender<Pod>>,
 }
 
@@ -57,7 +58,8 @@ struct PodSeen {
 
 impl Observer {
     /// Starts watching. Offsets in samples and scale events count from [`Observer::set_origin`].
-    /// Each simulation pod first seen Running is also sent to `starts`, if given.
+    /// Each simulation pod is also sent to `starts`, if given, when first seen started (Running,
+    /// or already finished if it ended before the watch saw it run).
     pub fn start(
         client: &Client,
         simulation_id: &str,
@@ -213,9 +215,7 @@ impl Seen {
         if !entry.ran && matches!(phase.as_str(), "Running" | "Succeeded" | "Failed") {
             entry.ran = true;
             self.pending_times.push(entry.first_seen.elapsed());
-            if phase == "Running"
-                && let Some(starts) = &self.starts
-            {
+            if let Some(starts) = &self.starts {
                 // The receiver goes with the simulation; a start after it is of no use.
                 let _ = starts.send(pod.clone());
             }
