@@ -13,12 +13,12 @@ const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 /// Where the driver's gRPC API is.
 #[derive(Debug, Clone, Args)]
 pub struct DriverArgs {
-    /// The driver's gRPC API (`ksim up` serves it on port 50064).
+    /// The driver's gRPC API (`ksim up` serves it on port 7064).
     #[arg(
         long = "driver",
         value_name = "URL",
         env = "KSIM_DRIVER_URL",
-        default_value = "http://127.0.0.1:50064"
+        default_value = "http://127.0.0.1:7064"
     )]
     pub url: String,
 }

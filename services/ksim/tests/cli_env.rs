@@ -162,17 +162,17 @@ async fn up_serves_every_service_until_down() {
     let recorded: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&env_file).unwrap()).unwrap();
     assert_eq!(recorded["pid"], up.id());
-    assert_eq!(recorded["urls"]["driver"], "http://127.0.0.1:50064");
+    assert_eq!(recorded["urls"]["driver"], "http://127.0.0.1:7064");
     assert!(Path::new(recorded["kubeconfig"].as_str().unwrap()).is_file());
 
     for (port, service) in [
-        (50061, "ksim.trace.v1.TraceStore"),
-        (50062, "ksim.vnode.v1.VirtualNodePool"),
+        (7061, "ksim.trace.v1.TraceStore"),
+        (7062, "ksim.vnode.v1.VirtualNodePool"),
         (
-            50063,
+            7063,
             "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider",
         ),
-        (50064, "ksim.driver.v1.Driver"),
+        (7064, "ksim.driver.v1.Driver"),
     ] {
         assert!(serving(port, service).await, "{service} not serving");
     }
@@ -183,7 +183,7 @@ async fn up_serves_every_service_until_down() {
     // A replay through the driver, and its report again by id.
     let trace = state.path().join("shop.ksim");
     write_trace(&trace);
-    let driver = ["--driver", "http://127.0.0.1:50064"];
+    let driver = ["--driver", "http://127.0.0.1:7064"];
     let run = ksim(
         state.path(),
         &[
@@ -233,11 +233,11 @@ async fn up_serves_every_service_until_down() {
     let printed = String::from_utf8(output.stdout).unwrap();
     assert!(printed.contains("export KUBECONFIG="), "{printed}");
     assert!(
-        printed.contains("grpcurl -plaintext 127.0.0.1:50064"),
+        printed.contains("grpcurl -plaintext 127.0.0.1:7064"),
         "{printed}"
     );
     assert!(!env_file.exists());
-    for port in [50061, 50062, 50063, 50064] {
+    for port in [7061, 7062, 7063, 7064] {
         assert!(
             std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
             "port {port} still open"

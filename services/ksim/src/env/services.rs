@@ -16,7 +16,10 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-/// One ksim service of the local environment, on fixed loopback ports.
+/// One ksim service of the local environment, on fixed loopback ports. They lie below the
+/// ephemeral port range (Linux: 32768-60999, IANA: 49152-65535): a port in it may be the local
+/// end of any outgoing connection, such as a control-plane component's to the API server, and
+/// then `ksim up` cannot bind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServiceSpec {
     /// Short name, used for the log file.
@@ -42,7 +45,7 @@ impl ServiceSpec {
 pub const TRACER: ServiceSpec = ServiceSpec {
     name: "tracer",
     binary: "ksim-tracer",
-    grpc_port: 50061,
+    grpc_port: 7061,
     admin_port: 9161,
     health_service: ksim_proto::ksim::trace::v1::trace_store_server::SERVICE_NAME,
 };
@@ -50,7 +53,7 @@ pub const TRACER: ServiceSpec = ServiceSpec {
 pub const POOL: ServiceSpec = ServiceSpec {
     name: "pool",
     binary: "ksim-vnode",
-    grpc_port: 50062,
+    grpc_port: 7062,
     admin_port: 9162,
     health_service: ksim_proto::ksim::vnode::v1::virtual_node_pool_server::SERVICE_NAME,
 };
@@ -58,7 +61,7 @@ pub const POOL: ServiceSpec = ServiceSpec {
 pub const CLOUD_PROVIDER: ServiceSpec = ServiceSpec {
     name: "cloudprov",
     binary: "ksim-cloudprov",
-    grpc_port: 50063,
+    grpc_port: 7063,
     admin_port: 9163,
     health_service:
         ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::cloud_provider_server::SERVICE_NAME,
@@ -67,7 +70,7 @@ pub const CLOUD_PROVIDER: ServiceSpec = ServiceSpec {
 pub const DRIVER: ServiceSpec = ServiceSpec {
     name: "driver",
     binary: "ksim-driver",
-    grpc_port: 50064,
+    grpc_port: 7064,
     admin_port: 9164,
     health_service: ksim_proto::ksim::driver::v1::driver_server::SERVICE_NAME,
 };
@@ -330,6 +333,25 @@ mod tests {
         assert!(!is_alive(pid));
         child.wait().unwrap();
         assert!(!is_alive(pid));
+    }
+
+    #[test]
+    fn fixed_ports_are_distinct_and_outside_the_ephemeral_range() {
+        let ports: Vec<u16> = [TRACER, POOL, CLOUD_PROVIDER, DRIVER]
+            .iter()
+            .flat_map(|spec| [spec.grpc_port, spec.admin_port])
+            .collect();
+        let distinct: std::collections::HashSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        // This machine's range where it can be read, the lower of Linux's and IANA's otherwise.
+        let lowest_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|range| range.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32768_u16)
+            .min(32768);
+        for port in ports {
+            assert!(port < lowest_ephemeral, "port {port} is ephemeral");
+        }
     }
 
     #[test]

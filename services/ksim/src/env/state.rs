@@ -104,10 +104,10 @@ mod tests {
             pid: 4242,
             kubeconfig: PathBuf::from("/tmp/kubeconfig"),
             urls: Urls {
-                tracer: "http://127.0.0.1:50061".into(),
-                pool: "http://127.0.0.1:50062".into(),
-                cloud_provider: "http://127.0.0.1:50063".into(),
-                driver: "http://127.0.0.1:50064".into(),
+                tracer: "http://127.0.0.1:7061".into(),
+                pool: "http://127.0.0.1:7062".into(),
+                cloud_provider: "http://127.0.0.1:7063".into(),
+                driver: "http://127.0.0.1:7064".into(),
             },
             started_at: "2025-01-01T00:00:00Z".into(),
         }

@@ -37,7 +37,7 @@ pub struct ServerArgs {
     #[arg(
         long,
         env = "KSIM_TRACER_ADDR",
-        default_value = "http://127.0.0.1:50061"
+        default_value = "http://127.0.0.1:7061"
     )]
     pub server: String,
 }
