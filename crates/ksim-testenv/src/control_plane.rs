@@ -24,6 +24,8 @@ const SERVICE_CIDR: &str = "10.0.0.0/24";
 // The first address of SERVICE_CIDR: in-cluster clients reach the apiserver there.
 const KUBERNETES_SERVICE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// Starts tried when a component finds its port taken (see [`ControlPlaneBuilder::start`]).
+const START_ATTEMPTS: u32 = 3;
 
 /// Options for [`ControlPlane`]; see [`ControlPlane::builder`].
 #[derive(Debug, Clone)]
@@ -95,21 +97,54 @@ impl ControlPlaneBuilder {
 
     /// Starts the components in order and waits until each is ready. On failure everything
     /// started is killed and the directory with the logs is kept and named in the error.
+    ///
+    /// A component's port is free when chosen but only bound when the component starts; an
+    /// outgoing connection may take it in between (ports come from the ephemeral range). Such
+    /// a start is tried again on fresh ports, up to [`START_ATTEMPTS`] times in all.
     pub async fn start(self) -> Result<ControlPlane, Error> {
         let binaries = match self.binaries.clone() {
             Some(binaries) => binaries,
             None => ControlPlaneBinaries::locate()?,
         };
-        let dir = tempfile::Builder::new()
-            .prefix("ksim-control-plane-")
-            .tempdir()
-            .map_err(Error::io(
-                "cannot create a directory in",
-                std::env::temp_dir(),
-            ))?;
+        let mut attempt = 1;
+        loop {
+            let dir = tempfile::Builder::new()
+                .prefix("ksim-control-plane-")
+                .tempdir()
+                .map_err(Error::io(
+                    "cannot create a directory in",
+                    std::env::temp_dir(),
+                ))?;
+            match self.start_in(&binaries, dir).await {
+                Ok(control_plane) => return Ok(control_plane),
+                Err((source, dir)) if attempt < START_ATTEMPTS && source.is_port_taken() => {
+                    tracing::warn!(
+                        attempt,
+                        %source,
+                        "a port was taken before its component bound it; starting again"
+                    );
+                    drop(dir);
+                    attempt += 1;
+                }
+                Err((source, dir)) => {
+                    return Err(Error::Start {
+                        dir: dir.keep(),
+                        source: Box::new(source),
+                    });
+                }
+            }
+        }
+    }
+
+    /// One start with `dir` for files and logs; on failure, why, and the directory.
+    async fn start_in(
+        &self,
+        binaries: &ControlPlaneBinaries,
+        dir: TempDir,
+    ) -> Result<ControlPlane, (Error, TempDir)> {
         let mut starting = Starting {
-            builder: &self,
-            binaries: &binaries,
+            builder: self,
+            binaries,
             dir: dir.path(),
             processes: Vec::new(),
         };
@@ -126,10 +161,7 @@ impl ControlPlaneBuilder {
             }),
             Err(source) => {
                 drop(processes);
-                Err(Error::Start {
-                    dir: dir.keep(),
-                    source: Box::new(source),
-                })
+                Err((source, dir))
             }
         }
     }
@@ -520,4 +552,43 @@ fn advertise_address() -> Option<IpAddr> {
 
 fn flag(name: &str, path: &Path) -> String {
     format!("{name}={}", path.display())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// Starts only etcd, on `client_port`, and waits for it as a control-plane start does.
+    async fn etcd_on(client_port: u16) -> Result<(), Error> {
+        let binaries = ControlPlaneBinaries::locate().unwrap();
+        let builder = ControlPlaneBuilder::default().ready_timeout(Duration::from_secs(60));
+        let dir = tempfile::tempdir().unwrap();
+        let mut starting = Starting {
+            builder: &builder,
+            binaries: &binaries,
+            dir: dir.path(),
+            processes: Vec::new(),
+        };
+        starting.start_etcd(client_port)?;
+        let result = starting.wait(0, "etcd", || tcp_open(client_port)).await;
+        drop(std::mem::take(&mut starting.processes));
+        result
+    }
+
+    #[tokio::test]
+    async fn a_component_whose_port_was_taken_is_told_apart() {
+        // Held by a connection's local end, as an outgoing connection from the ephemeral
+        // range would hold it; a listener would make etcd's port look open.
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let taken = client.local_addr().unwrap().port();
+
+        let error = etcd_on(taken).await.unwrap_err();
+        assert!(error.is_port_taken(), "{error}");
+
+        let free = free_port().unwrap();
+        etcd_on(free).await.unwrap();
+    }
 }

@@ -65,6 +65,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether a component exited because a port it was given was taken (Go's net package
+    /// says "bind: address already in use"), so a start on other ports may succeed.
+    pub fn is_port_taken(&self) -> bool {
+        match self {
+            Self::Exited { log_tail, .. } => log_tail.contains("bind: address already in use"),
+            Self::Start { source, .. } => source.is_port_taken(),
+            _ => false,
+        }
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
@@ -75,5 +85,41 @@ impl Error {
             path,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    fn exited(log_tail: &str) -> Error {
+        Error::Exited {
+            component: "kube-apiserver",
+            status: std::process::ExitStatus::from_raw(256),
+            log_tail: log_tail.to_owned(),
+        }
+    }
+
+    #[test]
+    fn only_an_exit_on_a_taken_port_counts_as_one() {
+        let taken = exited(
+            "E1121 failed to listen on 127.0.0.1:41234: listen tcp 127.0.0.1:41234: \
+             bind: address already in use",
+        );
+        assert!(taken.is_port_taken());
+        let wrapped = Error::Start {
+            dir: PathBuf::from("/tmp/x"),
+            source: Box::new(taken),
+        };
+        assert!(wrapped.is_port_taken());
+        assert!(!exited("Error: unknown flag: --no-such-flag").is_port_taken());
+        let not_ready = Error::NotReady {
+            component: "etcd",
+            seconds: 1,
+            log_tail: "bind: address already in use".to_owned(),
+        };
+        assert!(!not_ready.is_port_taken());
     }
 }
