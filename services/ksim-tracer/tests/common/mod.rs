@@ -23,14 +23,36 @@ pub struct Tracer {
     pub log_path: PathBuf,
 }
 
+/// Tries at starting the tracer. Its ports are free when chosen but bound only once it has
+/// started its watches, whose connections take local ports from the same range.
+const START_ATTEMPTS: u32 = 3;
+
 impl Tracer {
-    /// Starts the tracer and waits until its gRPC API answers.
+    /// Starts the tracer and waits until its gRPC API answers; on fresh ports again if it
+    /// exits because one was taken meanwhile.
     pub async fn start(
         kubeconfig: &Path,
         data_dir: &Path,
         config: Option<&str>,
         extra: &[&str],
     ) -> Tracer {
+        let mut attempt = 1;
+        loop {
+            let mut tracer = Self::spawn(kubeconfig, data_dir, config, extra);
+            match tracer.answering().await {
+                Ok(()) => return tracer,
+                Err(_)
+                    if attempt < START_ATTEMPTS
+                        && tracer.log_tail().contains("Address already in use") =>
+                {
+                    attempt += 1;
+                }
+                Err(error) => panic!("{error}\n{}", tracer.log_tail()),
+            }
+        }
+    }
+
+    fn spawn(kubeconfig: &Path, data_dir: &Path, config: Option<&str>, extra: &[&str]) -> Tracer {
         let port = free_port().unwrap();
         let admin = free_port().unwrap();
         let log_path = data_dir.with_extension(format!("{port}.log"));
@@ -52,30 +74,38 @@ impl Tracer {
             std::fs::write(&path, config).unwrap();
             command.arg(format!("--config={}", path.display()));
         }
-        let child = command.spawn().unwrap();
-        let tracer = Tracer {
-            child,
+        Tracer {
+            child: command.spawn().unwrap(),
             address: format!("http://127.0.0.1:{port}"),
             data_dir: data_dir.to_owned(),
             log_path,
-        };
-        let address = tracer.address.clone();
-        wait::until("the tracer's gRPC API answers", DEADLINE, || {
-            let address = address.clone();
-            async move {
-                let mut client = TraceStoreClient::connect(address)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                client
+        }
+    }
+
+    /// Waits until the gRPC API answers; an error at once if the tracer exits first.
+    async fn answering(&mut self) -> Result<(), String> {
+        let started = tokio::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Err(format!("the tracer exited ({status})"));
+            }
+            let answered = match TraceStoreClient::connect(self.address.clone()).await {
+                Ok(mut client) => client
                     .stats(pb::StatsRequest::default())
                     .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            match answered {
+                Ok(_) => return Ok(()),
+                Err(last) if started.elapsed() >= DEADLINE => {
+                    return Err(format!(
+                        "the tracer's gRPC API did not answer in {DEADLINE:?}: {last}"
+                    ));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", tracer.log_tail()));
-        tracer
+        }
     }
 
     pub async fn client(&self) -> TraceStoreClient<Channel> {
