@@ -23,8 +23,9 @@ pub struct Tracer {
     pub log_path: PathBuf,
 }
 
-/// Tries at starting the tracer. Its ports are free when chosen but bound only once it has
-/// started its watches, whose connections take local ports from the same range.
+/// How many times the tracer is started before a taken port fails the test. Its ports are free
+/// when chosen but bound only after it opens its watches, whose connections take local ports
+/// from the same range.
 const START_ATTEMPTS: u32 = 3;
 
 impl Tracer {
