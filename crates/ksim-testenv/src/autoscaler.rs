@@ -35,20 +35,31 @@ pub const DEFAULT_GRPC_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The CA release pinned in deploy/cluster-autoscaler/versions.env, e.g. `1.35.2`.
 pub fn cluster_autoscaler_version() -> &'static str {
-    pinned("CLUSTER_AUTOSCALER_VERSION")
+    pinned("CLUSTER_AUTOSCALER_VERSION").unwrap_or("unknown")
 }
 
-/// The Go module version of that release (a pseudo-version: CA's tags are not semver).
+/// The Go module version of the pinned release (a pseudo-version: CA's tags are not semver).
 pub fn cluster_autoscaler_module_version() -> &'static str {
-    pinned("CLUSTER_AUTOSCALER_MODULE_VERSION")
+    pinned(&release_key(cluster_autoscaler_version(), "MODULE_VERSION")).unwrap_or("unknown")
 }
 
-fn pinned(key: &str) -> &'static str {
+/// The releases deploy/test.sh builds and the version tests run against, pinned release first.
+pub fn tested_cluster_autoscaler_versions() -> Vec<&'static str> {
+    pinned("CLUSTER_AUTOSCALER_TESTED_VERSIONS")
+        .map(|versions| versions.split_whitespace().collect())
+        .unwrap_or_default()
+}
+
+/// versions.env's key for a fact of one release: `1.34.5` -> `CLUSTER_AUTOSCALER_1_34_5_<fact>`.
+fn release_key(version: &str, fact: &str) -> String {
+    format!("CLUSTER_AUTOSCALER_{}_{fact}", version.replace('.', "_"))
+}
+
+fn pinned(key: &str) -> Option<&'static str> {
     VERSIONS_ENV
         .lines()
         .find_map(|line| line.trim().strip_prefix(key)?.strip_prefix('='))
-        .map(str::trim)
-        .unwrap_or("unknown")
+        .map(|value| value.trim().trim_matches('"'))
 }
 
 /// The cluster-autoscaler executable.
@@ -58,26 +69,38 @@ pub struct ClusterAutoscalerBinary {
 }
 
 impl ClusterAutoscalerBinary {
-    /// `KSIM_CLUSTER_AUTOSCALER_BIN_DIR` if set, otherwise the cache that build.sh fills for the
-    /// pinned release.
+    /// The pinned release: `KSIM_CLUSTER_AUTOSCALER_BIN_DIR` if set, otherwise the cache that
+    /// build.sh fills.
     pub fn locate() -> Result<Self, Error> {
+        Self::locate_release(cluster_autoscaler_version())
+    }
+
+    /// Release `version` (e.g. `1.34.5`) as `deploy/cluster-autoscaler/build.sh VERSION` caches
+    /// it. `KSIM_CLUSTER_AUTOSCALER_BIN_DIR` stands in for the pinned release only.
+    pub fn locate_release(version: &str) -> Result<Self, Error> {
         let dir = match std::env::var_os(BIN_DIR_ENV) {
-            Some(dir) => PathBuf::from(dir),
-            None => cache_root()?
-                .join(format!(
-                    "cluster-autoscaler-{}",
-                    cluster_autoscaler_version()
-                ))
+            Some(dir) if version == cluster_autoscaler_version() => PathBuf::from(dir),
+            _ => cache_root()?
+                .join(format!("cluster-autoscaler-{version}"))
                 .join("bin"),
         };
-        Self::in_dir(&dir)
+        Self::in_dir(&dir).map_err(|error| match error {
+            Error::MissingClusterAutoscaler { path, .. } => Error::MissingClusterAutoscaler {
+                path,
+                version: version.to_owned(),
+            },
+            other => other,
+        })
     }
 
     /// `dir/cluster-autoscaler`, which must exist.
     pub fn in_dir(dir: &Path) -> Result<Self, Error> {
         let path = dir.join(NAME);
         if !path.is_file() {
-            return Err(Error::MissingClusterAutoscaler { path });
+            return Err(Error::MissingClusterAutoscaler {
+                path,
+                version: cluster_autoscaler_version().to_owned(),
+            });
         }
         Ok(Self { path })
     }
@@ -536,6 +559,27 @@ mod tests {
     }
 
     #[test]
+    fn every_tested_release_is_pinned_with_its_sums() {
+        let tested = tested_cluster_autoscaler_versions();
+        assert_eq!(
+            tested.first(),
+            Some(&cluster_autoscaler_version()),
+            "{tested:?}"
+        );
+        for version in tested {
+            for fact in ["MODULE_VERSION", "ARCHIVE_SHA256", "TREE_SHA256"] {
+                let key = release_key(version, fact);
+                assert!(pinned(&key).is_some_and(|v| !v.is_empty()), "{key} missing");
+            }
+            let sum = pinned(&release_key(version, "ARCHIVE_SHA256")).unwrap_or_default();
+            assert!(
+                sum.len() == 64 && sum.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{sum}"
+            );
+        }
+    }
+
+    #[test]
     fn ca_and_the_control_plane_share_a_kubernetes_minor() {
         let ca_minor = cluster_autoscaler_version().split('.').nth(1);
         let k8s_minor = crate::kubernetes_version().split('.').nth(1);
@@ -552,6 +596,9 @@ mod tests {
             "{message}"
         );
         assert!(message.contains(BIN_DIR_ENV), "{message}");
+        // Another release names itself, for its own build command.
+        let err = ClusterAutoscalerBinary::locate_release("0.0.1").unwrap_err();
+        assert!(err.to_string().contains("build.sh 0.0.1"), "{err}");
     }
 
     #[test]

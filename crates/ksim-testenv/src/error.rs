@@ -10,10 +10,11 @@ pub enum Error {
     )]
     MissingBinary { binary: &'static str, dir: PathBuf },
     #[error(
-        "cluster-autoscaler binary not found at {path}: run deploy/cluster-autoscaler/build.sh \
-         or point KSIM_CLUSTER_AUTOSCALER_BIN_DIR at a directory holding cluster-autoscaler"
+        "cluster-autoscaler {version} not found at {path}: run deploy/cluster-autoscaler/build.sh \
+         {version} (for the pinned release, KSIM_CLUSTER_AUTOSCALER_BIN_DIR may instead name a \
+         directory holding cluster-autoscaler)"
     )]
-    MissingClusterAutoscaler { path: PathBuf },
+    MissingClusterAutoscaler { path: PathBuf, version: String },
     #[error("cannot find a cache directory: set KSIM_CACHE_DIR or HOME")]
     NoCacheDir,
     #[error("{action} {path}: {source}")]

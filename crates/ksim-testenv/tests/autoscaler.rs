@@ -1,8 +1,7 @@
-//! The cluster-autoscaler helper: the command line it really passes, and (with the binary from
-//! deploy/cluster-autoscaler/build.sh) a real CA that starts with no provider listening.
-//!
-//! Tests that need the real binary are `#[ignore]`d and named `real_ca_*`: deploy/test.sh runs
-//! them with `--ignored real_ca_` when the binary could be built.
+//! The cluster-autoscaler helper: the command line it really passes, and a real CA (built by
+//! deploy/cluster-autoscaler/build.sh, which deploy/test.sh runs first) that starts with no
+//! provider listening. Tests that need the real binary are named `real_ca_*`; without the
+//! binary they fail, naming the build script.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -58,7 +57,6 @@ async fn start_passes_defaults_overrides_and_files_and_reports_an_early_exit() {
 /// CA dials its provider without blocking, so it starts with nothing listening there, fails its
 /// loops on the provider calls, and keeps serving its diagnostics.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the cluster-autoscaler binary: deploy/test.sh runs it when deploy/cluster-autoscaler/build.sh built one"]
 async fn real_ca_starts_without_a_provider_and_keeps_serving_diagnostics() {
     // Before the control plane, so a missing binary fails at once and names the build script.
     let binary = ClusterAutoscalerBinary::locate().unwrap_or_else(|e| panic!("{e}"));
@@ -94,5 +92,62 @@ async fn real_ca_starts_without_a_provider_and_keeps_serving_diagnostics() {
         metrics.contains("cluster_autoscaler_"),
         "no CA metrics at {}",
         ca.metrics_url()
+    );
+}
+
+/// deploy/cluster-autoscaler/build.sh with `source` as KSIM_CLUSTER_AUTOSCALER_SOURCE and an
+/// empty cache: its exit status and stderr.
+fn build_script(source: &std::path::Path) -> (Option<i32>, String) {
+    let cache = tempfile::tempdir().unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/cluster-autoscaler/build.sh");
+    let output = std::process::Command::new(script)
+        .env("KSIM_CACHE_DIR", cache.path())
+        .env("KSIM_CLUSTER_AUTOSCALER_SOURCE", source)
+        .env_remove("KSIM_CLUSTER_AUTOSCALER_BIN_DIR")
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The pinned sums, as build.sh reads them from versions.env.
+fn pinned_sum(fact: &str) -> String {
+    let version = ksim_testenv::autoscaler::cluster_autoscaler_version().replace('.', "_");
+    let key = format!("CLUSTER_AUTOSCALER_{version}_{fact}=");
+    include_str!("../../../deploy/cluster-autoscaler/versions.env")
+        .lines()
+        .find_map(|line| line.strip_prefix(&key))
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn the_build_refuses_a_source_archive_or_tree_whose_checksum_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("tampered.tar.gz");
+    std::fs::write(&archive, b"not the release").unwrap();
+    let (status, stderr) = build_script(&archive);
+    assert_eq!(status, Some(1), "{stderr}");
+    // Both sums are named: the archive's and the pinned one.
+    assert!(
+        stderr.contains("has SHA-256 ") && stderr.contains(&pinned_sum("ARCHIVE_SHA256")),
+        "{stderr}"
+    );
+
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    std::fs::write(
+        tree.join("go.mod"),
+        "module k8s.io/autoscaler/cluster-autoscaler\n",
+    )
+    .unwrap();
+    let (status, stderr) = build_script(&tree);
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("(as a tree) has SHA-256 ") && stderr.contains(&pinned_sum("TREE_SHA256")),
+        "{stderr}"
     );
 }

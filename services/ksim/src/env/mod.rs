@@ -80,8 +80,7 @@ impl LocalEnv {
         let (tracer, pool, cloud_provider, driver) = (tracer?, pool?, cloud_provider?, driver?);
         let autoscaler_binary = if options.autoscaler {
             Some(ClusterAutoscalerBinary::locate().context(
-                "--autoscaler needs the cluster-autoscaler binary (deploy/cluster-autoscaler/build.sh; \
-                 the Go module proxy currently refuses its module)",
+                "--autoscaler needs the cluster-autoscaler binary (deploy/cluster-autoscaler/build.sh)",
             )?)
         } else {
             None
