@@ -89,6 +89,18 @@ impl ControlPlaneBuilder {
         self
     }
 
+    /// Client and inflight limits raised for benchmarks with thousands of nodes and pods: the
+    /// defaults (apiserver 400/200 inflight, controller-manager and scheduler at 20-50 QPS)
+    /// would measure the throttles, not the components.
+    pub fn with_raised_limits(self) -> Self {
+        self.apiserver_arg("--max-requests-inflight=3000")
+            .apiserver_arg("--max-mutating-requests-inflight=1000")
+            .controller_manager_arg("--kube-api-qps=5000")
+            .controller_manager_arg("--kube-api-burst=10000")
+            .scheduler_arg("--kube-api-qps=5000")
+            .scheduler_arg("--kube-api-burst=10000")
+    }
+
     /// How long each component may take to become ready.
     pub fn ready_timeout(mut self, timeout: Duration) -> Self {
         self.ready_timeout = timeout;

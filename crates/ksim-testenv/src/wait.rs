@@ -4,6 +4,9 @@
 use std::{future::Future, time::Duration};
 
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// How long one check may take before it is abandoned and made again: a request on a wedged
+/// connection would otherwise hang the test past its deadline.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `what` did not happen within the deadline.
 #[derive(Debug, thiserror::Error)]
@@ -15,7 +18,8 @@ pub struct TimedOut {
 }
 
 /// Polls `check` until it returns `Ok(value)`. `Err(description)` means "not yet" and says
-/// what was seen, which goes into the timeout error.
+/// what was seen, which goes into the timeout error. A check that does not answer within 30 s
+/// (or the time left) counts as "not yet" and is made again.
 pub async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> Result<T, TimedOut>
 where
     F: FnMut() -> Fut,
@@ -23,9 +27,13 @@ where
 {
     let started = tokio::time::Instant::now();
     loop {
-        let last_seen = match check().await {
-            Ok(value) => return Ok(value),
-            Err(seen) => seen,
+        let bound = deadline
+            .saturating_sub(started.elapsed())
+            .min(CHECK_TIMEOUT);
+        let last_seen = match tokio::time::timeout(bound, check()).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(seen)) => seen,
+            Err(_) => format!("no answer from the check within {} s", bound.as_secs()),
         };
         if started.elapsed() >= deadline {
             return Err(TimedOut {
@@ -59,6 +67,29 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(value, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_check_that_hangs_is_made_again_and_the_deadline_holds() {
+        let mut calls = 0;
+        let value = until("an answer", Duration::from_secs(120), || {
+            calls += 1;
+            let hangs = calls == 1;
+            async move {
+                if hangs {
+                    std::future::pending::<()>().await;
+                }
+                Ok(calls)
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(value, 2);
+
+        let err = until::<(), _, _>("never", Duration::from_secs(45), std::future::pending)
+            .await
+            .unwrap_err();
+        assert!(err.last_seen.contains("no answer"), "{err}");
     }
 
     #[tokio::test]

@@ -119,15 +119,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: &Args, provider: ProviderKind) -> anyhow::Result<Figures> {
-    let control_plane = ControlPlane::builder()
-        .apiserver_arg("--max-requests-inflight=3000")
-        .apiserver_arg("--max-mutating-requests-inflight=1000")
-        .controller_manager_arg("--kube-api-qps=5000")
-        .controller_manager_arg("--kube-api-burst=10000")
-        .scheduler_arg("--kube-api-qps=5000")
-        .scheduler_arg("--kube-api-burst=10000")
-        .start()
-        .await?;
+    let control_plane = ControlPlane::builder().with_raised_limits().start().await?;
     let client = control_plane.client();
     create_namespace(&client).await?;
     let running = start_provider(args, provider, &control_plane).await?;

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ksim_proto::ksim::trace::v1 as pb;
 use pb::trace_record::Record;
@@ -985,28 +985,4 @@ fn corrupt_checkpoint_is_moved_aside_with_a_warning() {
     assert!(tmp.path().join("checkpoint.zst.corrupt").exists());
     assert_eq!(log.snapshot().unwrap().base().unwrap(), Base::default());
     assert_eq!(log.stats().edge_ms, None);
-}
-
-/// Ad-hoc throughput check: `cargo test --release -p ksim-tracer --lib log::tests::append_rate
-/// -- --ignored --nocapture`.
-#[test]
-#[ignore = "a measurement, not a check"]
-fn append_rate() {
-    let tmp = TempDir::new().unwrap();
-    let (mut log, _) = open(&config(tmp.path(), 16 << 20, FsyncPolicy::Never));
-    let entries = workload(500_000, 0, 1);
-    for (round, batch) in [1usize, 100].into_iter().enumerate() {
-        let start = Instant::now();
-        let mut n = 0;
-        let part = &entries[round * 250_000..(round + 1) * 250_000];
-        for chunk in part.chunks(batch) {
-            log.append(chunk).unwrap();
-            n += chunk.len();
-        }
-        let secs = start.elapsed().as_secs_f64();
-        eprintln!(
-            "batch {batch}: {n} entries in {secs:.3}s = {:.0} entries/s",
-            n as f64 / secs
-        );
-    }
 }
