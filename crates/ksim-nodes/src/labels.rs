@@ -34,6 +34,18 @@ pub const MIN_SIZE_ANNOTATION: &str = "ksim.io/min-size";
 /// Seat Deployment annotation: the most nodes cluster-autoscaler may scale the group up to.
 pub const MAX_SIZE_ANNOTATION: &str = "ksim.io/max-size";
 
+/// Seat Deployment annotation set by whoever is about to delete the group (the driver's
+/// cleanup): the cloud provider stops offering the group to cluster-autoscaler.
+pub const RETIRING_ANNOTATION: &str = "ksim.io/retiring";
+
+/// Seat Deployment annotation the cloud provider sets on a retiring group once
+/// cluster-autoscaler has refreshed its node groups without it: CA no longer acts on the group,
+/// so deleting it fails nothing on CA's side.
+pub const RELEASED_ANNOTATION: &str = "ksim.io/released";
+
+/// Taint cluster-autoscaler puts on a node it is removing, before it asks the provider to.
+pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+
 /// Scheme of `spec.providerID` on virtual nodes: `ksim://<group>/<node>`.
 pub const PROVIDER_ID_SCHEME: &str = "ksim";
 

@@ -42,7 +42,7 @@ const TRANSIENT_TAINT_PREFIXES: &[&str] =
 
 /// Taint keys cluster-autoscaler sets while removing the real node.
 const TRANSIENT_TAINT_KEYS: &[&str] = &[
-    "ToBeDeletedByClusterAutoscaler",
+    crate::labels::TO_BE_DELETED_TAINT,
     "DeletionCandidateOfClusterAutoscaler",
 ];
 

@@ -7,6 +7,8 @@ use kube::{
 };
 use serde_json::json;
 
+use ksim_nodes::labels::RELEASED_ANNOTATION;
+
 use crate::{
     index::DELETION_COST_ANNOTATION,
     provider::{Cluster, ClusterError},
@@ -63,6 +65,15 @@ impl Cluster for ApiCluster {
         });
         Api::<Deployment>::namespaced(self.client.clone(), namespace)
             .patch_scale(deployment, &params(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| classify(e, format!("Deployment {namespace}/{deployment}")))
+    }
+
+    async fn mark_released(&self, namespace: &str, deployment: &str) -> Result<(), ClusterError> {
+        let patch = json!({ "metadata": { "annotations": { RELEASED_ANNOTATION: "true" } } });
+        Api::<Deployment>::namespaced(self.client.clone(), namespace)
+            .patch(deployment, &params(), &Patch::Merge(&patch))
             .await
             .map(drop)
             .map_err(|e| classify(e, format!("Deployment {namespace}/{deployment}")))

@@ -73,6 +73,21 @@ fn node_group(info: GroupInfo) -> pb::NodeGroup {
     }
 }
 
+/// Runs a resize on a task of its own, to its end: CA's call can be cancelled (CA restarted,
+/// its deadline passed) after the resize began writing, and one cut half-way could lower
+/// `replicas` without deleting the Node or reporting the removal.
+async fn to_completion<C, F, Fut>(provider: &Arc<Provider<C>>, resize: F) -> Result<(), Status>
+where
+    C: Cluster,
+    F: FnOnce(Arc<Provider<C>>) -> Fut,
+    Fut: Future<Output = Result<(), ProviderError>> + Send + 'static,
+{
+    tokio::spawn(resize(provider.clone()))
+        .await
+        .map_err(|error| Status::internal(format!("the resize failed: {error}")))?
+        .map_err(Status::from)
+}
+
 fn required_id(id: &str) -> Result<&str, Status> {
     if id.is_empty() {
         Err(Status::invalid_argument("node group id is empty"))
@@ -214,7 +229,7 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
         &self,
         _: Request<pb::RefreshRequest>,
     ) -> Result<Response<pb::RefreshResponse>, Status> {
-        self.provider.refresh()?;
+        self.provider.refresh().await?;
         Ok(Response::new(pb::RefreshResponse {}))
     }
 
@@ -234,9 +249,11 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
         request: Request<pb::NodeGroupIncreaseSizeRequest>,
     ) -> Result<Response<pb::NodeGroupIncreaseSizeResponse>, Status> {
         let request = request.into_inner();
-        self.provider
-            .increase_size(required_id(&request.id)?, request.delta)
-            .await?;
+        required_id(&request.id)?;
+        to_completion(&self.provider, move |provider| async move {
+            provider.increase_size(&request.id, request.delta).await
+        })
+        .await?;
         Ok(Response::new(pb::NodeGroupIncreaseSizeResponse {}))
     }
 
@@ -256,9 +273,11 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
         if nodes.is_empty() {
             return Err(Status::invalid_argument("no nodes to delete"));
         }
-        self.provider
-            .delete_nodes(required_id(&request.id)?, &nodes)
-            .await?;
+        required_id(&request.id)?;
+        to_completion(&self.provider, move |provider| async move {
+            provider.delete_nodes(&request.id, &nodes).await
+        })
+        .await?;
         Ok(Response::new(pb::NodeGroupDeleteNodesResponse {}))
     }
 
@@ -267,9 +286,13 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
         request: Request<pb::NodeGroupDecreaseTargetSizeRequest>,
     ) -> Result<Response<pb::NodeGroupDecreaseTargetSizeResponse>, Status> {
         let request = request.into_inner();
-        self.provider
-            .decrease_target_size(required_id(&request.id)?, request.delta)
-            .await?;
+        required_id(&request.id)?;
+        to_completion(&self.provider, move |provider| async move {
+            provider
+                .decrease_target_size(&request.id, request.delta)
+                .await
+        })
+        .await?;
         Ok(Response::new(pb::NodeGroupDecreaseTargetSizeResponse {}))
     }
 

@@ -1,122 +1,781 @@
-//! The real cluster-autoscaler against the provider, the pool and the real control plane.
+//! The real cluster-autoscaler (CA) against the provider, the pool and the real control plane.
 //!
-//! `#[ignore]`d and named `real_ca_*`: they need the binary from
-//! deploy/cluster-autoscaler/build.sh, which deploy/test.sh runs them with when it could be
-//! built (the Go module proxy currently refuses CA's module, see README.md).
+//! Named `real_ca_*`, they run on every test run and need the binaries
+//! deploy/cluster-autoscaler/build.sh builds (the pinned release, and 1.34.5 and 1.36.1 for
+//! their version tests); a missing binary fails the test with an error naming that script.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::SocketAddr,
+    time::Duration,
+};
 
 use common::*;
-use k8s_openapi::api::apps::v1::Deployment;
-use ksim_cloudprov::provider::ScaleEvent;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use ksim_cloudprov::{domain::options::GroupOptions, provider::ScaleEvent};
 use ksim_grpc::ServeArgs;
-use ksim_testenv::{CloudConfig, ClusterAutoscaler, wait};
+use ksim_nodes::labels::{
+    GROUP_LABEL, MIN_SIZE_ANNOTATION, TO_BE_DELETED_TAINT, VIRTUAL_TAINT_KEY,
+};
+use ksim_testenv::{
+    CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder, wait,
+};
 use kube::{
     Api,
-    api::{Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
+use tokio::sync::broadcast::{Receiver, error::TryRecvError};
 
-/// The real CA, with the test environment's fast defaults, against the provider at `address`.
-async fn autoscaler(env: &Env, address: std::net::SocketAddr) -> ClusterAutoscaler {
-    ClusterAutoscaler::builder(
-        &env.control_plane,
-        CloudConfig::plaintext(address.to_string()),
-    )
-    .start()
-    .await
-    .unwrap()
+/// CA decides within seconds, but a node's life (pending pods, scale-up, registration, pods
+/// running, unneeded time, drain, deletion) adds up on a loaded machine.
+const CA_DEADLINE: Duration = Duration::from_secs(240);
+
+/// CA with the test environment's fast defaults; change flags with `.arg`.
+fn autoscaler(env: &Env, cloud_config: CloudConfig) -> ClusterAutoscalerBuilder {
+    ClusterAutoscaler::builder(&env.control_plane, cloud_config)
 }
 
-/// Pods that fit one m5.large each (1930m allocatable), tolerating the virtual nodes' taints.
-fn workload(replicas: i32, node_group: &str) -> Deployment {
+fn plaintext(address: SocketAddr) -> CloudConfig {
+    CloudConfig::plaintext(address.to_string())
+}
+
+/// Starts CA. A missing binary fails the test with the error (which names
+/// deploy/cluster-autoscaler/build.sh), not its Debug form.
+async fn started(builder: ClusterAutoscalerBuilder) -> ClusterAutoscaler {
+    builder.start().await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// CA release `version`, as `deploy/cluster-autoscaler/build.sh VERSION` caches it.
+fn release(version: &str) -> ClusterAutoscalerBinary {
+    ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
+        panic!("{e} (for this release: deploy/cluster-autoscaler/build.sh {version})")
+    })
+}
+
+/// `replicas` pods labelled `app=<name>` asking for `cpu` each, tolerating the virtual nodes'
+/// taints (not the seat host's), on `group`'s nodes or, without one, on any group's.
+fn workload(name: &str, replicas: i32, cpu: &str, group: Option<&str>) -> Deployment {
+    let placement = match group {
+        Some(group) => json!({ "nodeSelector": { GROUP_LABEL: group } }),
+        None => json!({ "affinity": { "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": { "nodeSelectorTerms": [{
+                "matchExpressions": [{ "key": GROUP_LABEL, "operator": "Exists" }]
+            }] }
+        } } }),
+    };
+    let mut spec = json!({
+        "tolerations": [
+            { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
+            { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
+        ],
+        "containers": [{
+            "name": "work", "image": "registry.example/work:1",
+            "resources": { "requests": { "cpu": cpu, "memory": "1Gi" } }
+        }]
+    });
+    spec.as_object_mut()
+        .unwrap()
+        .extend(placement.as_object().unwrap().clone());
     serde_json::from_value(json!({
-        "metadata": { "name": format!("work-{node_group}") },
+        "metadata": { "name": name },
         "spec": {
             "replicas": replicas,
-            "selector": { "matchLabels": { "app": "work" } },
-            "template": {
-                "metadata": { "labels": { "app": "work" } },
-                "spec": {
-                    "nodeSelector": { "ksim.io/node-group": node_group },
-                    "tolerations": [{ "operator": "Exists", "effect": "NoSchedule" }],
-                    "containers": [{
-                        "name": "work", "image": "registry.example/work:1",
-                        "resources": { "requests": { "cpu": "1500m", "memory": "1Gi" } }
-                    }]
-                }
-            }
+            "selector": { "matchLabels": { "app": name } },
+            "template": { "metadata": { "labels": { "app": name } }, "spec": spec }
         }
     }))
     .unwrap()
 }
 
-async fn running_pods(client: &kube::Client, count: usize) {
-    ksim_testenv::pods::in_phase(client, NAMESPACE, "app=work", "Running", count, DEADLINE)
-        .await
-        .unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the cluster-autoscaler binary (deploy/cluster-autoscaler/build.sh)"]
-async fn real_ca_scales_up_for_pending_pods_and_down_exactly_the_nodes_it_named() {
-    let env = start().await;
-    let mut events = env.provider.subscribe();
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
-    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
-    ready_nodes(&env.client, "m5", 1).await;
-    let _ca = autoscaler(&env, address).await;
-
-    let workloads: Api<Deployment> = Api::namespaced(env.client.clone(), NAMESPACE);
-    workloads
-        .create(&PostParams::default(), &workload(3, "m5"))
-        .await
-        .unwrap();
-    running_pods(&env.client, 3).await;
-    let before = node_names(&env.client, "m5").await;
-    assert_eq!(before.len(), 3, "{before:?}");
-
-    workloads
-        .patch(
-            "work-m5",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 1 } })),
+async fn create_workload(env: &Env, name: &str, replicas: i32, cpu: &str, group: Option<&str>) {
+    Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &workload(name, replicas, cpu, group),
         )
         .await
         .unwrap();
-    // CA removes the two unneeded nodes; min size 1 keeps the last.
-    let after = wait::until("scale-down to 1 node", DEADLINE, || async {
-        let names = node_names(&env.client, "m5").await;
-        (names.len() == 1)
-            .then_some(names.clone())
-            .ok_or(format!("{names:?}"))
+}
+
+async fn scale_workload(env: &Env, name: &str, replicas: i32) {
+    Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": replicas } })),
+        )
+        .await
+        .unwrap();
+}
+
+/// The Running pods of workload `name`, once there are exactly `count`.
+async fn running_pods(env: &Env, name: &str, count: usize) -> Vec<Pod> {
+    ksim_testenv::pods::in_phase(
+        &env.client,
+        NAMESPACE,
+        &format!("app={name}"),
+        "Running",
+        count,
+        CA_DEADLINE,
+    )
+    .await
+    .unwrap()
+}
+
+/// Every pod of workload `name` by UID, with its node, phase and whether it is being deleted.
+async fn pods_of(env: &Env, name: &str) -> BTreeMap<String, (String, String, bool)> {
+    Api::<Pod>::namespaced(env.client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels(&format!("app={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|pod| {
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+            (
+                pod.metadata.uid.unwrap(),
+                (
+                    node.unwrap_or_default(),
+                    phase.unwrap_or_default(),
+                    pod.metadata.deletion_timestamp.is_some(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Workload `name`'s pods (UID -> node) once exactly `count` exist, all Running and none
+/// terminating: what a shrink leaves.
+async fn settled_pods(env: &Env, name: &str, count: usize) -> BTreeMap<String, String> {
+    wait::until(
+        &format!("{count} settled pods of {name}"),
+        CA_DEADLINE,
+        || async {
+            let pods = pods_of(env, name).await;
+            let settled = pods.len() == count
+                && pods
+                    .values()
+                    .all(|(_, phase, deleting)| phase == "Running" && !deleting);
+            settled
+                .then(|| {
+                    pods.iter()
+                        .map(|(uid, (node, _, _))| (uid.clone(), node.clone()))
+                        .collect()
+                })
+                .ok_or(format!("{pods:?}"))
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn nodes_of_pods(pods: &[Pod]) -> BTreeSet<String> {
+    pods.iter()
+        .map(|p| p.spec.as_ref().unwrap().node_name.clone().unwrap())
+        .collect()
+}
+
+/// Sets a seat Deployment's min size and waits until the provider reports it.
+async fn set_min_size(env: &Env, group: &str, min: i32) {
+    Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
+        .patch(
+            &format!("seats-{group}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": {
+                MIN_SIZE_ANNOTATION: min.to_string()
+            } } })),
+        )
+        .await
+        .unwrap();
+    wait::until(&format!("{group} at min size {min}"), DEADLINE, || async {
+        let seen = env
+            .provider
+            .groups()
+            .into_iter()
+            .find(|g| g.id == group)
+            .map(|g| g.min);
+        (seen == Some(min)).then_some(()).ok_or(format!("{seen:?}"))
     })
     .await
     .unwrap();
-    let mut named = BTreeSet::new();
-    while let Ok(event) = events.try_recv() {
-        if let ScaleEvent::NodesDeleted { nodes, .. } = event {
-            named.extend(nodes);
+}
+
+/// The resizes the provider carried out for CA, from [`Provider::subscribe`].
+struct Resizes {
+    events: Receiver<ScaleEvent>,
+    seen: Vec<ScaleEvent>,
+}
+
+impl Resizes {
+    fn new(env: &Env) -> Self {
+        Self {
+            events: env.provider.subscribe(),
+            seen: Vec::new(),
         }
     }
-    let gone: BTreeSet<String> = before.difference(&after).cloned().collect();
-    assert_eq!(gone, named, "nodes that went vs nodes CA named");
+
+    /// Waits for CA's first completed DeleteNodes on `group` from now on.
+    async fn next_deletion(&mut self, group: &str) {
+        self.poll();
+        let deletion = async {
+            loop {
+                let event = self.events.recv().await.unwrap();
+                let done =
+                    matches!(&event, ScaleEvent::NodesDeleted { group: g, .. } if g == group);
+                self.seen.push(event);
+                if done {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(CA_DEADLINE, deletion)
+            .await
+            .unwrap_or_else(|_| panic!("no DeleteNodes on {group} within {CA_DEADLINE:?}"));
+    }
+
+    fn poll(&mut self) -> &[ScaleEvent] {
+        loop {
+            match self.events.try_recv() {
+                Ok(event) => self.seen.push(event),
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return &self.seen,
+                Err(TryRecvError::Lagged(n)) => panic!("missed {n} scale events"),
+            }
+        }
+    }
+
+    /// The nodes CA had deleted from `group`, each once.
+    fn deleted(&mut self, group: &str) -> BTreeSet<String> {
+        self.poll()
+            .iter()
+            .filter_map(|event| match event {
+                ScaleEvent::NodesDeleted { group: g, nodes } if g == group => Some(nodes),
+                _ => None,
+            })
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    /// How many nodes CA added to `group` in all.
+    fn increased(&mut self, group: &str) -> i32 {
+        self.poll()
+            .iter()
+            .map(|event| match event {
+                ScaleEvent::Increased { group: g, delta } if g == group => *delta,
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+/// Waits until `group` is down to `count` nodes, each with a live seat and the target size
+/// matching, and the nodes gone from `before` are exactly the ones CA named in DeleteNodes.
+/// Returns the nodes left.
+async fn scaled_down_to(
+    env: &Env,
+    resizes: &mut Resizes,
+    group: &str,
+    before: &BTreeSet<String>,
+    count: usize,
+) -> BTreeSet<String> {
+    wait::until(
+        &format!("{group} scaled down to {count}, the nodes CA named gone"),
+        CA_DEADLINE,
+        || {
+            let named = resizes.deleted(group);
+            async move {
+                let nodes = node_names(&env.client, group).await;
+                let seats = live_seats(&env.client, group).await;
+                let target = env.provider.target_size(group).ok();
+                let gone: BTreeSet<String> = before.difference(&nodes).cloned().collect();
+                let done = nodes.len() == count
+                    && seats == nodes
+                    && target == Some(i32::try_from(count).unwrap())
+                    && gone == named;
+                done.then_some(nodes.clone()).ok_or(format!(
+                    "nodes {nodes:?}, seats {seats:?}, target {target:?}, CA named {named:?}"
+                ))
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Waits until CA logs that it keeps one of `nodes` because its group is at its min size.
+async fn kept_at_min_size(ca: &ClusterAutoscaler, nodes: &BTreeSet<String>) {
+    wait::until("CA to stop at the min size", CA_DEADLINE, || async {
+        nodes
+            .iter()
+            .any(|node| ca.log_contains(&format!("Skipping {node} - node group min size reached")))
+            .then_some(())
+            .ok_or_else(|| ca.log_tail())
+    })
+    .await
+    .unwrap();
+}
+
+/// How many lines of CA's log contain `needle`.
+fn log_count(ca: &ClusterAutoscaler, needle: &str) -> usize {
+    std::fs::read(ca.log_path())
+        .map(|bytes| String::from_utf8_lossy(&bytes).matches(needle).count())
+        .unwrap_or(0)
+}
+
+/// How many RunOnce loops CA has started, from its metrics.
+async fn loops(ca: &ClusterAutoscaler) -> Result<u64, String> {
+    const MAIN: &str = "cluster_autoscaler_function_duration_seconds_count{function=\"main\"} ";
+    let metrics = ca.metrics().await.map_err(|e| e.to_string())?;
+    Ok(metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(MAIN))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+/// Returns once CA has run `n` more loops: each one saw the cluster as it is now.
+async fn after_loops(ca: &ClusterAutoscaler, n: u64) {
+    let start = loops(ca).await.unwrap();
+    wait::until(&format!("{n} more CA loops"), CA_DEADLINE, || async {
+        let now = loops(ca).await?;
+        (now >= start + n)
+            .then_some(())
+            .ok_or(format!("{now} loops"))
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the cluster-autoscaler binary (deploy/cluster-autoscaler/build.sh)"]
-async fn real_ca_scales_a_group_up_from_zero_using_its_template() {
+async fn real_ca_scales_up_for_pending_pods_and_down_exactly_the_nodes_it_named() {
     let env = start().await;
+    let mut resizes = Resizes::new(&env);
     let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
-    create_deployment(&env.client, &seat_deployment("c5", 0, 0, 3)).await;
-    let _ca = autoscaler(&env, address).await;
-    Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
-        .create(&PostParams::default(), &workload(2, "c5"))
+    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
+    ready_nodes(&env.client, "m5", 1).await;
+    let _ca = started(autoscaler(&env, plaintext(address))).await;
+
+    create_workload(&env, "work", 3, "1500m", Some("m5")).await;
+    running_pods(&env, "work", 3).await;
+    let before = node_names(&env.client, "m5").await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    assert_eq!(resizes.increased("m5"), 2);
+
+    scale_workload(&env, "work", 1).await;
+    // CA removes the two unneeded nodes; min size 1 keeps the last.
+    let after = scaled_down_to(&env, &mut resizes, "m5", &before, 1).await;
+    let pods = running_pods(&env, "work", 1).await;
+    assert_eq!(nodes_of_pods(&pods), after);
+}
+
+/// A group at zero grows from its template for pending pods; when the workload shrinks, CA
+/// removes exactly the nodes it named and stops at the group's min size.
+async fn scales_from_zero_and_down_exactly_the_nodes_it_named(version: &str) {
+    let binary = release(version);
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 5)).await;
+    let ca = started(autoscaler(&env, plaintext(address)).binary(binary)).await;
+
+    create_workload(&env, "work", 3, "1500m", Some("m5")).await;
+    running_pods(&env, "work", 3).await;
+    let before = node_names(&env.client, "m5").await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    assert_eq!(resizes.increased("m5"), 3, "one node per pending pod");
+
+    // Of the two nodes the shrink empties, the raised min size lets only one go.
+    set_min_size(&env, "m5", 2).await;
+    scale_workload(&env, "work", 1).await;
+    let after = scaled_down_to(&env, &mut resizes, "m5", &before, 2).await;
+    kept_at_min_size(&ca, &after).await;
+    assert_eq!(node_names(&env.client, "m5").await, after);
+    let pods = running_pods(&env, "work", 1).await;
+    assert!(nodes_of_pods(&pods).is_subset(&after));
+}
+
+/// CA 1.34 reads the template node from the legacy `nodeInfo` field.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_34_5_scales_from_zero_and_down_exactly_the_nodes_it_named() {
+    scales_from_zero_and_down_exactly_the_nodes_it_named("1.34.5").await;
+}
+
+/// CA 1.35 reads the template node from `nodeBytes` only.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_35_2_scales_from_zero_and_down_exactly_the_nodes_it_named() {
+    scales_from_zero_and_down_exactly_the_nodes_it_named("1.35.2").await;
+}
+
+/// The newest release, like 1.35 on `nodeBytes`.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_36_1_scales_from_zero_and_down_exactly_the_nodes_it_named() {
+    scales_from_zero_and_down_exactly_the_nodes_it_named("1.36.1").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_scales_only_the_group_whose_instance_type_fits_the_pending_pods() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
+    create_deployment(&env.client, &c5_seat_deployment("c5", 0, 0, 5)).await;
+    ready_nodes(&env.client, "m5", 1).await;
+    let m5 = node_names(&env.client, "m5").await;
+    let _ca = started(autoscaler(&env, plaintext(address))).await;
+
+    // 3 CPU fits a c5.xlarge (3920m allocatable), never an m5.large (1930m).
+    create_workload(&env, "big", 2, "3", None).await;
+    let pods = running_pods(&env, "big", 2).await;
+    let c5 = node_names(&env.client, "c5").await;
+    assert_eq!(c5.len(), 2, "{c5:?}");
+    assert_eq!(nodes_of_pods(&pods), c5);
+    assert_eq!(resizes.increased("c5"), 2);
+    assert_eq!(resizes.increased("m5"), 0);
+    assert_eq!(env.provider.target_size("m5").unwrap(), 1);
+    assert_eq!(node_names(&env.client, "m5").await, m5);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_scales_two_groups_from_zero_each_for_the_pods_that_select_it() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 5)).await;
+    create_deployment(&env.client, &c5_seat_deployment("c5", 0, 0, 5)).await;
+    let _ca = started(autoscaler(&env, plaintext(address))).await;
+
+    create_workload(&env, "small", 3, "1500m", Some("m5")).await;
+    create_workload(&env, "big", 2, "3", Some("c5")).await;
+    let small = running_pods(&env, "small", 3).await;
+    let big = running_pods(&env, "big", 2).await;
+    assert_eq!(nodes_of_pods(&small), node_names(&env.client, "m5").await);
+    assert_eq!(nodes_of_pods(&big), node_names(&env.client, "c5").await);
+    assert_eq!(resizes.increased("m5"), 3);
+    assert_eq!(resizes.increased("c5"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_removes_many_nodes_at_once_exactly_those_it_named_and_evicts_no_kept_pod() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    create_deployment(&env.client, &seat_deployment("m5", 12, 3, 15)).await;
+    ready_nodes(&env.client, "m5", 12).await;
+    create_workload(&env, "work", 12, "1500m", Some("m5")).await;
+    running_pods(&env, "work", 12).await;
+    let before = node_names(&env.client, "m5").await;
+    let ca = started(autoscaler(&env, plaintext(address))).await;
+
+    // Ten nodes empty at once; min size 3 lets nine go.
+    scale_workload(&env, "work", 2).await;
+    let kept_pods = settled_pods(&env, "work", 2).await;
+    let after = scaled_down_to(&env, &mut resizes, "m5", &before, 3).await;
+    kept_at_min_size(&ca, &after).await;
+    let pod_nodes: BTreeSet<String> = kept_pods.values().cloned().collect();
+    assert!(pod_nodes.is_subset(&after), "{pod_nodes:?} {after:?}");
+    // The same pods, on the same nodes, none evicted or restarted elsewhere.
+    assert_eq!(settled_pods(&env, "work", 2).await, kept_pods);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_scales_up_over_mutual_tls_and_a_client_without_a_certificate_is_refused() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let tls = MutualTls::create();
+    let address = serve(env.provider.clone(), tls.serve_args()).await;
+    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
+    // CA checks the server certificate against the host of `address`.
+    let config =
+        CloudConfig::mutual_tls(format!("localhost:{}", address.port()), tls.client.clone());
+    let _ca = started(autoscaler(&env, config)).await;
+
+    create_workload(&env, "work", 2, "1500m", Some("m5")).await;
+    running_pods(&env, "work", 2).await;
+    assert_eq!(ready_nodes(&env.client, "m5", 2).await.len(), 2);
+    assert_eq!(resizes.increased("m5"), 2);
+    assert!(
+        tls.refuses_client_without_certificate(address.port()).await,
+        "a client without a certificate was served"
+    );
+}
+
+/// Whether CA `version` takes MaxNodeStartupTime per group from GetOptions, whose externalgrpc
+/// answer has no field for it (kubernetes/autoscaler#10245): from 1.35 on, a group whose
+/// options are answered gets 0, so its nodes count as unready, not as starting, from the moment
+/// they register, and a scale-up can be repeated before they turn Ready.
+fn startup_time_comes_from_options(version: &str) -> bool {
+    let minor: u32 = version.split('.').nth(1).unwrap().parse().unwrap();
+    minor >= 35
+}
+
+/// One group's options (answered by GetOptions) make its empty nodes go after 5 s while CA's
+/// own 10 minutes keep the other group's; the nodes it later grows for pending pods stay.
+async fn applies_the_options_get_options_answers_per_group(version: &str) {
+    let binary = release(version);
+    let mut settings = settings();
+    settings.group_options.insert(
+        "fast".to_owned(),
+        GroupOptions {
+            scale_down_unneeded_time: Some(Duration::from_secs(5)),
+            ..GroupOptions::default()
+        },
+    );
+    let env = start_with(settings).await;
+    let mut resizes = Resizes::new(&env);
+    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    create_deployment(&env.client, &seat_deployment("fast", 2, 0, 5)).await;
+    create_deployment(&env.client, &seat_deployment("slow", 2, 0, 5)).await;
+    ready_nodes(&env.client, "fast", 2).await;
+    ready_nodes(&env.client, "slow", 2).await;
+    let slow = node_names(&env.client, "slow").await;
+    let fast_before = node_names(&env.client, "fast").await;
+    let ca = started(
+        autoscaler(&env, plaintext(address))
+            .binary(binary)
+            .arg("--scale-down-unneeded-time=10m")
+            // 1.36 logs the startup time it took at level 5 (1.35 at level 1).
+            .arg("--v=5"),
+    )
+    .await;
+
+    // Every node is empty: only the group whose options say 5 s goes within CA's 10 minutes.
+    scaled_down_to(&env, &mut resizes, "fast", &fast_before, 0).await;
+    assert_eq!(node_names(&env.client, "slow").await, slow);
+    assert_eq!(resizes.deleted("slow"), BTreeSet::new());
+
+    // Grown from zero for two pods: the pods' nodes stay; any node beyond them goes as
+    // unneeded after the group's 5 s, named by CA like every other.
+    create_workload(&env, "work", 2, "1500m", Some("fast")).await;
+    let hosts = nodes_of_pods(&running_pods(&env, "work", 2).await);
+    let extra = wait::until("fast to shrink to the pods' nodes", CA_DEADLINE, || {
+        let extra: BTreeSet<String> = resizes
+            .deleted("fast")
+            .difference(&fast_before)
+            .cloned()
+            .collect();
+        let hosts = hosts.clone();
+        let env = &env;
+        async move {
+            let nodes = node_names(&env.client, "fast").await;
+            let seats = live_seats(&env.client, "fast").await;
+            let target = env.provider.target_size("fast").ok();
+            let done = nodes == hosts
+                && seats == hosts
+                && target == Some(2)
+                && extra.is_disjoint(&hosts)
+                && extra.is_disjoint(&nodes);
+            done.then_some(extra.clone()).ok_or(format!(
+                "nodes {nodes:?}, seats {seats:?}, target {target:?}, CA named {extra:?}"
+            ))
+        }
+    })
+    .await
+    .unwrap();
+    after_loops(&ca, 10).await;
+    assert_eq!(node_names(&env.client, "fast").await, hosts);
+    assert_eq!(nodes_of_pods(&running_pods(&env, "work", 2).await), hosts);
+    assert_eq!(node_names(&env.client, "slow").await, slow);
+    let added = resizes.increased("fast");
+    assert_eq!(
+        usize::try_from(added).unwrap(),
+        hosts.len() + extra.len(),
+        "every node beyond the pods' was removed by CA"
+    );
+    if startup_time_comes_from_options(version) {
+        // CA logs the 0 it took; a repeated scale-up is the consequence, not the provider's.
+        assert!(
+            added == 2 || ca.log_contains("using maxNodeStartupTime = 0s"),
+            "{}",
+            ca.log_tail()
+        );
+    } else {
+        assert_eq!(added, 2, "one node per pending pod");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_34_5_applies_the_options_get_options_answers_per_group() {
+    applies_the_options_get_options_answers_per_group("1.34.5").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_35_2_applies_the_options_get_options_answers_per_group() {
+    applies_the_options_get_options_answers_per_group("1.35.2").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_36_1_applies_the_options_get_options_answers_per_group() {
+    applies_the_options_get_options_answers_per_group("1.36.1").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_resumes_after_the_provider_restarts_without_scaling_up_twice() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let server = Serving::start(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.addr;
+    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 6)).await;
+    ready_nodes(&env.client, "m5", 1).await;
+    let ca = started(autoscaler(&env, plaintext(address))).await;
+    after_loops(&ca, 2).await;
+
+    server.stop().await;
+    const REFRESH_FAILED: &str = "Error on gRPC call Refresh";
+    wait::until("CA's calls to fail", CA_DEADLINE, || async {
+        (log_count(&ca, REFRESH_FAILED) > 0)
+            .then_some(())
+            .ok_or_else(|| ca.log_tail())
+    })
+    .await
+    .unwrap();
+    // One pod fits the node there is; the other two wait for nodes while the provider is down.
+    create_workload(&env, "work", 3, "1500m", Some("m5")).await;
+    let failed = log_count(&ca, REFRESH_FAILED);
+    wait::until("CA to fail with pods pending", CA_DEADLINE, || async {
+        (log_count(&ca, REFRESH_FAILED) >= failed + 3)
+            .then_some(())
+            .ok_or_else(|| ca.log_tail())
+    })
+    .await
+    .unwrap();
+    assert_eq!(resizes.increased("m5"), 0);
+
+    let _server = Serving::start(
+        env.provider.clone(),
+        ServeArgs {
+            grpc_addr: address,
+            ..ServeArgs::ephemeral()
+        },
+    )
+    .await;
+    running_pods(&env, "work", 3).await;
+    assert_eq!(ready_nodes(&env.client, "m5", 3).await.len(), 3);
+    after_loops(&ca, 5).await;
+    assert_eq!(resizes.increased("m5"), 2, "one node per pending pod");
+    assert_eq!(env.provider.target_size("m5").unwrap(), 3);
+}
+
+/// When the first CA is killed during its scale-down.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// Once it has tainted the nodes it chose, before it asks to delete any (CA waits 5 s
+    /// between the two).
+    AfterTainting,
+    /// As soon as the first of its parallel DeleteNodes calls has completed, the others in
+    /// flight.
+    WhileDeleting,
+}
+
+/// Nodes of `group` carrying CA's to-be-deleted taint.
+async fn tainted_nodes(env: &Env, group: &str) -> Result<BTreeSet<String>, String> {
+    let list = Api::<k8s_openapi::api::core::v1::Node>::all(env.client.clone())
+        .list(&ListParams::default().labels(&format!("{GROUP_LABEL}={group}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == TO_BE_DELETED_TAINT))
+        })
+        .map(|n| n.metadata.name.unwrap())
+        .collect())
+}
+
+/// CA is killed in the middle of removing five empty nodes and a new one started: in the end
+/// exactly the nodes named went, every node has a live seat and every seat a node, and the
+/// kept node is untainted.
+async fn restarted_mid_scale_down(kill: Kill) {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    create_deployment(&env.client, &seat_deployment("m5", 6, 1, 8)).await;
+    ready_nodes(&env.client, "m5", 6).await;
+    let before = node_names(&env.client, "m5").await;
+
+    // Five empty nodes above min size 1: CA taints them, then deletes them in parallel.
+    let first = started(autoscaler(&env, plaintext(address))).await;
+    match kill {
+        Kill::AfterTainting => {
+            wait::until("CA to taint nodes", CA_DEADLINE, || async {
+                let tainted = tainted_nodes(&env, "m5").await?;
+                (!tainted.is_empty())
+                    .then_some(())
+                    .ok_or_else(|| format!("{tainted:?}"))
+            })
+            .await
+            .unwrap();
+            assert_eq!(resizes.deleted("m5"), BTreeSet::new());
+        }
+        Kill::WhileDeleting => resizes.next_deletion("m5").await,
+    }
+    drop(first);
+
+    let second = started(autoscaler(&env, plaintext(address))).await;
+    let after = scaled_down_to(&env, &mut resizes, "m5", &before, 1).await;
+    kept_at_min_size(&second, &after).await;
+    wait::until("the kept node to be untainted", CA_DEADLINE, || async {
+        let tainted = tainted_nodes(&env, "m5").await?;
+        tainted
+            .is_empty()
+            .then_some(())
+            .ok_or_else(|| format!("{tainted:?}"))
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_restarted_after_tainting_leaves_every_node_with_a_seat() {
+    restarted_mid_scale_down(Kill::AfterTainting).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_restarted_while_deleting_leaves_every_node_with_a_seat() {
+    restarted_mid_scale_down(Kill::WhileDeleting).await;
+}
+
+/// A group its deleter retires (as the driver's cleanup does) is frozen for CA: its empty
+/// nodes stay though CA would remove them, a pending pod gets no node, and the provider marks
+/// the group released once CA has looked at it frozen.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_leaves_a_retiring_group_alone_and_the_provider_releases_it() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    create_deployment(&env.client, &seat_deployment("m5", 2, 0, 5)).await;
+    ready_nodes(&env.client, "m5", 2).await;
+    let before = node_names(&env.client, "m5").await;
+    retire(&env.client, "m5").await;
+    // Seen retiring before CA starts, so CA never acts on it unfrozen.
+    wait::until("the provider to see m5 retiring", DEADLINE, || async {
+        let unreleased = env.provider.index().unreleased();
+        (unreleased.len() == 1)
+            .then_some(())
+            .ok_or(format!("{unreleased:?}"))
+    })
+    .await
+    .unwrap();
+
+    let ca = started(autoscaler(&env, plaintext(address))).await;
+    wait::until("m5 released", CA_DEADLINE, || released(&env.client, "m5"))
         .await
         .unwrap();
-    running_pods(&env.client, 2).await;
-    assert_eq!(ready_nodes(&env.client, "c5", 2).await.len(), 2);
+    // Longer than the 5 s unneeded time at one loop a second: empty nodes would have gone.
+    after_loops(&ca, 10).await;
+    create_workload(&env, "work", 3, "1500m", Some("m5")).await;
+    running_pods(&env, "work", 2).await;
+    after_loops(&ca, 5).await;
+
+    assert_eq!(node_names(&env.client, "m5").await, before);
+    assert_eq!(resizes.increased("m5"), 0);
+    assert!(resizes.deleted("m5").is_empty());
 }

@@ -1,5 +1,5 @@
 //! The shipped RBAC (deploy/cloudprov/rbac.yaml) is enough and has no wildcards: the provider
-//! scales a group up and down as its ServiceAccount.
+//! scales a group up and down, and releases a retiring one, as its ServiceAccount.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -27,7 +27,7 @@ fn rbac_rules_name_every_verb_and_resource() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_provider_scales_up_and_down_as_its_service_account() {
+async fn the_provider_scales_up_and_down_and_releases_as_its_service_account() {
     let env = start().await;
     manifests::apply(&env.client, NAMESPACE_YAML).await.unwrap();
     manifests::apply(&env.client, RBAC_YAML).await.unwrap();
@@ -76,6 +76,21 @@ async fn the_provider_scales_up_and_down_as_its_service_account() {
         (names == survivor)
             .then_some(())
             .ok_or(format!("{names:?}"))
+    })
+    .await
+    .unwrap();
+
+    // Retired by its deleter, the group is marked released at the next Refresh.
+    retire(&env.client, "m5").await;
+    wait::until("m5 released", DEADLINE, || {
+        let mut ca = ca.clone();
+        let client = env.client.clone();
+        async move {
+            ca.refresh(pb::RefreshRequest {})
+                .await
+                .map_err(|e| e.to_string())?;
+            released(&client, "m5").await
+        }
     })
     .await
     .unwrap();

@@ -7,52 +7,18 @@ mod common;
 use std::{path::PathBuf, process::Command};
 
 use common::*;
-use ksim_grpc::{ServeArgs, TlsArgs};
-use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
-    self as pb, cloud_provider_client::CloudProviderClient,
-};
-use ksim_testenv::pki::CertificateAuthority;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use ksim_grpc::ServeArgs;
+use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc as pb;
 
 const SERVICE: &str = "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn scale_up_works_over_mutual_tls_and_a_client_without_a_certificate_is_refused() {
     let env = start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let authority = CertificateAuthority::create(dir.path(), "ksim-cloudprov-ca").unwrap();
+    let tls = MutualTls::create();
+    let addr = serve(env.provider.clone(), tls.serve_args()).await;
     // CA dials `address` from its cloud-config and checks the certificate against its host.
-    let serving = authority
-        .server_cert("server", &["localhost"], &["127.0.0.1".parse().unwrap()])
-        .unwrap();
-    let client_cert = authority
-        .client_cert("client", "cluster-autoscaler", None)
-        .unwrap();
-    let mut args = ServeArgs::ephemeral();
-    args.tls = TlsArgs {
-        tls_cert: Some(serving.cert),
-        tls_key: Some(serving.key),
-        tls_client_ca: Some(authority.cert_file().to_owned()),
-    };
-    let addr = serve(env.provider.clone(), args).await;
-    let endpoint = Endpoint::from_shared(format!("https://localhost:{}", addr.port())).unwrap();
-    let ca_pem = Certificate::from_pem(std::fs::read(authority.cert_file()).unwrap());
-
-    let channel = endpoint
-        .clone()
-        .tls_config(
-            ClientTlsConfig::new()
-                .ca_certificate(ca_pem.clone())
-                .identity(Identity::from_pem(
-                    std::fs::read(client_cert.cert).unwrap(),
-                    std::fs::read(client_cert.key).unwrap(),
-                )),
-        )
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut ca = CloudProviderClient::new(channel);
+    let mut ca = tls.client(addr.port()).await;
     create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
     refreshed(&ca).await;
     served(&ca, "m5").await;
@@ -63,20 +29,10 @@ async fn scale_up_works_over_mutual_tls_and_a_client_without_a_certificate_is_re
     .await
     .unwrap();
     assert_eq!(ready_nodes(&env.client, "m5", 2).await.len(), 2);
-
-    let without_cert = endpoint
-        .tls_config(ClientTlsConfig::new().ca_certificate(ca_pem))
-        .unwrap()
-        .connect()
-        .await;
-    let refused = match without_cert {
-        Err(_) => true,
-        Ok(channel) => CloudProviderClient::new(channel)
-            .node_groups(pb::NodeGroupsRequest {})
-            .await
-            .is_err(),
-    };
-    assert!(refused, "a client without a certificate was served");
+    assert!(
+        tls.refuses_client_without_certificate(addr.port()).await,
+        "a client without a certificate was served"
+    );
 }
 
 /// grpcurl from PATH, or where deploy/tools.sh installs it.

@@ -10,7 +10,10 @@ use std::{
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
-    labels::GROUP_LABEL, node::parse_provider_id, seats::group_of, skeleton::NodeSkeleton,
+    labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT},
+    node::parse_provider_id,
+    seats::group_of,
+    skeleton::NodeSkeleton,
 };
 use tokio::sync::watch;
 
@@ -59,6 +62,13 @@ struct DeploymentEntry {
     resource_version: String,
     limits: Result<SizeLimits, LimitsError>,
     skeleton: Skeleton,
+    /// About to be deleted: frozen at its size for cluster-autoscaler (see [`Index::groups`]).
+    retiring: bool,
+    /// The provider has told the deleter that CA let go of it.
+    released: bool,
+    /// Deleted after its release; still answered for until CA's next Refresh, since the loop
+    /// under way holds the group (see [`Index::purge_gone`]).
+    gone: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -70,14 +80,22 @@ struct SeatEntry {
     deletion_cost: i32,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct NodeEntry {
+    /// The Node object has a deletionTimestamp.
+    deleting: bool,
+    /// cluster-autoscaler has tainted it for removal: a scale-down of it is under way.
+    removing: bool,
+}
+
 #[derive(Debug, Default)]
 struct State {
     deployments: BTreeMap<ObjectKey, DeploymentEntry>,
     /// Group id -> the Deployment serving it (the first by namespace/name if several claim it).
     groups: HashMap<String, ObjectKey>,
     seats: BTreeMap<ObjectKey, SeatEntry>,
-    /// Group id -> node name -> deleting; only nodes with a `ksim://` provider ID.
-    nodes: HashMap<String, BTreeMap<String, bool>>,
+    /// Group id -> node name -> entry; only nodes with a `ksim://` provider ID.
+    nodes: HashMap<String, BTreeMap<String, NodeEntry>>,
     node_groups: HashMap<String, String>,
     synced: BTreeSet<Source>,
 }
@@ -130,6 +148,8 @@ impl Index {
             self.delete_deployment(&key.0, &key.1);
             return Ok(());
         };
+        let annotations = deployment.metadata.annotations.as_ref();
+        let annotated = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
         let entry = DeploymentEntry {
             group: group.to_owned(),
             // Kubernetes defaults an unset replicas to 1.
@@ -144,14 +164,13 @@ impl Index {
                 .clone()
                 .unwrap_or_default(),
             limits: SizeLimits::from_annotations(
-                deployment
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .unwrap_or(&BTreeMap::new()),
+                annotations.unwrap_or(&BTreeMap::new()),
                 self.default_max,
             ),
             skeleton,
+            retiring: annotated(RETIRING_ANNOTATION),
+            released: annotated(RELEASED_ANNOTATION),
+            gone: false,
         };
         let result = entry.limits.clone().map(|_| ());
         let mut state = self.write();
@@ -162,9 +181,15 @@ impl Index {
 
     pub fn delete_deployment(&self, namespace: &str, name: &str) {
         let mut state = self.write();
-        state
-            .deployments
-            .remove(&(namespace.to_owned(), name.to_owned()));
+        state.forget_deployment(&(namespace.to_owned(), name.to_owned()));
+        state.regroup();
+    }
+
+    /// Forgets the released groups that went since the last call: CA calls Refresh at the start
+    /// of each loop and asks for its groups afresh after it.
+    pub fn purge_gone(&self) {
+        let mut state = self.write();
+        state.deployments.retain(|_, entry| !entry.gone);
         state.regroup();
     }
 
@@ -223,12 +248,19 @@ impl Index {
         let mut state = self.write();
         state.forget_node(&name);
         if let Some(group) = group {
-            let deleting = node.metadata.deletion_timestamp.is_some();
+            let entry = NodeEntry {
+                deleting: node.metadata.deletion_timestamp.is_some(),
+                removing: node
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| spec.taints.as_ref())
+                    .is_some_and(|taints| taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT)),
+            };
             state
                 .nodes
                 .entry(group.clone())
                 .or_default()
-                .insert(name.clone(), deleting);
+                .insert(name.clone(), entry);
             state.node_groups.insert(name, group);
         }
     }
@@ -242,7 +274,15 @@ impl Index {
         let mut state = self.write();
         match source {
             Source::Deployments => {
-                state.deployments.retain(|key, _| seen.contains(key));
+                let gone: Vec<ObjectKey> = state
+                    .deployments
+                    .keys()
+                    .filter(|key| !seen.contains(*key))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    state.forget_deployment(&key);
+                }
                 state.regroup();
             }
             Source::Seats => state.seats.retain(|key, _| seen.contains(key)),
@@ -271,19 +311,41 @@ impl Index {
         self.read().synced.len() == 3
     }
 
+    /// The groups offered to cluster-autoscaler. A retiring group stays offered, so a loop or a
+    /// scale-down under way finishes without "not found", but frozen at its size (min = max =
+    /// target), so CA starts nothing new on it.
     pub fn groups(&self) -> Vec<GroupInfo> {
         let state = self.read();
         let mut groups: Vec<GroupInfo> = state
             .groups
             .keys()
-            .filter_map(|id| state.group_info(id))
+            .filter_map(|id| state.offered(id))
             .collect();
         groups.sort_by(|a, b| a.id.cmp(&b.id));
         groups
     }
 
+    /// Group `id` as offered to cluster-autoscaler (see [`Index::groups`]).
     pub fn group(&self, id: &str) -> Option<GroupInfo> {
-        self.read().group_info(id)
+        self.read().offered(id)
+    }
+
+    /// The Deployments (namespace, name) of retiring groups not yet released, of which
+    /// cluster-autoscaler is removing no node.
+    pub fn unreleased(&self) -> Vec<ObjectKey> {
+        let state = self.read();
+        let removing = |group: &str| {
+            state
+                .nodes
+                .get(group)
+                .is_some_and(|nodes| nodes.values().any(|node| node.removing))
+        };
+        state
+            .deployments
+            .iter()
+            .filter(|(_, entry)| entry.retiring && !entry.released && !removing(&entry.group))
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     /// The group's target size (`spec.replicas`).
@@ -299,8 +361,8 @@ impl Index {
         let nodes = state.nodes.get(id);
         let node_state = |name: &str| match nodes.and_then(|n| n.get(name)) {
             None => NodeState::Absent,
-            Some(false) => NodeState::Registered,
-            Some(true) => NodeState::Deleting,
+            Some(node) if node.deleting => NodeState::Deleting,
+            Some(_) => NodeState::Registered,
         };
         let seats: Vec<Seat> = state
             .seats
@@ -417,14 +479,30 @@ impl State {
         Some((key, entry, limits))
     }
 
-    fn group_info(&self, id: &str) -> Option<GroupInfo> {
-        let ((namespace, name), _, limits) = self.served(id)?;
+    fn offered(&self, id: &str) -> Option<GroupInfo> {
+        let ((namespace, name), entry, limits) = self.served(id)?;
+        let (min, max, state) = if entry.retiring || entry.gone {
+            (entry.replicas, entry.replicas, ", retiring")
+        } else {
+            (limits.min, limits.max, "")
+        };
         Some(GroupInfo {
             id: id.to_owned(),
-            min: limits.min,
-            max: limits.max,
-            debug: format!("Deployment {namespace}/{name}"),
+            min,
+            max,
+            debug: format!("Deployment {namespace}/{name}{state}"),
         })
+    }
+
+    /// A released group's entry outlives its Deployment until [`Index::purge_gone`].
+    fn forget_deployment(&mut self, key: &ObjectKey) {
+        match self.deployments.get_mut(key) {
+            Some(entry) if entry.released => entry.gone = true,
+            Some(_) => {
+                self.deployments.remove(key);
+            }
+            None => {}
+        }
     }
 
     fn forget_node(&mut self, name: &str) {

@@ -47,6 +47,13 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Deletes a Node object; one already gone is not an error.
     fn delete_node(&self, name: &str) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
+    /// Marks a retiring group's Deployment released (`ksim.io/released`).
+    fn mark_released(
+        &self,
+        namespace: &str,
+        deployment: &str,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -162,12 +169,22 @@ impl<C: Cluster> Provider<C> {
     }
 
     /// Succeeds once the index holds full lists; every answer comes from it.
-    pub fn refresh(&self) -> Result<(), ProviderError> {
-        if self.index.is_synced() {
-            Ok(())
-        } else {
-            Err(ProviderError::NotSynced)
+    ///
+    /// CA calls Refresh at the start of each loop and asks for its groups afresh after it: the
+    /// groups deleted since are forgotten now, and the retiring ones it has seen frozen (see
+    /// [`Index::groups`]) and removes no node of any more are marked released, so their
+    /// deleter may go on. A failed mark is retried at the next Refresh.
+    pub async fn refresh(&self) -> Result<(), ProviderError> {
+        if !self.index.is_synced() {
+            return Err(ProviderError::NotSynced);
         }
+        self.index.purge_gone();
+        for (namespace, deployment) in self.index.unreleased() {
+            if let Err(error) = self.cluster.mark_released(&namespace, &deployment).await {
+                tracing::warn!(%namespace, %deployment, %error, "cannot mark a retiring group released");
+            }
+        }
+        Ok(())
     }
 
     pub fn groups(&self) -> Vec<GroupInfo> {

@@ -13,9 +13,11 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use ksim_nodes::labels::{RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT};
+
 use super::*;
 use crate::index::{
-    DELETION_COST_ANNOTATION, Skeleton,
+    DELETION_COST_ANNOTATION, Skeleton, Source,
     tests::{deployment, node, seat_pod},
 };
 
@@ -114,6 +116,20 @@ impl Cluster for FakeCluster {
             .apply_deployment(&deployment, Skeleton::Missing)
             .unwrap();
         self.reconcile(objects);
+        Ok(())
+    }
+
+    async fn mark_released(&self, _namespace: &str, _deployment: &str) -> Result<(), ClusterError> {
+        let mut objects = self.objects();
+        let deployment = objects.deployment.as_mut().unwrap();
+        deployment
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(RELEASED_ANNOTATION.to_owned(), "true".to_owned());
+        self.index
+            .apply_deployment(deployment, Skeleton::Missing)
+            .unwrap();
         Ok(())
     }
 
@@ -367,4 +383,155 @@ async fn answers_without_configuration_say_so_and_gpu_types_come_from_skeletons(
         .unwrap();
     assert_eq!(provider.gpu_types(), vec!["nvidia-t4".to_owned()]);
     assert!(!provider.template_node("g4").unwrap().is_empty());
+}
+
+/// Marks the provider's group retiring, as the driver's cleanup does.
+fn retire(provider: &Provider<FakeCluster>, cluster: &FakeCluster) {
+    let mut retiring = cluster.objects().deployment.clone().unwrap();
+    retiring
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(RETIRING_ANNOTATION.to_owned(), "true".to_owned());
+    provider
+        .index()
+        .apply_deployment(&retiring, Skeleton::Missing)
+        .unwrap();
+    cluster.objects().deployment = Some(retiring);
+}
+
+fn released(cluster: &FakeCluster) -> bool {
+    let deployment = cluster.objects().deployment.clone().unwrap();
+    deployment
+        .metadata
+        .annotations
+        .is_some_and(|a| a.contains_key(RELEASED_ANNOTATION))
+}
+
+fn synced(provider: &Provider<FakeCluster>) {
+    for source in [Source::Deployments, Source::Seats, Source::Nodes] {
+        provider.index().mark_synced(source);
+    }
+}
+
+#[tokio::test]
+async fn a_retiring_group_is_frozen_at_its_size_and_released_at_the_next_refresh() {
+    let (provider, cluster) = provider(2, ("0", "10"));
+    synced(&provider);
+    retire(&provider, &cluster);
+
+    // Still CA's group, so nothing it holds fails; min = max = target, so it starts nothing.
+    let frozen = |info: Option<GroupInfo>| info.map(|g| (g.id, g.min, g.max));
+    let expected = Some(("m5".to_owned(), 2, 2));
+    assert_eq!(frozen(provider.groups().into_iter().next()), expected);
+    assert_eq!(
+        frozen(provider.group_for_provider_id("ksim://m5/seat-0")),
+        expected
+    );
+    assert!(!released(&cluster));
+
+    provider.refresh().await.unwrap();
+    assert!(released(&cluster));
+    assert!(provider.index().unreleased().is_empty());
+}
+
+#[tokio::test]
+async fn a_scale_down_under_way_holds_the_release_until_it_is_done() {
+    let (provider, cluster) = provider(2, ("0", "10"));
+    synced(&provider);
+    let mut tainted = node("seat-1", "ksim://m5/seat-1");
+    tainted.spec.get_or_insert_default().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+        key: TO_BE_DELETED_TAINT.to_owned(),
+        effect: "NoSchedule".to_owned(),
+        ..Default::default()
+    }]);
+    provider.index().apply_node(&tainted);
+    retire(&provider, &cluster);
+
+    provider.refresh().await.unwrap();
+    assert!(!released(&cluster), "released while CA removes a node");
+    // The group's own limits, not the frozen ones, bound the scale-down CA began.
+    provider
+        .delete_nodes("m5", &[node_ref("seat-1")])
+        .await
+        .unwrap();
+    provider.refresh().await.unwrap();
+    assert!(released(&cluster));
+}
+
+#[tokio::test]
+async fn a_released_group_is_answered_for_until_the_next_refresh() {
+    let (provider, cluster) = provider(2, ("0", "10"));
+    synced(&provider);
+    retire(&provider, &cluster);
+    provider.refresh().await.unwrap();
+    let deployment = cluster.objects().deployment.clone().unwrap();
+    provider
+        .index()
+        .apply_deployment(&deployment, Skeleton::Missing)
+        .unwrap();
+    provider
+        .index()
+        .delete_deployment("ksim-system", "seats-m5");
+
+    // The loop under way still holds the group.
+    assert_eq!(provider.target_size("m5").unwrap(), 2);
+    assert_eq!(provider.groups().len(), 1);
+    provider.refresh().await.unwrap();
+    assert!(matches!(
+        provider.target_size("m5"),
+        Err(ProviderError::UnknownGroup(_))
+    ));
+    assert!(provider.groups().is_empty());
+}
+
+#[tokio::test]
+async fn refresh_before_the_first_lists_marks_nothing() {
+    let (provider, cluster) = provider(1, ("0", "10"));
+    retire(&provider, &cluster);
+    assert!(matches!(
+        provider.refresh().await,
+        Err(ProviderError::NotSynced)
+    ));
+    assert!(!released(&cluster));
+}
+
+#[tokio::test]
+async fn a_resize_whose_call_is_cancelled_still_runs_to_its_end() {
+    use crate::grpc::CloudProviderService;
+    use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
+        self as pb, cloud_provider_server::CloudProvider,
+    };
+
+    let (provider, cluster) = provider(3, ("1", "10"));
+    let mut events = provider.subscribe();
+    let service = CloudProviderService::new(provider.clone());
+    let request = pb::NodeGroupDeleteNodesRequest {
+        id: "m5".to_owned(),
+        nodes: vec![pb::ExternalGrpcNode {
+            provider_id: "ksim://m5/seat-2".to_owned(),
+            name: "seat-2".to_owned(),
+            ..Default::default()
+        }],
+    };
+    // The call is polled until the resize waits, then dropped, as when CA goes away.
+    let call = service.node_group_delete_nodes(tonic::Request::new(request));
+    tokio::select! {
+        biased;
+        _ = call => panic!("the resize finished without waiting once"),
+        () = tokio::task::yield_now() => {}
+    }
+
+    let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .expect("the resize went on")
+        .unwrap();
+    assert_eq!(
+        event,
+        ScaleEvent::NodesDeleted {
+            group: "m5".to_owned(),
+            nodes: vec!["seat-2".to_owned()],
+        }
+    );
+    assert_eq!(cluster.objects().deleted_nodes, ["seat-2"]);
 }

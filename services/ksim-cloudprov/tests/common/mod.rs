@@ -2,7 +2,7 @@
 //! for the provider's end-to-end tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::{collections::BTreeSet, net::SocketAddr, sync::Arc, time::Duration};
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -15,39 +15,44 @@ use ksim_cloudprov::{
     provider::{Provider, Settings},
     watches,
 };
-use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_grpc::{GrpcServer, ServeArgs, TlsArgs};
 use ksim_nodes::{
-    labels::GROUP_LABEL,
+    labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
     seats::{SeatDeployment, SkeletonSource},
 };
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
-use ksim_testenv::{ControlPlane, wait};
+use ksim_testenv::{ClientTls, ControlPlane, pki::CertificateAuthority, wait};
 use ksim_vnode::{config::PoolConfig, pool::Pool};
 use kube::{
     Api, Client,
-    api::{ListParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
+use serde_json::json;
 use tokio::task::JoinSet;
-use tonic::transport::Channel;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub const DEADLINE: Duration = Duration::from_secs(120);
 pub const NAMESPACE: &str = "default";
 
-pub const SKELETON: &str = r#"
+/// An m5.large: 1930m CPU allocatable, 29 pods; the autoscaler bench uses it too.
+pub const SKELETON: &str = include_str!("m5-large.yaml");
+
+/// A second instance type, twice the CPU of [`SKELETON`]: pods asking for 3 CPU fit only here.
+pub const SKELETON_C5_XLARGE: &str = r#"
 apiVersion: v1
 kind: Node
 metadata:
   labels:
-    node.kubernetes.io/instance-type: m5.large
+    node.kubernetes.io/instance-type: c5.xlarge
     topology.kubernetes.io/zone: us-east-1a
 spec:
   taints:
   - { key: dedicated, value: sim, effect: NoSchedule }
 status:
-  capacity: { cpu: "2", memory: 8Gi, pods: "29" }
-  allocatable: { cpu: 1930m, memory: 7Gi, pods: "29" }
+  capacity: { cpu: "4", memory: 8Gi, pods: "58" }
+  allocatable: { cpu: 3920m, memory: 7Gi, pods: "58" }
 "#;
 
 pub struct Env {
@@ -59,6 +64,11 @@ pub struct Env {
 }
 
 pub async fn start() -> Env {
+    start_with(settings()).await
+}
+
+/// [`start`], with the provider answering from `settings`.
+pub async fn start_with(settings: Settings) -> Env {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -88,7 +98,7 @@ pub async fn start() -> Env {
     let provider = Arc::new(Provider::new(
         index,
         ApiCluster::new(client.clone()),
-        settings(),
+        settings,
     ));
     Env {
         control_plane,
@@ -109,16 +119,136 @@ pub fn settings() -> Settings {
     }
 }
 
-/// Serves the provider on an ephemeral port with `args`; returns its address.
-pub async fn serve(provider: Arc<Provider<ApiCluster>>, args: ServeArgs) -> std::net::SocketAddr {
+/// Serves the provider with `args` (an ephemeral port unless they name one) for the rest of
+/// the test; returns its address.
+pub async fn serve(provider: Arc<Provider<ApiCluster>>, args: ServeArgs) -> SocketAddr {
+    spawn_server(provider, args, std::future::pending()).await.0
+}
+
+type ServerTask = tokio::task::JoinHandle<Result<(), ksim_grpc::Error>>;
+
+async fn spawn_server(
+    provider: Arc<Provider<ApiCluster>>,
+    args: ServeArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> (SocketAddr, ServerTask) {
     let bound = GrpcServer::new(args)
         .add_service(CloudProviderService::new(provider).into_server())
         .bind()
         .await
         .unwrap();
     let addr = bound.grpc_addr().unwrap();
-    tokio::spawn(bound.serve_until(std::future::pending()));
-    addr
+    (addr, tokio::spawn(bound.serve_until(shutdown)))
+}
+
+/// A provider served until [`Serving::stop`], which frees its port for the next server.
+pub struct Serving {
+    pub addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: ServerTask,
+}
+
+impl Serving {
+    pub async fn start(provider: Arc<Provider<ApiCluster>>, args: ServeArgs) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr, task) = spawn_server(provider, args, async {
+            let _ = stopped.await;
+        })
+        .await;
+        Self { addr, stop, task }
+    }
+
+    /// Stops serving and returns once the port is closed.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// A throwaway PKI for mutual TLS: the provider's serving certificate for `localhost` (the host
+/// cluster-autoscaler must dial, as it checks the certificate against its `address`), and a
+/// client certificate signed by the same authority.
+pub struct MutualTls {
+    _dir: tempfile::TempDir,
+    pub server: TlsArgs,
+    pub client: ClientTls,
+}
+
+impl MutualTls {
+    pub fn create() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let authority = CertificateAuthority::create(dir.path(), "ksim-cloudprov-ca").unwrap();
+        let serving = authority
+            .server_cert("server", &["localhost"], &["127.0.0.1".parse().unwrap()])
+            .unwrap();
+        let client = authority
+            .client_cert("client", "cluster-autoscaler", None)
+            .unwrap();
+        Self {
+            server: TlsArgs {
+                tls_cert: Some(serving.cert),
+                tls_key: Some(serving.key),
+                tls_client_ca: Some(authority.cert_file().to_owned()),
+            },
+            client: ClientTls {
+                cert: client.cert,
+                key: client.key,
+                cacert: authority.cert_file().to_owned(),
+            },
+            _dir: dir,
+        }
+    }
+
+    /// Serving arguments on an ephemeral port with the server's certificate.
+    pub fn serve_args(&self) -> ServeArgs {
+        ServeArgs {
+            tls: self.server.clone(),
+            ..ServeArgs::ephemeral()
+        }
+    }
+
+    /// `https://localhost:<port>`, the name on the server's certificate.
+    pub fn endpoint(port: u16) -> Endpoint {
+        Endpoint::from_shared(format!("https://localhost:{port}")).unwrap()
+    }
+
+    /// A client that trusts the server, presenting the client certificate.
+    pub async fn client(&self, port: u16) -> CloudProviderClient<Channel> {
+        let identity = Identity::from_pem(
+            std::fs::read(&self.client.cert).unwrap(),
+            std::fs::read(&self.client.key).unwrap(),
+        );
+        let channel = Self::endpoint(port)
+            .tls_config(self.trust().identity(identity))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        CloudProviderClient::new(channel)
+    }
+
+    /// Whether the server on `port` refuses a client that trusts it but has no certificate:
+    /// either the handshake or the first call fails.
+    pub async fn refuses_client_without_certificate(&self, port: u16) -> bool {
+        let connected = Self::endpoint(port)
+            .tls_config(self.trust())
+            .unwrap()
+            .connect()
+            .await;
+        match connected {
+            Err(_) => true,
+            Ok(channel) => CloudProviderClient::new(channel)
+                .node_groups(pb::NodeGroupsRequest {})
+                .await
+                .is_err(),
+        }
+    }
+
+    fn trust(&self) -> ClientTlsConfig {
+        ClientTlsConfig::new().ca_certificate(Certificate::from_pem(
+            std::fs::read(&self.client.cacert).unwrap(),
+        ))
+    }
 }
 
 pub async fn plaintext_client(env: &Env) -> CloudProviderClient<Channel> {
@@ -167,6 +297,17 @@ pub fn seat_deployment(group: &str, replicas: i32, min: i32, max: i32) -> Deploy
         min,
         max,
         SkeletonSource::Inline(SKELETON.to_owned()),
+    )
+}
+
+/// A c5.xlarge group ([`SKELETON_C5_XLARGE`]).
+pub fn c5_seat_deployment(group: &str, replicas: i32, min: i32, max: i32) -> Deployment {
+    seat_deployment_with(
+        group,
+        replicas,
+        min,
+        max,
+        SkeletonSource::Inline(SKELETON_C5_XLARGE.to_owned()),
     )
 }
 
@@ -254,4 +395,30 @@ pub fn placeholder_node(instance_id: &str) -> pb::ExternalGrpcNode {
         .into_iter()
         .collect(),
     }
+}
+
+/// Marks group `group`'s seat Deployment retiring, as the driver's cleanup does.
+pub async fn retire(client: &Client, group: &str) {
+    let patch = json!({ "metadata": { "annotations": { RETIRING_ANNOTATION: "true" } } });
+    Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
+        .patch(
+            &format!("seats-{group}"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+}
+
+/// Whether the provider has marked group `group`'s seat Deployment released; Err says why not.
+pub async fn released(client: &Client, group: &str) -> Result<(), String> {
+    let deployment = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
+        .get(&format!("seats-{group}"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let annotations = deployment.metadata.annotations.unwrap_or_default();
+    annotations
+        .contains_key(RELEASED_ANNOTATION)
+        .then_some(())
+        .ok_or(format!("{annotations:?}"))
 }

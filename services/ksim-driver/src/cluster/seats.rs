@@ -1,10 +1,17 @@
 //! Deployment-backed node groups: one seat Deployment per group, which the pool turns into
 //! virtual nodes and the cloud provider offers to cluster-autoscaler. The simulation root owns
-//! it, so the simulation's cleanup removes the group too.
+//! it, so the simulation's cleanup removes the group too, after retiring it (see [`retire`]).
 
 use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::OwnerReference};
-use ksim_nodes::seats::{SeatDeployment, SkeletonSource};
-use kube::{Api, Client, api::PostParams};
+use ksim_nodes::{
+    labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
+    seats::{SeatDeployment, SkeletonSource},
+};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
 
 use crate::domain::{RootRef, SIMULATION_LABEL};
 
@@ -50,4 +57,60 @@ pub async fn create(
         .insert(SIMULATION_LABEL.to_owned(), simulation_id.to_owned());
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     api.create(&PostParams::default(), &deployment).await
+}
+
+/// The simulation's seat Deployments in `namespace`.
+async fn of_simulation(
+    client: &Client,
+    namespace: &str,
+    simulation_id: &str,
+) -> Result<Vec<Deployment>, kube::Error> {
+    let selector = format!("{SIMULATION_LABEL}={simulation_id},{GROUP_LABEL}");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// Marks the simulation's seat Deployments retiring: the cloud provider stops offering them to
+/// cluster-autoscaler, and marks each released once CA has refreshed without it.
+pub async fn retire(
+    client: &Client,
+    namespace: &str,
+    simulation_id: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let patch = json!({ "metadata": { "annotations": { RETIRING_ANNOTATION: "true" } } });
+    for deployment in of_simulation(client, namespace, simulation_id).await? {
+        let name = deployment.metadata.name.unwrap_or_default();
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// The simulation's seat Deployments the cloud provider has not marked released yet.
+pub async fn unreleased(
+    client: &Client,
+    namespace: &str,
+    simulation_id: &str,
+) -> Result<Vec<String>, kube::Error> {
+    Ok(of_simulation(client, namespace, simulation_id)
+        .await?
+        .into_iter()
+        .filter(|d| {
+            !d.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(RELEASED_ANNOTATION))
+        })
+        .filter_map(|d| d.metadata.name)
+        .collect())
 }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::{handle::Handle, run::RunContext};
 use crate::{
-    cluster::root,
+    cluster::{root, seats},
     domain::{RootRef, SIMULATION_LABEL},
 };
 
@@ -19,14 +19,23 @@ pub struct Created {
     pub root: Option<RootRef>,
     /// Pool-managed groups; seat Deployments are owned by the root and go with it.
     pub pool_groups: Vec<String>,
+    /// cluster-autoscaler was to resize the seat groups.
+    pub autoscaled: bool,
 }
 
-/// Order matters: the simulation's namespaces go first, while their pods' nodes still exist
-/// (a pod on a vanished node waits for the pod garbage collector, minutes later); then the root
-/// takes the rest (seat Deployments, cluster-scoped objects); then the pool's groups.
+/// How long cluster-autoscaler gets to refresh its node groups without the retiring ones: CA's
+/// default scan interval is 10 s, and a loop may be under way when the groups retire.
+const RELEASE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Order matters: the seat groups retire first, so that cluster-autoscaler lets go of them
+/// before their pods and nodes start to vanish under it; then the simulation's namespaces go,
+/// while their pods' nodes still exist (a pod on a vanished node waits for the pod garbage
+/// collector, minutes later); then the root takes the rest (seat Deployments, cluster-scoped
+/// objects); then the pool's groups.
 pub async fn cleanup(ctx: &RunContext, handle: &Handle, created: &Created) -> Result<(), String> {
     let mut problems = Vec::new();
     if created.root.is_some() {
+        retire_seat_groups(ctx, &handle.id, created.autoscaled).await;
         if let Err(error) = delete_namespaces(ctx, &handle.id).await {
             problems.push(error);
         }
@@ -45,6 +54,40 @@ pub async fn cleanup(ctx: &RunContext, handle: &Handle, created: &Created) -> Re
         Ok(())
     } else {
         Err(format!("cleanup: {}", problems.join("; ")))
+    }
+}
+
+/// Retires the simulation's seat groups and, when cluster-autoscaler was acting on them, waits
+/// until the cloud provider says CA let go of them. Best effort: a CA that is not running never
+/// refreshes, so after [`RELEASE_DEADLINE`] the cleanup goes on, as it would have before.
+async fn retire_seat_groups(ctx: &RunContext, id: &str, autoscaled: bool) {
+    let (client, namespace) = (&ctx.client, &ctx.settings.namespace);
+    if let Err(error) = seats::retire(client, namespace, id).await {
+        tracing::warn!(%error, "retiring the seat groups");
+        return;
+    }
+    if !autoscaled {
+        return;
+    }
+    let started = Instant::now();
+    loop {
+        match seats::unreleased(client, namespace, id).await {
+            Ok(left) if left.is_empty() => return,
+            Ok(left) if started.elapsed() >= RELEASE_DEADLINE => {
+                tracing::warn!(
+                    ?left,
+                    "cluster-autoscaler did not refresh without the retiring seat groups; \
+                     deleting them anyway"
+                );
+                return;
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "checking the retiring seat groups");
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -174,6 +174,7 @@ async fn replay(
 
     create_namespaces(&ctx.client, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
+    created.autoscaled = spec.enable_autoscaler;
     create_node_groups(ctx, handle, spec, &root, &mut created.pool_groups).await?;
     if handle.cancel.is_cancelled() {
         return Ok(Ending::Cancelled);
