@@ -77,8 +77,9 @@ async fn a_simulation_is_one_trace_across_driver_tracer_pool_and_cloud_provider(
     );
 
     let state = tempfile::tempdir().unwrap();
+    // With cluster-autoscaler, as `--autoscaler` runs expect: CA's calls reach the provider.
     let mut up = ksim(state.path())
-        .arg("up")
+        .args(["up", "--autoscaler"])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -1,10 +1,11 @@
 //! Watches what the simulated cluster does: the simulation's pods (by phase, unscheduled, how
 //! long each stayed Pending), its virtual nodes per group, and resizes of its seat Deployments
-//! (cluster-autoscaler's scale-ups and scale-downs, made through the cloud provider). Pods
-//! are also handed over as they start, for matching to their recorded launches.
+//! (cluster-autoscaler's scale-ups and scale-downs, made through the cloud provider) and the
+//! nodes that join and leave the groups once the replay runs (which nodes it added and
+//! removed). Pods are also handed over as they start, for matching to their recorded launches.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
@@ -26,7 +27,7 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 
 use crate::domain::{
     SIMULATION_LABEL,
-    report::{NodeCount, PodCounts, Sample, ScaleEvent},
+    report::{NodeChange, NodeChangeKind, NodeCount, PodCounts, Sample, ScaleEvent},
 };
 
 #[derive(Debug)]
@@ -38,10 +39,17 @@ pub struct Observer {
 #[derive(Debug)]
 struct Seen {
     origin: Instant,
+    /// Whether [`Observer::set_origin`] was called: nodes that come before are the groups'
+    /// initial size, not changes.
+    replaying: bool,
     groups: BTreeSet<String>,
     pods: HashMap<String, PodSeen>,
     pending_times: Vec<Duration>,
+    /// Per node name: its group and whether it is Ready.
     nodes: HashMap<String, (String, bool)>,
+    /// Node names listed so far while the node watch (re)lists, if it does.
+    relisted_nodes: Option<HashSet<String>>,
+    node_changes: Vec<NodeChange>,
     seat_replicas: HashMap<String, i32>,
     scale_events: Vec<ScaleEvent>,
     /// Where pods go when first seen started, if anyone asked.
@@ -57,7 +65,8 @@ struct PodSeen {
 }
 
 impl Observer {
-    /// Starts watching. Offsets in samples and scale events count from [`Observer::set_origin`].
+    /// Starts watching. Offsets in samples, scale events and node changes count from
+    /// [`Observer::set_origin`]; node changes are recorded only after it.
     /// Each simulation pod is also sent to `starts`, if given, when first seen started (Running,
     /// or already finished if it ended before the watch saw it run).
     pub fn start(
@@ -67,16 +76,7 @@ impl Observer {
         seat_namespace: &str,
         starts: Option<mpsc::UnboundedSender<Pod>>,
     ) -> Self {
-        let seen = Arc::new(Mutex::new(Seen {
-            origin: Instant::now(),
-            groups,
-            pods: HashMap::new(),
-            pending_times: Vec::new(),
-            nodes: HashMap::new(),
-            seat_replicas: HashMap::new(),
-            scale_events: Vec::new(),
-            starts,
-        }));
+        let seen = Arc::new(Mutex::new(Seen::new(groups, starts)));
         let mut watches = JoinSet::new();
         let pods: Api<Pod> = Api::all(client.clone());
         let selector = format!("{SIMULATION_LABEL}={simulation_id}");
@@ -85,6 +85,7 @@ impl Observer {
             watcher::Config::default().labels(&selector),
             seen.clone(),
             Seen::pod,
+            |_, _| {},
         ));
         let nodes: Api<Node> = Api::all(client.clone());
         watches.spawn(watch(
@@ -92,6 +93,7 @@ impl Observer {
             watcher::Config::default().labels(&format!("{VIRTUAL_LABEL}={TRUE_VALUE}")),
             seen.clone(),
             Seen::node,
+            Seen::nodes_relisted,
         ));
         let seats: Api<Deployment> = Api::namespaced(client.clone(), seat_namespace);
         watches.spawn(watch(
@@ -99,12 +101,16 @@ impl Observer {
             watcher::Config::default().labels(GROUP_LABEL),
             seen.clone(),
             Seen::seat,
+            |_, _| {},
         ));
         Self { seen, watches }
     }
 
+    /// Starts the replay's clock; from here on nodes joining or leaving are changes.
     pub fn set_origin(&self, origin: Instant) {
-        self.lock().origin = origin;
+        let mut seen = self.lock();
+        seen.origin = origin;
+        seen.replaying = true;
     }
 
     pub fn sample(&self) -> Sample {
@@ -150,6 +156,10 @@ impl Observer {
         self.lock().scale_events.clone()
     }
 
+    pub fn node_changes(&self) -> Vec<NodeChange> {
+        self.lock().node_changes.clone()
+    }
+
     pub fn stop(&mut self) {
         self.watches.abort_all();
     }
@@ -165,12 +175,22 @@ impl Drop for Observer {
     }
 }
 
+/// A watch listing every object again (at its start, and after an error it could not resume
+/// from): between `Started` and `Done` each present object is applied, and one not among
+/// them was deleted while the watch was down, without a delete event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relist {
+    Started,
+    Done,
+}
+
 /// Feeds one kind's watch events into `seen` until aborted; the watcher retries on its own.
 async fn watch<K>(
     api: Api<K>,
     config: watcher::Config,
     seen: Arc<Mutex<Seen>>,
     apply: fn(&mut Seen, &K, bool),
+    relist: fn(&mut Seen, Relist),
 ) where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
@@ -183,7 +203,8 @@ async fn watch<K>(
                     apply(&mut seen, &object, true);
                 }
                 watcher::Event::Delete(object) => apply(&mut seen, &object, false),
-                watcher::Event::Init | watcher::Event::InitDone => {}
+                watcher::Event::Init => relist(&mut seen, Relist::Started),
+                watcher::Event::InitDone => relist(&mut seen, Relist::Done),
             }
             futures::future::ready(Ok(()))
         })
@@ -191,6 +212,22 @@ async fn watch<K>(
 }
 
 impl Seen {
+    fn new(groups: BTreeSet<String>, starts: Option<mpsc::UnboundedSender<Pod>>) -> Self {
+        Self {
+            origin: Instant::now(),
+            replaying: false,
+            groups,
+            pods: HashMap::new(),
+            pending_times: Vec::new(),
+            nodes: HashMap::new(),
+            relisted_nodes: None,
+            node_changes: Vec::new(),
+            seat_replicas: HashMap::new(),
+            scale_events: Vec::new(),
+            starts,
+        }
+    }
+
     fn pod(&mut self, pod: &Pod, present: bool) {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
@@ -227,6 +264,9 @@ impl Seen {
         let Some(name) = node.metadata.name.clone() else {
             return;
         };
+        if present && let Some(listed) = &mut self.relisted_nodes {
+            listed.insert(name.clone());
+        }
         let group = node
             .metadata
             .labels
@@ -234,12 +274,54 @@ impl Seen {
             .and_then(|labels| labels.get(GROUP_LABEL).cloned());
         match group {
             Some(group) if present => {
+                if !self.nodes.contains_key(&name) {
+                    self.node_changed(&name, &group, NodeChangeKind::Added);
+                }
                 self.nodes.insert(name, (group, is_ready(node)));
             }
             _ => {
-                self.nodes.remove(&name);
+                if let Some((group, _)) = self.nodes.remove(&name) {
+                    self.node_changed(&name, &group, NodeChangeKind::Removed);
+                }
             }
         }
+    }
+
+    /// After a relist, nodes it did not list are gone; their departure is dated to the relist,
+    /// the first the driver can know of it.
+    fn nodes_relisted(&mut self, relist: Relist) {
+        match relist {
+            Relist::Started => self.relisted_nodes = Some(HashSet::new()),
+            Relist::Done => {
+                let Some(listed) = self.relisted_nodes.take() else {
+                    return;
+                };
+                let gone: Vec<String> = self
+                    .nodes
+                    .keys()
+                    .filter(|name| !listed.contains(*name))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    if let Some((group, _)) = self.nodes.remove(&name) {
+                        self.node_changed(&name, &group, NodeChangeKind::Removed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records a node joining or leaving one of the simulation's groups once the replay runs.
+    fn node_changed(&mut self, node: &str, group: &str, kind: NodeChangeKind) {
+        if !self.replaying || !self.groups.contains(group) {
+            return;
+        }
+        self.node_changes.push(NodeChange {
+            offset: Instant::now().saturating_duration_since(self.origin),
+            group: group.to_owned(),
+            node: node.to_owned(),
+            kind,
+        });
     }
 
     fn seat(&mut self, deployment: &Deployment, present: bool) {
@@ -269,5 +351,103 @@ impl Seen {
                 delta: i64::from(replicas - previous),
             });
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn node(name: &str, group: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                labels: Some([(GROUP_LABEL.to_owned(), group.to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        }
+    }
+
+    fn seen(groups: &[&str]) -> Seen {
+        Seen::new(groups.iter().map(|g| (*g).to_owned()).collect(), None)
+    }
+
+    fn changes(seen: &Seen) -> Vec<(&str, &str, NodeChangeKind)> {
+        seen.node_changes
+            .iter()
+            .map(|c| (c.group.as_str(), c.node.as_str(), c.kind))
+            .collect()
+    }
+
+    #[test]
+    fn only_nodes_of_the_groups_joining_or_leaving_after_the_origin_are_changes() {
+        let mut seen = seen(&["m5"]);
+        // The initial size: registered, updated and even replaced before the replay starts.
+        seen.node(&node("m5-a", "m5"), true);
+        seen.node(&node("m5-b", "m5"), true);
+        seen.node(&node("m5-b", "m5"), false);
+        seen.node(&node("m5-c", "m5"), true);
+        assert!(seen.node_changes.is_empty());
+
+        seen.origin = Instant::now() - Duration::from_secs(5);
+        seen.replaying = true;
+        // Status updates of a known node are not joins.
+        seen.node(&node("m5-a", "m5"), true);
+        seen.node(&node("m5-d", "m5"), true);
+        // Another group's nodes (not this simulation's) are not its changes.
+        seen.node(&node("other-a", "other"), true);
+        seen.node(&node("other-a", "other"), false);
+        seen.node(&node("m5-a", "m5"), false);
+        // A delete of a node never seen is nothing to report.
+        seen.node(&node("m5-z", "m5"), false);
+
+        assert_eq!(
+            changes(&seen),
+            [
+                ("m5", "m5-d", NodeChangeKind::Added),
+                ("m5", "m5-a", NodeChangeKind::Removed),
+            ]
+        );
+        let offset = seen.node_changes[0].offset;
+        assert!(
+            offset >= Duration::from_secs(5) && offset < Duration::from_secs(60),
+            "counted from the origin: {offset:?}"
+        );
+        // The counts the samples take agree: m5-c and m5-d are left.
+        let mut left: Vec<&String> = seen.nodes.keys().collect();
+        left.sort();
+        assert_eq!(left, ["m5-c", "m5-d"]);
+    }
+
+    #[test]
+    fn a_relist_reports_nodes_deleted_while_the_watch_was_down() {
+        let mut seen = seen(&["m5"]);
+        seen.nodes_relisted(Relist::Started);
+        seen.node(&node("m5-a", "m5"), true);
+        seen.node(&node("m5-b", "m5"), true);
+        seen.nodes_relisted(Relist::Done);
+        seen.replaying = true;
+
+        // The watch broke; meanwhile m5-a left and m5-c joined.
+        seen.nodes_relisted(Relist::Started);
+        seen.node(&node("m5-b", "m5"), true);
+        seen.node(&node("m5-c", "m5"), true);
+        seen.nodes_relisted(Relist::Done);
+
+        assert_eq!(
+            changes(&seen),
+            [
+                ("m5", "m5-c", NodeChangeKind::Added),
+                ("m5", "m5-a", NodeChangeKind::Removed),
+            ]
+        );
+        assert!(!seen.nodes.contains_key("m5-a"));
+        // A stray end of a relist that never started changes nothing.
+        seen.nodes_relisted(Relist::Done);
+        assert_eq!(seen.nodes.len(), 2);
     }
 }

@@ -69,6 +69,7 @@ impl Live {
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone(),
             scale_events: self.observer.scale_events(),
+            node_changes: self.observer.node_changes(),
             pending_times: self.observer.pending_times(),
             lateness: self.progress.lateness(),
             object_errors: self.progress.errors(),

@@ -1,6 +1,6 @@
 //! `ksim demo`: the local environment, a bundled trace replayed through the driver, and its
-//! report. Cluster-autoscaler takes part when its binary is available; without it the node
-//! group has a fixed size and the report shows the pods that did not fit.
+//! report. Cluster-autoscaler resizes the node group; only when its binary could not be built
+//! does the group have a fixed size, and the report shows the pods that did not fit.
 
 mod example;
 
@@ -27,6 +27,9 @@ const SKELETON: &str = include_str!("../../../../deploy/vnode/examples/skeleton-
 const FIXED_NODES: i32 = 4;
 /// The group cluster-autoscaler resizes.
 const AUTOSCALED: (i32, i32, i32) = (1, 10, 2);
+/// Set (by deploy/demo.sh) to why cluster-autoscaler could not be built: the demo then runs on
+/// the fixed-size group and says so.
+const NO_AUTOSCALER_ENV: &str = "KSIM_DEMO_NO_AUTOSCALER";
 
 pub async fn run(speed: f64) -> anyhow::Result<()> {
     // Checked before anything starts: the driver would refuse it only after a minute of set-up.
@@ -37,18 +40,23 @@ pub async fn run(speed: f64) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     let started = Instant::now();
     // Checked here so the demo can say up front what it will and will not show.
-    let autoscaler = ClusterAutoscalerBinary::locate().is_ok();
+    let without_autoscaler = match std::env::var(NO_AUTOSCALER_ENV) {
+        Ok(reason) if !reason.is_empty() => Some(reason),
+        _ => ClusterAutoscalerBinary::locate()
+            .err()
+            .map(|e| e.to_string()),
+    };
+    let autoscaler = without_autoscaler.is_none();
     writeln!(
         out,
         "ksim demo: replays a recorded scenario of namespace `{}` on virtual nodes and reports on it",
         example::NAMESPACE
     )?;
-    if !autoscaler {
+    if let Some(reason) = &without_autoscaler {
         writeln!(
             out,
-            "ksim demo: runs without cluster-autoscaler, whose binary could not be built (today the Go \
-             module proxy refuses its module; deploy/cluster-autoscaler/build.sh): node group \
-             {GROUP} keeps {FIXED_NODES} nodes"
+            "ksim demo: runs without cluster-autoscaler, so node group {GROUP} keeps {FIXED_NODES} \
+             nodes: {reason}"
         )?;
     }
     writeln!(
@@ -167,11 +175,11 @@ fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::R
     let most_running = pods(|bucket| bucket.pods.map_or(0, |pods| pods.running));
     let most_unscheduled = pods(|bucket| bucket.unscheduled_pods);
     if autoscaler {
-        let (added, removed) = ksim_driver::domain::report::autoscaler_totals(report);
         writeln!(
             out,
-            "ksim demo: cluster-autoscaler added {added} nodes and removed {removed}; at most {} nodes, \
-             {most_running} pods running and {most_unscheduled} waiting for a node",
+            "ksim demo: cluster-autoscaler: {}; at most {} nodes, {most_running} pods running and \
+             {most_unscheduled} waiting for a node",
+            ksim_driver::domain::report::autoscaler_nodes(report),
             report.peak_nodes
         )?;
     } else {
@@ -197,4 +205,46 @@ fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::R
 
 fn seconds(duration: Duration) -> String {
     format!("{:.0}s", duration.as_secs_f64())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use ksim_proto::ksim::driver::v1::{NodeChange, NodeChangeKind, TimelineBucket};
+
+    use super::*;
+
+    #[test]
+    fn explain_names_the_nodes_cluster_autoscaler_added_and_removed() {
+        let change = |node: &str, kind: NodeChangeKind| NodeChange {
+            offset: None,
+            group: GROUP.to_owned(),
+            node: node.to_owned(),
+            kind: kind.into(),
+        };
+        let report = Report {
+            peak_nodes: 4,
+            timeline: vec![TimelineBucket {
+                autoscaler_scale_ups: 2,
+                autoscaler_scale_downs: 1,
+                ..TimelineBucket::default()
+            }],
+            node_changes: vec![
+                change("m5-large-x", NodeChangeKind::Added),
+                change("m5-large-y", NodeChangeKind::Added),
+                change("m5-large-x", NodeChangeKind::Removed),
+            ],
+            ..Report::default()
+        };
+        let mut out = Vec::new();
+        explain(&report, true, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with(
+                "ksim demo: cluster-autoscaler: 2 nodes added (m5-large-x, m5-large-y), \
+                 1 removed (m5-large-x); at most 4 nodes"
+            ),
+            "{text}"
+        );
+    }
 }

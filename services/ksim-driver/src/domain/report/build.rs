@@ -1,7 +1,7 @@
 //! Observations into the report.
 
-use super::input::Observations;
-use super::model::{Bucket, Percentiles, Report, ReportedError};
+use super::input::{NodeChange, Observations};
+use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
 use super::timeline;
 
 /// The report of what was observed; see [`timeline`] for the buckets and [`Percentiles::of`]
@@ -27,7 +27,24 @@ pub fn build(obs: &Observations) -> Report {
                 message: error.message.clone(),
             })
             .collect(),
+        node_changes: node_changes(&obs.node_changes),
     }
+}
+
+/// In time order (the watch delivers them in order; stable, so ties keep it), to the
+/// millisecond like the timeline's offsets.
+fn node_changes(changes: &[NodeChange]) -> Vec<ReportedNodeChange> {
+    let mut changes: Vec<&NodeChange> = changes.iter().collect();
+    changes.sort_by_key(|change| change.offset);
+    changes
+        .into_iter()
+        .map(|change| ReportedNodeChange {
+            offset_ms: u64::try_from(change.offset.as_millis()).unwrap_or(u64::MAX),
+            group: change.group.clone(),
+            node: change.node.clone(),
+            kind: Some(change.kind),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -76,6 +93,47 @@ mod tests {
             });
         }
         assert_eq!(build(&obs).peak_nodes, 4);
+    }
+
+    #[test]
+    fn node_changes_are_in_time_order_on_the_timeline_clock() {
+        use super::super::input::{NodeChangeKind, ScaleEvent};
+        let change = |ms, node: &str, kind| NodeChange {
+            offset: std::time::Duration::from_micros(ms),
+            group: "m5".into(),
+            node: node.into(),
+            kind,
+        };
+        let obs = Observations {
+            // At 10x the resize and its node are 2.5 s into the replay, 25 s into the trace:
+            // both land in the timeline's bucket of second 2.
+            scale_events: vec![ScaleEvent {
+                offset: std::time::Duration::from_millis(2_500),
+                group: "m5".into(),
+                delta: 1,
+            }],
+            node_changes: vec![
+                change(2_500_900, "m5-b", NodeChangeKind::Added),
+                change(700_000, "m5-a", NodeChangeKind::Removed),
+            ],
+            ..Observations::default()
+        };
+        let report = build(&obs);
+        let offsets: Vec<(u64, &str)> = report
+            .node_changes
+            .iter()
+            .map(|c| (c.offset_ms, c.node.as_str()))
+            .collect();
+        // Sorted, and cut (not rounded) to the millisecond like the timeline.
+        assert_eq!(offsets, [(700, "m5-a"), (2_500, "m5-b")]);
+        assert_eq!(report.node_changes[1].kind, Some(NodeChangeKind::Added));
+        assert_eq!(report.node_changes[1].group, "m5");
+        let second = usize::try_from(report.node_changes[1].offset_ms / 1000).unwrap();
+        assert_eq!(report.timeline[second].scale_ups, 1);
+        assert_eq!(
+            report.timeline[second].offset_ms, 2_000,
+            "the bucket's offset is on the same clock"
+        );
     }
 
     #[test]

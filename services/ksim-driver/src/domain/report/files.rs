@@ -159,6 +159,19 @@ mod tests {
         assert_eq!(json["lateness"]["p99_ms"], 12.345);
         assert_eq!(json["object_errors"][0]["trace_offset_ms"], 61_500);
         assert_eq!(json["object_errors"][0]["operation"], "apply");
+        assert_eq!(json["node_changes"][0]["offset_ms"], 1_150);
+        assert_eq!(json["node_changes"][0]["node"], "group-b-x");
+        assert_eq!(json["node_changes"][0]["kind"], "added");
+        assert_eq!(json["node_changes"][2]["kind"], "removed");
+    }
+
+    #[test]
+    fn a_report_json_from_before_node_changes_still_reads() {
+        let mut json = serde_json::to_value(fixtures::report()).unwrap();
+        json.as_object_mut().unwrap().remove("node_changes");
+        let back: Report = serde_json::from_value(json).unwrap();
+        assert!(back.node_changes.is_empty());
+        assert_eq!(back.timeline, fixtures::report().timeline);
     }
 
     #[test]

@@ -3,15 +3,18 @@
 use std::time::Duration;
 
 use super::build::build;
-use super::input::{NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample, ScaleEvent};
+use super::input::{
+    NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample,
+    ScaleEvent,
+};
 use super::model::Report;
 use crate::domain::{Gvk, Operation, Target};
 
 /// 2026-01-01T00:00:00Z.
 pub const STARTED_AT_MS: i64 = 1_767_225_600_000;
 
-/// Four seconds, two node groups, one second without a sample, one resize each way, four
-/// object errors.
+/// Four seconds, two node groups, one second without a sample, one resize each way and the
+/// nodes it added and removed, four object errors.
 pub fn observations() -> Observations {
     let sample = |ms, nodes: &[(&str, u64)], pods, unscheduled| Sample {
         offset: Duration::from_millis(ms),
@@ -103,6 +106,11 @@ pub fn observations() -> Observations {
                 delta: -1,
             },
         ],
+        node_changes: vec![
+            node_change(1_150, "group-b-x", NodeChangeKind::Added),
+            node_change(1_180, "group-b-y", NodeChangeKind::Added),
+            node_change(2_600, "group-b-x", NodeChangeKind::Removed),
+        ],
         pending_times: (1..=100).map(Duration::from_millis).collect(),
         lateness: [1_500, 250, 12_345]
             .into_iter()
@@ -139,6 +147,15 @@ pub fn observations() -> Observations {
             ),
         ],
         events_applied: 1234,
+    }
+}
+
+fn node_change(ms: u64, node: &str, kind: NodeChangeKind) -> NodeChange {
+    NodeChange {
+        offset: Duration::from_millis(ms),
+        group: "group-b".into(),
+        node: node.into(),
+        kind,
     }
 }
 

@@ -22,6 +22,10 @@ pub struct Observations {
     pub samples: Vec<Sample>,
     /// Cluster-autoscaler resizes seen on node groups.
     pub scale_events: Vec<ScaleEvent>,
+    /// Nodes that joined or left the simulation's groups after the replay start. Defaulted:
+    /// observations saved before it was recorded have none.
+    #[serde(default)]
+    pub node_changes: Vec<NodeChange>,
     /// Per pod: first seen until Running.
     pub pending_times: Vec<Duration>,
     /// Per applied event: actual minus scheduled time.
@@ -71,6 +75,26 @@ pub struct ScaleEvent {
     pub delta: i64,
 }
 
+/// A virtual node joining or leaving one of the simulation's node groups during the replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeChange {
+    /// Since the replay start.
+    pub offset: Duration,
+    pub group: String,
+    pub node: String,
+    pub kind: NodeChangeKind,
+}
+
+/// Whether a node joined or left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeChangeKind {
+    /// The node registered.
+    Added,
+    /// The node was deleted.
+    Removed,
+}
+
 /// An object the cluster refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectErrorRecord {
@@ -81,4 +105,27 @@ pub struct ObjectErrorRecord {
     /// Scheduled time of that event, from the trace window start.
     pub trace_offset: Duration,
     pub message: String,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+
+    #[test]
+    fn observations_saved_before_node_changes_still_read() {
+        let observations = fixtures::observations();
+        let mut json = serde_json::to_value(&observations).unwrap();
+        assert_eq!(json["node_changes"][2]["kind"], "removed");
+        json.as_object_mut().unwrap().remove("node_changes");
+        let back: Observations = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            back,
+            Observations {
+                node_changes: Vec::new(),
+                ..observations
+            }
+        );
+    }
 }

@@ -24,7 +24,10 @@ mod fixtures;
 pub use build::build;
 pub use csv::to_csv;
 pub use files::{Artifacts, CSV_FILE, JSON_FILE, ReportError, SVG_FILE, write_files};
-pub use input::{NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample, ScaleEvent};
-pub use model::{Bucket, Percentiles, Report, ReportedError};
-pub use summary::{autoscaler_totals, summary};
+pub use input::{
+    NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample,
+    ScaleEvent,
+};
+pub use model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
+pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
 pub use svg::render_svg;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::input::{NodeCount, PodCounts};
+use super::input::{NodeChangeKind, NodeCount, PodCounts};
 use crate::domain::{Operation, Target};
 
 /// How a simulation went.
@@ -28,6 +28,10 @@ pub struct Report {
     /// Per applied event: actual minus scheduled time.
     pub lateness: Percentiles,
     pub object_errors: Vec<ReportedError>,
+    /// Nodes that joined or left the simulation's groups after the replay start, in time
+    /// order. Defaulted: reports written before it was recorded have none.
+    #[serde(default)]
+    pub node_changes: Vec<ReportedNodeChange>,
 }
 
 /// One second of the replay; counts are as at the end of the second.
@@ -77,4 +81,15 @@ pub struct ReportedError {
     /// Scheduled time of that event, from the trace window start.
     pub trace_offset_ms: u64,
     pub message: String,
+}
+
+/// A node that joined or left a group during the replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedNodeChange {
+    /// Since the replay start, like the timeline's offsets.
+    pub offset_ms: u64,
+    pub group: String,
+    pub node: String,
+    /// `None` only for a report read from a proto that left the kind unspecified.
+    pub kind: Option<NodeChangeKind>,
 }

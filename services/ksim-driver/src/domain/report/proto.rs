@@ -3,15 +3,15 @@
 //! Both ways are provided because the CLI receives the proto and writes the same files the
 //! driver would. The round trip is lossless except that the proto's durations are kept to the
 //! microsecond (percentiles) or millisecond (offsets), as in the JSON, and an unknown
-//! operation reads back as `None`.
+//! operation or node change kind reads back as `None`.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::time::{millis, timestamp};
 
-use super::input::{NodeCount, PodCounts};
-use super::model::{Bucket, Percentiles, Report, ReportedError};
+use super::input::{NodeChangeKind, NodeCount, PodCounts};
+use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
 use super::percentiles::duration_of_millis;
 use crate::domain::{Gvk, Operation, Target};
 
@@ -28,6 +28,7 @@ impl Report {
             artifacts: None,
             events_applied: self.events_applied,
             peak_nodes: self.peak_nodes,
+            node_changes: self.node_changes.iter().map(node_change_to_proto).collect(),
         }
     }
 
@@ -42,6 +43,11 @@ impl Report {
             pod_pending_time: percentiles_from_proto(report.pod_pending_time.as_ref()),
             lateness: percentiles_from_proto(report.lateness.as_ref()),
             object_errors: report.object_errors.iter().map(error_from_proto).collect(),
+            node_changes: report
+                .node_changes
+                .iter()
+                .map(node_change_from_proto)
+                .collect(),
         }
     }
 }
@@ -177,6 +183,38 @@ fn error_from_proto(error: &pb::ObjectError) -> ReportedError {
     }
 }
 
+fn node_change_to_proto(change: &ReportedNodeChange) -> pb::NodeChange {
+    let kind = match change.kind {
+        Some(NodeChangeKind::Added) => pb::NodeChangeKind::Added,
+        Some(NodeChangeKind::Removed) => pb::NodeChangeKind::Removed,
+        None => pb::NodeChangeKind::Unspecified,
+    };
+    pb::NodeChange {
+        offset: Some(duration_to_proto(Duration::from_millis(change.offset_ms))),
+        group: change.group.clone(),
+        node: change.node.clone(),
+        kind: kind.into(),
+    }
+}
+
+fn node_change_from_proto(change: &pb::NodeChange) -> ReportedNodeChange {
+    ReportedNodeChange {
+        offset_ms: duration_millis(change.offset.as_ref()),
+        group: change.group.clone(),
+        node: change.node.clone(),
+        kind: node_change_kind(change),
+    }
+}
+
+/// The kind of a change in the proto; `None` if unspecified or unknown.
+pub(super) fn node_change_kind(change: &pb::NodeChange) -> Option<NodeChangeKind> {
+    match pb::NodeChangeKind::try_from(change.kind) {
+        Ok(pb::NodeChangeKind::Added) => Some(NodeChangeKind::Added),
+        Ok(pb::NodeChangeKind::Removed) => Some(NodeChangeKind::Removed),
+        Ok(pb::NodeChangeKind::Unspecified) | Err(_) => None,
+    }
+}
+
 pub(super) fn duration_to_proto(duration: Duration) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
@@ -275,6 +313,26 @@ mod tests {
             i32::from(pb::ObjectOperation::Delete)
         );
 
+        // Node changes keep their millisecond offsets, in the timeline's replay time.
+        assert_eq!(proto.node_changes.len(), 3);
+        let joined = &proto.node_changes[0];
+        assert_eq!(
+            joined.offset,
+            Some(prost_types::Duration {
+                seconds: 1,
+                nanos: 150_000_000
+            })
+        );
+        assert_eq!(
+            (joined.group.as_str(), joined.node.as_str()),
+            ("group-b", "group-b-x")
+        );
+        assert_eq!(joined.kind, i32::from(pb::NodeChangeKind::Added));
+        assert_eq!(
+            proto.node_changes[2].kind,
+            i32::from(pb::NodeChangeKind::Removed)
+        );
+
         assert_eq!(Report::from_proto(&proto), report);
     }
 
@@ -286,6 +344,13 @@ mod tests {
                 operation: 42,
                 ..pb::ObjectError::default()
             }],
+            node_changes: vec![
+                pb::NodeChange {
+                    kind: 42,
+                    ..pb::NodeChange::default()
+                },
+                pb::NodeChange::default(),
+            ],
             ..pb::Report::default()
         };
         let report = Report::from_proto(&proto);
@@ -293,6 +358,14 @@ mod tests {
         assert_eq!(report.lateness, Percentiles::default());
         assert_eq!(report.object_errors[0].operation, None);
         assert_eq!(report.object_errors[0].target.namespace, None);
+        let unknown = &report.node_changes[0];
+        assert_eq!((unknown.kind, unknown.offset_ms), (None, 0));
+        assert_eq!(report.node_changes[1].kind, None, "unspecified");
+        // And back: an unknown kind is sent as unspecified, not dropped.
+        assert_eq!(
+            report.to_proto().node_changes[0].kind,
+            i32::from(pb::NodeChangeKind::Unspecified)
+        );
         assert_eq!(
             duration_from_proto(Some(&prost_types::Duration {
                 seconds: -1,

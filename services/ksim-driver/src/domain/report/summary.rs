@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use ksim_proto::ksim::driver::v1 as pb;
 
-use super::proto::duration_from_proto;
+use super::input::NodeChangeKind;
+use super::proto::{duration_from_proto, node_change_kind};
 use crate::domain::Gvk;
 
 /// Object errors listed one by one; the rest are counted.
 const LISTED_ERRORS: usize = 3;
 /// Longest error message shown, in characters; API server messages can run to pages.
 const MESSAGE_CHARS: usize = 160;
+/// Node names listed per kind of change; the rest are counted, so a big scale-up stays one line.
+const LISTED_NODES: usize = 8;
 
 /// A short multi-line summary for a terminal, ending in a newline. It takes the proto because
 /// that is what the CLI receives.
@@ -68,11 +71,7 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
         lateness.count
     )?;
 
-    let (ups, downs) = autoscaler_totals(report);
-    writeln!(
-        out,
-        "  autoscaler:        {ups} nodes added, {downs} removed"
-    )?;
+    writeln!(out, "  autoscaler:        {}", autoscaler_nodes(report))?;
 
     writeln!(out, "  object errors:     {}", report.object_errors.len())?;
     for error in report.object_errors.iter().take(LISTED_ERRORS) {
@@ -152,7 +151,50 @@ fn trimmed(value: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
-/// Nodes cluster-autoscaler added and removed over the whole timeline.
+/// The nodes that joined and left the groups during the replay, by name:
+/// `2 nodes added (a, b), 1 removed (a)`. Where the timeline's resizes count differently
+/// (nodes asked for but not registered by the end, or a report from before nodes were
+/// named), that is said too: `...; resizes asked for 3 and 1`.
+pub fn autoscaler_nodes(report: &pb::Report) -> String {
+    let named = |wanted: NodeChangeKind| -> Vec<&str> {
+        report
+            .node_changes
+            .iter()
+            .filter(|change| node_change_kind(change) == Some(wanted))
+            .map(|change| change.node.as_str())
+            .collect()
+    };
+    let (added, removed) = (named(NodeChangeKind::Added), named(NodeChangeKind::Removed));
+    let plural = if added.len() == 1 { "node" } else { "nodes" };
+    let mut text = format!(
+        "{} {plural} added{}, {} removed{}",
+        added.len(),
+        listed(&added),
+        removed.len(),
+        listed(&removed)
+    );
+    let (ups, downs) = autoscaler_totals(report);
+    if (ups, downs) != (added.len() as u64, removed.len() as u64) {
+        let _ = write!(text, "; resizes asked for {ups} and {downs}");
+    }
+    text
+}
+
+/// ` (a, b, c)`, at most [`LISTED_NODES`] names then `and N more`; empty for no names.
+fn listed(names: &[&str]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<&str> = names.iter().take(LISTED_NODES).copied().collect();
+    let mut text = format!(" ({}", shown.join(", "));
+    if names.len() > shown.len() {
+        let _ = write!(text, " and {} more", names.len() - shown.len());
+    }
+    text.push(')');
+    text
+}
+
+/// Nodes cluster-autoscaler asked to add and remove over the whole timeline.
 pub fn autoscaler_totals(report: &pb::Report) -> (u64, u64) {
     report.timeline.iter().fold((0, 0), |(ups, downs), bucket| {
         (
@@ -185,7 +227,7 @@ mod tests {
             "2 nodes (2 ready) in 2 groups; pods 4 running, 0 pending (0 unscheduled), 1 succeeded, 1 failed",
             "pod pending time:  p50 50ms, p90 90ms, p99 99ms (100 pods)",
             "lateness:          p50 1.5ms, p99 12.345ms (3 events)",
-            "autoscaler:        2 nodes added, 1 removed",
+            "autoscaler:        2 nodes added (group-b-x, group-b-y), 1 removed (group-b-x)\n",
             "object errors:     4",
             "- apply v1.Pod sim-42-default/web-0 (event 7 at 1m01s): admission webhook denied it ...",
             "- delete rbac.authorization.k8s.io/v1.ClusterRole reader (event 9 at 0ms): forbidden",
@@ -198,6 +240,10 @@ mod tests {
         assert!(
             !text.contains("fourth"),
             "only the first errors are listed:\n{text}"
+        );
+        assert!(
+            !text.contains("asked for"),
+            "the fixture's resizes match its nodes:\n{text}"
         );
         assert!(text.ends_with('\n'));
     }
@@ -216,6 +262,83 @@ mod tests {
         assert!(text.contains("object errors:     0"), "{text}");
         assert!(!text.contains("at the end"), "{text}");
         assert!(!text.contains("files"), "{text}");
+    }
+
+    fn change(node: &str, kind: pb::NodeChangeKind) -> pb::NodeChange {
+        pb::NodeChange {
+            offset: None,
+            group: "m5".into(),
+            node: node.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// A report whose timeline asked for `ups` and `downs` nodes and saw `changes`.
+    fn scaled(ups: u64, downs: u64, changes: Vec<pb::NodeChange>) -> pb::Report {
+        pb::Report {
+            timeline: vec![pb::TimelineBucket {
+                autoscaler_scale_ups: ups,
+                autoscaler_scale_downs: downs,
+                ..pb::TimelineBucket::default()
+            }],
+            node_changes: changes,
+            ..pb::Report::default()
+        }
+    }
+
+    #[test]
+    fn autoscaler_nodes_lists_eight_names_then_counts_the_rest() {
+        let added: Vec<_> = (0..11)
+            .map(|i| change(&format!("m5-{i}"), pb::NodeChangeKind::Added))
+            .collect();
+        assert_eq!(
+            autoscaler_nodes(&scaled(11, 0, added)),
+            "11 nodes added (m5-0, m5-1, m5-2, m5-3, m5-4, m5-5, m5-6, m5-7 and 3 more), 0 removed"
+        );
+        let eight: Vec<_> = (0..8)
+            .map(|i| change(&format!("m5-{i}"), pb::NodeChangeKind::Removed))
+            .collect();
+        let text = autoscaler_nodes(&scaled(0, 8, eight));
+        assert!(text.ends_with("m5-6, m5-7)"), "eight fit: {text}");
+        assert!(!text.contains("more"), "{text}");
+    }
+
+    #[test]
+    fn autoscaler_nodes_says_one_node_and_skips_unknown_kinds() {
+        let changes = vec![
+            change("m5-a", pb::NodeChangeKind::Added),
+            change("m5-b", pb::NodeChangeKind::Unspecified),
+            change("m5-a", pb::NodeChangeKind::Removed),
+        ];
+        assert_eq!(
+            autoscaler_nodes(&scaled(1, 1, changes)),
+            "1 node added (m5-a), 1 removed (m5-a)"
+        );
+        assert_eq!(
+            autoscaler_nodes(&pb::Report::default()),
+            "0 nodes added, 0 removed"
+        );
+    }
+
+    #[test]
+    fn autoscaler_nodes_says_when_resizes_count_differently() {
+        // A scale-up whose third node had not registered by the end.
+        let changes = vec![
+            change("m5-a", pb::NodeChangeKind::Added),
+            change("m5-b", pb::NodeChangeKind::Added),
+        ];
+        assert_eq!(
+            autoscaler_nodes(&scaled(3, 0, changes)),
+            "2 nodes added (m5-a, m5-b), 0 removed; resizes asked for 3 and 0"
+        );
+        // A report from before nodes were named still shows its resizes.
+        let text = summary(&scaled(2, 1, Vec::new()));
+        assert!(
+            text.contains(
+                "autoscaler:        0 nodes added, 0 removed; resizes asked for 2 and 1\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

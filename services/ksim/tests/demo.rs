@@ -1,0 +1,82 @@
+//! `ksim demo`, the README's first command, as a user runs it: the real control plane, the four
+//! services and the real cluster-autoscaler (deploy/test.sh builds it first; without it the
+//! test fails). CA must add nodes for the pending pods, remove them after the scale-down, and
+//! the simulation's cleanup must not make CA fail on the groups it removes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{path::PathBuf, process::Command};
+
+/// "N nodes added (a, b), M removed (c)" -> (N, M).
+fn added_and_removed(line: &str) -> (u64, u64) {
+    let count_before = |marker: &str| -> u64 {
+        let (head, _) = line
+            .split_once(marker)
+            .unwrap_or_else(|| panic!("{marker:?} in {line}"));
+        let digits: String = head
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        digits
+            .parse()
+            .unwrap_or_else(|_| panic!("no count before {marker:?} in {line}"))
+    };
+    (count_before(" nodes added"), count_before(" removed"))
+}
+
+#[test]
+fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
+    let state = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_ksim"))
+        .arg("demo")
+        .env("KSIM_STATE_DIR", state.path())
+        // Keeps CA's directory (in a TMPDIR of this test's, removed with it), so its log can be
+        // read after the demo stopped it.
+        .env("KSIM_KEEP_TESTENV", "1")
+        .env("TMPDIR", tmp.path())
+        .env_remove("KSIM_DEMO_NO_AUTOSCALER")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let kept: Vec<PathBuf> = stderr
+        .lines()
+        .filter_map(|line| {
+            line.split_once(" kept in ")
+                .map(|(_, dir)| PathBuf::from(dir.trim()))
+        })
+        .collect();
+    let ca_log = kept
+        .iter()
+        .map(|dir| dir.join("cluster-autoscaler.log"))
+        .find(|log| log.exists())
+        .map(|log| String::from_utf8_lossy(&std::fs::read(log).unwrap()).into_owned());
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("runs without cluster-autoscaler"),
+        "{stdout}"
+    );
+
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("ksim demo: cluster-autoscaler:"))
+        .unwrap_or_else(|| panic!("no cluster-autoscaler line in:\n{stdout}"));
+    let (added, removed) = added_and_removed(line);
+    // 20 web pods do not fit the 2 initial nodes; 5 fit fewer nodes than 20 needed.
+    assert!(added >= 1, "{line}");
+    assert!(removed >= 1, "{line}");
+    assert!(line.contains("seats-m5-large-"), "nodes not named: {line}");
+
+    // The group was retired before it went: CA logged no error on the way out (klog's error
+    // lines start with E).
+    let ca_log = ca_log.unwrap_or_else(|| panic!("no cluster-autoscaler log kept: {stderr}"));
+    let errors: Vec<&str> = ca_log
+        .lines()
+        .filter(|line| line.starts_with('E'))
+        .collect();
+    assert!(errors.is_empty(), "CA logged errors: {errors:#?}");
+}
