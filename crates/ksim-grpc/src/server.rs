@@ -13,11 +13,30 @@ use tonic::{
 };
 use tonic_health::{ServingStatus, server::HealthReporter};
 use tower::Service;
-use tower_http::trace::TraceLayer;
+use tower_http::{
+    classify::{GrpcCode, GrpcErrorsAsFailures, SharedClassifier},
+    trace::TraceLayer,
+};
 
 use crate::{Error, LimitedService, ServeArgs, propagation::server_span, shutdown_signal};
 
 const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
+
+/// Which answers the trace layer logs as failures (at ERROR): the server's, not the client's.
+/// A caller's bad argument, a missing object or an optional method the service leaves out
+/// (the cloud provider's GetOptions for a group without options, which cluster-autoscaler asks
+/// for every group on every loop) is an answer, and logging each one buried the real errors.
+fn failures() -> SharedClassifier<GrpcErrorsAsFailures> {
+    SharedClassifier::new(
+        GrpcErrorsAsFailures::new()
+            .with_success(GrpcCode::InvalidArgument)
+            .with_success(GrpcCode::NotFound)
+            .with_success(GrpcCode::AlreadyExists)
+            .with_success(GrpcCode::FailedPrecondition)
+            .with_success(GrpcCode::OutOfRange)
+            .with_success(GrpcCode::Unimplemented),
+    )
+}
 
 /// Collects a service's gRPC handlers, then binds and serves them with health, reflection
 /// (v1 and v1alpha), trace-context propagation, message limits, optional (m)TLS and the admin
@@ -149,7 +168,7 @@ impl BoundServer {
         let stopping = CancellationToken::new();
         let grace = Duration::from_secs(server.args.shutdown_grace_seconds);
         let serving = builder
-            .layer(TraceLayer::new_for_grpc().make_span_with(server_span::<Body>))
+            .layer(TraceLayer::new(failures()).make_span_with(server_span::<Body>))
             .add_routes(routes.routes())
             .serve_with_incoming_shutdown(
                 // Without TCP_NODELAY a response split over two writes waits ~40 ms for the
