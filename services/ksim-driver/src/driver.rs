@@ -42,6 +42,15 @@ pub enum DriverError {
     Lease(#[from] LeaseError),
     #[error("no simulation {0:?}")]
     NotFound(String),
+    #[error(
+        "simulation {id} is still {state} {waited:?} after the cancel: its cleanup has not ended; \
+         GetSimulation or WatchSimulation shows when it does"
+    )]
+    CancelPending {
+        id: String,
+        state: String,
+        waited: Duration,
+    },
     #[error("preparing namespace {namespace}: {source}")]
     Namespace {
         namespace: String,
@@ -118,17 +127,11 @@ impl Driver {
             .ok_or_else(|| DriverError::NotFound(id.to_owned()))
     }
 
-    /// Cancels and waits (up to `wait`) for the cleanup to finish.
+    /// Cancels and waits (up to `wait`) for the cleanup to finish; a simulation not ended by
+    /// then is an error that says so.
     pub async fn cancel(&self, id: &str, wait: Duration) -> Result<pb::Simulation, DriverError> {
         let handle = self.get(id)?;
-        handle.cancel.cancel();
-        let mut changes = handle.subscribe();
-        let _ = tokio::time::timeout(
-            wait,
-            changes.wait_for(|simulation| is_terminal(simulation.state())),
-        )
-        .await;
-        Ok(handle.simulation())
+        cancel_and_wait(&handle, wait).await
     }
 
     /// The final report once the simulation ended, else one built from what it saw so far.
@@ -187,6 +190,27 @@ impl Driver {
     }
 }
 
+/// Cancels `handle` and waits (up to `wait`) for it to end.
+async fn cancel_and_wait(handle: &Handle, wait: Duration) -> Result<pb::Simulation, DriverError> {
+    handle.cancel.cancel();
+    let mut changes = handle.subscribe();
+    let _ = tokio::time::timeout(
+        wait,
+        changes.wait_for(|simulation| is_terminal(simulation.state())),
+    )
+    .await;
+    let simulation = handle.simulation();
+    if is_terminal(simulation.state()) {
+        Ok(simulation)
+    } else {
+        Err(DriverError::CancelPending {
+            id: handle.id.clone(),
+            state: simulation.state().as_str_name().to_owned(),
+            waited: wait,
+        })
+    }
+}
+
 fn running_in(simulations: &BTreeMap<String, Arc<Handle>>) -> Option<String> {
     simulations
         .values()
@@ -216,6 +240,8 @@ fn new_id() -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use tonic::Status;
+
     use super::*;
 
     fn handle(id: &str, state: pb::SimulationState) -> (String, Arc<Handle>) {
@@ -225,6 +251,31 @@ mod tests {
         });
         handle.set_state(state);
         (id.to_owned(), Arc::new(handle))
+    }
+
+    #[tokio::test]
+    async fn a_cancel_answers_the_ended_simulation_or_says_it_has_not_ended() {
+        let (_, stuck) = handle("0a-0001", pb::SimulationState::Running);
+        let error = cancel_and_wait(&stuck, Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert!(stuck.cancel.is_cancelled());
+        assert!(
+            matches!(error, DriverError::CancelPending { .. }),
+            "{error}"
+        );
+        assert_eq!(Status::from(error).code(), tonic::Code::DeadlineExceeded);
+
+        let (_, ending) = handle("0b-0001", pb::SimulationState::Running);
+        let run = ending.clone();
+        tokio::spawn(async move {
+            run.cancel.cancelled().await;
+            run.set_state(pb::SimulationState::Cancelled);
+        });
+        let simulation = cancel_and_wait(&ending, Duration::from_secs(600))
+            .await
+            .unwrap();
+        assert_eq!(simulation.state(), pb::SimulationState::Cancelled);
     }
 
     #[test]

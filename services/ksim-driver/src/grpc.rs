@@ -52,6 +52,7 @@ impl From<DriverError> for Status {
                 Status::failed_precondition(message)
             }
             DriverError::NotFound(_) => Status::not_found(message),
+            DriverError::CancelPending { .. } => Status::deadline_exceeded(message),
             DriverError::Lease(LeaseError::Api { .. }) | DriverError::Namespace { .. } => {
                 Status::unavailable(message)
             }

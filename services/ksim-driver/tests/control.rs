@@ -145,6 +145,32 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
         negative.message()
     );
 
+    // Speeds that overflowed the trace position (1e308 panicked the replay and left it
+    // RUNNING for good; 1e20 broke GetSimulation) are refused up front.
+    for speed in [1e308, 1e20, 1000.5] {
+        let mut fast = spec(trace_file(vec![], 1000), "g", pb::OnErrorPolicy::Continue);
+        fast.speed = speed;
+        let fast = mesh.start_simulation(fast).await.unwrap_err();
+        assert_eq!(fast.code(), tonic::Code::InvalidArgument, "{speed}");
+        assert!(
+            fast.message().contains("spec.speed") && fast.message().contains("1000"),
+            "{}",
+            fast.message()
+        );
+    }
+    let mut long = spec(trace_file(vec![], 1000), "g", pb::OnErrorPolicy::Continue);
+    long.duration = Some(prost_types::Duration {
+        seconds: i64::MAX,
+        nanos: 0,
+    });
+    let long = mesh.start_simulation(long).await.unwrap_err();
+    assert_eq!(long.code(), tonic::Code::InvalidArgument);
+    assert!(
+        long.message().contains("spec.duration"),
+        "{}",
+        long.message()
+    );
+
     let unknown = mesh
         .driver
         .get_simulation(pb::GetSimulationRequest {

@@ -73,11 +73,9 @@ impl SimulationLease {
                     spec: Some(lease.spec(true)),
                 };
                 // A concurrent acquirer makes this a 409 conflict: it won.
-                lease
-                    .api
-                    .create(&PostParams::default(), &object)
-                    .await
-                    .map_err(|error| lease.conflict_means_held(error))?;
+                if let Err(error) = lease.api.create(&PostParams::default(), &object).await {
+                    return Err(lease.conflict_means_held(error).await);
+                }
             }
             Some(mut existing) => {
                 if let Some(other) = live_holder(&existing, Timestamp::now())
@@ -90,11 +88,13 @@ impl SimulationLease {
                 }
                 existing.spec = Some(lease.spec(true));
                 // The resourceVersion read above makes this a compare-and-swap.
-                lease
+                if let Err(error) = lease
                     .api
                     .replace(LEASE_NAME, &PostParams::default(), &existing)
                     .await
-                    .map_err(|error| lease.conflict_means_held(error))?;
+                {
+                    return Err(lease.conflict_means_held(error).await);
+                }
             }
         }
         Ok(lease)
@@ -152,12 +152,21 @@ impl SimulationLease {
         }
     }
 
-    fn conflict_means_held(&self, error: kube::Error) -> LeaseError {
+    /// A conflict means another simulation took the lease between our read and write: named
+    /// from the lease as it is now.
+    async fn conflict_means_held(&self, error: kube::Error) -> LeaseError {
         match error {
-            kube::Error::Api(status) if status.code == 409 => LeaseError::Held {
-                holder: "another simulation".to_owned(),
-                namespace: self.namespace.clone(),
-            },
+            kube::Error::Api(status) if status.code == 409 => {
+                let holder = match self.api.get_opt(LEASE_NAME).await {
+                    Ok(Some(lease)) => lease.spec.and_then(|spec| spec.holder_identity),
+                    _ => None,
+                };
+                LeaseError::Held {
+                    holder: holder
+                        .unwrap_or_else(|| "(unknown: the lease changed meanwhile)".to_owned()),
+                    namespace: self.namespace.clone(),
+                }
+            }
             source => LeaseError::Api {
                 namespace: self.namespace.clone(),
                 source,

@@ -8,6 +8,14 @@ use ksim_proto::ksim::driver::v1 as pb;
 /// Namespace prefix when the spec leaves it empty.
 pub const DEFAULT_NAMESPACE_PREFIX: &str = "virtual";
 
+/// Speeds outside these bounds are refused: beyond them every event of a trace lands in the same
+/// instant (or in a later year), and trace offsets times the speed stop fitting a Duration.
+pub const MIN_SPEED: f64 = 0.001;
+pub const MAX_SPEED: f64 = 1000.0;
+
+/// Longest wall-clock replay a spec may ask for (a year): timers past it overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Longest prefix that still leaves room for a recorded namespace name (63 characters in all).
 const MAX_PREFIX_LEN: usize = 20;
 
@@ -108,11 +116,11 @@ impl SimulationSpec {
         };
         let speed = match spec.speed {
             0.0 => 1.0,
-            speed if speed.is_finite() && speed > 0.0 => speed,
+            speed if (MIN_SPEED..=MAX_SPEED).contains(&speed) => speed,
             speed => {
                 return Err(invalid(
                     "spec.speed",
-                    format!("must be a positive number, got {speed}"),
+                    format!("must be between {MIN_SPEED} and {MAX_SPEED} (0 means 1), got {speed}"),
                 ));
             }
         };
@@ -121,8 +129,16 @@ impl SimulationSpec {
             .map(|d| {
                 Duration::try_from(d)
                     .ok()
-                    .filter(|d| !d.is_zero())
-                    .ok_or_else(|| invalid("spec.duration", "must be positive"))
+                    .filter(|d| !d.is_zero() && *d <= MAX_DURATION)
+                    .ok_or_else(|| {
+                        invalid(
+                            "spec.duration",
+                            format!(
+                                "must be positive and at most {} days",
+                                MAX_DURATION.as_secs() / 86_400
+                            ),
+                        )
+                    })
             })
             .transpose()?;
         let namespace_prefix = match spec.namespace_prefix.as_str() {
@@ -327,6 +343,28 @@ mod tests {
             .field,
             "spec.speed"
         );
+        for speed in [f64::NAN, f64::INFINITY, 1e308, 1e20, 1000.5, 0.0001] {
+            let error = error(pb::SimulationSpec {
+                speed,
+                ..uploaded()
+            });
+            assert_eq!(error.field, "spec.speed", "{speed}");
+            assert!(error.problem.contains("between 0.001 and 1000"), "{error}");
+        }
+        for speed in [MIN_SPEED, MAX_SPEED] {
+            let spec = pb::SimulationSpec {
+                speed,
+                ..uploaded()
+            };
+            assert_eq!(SimulationSpec::from_proto(Some(spec)).unwrap().speed, speed);
+        }
+        for seconds in [0, -1, 365 * 24 * 3600 + 1, i64::MAX] {
+            let spec = pb::SimulationSpec {
+                duration: Some(prost_types::Duration { seconds, nanos: 0 }),
+                ..uploaded()
+            };
+            assert_eq!(error(spec).field, "spec.duration", "{seconds}");
+        }
         assert_eq!(
             error(pb::SimulationSpec {
                 namespace_prefix: "Bad_Prefix".to_owned(),

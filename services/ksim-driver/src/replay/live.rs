@@ -89,7 +89,10 @@ impl Live {
             pods: Some(pod_counts_to_proto(&sample.pods)),
             unscheduled_pods: sample.unscheduled,
             observe_time: Some(ksim_trace::time::timestamp(ksim_trace::time::now_ms())),
-            trace_position: duration(sample.offset.mul_f64(self.speed)),
+            // Checked: a panic here used to leave the simulation RUNNING for good.
+            trace_position: Duration::try_from_secs_f64(sample.offset.as_secs_f64() * self.speed)
+                .ok()
+                .and_then(duration),
             object_errors: snapshot.object_errors,
         }
     }

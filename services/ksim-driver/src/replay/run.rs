@@ -1,7 +1,9 @@
 //! One simulation from start to end: prepare the cluster, apply events at their time, report.
 //! Whatever happens (finish, cancel, failure), the cleanup runs and the lease is released.
 
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::{any::Any, collections::BTreeSet, panic::AssertUnwindSafe, sync::Arc, time::Duration};
+
+use futures::FutureExt;
 
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::{Trace, time::now_ms};
@@ -69,26 +71,25 @@ pub async fn run(
 ) {
     let renewing = tokio::spawn(renew(lease.clone(), handle.clone()));
     let mut created = Created::default();
-    let ending = match replay(&ctx, &handle, &spec, &trace, &mut created).await {
-        Ok(ending) => ending,
-        Err(message) => Ending::Failed(message),
+    // A panic anywhere in the replay or the report ends the simulation FAILED with it, and
+    // the cleanup and the lease release below still run.
+    let replayed = AssertUnwindSafe(replay(&ctx, &handle, &spec, &trace, &mut created))
+        .catch_unwind()
+        .await;
+    let ending = match replayed {
+        Ok(Ok(ending)) => ending,
+        Ok(Err(message)) => Ending::Failed(message),
+        Err(panic) => Ending::Failed(format!("the replay panicked: {}", panic_message(&*panic))),
     };
-    if let Some(live) = handle.live() {
-        let complete = true;
-        let report = report::build(&live.observations(&handle.id, complete));
-        let mut proto = report.to_proto();
-        match report::write_files(&report, &ctx.settings.report_dir.join(&handle.id)) {
-            Ok(files) => {
-                proto.artifacts = Some(pb::ReportArtifacts {
-                    json_path: files.json.display().to_string(),
-                    csv_path: files.csv.display().to_string(),
-                    svg_path: files.svg.display().to_string(),
-                });
-            }
-            Err(error) => tracing::warn!(%error, "writing the report files"),
-        }
-        handle.set_report(proto);
-    }
+    let reported = std::panic::catch_unwind(AssertUnwindSafe(|| final_report(&ctx, &handle)));
+    let ending = match (ending, reported) {
+        (ending, Ok(())) => ending,
+        (Ending::Failed(message), Err(_)) => Ending::Failed(message),
+        (_, Err(panic)) => Ending::Failed(format!(
+            "building the report panicked: {}",
+            panic_message(&*panic)
+        )),
+    };
     if handle.report().is_none() {
         // Failed before the replay began: the report says so rather than looking unfinished.
         handle.set_report(pb::Report {
@@ -120,6 +121,36 @@ pub async fn run(
     };
     tracing::info!(simulation = handle.id, ?state, "simulation ended");
     handle.set_state(state);
+}
+
+/// Builds the final report from what the replay saw and writes its files.
+fn final_report(ctx: &RunContext, handle: &Handle) {
+    let Some(live) = handle.live() else {
+        return;
+    };
+    let complete = true;
+    let report = report::build(&live.observations(&handle.id, complete));
+    let mut proto = report.to_proto();
+    match report::write_files(&report, &ctx.settings.report_dir.join(&handle.id)) {
+        Ok(files) => {
+            proto.artifacts = Some(pb::ReportArtifacts {
+                json_path: files.json.display().to_string(),
+                csv_path: files.csv.display().to_string(),
+                svg_path: files.svg.display().to_string(),
+            });
+        }
+        Err(error) => tracing::warn!(%error, "writing the report files"),
+    }
+    handle.set_report(proto);
+}
+
+/// The text a panic carried (`panic!` gives a `&str` or a `String`).
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 async fn replay(
@@ -301,5 +332,20 @@ async fn renew(lease: SimulationLease, handle: Arc<Handle>) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_reported_with_its_message() {
+        let text = std::panic::catch_unwind(|| panic!("static text")).unwrap_err();
+        assert_eq!(panic_message(&*text), "static text");
+        let formatted = std::panic::catch_unwind(|| panic!("speed {}", 1e308)).unwrap_err();
+        assert_eq!(panic_message(&*formatted), format!("speed {}", 1e308));
+        let other = std::panic::catch_unwind(|| std::panic::panic_any(7_u8)).unwrap_err();
+        assert_eq!(panic_message(&*other), "(no message)");
     }
 }
