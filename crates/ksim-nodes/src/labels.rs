@@ -4,6 +4,18 @@
 /// Label naming the node group a virtual node belongs to; also selects a group's seat Deployment.
 pub const GROUP_LABEL: &str = "ksim.io/node-group";
 
+/// Label naming who owns a virtual node's group: [`OWNER_POOL`] (a pool-managed group, sized
+/// through the pool's API) or [`OWNER_SEATS`] (a seat Deployment, sized by cluster-autoscaler
+/// through the cloud provider). Each acts only on nodes it owns, so a Deployment that takes a
+/// pool-managed group's name never resizes or deletes that group's nodes.
+pub const OWNER_LABEL: &str = "ksim.io/group-owner";
+
+/// [`OWNER_LABEL`] value of nodes of pool-managed groups.
+pub const OWNER_POOL: &str = "pool";
+
+/// [`OWNER_LABEL`] value of nodes of seat Deployments.
+pub const OWNER_SEATS: &str = "seats";
+
 /// Label marking a node as virtual (value [`TRUE_VALUE`]).
 pub const VIRTUAL_LABEL: &str = "ksim.io/virtual-node";
 

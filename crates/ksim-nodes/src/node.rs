@@ -14,8 +14,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::labels::{
     ARCH_LABEL, BETA_ARCH_LABEL, BETA_OS_LABEL, GROUP_LABEL, HOSTNAME_LABEL, KUBELET_PORT,
-    NO_SCHEDULE, OS_LABEL, POOL_LABEL, PROVIDER_ID_SCHEME, SEAT_HOST_LABEL, TRUE_VALUE,
-    VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
+    NO_SCHEDULE, OS_LABEL, OWNER_LABEL, OWNER_SEATS, POOL_LABEL, PROVIDER_ID_SCHEME,
+    SEAT_HOST_LABEL, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
 };
 use crate::skeleton::{NodeSkeleton, with_node_info_defaults};
 
@@ -25,6 +25,8 @@ pub struct NodeIdentity {
     pub name: String,
     pub group: String,
     pub pool: String,
+    /// [`OWNER_POOL`] or [`OWNER_SEATS`]: who sizes the node's group.
+    pub owner: &'static str,
     pub pod_cidr: Ipv4Net,
     pub internal_ip: Ipv4Addr,
 }
@@ -83,7 +85,9 @@ pub fn virtual_node(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) 
     Node {
         metadata: ObjectMeta {
             name: Some(id.name.clone()),
-            labels: Some(node_labels(skeleton, &id.name, &id.group, &id.pool)),
+            labels: Some(node_labels(
+                skeleton, &id.name, &id.group, &id.pool, id.owner,
+            )),
             annotations: (!skeleton.annotations.is_empty()).then(|| skeleton.annotations.clone()),
             ..ObjectMeta::default()
         },
@@ -105,7 +109,7 @@ pub fn template_node(skeleton: &NodeSkeleton, group: &str, pool: &str, now: Time
     Node {
         metadata: ObjectMeta {
             name: Some(name.clone()),
-            labels: Some(node_labels(skeleton, &name, group, pool)),
+            labels: Some(node_labels(skeleton, &name, group, pool, OWNER_SEATS)),
             annotations: (!skeleton.annotations.is_empty()).then(|| skeleton.annotations.clone()),
             ..ObjectMeta::default()
         },
@@ -131,6 +135,7 @@ pub fn node_labels(
     name: &str,
     group: &str,
     pool: &str,
+    owner: &str,
 ) -> BTreeMap<String, String> {
     let mut labels = skeleton.labels.clone();
     // A kubelet always labels its OS and architecture; the scheduler's nodeSelectors rely on it.
@@ -152,6 +157,7 @@ pub fn node_labels(
         (GROUP_LABEL, group),
         (VIRTUAL_LABEL, TRUE_VALUE),
         (POOL_LABEL, pool),
+        (OWNER_LABEL, owner),
     ] {
         labels.insert(key.to_owned(), value.to_owned());
     }
@@ -332,6 +338,7 @@ mod tests {
             name: "m5-large-3".to_owned(),
             group: "m5-large".to_owned(),
             pool: "default".to_owned(),
+            owner: OWNER_SEATS,
             pod_cidr: "10.244.3.0/24".parse().unwrap(),
             internal_ip: "10.244.3.1".parse().unwrap(),
         }
@@ -490,6 +497,15 @@ status:
             labels
         };
         assert_eq!(without_hostname(&template), without_hostname(&registered));
+        assert_eq!(
+            registered
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(OWNER_LABEL)),
+            Some(&OWNER_SEATS.to_owned()),
+            "the provider serves a seat group's nodes by this label"
+        );
         let spec = |node: &Node| node.spec.clone().unwrap_or_default();
         assert_eq!(spec(&template).taints, spec(&registered).taints);
         let status = |node: &Node| node.status.clone().unwrap_or_default();

@@ -51,7 +51,8 @@ impl From<ProviderError> for Status {
                 | PlanError::BelowMin { .. }
                 | PlanError::WouldRemoveRegistered { .. },
             )
-            | ProviderError::InvalidSkeleton { .. } => Status::failed_precondition(message),
+            | ProviderError::InvalidSkeleton { .. }
+            | ProviderError::PoolOwned { .. } => Status::failed_precondition(message),
             ProviderError::NoSkeleton(_) | ProviderError::NotConfigured(_) => {
                 Status::unimplemented(message)
             }

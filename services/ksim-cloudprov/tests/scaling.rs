@@ -319,3 +319,90 @@ async fn a_group_at_zero_scales_up_from_its_template() {
     .await
     .unwrap();
 }
+
+/// Issue 14, finding 2: a seat Deployment taking a pool-managed group's name used to make the
+/// provider serve the pool's nodes as its instances and delete one when CA named it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_nodes_untouched() {
+    let env = start().await;
+    let mut ca = plaintext_client(&env).await;
+    env.pool.create_group("race", SKELETON, 2).await.unwrap();
+    let pool_nodes = ready_nodes(&env.client, "race", 2).await;
+    let uids: BTreeSet<String> = pool_nodes
+        .iter()
+        .map(|n| n.metadata.uid.clone().unwrap())
+        .collect();
+    create_deployment(&env.client, &seat_deployment("race", 1, 0, 3)).await;
+    // A healthy group beside it shows when the provider has seen the Deployments.
+    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
+    refreshed(&ca).await;
+    served(&ca, "m5").await;
+    wait::until("race to be refused as pool-managed", DEADLINE, || {
+        let mut ca = ca.clone();
+        async move {
+            match ca
+                .node_group_target_size(pb::NodeGroupTargetSizeRequest {
+                    id: "race".to_owned(),
+                })
+                .await
+            {
+                Err(status) if status.code() == Code::FailedPrecondition => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await
+    .unwrap();
+
+    let groups = ca
+        .node_groups(pb::NodeGroupsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .node_groups;
+    assert_eq!(
+        groups.iter().map(|g| g.id.as_str()).collect::<Vec<_>>(),
+        ["m5"]
+    );
+    let owner = ca
+        .node_group_for_node(pb::NodeGroupForNodeRequest {
+            node: Some(grpc_node(&pool_nodes[0])),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .node_group;
+    assert!(
+        owner.as_ref().is_none_or(|g| g.id.is_empty()),
+        "the pool's node was claimed by {owner:?}"
+    );
+    let refused = ca
+        .node_group_delete_nodes(pb::NodeGroupDeleteNodesRequest {
+            id: "race".to_owned(),
+            nodes: vec![grpc_node(&pool_nodes[0])],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused.message().contains("pool-managed") && refused.message().contains("seats-race"),
+        "{}",
+        refused.message()
+    );
+    let resized = ca
+        .node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
+            id: "race".to_owned(),
+            delta: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(resized.code(), Code::FailedPrecondition);
+
+    // The pool's nodes are the same objects: none was deleted and registered again.
+    let after: BTreeSet<String> = ready_nodes(&env.client, "race", 2)
+        .await
+        .iter()
+        .map(|n| n.metadata.uid.clone().unwrap())
+        .collect();
+    assert_eq!(after, uids);
+}

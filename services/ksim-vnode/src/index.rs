@@ -15,7 +15,7 @@ use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
 use crate::domain::{
     cidr::{CidrError, NodeIpam, PodCidrPool},
     groups::scale_plan,
-    labels::{GROUP_LABEL, POOL_LABEL},
+    labels::{GROUP_LABEL, OWNER_POOL, OWNER_SEATS, POOL_LABEL},
     node::NodeIdentity,
     pod::PodPhase,
     skeleton::NodeSkeleton,
@@ -317,7 +317,13 @@ impl PoolIndex {
             if self.nodes.contains_key(&name) {
                 continue;
             }
-            let Some(skeleton) = self.groups.get(&group).map(|g| g.skeleton.clone()) else {
+            let Some((skeleton, owner)) = self.groups.get(&group).map(|g| {
+                let owner = match g.source {
+                    GroupSource::PoolManaged { .. } => OWNER_POOL,
+                    GroupSource::Deployment { .. } => OWNER_SEATS,
+                };
+                (g.skeleton.clone(), owner)
+            }) else {
                 continue;
             };
             match self.cidrs.allocate() {
@@ -327,6 +333,7 @@ impl PoolIndex {
                         name: name.clone(),
                         group: group.clone(),
                         pool: self.pool.clone(),
+                        owner,
                         pod_cidr: cidr,
                         internal_ip: ipam.node_ip(),
                     };

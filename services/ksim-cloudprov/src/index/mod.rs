@@ -10,7 +10,10 @@ use std::{
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
-    labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT},
+    labels::{
+        GROUP_LABEL, OWNER_LABEL, OWNER_POOL, RELEASED_ANNOTATION, RETIRING_ANNOTATION,
+        TO_BE_DELETED_TAINT,
+    },
     node::parse_provider_id,
     seats::group_of,
     skeleton::NodeSkeleton,
@@ -86,6 +89,8 @@ struct NodeEntry {
     deleting: bool,
     /// cluster-autoscaler has tainted it for removal: a scale-down of it is under way.
     removing: bool,
+    /// Labelled as a node of the pool's pool-managed group of this name: never ours.
+    pool_owned: bool,
 }
 
 #[derive(Debug, Default)]
@@ -255,6 +260,12 @@ impl Index {
                     .as_ref()
                     .and_then(|spec| spec.taints.as_ref())
                     .is_some_and(|taints| taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT)),
+                pool_owned: node
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(OWNER_LABEL))
+                    .is_some_and(|owner| owner == OWNER_POOL),
             };
             state
                 .nodes
@@ -323,6 +334,15 @@ impl Index {
             .collect();
         groups.sort_by(|a, b| a.id.cmp(&b.id));
         groups
+    }
+
+    /// The seat Deployment claiming group `id` although the name is a pool-managed group's.
+    pub fn clash(&self, id: &str) -> Option<ObjectKey> {
+        let state = self.read();
+        if !state.pool_owned(id) {
+            return None;
+        }
+        state.groups.get(id).cloned()
     }
 
     /// Group `id` as offered to cluster-autoscaler (see [`Index::groups`]).
@@ -471,8 +491,20 @@ impl State {
         }
     }
 
-    /// The Deployment serving group `id`, if its limits are valid.
+    /// Whether group `id` has nodes of the pool's pool-managed group of that name.
+    fn pool_owned(&self, id: &str) -> bool {
+        self.nodes
+            .get(id)
+            .is_some_and(|nodes| nodes.values().any(|node| node.pool_owned))
+    }
+
+    /// The Deployment serving group `id`, if its limits are valid and the name is not a
+    /// pool-managed group's: a seat Deployment that takes one's name is never served, so
+    /// nothing resizes or deletes the pool's nodes through it.
     fn served(&self, id: &str) -> Option<(&ObjectKey, &DeploymentEntry, SizeLimits)> {
+        if self.pool_owned(id) {
+            return None;
+        }
         let key = self.groups.get(id)?;
         let entry = self.deployments.get(key)?;
         let limits = entry.limits.clone().ok()?;

@@ -244,3 +244,30 @@ async fn wait_until_wakes_on_a_change() {
         .unwrap();
     assert!(waiter.await.unwrap());
 }
+
+#[test]
+fn a_deployment_taking_a_pool_managed_groups_name_is_not_served() {
+    let index = Index::new(100);
+    let mut pool_node = node("race-0", "ksim://race/race-0");
+    pool_node.metadata.labels = Some(map(&[(OWNER_LABEL, OWNER_POOL)]));
+    index.apply_node(&pool_node);
+    index
+        .apply_deployment(
+            &deployment("seats-race", "race", 2, ("0", "5")),
+            Skeleton::Missing,
+        )
+        .unwrap();
+    assert_eq!(index.groups(), Vec::new());
+    assert!(index.group_state("race").is_none());
+    assert!(index.skeleton("race").is_none());
+    assert_eq!(index.target_size("race"), None);
+    assert_eq!(
+        index.clash("race"),
+        Some(("ksim-system".to_owned(), "seats-race".to_owned()))
+    );
+
+    // Once the pool's nodes are gone the name is free, and the Deployment is served.
+    index.delete_node("race-0");
+    assert_eq!(index.clash("race"), None);
+    assert_eq!(index.target_size("race"), Some(2));
+}

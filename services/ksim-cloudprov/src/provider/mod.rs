@@ -70,6 +70,12 @@ pub enum ClusterError {
 pub enum ProviderError {
     #[error("node group {0:?} not found")]
     UnknownGroup(String),
+    #[error(
+        "node group {group:?} is the pool's pool-managed group of that name (its nodes are \
+         labelled ksim.io/group-owner=pool); seat Deployment {deployment} is not served: give it \
+         another ksim.io/node-group"
+    )]
+    PoolOwned { group: String, deployment: String },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("the provider has not finished its first list of Deployments, seats and nodes")]
@@ -198,9 +204,7 @@ impl<C: Cluster> Provider<C> {
     }
 
     pub fn target_size(&self, id: &str) -> Result<i32, ProviderError> {
-        self.index
-            .target_size(id)
-            .ok_or_else(|| ProviderError::UnknownGroup(id.to_owned()))
+        self.index.target_size(id).ok_or_else(|| self.unknown(id))
     }
 
     pub fn instances(&self, id: &str) -> Result<Vec<Instance>, ProviderError> {
@@ -304,15 +308,22 @@ impl<C: Cluster> Provider<C> {
     }
 
     fn state(&self, id: &str) -> Result<(GroupState, String), ProviderError> {
-        self.index
-            .group_state(id)
-            .ok_or_else(|| ProviderError::UnknownGroup(id.to_owned()))
+        self.index.group_state(id).ok_or_else(|| self.unknown(id))
     }
 
     fn skeleton(&self, id: &str) -> Result<Skeleton, ProviderError> {
-        self.index
-            .skeleton(id)
-            .ok_or_else(|| ProviderError::UnknownGroup(id.to_owned()))
+        self.index.skeleton(id).ok_or_else(|| self.unknown(id))
+    }
+
+    /// Why group `id` is not served: unknown, or a pool-managed group's name.
+    fn unknown(&self, id: &str) -> ProviderError {
+        match self.index.clash(id) {
+            Some((namespace, name)) => ProviderError::PoolOwned {
+                group: id.to_owned(),
+                deployment: format!("{namespace}/{name}"),
+            },
+            None => ProviderError::UnknownGroup(id.to_owned()),
+        }
     }
 
     fn lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
