@@ -427,6 +427,7 @@ status:
                 ("ksim.io/node-group", "m5-large"),
                 ("ksim.io/virtual-node", "true"),
                 ("ksim.io/pool", "default"),
+                ("ksim.io/group-owner", "seats"),
             ])
         );
         assert_eq!(

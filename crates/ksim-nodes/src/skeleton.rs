@@ -64,6 +64,8 @@ pub enum SkeletonError {
     WrongKind(String),
     #[error("node skeleton has apiVersion {0:?}, expected \"v1\"")]
     WrongApiVersion(String),
+    #[error("node skeleton is {0} bytes, more than the {MAX_SKELETON_BYTES} a skeleton may have")]
+    TooLarge(usize),
     #[error("node skeleton has no status.capacity: the scheduler needs at least cpu and memory")]
     MissingCapacity,
     #[error(
@@ -75,6 +77,13 @@ pub enum SkeletonError {
         field: &'static str,
         resource: String,
         value: String,
+    },
+    #[error("node skeleton {field}[{resource:?}] = {value:?} {why}")]
+    QuantityOutOfRange {
+        field: &'static str,
+        resource: String,
+        value: String,
+        why: &'static str,
     },
 }
 
@@ -102,6 +111,9 @@ impl NodeSkeleton {
     /// Reads a skeleton from a Node in YAML, keeping what describes the instance type and
     /// dropping what belongs to one real node or to its transient state.
     pub fn from_yaml(yaml: &str) -> Result<NodeSkeleton, SkeletonError> {
+        if yaml.len() > MAX_SKELETON_BYTES {
+            return Err(SkeletonError::TooLarge(yaml.len()));
+        }
         let header: Option<DocumentHeader> = serde_saphyr::from_str(yaml).map_err(yaml_error)?;
         let Some(header) = header else {
             return Err(SkeletonError::Empty);
@@ -230,21 +242,88 @@ fn is_transient_taint(key: &str) -> bool {
             .any(|prefix| key.starts_with(prefix))
 }
 
+/// Longest skeleton YAML accepted: a real node's `kubectl get node -o yaml` is a few KiB, and
+/// the pool stores each group's skeleton in a ConfigMap (at most 1 MiB in all).
+pub const MAX_SKELETON_BYTES: usize = 256 * 1024;
+
+/// Largest amount a node may report of a resource, in its base unit (millicores for cpu): what
+/// the scheduler's 64-bit counters hold. The apiserver takes larger quantities and the scheduler
+/// silently clamps them.
+const MAX_QUANTITY: f64 = 9.2e18;
+
+/// Every quantity parses, none is negative, none overflows the scheduler's counters, and a node
+/// has some cpu and memory (a node with none refuses every pod).
 fn validate_quantities(
     field: &'static str,
     quantities: &BTreeMap<String, Quantity>,
 ) -> Result<(), SkeletonError> {
-    match quantities
-        .iter()
-        .find(|(_, quantity)| !is_valid_quantity(&quantity.0))
-    {
-        Some((resource, quantity)) => Err(SkeletonError::InvalidQuantity {
+    for (resource, quantity) in quantities {
+        let out_of_range = |why| SkeletonError::QuantityOutOfRange {
             field,
             resource: resource.clone(),
             value: quantity.0.clone(),
-        }),
-        None => Ok(()),
+            why,
+        };
+        let Some(value) = quantity_value(&quantity.0) else {
+            return Err(SkeletonError::InvalidQuantity {
+                field,
+                resource: resource.clone(),
+                value: quantity.0.clone(),
+            });
+        };
+        let base_units = if resource == "cpu" {
+            value * 1000.0
+        } else {
+            value
+        };
+        if value < 0.0 {
+            return Err(out_of_range("is negative"));
+        }
+        if base_units > MAX_QUANTITY {
+            return Err(out_of_range(
+                "is more than the scheduler can count (9.2e18 bytes, millicores or units)",
+            ));
+        }
+        if value == 0.0 && (resource == "cpu" || resource == "memory") {
+            return Err(out_of_range("is zero: the node could run no pod"));
+        }
     }
+    Ok(())
+}
+
+/// The amount a valid quantity stands for (cpu in cores, memory in bytes); `None` if `s` is
+/// not a Kubernetes quantity. Approximate (f64), which is all the range checks above need.
+pub fn quantity_value(s: &str) -> Option<f64> {
+    if !is_valid_quantity(s) {
+        return None;
+    }
+    let number_end = s
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || (i == 0 && (c == '+' || c == '-'))))
+        .map_or(s.len(), |(i, _)| i);
+    let (number, suffix) = s.split_at(number_end);
+    // "5." and ".5" are valid quantities; Rust's float parser takes both too.
+    let number: f64 = number.parse().ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024_f64,
+        "Mi" => 1024_f64.powi(2),
+        "Gi" => 1024_f64.powi(3),
+        "Ti" => 1024_f64.powi(4),
+        "Pi" => 1024_f64.powi(5),
+        "Ei" => 1024_f64.powi(6),
+        exponent => 10_f64.powf(exponent[1..].parse::<f64>().ok()?),
+    };
+    Some(number * factor)
 }
 
 /// Whether `s` follows the Kubernetes quantity grammar: an optionally signed decimal number with
@@ -615,6 +694,68 @@ status:
                 value: "one".to_owned(),
             })
         );
+    }
+
+    #[test]
+    fn quantities_a_node_cannot_have_are_refused_by_name() {
+        for (capacity, resource, why) in [
+            ("    cpu: \"-4\"\n    memory: 1Gi\n", "cpu", "negative"),
+            ("    cpu: \"4\"\n    memory: 1e30\n", "memory", "more than"),
+            ("    cpu: 10000P\n    memory: 1Gi\n", "cpu", "more than"),
+            ("    cpu: \"0\"\n    memory: 1Gi\n", "cpu", "zero"),
+            (
+                "    cpu: \"1\"\n    memory: 1Gi\n    example.com/gpu: \"-1\"\n",
+                "example.com/gpu",
+                "negative",
+            ),
+        ] {
+            let error = NodeSkeleton::from_yaml(&minimal(capacity)).unwrap_err();
+            let message = error.to_string();
+            assert!(
+                matches!(&error, SkeletonError::QuantityOutOfRange { resource: r, .. } if r == resource)
+                    && message.contains(why)
+                    && message.contains("status.capacity"),
+                "{capacity}: {message}"
+            );
+        }
+        // Zero of an extended resource is a node without it; large real nodes are fine.
+        NodeSkeleton::from_yaml(&minimal(
+            "    cpu: \"448\"\n    memory: 24Ti\n    example.com/gpu: \"0\"\n",
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn an_oversized_skeleton_is_refused_before_it_is_parsed() {
+        let padding = format!("# {}\n", "x".repeat(MAX_SKELETON_BYTES));
+        let yaml = minimal("    cpu: \"1\"\n    memory: 1Gi\n") + &padding;
+        let error = NodeSkeleton::from_yaml(&yaml).unwrap_err();
+        assert_eq!(error, SkeletonError::TooLarge(yaml.len()));
+        assert!(error.to_string().contains("262144"), "{error}");
+    }
+
+    #[test]
+    fn quantity_values_follow_the_suffixes() {
+        for (quantity, value) in [
+            ("250m", 0.25),
+            ("1.5", 1.5),
+            (".5", 0.5),
+            ("5.", 5.0),
+            ("-1", -1.0),
+            ("+2k", 2000.0),
+            ("1Ki", 1024.0),
+            ("2Gi", 2.0 * 1024.0 * 1024.0 * 1024.0),
+            ("1e3", 1000.0),
+            ("1.5e-3", 0.0015),
+            ("3E", 3e18),
+        ] {
+            let got = quantity_value(quantity).unwrap();
+            assert!(
+                (got - value).abs() <= value.abs() * 1e-12,
+                "{quantity}: {got}"
+            );
+        }
+        assert_eq!(quantity_value("10Mb"), None);
     }
 
     #[test]

@@ -34,18 +34,25 @@ impl From<PoolError> for Status {
     fn from(error: PoolError) -> Self {
         let message = error.to_string();
         match error {
-            // The API contract: every kind of bad input is INVALID_ARGUMENT, an unknown group
-            // included, so callers have one code to handle.
             PoolError::InvalidGroup(_)
             | PoolError::Skeleton(_)
-            | PoolError::UnknownGroup(_)
             | PoolError::CidrExhausted { .. } => Status::invalid_argument(message),
+            // As the cloud provider answers for a group it does not know.
+            PoolError::UnknownGroup(_) => Status::not_found(message),
             PoolError::GroupExists(_) => Status::already_exists(message),
             PoolError::NotPoolManaged(_) => Status::failed_precondition(message),
             PoolError::Cidr(_) => Status::internal(message),
             PoolError::Kube(_) => Status::unavailable(message),
         }
     }
+}
+
+/// Whether `token` may be a page token: empty, or a node name (a DNS subdomain).
+fn is_page_token(token: &str) -> bool {
+    token.len() <= 253
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
 }
 
 #[tonic::async_trait]
@@ -117,6 +124,12 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
                 )));
             }
         };
+        if !is_page_token(&request.page_token) {
+            return Err(Status::invalid_argument(format!(
+                "page_token {:?} is not one this API returned (a node name); start with an empty one",
+                request.page_token
+            )));
+        }
         let group = Some(request.node_group.as_str()).filter(|g| !g.is_empty());
         // Nodes come sorted by name; the page token is the last name already returned.
         let nodes = self.pool.nodes(group)?;

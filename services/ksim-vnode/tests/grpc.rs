@@ -144,6 +144,29 @@ async fn bad_input_is_invalid_argument_and_changes_nothing() {
             "Not_A_Label",
         ),
         ("CIDR exhausted", create("a", SKELETON, 5), "exhausted"),
+        (
+            "negative cpu",
+            create(
+                "a",
+                "kind: Node\nstatus: {capacity: {cpu: '-4', memory: 1Gi}}",
+                1,
+            ),
+            "negative",
+        ),
+        (
+            "memory beyond counting",
+            create(
+                "a",
+                "kind: Node\nstatus: {capacity: {cpu: '4', memory: 1e30}}",
+                1,
+            ),
+            "more than",
+        ),
+        (
+            "oversized skeleton",
+            create("a", &format!("{SKELETON}\n# {}\n", "x".repeat(300_000)), 1),
+            "bytes",
+        ),
     ];
     for (case, request, mentions) in cases {
         let status = client.create_node_group(request).await.unwrap_err();
@@ -161,8 +184,18 @@ async fn bad_input_is_invalid_argument_and_changes_nothing() {
         })
         .await
         .unwrap_err();
-    assert_eq!(unknown.code(), Code::InvalidArgument);
+    assert_eq!(unknown.code(), Code::NotFound);
     assert!(unknown.message().contains("nope"));
+    let garbage_token = client
+        .list_nodes(pb::ListNodesRequest {
+            node_group: String::new(),
+            page_size: 10,
+            page_token: "%%garbage%%".to_owned(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(garbage_token.code(), Code::InvalidArgument);
+    assert!(garbage_token.message().contains("page_token"));
     let negative_page = client
         .list_nodes(pb::ListNodesRequest {
             node_group: String::new(),

@@ -47,7 +47,8 @@ pub enum PlanError {
     WouldRemoveRegistered {
         group: String,
         unregistered: i32,
-        requested: i32,
+        /// i64: the negation of i32::MIN does not fit an i32.
+        requested: i64,
     },
 }
 
@@ -158,7 +159,7 @@ pub fn plan_decrease(state: &GroupState, delta: i32) -> Result<Removal, PlanErro
             expected: "negative",
         });
     }
-    let requested = delta.saturating_neg();
+    let requested = -i64::from(delta);
     let unseated = state.placeholders();
     let mut unregistered_seats: Vec<String> = state
         .active_seats()
@@ -166,13 +167,15 @@ pub fn plan_decrease(state: &GroupState, delta: i32) -> Result<Removal, PlanErro
         .map(|seat| seat.name.clone())
         .collect();
     let unregistered = unseated + i32::try_from(unregistered_seats.len()).unwrap_or(i32::MAX);
-    if requested > unregistered {
+    if requested > i64::from(unregistered) {
         return Err(PlanError::WouldRemoveRegistered {
             group: state.id.clone(),
             unregistered,
             requested,
         });
     }
+    // requested <= unregistered, an i32, from here on.
+    let requested = i32::try_from(requested).unwrap_or(i32::MAX);
     let placeholders = requested.min(unseated);
     // The newest-named seats go first; any order is correct, a fixed one is reproducible.
     unregistered_seats.sort_unstable_by(|a, b| b.cmp(a));
@@ -403,10 +406,18 @@ mod tests {
             plan_decrease(&state, 1),
             Err(PlanError::BadDelta { .. })
         ));
-        assert!(matches!(
-            plan_decrease(&state, i32::MIN),
-            Err(PlanError::WouldRemoveRegistered { .. })
-        ));
+        let error = plan_decrease(&state, i32::MIN).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                PlanError::WouldRemoveRegistered {
+                    requested: 2_147_483_648,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("by 2147483648"), "{error}");
     }
 
     #[test]
