@@ -18,14 +18,18 @@ use kube::{
 use tracing::Instrument;
 
 use crate::{
-    cluster::lease::{LeaseError, SimulationLease},
+    cluster::{
+        lease::{LeaseError, SimulationLease},
+        root::{self, FoundRoot},
+    },
     domain::{
         report,
         spec::{SimulationSpec, SpecError},
     },
     replay::{
+        cleanup::{Created, cleanup},
         handle::{Handle, is_terminal},
-        run::{RunContext, run},
+        run::{RunContext, run, write_outcome},
         source::{LoadError, load},
     },
 };
@@ -120,11 +124,142 @@ impl Driver {
         Ok(handle.simulation())
     }
 
+    /// A simulation this process knows, else one that ended before it started, from the files
+    /// kept in the report directory.
     pub fn get(&self, id: &str) -> Result<Arc<Handle>, DriverError> {
-        self.lock()
-            .get(id)
-            .cloned()
+        if let Some(handle) = self.lock().get(id).cloned() {
+            return Ok(handle);
+        }
+        self.stored(id)
             .ok_or_else(|| DriverError::NotFound(id.to_owned()))
+    }
+
+    /// An ended simulation as its files describe it; `None` without a report file.
+    fn stored(&self, id: &str) -> Option<Arc<Handle>> {
+        // Ids are `<hex>-<hex>`; anything else never names a directory of ours.
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+            return None;
+        }
+        let dir = self.ctx.settings.report_dir.join(id);
+        let (report, outcome) = match report::read_files(&dir) {
+            Ok(files) => files,
+            Err(error) => {
+                tracing::warn!(%error, simulation = id, "reading a stored report");
+                return None;
+            }
+        };
+        let report = report?;
+        let state = outcome
+            .as_ref()
+            .and_then(|o| pb::SimulationState::from_str_name(&o.state))
+            .unwrap_or(pb::SimulationState::Unspecified);
+        let handle = Handle::new(pb::Simulation {
+            id: id.to_owned(),
+            state: state.into(),
+            error_message: outcome
+                .as_ref()
+                .map(|o| o.error_message.clone())
+                .unwrap_or_default(),
+            end_time: outcome.map(|o| ksim_trace::time::timestamp(o.end_time_ms)),
+            ..Default::default()
+        });
+        let mut proto = report.to_proto();
+        proto.artifacts = Some(report::Artifacts::in_dir(&dir).to_proto());
+        handle.set_report(proto);
+        Some(Arc::new(handle))
+    }
+
+    /// Finds the simulations a previous driver process left running (their roots are still in
+    /// the cluster) and ends each as FAILED: once no live lease says another driver still runs
+    /// it, it is cleaned up as its own cleanup would have (seat groups retired, namespaces, root
+    /// and pool groups deleted, lease released). Returns the ids it ended. Run once at start;
+    /// a StartSimulation meanwhile is refused as busy with the simulation being recovered.
+    pub async fn recover(&self) -> Vec<String> {
+        let found = match root::list(&self.ctx.client).await {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(%error, "listing simulation roots left by a previous driver");
+                return Vec::new();
+            }
+        };
+        let mut recovered = Vec::new();
+        for left in found {
+            if self.lock().contains_key(&left.id) {
+                continue;
+            }
+            if self.still_running_elsewhere(&left.id).await {
+                tracing::warn!(
+                    simulation = left.id,
+                    "its lease is still renewed: another driver runs it; left alone"
+                );
+                continue;
+            }
+            let handle = Arc::new(Handle::new(pb::Simulation {
+                id: left.id.clone(),
+                state: pb::SimulationState::Running.into(),
+                ..Default::default()
+            }));
+            if self.register(&handle).is_err() {
+                // A simulation started meanwhile; the rest waits for the next start.
+                break;
+            }
+            self.end_left(&handle, left).await;
+            recovered.push(handle.id.clone());
+        }
+        recovered
+    }
+
+    /// Whether a live lease of `id` is renewed by someone for longer than a lease duration.
+    async fn still_running_elsewhere(&self, id: &str) -> bool {
+        let (client, namespace) = (&self.ctx.client, &self.ctx.settings.namespace);
+        let deadline = tokio::time::Instant::now() + self.ctx.settings.lease_duration * 2;
+        loop {
+            match SimulationLease::live_holder(client, namespace).await {
+                Ok(Some(holder)) if holder == id => {}
+                _ => return false,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn end_left(&self, handle: &Handle, left: FoundRoot) {
+        let id = left.id.clone();
+        tracing::info!(simulation = id, groups = ?left.pool_groups, "cleaning up a simulation a previous driver left");
+        let created = Created {
+            root: Some(left.root),
+            pool_groups: left.pool_groups,
+            autoscaled: left.autoscaled,
+        };
+        let cleaned = cleanup(&self.ctx, handle, &created).await;
+        let lease = SimulationLease::of(
+            &self.ctx.client,
+            &self.ctx.settings.namespace,
+            &id,
+            self.ctx.settings.lease_duration,
+        );
+        // Held by someone else (or by nobody) is fine: only its own holder may release it.
+        let _ = lease.release().await;
+        let stored = self.stored(&id).and_then(|stored| stored.report());
+        handle.set_report(stored.unwrap_or_else(|| pb::Report {
+            simulation_id: id.clone(),
+            complete: false,
+            ..Default::default()
+        }));
+        let message = "the driver running it stopped before it ended; a restarted driver removed what it left";
+        handle.fail(match cleaned {
+            Ok(()) => message.to_owned(),
+            Err(problem) => format!("{message}, except: {problem}"),
+        });
+        handle.set_state(pb::SimulationState::Failed);
+        write_outcome(&self.ctx, handle);
+        tracing::info!(
+            simulation = id,
+            error = handle.error_message(),
+            "left simulation ended"
+        );
     }
 
     /// Cancels and waits (up to `wait`) for the cleanup to finish; a simulation not ended by

@@ -41,6 +41,14 @@ async fn main() -> anyhow::Result<()> {
         settings: args.driver.settings(),
         metrics: metrics.clone(),
     });
+    // Simulations a previous driver process left (killed mid-run) are ended and cleaned up.
+    let recovering = driver.clone();
+    tokio::spawn(async move {
+        let ended = recovering.recover().await;
+        if !ended.is_empty() {
+            tracing::warn!(?ended, "ended the simulations a previous driver left");
+        }
+    });
     let mut server = GrpcServer::new(args.serve);
     metrics.register(server.metrics_registry());
     server

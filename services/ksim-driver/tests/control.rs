@@ -205,6 +205,42 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
     );
     assert_eq!(mesh.pool.group("taken").unwrap().desired, 1);
     mesh.assert_nothing_left(&clash.id, &[]).await;
+
+    // A namespace another simulation left is not taken over (this run's cleanup would delete
+    // it): the run fails naming it, and the namespace stays.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(mesh.client.clone());
+    let theirs = serde_json::from_value(json!({"metadata": {
+        "name": "virtual-shared",
+        "labels": {"ksim.io/simulation": "0abc-0002"},
+    }}))
+    .unwrap();
+    namespaces
+        .create(&kube::api::PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let file = trace_file(
+        vec![(0, vec![("v1.ConfigMap", "shared", "b", config_map("b"))])],
+        1000,
+    );
+    let taken = mesh
+        .start_simulation(spec(file, "g2", pb::OnErrorPolicy::Continue))
+        .await
+        .unwrap();
+    let ended = mesh.until_done(&taken.id).await;
+    assert_eq!(ended.state(), pb::SimulationState::Failed);
+    assert!(
+        ended.error_message.contains("virtual-shared") && ended.error_message.contains("0abc-0002"),
+        "{}",
+        ended.error_message
+    );
+    assert!(
+        namespaces
+            .get_opt("virtual-shared")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    mesh.assert_nothing_left(&taken.id, &["g2"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -100,6 +100,33 @@ impl SimulationLease {
         Ok(lease)
     }
 
+    /// The lease as `holder` holds it, without taking it: for releasing the lease of a
+    /// simulation a previous driver process ran.
+    pub fn of(client: &Client, namespace: &str, holder: &str, duration: Duration) -> Self {
+        Self {
+            api: Api::namespaced(client.clone(), namespace),
+            namespace: namespace.to_owned(),
+            holder: holder.to_owned(),
+            duration,
+        }
+    }
+
+    /// The simulation holding the lease now, if its holder renewed it within its duration.
+    pub async fn live_holder(
+        client: &Client,
+        namespace: &str,
+    ) -> Result<Option<String>, LeaseError> {
+        let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+        let lease = api
+            .get_opt(LEASE_NAME)
+            .await
+            .map_err(|source| LeaseError::Api {
+                namespace: namespace.to_owned(),
+                source,
+            })?;
+        Ok(lease.and_then(|lease| live_holder(&lease, Timestamp::now())))
+    }
+
     /// Renews the lease; call it well within the lease duration.
     pub async fn renew(&self) -> Result<(), LeaseError> {
         self.write(true).await

@@ -19,6 +19,13 @@ const VERSION: &str = "v1alpha1";
 const KIND: &str = "SimulationRoot";
 const PLURAL: &str = "simulationroots";
 
+/// Root annotation: the pool-managed groups the simulation created, comma-separated, so a
+/// driver restarted after a crash can delete them (the root does not own them).
+const POOL_GROUPS_ANNOTATION: &str = "ksim.io/pool-groups";
+
+/// Root annotation: cluster-autoscaler was to resize the simulation's seat groups.
+const AUTOSCALED_ANNOTATION: &str = "ksim.io/autoscaled";
+
 fn resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
 }
@@ -74,6 +81,73 @@ pub async fn create(client: &Client, id: &str) -> Result<RootRef, kube::Error> {
         name: name(id),
         uid: created.metadata.uid.unwrap_or_default(),
     })
+}
+
+/// Records on the root of `id` what its cleanup must remove beyond what the root owns.
+pub async fn record(
+    client: &Client,
+    id: &str,
+    pool_groups: &[String],
+    autoscaled: bool,
+) -> Result<(), kube::Error> {
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let patch = json!({ "metadata": { "annotations": {
+        POOL_GROUPS_ANNOTATION: pool_groups.join(","),
+        AUTOSCALED_ANNOTATION: autoscaled.to_string(),
+    } } });
+    roots
+        .patch(&name(id), &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+/// A simulation root found in the cluster, with what its cleanup must remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundRoot {
+    pub id: String,
+    pub root: RootRef,
+    pub pool_groups: Vec<String>,
+    pub autoscaled: bool,
+}
+
+/// Every simulation root in the cluster; none when the CRD is not installed.
+pub async fn list(client: &Client) -> Result<Vec<FoundRoot>, kube::Error> {
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let listed = match roots.list(&Default::default()).await {
+        Ok(listed) => listed,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    Ok(listed
+        .items
+        .into_iter()
+        .filter_map(|root| {
+            let meta = root.metadata;
+            let id = meta.labels.as_ref()?.get(SIMULATION_LABEL)?.clone();
+            let annotations = meta.annotations.unwrap_or_default();
+            Some(FoundRoot {
+                root: RootRef {
+                    api_version: resource().api_version,
+                    kind: KIND.to_owned(),
+                    name: meta.name.unwrap_or_else(|| name(&id)),
+                    uid: meta.uid.unwrap_or_default(),
+                },
+                pool_groups: annotations
+                    .get(POOL_GROUPS_ANNOTATION)
+                    .map(|groups| {
+                        groups
+                            .split(',')
+                            .filter(|g| !g.is_empty())
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                autoscaled: annotations.get(AUTOSCALED_ANNOTATION).map(String::as_str)
+                    == Some("true"),
+                id,
+            })
+        })
+        .collect())
 }
 
 /// Deletes the root in the foreground and waits until it is gone, which the garbage collector

@@ -13,22 +13,45 @@ use tokio::time::Instant;
 
 use super::{handle::Handle, run::RunContext};
 use crate::{
-    cluster::{observer::Observer, seats},
+    cluster::{observer::Observer, root, seats},
     domain::{
-        FIELD_MANAGER, RootRef,
+        FIELD_MANAGER, RootRef, SIMULATION_LABEL,
         plan::Plan,
         rewrite::Rewriter,
         spec::{NodeGroup, SimulationSpec},
     },
 };
 
+/// Creates the simulation's namespaces. One that exists and is not this simulation's (another
+/// simulation's, still in the cluster, or not a simulation's at all) fails the run before
+/// anything is applied: taking it over would let this run's cleanup delete it.
 pub async fn create_namespaces(
     client: &Client,
+    id: &str,
     rewriter: &Rewriter,
     plan: &Plan,
 ) -> Result<(), String> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in &plan.namespaces {
+        let existing = namespaces
+            .get_metadata_opt(name)
+            .await
+            .map_err(|e| format!("reading namespace {name}: {e}"))?;
+        if let Some(existing) = existing {
+            let owner = existing
+                .metadata
+                .labels
+                .and_then(|labels| labels.get(SIMULATION_LABEL).cloned());
+            if owner.as_deref() != Some(id) {
+                let whose = owner.map_or_else(
+                    || "is not a simulation's".to_owned(),
+                    |other| format!("belongs to simulation {other}, still in the cluster"),
+                );
+                return Err(format!(
+                    "namespace {name} {whose}; choose another namespace prefix or delete it"
+                ));
+            }
+        }
         namespaces
             .patch(
                 name,
@@ -63,6 +86,12 @@ pub async fn create_node_groups(
                     .await
                     .map_err(|e| format!("creating node group {name}: {e}"))?;
                 created.push(name.clone());
+                // On the root too, for a driver restarted after this one died.
+                root::record(&ctx.client, &handle.id, created, spec.enable_autoscaler)
+                    .await
+                    .map_err(|e| {
+                        format!("recording node group {name} on the simulation root: {e}")
+                    })?;
             }
             NodeGroup::Deployment {
                 name,

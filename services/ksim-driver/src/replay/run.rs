@@ -121,6 +121,20 @@ pub async fn run(
     };
     tracing::info!(simulation = handle.id, ?state, "simulation ended");
     handle.set_state(state);
+    write_outcome(&ctx, &handle);
+}
+
+/// Keeps how the simulation ended beside its report, for a driver restarted later.
+pub fn write_outcome(ctx: &RunContext, handle: &Handle) {
+    let simulation = handle.simulation();
+    let outcome = report::Outcome {
+        state: simulation.state().as_str_name().to_owned(),
+        error_message: simulation.error_message,
+        end_time_ms: now_ms(),
+    };
+    if let Err(error) = report::write_outcome(&outcome, &ctx.settings.report_dir.join(&handle.id)) {
+        tracing::warn!(%error, "writing the simulation's outcome");
+    }
 }
 
 /// Builds the final report from what the replay saw and writes its files.
@@ -167,6 +181,9 @@ async fn replay(
         .await
         .map_err(|e| format!("creating the simulation root: {e}"))?;
     created.root = Some(root.clone());
+    root::record(&ctx.client, &handle.id, &[], spec.enable_autoscaler)
+        .await
+        .map_err(|e| format!("recording the simulation on its root: {e}"))?;
 
     let lifetimes = Lifetimes::from_lifecycles(&trace.lifecycles);
     let rewriter = Rewriter::new(
@@ -203,7 +220,7 @@ async fn replay(
         starts,
     );
 
-    create_namespaces(&ctx.client, &rewriter, &plan).await?;
+    create_namespaces(&ctx.client, &handle.id, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
     created.autoscaled = spec.enable_autoscaler;
     create_node_groups(ctx, handle, spec, &root, &mut created.pool_groups).await?;

@@ -13,6 +13,19 @@ use super::svg::render_svg;
 pub const JSON_FILE: &str = "report.json";
 pub const CSV_FILE: &str = "timeline.csv";
 pub const SVG_FILE: &str = "timeline.svg";
+/// How the simulation ended, beside its report: a restarted driver answers for it from these.
+pub const OUTCOME_FILE: &str = "outcome.json";
+
+/// How a simulation ended, as [`OUTCOME_FILE`] keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Outcome {
+    /// The final state's proto name, e.g. `SUCCEEDED`.
+    pub state: String,
+    #[serde(default)]
+    pub error_message: String,
+    /// Milliseconds since the Unix epoch.
+    pub end_time_ms: i64,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -20,6 +33,13 @@ pub enum ReportError {
     Io { path: PathBuf, source: io::Error },
     #[error("encoding the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("reading {}: {source}", path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{} is not a report ksim wrote: {source}", path.display())]
+    Malformed {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("drawing the timeline chart: {0}")]
     Chart(String),
 }
@@ -33,6 +53,15 @@ pub struct Artifacts {
 }
 
 impl Artifacts {
+    /// The files [`write_files`] writes into `dir`.
+    pub fn in_dir(dir: &Path) -> Self {
+        Self {
+            json: dir.join(JSON_FILE),
+            csv: dir.join(CSV_FILE),
+            svg: dir.join(SVG_FILE),
+        }
+    }
+
     /// The gRPC form, for the report's `artifacts`.
     pub fn to_proto(&self) -> pb::ReportArtifacts {
         pb::ReportArtifacts {
@@ -56,15 +85,50 @@ pub fn write_files(report: &Report, dir: &Path) -> Result<Artifacts, ReportError
         path: dir.to_owned(),
         source,
     })?;
-    let artifacts = Artifacts {
-        json: dir.join(JSON_FILE),
-        csv: dir.join(CSV_FILE),
-        svg: dir.join(SVG_FILE),
-    };
+    let artifacts = Artifacts::in_dir(dir);
     write_atomically(&artifacts.json, json.as_bytes())?;
     write_atomically(&artifacts.csv, csv.as_bytes())?;
     write_atomically(&artifacts.svg, svg.as_bytes())?;
     Ok(artifacts)
+}
+
+/// Writes [`OUTCOME_FILE`] into `dir`, creating it if missing.
+pub fn write_outcome(outcome: &Outcome, dir: &Path) -> Result<PathBuf, ReportError> {
+    let json = serde_json::to_string_pretty(outcome)? + "\n";
+    fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let path = dir.join(OUTCOME_FILE);
+    write_atomically(&path, json.as_bytes())?;
+    Ok(path)
+}
+
+/// The report and outcome kept in `dir`; `None` where a file does not exist.
+pub fn read_files(dir: &Path) -> Result<(Option<Report>, Option<Outcome>), ReportError> {
+    Ok((
+        read_json(&dir.join(JSON_FILE))?,
+        read_json(&dir.join(OUTCOME_FILE))?,
+    ))
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ReportError::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|source| ReportError::Malformed {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
@@ -102,6 +166,26 @@ fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
 mod tests {
     use super::super::fixtures;
     use super::*;
+
+    #[test]
+    fn report_and_outcome_read_back_as_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("sim-7");
+        assert_eq!(read_files(&dir).unwrap(), (None, None));
+        let report = fixtures::report();
+        write_files(&report, &dir).unwrap();
+        let outcome = Outcome {
+            state: "FAILED".to_owned(),
+            error_message: "the driver stopped".to_owned(),
+            end_time_ms: 1_700_000_000_000,
+        };
+        write_outcome(&outcome, &dir).unwrap();
+        assert_eq!(read_files(&dir).unwrap(), (Some(report), Some(outcome)));
+
+        fs::write(dir.join(OUTCOME_FILE), "{ not json").unwrap();
+        let error = read_files(&dir).unwrap_err();
+        assert!(error.to_string().contains(OUTCOME_FILE), "{error}");
+    }
 
     #[test]
     fn writes_three_files_into_a_new_directory() {

@@ -23,7 +23,10 @@ mod fixtures;
 
 pub use build::build;
 pub use csv::to_csv;
-pub use files::{Artifacts, CSV_FILE, JSON_FILE, ReportError, SVG_FILE, write_files};
+pub use files::{
+    Artifacts, CSV_FILE, JSON_FILE, OUTCOME_FILE, Outcome, ReportError, SVG_FILE, read_files,
+    write_files, write_outcome,
+};
 pub use input::{
     NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample,
     ScaleEvent,

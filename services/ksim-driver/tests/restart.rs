@@ -1,0 +1,228 @@
+//! A driver killed with -9 mid-run, and the one started after it: the simulation it left is
+//! ended FAILED and cleaned up, and the reports of simulations that ended before are still
+//! served. The driver runs as its own process here, so the kill is real.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::{
+    net::TcpListener,
+    path::Path,
+    process::{Child, Command, Stdio},
+};
+
+use common::*;
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
+use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
+use ksim_testenv::wait;
+use kube::Api;
+use tonic::transport::Channel;
+
+/// A loopback port free now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The `ksim-driver` binary against `mesh`, writing reports into `reports`.
+struct DriverProcess {
+    child: Child,
+    client: DriverClient<Channel>,
+}
+
+impl DriverProcess {
+    async fn start(mesh: &TestMesh, reports: &Path) -> Self {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_ksim-driver"))
+            .arg(format!("--grpc-addr=127.0.0.1:{port}"))
+            .arg(format!("--admin-addr=127.0.0.1:{}", free_port()))
+            .arg(format!(
+                "--kubeconfig={}",
+                mesh.env.kubeconfig_path().display()
+            ))
+            .arg(format!("--pool-url={}", mesh.pool_url))
+            .arg(format!("--tracer-url={}", mesh.tracer_url))
+            .arg(format!("--namespace={SEATS_NAMESPACE}"))
+            .arg(format!("--report-dir={}", reports.display()))
+            .arg("--lease-duration=5s")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let client = wait::until("the driver to serve", DEADLINE, || {
+            let url = url.clone();
+            async move { DriverClient::connect(url).await.map_err(|e| e.to_string()) }
+        })
+        .await
+        .unwrap();
+        Self { child, client }
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    async fn simulation(&mut self, id: &str) -> Result<pb::Simulation, tonic::Status> {
+        self.client
+            .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
+            .await
+            .map(|r| r.into_inner().simulation.unwrap())
+    }
+
+    async fn until(&mut self, id: &str, state: pb::SimulationState) -> pb::Simulation {
+        wait::until(&format!("{id} {state:?}"), DEADLINE, || {
+            let mut client = self.client.clone();
+            async move {
+                let simulation = client
+                    .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_inner()
+                    .simulation
+                    .unwrap();
+                (simulation.state() == state)
+                    .then_some(simulation.clone())
+                    .ok_or(format!(
+                        "{:?} {}",
+                        simulation.state(),
+                        simulation.error_message
+                    ))
+            }
+        })
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for DriverProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spec(file: Vec<u8>, group: &str) -> pb::SimulationSpec {
+    pb::SimulationSpec {
+        trace_source: uploaded(file),
+        node_groups: vec![pool_group(group, 1)],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_old_reports() {
+    let mesh = start().await;
+    let reports = tempfile::tempdir().unwrap();
+    let mut first = DriverProcess::start(&mesh, reports.path()).await;
+
+    // One simulation ends before the kill: its report must outlive the process.
+    let short = trace_file(
+        vec![(0, vec![("v1.ConfigMap", "team", "a", config_map("a"))])],
+        1_000,
+    );
+    let done = first
+        .client
+        .start_simulation(pb::StartSimulationRequest {
+            spec: Some(spec(short, "orphan")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .simulation
+        .unwrap();
+    first.until(&done.id, pb::SimulationState::Succeeded).await;
+
+    // The next one is killed mid-run: ten minutes of trace, a namespace and a pool group.
+    let long = trace_file(
+        vec![
+            (0, vec![("v1.ConfigMap", "team", "a", config_map("a"))]),
+            (
+                600_000,
+                vec![("v1.ConfigMap", "team", "b", config_map("b"))],
+            ),
+        ],
+        600_000,
+    );
+    let left = first
+        .client
+        .start_simulation(pb::StartSimulationRequest {
+            spec: Some(spec(long.clone(), "orphan")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .simulation
+        .unwrap();
+    first.until(&left.id, pb::SimulationState::Running).await;
+    let namespaces: Api<Namespace> = Api::all(mesh.client.clone());
+    assert!(namespaces.get_opt("virtual-team").await.unwrap().is_some());
+    first.kill9();
+
+    let mut second = DriverProcess::start(&mesh, reports.path()).await;
+    let ended = second.until(&left.id, pb::SimulationState::Failed).await;
+    assert!(
+        ended.error_message.contains("driver running it stopped"),
+        "{}",
+        ended.error_message
+    );
+    mesh.assert_nothing_left(&left.id, &["orphan"]).await;
+    let leases: Api<Lease> = Api::namespaced(mesh.client.clone(), SEATS_NAMESPACE);
+    let holder = leases
+        .get("ksim-driver")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|spec| spec.holder_identity);
+    assert_eq!(holder, None, "the lease was released");
+
+    // The simulation that ended before the kill is still answered for, from its files.
+    let old = second.simulation(&done.id).await.unwrap();
+    assert_eq!(old.state(), pb::SimulationState::Succeeded);
+    let report = second
+        .client
+        .get_report(pb::GetReportRequest {
+            id: done.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .report
+        .unwrap();
+    assert_eq!(report.simulation_id, done.id);
+    assert_eq!(report.events_applied, 1);
+    assert!(report.artifacts.is_some());
+    let unknown = second.simulation("0abc-0001").await.unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+    let outside = second.simulation("../../etc").await.unwrap_err();
+    assert_eq!(outside.code(), tonic::Code::NotFound);
+
+    // The group name is free again: the next run with it starts and ends.
+    let again = second
+        .client
+        .start_simulation(pb::StartSimulationRequest {
+            spec: Some(spec(long, "orphan")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .simulation
+        .unwrap();
+    second.until(&again.id, pb::SimulationState::Running).await;
+    let cancelled = second
+        .client
+        .cancel_simulation(pb::CancelSimulationRequest {
+            id: again.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .simulation
+        .unwrap();
+    assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    mesh.assert_nothing_left(&again.id, &["orphan"]).await;
+}
