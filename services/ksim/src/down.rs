@@ -33,6 +33,13 @@ pub async fn run() -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
+    let died = state::supervision(&state_dir);
+    if !died.is_empty() {
+        writeln!(out, "ksim: while it was up:")?;
+        for line in &died {
+            writeln!(out, "  {line}")?;
+        }
+    }
     terminate(env.pid);
     let started = Instant::now();
     while is_alive(env.pid) {

@@ -19,6 +19,9 @@ pub struct UpArgs {
     pub context: Option<String>,
 }
 
+/// How often `ksim up` checks that its services are still running.
+const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     writeln!(out, "ksim: starting the local environment ...")?;
@@ -31,7 +34,20 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     .await?;
     print(&env, &mut out)?;
     writeln!(out, "Press Ctrl-C (or run `ksim down`) to stop it.")?;
-    let signal = ksim_grpc::shutdown_signal().await;
+    let mut env = env;
+    let signal = ksim_grpc::shutdown_signal();
+    tokio::pin!(signal);
+    let mut check = tokio::time::interval(SUPERVISE_EVERY);
+    let signal = loop {
+        tokio::select! {
+            signal = &mut signal => break signal,
+            _ = check.tick() => {
+                for event in env.supervise() {
+                    writeln!(out, "ksim: {event}")?;
+                }
+            }
+        }
+    };
     writeln!(out, "ksim: stopping ...")?;
     env.shutdown().await;
     signal?;

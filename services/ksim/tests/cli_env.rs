@@ -142,6 +142,19 @@ async fn up_serves_every_service_until_down() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Its output, line by line as it comes: the supervision lines are read while it runs.
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let stdout = up.stdout.take().unwrap();
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout).lines() {
+                lines.lock().unwrap().push(line.unwrap());
+            }
+        })
+    };
+    let printed_so_far = || lines.lock().unwrap().join("\n");
     let env_file = state.path().join("env.json");
     let started = Instant::now();
     while !env_file.exists() {
@@ -149,7 +162,7 @@ async fn up_serves_every_service_until_down() {
             let output = up.wait_with_output().unwrap();
             panic!(
                 "ksim up exited ({status}): {}{}",
-                String::from_utf8_lossy(&output.stdout),
+                printed_so_far(),
                 String::from_utf8_lossy(&output.stderr)
             );
         }
@@ -218,11 +231,52 @@ async fn up_serves_every_service_until_down() {
     let second = ksim(state.path(), &["up"]);
     assert_one_line_error(&second, "an environment is already up");
 
+    // kill -9 of the pool: `ksim up` says so at once, with the exit status and the log, and
+    // starts it again; `ksim down` reports it.
+    let pool_pid = printed_so_far()
+        .lines()
+        .find(|line| line.trim_start().starts_with("pool "))
+        .and_then(|line| {
+            line.split("pid ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no pool pid in {}", printed_so_far()));
+    let killed = Command::new("kill")
+        .args(["-9", &pool_pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let started = Instant::now();
+    loop {
+        let printed = printed_so_far();
+        if printed.contains("ksim: pool exited (signal: 9")
+            && printed.contains("logs/pool.log")
+            && printed.contains("ksim: pool restarted (pid")
+            && serving(7062, "ksim.vnode.v1.VirtualNodePool").await
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the pool was not reported and restarted: {printed}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     let down = ksim(state.path(), &["down"]);
     assert!(
         down.status.success(),
         "{}",
         String::from_utf8_lossy(&down.stderr)
+    );
+    let said = String::from_utf8_lossy(&down.stdout);
+    assert!(
+        said.contains("while it was up") && said.contains("pool exited (signal: 9"),
+        "{said}"
     );
     let output = up.wait_with_output().unwrap();
     assert!(
@@ -230,7 +284,8 @@ async fn up_serves_every_service_until_down() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let printed = String::from_utf8(output.stdout).unwrap();
+    reader.join().unwrap();
+    let printed = printed_so_far();
     assert!(printed.contains("export KUBECONFIG="), "{printed}");
     assert!(
         printed.contains("grpcurl -plaintext 127.0.0.1:7064"),

@@ -2,6 +2,7 @@
 //! `ksim-system`, the four ksim services as child processes on fixed loopback ports, and
 //! optionally cluster-autoscaler. `ksim up` and `ksim demo` both start it.
 
+mod backoff;
 pub mod cluster;
 pub mod services;
 pub mod state;
@@ -191,6 +192,47 @@ impl LocalEnv {
 
     /// Stops cluster-autoscaler, then the services in reverse start order (the driver first,
     /// so it can clean up while the rest still runs), then the cluster; removes `env.json`.
+    /// Checks every service: one that exited is reported (name, exit status, log) and started
+    /// again after its backoff. Returns what happened, one line each, also appended to
+    /// [`state::SUPERVISION_FILE`] so `ksim down` can say what had died.
+    pub fn supervise(&mut self) -> Vec<String> {
+        let now = std::time::Instant::now();
+        let mut events = Vec::new();
+        for service in &mut self.services {
+            let name = service.spec().name;
+            if !service.backoff().waiting()
+                && let Some(status) = service.exited()
+            {
+                let delay = service.backoff().died(now);
+                events.push(format!(
+                    "{name} exited ({status}); log {}; restarting it{}",
+                    service.log_path().display(),
+                    if delay.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" in {}s", delay.as_secs())
+                    }
+                ));
+            }
+            if service.backoff().due(now) {
+                match service.restart() {
+                    Ok(()) => events.push(format!(
+                        "{name} restarted (pid {})",
+                        service.pid().unwrap_or_default()
+                    )),
+                    Err(error) => {
+                        service.backoff().died(now);
+                        events.push(format!("{name} could not be restarted: {error:#}"));
+                    }
+                }
+            }
+        }
+        if !events.is_empty() {
+            state::append_supervision(&self.state_dir, &events);
+        }
+        events
+    }
+
     pub async fn shutdown(mut self) {
         self.autoscaler = None;
         while let Some(mut service) = self.services.pop() {
@@ -230,6 +272,7 @@ impl LocalEnv {
     }
 
     fn write_state(&mut self) -> anyhow::Result<()> {
+        state::clear_supervision(&self.state_dir);
         EnvState {
             pid: std::process::id(),
             kubeconfig: self.kubeconfig.clone(),

@@ -4,13 +4,15 @@
 use std::{
     ffi::OsString,
     fs::File,
-    io::{Read, Seek, SeekFrom},
+    io::{Read, Seek, SeekFrom, Write as _},
     path::{Path, PathBuf},
     process::Stdio,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, bail};
+
+use super::backoff::Backoff;
 use tokio::process::{Child, Command};
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
@@ -108,6 +110,16 @@ pub struct ServiceProcess {
     spec: ServiceSpec,
     child: Child,
     log: PathBuf,
+    launch: Launch,
+    backoff: Backoff,
+}
+
+/// How the service was started, to start it again the same way.
+#[derive(Debug, Clone)]
+struct Launch {
+    binary: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(String, OsString)>,
 }
 
 impl ServiceProcess {
@@ -133,22 +145,44 @@ impl ServiceProcess {
         }
         let log = log_dir.join(format!("{}.log", spec.name));
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
-        let child = Command::new(binary)
-            .arg("--grpc-addr")
-            .arg(format!("127.0.0.1:{}", spec.grpc_port))
-            .arg("--admin-addr")
-            .arg(format!("127.0.0.1:{}", spec.admin_port))
-            .args(args)
-            .envs(env.iter().map(|(key, value)| (key, value)))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        tracing::debug!(service = spec.name, pid = child.id(), "started");
-        Ok(Self { spec, child, log })
+        let launch = Launch {
+            binary: binary.to_owned(),
+            args: args.to_vec(),
+            env: env
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), value.clone()))
+                .collect(),
+        };
+        let child = start(spec, &launch, out)?;
+        Ok(Self {
+            spec,
+            child,
+            log,
+            launch,
+            backoff: Backoff::new(Instant::now()),
+        })
+    }
+
+    /// The exit status, once the service has exited (reaped, so no zombie is left).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    pub fn backoff(&mut self) -> &mut Backoff {
+        &mut self.backoff
+    }
+
+    /// Starts the exited service again, its output appended to the same log.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        let mut out = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.log)
+            .with_context(|| format!("opening {}", self.log.display()))?;
+        let _ = writeln!(out, "--- ksim up: restarting {} ---", self.spec.name);
+        self.child = start(self.spec, &self.launch, out)?;
+        self.backoff.restarted(Instant::now());
+        Ok(())
     }
 
     pub fn spec(&self) -> ServiceSpec {
@@ -240,6 +274,27 @@ impl Drop for ServiceProcess {
         }
         let _ = self.child.start_kill();
     }
+}
+
+/// Starts the service's process with its output going to `out`; a process group of its own, so
+/// a Ctrl-C in the terminal reaches only `ksim`, which then stops the services in order.
+fn start(spec: ServiceSpec, launch: &Launch, out: File) -> anyhow::Result<Child> {
+    let err = out.try_clone()?;
+    let child = Command::new(&launch.binary)
+        .arg("--grpc-addr")
+        .arg(format!("127.0.0.1:{}", spec.grpc_port))
+        .arg("--admin-addr")
+        .arg(format!("127.0.0.1:{}", spec.admin_port))
+        .args(&launch.args)
+        .envs(launch.env.iter().map(|(key, value)| (key, value)))
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting {}", launch.binary.display()))?;
+    tracing::debug!(service = spec.name, pid = child.id(), "started");
+    Ok(child)
 }
 
 /// gRPC health of the spec's service, with short timeouts: it is polled.

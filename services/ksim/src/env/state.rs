@@ -7,6 +7,38 @@ use serde::{Deserialize, Serialize};
 
 const STATE_DIR_ENV: &str = "KSIM_STATE_DIR";
 const STATE_FILE: &str = "env.json";
+/// What `ksim up` saw die and restarted, one line each with its time, for `ksim down`.
+pub const SUPERVISION_FILE: &str = "supervision.log";
+
+/// Appends `events` to the supervision file; best effort (it only informs).
+pub fn append_supervision(state_dir: &Path, events: &[String]) {
+    use std::io::Write as _;
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(state_dir.join(SUPERVISION_FILE))
+        .and_then(|mut file| {
+            events
+                .iter()
+                .try_for_each(|event| writeln!(file, "{now} {event}"))
+        });
+    if let Err(error) = written {
+        tracing::warn!(%error, "writing {SUPERVISION_FILE}");
+    }
+}
+
+/// The supervision file's lines; none when nothing died.
+pub fn supervision(state_dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(state_dir.join(SUPERVISION_FILE))
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Forgets an earlier environment's supervision lines.
+pub fn clear_supervision(state_dir: &Path) {
+    let _ = std::fs::remove_file(state_dir.join(SUPERVISION_FILE));
+}
 
 /// `$KSIM_STATE_DIR`, else `$XDG_STATE_HOME/ksim`, else `~/.local/state/ksim`.
 pub fn state_dir() -> anyhow::Result<PathBuf> {
