@@ -38,7 +38,34 @@ pub async fn connect(url: &str) -> anyhow::Result<DriverClient<Channel>> {
 
 /// A status as one line: code and message, without tonic's metadata dump.
 pub fn status_error(what: &str, status: &tonic::Status) -> anyhow::Error {
+    if lost_connection(status) {
+        return anyhow::anyhow!(
+            "{what}: the driver stopped answering (did it die? see its log): {}",
+            status.message()
+        );
+    }
     anyhow::anyhow!("{what}: {:?}: {}", status.code(), status.message())
+}
+
+/// Whether `status` is the client's own, for a connection that broke: what a driver killed
+/// mid-call looks like ("h2 protocol error", a reset or closed connection), not an answer.
+fn lost_connection(status: &tonic::Status) -> bool {
+    const HINTS: &[&str] = &[
+        "h2 protocol error",
+        "transport error",
+        "connection reset",
+        "connection refused",
+        "broken pipe",
+        "stream closed",
+        "error reading a body from connection",
+    ];
+    matches!(
+        status.code(),
+        tonic::Code::Unknown | tonic::Code::Unavailable | tonic::Code::Internal
+    ) && {
+        let message = status.message().to_ascii_lowercase();
+        HINTS.iter().any(|hint| message.contains(hint))
+    }
 }
 
 pub async fn get_report(client: &mut DriverClient<Channel>, id: &str) -> anyhow::Result<Report> {
@@ -49,4 +76,25 @@ pub async fn get_report(client: &mut DriverClient<Channel>, id: &str) -> anyhow:
         .into_inner()
         .report
         .context("the driver answered without a report")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_connection_reads_as_a_driver_that_stopped_answering() {
+        let died =
+            tonic::Status::unknown("h2 protocol error: error reading a body from connection");
+        let said = status_error("watching simulation x", &died).to_string();
+        assert!(said.contains("the driver stopped answering"), "{said}");
+
+        // The driver's own answers keep their code.
+        let busy = tonic::Status::unavailable("apiserver: timed out");
+        let said = status_error("starting the simulation", &busy).to_string();
+        assert_eq!(
+            said,
+            "starting the simulation: Unavailable: apiserver: timed out"
+        );
+    }
 }

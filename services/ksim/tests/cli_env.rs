@@ -227,6 +227,84 @@ async fn up_serves_every_service_until_down() {
     assert_eq!(report["simulation_id"], id);
     assert_eq!(report["complete"], true);
 
+    // One SIGTERM to `ksim run` cancels the simulation and ends the run: it says it is
+    // cancelling and that the simulation was cancelled, and exits non-zero.
+    let long = state.path().join("long.ksim");
+    common::write_trace(
+        &long,
+        [
+            (
+                1_767_225_600_000,
+                common::deployment(&json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "slow", "namespace": "shop"},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": "slow"}},
+                        "template": {"metadata": {"labels": {"app": "slow"}},
+                            "spec": {"containers": [{"name": "slow", "image": "nginx"}]}}
+                    }
+                })),
+            ),
+            // Ten minutes later: never reached.
+            (
+                1_767_226_200_000,
+                common::deployment(&json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "late", "namespace": "shop"},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": "late"}},
+                        "template": {"metadata": {"labels": {"app": "late"}},
+                            "spec": {"containers": [{"name": "late", "image": "nginx"}]}}
+                    }
+                })),
+            ),
+        ],
+        &[],
+    );
+    let run_log = state.path().join("run.out");
+    let running = Command::new(env!("CARGO_BIN_EXE_ksim"))
+        .args([
+            "run",
+            long.to_str().unwrap(),
+            "--driver",
+            "http://127.0.0.1:7064",
+        ])
+        .env("KSIM_STATE_DIR", state.path())
+        .stdout(std::fs::File::create(&run_log).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !std::fs::read_to_string(&run_log)
+        .unwrap_or_default()
+        .contains("started")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the long run never started"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let signalled = Command::new("kill")
+        .args(["-TERM", &running.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let ended = tokio::task::spawn_blocking(move || running.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let said = std::fs::read_to_string(&run_log).unwrap();
+    assert!(!ended.status.success(), "{said}");
+    assert!(
+        said.contains("cancelling simulation")
+            && String::from_utf8_lossy(&ended.stderr).contains("was cancelled"),
+        "{said}{}",
+        String::from_utf8_lossy(&ended.stderr)
+    );
+
     // A second environment is refused while this one runs.
     let second = ksim(state.path(), &["up"]);
     assert_one_line_error(&second, "an environment is already up");

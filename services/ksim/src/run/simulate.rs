@@ -1,6 +1,6 @@
 //! Start a simulation, follow it to its end (cancelling it on Ctrl-C), print its report.
 
-use std::{io::Write, pin::Pin};
+use std::io::Write;
 
 use anyhow::Context;
 use ksim_proto::ksim::driver::v1::{
@@ -33,6 +33,8 @@ pub async fn run_simulation(
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
     let mut client = connect(driver_url).await?;
+    // Listening from before the start: a signal while the trace uploads is not lost.
+    let mut interrupts = Interrupts::new()?;
     let started = client
         .start_simulation(StartSimulationRequest { spec: Some(spec) })
         .await
@@ -43,7 +45,7 @@ pub async fn run_simulation(
     let id = started.id;
     writeln!(out, "ksim: simulation {id} started")?;
     let mut progress = Progress::new(show_progress);
-    let followed = follow(&mut client, &id, &mut progress, out).await;
+    let followed = follow(&mut client, &id, &mut interrupts, &mut progress, out).await;
     progress.finish();
     followed?;
 
@@ -67,10 +69,13 @@ pub async fn run_simulation(
     Ok(RunOutcome { simulation, report })
 }
 
-/// Reads the progress stream until the simulation is in a terminal state.
+/// Reads the progress stream until the simulation is in a terminal state. The first Ctrl-C or
+/// SIGTERM asks the driver to cancel (without waiting on that call, so the progress, and a
+/// second signal, are still heard); the second stops waiting at once.
 async fn follow(
     client: &mut DriverClient<Channel>,
     id: &str,
+    interrupts: &mut Interrupts,
     progress: &mut Progress,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -82,8 +87,8 @@ async fn follow(
         .await
         .map_err(|status| status_error(&format!("watching simulation {id}"), &status))?
         .into_inner();
-    let mut signal: Pin<Box<dyn Future<Output = _>>> = Box::pin(interrupted());
     let mut cancelling = false;
+    let (answer_tx, mut answers) = tokio::sync::mpsc::unbounded_channel();
     loop {
         tokio::select! {
             message = stream.message() => match message {
@@ -101,35 +106,53 @@ async fn follow(
                     return Err(status_error(&format!("watching simulation {id}"), &status));
                 }
             },
-            signalled = &mut signal => {
-                signalled?;
+            () = interrupts.next() => {
                 if cancelling {
                     anyhow::bail!(
                         "stopped waiting; simulation {id} is still being cancelled (see `ksim report {id}`)"
                     );
                 }
-                cancelling = true;
                 progress.note(&format!("ksim: cancelling simulation {id} (Ctrl-C again to stop waiting)"), out)?;
-                client
-                    .cancel_simulation(CancelSimulationRequest { id: id.to_owned() })
-                    .await
-                    .map_err(|status| status_error(&format!("cancelling simulation {id}"), &status))?;
-                signal = Box::pin(interrupted());
+                cancelling = true;
+                let mut client = client.clone();
+                let request = CancelSimulationRequest { id: id.to_owned() };
+                let answer_tx = answer_tx.clone();
+                tokio::spawn(async move {
+                    let answer = client.cancel_simulation(request).await.map(|_| ());
+                    let _ = answer_tx.send(answer);
+                });
+            }
+            Some(Err(status)) = answers.recv() => {
+                // The progress stream still says when the cancel ends; this says why it may not.
+                let error = status_error(&format!("cancelling simulation {id}"), &status);
+                progress.note(&format!("ksim: {error}"), out)?;
             }
         }
     }
 }
 
-/// Ctrl-C or SIGTERM. Not `ksim_grpc::shutdown_signal`, which logs that a server shuts down.
-async fn interrupted() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+/// Ctrl-C and SIGTERM, listened to for the whole run. Not `ksim_grpc::shutdown_signal`, which
+/// logs that a server shuts down.
+struct Interrupts {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
     }
-    Ok(())
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
 }
 
 pub fn state_name(state: SimulationState) -> &'static str {
