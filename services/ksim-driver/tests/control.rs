@@ -89,6 +89,11 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
     let report = mesh.report(&id).await;
     assert!(report.complete);
     assert_eq!(report.events_applied, 1, "only the first event was due");
+    let progress = cancelled.progress.unwrap_or_default();
+    assert_eq!(
+        progress.events_applied, report.events_applied,
+        "GetSimulation and the report agree"
+    );
 
     // The lease went with the cancelled simulation: the cluster takes a new one.
     let lease: Api<Lease> = Api::namespaced(mesh.client.clone(), SEATS_NAMESPACE);

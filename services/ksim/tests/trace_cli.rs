@@ -176,6 +176,9 @@ async fn import_then_export_round_trips_through_a_tracer_store() {
     .unwrap();
     let id = stdout(&imported).trim().to_owned();
     assert_eq!(id.len(), 32, "the trace id alone on stdout: {id:?}");
+    // Counted as inspect counts them: 3 applies and 0 deletes are 3 object changes.
+    let said = String::from_utf8_lossy(&imported.stderr);
+    assert!(said.contains("3 events, 3 object changes"), "{said}");
 
     let out = dir.path().join("exported.ktrace");
     let exported = tokio::task::spawn_blocking({

@@ -282,7 +282,8 @@ async fn replay(
         ending = stop_reason(&progress).unwrap_or(Ending::Finished);
     }
     sampling.abort();
-    live.sample();
+    // The last sample is the one GetSimulation keeps: it must agree with the report.
+    handle.set_progress(live.sample());
     Ok(ending)
 }
 

@@ -27,8 +27,11 @@ pub struct Window {
 impl Window {
     pub fn new(start_ms: i64, end_ms: i64) -> Result<Self, String> {
         if start_ms >= end_ms {
+            // RFC 3339, as the times were given; epoch milliseconds meant nothing to a reader.
             return Err(format!(
-                "the window is empty: start {start_ms} ms is not before end {end_ms} ms"
+                "the window is empty: start {} is not before end {}",
+                ksim_trace::time::timestamp(start_ms),
+                ksim_trace::time::timestamp(end_ms)
             ));
         }
         Ok(Self { start_ms, end_ms })

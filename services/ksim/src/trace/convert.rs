@@ -16,7 +16,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<()> {
     file.persist(output)
         .with_context(|| format!("writing {}", output.display()))?;
     eprintln!(
-        "wrote {}: {} events, {} objects, {} pod lifecycles ({} empty SimKube lifecycles skipped)",
+        "wrote {}: {} events, {} object changes (applies and deletes), {} pod lifecycles ({} empty SimKube lifecycles skipped)",
         output.display(),
         conversion.events,
         conversion.objects,

@@ -92,7 +92,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     file.persist(&args.output)
         .with_context(|| format!("writing {}", args.output.display()))?;
     eprintln!(
-        "wrote {}: {} events, {} objects, {} pod lifecycles",
+        "wrote {}: {} events, {} object changes (applies and deletes), {} pod lifecycles",
         args.output.display(),
         summary.events,
         summary.objects,

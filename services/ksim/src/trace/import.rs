@@ -89,7 +89,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<()> {
     // The id alone on stdout, for scripts: `id=$(ksim trace import f.ktrace)`.
     writeln!(std::io::stdout(), "{}", response.trace_id).context("writing to stdout")?;
     eprintln!(
-        "imported {} bytes as trace {}: {} events, {} objects, {} pod lifecycles",
+        "imported {} bytes as trace {}: {} events, {} object changes (applies and deletes), {} pod lifecycles",
         response.bytes_received,
         response.trace_id,
         summary.events,
