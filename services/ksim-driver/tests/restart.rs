@@ -226,3 +226,145 @@ async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_ol
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
     mesh.assert_nothing_left(&again.id, &["orphan"]).await;
 }
+
+/// The terminal state `id` reaches, polled through `driver`.
+async fn until_ended(driver: &mut DriverProcess, id: &str) -> pb::Simulation {
+    wait::until(&format!("{id} to end"), DEADLINE, || {
+        let mut client = driver.client.clone();
+        async move {
+            let simulation = client
+                .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner()
+                .simulation
+                .unwrap();
+            matches!(
+                simulation.state(),
+                pb::SimulationState::Succeeded
+                    | pb::SimulationState::Failed
+                    | pb::SimulationState::Cancelled
+            )
+            .then_some(simulation.clone())
+            .ok_or(format!("{:?}", simulation.state()))
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// Starts `spec`, retrying while the driver is busy (ending what a killed driver left).
+async fn started(driver: &mut DriverProcess, spec: pb::SimulationSpec) -> String {
+    wait::until("a simulation to start", DEADLINE, || {
+        let mut client = driver.client.clone();
+        let spec = spec.clone();
+        async move {
+            client
+                .start_simulation(pb::StartSimulationRequest { spec: Some(spec) })
+                .await
+                .map(|r| r.into_inner().simulation.unwrap().id)
+                .map_err(|status| format!("{status:?}"))
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// A bounded soak: 20 simulations in a row, some cancelled at a random moment, the driver
+/// killed with -9 in the middle of one; afterwards nothing of any is left in the cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_runs_with_random_cancels_and_a_driver_kill_leave_nothing_behind() {
+    let mesh = start().await;
+    let reports = tempfile::tempdir().unwrap();
+    let mut driver = DriverProcess::start(&mesh, reports.path()).await;
+    // Seeded: a failure reproduces with the same cancels.
+    let mut rng = fastrand::Rng::with_seed(14);
+    let trace = trace_file(
+        vec![
+            (
+                0,
+                vec![("apps/v1.Deployment", "team", "api", deployment("api", 2))],
+            ),
+            (3_000, vec![("v1.ConfigMap", "team", "b", config_map("b"))]),
+        ],
+        4_000,
+    );
+    let mut ids = Vec::new();
+    let mut states = Vec::new();
+    for round in 0..20 {
+        let group = format!("soak-{}", round % 3);
+        let id = started(&mut driver, spec(trace.clone(), &group)).await;
+        ids.push(id.clone());
+        if round == 10 {
+            driver.until(&id, pb::SimulationState::Running).await;
+            driver.kill9();
+            driver = DriverProcess::start(&mesh, reports.path()).await;
+        } else if rng.bool() {
+            tokio::time::sleep(std::time::Duration::from_millis(rng.u64(0..4_000))).await;
+            // It may have ended already; either way it ends.
+            let _ = driver
+                .client
+                .cancel_simulation(pb::CancelSimulationRequest { id: id.clone() })
+                .await;
+        }
+        let ended = until_ended(&mut driver, &id).await;
+        states.push(ended.state());
+        if round == 10 {
+            assert_eq!(ended.state(), pb::SimulationState::Failed);
+        } else {
+            assert_ne!(
+                ended.state(),
+                pb::SimulationState::Failed,
+                "round {round}: {}",
+                ended.error_message
+            );
+        }
+    }
+    assert!(
+        states.contains(&pb::SimulationState::Cancelled)
+            && states.contains(&pb::SimulationState::Succeeded),
+        "the seed gave no mix: {states:?}"
+    );
+
+    for id in &ids {
+        mesh.assert_nothing_left(id, &["soak-0", "soak-1", "soak-2"])
+            .await;
+    }
+    let namespaces: Api<Namespace> = Api::all(mesh.client.clone());
+    let simulated = namespaces
+        .list(&kube::api::ListParams::default().labels("ksim.io/simulation"))
+        .await
+        .unwrap();
+    assert!(
+        simulated.items.is_empty(),
+        "namespaces of a simulation left"
+    );
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(mesh.client.clone());
+    wait::until("the soak groups' nodes to go", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            let left: Vec<String> = nodes
+                .list(&kube::api::ListParams::default().labels("ksim.io/group-owner=pool"))
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .filter(|n| n.starts_with("soak-"))
+                .collect();
+            left.is_empty()
+                .then_some(())
+                .ok_or(format!("nodes left: {left:?}"))
+        }
+    })
+    .await
+    .unwrap();
+    let leases: Api<Lease> = Api::namespaced(mesh.client.clone(), SEATS_NAMESPACE);
+    let holder = leases
+        .get("ksim-driver")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|spec| spec.holder_identity);
+    assert_eq!(holder, None);
+}
