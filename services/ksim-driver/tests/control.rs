@@ -22,6 +22,8 @@ fn spec(file: Vec<u8>, group: &str, on_error: pb::OnErrorPolicy) -> pb::Simulati
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile() {
     let mut mesh = start().await;
+    // Another group's nodes, Ready before the run: the run's pods must not land there.
+    mesh.pool.create_group("other", SKELETON, 2).await.unwrap();
     // Two minutes of trace: the second event is never reached.
     let file = trace_file(
         vec![
@@ -66,6 +68,21 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
     })
     .await
     .unwrap();
+
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(mesh.client.clone());
+    let placed: Vec<String> = pods
+        .list(&kube::api::ListParams::default().labels(&format!("ksim.io/simulation={id}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|pod| pod.spec?.node_name)
+        .collect();
+    assert_eq!(placed.len(), 2);
+    assert!(
+        placed.iter().all(|node| node.starts_with("c1-")),
+        "pods on another group's nodes: {placed:?}"
+    );
 
     let refused = mesh
         .start_simulation(spec(file, "c2", pb::OnErrorPolicy::Continue))

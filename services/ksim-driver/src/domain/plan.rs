@@ -252,6 +252,7 @@ mod tests {
                     uid: "u".to_owned(),
                 },
                 template_paths: HashMap::new(),
+                node_groups: Vec::new(),
             },
             &Lifetimes::default(),
         )

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use ksim_nodes::labels::{
-    LIFETIME_ANNOTATION, NO_SCHEDULE, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
+    GROUP_LABEL, LIFETIME_ANNOTATION, NO_SCHEDULE, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
 };
 use serde_json::{Map, Value, json};
 
@@ -41,6 +41,9 @@ pub struct RewriteOptions {
     /// JSON pointers to pod templates per kind, from the trace header ([`super::plan::template_paths`]);
     /// kinds absent (or with no paths) use the built-in defaults.
     pub template_paths: HashMap<Gvk, Vec<String>>,
+    /// The node groups the run created: its pods may run only there, never on another group's
+    /// virtual nodes. Empty: any virtual node (the run created none).
+    pub node_groups: Vec<String>,
 }
 
 /// Why a recorded object cannot be applied.
@@ -262,6 +265,9 @@ impl Rewriter {
         child_object(spec, "nodeSelector")
             .ok_or("spec/nodeSelector")?
             .insert(VIRTUAL_LABEL.to_owned(), json!(TRUE_VALUE));
+        if !self.options.node_groups.is_empty() {
+            self.keep_on_own_groups(spec)?;
+        }
         if spec.get("tolerations").is_none_or(Value::is_null) {
             spec.insert("tolerations".to_owned(), json!([]));
         }
@@ -285,6 +291,43 @@ impl Rewriter {
                     container.remove("ports");
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl Rewriter {
+    /// Requires the run's node groups: added to every required node selector term (terms are
+    /// ORed, expressions in one ANDed), or as the only term when the recording had none.
+    fn keep_on_own_groups(&self, spec: &mut Map<String, Value>) -> Result<(), &'static str> {
+        let own = json!({
+            "key": GROUP_LABEL,
+            "operator": "In",
+            "values": self.options.node_groups,
+        });
+        let affinity = child_object(spec, "affinity").ok_or("spec/affinity")?;
+        let node = child_object(affinity, "nodeAffinity").ok_or("spec/affinity/nodeAffinity")?;
+        let required = child_object(node, "requiredDuringSchedulingIgnoredDuringExecution")
+            .ok_or("spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution")?;
+        if required.get("nodeSelectorTerms").is_none_or(Value::is_null) {
+            required.insert("nodeSelectorTerms".to_owned(), json!([]));
+        }
+        let terms = required
+            .get_mut("nodeSelectorTerms")
+            .and_then(Value::as_array_mut)
+            .ok_or("nodeSelectorTerms")?;
+        if terms.is_empty() {
+            terms.push(json!({}));
+        }
+        for term in terms {
+            let term = term.as_object_mut().ok_or("nodeSelectorTerms[]")?;
+            if term.get("matchExpressions").is_none_or(Value::is_null) {
+                term.insert("matchExpressions".to_owned(), json!([]));
+            }
+            term.get_mut("matchExpressions")
+                .and_then(Value::as_array_mut)
+                .ok_or("nodeSelectorTerms[].matchExpressions")?
+                .push(own.clone());
         }
         Ok(())
     }
@@ -381,6 +424,7 @@ mod tests {
                 speed,
                 root: root(),
                 template_paths: HashMap::new(),
+                node_groups: Vec::new(),
             },
             lifetimes,
         )
@@ -542,6 +586,49 @@ mod tests {
         assert!(spec["initContainers"][0].get("ports").is_none());
         // No recorded lifetime, no annotation.
         assert!(template["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn pods_are_kept_on_the_runs_own_node_groups() {
+        let mut options = rewriter().options.clone();
+        options.node_groups = vec!["m5".to_owned(), "c5".to_owned()];
+        let own = Rewriter::new(options, &Lifetimes::default());
+        let expression = json!({"key": GROUP_LABEL, "operator": "In", "values": ["m5", "c5"]});
+
+        // Without a recorded node affinity: one term, ours.
+        let (_, object) = own
+            .apply(&deployment(), "shop", "web", recorded_deployment())
+            .unwrap();
+        assert_eq!(
+            object["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                ["nodeSelectorTerms"],
+            json!([{"matchExpressions": [expression.clone()]}])
+        );
+
+        // With recorded terms (ORed): each also requires the run's groups.
+        let mut recorded = recorded_deployment();
+        recorded["spec"]["template"]["spec"]["affinity"] = json!({"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+            ]}
+        }});
+        let (_, object) = own.apply(&deployment(), "shop", "web", recorded).unwrap();
+        assert_eq!(
+            object["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                ["nodeSelectorTerms"],
+            json!([
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}, expression.clone()]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}],
+                 "matchExpressions": [expression]}
+            ])
+        );
+
+        // A run that created no group leaves the choice of virtual node to the scheduler.
+        let (_, object) = rewriter()
+            .apply(&deployment(), "shop", "web", recorded_deployment())
+            .unwrap();
+        assert!(object["spec"]["template"]["spec"].get("affinity").is_none());
     }
 
     #[test]

@@ -193,6 +193,11 @@ async fn replay(
             speed: spec.speed,
             root: root.clone(),
             template_paths: template_paths(&trace.header),
+            node_groups: spec
+                .node_groups
+                .iter()
+                .map(|g| g.name().to_owned())
+                .collect(),
         },
         &lifetimes,
     );
