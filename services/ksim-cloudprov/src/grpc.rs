@@ -315,7 +315,14 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
                         InstanceState::Deleting => PbState::InstanceDeleting,
                     }
                     .into(),
-                    error_info: None,
+                    error_info: instance.problem.map(|message| pb::InstanceErrorInfo {
+                        error_code: "NodeNotReady".to_owned(),
+                        error_message: message,
+                        // 99: Other. CA acts on the error info of instances still creating
+                        // or not registered (clusterstate.go), so a running one with a
+                        // registered node is not torn down for it.
+                        instance_error_class: 99,
+                    }),
                 }),
             })
             .collect();

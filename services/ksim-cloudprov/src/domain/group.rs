@@ -31,6 +31,8 @@ pub struct Seat {
     /// `controller.kubernetes.io/pod-deletion-cost`, 0 when unset.
     pub deletion_cost: i32,
     pub node: NodeState,
+    /// The registered node reports Ready=True (false while NotReady or unreachable).
+    pub node_ready: bool,
 }
 
 /// A snapshot of one group.
@@ -59,6 +61,9 @@ pub struct Instance {
     /// The provider ID the instance's node has or will have.
     pub id: String,
     pub state: InstanceState,
+    /// Why a running instance is not healthy: its node is not Ready (the pool that plays its
+    /// kubelet stopped, say). CA acts on unready nodes by its own rules; this says it plainly.
+    pub problem: Option<String>,
 }
 
 /// What a provider ID names within a group.
@@ -91,22 +96,33 @@ impl GroupState {
         let mut instances: Vec<Instance> = self
             .seats
             .iter()
-            .map(|seat| Instance {
-                id: provider_id(&self.id, &seat.name),
-                state: match (seat.deleting, seat.node) {
+            .map(|seat| {
+                let state = match (seat.deleting, seat.node) {
                     (true, _) | (_, NodeState::Deleting) => InstanceState::Deleting,
                     (false, NodeState::Registered) => InstanceState::Running,
                     (false, NodeState::Absent) => InstanceState::Creating,
-                },
+                };
+                Instance {
+                    id: provider_id(&self.id, &seat.name),
+                    problem: (state == InstanceState::Running && !seat.node_ready).then(|| {
+                        format!(
+                            "node {} is not Ready (NotReady or unreachable: is its pool running?)",
+                            seat.name
+                        )
+                    }),
+                    state,
+                }
             })
             .collect();
         instances.extend((0..self.placeholders()).map(|n| Instance {
             id: self.placeholder_id(n),
             state: InstanceState::Creating,
+            problem: None,
         }));
         instances.extend(self.orphan_nodes.iter().map(|node| Instance {
             id: provider_id(&self.id, node),
             state: InstanceState::Deleting,
+            problem: None,
         }));
         instances
     }
@@ -141,6 +157,7 @@ pub(crate) mod tests {
             ready: true,
             deletion_cost: 0,
             node,
+            node_ready: true,
         }
     }
 
@@ -215,5 +232,26 @@ pub(crate) mod tests {
         );
         assert_eq!(state.placeholders(), 0);
         assert_eq!(state.instances().len(), 2);
+    }
+
+    #[test]
+    fn a_running_instance_whose_node_is_not_ready_says_so() {
+        let mut unready = seat("b", NodeState::Registered);
+        unready.node_ready = false;
+        let state = group(2, vec![seat("a", NodeState::Registered), unready]);
+        let problems: Vec<(InstanceState, Option<String>)> = state
+            .instances()
+            .into_iter()
+            .map(|i| (i.state, i.problem))
+            .collect();
+        assert_eq!(problems[0], (InstanceState::Running, None));
+        assert_eq!(problems[1].0, InstanceState::Running);
+        assert!(
+            problems[1]
+                .1
+                .as_deref()
+                .is_some_and(|p| p.contains("node b is not Ready")),
+            "{problems:?}"
+        );
     }
 }

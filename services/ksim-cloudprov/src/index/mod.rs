@@ -91,6 +91,8 @@ struct NodeEntry {
     removing: bool,
     /// Labelled as a node of the pool's pool-managed group of this name: never ours.
     pool_owned: bool,
+    /// Reports Ready=True.
+    ready: bool,
 }
 
 #[derive(Debug, Default)]
@@ -260,6 +262,7 @@ impl Index {
                     .as_ref()
                     .and_then(|spec| spec.taints.as_ref())
                     .is_some_and(|taints| taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT)),
+                ready: ksim_nodes::node::is_ready(node),
                 pool_owned: node
                     .metadata
                     .labels
@@ -394,6 +397,9 @@ impl Index {
                 ready: seat.ready,
                 deletion_cost: seat.deletion_cost,
                 node: node_state(name),
+                node_ready: nodes
+                    .and_then(|n| n.get(name.as_str()))
+                    .is_some_and(|node| node.ready),
             })
             .collect();
         let orphan_nodes = nodes

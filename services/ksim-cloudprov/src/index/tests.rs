@@ -271,3 +271,39 @@ fn a_deployment_taking_a_pool_managed_groups_name_is_not_served() {
     assert_eq!(index.clash("race"), None);
     assert_eq!(index.target_size("race"), Some(2));
 }
+
+#[test]
+fn a_seats_node_readiness_comes_from_its_ready_condition() {
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    let index = with_group();
+    let (state, _) = index.group_state("m5").unwrap();
+    assert!(
+        !state.seat("seat-a").unwrap().node_ready,
+        "no conditions yet"
+    );
+    let mut ready = node("seat-a", "ksim://m5/seat-a");
+    ready.status = Some(NodeStatus {
+        conditions: Some(vec![NodeCondition {
+            type_: "Ready".to_owned(),
+            status: "True".to_owned(),
+            ..NodeCondition::default()
+        }]),
+        ..NodeStatus::default()
+    });
+    index.apply_node(&ready);
+    let (state, _) = index.group_state("m5").unwrap();
+    assert!(state.seat("seat-a").unwrap().node_ready);
+    let mut unknown = ready.clone();
+    unknown
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()[0]
+        .status = "Unknown".to_owned();
+    index.apply_node(&unknown);
+    let (state, _) = index.group_state("m5").unwrap();
+    assert!(!state.seat("seat-a").unwrap().node_ready);
+    assert!(state.instances()[0].problem.is_some());
+}
