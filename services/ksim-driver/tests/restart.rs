@@ -75,27 +75,7 @@ impl DriverProcess {
     }
 
     async fn until(&mut self, id: &str, state: pb::SimulationState) -> pb::Simulation {
-        wait::until(&format!("{id} {state:?}"), DEADLINE, || {
-            let mut client = self.client.clone();
-            async move {
-                let simulation = client
-                    .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .into_inner()
-                    .simulation
-                    .unwrap();
-                (simulation.state() == state)
-                    .then_some(simulation.clone())
-                    .ok_or(format!(
-                        "{:?} {}",
-                        simulation.state(),
-                        simulation.error_message
-                    ))
-            }
-        })
-        .await
-        .unwrap()
+        until_state_of(&self.client, id, state).await
     }
 }
 
@@ -125,17 +105,8 @@ async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_ol
         vec![(0, vec![("v1.ConfigMap", "team", "a", config_map("a"))])],
         1_000,
     );
-    let done = first
-        .client
-        .start_simulation(pb::StartSimulationRequest {
-            spec: Some(spec(short, "orphan")),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .simulation
-        .unwrap();
-    first.until(&done.id, pb::SimulationState::Succeeded).await;
+    let done = started(&mut first, spec(short, "orphan")).await;
+    first.until(&done, pb::SimulationState::Succeeded).await;
 
     // The next one is killed mid-run: ten minutes of trace, a namespace and a pool group.
     let long = trace_file(
@@ -148,29 +119,20 @@ async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_ol
         ],
         600_000,
     );
-    let left = first
-        .client
-        .start_simulation(pb::StartSimulationRequest {
-            spec: Some(spec(long.clone(), "orphan")),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .simulation
-        .unwrap();
-    first.until(&left.id, pb::SimulationState::Running).await;
+    let left = started(&mut first, spec(long.clone(), "orphan")).await;
+    first.until(&left, pb::SimulationState::Running).await;
     let namespaces: Api<Namespace> = Api::all(mesh.client.clone());
     assert!(namespaces.get_opt("virtual-team").await.unwrap().is_some());
     first.kill9();
 
     let mut second = DriverProcess::start(&mesh, reports.path()).await;
-    let ended = second.until(&left.id, pb::SimulationState::Failed).await;
+    let ended = second.until(&left, pb::SimulationState::Failed).await;
     assert!(
         ended.error_message.contains("driver running it stopped"),
         "{}",
         ended.error_message
     );
-    mesh.assert_nothing_left(&left.id, &["orphan"]).await;
+    mesh.assert_nothing_left(&left, &["orphan"]).await;
     let leases: Api<Lease> = Api::namespaced(mesh.client.clone(), SEATS_NAMESPACE);
     let holder = leases
         .get("ksim-driver")
@@ -181,19 +143,17 @@ async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_ol
     assert_eq!(holder, None, "the lease was released");
 
     // The simulation that ended before the kill is still answered for, from its files.
-    let old = second.simulation(&done.id).await.unwrap();
+    let old = second.simulation(&done).await.unwrap();
     assert_eq!(old.state(), pb::SimulationState::Succeeded);
     let report = second
         .client
-        .get_report(pb::GetReportRequest {
-            id: done.id.clone(),
-        })
+        .get_report(pb::GetReportRequest { id: done.clone() })
         .await
         .unwrap()
         .into_inner()
         .report
         .unwrap();
-    assert_eq!(report.simulation_id, done.id);
+    assert_eq!(report.simulation_id, done);
     assert_eq!(report.events_applied, 1);
     assert!(report.artifacts.is_some());
     let unknown = second.simulation("0abc-0001").await.unwrap_err();
@@ -202,55 +162,31 @@ async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_ol
     assert_eq!(outside.code(), tonic::Code::NotFound);
 
     // The group name is free again: the next run with it starts and ends.
-    let again = second
-        .client
-        .start_simulation(pb::StartSimulationRequest {
-            spec: Some(spec(long, "orphan")),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .simulation
-        .unwrap();
-    second.until(&again.id, pb::SimulationState::Running).await;
+    let again = started(&mut second, spec(long, "orphan")).await;
+    second.until(&again, pb::SimulationState::Running).await;
     let cancelled = second
         .client
-        .cancel_simulation(pb::CancelSimulationRequest {
-            id: again.id.clone(),
-        })
+        .cancel_simulation(pb::CancelSimulationRequest { id: again.clone() })
         .await
         .unwrap()
         .into_inner()
         .simulation
         .unwrap();
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
-    mesh.assert_nothing_left(&again.id, &["orphan"]).await;
+    mesh.assert_nothing_left(&again, &["orphan"]).await;
 }
 
 /// The terminal state `id` reaches, polled through `driver`.
 async fn until_ended(driver: &mut DriverProcess, id: &str) -> pb::Simulation {
-    wait::until(&format!("{id} to end"), DEADLINE, || {
-        let mut client = driver.client.clone();
-        async move {
-            let simulation = client
-                .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
-                .await
-                .map_err(|e| e.to_string())?
-                .into_inner()
-                .simulation
-                .unwrap();
-            matches!(
-                simulation.state(),
-                pb::SimulationState::Succeeded
-                    | pb::SimulationState::Failed
-                    | pb::SimulationState::Cancelled
-            )
-            .then_some(simulation.clone())
-            .ok_or(format!("{:?}", simulation.state()))
-        }
+    until_simulation(&driver.client, id, "to end", |state| {
+        matches!(
+            state,
+            pb::SimulationState::Succeeded
+                | pb::SimulationState::Failed
+                | pb::SimulationState::Cancelled
+        )
     })
     .await
-    .unwrap()
 }
 
 /// Starts `spec`, retrying while the driver is busy (ending what a killed driver left).

@@ -232,25 +232,7 @@ impl TestMesh {
 
     /// Waits until the state is `state`.
     pub async fn until_state(&self, id: &str, state: pb::SimulationState) {
-        wait::until(&format!("simulation {id} {state:?}"), DEADLINE, || {
-            let mut driver = self.driver.clone();
-            async move {
-                let simulation = driver
-                    .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .into_inner()
-                    .simulation
-                    .unwrap();
-                if simulation.state() == state {
-                    Ok(())
-                } else {
-                    Err(format!("{:?}", simulation.state()))
-                }
-            }
-        })
-        .await
-        .unwrap();
+        until_state_of(&self.driver, id, state).await;
     }
 
     /// Asserts that nothing of simulation `id` is left: no namespace, no root, no pods, no pool
@@ -289,6 +271,45 @@ impl TestMesh {
             assert!(self.pool.group(group).is_err(), "pool group {group} left");
         }
     }
+}
+
+/// Waits until the simulation `id` the driver behind `client` runs is in `state`; returns it.
+pub async fn until_state_of(
+    client: &DriverClient<Channel>,
+    id: &str,
+    state: pb::SimulationState,
+) -> pb::Simulation {
+    until_simulation(client, id, &format!("{state:?}"), |s| s == state).await
+}
+
+/// Waits until the simulation `id` is in a state `accept` takes (`what` names it); returns it.
+pub async fn until_simulation(
+    client: &DriverClient<Channel>,
+    id: &str,
+    what: &str,
+    accept: impl Fn(pb::SimulationState) -> bool + Copy,
+) -> pb::Simulation {
+    wait::until(&format!("simulation {id} {what}"), DEADLINE, || {
+        let mut client = client.clone();
+        async move {
+            let simulation = client
+                .get_simulation(pb::GetSimulationRequest { id: id.to_owned() })
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner()
+                .simulation
+                .unwrap();
+            accept(simulation.state())
+                .then_some(simulation.clone())
+                .ok_or(format!(
+                    "{:?} {}",
+                    simulation.state(),
+                    simulation.error_message
+                ))
+        }
+    })
+    .await
+    .unwrap()
 }
 
 fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
