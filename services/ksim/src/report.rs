@@ -10,11 +10,11 @@ pub async fn run(id: &str, driver: &DriverArgs, json: bool) -> anyhow::Result<()
     let mut out = std::io::stdout().lock();
     if json {
         // The driver's own JSON form (the one report.json holds), not the proto's.
-        let report = ksim_driver::domain::report::Report::from_proto(&report);
+        let report = ksim_report::Report::from_proto(&report);
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", ksim_driver::domain::report::summary(&report))?;
+        write!(out, "{}", ksim_report::summary(&report))?;
     }
     Ok(())
 }

@@ -19,14 +19,7 @@ pub struct Handle {
     report: Mutex<Option<pb::Report>>,
 }
 
-pub fn is_terminal(state: pb::SimulationState) -> bool {
-    matches!(
-        state,
-        pb::SimulationState::Succeeded
-            | pb::SimulationState::Failed
-            | pb::SimulationState::Cancelled
-    )
-}
+pub use ksim_report::is_terminal;
 
 impl Handle {
     pub fn new(simulation: pb::Simulation) -> Self {

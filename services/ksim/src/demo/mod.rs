@@ -179,7 +179,7 @@ fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::R
             out,
             "ksim demo: cluster-autoscaler: {}; at most {} nodes, {most_running} pods running and \
              {most_unscheduled} waiting for a node",
-            ksim_driver::domain::report::autoscaler_nodes(report),
+            ksim_report::autoscaler_nodes(report),
             report.peak_nodes
         )?;
     } else {

@@ -9,7 +9,7 @@ use ksim_proto::ksim::driver::v1::{
 };
 use tonic::transport::Channel;
 
-use ksim_driver::replay::handle::is_terminal;
+use ksim_report::is_terminal;
 
 use super::progress::Progress;
 use crate::driver::{connect, get_report, status_error};
@@ -57,7 +57,7 @@ pub async fn run_simulation(
         .simulation
         .context("the driver answered without a simulation")?;
     let report = get_report(&mut client, &id).await?;
-    write!(out, "{}", ksim_driver::domain::report::summary(&report))?;
+    write!(out, "{}", ksim_report::summary(&report))?;
     writeln!(
         out,
         "ksim: simulation {id} {}",

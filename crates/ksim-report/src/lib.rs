@@ -6,12 +6,26 @@
 //! - [`build()`]: observations into a [`Report`] (buckets in `timeline`, percentiles).
 //! - [`Report::to_proto`] / [`Report::from_proto`]: the gRPC form, both ways.
 //! - [`write_files`] (with [`to_csv`] and [`render_svg`]) and [`summary`].
+//! - [`Gvk`], [`Target`], [`Operation`]: the objects it speaks of.
+//!
+//! The driver builds reports; the CLI reads them back (`Report::from_proto`) and prints them.
+
+use ksim_proto::ksim::driver::v1::SimulationState;
+
+/// Whether a simulation in `state` has ended: nothing about it changes any more.
+pub fn is_terminal(state: SimulationState) -> bool {
+    matches!(
+        state,
+        SimulationState::Succeeded | SimulationState::Failed | SimulationState::Cancelled
+    )
+}
 
 mod build;
 mod csv;
 mod files;
 pub mod input;
 mod model;
+mod object;
 mod percentiles;
 pub mod proto;
 mod summary;
@@ -32,5 +46,6 @@ pub use input::{
     ScaleEvent,
 };
 pub use model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
+pub use object::{Gvk, Operation, Target};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
 pub use svg::render_svg;

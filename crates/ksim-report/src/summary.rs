@@ -7,7 +7,7 @@ use ksim_proto::ksim::driver::v1 as pb;
 
 use super::input::NodeChangeKind;
 use super::proto::{duration_from_proto, node_change_kind};
-use crate::domain::Gvk;
+use crate::Gvk;
 
 /// Object errors listed one by one; the rest are counted.
 const LISTED_ERRORS: usize = 3;

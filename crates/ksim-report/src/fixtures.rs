@@ -8,7 +8,7 @@ use super::input::{
     ScaleEvent,
 };
 use super::model::Report;
-use crate::domain::{Gvk, Operation, Target};
+use crate::{Gvk, Operation, Target};
 
 /// 2026-01-01T00:00:00Z.
 pub const STARTED_AT_MS: i64 = 1_767_225_600_000;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::{Operation, Target};
+use crate::{Operation, Target};
 
 /// Everything the driver observed about one simulation.
 ///

@@ -52,7 +52,7 @@ fn node_changes(changes: &[NodeChange]) -> Vec<ReportedNodeChange> {
 mod tests {
     use super::super::fixtures;
     use super::*;
-    use crate::domain::Operation;
+    use crate::Operation;
 
     #[test]
     fn report_of_the_fixture() {

@@ -13,7 +13,7 @@ use ksim_trace::time::{millis, timestamp};
 use super::input::{NodeChangeKind, NodeCount, PodCounts};
 use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
 use super::percentiles::duration_of_millis;
-use crate::domain::{Gvk, Operation, Target};
+use crate::{Gvk, Operation, Target};
 
 impl Report {
     /// The gRPC form; artifacts are left empty for the caller to fill in.

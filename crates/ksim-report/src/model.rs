@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::input::{NodeChangeKind, NodeCount, PodCounts};
-use crate::domain::{Operation, Target};
+use crate::{Operation, Target};
 
 /// How a simulation went.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
