@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use ksim_proto::ksim::driver::v1 as pb;
 
 use super::csv::to_csv;
+pub use super::error::ReportError;
 use super::model::Report;
 use super::svg::render_svg;
 
@@ -25,23 +26,6 @@ pub struct Outcome {
     pub error_message: String,
     /// Milliseconds since the Unix epoch.
     pub end_time_ms: i64,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    #[error("writing {}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
-    #[error("encoding the report as JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("reading {}: {source}", path.display())]
-    Read { path: PathBuf, source: io::Error },
-    #[error("{} is not a report ksim wrote: {source}", path.display())]
-    Malformed {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    #[error("drawing the timeline chart: {0}")]
-    Chart(String),
 }
 
 /// Where the files were written.

@@ -22,6 +22,7 @@ pub fn is_terminal(state: SimulationState) -> bool {
 
 mod build;
 mod csv;
+mod error;
 mod files;
 pub mod input;
 mod model;

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::files::ReportError;
+use super::error::ReportError;
 use super::model::{Bucket, Report};
 
 /// What a series plots of each bucket.

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client, api::ListParams};
 use tokio::time::Instant;
 
-use super::{handle::Handle, run::RunContext};
+use super::{context::RunContext, handle::Handle};
 use crate::{
     cluster::{root, seats},
     domain::{RootRef, SIMULATION_LABEL},

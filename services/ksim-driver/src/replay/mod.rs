@@ -2,6 +2,7 @@
 //! observe, report, clean up.
 
 pub mod cleanup;
+pub mod context;
 pub mod handle;
 pub mod lanes;
 pub mod live;

@@ -11,7 +11,7 @@ use kube::{
 };
 use tokio::time::Instant;
 
-use super::{handle::Handle, run::RunContext};
+use super::{context::RunContext, handle::Handle};
 use crate::{
     cluster::{observer::Observer, root, seats},
     domain::{

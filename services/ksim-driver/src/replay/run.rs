@@ -4,12 +4,11 @@
 use std::{any::Any, collections::BTreeSet, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use futures::FutureExt;
-
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::{Trace, time::now_ms};
-use kube::Client;
 use tokio::{sync::mpsc, time::Instant};
 
+pub use super::context::RunContext;
 use super::{
     cleanup::{Created, cleanup},
     handle::Handle,
@@ -22,7 +21,6 @@ use crate::{
     cluster::{
         applier::Applier, launch_lifetimes, lease::SimulationLease, observer::Observer, root,
     },
-    config::Settings,
     domain::{
         launches::Launches,
         lifetimes::Lifetimes,
@@ -31,26 +29,7 @@ use crate::{
         rewrite::{RewriteOptions, Rewriter},
         spec::{OnError, SimulationSpec},
     },
-    mesh::Mesh,
-    metrics::ReplayMetrics,
 };
-
-/// What every run shares.
-#[derive(Clone)]
-pub struct RunContext {
-    pub client: Client,
-    pub mesh: Mesh,
-    pub settings: Settings,
-    pub metrics: ReplayMetrics,
-}
-
-impl std::fmt::Debug for RunContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunContext")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
 
 /// How often progress is sampled (the report's timeline has one bucket per second).
 const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);

@@ -4,7 +4,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::segment::{SegmentMeta, raw_name, sync_dir};
+use super::files::{raw_name, sync_dir};
+use super::meta::SegmentMeta;
 use super::{LogEntry, LogError, frame};
 
 #[derive(Debug)]

@@ -14,12 +14,12 @@ use ksim_proto::ksim::trace::v1 as pb;
 use pb::trace_record::Record;
 use prost::Message;
 
+use super::files::{CHECKPOINT_FILE, sync_dir, tmp_path};
 use super::frame::{self, FrameReader};
-use super::segment::{sync_dir, tmp_path};
 use super::{Base, LogError};
 
 /// Name of the checkpoint file in the log directory.
-pub(crate) const FILE_NAME: &str = "checkpoint.zst";
+pub(crate) const FILE_NAME: &str = CHECKPOINT_FILE;
 /// Name a damaged checkpoint is moved to, so it is kept for inspection but no longer used.
 pub(crate) const CORRUPT_NAME: &str = "checkpoint.zst.corrupt";
 const VERSION: u32 = 1;

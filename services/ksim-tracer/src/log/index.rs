@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::LogStats;
-use super::segment::SegmentMeta;
+use super::meta::SegmentMeta;
 
 /// Shared marker of a sealed segment: snapshots hold clones, and retention deletes a folded
 /// segment's files only once no clone is left, so a snapshot can always open what it lists.

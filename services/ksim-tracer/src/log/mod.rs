@@ -22,8 +22,10 @@ mod active;
 mod checkpoint;
 mod config;
 mod error;
+mod files;
 mod frame;
 mod index;
+mod meta;
 mod reader;
 mod recovery;
 mod retention;
@@ -317,7 +319,7 @@ impl Log {
             .index
             .iter()
             .map(|s| SnapSegment {
-                path: dir.join(segment::sealed_name(s.meta.seq)),
+                path: dir.join(files::sealed_name(s.meta.seq)),
                 last_ms: s.meta.last_ms,
                 source: Source::Sealed(Arc::clone(&s.pin)),
             })
@@ -367,7 +369,7 @@ impl Log {
         self.index.len()
     }
 
-    fn durable_metas(&self) -> impl Iterator<Item = &segment::SegmentMeta> {
+    fn durable_metas(&self) -> impl Iterator<Item = &meta::SegmentMeta> {
         self.index
             .iter()
             .map(|s| &s.meta)

@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use super::active::Active;
 use super::checkpoint::{self, CheckpointInfo};
+use super::files::{FileRole, classify, raw_name, sealed_name, sidecar_name};
 use super::index::Index;
+use super::meta::{SegmentMeta, read_sidecar, write_sidecar};
 use super::reader::SegmentReader;
-use super::segment::{
-    self, FileRole, SegmentMeta, classify, raw_name, read_sidecar, sealed_name, sidecar_name,
-    write_sidecar,
-};
+use super::segment;
 use super::{LogConfig, LogError, Recovery};
 
 /// What opening found.

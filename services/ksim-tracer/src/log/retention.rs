@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use super::LogError;
 use super::checkpoint::{self, CheckpointInfo, State};
 use super::config::{Retention, duration_ms};
+use super::files::{sealed_name, sidecar_name};
 use super::index::{Index, Pin};
+use super::meta::SegmentMeta;
 use super::reader::SegmentReader;
-use super::segment::{SegmentMeta, sealed_name, sidecar_name};
 
 /// How many of the oldest sealed segments the policy drops. `other_bytes` is what the log takes on
 /// disk besides the sealed segments (active segment, checkpoint): it counts against the byte

@@ -6,8 +6,6 @@ use std::{io::Write, time::Duration};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ksim_proto::ksim::driver::v1::{SimulationProgress, SimulationState};
 
-use super::simulate::state_name;
-
 #[derive(Debug)]
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -87,6 +85,18 @@ pub fn describe(snapshot: &SimulationProgress) -> String {
         line.push_str(&format!(" | {} refused", snapshot.object_errors));
     }
     line
+}
+
+/// A state as the CLI prints it.
+pub fn state_name(state: SimulationState) -> &'static str {
+    match state {
+        SimulationState::Unspecified => "in an unknown state",
+        SimulationState::Pending => "pending",
+        SimulationState::Running => "running",
+        SimulationState::Succeeded => "succeeded",
+        SimulationState::Failed => "FAILED",
+        SimulationState::Cancelled => "cancelled",
+    }
 }
 
 #[cfg(test)]

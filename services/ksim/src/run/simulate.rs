@@ -12,6 +12,7 @@ use tonic::transport::Channel;
 use ksim_report::is_terminal;
 
 use super::progress::Progress;
+pub use super::progress::state_name;
 use crate::driver::{connect, get_report, status_error};
 
 /// How a simulation ended, and its report.
@@ -152,16 +153,5 @@ impl Interrupts {
             _ = self.terminate.recv() => {}
             _ = self.interrupt.recv() => {}
         }
-    }
-}
-
-pub fn state_name(state: SimulationState) -> &'static str {
-    match state {
-        SimulationState::Unspecified => "in an unknown state",
-        SimulationState::Pending => "pending",
-        SimulationState::Running => "running",
-        SimulationState::Succeeded => "succeeded",
-        SimulationState::Failed => "FAILED",
-        SimulationState::Cancelled => "cancelled",
     }
 }
