@@ -55,7 +55,7 @@ log "toolchain: $toolchain ($rustc_version)"
 # Seed each corpus with valid inputs (written by a test that also checks them), so the fuzzer
 # starts from real traces rather than having to discover the zstd and MessagePack layouts.
 log "writing seed inputs into $corpus_dir"
-KSIM_FUZZ_SEEDS_DIR=$PWD/$corpus_dir cargo test --quiet -p ksim-trace --test fuzz_seeds >&2
+KSIM_FUZZ_SEEDS_DIR=$PWD/$corpus_dir cargo test --quiet -p ksim-trace --test it fuzz_seeds:: >&2
 
 cd "$crate_dir"
 for target in "${targets[@]}"; do

@@ -76,7 +76,7 @@ const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
 const PROVIDER_THREAD: &str = "ksim-cloudprov";
 
 /// The m5.large of the tests: 1930m CPU allocatable, 29 pods.
-const M5_LARGE: &str = include_str!("../tests/common/m5-large.yaml");
+const M5_LARGE: &str = include_str!("../tests/it/common/m5-large.yaml");
 
 /// The same m5.large with 110 pods (EKS with prefix delegation), so part 2 can run CA's
 /// 30 pods per node.

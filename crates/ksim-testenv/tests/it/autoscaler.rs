@@ -117,7 +117,7 @@ fn build_script(source: &std::path::Path) -> (Option<i32>, String) {
 fn pinned_sum(fact: &str) -> String {
     let version = ksim_testenv::autoscaler::cluster_autoscaler_version().replace('.', "_");
     let key = format!("CLUSTER_AUTOSCALER_{version}_{fact}=");
-    include_str!("../../../deploy/cluster-autoscaler/versions.env")
+    include_str!("../../../../deploy/cluster-autoscaler/versions.env")
         .lines()
         .find_map(|line| line.strip_prefix(&key))
         .unwrap()

@@ -2,15 +2,13 @@
 //! corpus when `KSIM_FUZZ_SEEDS_DIR` is set (`deploy/fuzz.sh` does so).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use ksim_trace::{read_trace, simkube};
 
 /// (fuzz target, file name, bytes).
 fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
-    let (file, _) = common::valid_file();
+    let (file, _) = crate::common::valid_file();
     let stream = zstd::stream::decode_all(file.as_slice()).unwrap();
-    let simkube = common::simkube::encode(&common::simkube::sample());
+    let simkube = crate::common::simkube::encode(&crate::common::simkube::sample());
     vec![
         ("trace_reader", "valid.ksimtrace", file),
         // The target also compresses its input, so the bare record stream reaches the records.

@@ -1,11 +1,9 @@
 //! Deployment-backed node groups: one virtual node per seat pod of a labelled Deployment.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node};
 use ksim_nodes::seats::{SeatDeployment, SkeletonSource};
 use ksim_testenv::wait;

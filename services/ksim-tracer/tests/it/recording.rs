@@ -3,11 +3,9 @@
 //! exports honour windows and filters.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Tracer, changes, object_json};
+use crate::common::{Tracer, changes, object_json};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     batch::v1::CronJob,
@@ -154,7 +152,7 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
     // A pod of web runs (there is no kubelet here, so its status is written as one would),
     // then web is deleted and the garbage collector takes its pods: the lifetime ends.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "shop");
-    let pod_name = wait::until("web's pods exist", common::DEADLINE, || {
+    let pod_name = wait::until("web's pods exist", crate::common::DEADLINE, || {
         let pods = pods.clone();
         async move {
             let list = pods
@@ -185,7 +183,7 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
 
     // A CRD installed while the tracer runs is picked up without a restart.
     install_widget_crd(&client).await;
-    let widgets = wait::until("the Widget CRD is served", common::DEADLINE, || {
+    let widgets = wait::until("the Widget CRD is served", crate::common::DEADLINE, || {
         let client = client.clone();
         async move {
             let (resource, _) = discovery::pinned_kind(
@@ -215,7 +213,7 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
         .delete("web", &DeleteParams::foreground())
         .await
         .unwrap();
-    wait::until("web and its pods are gone", common::DEADLINE, || {
+    wait::until("web and its pods are gone", crate::common::DEADLINE, || {
         let pods = pods.clone();
         let deploys = deploys.clone();
         async move {

@@ -1,11 +1,9 @@
 //! Converting SimKube traces built here with serde structures that mirror SimKube's format 2.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::simkube::{
+use crate::common::simkube::{
     SkEvent, SkLifecycle, SkTrace, T0, deployment, encode, name_only, pod, sample,
 };
 use ksim_trace::simkube::{Conversion, convert};

@@ -1,11 +1,9 @@
 //! The pool as the kubelet of its nodes' pods, against the real scheduler and controllers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{collections::BTreeMap, net::Ipv4Addr, time::Duration};
 
-use common::*;
+use crate::common::*;
 use ipnet::Ipv4Net;
 use k8s_openapi::api::{
     apps::v1::Deployment,

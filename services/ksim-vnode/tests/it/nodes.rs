@@ -2,11 +2,9 @@
 //! lifecycle controller's grace period, scaling, and restarts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{collections::BTreeMap, time::Duration};
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use ksim_nodes::node::is_ready;
 use ksim_testenv::wait;

@@ -1,9 +1,7 @@
 //! Writing a trace and reading it back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{deployment, event, header, lifecycle};
+use crate::common::{deployment, event, header, lifecycle};
 use ksim_trace::{FORMAT_VERSION, Record, TraceReader, TraceWriter, inspect, pb, read_trace};
 
 #[test]
@@ -55,7 +53,7 @@ fn every_record_comes_back_in_order() {
 
 #[test]
 fn read_trace_splits_events_and_lifecycles() {
-    let (file, trailer) = common::valid_file();
+    let (file, trailer) = crate::common::valid_file();
     let trace = read_trace(&file).unwrap();
     assert_eq!(trace.header.format_version, FORMAT_VERSION);
     assert_eq!(trace.header.origin, "https://127.0.0.1:6443");

@@ -2,11 +2,9 @@
 //! and plaintext h2c, where grpcurl lists and describes the service by reflection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{path::PathBuf, process::Command};
 
-use common::*;
+use crate::common::*;
 use ksim_grpc::ServeArgs;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc as pb;
 

@@ -2,8 +2,6 @@
 //! nothing but reads, and no Secrets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -18,8 +16,8 @@ use ksim_tracer::{
 use kube::{Api, api::ListParams};
 use tokio::sync::mpsc;
 
-const NAMESPACE_YAML: &str = include_str!("../../../deploy/tracer/namespace.yaml");
-const RBAC_YAML: &str = include_str!("../../../deploy/tracer/rbac.yaml");
+const NAMESPACE_YAML: &str = include_str!("../../../../deploy/tracer/namespace.yaml");
+const RBAC_YAML: &str = include_str!("../../../../deploy/tracer/rbac.yaml");
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-tracer";
 
 #[test]
@@ -90,25 +88,29 @@ async fn the_tracer_watches_every_default_kind_as_its_service_account() {
         Duration::from_secs(1),
     );
 
-    wait::until("every default kind is watched", common::DEADLINE, || {
-        let statuses = store.statuses().get();
-        async move {
-            if statuses
-                .iter()
-                .all(|s| s.state == pb::TrackedKindState::Watching)
-            {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{:?}",
-                    statuses
-                        .iter()
-                        .map(|s| (s.state, s.message.clone()))
-                        .collect::<Vec<_>>()
-                ))
+    wait::until(
+        "every default kind is watched",
+        crate::common::DEADLINE,
+        || {
+            let statuses = store.statuses().get();
+            async move {
+                if statuses
+                    .iter()
+                    .all(|s| s.state == pb::TrackedKindState::Watching)
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{:?}",
+                        statuses
+                            .iter()
+                            .map(|s| (s.state, s.message.clone()))
+                            .collect::<Vec<_>>()
+                    ))
+                }
             }
-        }
-    })
+        },
+    )
     .await
     .unwrap();
 

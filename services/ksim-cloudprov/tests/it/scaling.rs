@@ -3,11 +3,9 @@
 //! scenarios against a real cluster-autoscaler are in tests/autoscaler.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_pb::api::core::v1 as k8s;
 use ksim_nodes::seats::SkeletonSource;

@@ -2,11 +2,9 @@
 //! scales a group up and down, and releases a retiring one, as its ServiceAccount.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{collections::BTreeSet, sync::Arc};
 
-use common::*;
+use crate::common::*;
 use ksim_cloudprov::{apiserver::ApiCluster, index::Index, provider::Provider, watches};
 use ksim_grpc::ServeArgs;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
@@ -14,8 +12,8 @@ use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
 };
 use ksim_testenv::{manifests, wait};
 
-const NAMESPACE_YAML: &str = include_str!("../../../deploy/vnode/namespace.yaml");
-const RBAC_YAML: &str = include_str!("../../../deploy/cloudprov/rbac.yaml");
+const NAMESPACE_YAML: &str = include_str!("../../../../deploy/vnode/namespace.yaml");
+const RBAC_YAML: &str = include_str!("../../../../deploy/cloudprov/rbac.yaml");
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-cloudprov";
 
 #[test]

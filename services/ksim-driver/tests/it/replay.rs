@@ -2,11 +2,9 @@
 //! 10x on the real control plane and virtual nodes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_testenv::wait;

@@ -3,15 +3,13 @@
 //! served. The driver runs as its own process here, so the kill is real.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{
     net::TcpListener,
     path::Path,
     process::{Child, Command, Stdio},
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
 use ksim_testenv::wait;

@@ -3,11 +3,9 @@
 //! that its watches are failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::path::Path;
 
-use common::{Tracer, changes};
+use crate::common::{Tracer, changes};
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_trace::TraceWriter;
 use ksim_trace::time::timestamp;

@@ -1,11 +1,9 @@
 //! Every way a file can be wrong, and what the reader says about it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::{self, Read};
 
-use common::{compress, deployment, event, framed, header, record_offsets, valid_records};
+use crate::common::{compress, deployment, event, framed, header, record_offsets, valid_records};
 use ksim_trace::{MAX_RECORD_BYTES, TraceError, TraceReader, inspect, pb, read_trace};
 
 use pb::trace_record::Record as Oneof;
@@ -74,7 +72,7 @@ fn a_zstd_frame_of_garbage_is_corrupt() {
 
 #[test]
 fn every_cut_of_a_valid_file_is_reported_as_truncated() {
-    let (file, _) = common::valid_file();
+    let (file, _) = crate::common::valid_file();
     for cut in 1..file.len() {
         match read(&file[..cut]) {
             Err(TraceError::Truncated { .. }) => {}
@@ -114,7 +112,7 @@ fn cuts_in_the_record_stream_name_the_offset_where_data_ends() {
 
 #[test]
 fn flipped_bytes_inside_the_zstd_stream_are_caught_or_harmless() {
-    let (file, _) = common::valid_file();
+    let (file, _) = crate::common::valid_file();
     let expected = read(&file).unwrap();
     let mut cases = 0;
     let mut harmless = 0;
@@ -277,7 +275,7 @@ fn records_after_the_trailer_are_corrupt() {
 
 #[test]
 fn garbage_after_the_zstd_frame_is_corrupt() {
-    let (file, _) = common::valid_file();
+    let (file, _) = crate::common::valid_file();
     for garbage in [&b"x"[..], b"\n\n\n\n\n\n\n\n", &file[..]] {
         let mut damaged = file.clone();
         damaged.extend_from_slice(garbage);
@@ -344,7 +342,7 @@ impl Read for FailingAfter {
 
 #[test]
 fn errors_of_the_input_are_io_errors_not_corruption() {
-    let (file, _) = common::valid_file();
+    let (file, _) = crate::common::valid_file();
     for fail_at in [0, 2, 10, file.len() - 1] {
         let input = FailingAfter {
             data: file.clone(),

@@ -2,14 +2,12 @@
 //! tracer is down, then a restart on the same log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
 };
 
-use common::{Tracer, changes};
+use crate::common::{Tracer, changes};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Namespace};
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_testenv::{ControlPlane, wait};
@@ -90,7 +88,7 @@ async fn a_kill_9_loses_no_acknowledged_event_and_invents_no_delete() {
     };
 
     // Acknowledged: what an export showed. Then the crash, mid-stream.
-    wait::until("some changes are recorded", common::DEADLINE, || {
+    wait::until("some changes are recorded", crate::common::DEADLINE, || {
         let tracer = &tracer;
         async move {
             let n = changes(
@@ -149,7 +147,7 @@ async fn a_kill_9_loses_no_acknowledged_event_and_invents_no_delete() {
     let expected: BTreeSet<String> = existing.iter().map(|n| format!("churn/{n}")).collect();
     let after = wait::until(
         "the restarted tracer caught up with the cluster",
-        common::DEADLINE,
+        crate::common::DEADLINE,
         || {
             let tracer = &tracer;
             let expected = expected.clone();

@@ -2,9 +2,7 @@
 //! the pool runs a full scenario as its ServiceAccount, without a single forbidden call.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use ksim_testenv::{manifests, wait};
 use kube::{
@@ -13,8 +11,8 @@ use kube::{
 };
 use serde_json::json;
 
-const NAMESPACE_YAML: &str = include_str!("../../../deploy/vnode/namespace.yaml");
-const RBAC_YAML: &str = include_str!("../../../deploy/vnode/rbac.yaml");
+const NAMESPACE_YAML: &str = include_str!("../../../../deploy/vnode/namespace.yaml");
+const RBAC_YAML: &str = include_str!("../../../../deploy/vnode/rbac.yaml");
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-vnode";
 
 #[test]

@@ -1,9 +1,7 @@
 //! The VirtualNodePool API over a real socket: happy path and InvalidArgument for bad input.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_proto::ksim::vnode::v1::{self as pb, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_testenv::wait;

@@ -2,11 +2,9 @@
 //! (the Job and ReplicaSet controllers make the pods) and virtual nodes (which complete them).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::{
     api::core::v1::Pod,
     apimachinery::pkg::apis::meta::v1::Time,

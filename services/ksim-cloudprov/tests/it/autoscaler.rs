@@ -5,15 +5,13 @@
 //! their version tests); a missing binary fails the test with an error naming that script.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{
     collections::{BTreeMap, BTreeSet},
     net::SocketAddr,
     time::Duration,
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use ksim_cloudprov::{domain::options::GroupOptions, provider::ScaleEvent};
 use ksim_grpc::ServeArgs;

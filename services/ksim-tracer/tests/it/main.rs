@@ -1,0 +1,8 @@
+//! ksim-tracer's integration tests: one binary, a module per area, so a build links it once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod api;
+mod common;
+mod rbac;
+mod recording;
+mod restart;

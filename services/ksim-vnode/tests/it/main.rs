@@ -1,0 +1,9 @@
+//! ksim-vnode's integration tests: one binary, a module per area, so a build links it once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod grpc;
+mod nodes;
+mod pods;
+mod rbac;
+mod seats;
