@@ -18,6 +18,11 @@ pub struct ServeArgs {
     #[arg(long, env = "KSIM_SHUTDOWN_GRACE_SECONDS", default_value_t = 10)]
     pub shutdown_grace_seconds: u64,
 
+    /// Once both ports are bound, write their addresses here (`grpc=<addr>` and `admin=<addr>`
+    /// lines): how a supervisor learns the ports of a service started on port 0.
+    #[arg(long, env = "KSIM_BOUND_ADDRS_FILE")]
+    pub bound_addrs_file: Option<PathBuf>,
+
     #[command(flatten)]
     pub tls: TlsArgs,
 
@@ -37,6 +42,7 @@ impl ServeArgs {
             grpc_addr: loopback_any_port,
             admin_addr: loopback_any_port,
             shutdown_grace_seconds: 1,
+            bound_addrs_file: None,
             tls: TlsArgs::default(),
             limits: MessageLimits::default(),
             log: LogArgs::default(),

@@ -18,6 +18,13 @@ pub enum Error {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot write the bound addresses to {path}: {source}")]
+    WriteBoundAddrs {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the server task ended abnormally: {0}")]
+    Task(#[source] tokio::task::JoinError),
     #[error("gRPC server failed: {0}")]
     Serve(#[source] tonic::transport::Error),
     #[error("admin HTTP server failed: {0}")]

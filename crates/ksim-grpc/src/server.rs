@@ -1,10 +1,10 @@
 //! A gRPC server with everything a ksim service needs around its own handlers.
 
-use std::{convert::Infallible, future::Future, net::SocketAddr, time::Duration};
+use std::{convert::Infallible, future::Future, net::SocketAddr, path::Path, time::Duration};
 
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use tokio::{net::TcpListener, task::JoinHandle};
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{
     body::Body,
     server::NamedService,
@@ -90,12 +90,23 @@ impl GrpcServer {
         let tls = crate::tls::server_tls_config(&self.args.tls)?;
         let grpc = bind(self.args.grpc_addr).await?;
         let admin = bind(self.args.admin_addr).await?;
-        Ok(BoundServer {
+        let bound = BoundServer {
             server: self,
             tls,
             grpc,
             admin,
-        })
+        };
+        if let Some(path) = &bound.server.args.bound_addrs_file {
+            write_bound_addrs(path, bound.grpc_addr()?, bound.admin_addr()?)?;
+        }
+        Ok(bound)
+    }
+
+    /// Binds and serves in a background task until the returned handle is shut down or dropped:
+    /// how tests, benchmarks and embedding processes run a service (bind port 0, read the
+    /// addresses back).
+    pub async fn spawn(self) -> Result<Running, Error> {
+        self.bind().await?.spawn()
     }
 
     /// Binds, serves, and returns after SIGTERM or SIGINT once in-flight calls are done.
@@ -120,6 +131,20 @@ impl BoundServer {
 
     pub fn admin_addr(&self) -> Result<SocketAddr, Error> {
         local_addr(&self.admin, self.server.args.admin_addr)
+    }
+
+    /// Serves in a background task; see [`GrpcServer::spawn`].
+    pub fn spawn(self) -> Result<Running, Error> {
+        let grpc_addr = self.grpc_addr()?;
+        let admin_addr = self.admin_addr()?;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(self.serve_until(stop.clone().cancelled_owned()));
+        Ok(Running {
+            grpc_addr,
+            admin_addr,
+            stop: stop.drop_guard(),
+            task,
+        })
     }
 
     pub async fn serve_until_signal(self) -> Result<(), Error> {
@@ -203,6 +228,49 @@ impl BoundServer {
         tokio::try_join!(grpc, async { admin.await.map_err(Error::Admin) }, announce,)?;
         Ok(())
     }
+}
+
+/// A server serving in a background task of this process. Dropping it stops the server
+/// (health turns NOT_SERVING, calls get the grace period); [`Running::shutdown`] also waits.
+#[derive(Debug)]
+pub struct Running {
+    grpc_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    stop: DropGuard,
+    task: JoinHandle<Result<(), Error>>,
+}
+
+impl Running {
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The gRPC endpoint as a client dials it (plain HTTP/2).
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", self.grpc_addr)
+    }
+
+    /// Stops serving and waits until the ports are closed.
+    pub async fn shutdown(self) -> Result<(), Error> {
+        let Self { stop, task, .. } = self;
+        drop(stop);
+        task.await.map_err(Error::Task)?
+    }
+}
+
+fn write_bound_addrs(path: &Path, grpc: SocketAddr, admin: SocketAddr) -> Result<(), Error> {
+    // Written whole under a temporary name, then renamed: a reader never sees half a file.
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, format!("grpc={grpc}\nadmin={admin}\n"))
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(|source| Error::WriteBoundAddrs {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 async fn set_not_serving(health: &HealthReporter, names: &[&'static str]) {

@@ -268,3 +268,38 @@ async fn http_get(addr: SocketAddr, path: &str) -> String {
     stream.read_to_string(&mut response).await.unwrap();
     response
 }
+
+#[tokio::test]
+async fn a_spawned_server_on_port_0_reports_its_ports_and_closes_them_on_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("addrs");
+    let running = GrpcServer::new(ServeArgs {
+        bound_addrs_file: Some(file.clone()),
+        ..ServeArgs::ephemeral()
+    })
+    .spawn()
+    .await
+    .unwrap();
+    let (grpc, admin) = (running.grpc_addr(), running.admin_addr());
+    assert_ne!(grpc.port(), 0);
+    assert_ne!(admin.port(), 0);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("grpc={grpc}\nadmin={admin}\n")
+    );
+    let mut health = HealthClient::new(channel(grpc).await);
+    assert_eq!(
+        check(&mut health, "").await.unwrap(),
+        ServingStatus::Serving
+    );
+
+    running.shutdown().await.unwrap();
+    assert!(
+        TcpStream::connect(grpc).await.is_err(),
+        "gRPC port still open"
+    );
+    assert!(
+        TcpStream::connect(admin).await.is_err(),
+        "admin port still open"
+    );
+}
