@@ -5,6 +5,7 @@
 mod args;
 mod connect;
 mod errors;
+pub mod skeletons;
 
 pub use args::KubeArgs;
 pub use connect::{ConnectError, Connected, connect};

@@ -101,9 +101,11 @@ fn params() -> PatchParams {
 }
 
 fn classify(error: kube::Error, what: String) -> ClusterError {
-    match &error {
-        kube::Error::Api(status) if status.code == 409 => ClusterError::Conflict(what),
-        kube::Error::Api(status) if status.code == 404 => ClusterError::NotFound(what),
-        _ => ClusterError::Api(format!("{what}: {error}")),
+    if ksim_kube::is_conflict(&error) {
+        ClusterError::Conflict(what)
+    } else if ksim_kube::is_not_found(&error) {
+        ClusterError::NotFound(what)
+    } else {
+        ClusterError::Api(format!("{what}: {error}"))
     }
 }

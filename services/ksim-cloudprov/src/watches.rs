@@ -1,18 +1,15 @@
 //! Feeds the index from three label-selected watches: seat Deployments (with their skeletons
 //! resolved), seat pods and virtual nodes.
 
-use std::{collections::BTreeMap, collections::BTreeSet, sync::Arc};
+use std::collections::BTreeSet;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, Node, Pod},
+    core::v1::{Node, Pod},
 };
-use ksim_nodes::{
-    labels::GROUP_LABEL,
-    seats::{SKELETON_CONFIGMAP_KEY, SkeletonSource, skeleton_source},
-    skeleton::NodeSkeleton,
-};
+use ksim_kube::skeletons::{ResolveError, SkeletonResolver};
+use ksim_nodes::labels::GROUP_LABEL;
 use kube::{
     Api, Client, Resource,
     runtime::{WatchStreamExt, watcher},
@@ -32,9 +29,9 @@ pub fn spawn(client: Client, index: Index) -> JoinSet<()> {
         index.clone(),
         Source::Deployments,
         move |index, deployment: Deployment| {
-            let mut resolver = resolver.clone();
+            let resolver = resolver.clone();
             async move {
-                let skeleton = resolver.resolve(&deployment).await;
+                let skeleton = skeleton_of(&resolver, &deployment).await;
                 if let Err(error) = index.apply_deployment(&deployment, skeleton) {
                     tracing::warn!(deployment = ?object_key(&deployment.metadata), %error,
                         "seat Deployment not served as a node group");
@@ -93,68 +90,11 @@ async fn feed<K, S, A, F>(
     }
 }
 
-/// Resolves a Deployment's skeleton, reading ConfigMaps when named and parsing each distinct
-/// text once.
-#[derive(Clone)]
-struct SkeletonResolver {
-    client: Client,
-    parsed: Arc<std::sync::Mutex<BTreeMap<String, Arc<NodeSkeleton>>>>,
-}
-
-impl std::fmt::Debug for SkeletonResolver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SkeletonResolver").finish_non_exhaustive()
-    }
-}
-
-impl SkeletonResolver {
-    fn new(client: Client) -> Self {
-        Self {
-            client,
-            parsed: Arc::default(),
-        }
-    }
-
-    async fn resolve(&mut self, deployment: &Deployment) -> Skeleton {
-        let yaml = match skeleton_source(deployment) {
-            Err(_) => return Skeleton::Missing,
-            Ok(SkeletonSource::Inline(yaml)) => yaml,
-            Ok(SkeletonSource::ConfigMap(name)) => {
-                let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
-                match Api::<ConfigMap>::namespaced(self.client.clone(), &namespace)
-                    .get(&name)
-                    .await
-                {
-                    Ok(config_map) => match config_map
-                        .data
-                        .and_then(|mut data| data.remove(SKELETON_CONFIGMAP_KEY))
-                    {
-                        Some(yaml) => yaml,
-                        None => {
-                            return Skeleton::Invalid(format!(
-                                "ConfigMap {namespace}/{name} has no {SKELETON_CONFIGMAP_KEY}"
-                            ));
-                        }
-                    },
-                    Err(e) => {
-                        return Skeleton::Invalid(format!(
-                            "cannot read ConfigMap {namespace}/{name}: {e}"
-                        ));
-                    }
-                }
-            }
-        };
-        let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(skeleton) = parsed.get(&yaml) {
-            return Skeleton::Parsed(skeleton.clone());
-        }
-        match NodeSkeleton::from_yaml(&yaml) {
-            Ok(skeleton) => {
-                let skeleton = Arc::new(skeleton);
-                parsed.insert(yaml, skeleton.clone());
-                Skeleton::Parsed(skeleton)
-            }
-            Err(e) => Skeleton::Invalid(e.to_string()),
-        }
+/// The index's view of a Deployment's skeleton: none named, parsed, or named but unusable.
+async fn skeleton_of(resolver: &SkeletonResolver, deployment: &Deployment) -> Skeleton {
+    match resolver.resolve(deployment).await {
+        Ok(skeleton) => Skeleton::Parsed(skeleton),
+        Err(ResolveError::NoSource(_)) => Skeleton::Missing,
+        Err(error) => Skeleton::Invalid(error.to_string()),
     }
 }

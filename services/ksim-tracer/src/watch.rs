@@ -255,20 +255,14 @@ fn to_value(object: DynamicObject, kind: &TrackedKind) -> Value {
 }
 
 fn is_missing(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Discovery(_) => true,
-        kube::Error::Api(status) => status.code == 404,
-        _ => false,
-    }
+    matches!(error, kube::Error::Discovery(_)) || ksim_kube::is_not_found(error)
 }
 
 fn is_gone(error: &watcher::Error) -> bool {
     match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => {
-            matches!(e, kube::Error::Api(status) if status.code == 404)
-        }
+        | watcher::Error::WatchFailed(e) => ksim_kube::is_not_found(e),
         watcher::Error::WatchError(status) => status.code == 404,
         watcher::Error::NoResourceVersion => false,
     }

@@ -8,8 +8,8 @@ use kube::{
     api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams},
 };
 
-use super::is_not_found;
 use crate::domain::labels::{FIELD_MANAGER, GROUP_LABEL, POOL_LABEL};
+use ksim_kube::is_not_found;
 
 const SKELETON_KEY: &str = "skeleton.yaml";
 const DESIRED_KEY: &str = "desired";

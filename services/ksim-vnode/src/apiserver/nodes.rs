@@ -14,8 +14,8 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{is_conflict, is_not_found};
 use crate::domain::labels::{FIELD_MANAGER, POOL_LABEL};
+use ksim_kube::{is_conflict, is_not_found};
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 

@@ -8,8 +8,8 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{is_conflict, is_not_found};
 use crate::domain::{labels::FIELD_MANAGER, pod::SANDBOX_FAILED_REASON};
+use ksim_kube::{is_conflict, is_not_found};
 
 #[derive(Clone)]
 pub struct PodClient {

@@ -98,7 +98,7 @@ async fn beat_one(ctx: &Context, name: String, beat: Beat) {
             ctx.index().remove_node(&name);
             ctx.reconcile_nodes.notify_one();
         }
-        Err(error) if crate::apiserver::is_not_found(&error) => {
+        Err(error) if ksim_kube::is_not_found(&error) => {
             ctx.index().remove_node(&name);
             ctx.reconcile_nodes.notify_one();
         }

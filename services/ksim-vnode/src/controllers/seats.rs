@@ -9,12 +9,10 @@ use std::{
 
 use futures::StreamExt;
 use k8s_openapi::{
-    api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Pod},
-    },
+    api::{apps::v1::Deployment, core::v1::Pod},
     jiff::Timestamp,
 };
+use ksim_kube::skeletons::SkeletonResolver;
 use kube::{
     Api, ResourceExt,
     runtime::{
@@ -27,12 +25,7 @@ use tokio::{sync::Notify, task::JoinSet};
 
 use super::Context;
 use crate::{
-    domain::{
-        labels::GROUP_LABEL,
-        pod::is_terminal,
-        seats::{SKELETON_CONFIGMAP_KEY, SkeletonSource, group_of, skeleton_source},
-        skeleton::NodeSkeleton,
-    },
+    domain::{labels::GROUP_LABEL, pod::is_terminal, seats::group_of},
     index::{Group, GroupSource},
 };
 
@@ -67,9 +60,9 @@ pub async fn run(ctx: Context) {
     if deployments.wait_until_ready().await.is_err() || seats.wait_until_ready().await.is_err() {
         return;
     }
-    let mut skeletons = SkeletonCache::default();
+    let skeletons = SkeletonResolver::new(ctx.client.clone());
     loop {
-        sync_groups(&ctx, &deployments, &seats, &mut skeletons).await;
+        sync_groups(&ctx, &deployments, &seats, &skeletons).await;
         // A notification that came during the sync is kept as a permit, so none is lost.
         changed.notified().await;
     }
@@ -89,15 +82,11 @@ where
     }
 }
 
-/// Parsed skeletons by their source text, so unchanged Deployments are not parsed again.
-#[derive(Debug, Default)]
-struct SkeletonCache(BTreeMap<String, Arc<NodeSkeleton>>);
-
 async fn sync_groups(
     ctx: &Context,
     deployments: &Store<Deployment>,
     seats: &Store<Pod>,
-    cache: &mut SkeletonCache,
+    skeletons: &SkeletonResolver,
 ) {
     let mut wanted: BTreeMap<String, Group> = BTreeMap::new();
     for deployment in deployments.state() {
@@ -105,13 +94,13 @@ async fn sync_groups(
             continue;
         };
         let namespace = deployment.namespace().unwrap_or_default();
-        let skeleton = match skeleton_of(ctx, &deployment, cache).await {
+        let skeleton = match skeletons.resolve(&deployment).await {
             Ok(skeleton) => skeleton,
             Err(reason) => {
                 tracing::warn!(
                     group,
                     deployment = deployment.name_any(),
-                    reason,
+                    %reason,
                     "node group skipped"
                 );
                 continue;
@@ -171,34 +160,4 @@ async fn sync_groups(
         }
     }
     ctx.reconcile_nodes.notify_one();
-}
-
-/// The node skeleton a Deployment's pod template carries inline or names in a ConfigMap.
-async fn skeleton_of(
-    ctx: &Context,
-    deployment: &Deployment,
-    cache: &mut SkeletonCache,
-) -> Result<Arc<NodeSkeleton>, String> {
-    let yaml = match skeleton_source(deployment).map_err(|e| e.to_string())? {
-        SkeletonSource::Inline(yaml) => yaml,
-        SkeletonSource::ConfigMap(name) => {
-            let namespace = deployment.namespace().unwrap_or_default();
-            let config_map = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace)
-                .get(&name)
-                .await
-                .map_err(|e| format!("cannot read ConfigMap {namespace}/{name}: {e}"))?;
-            config_map
-                .data
-                .and_then(|mut data| data.remove(SKELETON_CONFIGMAP_KEY))
-                .ok_or_else(|| {
-                    format!("ConfigMap {namespace}/{name} has no {SKELETON_CONFIGMAP_KEY}")
-                })?
-        }
-    };
-    if let Some(skeleton) = cache.0.get(&yaml) {
-        return Ok(skeleton.clone());
-    }
-    let skeleton = Arc::new(NodeSkeleton::from_yaml(&yaml).map_err(|e| e.to_string())?);
-    cache.0.insert(yaml, skeleton.clone());
-    Ok(skeleton)
 }
