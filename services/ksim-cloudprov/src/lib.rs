@@ -5,6 +5,7 @@
 //! - [`watches`] and [`apiserver`]: the Kubernetes adapter (reads and writes).
 //! - [`provider`]: the operations, serialised per group.
 //! - [`grpc`]: the `CloudProvider` service and its error mapping.
+//! - [`runtime`]: the flags and the one way to start the service (`main` is one call).
 
 pub mod apiserver;
 pub mod config;
@@ -12,4 +13,5 @@ pub mod domain;
 pub mod grpc;
 pub mod index;
 pub mod provider;
+pub mod runtime;
 pub mod watches;

@@ -2,6 +2,8 @@
 
 use std::{path::PathBuf, time::Duration};
 
+use crate::mesh::{Mesh, MeshError};
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct DriverArgs {
     /// URL of the virtual node pool's gRPC API.
@@ -16,14 +18,6 @@ pub struct DriverArgs {
     /// cluster-autoscaler is offered the simulation's Deployment-backed groups.
     #[arg(long, env = "KSIM_CLOUDPROV_URL")]
     pub cloudprov_url: Option<String>,
-
-    /// Kubeconfig of the simulated cluster; in-cluster or the default kubeconfig if unset.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Kubeconfig context to use.
-    #[arg(long)]
-    pub context: Option<String>,
 
     /// Namespace of the driver's Lease and of seat Deployments (the pool's and the cloud
     /// provider's namespace).
@@ -50,6 +44,14 @@ pub struct DriverArgs {
 }
 
 impl DriverArgs {
+    pub fn mesh(&self) -> Result<Mesh, MeshError> {
+        Mesh::new(
+            &self.pool_url,
+            self.tracer_url.as_deref(),
+            self.cloudprov_url.as_deref(),
+        )
+    }
+
     pub fn settings(&self) -> Settings {
         Settings {
             namespace: self.namespace.clone(),

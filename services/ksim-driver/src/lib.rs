@@ -7,6 +7,7 @@
 //! - [`mesh`]: gRPC clients of the pool, tracer store and cloud provider.
 //! - [`replay`]: one simulation's run; [`driver`]: the simulations and their operations;
 //!   [`grpc`]: the `ksim.driver.v1.Driver` API over them.
+//! - [`runtime`]: the flags and the one way to start the service (`main` is one call).
 
 pub mod cluster;
 pub mod config;
@@ -16,3 +17,4 @@ pub mod grpc;
 pub mod mesh;
 pub mod metrics;
 pub mod replay;
+pub mod runtime;

@@ -59,14 +59,6 @@ pub struct TracerArgs {
     /// Largest trace file Import accepts (suffixes Ki, Mi, Gi).
     #[arg(long, env = "KSIM_TRACER_MAX_IMPORT_BYTES", value_parser = parse_bytes, default_value = "1Gi")]
     pub max_import_bytes: u64,
-
-    /// Kubeconfig of the cluster to record; default: in-cluster, then $KUBECONFIG or ~/.kube/config.
-    #[arg(long, env = "KSIM_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Kubeconfig context to use instead of the current one.
-    #[arg(long, env = "KSIM_CONTEXT")]
-    pub context: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -77,6 +69,19 @@ pub enum Fsync {
 }
 
 impl TracerArgs {
+    /// Every flag at its default (or its environment variable), the data under `data_dir`: for
+    /// a tracer started in-process.
+    pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Result<Self, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            tracer: TracerArgs,
+        }
+        let mut args = <Defaults as clap::Parser>::try_parse_from(["ksim-tracer"])?.tracer;
+        args.data_dir = data_dir.into();
+        Ok(args)
+    }
+
     pub fn log_config(&self) -> LogConfig {
         let mut config = LogConfig::new(self.data_dir.join("log"));
         config.fsync = match self.fsync {
@@ -173,6 +178,15 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_process_args_take_the_flag_defaults_and_the_given_directory() {
+        let args = TracerArgs::with_data_dir("/tmp/t").unwrap();
+        assert_eq!(args.data_dir, PathBuf::from("/tmp/t"));
+        assert_eq!(args.retention_bytes, 10 << 30);
+        assert_eq!(args.fsync, Fsync::Interval);
+        assert_eq!(args.log_config().segment_max_bytes, 16 << 20);
+    }
 
     #[test]
     fn byte_sizes_take_binary_suffixes_and_refuse_the_rest() {

@@ -6,6 +6,7 @@
 //!   and write trace files.
 //! - [`watch`]: the Kubernetes adapter (connecting is `ksim_kube::connect`).
 //! - [`grpc`]: the `TraceStore` service and its error mapping.
+//! - [`runtime`]: the flags and the one way to start the service (`main` is one call).
 
 pub mod config;
 pub mod domain;
@@ -13,5 +14,6 @@ pub mod exporter;
 pub mod grpc;
 pub mod imports;
 pub mod log;
+pub mod runtime;
 pub mod store;
 pub mod watch;

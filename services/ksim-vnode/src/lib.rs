@@ -7,6 +7,7 @@
 //! - [`controllers`]: the control loops (nodes, heartbeats, pods, seats).
 //! - [`pool`]: startup with adoption, and the operations behind the gRPC API.
 //! - [`grpc`]: `ksim.vnode.v1.VirtualNodePool` and its error mapping.
+//! - [`runtime`]: the flags and the one way to start the service (`main` is one call).
 
 pub mod apiserver;
 pub mod config;
@@ -16,3 +17,4 @@ pub mod grpc;
 pub mod index;
 pub mod metrics;
 pub mod pool;
+pub mod runtime;

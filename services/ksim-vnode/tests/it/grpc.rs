@@ -2,23 +2,24 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common::*;
-use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_grpc::ServeArgs;
 use ksim_proto::ksim::vnode::v1::{self as pb, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_testenv::wait;
-use ksim_vnode::grpc::VirtualNodePoolService;
+use ksim_vnode::{
+    config::PoolConfig,
+    runtime::{self, Service},
+};
+use kube::Client;
 use tonic::{Code, transport::Channel};
 
-async fn serve(pool: std::sync::Arc<ksim_vnode::pool::Pool>) -> VirtualNodePoolClient<Channel> {
-    let bound = GrpcServer::new(ServeArgs::ephemeral())
-        .add_service(VirtualNodePoolService::new(pool).into_server())
-        .bind()
+/// The pool served as `main` serves it, on a port of its own; stopped when the service drops.
+async fn serve(client: &Client, config: PoolConfig) -> (Service, VirtualNodePoolClient<Channel>) {
+    init_logs();
+    let service = runtime::start(client.clone(), config, ServeArgs::ephemeral())
         .await
         .unwrap();
-    let addr = bound.grpc_addr().unwrap();
-    tokio::spawn(bound.serve_until(std::future::pending()));
-    VirtualNodePoolClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap()
+    let client = VirtualNodePoolClient::connect(service.url()).await.unwrap();
+    (service, client)
 }
 
 fn create(name: &str, yaml: &str, count: i32) -> pb::CreateNodeGroupRequest {
@@ -32,7 +33,7 @@ fn create(name: &str, yaml: &str, count: i32) -> pb::CreateNodeGroupRequest {
 #[tokio::test(flavor = "multi_thread")]
 async fn groups_are_created_listed_and_scaled_through_grpc() {
     let env = control_plane().await;
-    let mut client = serve(start_pool(&env.client, pool_config()).await).await;
+    let (_pool, mut client) = serve(&env.client, pool_config()).await;
     let created = client
         .create_node_group(create("api", SKELETON, 2))
         .await
@@ -103,13 +104,13 @@ async fn groups_are_created_listed_and_scaled_through_grpc() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_invalid_argument_and_changes_nothing() {
     let env = control_plane().await;
-    let config = ksim_vnode::config::PoolConfig {
+    let config = PoolConfig {
         // Room for four nodes only.
         pod_cidr_pool: "10.200.0.0/22".parse().unwrap(),
         seat_host: false,
         ..pool_config()
     };
-    let mut client = serve(start_pool(&env.client, config).await).await;
+    let (_pool, mut client) = serve(&env.client, config).await;
 
     let cases = [
         (

@@ -16,8 +16,8 @@ use kube::{
 pub enum Cluster {
     Embedded(Box<ControlPlane>),
     /// `kubeconfig` is the file every service is given; with a `--context` it is a copy in the
-    /// state directory whose current context is that one, since the pool and the cloud
-    /// provider only follow a kubeconfig's current context.
+    /// state directory whose current context is that one, so that the state file names one
+    /// file that reaches the cluster (`export KUBECONFIG=...`).
     Existing {
         kubeconfig: PathBuf,
     },

@@ -111,14 +111,8 @@ impl LocalEnv {
         env.cluster()?.ensure_namespace(NAMESPACE).await?;
 
         let tracer_data = env.tracer_data_dir()?;
-        let kubeconfig_arg = OsString::from(&env.kubeconfig);
         let namespace = || [OsString::from("--namespace"), OsString::from(NAMESPACE)];
-        let tracer_args = [
-            "--data-dir".into(),
-            tracer_data.into(),
-            "--kubeconfig".into(),
-            kubeconfig_arg.clone(),
-        ];
+        let tracer_args = ["--data-dir".into(), tracer_data.into()];
         env.spawn(tracer, &tracer_args, &log_dir)?;
         env.spawn(pool, &namespace(), &log_dir)?;
         env.spawn(cloud_provider, &[], &log_dir)?;
@@ -134,8 +128,6 @@ impl LocalEnv {
             TRACER.url().into(),
             "--cloudprov-url".into(),
             CLOUD_PROVIDER.url().into(),
-            "--kubeconfig".into(),
-            kubeconfig_arg,
             "--report-dir".into(),
             report_dir.into(),
         ];
@@ -254,9 +246,10 @@ impl LocalEnv {
         args: &[OsString],
         log_dir: &Path,
     ) -> anyhow::Result<()> {
-        // vnode and cloudprov read only KUBECONFIG, like kubectl.
-        let env = [("KUBECONFIG", OsString::from(&self.kubeconfig))];
-        let service = ServiceProcess::spawn(spec, &binary, args, &env, log_dir)?;
+        // Every service takes the same connection flags (ksim_kube::KubeArgs).
+        let mut args = args.to_vec();
+        args.extend(["--kubeconfig".into(), OsString::from(&self.kubeconfig)]);
+        let service = ServiceProcess::spawn(spec, &binary, &args, log_dir)?;
         self.services.push(service);
         Ok(())
     }

@@ -119,7 +119,6 @@ pub struct ServiceProcess {
 struct Launch {
     binary: PathBuf,
     args: Vec<OsString>,
-    env: Vec<(String, OsString)>,
 }
 
 impl ServiceProcess {
@@ -130,7 +129,6 @@ impl ServiceProcess {
         spec: ServiceSpec,
         binary: &Path,
         args: &[OsString],
-        env: &[(&str, OsString)],
         log_dir: &Path,
     ) -> anyhow::Result<Self> {
         // A port already taken (another environment, say) would let the health check below
@@ -148,10 +146,6 @@ impl ServiceProcess {
         let launch = Launch {
             binary: binary.to_owned(),
             args: args.to_vec(),
-            env: env
-                .iter()
-                .map(|(key, value)| ((*key).to_owned(), value.clone()))
-                .collect(),
         };
         let child = start(spec, &launch, out)?;
         Ok(Self {
@@ -286,7 +280,6 @@ fn start(spec: ServiceSpec, launch: &Launch, out: File) -> anyhow::Result<Child>
         .arg("--admin-addr")
         .arg(format!("127.0.0.1:{}", spec.admin_port))
         .args(&launch.args)
-        .envs(launch.env.iter().map(|(key, value)| (key, value)))
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)

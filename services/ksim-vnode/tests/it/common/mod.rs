@@ -58,12 +58,17 @@ pub fn pool_config() -> PoolConfig {
     }
 }
 
-pub async fn start_pool(client: &Client, config: PoolConfig) -> Arc<Pool> {
-    // The pool's logs show with a failing test's output (RUST_LOG filters them).
+/// The pool's logs show with a failing test's output (RUST_LOG filters them).
+pub fn init_logs() {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .try_init();
+}
+
+/// A pool without its gRPC server, for tests that drive it directly.
+pub async fn start_pool(client: &Client, config: PoolConfig) -> Arc<Pool> {
+    init_logs();
     Arc::new(Pool::start(client.clone(), config).await.unwrap())
 }
 
