@@ -8,18 +8,15 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::core::v1::Namespace;
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::time::now_ms;
-use kube::{
-    Api,
-    api::{ObjectMeta, PostParams},
-};
 use tracing::Instrument;
 
 use crate::{
     cluster::{
+        ClusterError,
         lease::{LeaseError, SimulationLease},
+        namespaces,
         root::{self, FoundRoot},
     },
     domain::{
@@ -55,11 +52,9 @@ pub enum DriverError {
         state: String,
         waited: Duration,
     },
-    #[error("preparing namespace {namespace}: {source}")]
-    Namespace {
-        namespace: String,
-        source: kube::Error,
-    },
+    /// The driver's own namespace, where the lease and seat Deployments live.
+    #[error(transparent)]
+    Namespace(ClusterError),
 }
 
 #[derive(Debug, Clone)]
@@ -88,7 +83,9 @@ impl Driver {
         }
         let trace = load(&spec.source, &self.ctx.mesh).await?;
         let id = new_id();
-        self.ensure_namespace().await?;
+        namespaces::ensure(&self.ctx.client, &self.ctx.settings.namespace)
+            .await
+            .map_err(DriverError::Namespace)?;
         let lease = SimulationLease::acquire(
             &self.ctx.client,
             &self.ctx.settings.namespace,
@@ -110,9 +107,9 @@ impl Driver {
         }));
         // Two requests may both have passed the check above; the lease let only one through
         // per cluster, and this keeps it to one per process too.
-        if let Err(running) = self.register(&handle) {
+        if let Err(busy) = self.register(&handle) {
             let _ = lease.release().await;
-            return Err(DriverError::Busy(running));
+            return Err(busy);
         }
         tracing::info!(
             simulation = id,
@@ -284,10 +281,11 @@ impl Driver {
         })
     }
 
-    fn register(&self, handle: &Arc<Handle>) -> Result<(), String> {
+    /// Adds `handle` unless a simulation is running ([`DriverError::Busy`]).
+    fn register(&self, handle: &Arc<Handle>) -> Result<(), DriverError> {
         let mut simulations = self.lock();
         if let Some(running) = running_in(&simulations) {
-            return Err(running);
+            return Err(DriverError::Busy(running));
         }
         simulations.insert(handle.id.clone(), handle.clone());
         forget_oldest_finished(&mut simulations, self.ctx.settings.keep_finished);
@@ -302,26 +300,6 @@ impl Driver {
         self.simulations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    async fn ensure_namespace(&self) -> Result<(), DriverError> {
-        let namespace = &self.ctx.settings.namespace;
-        let api: Api<Namespace> = Api::all(self.ctx.client.clone());
-        let object = Namespace {
-            metadata: ObjectMeta {
-                name: Some(namespace.clone()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(source) => Err(DriverError::Namespace {
-                namespace: namespace.clone(),
-                source,
-            }),
-        }
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! - [`domain`]: pure rules: the spec, the replay plan and object rewriting, pod lifetimes,
 //!   the report.
-//! - [`cluster`]: the Kubernetes side: root, lease, applier, seat Deployments, observer.
+//! - [`cluster`]: the Kubernetes side, and the only one: root, lease, namespaces, applier, seat
+//!   Deployments, observer.
 //! - [`mesh`]: gRPC clients of the pool, tracer store and cloud provider.
 //! - [`replay`]: one simulation's run; [`driver`]: the simulations and their operations;
 //!   [`grpc`]: the `ksim.driver.v1.Driver` API over them.

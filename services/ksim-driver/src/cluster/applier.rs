@@ -2,7 +2,10 @@
 //! deletes by name with "not found" counted as done. Kinds are resolved once, before the replay,
 //! so an unknown kind costs no request per object.
 
-use std::collections::{BTreeSet, HashMap};
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::Arc,
+};
 
 use kube::{
     Api, Client,
@@ -12,10 +15,26 @@ use kube::{
 
 use crate::domain::{FIELD_MANAGER, Gvk, Target};
 
+/// Why an object was not applied or deleted. The report's object error names the object and
+/// the operation beside this message.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Discovery did not resolve the kind: looked up once, shared by every object of it.
+    #[error("the cluster does not serve kind {gvk}: {source}")]
+    Unserved { gvk: Gvk, source: Arc<kube::Error> },
+    #[error("kind {0} was not looked up")]
+    NotLookedUp(Gvk),
+    #[error("{gvk} is namespaced but the trace gives {name} no namespace")]
+    NoNamespace { gvk: Gvk, name: String },
+    /// The apiserver refused the request, or it did not reach the apiserver.
+    #[error("{}", describe(.0))]
+    Request(#[source] kube::Error),
+}
+
 #[derive(Clone)]
 pub struct Applier {
     client: Client,
-    served: HashMap<Gvk, Result<(ApiResource, Scope), String>>,
+    served: HashMap<Gvk, Result<(ApiResource, Scope), Arc<kube::Error>>>,
 }
 
 impl std::fmt::Debug for Applier {
@@ -36,13 +55,17 @@ impl Applier {
             let resolved = kube::discovery::pinned_kind(&client, &lookup)
                 .await
                 .map(|(resource, capabilities)| (resource, capabilities.scope))
-                .map_err(|error| format!("the cluster does not serve kind {gvk}: {error}"));
+                .map_err(Arc::new);
             served.insert(gvk.clone(), resolved);
         }
         Self { client, served }
     }
 
-    pub async fn apply(&self, target: &Target, object: &serde_json::Value) -> Result<(), String> {
+    pub async fn apply(
+        &self,
+        target: &Target,
+        object: &serde_json::Value,
+    ) -> Result<(), ApplyError> {
         let api = self.api(target)?;
         api.patch(
             &target.name,
@@ -51,23 +74,29 @@ impl Applier {
         )
         .await
         .map(drop)
-        .map_err(describe)
+        .map_err(ApplyError::Request)
     }
 
-    pub async fn delete(&self, target: &Target) -> Result<(), String> {
+    /// Deletes the object; one already gone counts as deleted.
+    pub async fn delete(&self, target: &Target) -> Result<(), ApplyError> {
         let api = self.api(target)?;
         match api.delete(&target.name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(error) => Err(describe(error)),
+            Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
+            Err(error) => Err(ApplyError::Request(error)),
         }
     }
 
-    fn api(&self, target: &Target) -> Result<Api<DynamicObject>, String> {
+    fn api(&self, target: &Target) -> Result<Api<DynamicObject>, ApplyError> {
         let (resource, scope) = match self.served.get(&target.gvk) {
             Some(Ok(served)) => served,
-            Some(Err(reason)) => return Err(reason.clone()),
-            None => return Err(format!("kind {} was not looked up", target.gvk)),
+            Some(Err(source)) => {
+                return Err(ApplyError::Unserved {
+                    gvk: target.gvk.clone(),
+                    source: source.clone(),
+                });
+            }
+            None => return Err(ApplyError::NotLookedUp(target.gvk.clone())),
         };
         match (scope, &target.namespace) {
             (Scope::Namespaced, Some(namespace)) => Ok(Api::namespaced_with(
@@ -75,17 +104,17 @@ impl Applier {
                 namespace,
                 resource,
             )),
-            (Scope::Namespaced, None) => Err(format!(
-                "{} is namespaced but the trace gives {} no namespace",
-                target.gvk, target.name
-            )),
+            (Scope::Namespaced, None) => Err(ApplyError::NoNamespace {
+                gvk: target.gvk.clone(),
+                name: target.name.clone(),
+            }),
             (Scope::Cluster, _) => Ok(Api::all_with(self.client.clone(), resource)),
         }
     }
 }
 
 /// The apiserver's own message for API errors (it names the field at fault), else the error.
-fn describe(error: kube::Error) -> String {
+fn describe(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
         other => other.to_string(),

@@ -117,7 +117,7 @@ impl Matcher {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
             other => other.map(drop),
         }
     }

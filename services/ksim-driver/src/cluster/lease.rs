@@ -182,22 +182,19 @@ impl SimulationLease {
     /// A conflict means another simulation took the lease between our read and write: named
     /// from the lease as it is now.
     async fn conflict_means_held(&self, error: kube::Error) -> LeaseError {
-        match error {
-            kube::Error::Api(status) if status.code == 409 => {
-                let holder = match self.api.get_opt(LEASE_NAME).await {
-                    Ok(Some(lease)) => lease.spec.and_then(|spec| spec.holder_identity),
-                    _ => None,
-                };
-                LeaseError::Held {
-                    holder: holder
-                        .unwrap_or_else(|| "(unknown: the lease changed meanwhile)".to_owned()),
-                    namespace: self.namespace.clone(),
-                }
-            }
-            source => LeaseError::Api {
+        if !ksim_kube::is_conflict(&error) {
+            return LeaseError::Api {
                 namespace: self.namespace.clone(),
-                source,
-            },
+                source: error,
+            };
+        }
+        let holder = match self.api.get_opt(LEASE_NAME).await {
+            Ok(Some(lease)) => lease.spec.and_then(|spec| spec.holder_identity),
+            _ => None,
+        };
+        LeaseError::Held {
+            holder: holder.unwrap_or_else(|| "(unknown: the lease changed meanwhile)".to_owned()),
+            namespace: self.namespace.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@ use kube::{
 };
 use serde_json::json;
 
+use super::ClusterError;
 use crate::domain::{FIELD_MANAGER, RootRef, SIMULATION_LABEL};
 
 const GROUP: &str = "ksim.io";
@@ -31,7 +32,8 @@ fn resource() -> ApiResource {
 }
 
 /// Installs (or updates) the SimulationRoot CRD and waits until the apiserver serves it.
-pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), kube::Error> {
+pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), ClusterError> {
+    let failed = |e| ClusterError::new("installing", "the SimulationRoot CRD", e);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -56,25 +58,29 @@ pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), kube:
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(crd),
     )
-    .await?;
+    .await
+    .map_err(failed)?;
     let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
     let started = tokio::time::Instant::now();
     // A CRD is served a moment after it is accepted; listing is the test that counts.
     loop {
         match roots.list(&Default::default()).await {
             Ok(_) => return Ok(()),
-            Err(error) if started.elapsed() >= deadline => return Err(error),
+            Err(error) if started.elapsed() >= deadline => return Err(failed(error)),
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
 
 /// Creates the root of simulation `id`.
-pub async fn create(client: &Client, id: &str) -> Result<RootRef, kube::Error> {
+pub async fn create(client: &Client, id: &str) -> Result<RootRef, ClusterError> {
     let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
     let mut root = DynamicObject::new(&name(id), &resource());
     root.metadata.labels = Some([(SIMULATION_LABEL.to_owned(), id.to_owned())].into());
-    let created = roots.create(&PostParams::default(), &root).await?;
+    let created = roots
+        .create(&PostParams::default(), &root)
+        .await
+        .map_err(|e| ClusterError::new("creating", "the simulation root", e))?;
     Ok(RootRef {
         api_version: resource().api_version,
         kind: KIND.to_owned(),
@@ -89,7 +95,7 @@ pub async fn record(
     id: &str,
     pool_groups: &[String],
     autoscaled: bool,
-) -> Result<(), kube::Error> {
+) -> Result<(), ClusterError> {
     let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
     let patch = json!({ "metadata": { "annotations": {
         POOL_GROUPS_ANNOTATION: pool_groups.join(","),
@@ -97,7 +103,8 @@ pub async fn record(
     } } });
     roots
         .patch(&name(id), &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
+        .await
+        .map_err(|e| ClusterError::new("recording", "the simulation on its root", e))?;
     Ok(())
 }
 
@@ -115,7 +122,7 @@ pub async fn list(client: &Client) -> Result<Vec<FoundRoot>, kube::Error> {
     let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
     let listed = match roots.list(&Default::default()).await {
         Ok(listed) => listed,
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+        Err(error) if ksim_kube::is_not_found(&error) => return Ok(Vec::new()),
         Err(error) => return Err(error),
     };
     Ok(listed
@@ -160,7 +167,7 @@ pub async fn delete_and_wait(
     let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
     match roots.delete(&name(id), &DeleteParams::foreground()).await {
         Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) if ksim_kube::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(CleanupError::Delete(error)),
     }
     let started = tokio::time::Instant::now();

@@ -13,6 +13,7 @@ use kube::{
 };
 use serde_json::json;
 
+use super::ClusterError;
 use crate::domain::{RootRef, SIMULATION_LABEL};
 
 #[derive(Debug)]
@@ -25,14 +26,15 @@ pub struct SeatGroup<'a> {
 }
 
 /// Creates the seat Deployment of `group` in `namespace`; one that exists already (another
-/// simulation's, or a real group) is a 409 conflict, never taken over.
+/// simulation's, or a real group) is a conflict ([`ClusterError::is_conflict`]), never taken
+/// over.
 pub async fn create(
     client: &Client,
     namespace: &str,
     group: &SeatGroup<'_>,
     root: &RootRef,
     simulation_id: &str,
-) -> Result<Deployment, kube::Error> {
+) -> Result<Deployment, ClusterError> {
     let mut deployment = SeatDeployment {
         group: group.name.to_owned(),
         namespace: namespace.to_owned(),
@@ -56,7 +58,15 @@ pub async fn create(
         .get_or_insert_default()
         .insert(SIMULATION_LABEL.to_owned(), simulation_id.to_owned());
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    api.create(&PostParams::default(), &deployment).await
+    api.create(&PostParams::default(), &deployment)
+        .await
+        .map_err(|e| {
+            ClusterError::new(
+                "creating",
+                format!("the seat Deployment of node group {}", group.name),
+                e,
+            )
+        })
 }
 
 /// The simulation's seat Deployments in `namespace`.
@@ -89,7 +99,7 @@ pub async fn retire(
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) if ksim_kube::is_not_found(&error) => {}
             Err(error) => return Err(error),
         }
     }

@@ -2,15 +2,41 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::{Api, Client, api::ListParams};
 use tokio::time::Instant;
 
 use super::{context::RunContext, handle::Handle};
 use crate::{
-    cluster::{root, seats},
-    domain::{RootRef, SIMULATION_LABEL},
+    cluster::{ClusterError, namespaces, root, seats},
+    domain::RootRef,
+    mesh::MeshError,
 };
+
+/// What the cleanup could not remove. Every step runs whatever the others did, so each
+/// problem is reported.
+#[derive(Debug, thiserror::Error)]
+#[error("cleanup: {}", join(.problems))]
+pub struct CleanupError {
+    pub problems: Vec<CleanupProblem>,
+}
+
+/// One thing the cleanup could not remove, or could not tell it had.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanupProblem {
+    /// Listing or deleting the simulation's namespaces.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error("namespaces left behind: {}", .0.join(", "))]
+    NamespacesLeft(Vec<String>),
+    #[error(transparent)]
+    Root(#[from] root::CleanupError),
+    #[error("deleting node group {name}: {source}")]
+    PoolGroup { name: String, source: MeshError },
+}
+
+fn join(problems: &[CleanupProblem]) -> String {
+    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    problems.join("; ")
+}
 
 /// What a run created, recorded as it goes, so the cleanup removes exactly that: a node group
 /// that existed before the run is never deleted by it.
@@ -32,28 +58,35 @@ const RELEASE_DEADLINE: Duration = Duration::from_secs(30);
 /// while their pods' nodes still exist (a pod on a vanished node waits for the pod garbage
 /// collector, minutes later); then the root takes the rest (seat Deployments, cluster-scoped
 /// objects); then the pool's groups.
-pub async fn cleanup(ctx: &RunContext, handle: &Handle, created: &Created) -> Result<(), String> {
+pub async fn cleanup(
+    ctx: &RunContext,
+    handle: &Handle,
+    created: &Created,
+) -> Result<(), CleanupError> {
     let mut problems = Vec::new();
     if created.root.is_some() {
         retire_seat_groups(ctx, &handle.id, created.autoscaled).await;
-        if let Err(error) = delete_namespaces(ctx, &handle.id).await {
-            problems.push(error);
+        if let Err(problem) = delete_namespaces(ctx, &handle.id).await {
+            problems.push(problem);
         }
         if let Err(error) =
             root::delete_and_wait(&ctx.client, &handle.id, ctx.settings.cleanup_deadline).await
         {
-            problems.push(error.to_string());
+            problems.push(error.into());
         }
     }
     for name in &created.pool_groups {
-        if let Err(error) = ctx.mesh.delete_node_group(name).await {
-            problems.push(format!("deleting node group {name}: {error}"));
+        if let Err(source) = ctx.mesh.delete_node_group(name).await {
+            problems.push(CleanupProblem::PoolGroup {
+                name: name.clone(),
+                source,
+            });
         }
     }
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!("cleanup: {}", problems.join("; ")))
+        Err(CleanupError { problems })
     }
 }
 
@@ -91,38 +124,39 @@ async fn retire_seat_groups(ctx: &RunContext, id: &str, autoscaled: bool) {
     }
 }
 
-async fn delete_namespaces(ctx: &RunContext, id: &str) -> Result<(), String> {
-    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+async fn delete_namespaces(ctx: &RunContext, id: &str) -> Result<(), CleanupProblem> {
     let started = Instant::now();
     loop {
-        let left = leftover_namespaces(&ctx.client, id)
-            .await
-            .map_err(|e| format!("listing the simulation's namespaces: {e}"))?;
+        let left = namespaces::of_simulation(&ctx.client, id).await?;
         if left.is_empty() {
             return Ok(());
         }
         if started.elapsed() >= ctx.settings.cleanup_deadline {
-            return Err(format!("namespaces left behind: {}", left.join(", ")));
+            return Err(CleanupProblem::NamespacesLeft(left));
         }
         for name in &left {
-            match namespaces.delete(name, &Default::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(format!("deleting namespace {name}: {error}")),
-            }
+            namespaces::delete(&ctx.client, name).await?;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
-async fn leftover_namespaces(client: &Client, id: &str) -> Result<Vec<String>, kube::Error> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let listed = namespaces
-        .list_metadata(&ListParams::default().labels(&format!("{SIMULATION_LABEL}={id}")))
-        .await?;
-    Ok(listed
-        .items
-        .into_iter()
-        .filter_map(|ns| ns.metadata.name)
-        .collect())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_problem_is_reported_in_one_message() {
+        let error = CleanupError {
+            problems: vec![
+                CleanupProblem::NamespacesLeft(vec!["a".to_owned(), "b".to_owned()]),
+                root::CleanupError::TimedOut(Duration::from_secs(3)).into(),
+            ],
+        };
+        assert_eq!(
+            error.to_string(),
+            "cleanup: namespaces left behind: a, b; \
+             simulated objects were still being deleted after 3s"
+        );
+    }
 }

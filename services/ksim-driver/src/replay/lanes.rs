@@ -75,9 +75,19 @@ async fn run_lane(
 ) {
     while let Some(job) = jobs.recv().await {
         let lateness = Instant::now().saturating_duration_since(job.due);
+        // The report keeps the error as text, beside the object and operation it names.
         let (operation, result) = match &job.op {
-            Op::Apply { target, object } => (Operation::Apply, applier.apply(target, object).await),
-            Op::Delete { target } => (Operation::Delete, applier.delete(target).await),
+            Op::Apply { target, object } => (
+                Operation::Apply,
+                applier
+                    .apply(target, object)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            Op::Delete { target } => (
+                Operation::Delete,
+                applier.delete(target).await.map_err(|e| e.to_string()),
+            ),
             Op::Invalid {
                 operation, message, ..
             } => (*operation, Err(message.clone())),

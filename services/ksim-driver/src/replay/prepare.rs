@@ -4,62 +4,83 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-};
 use tokio::time::Instant;
 
 use super::{context::RunContext, handle::Handle};
 use crate::{
-    cluster::{observer::Observer, root, seats},
+    cluster::{ClusterError, namespaces, observer::Observer, root, seats},
     domain::{
-        FIELD_MANAGER, RootRef, SIMULATION_LABEL,
+        RootRef,
         plan::Plan,
         rewrite::Rewriter,
         spec::{NodeGroup, SimulationSpec},
     },
+    mesh::MeshError,
 };
+
+/// What stops a simulation before its first event is applied.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// Installing the root's CRD, creating or recording the root, reading or creating a
+    /// namespace, creating a seat Deployment.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(
+        "namespace {name} {}; choose another namespace prefix or delete it",
+        whose(.owner.as_deref())
+    )]
+    NamespaceTaken { name: String, owner: Option<String> },
+    #[error("creating node group {name}: {source}")]
+    PoolGroup { name: String, source: MeshError },
+    /// The pool group exists, but a restarted driver would not know to delete it.
+    #[error("recording node group {name} on the simulation root: {}", .source.answer())]
+    RecordGroup { name: String, source: ClusterError },
+    #[error(
+        "node group {name} already exists (its seat Deployment is in namespace {namespace}); \
+         choose another name"
+    )]
+    GroupExists { name: String, namespace: String },
+    #[error("asking the cloud provider for its node groups: {0}")]
+    CloudProvider(#[source] MeshError),
+    #[error("enable_autoscaler needs the driver's --cloudprov-url")]
+    NoCloudProvider,
+    #[error("the cloud provider does not offer node groups {0:?} to cluster-autoscaler")]
+    NotOffered(Vec<String>),
+    #[error("node groups were not Ready after {after:?}: {}", .short.join(", "))]
+    NotReady {
+        after: Duration,
+        /// Each group short of nodes, with its Ready and wanted counts.
+        short: Vec<String>,
+    },
+}
+
+/// Whose a namespace is, when it is not this simulation's.
+fn whose(owner: Option<&str>) -> String {
+    owner.map_or_else(
+        || "is not a simulation's".to_owned(),
+        |other| format!("belongs to simulation {other}, still in the cluster"),
+    )
+}
 
 /// Creates the simulation's namespaces. One that exists and is not this simulation's (another
 /// simulation's, still in the cluster, or not a simulation's at all) fails the run before
 /// anything is applied: taking it over would let this run's cleanup delete it.
 pub async fn create_namespaces(
-    client: &Client,
+    ctx: &RunContext,
     id: &str,
     rewriter: &Rewriter,
     plan: &Plan,
-) -> Result<(), String> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+) -> Result<(), PrepareError> {
     for name in &plan.namespaces {
-        let existing = namespaces
-            .get_metadata_opt(name)
-            .await
-            .map_err(|e| format!("reading namespace {name}: {e}"))?;
-        if let Some(existing) = existing {
-            let owner = existing
-                .metadata
-                .labels
-                .and_then(|labels| labels.get(SIMULATION_LABEL).cloned());
-            if owner.as_deref() != Some(id) {
-                let whose = owner.map_or_else(
-                    || "is not a simulation's".to_owned(),
-                    |other| format!("belongs to simulation {other}, still in the cluster"),
-                );
-                return Err(format!(
-                    "namespace {name} {whose}; choose another namespace prefix or delete it"
-                ));
-            }
+        if let Some(existing) = namespaces::get(&ctx.client, name).await?
+            && existing.simulation.as_deref() != Some(id)
+        {
+            return Err(PrepareError::NamespaceTaken {
+                name: name.clone(),
+                owner: existing.simulation,
+            });
         }
-        namespaces
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(rewriter.namespace_object(name)),
-            )
-            .await
-            .map_err(|e| format!("creating namespace {name}: {e}"))?;
+        namespaces::apply(&ctx.client, name, &rewriter.namespace_object(name)).await?;
     }
     Ok(())
 }
@@ -73,7 +94,7 @@ pub async fn create_node_groups(
     spec: &SimulationSpec,
     root: &RootRef,
     created: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), PrepareError> {
     for group in &spec.node_groups {
         match group {
             NodeGroup::PoolManaged {
@@ -84,13 +105,17 @@ pub async fn create_node_groups(
                 ctx.mesh
                     .create_node_group(name, skeleton_yaml, *count)
                     .await
-                    .map_err(|e| format!("creating node group {name}: {e}"))?;
+                    .map_err(|source| PrepareError::PoolGroup {
+                        name: name.clone(),
+                        source,
+                    })?;
                 created.push(name.clone());
                 // On the root too, for a driver restarted after this one died.
                 root::record(&ctx.client, &handle.id, created, spec.enable_autoscaler)
                     .await
-                    .map_err(|e| {
-                        format!("recording node group {name} on the simulation root: {e}")
+                    .map_err(|source| PrepareError::RecordGroup {
+                        name: name.clone(),
+                        source,
                     })?;
             }
             NodeGroup::Deployment {
@@ -115,13 +140,15 @@ pub async fn create_node_groups(
                     &handle.id,
                 )
                 .await
-                .map_err(|e| match e {
-                    kube::Error::Api(status) if status.code == 409 => format!(
-                        "node group {name} already exists (its seat Deployment is in namespace {}); \
-                         choose another name",
-                        ctx.settings.namespace
-                    ),
-                    e => format!("creating the seat Deployment of node group {name}: {e}"),
+                .map_err(|error| {
+                    if error.is_conflict() {
+                        PrepareError::GroupExists {
+                            name: name.clone(),
+                            namespace: ctx.settings.namespace.clone(),
+                        }
+                    } else {
+                        PrepareError::Cluster(error)
+                    }
                 })?;
             }
         }
@@ -134,7 +161,10 @@ pub async fn create_node_groups(
 
 /// cluster-autoscaler sees a group only through the cloud provider; a group it cannot see would
 /// make an autoscaling simulation silently static.
-async fn wait_for_autoscaler_groups(ctx: &RunContext, spec: &SimulationSpec) -> Result<(), String> {
+async fn wait_for_autoscaler_groups(
+    ctx: &RunContext,
+    spec: &SimulationSpec,
+) -> Result<(), PrepareError> {
     let wanted: BTreeSet<&str> = spec
         .node_groups
         .iter()
@@ -147,19 +177,18 @@ async fn wait_for_autoscaler_groups(ctx: &RunContext, spec: &SimulationSpec) -> 
             .mesh
             .autoscaler_groups()
             .await
-            .map_err(|e| format!("asking the cloud provider for its node groups: {e}"))?
-            .ok_or("enable_autoscaler needs the driver's --cloudprov-url")?;
-        let missing: Vec<&&str> = wanted
+            .map_err(PrepareError::CloudProvider)?
+            .ok_or(PrepareError::NoCloudProvider)?;
+        let missing: Vec<String> = wanted
             .iter()
             .filter(|name| !offered.iter().any(|id| id == **name))
+            .map(|name| (*name).to_owned())
             .collect();
         if missing.is_empty() {
             return Ok(());
         }
         if started.elapsed() >= ctx.settings.ready_deadline {
-            return Err(format!(
-                "the cloud provider does not offer node groups {missing:?} to cluster-autoscaler"
-            ));
+            return Err(PrepareError::NotOffered(missing));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -170,7 +199,7 @@ pub async fn wait_for_nodes(
     handle: &Handle,
     spec: &SimulationSpec,
     observer: &Observer,
-) -> Result<(), String> {
+) -> Result<(), PrepareError> {
     let started = Instant::now();
     loop {
         let sample = observer.sample();
@@ -187,12 +216,46 @@ pub async fn wait_for_nodes(
             return Ok(());
         }
         if started.elapsed() >= ctx.settings.ready_deadline {
-            return Err(format!(
-                "node groups were not Ready after {:?}: {}",
-                ctx.settings.ready_deadline,
-                short.join(", ")
-            ));
+            return Err(PrepareError::NotReady {
+                after: ctx.settings.ready_deadline,
+                short,
+            });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_namespace_is_named_with_whose_it_is() {
+        let theirs = PrepareError::NamespaceTaken {
+            name: "virtual-shared".to_owned(),
+            owner: Some("0abc-0002".to_owned()),
+        };
+        assert_eq!(
+            theirs.to_string(),
+            "namespace virtual-shared belongs to simulation 0abc-0002, still in the cluster; \
+             choose another namespace prefix or delete it"
+        );
+        let nobodys = PrepareError::NamespaceTaken {
+            name: "default".to_owned(),
+            owner: None,
+        };
+        assert_eq!(
+            nobodys.to_string(),
+            "namespace default is not a simulation's; choose another namespace prefix or delete it"
+        );
+    }
+
+    #[test]
+    fn groups_the_cloud_provider_does_not_offer_are_listed() {
+        let error = PrepareError::NotOffered(vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(
+            error.to_string(),
+            r#"the cloud provider does not offer node groups ["a", "b"] to cluster-autoscaler"#
+        );
     }
 }

@@ -14,7 +14,7 @@ use super::{
     handle::Handle,
     lanes::{Job, Lanes},
     live::Live,
-    prepare::{create_namespaces, create_node_groups, wait_for_nodes},
+    prepare::{PrepareError, create_namespaces, create_node_groups, wait_for_nodes},
     progress::Progress,
 };
 use crate::{
@@ -57,7 +57,7 @@ pub async fn run(
         .await;
     let ending = match replayed {
         Ok(Ok(ending)) => ending,
-        Ok(Err(message)) => Ending::Failed(message),
+        Ok(Err(error)) => Ending::Failed(error.to_string()),
         Err(panic) => Ending::Failed(format!("the replay panicked: {}", panic_message(&*panic))),
     };
     let reported = std::panic::catch_unwind(AssertUnwindSafe(|| final_report(&ctx, &handle)));
@@ -89,8 +89,8 @@ pub async fn run(
             handle.fail(message);
             pb::SimulationState::Failed
         }
-        (_, Err(message)) => {
-            handle.fail(message);
+        (_, Err(error)) => {
+            handle.fail(error.to_string());
             pb::SimulationState::Failed
         }
         // A lost lease cancels the replay but is a failure.
@@ -152,17 +152,11 @@ async fn replay(
     spec: &SimulationSpec,
     trace: &Trace,
     created: &mut Created,
-) -> Result<Ending, String> {
-    root::ensure_crd(&ctx.client, ctx.settings.ready_deadline)
-        .await
-        .map_err(|e| format!("installing the SimulationRoot CRD: {e}"))?;
-    let root = root::create(&ctx.client, &handle.id)
-        .await
-        .map_err(|e| format!("creating the simulation root: {e}"))?;
+) -> Result<Ending, PrepareError> {
+    root::ensure_crd(&ctx.client, ctx.settings.ready_deadline).await?;
+    let root = root::create(&ctx.client, &handle.id).await?;
     created.root = Some(root.clone());
-    root::record(&ctx.client, &handle.id, &[], spec.enable_autoscaler)
-        .await
-        .map_err(|e| format!("recording the simulation on its root: {e}"))?;
+    root::record(&ctx.client, &handle.id, &[], spec.enable_autoscaler).await?;
 
     let lifetimes = Lifetimes::from_lifecycles(&trace.lifecycles);
     let rewriter = Rewriter::new(
@@ -204,7 +198,7 @@ async fn replay(
         starts,
     );
 
-    create_namespaces(&ctx.client, &handle.id, &rewriter, &plan).await?;
+    create_namespaces(ctx, &handle.id, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
     created.autoscaled = spec.enable_autoscaler;
     create_node_groups(ctx, handle, spec, &root, &mut created.pool_groups).await?;
