@@ -66,7 +66,7 @@ impl Watched {
 
     /// Serves the provider with `serve` from this process until the handle drops.
     pub async fn serve(&self, serve: ServeArgs) -> Result<Running, ksim_grpc::Error> {
-        server(self.provider.clone(), serve).spawn().await
+        spawn(self.provider.clone(), serve).await
     }
 }
 
@@ -92,6 +92,14 @@ pub async fn start(
     let watched = Watched::start(client, settings, default_max_size);
     let server = watched.serve(serve).await?;
     Ok(Service { watched, server })
+}
+
+/// Serves `provider` from this process until the handle drops.
+pub async fn spawn(
+    provider: Arc<Provider<ApiCluster>>,
+    serve: ServeArgs,
+) -> Result<Running, ksim_grpc::Error> {
+    server(provider, serve).spawn().await
 }
 
 fn server(provider: Arc<Provider<ApiCluster>>, serve: ServeArgs) -> GrpcServer {

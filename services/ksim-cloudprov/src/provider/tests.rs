@@ -1,7 +1,7 @@
 //! The provider's invariants under concurrent calls, against a stand-in for the apiserver
 //! that applies each write to the index as a watch would, and removes seats the way the
 //! ReplicaSet controller ranks them (lowest deletion cost first). The real controllers are
-//! exercised in tests/it/autoscaler.rs.
+//! exercised in crates/ksim-e2e/tests/it/cloudprov/autoscaler.rs.
 
 use std::{
     collections::BTreeMap,

@@ -3,7 +3,7 @@
 //! binary of the workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use super::common;
 
 use std::{
     path::Path,
@@ -17,7 +17,7 @@ use tonic_health::pb::{
 };
 
 fn ksim(state_dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ksim"))
+    Command::new(ksim_e2e::binary("ksim"))
         .args(args)
         .env("KSIM_STATE_DIR", state_dir)
         // Nothing may reach a driver a developer left running.
@@ -134,8 +134,9 @@ async fn serving(port: u16, service: &str) -> bool {
 /// port, records itself in env.json, and `ksim down` stops all of it.
 #[tokio::test(flavor = "multi_thread")]
 async fn up_serves_every_service_until_down() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let state = tempfile::tempdir().unwrap();
-    let mut up = Command::new(env!("CARGO_BIN_EXE_ksim"))
+    let mut up = Command::new(ksim_e2e::binary("ksim"))
         .arg("up")
         .env("KSIM_STATE_DIR", state.path())
         .stdout(Stdio::piped())
@@ -264,7 +265,7 @@ async fn up_serves_every_service_until_down() {
         &[],
     );
     let run_log = state.path().join("run.out");
-    let running = Command::new(env!("CARGO_BIN_EXE_ksim"))
+    let running = Command::new(ksim_e2e::binary("ksim"))
         .args([
             "run",
             long.to_str().unwrap(),

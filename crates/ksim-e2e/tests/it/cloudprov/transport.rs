@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::Command};
 
-use crate::common::*;
+use super::common::*;
 use ksim_grpc::ServeArgs;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc as pb;
 
@@ -14,7 +14,8 @@ const SERVICE: &str = "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProv
 async fn scale_up_works_over_mutual_tls_and_a_client_without_a_certificate_is_refused() {
     let env = start().await;
     let tls = MutualTls::create();
-    let addr = serve(env.provider.clone(), tls.serve_args()).await;
+    let server = serve(env.provider.clone(), tls.serve_args()).await;
+    let addr = server.grpc_addr();
     // CA dials `address` from its cloud-config and checks the certificate against its host.
     let mut ca = tls.client(addr.port()).await;
     create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
@@ -64,9 +65,8 @@ fn run_grpcurl(args: &[&str]) -> String {
 async fn grpcurl_lists_describes_and_calls_the_service() {
     let env = start().await;
     create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral())
-        .await
-        .to_string();
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr().to_string();
     let services = run_grpcurl(&["-plaintext", &address, "list"]);
     assert!(services.lines().any(|l| l == SERVICE), "{services}");
     assert!(

@@ -60,13 +60,14 @@ impl TraceService for Receiver {
 }
 
 fn ksim(state_dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ksim"));
+    let mut command = Command::new(ksim_e2e::binary("ksim"));
     command.env("KSIM_STATE_DIR", state_dir);
     command
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_simulation_is_one_trace_across_driver_tracer_pool_and_cloud_provider() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let receiver = Receiver::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::common::*;
+use super::common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_pb::api::core::v1 as k8s;
 use ksim_nodes::seats::SkeletonSource;
@@ -19,7 +19,7 @@ use tonic::Code;
 #[tokio::test(flavor = "multi_thread")]
 async fn scale_up_then_delete_exactly_the_chosen_nodes_never_below_min() {
     let env = start().await;
-    let mut ca = plaintext_client(&env).await;
+    let (_server, mut ca) = plaintext_client(&env).await;
     create_deployment(&env.client, &seat_deployment("m5", 1, 1, 4)).await;
     refreshed(&ca).await;
     let groups = wait::until("NodeGroups to list m5", DEADLINE, || {
@@ -226,7 +226,7 @@ async fn scale_up_then_delete_exactly_the_chosen_nodes_never_below_min() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_group_at_zero_scales_up_from_its_template() {
     let env = start().await;
-    let mut ca = plaintext_client(&env).await;
+    let (_server, mut ca) = plaintext_client(&env).await;
     // The skeleton comes from a ConfigMap here, the other way a seat template can carry it.
     let config_map: ConfigMap = serde_json::from_value(json!({
         "metadata": { "name": "c5-shape" },
@@ -323,7 +323,7 @@ async fn a_group_at_zero_scales_up_from_its_template() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_nodes_untouched() {
     let env = start().await;
-    let mut ca = plaintext_client(&env).await;
+    let (_server, mut ca) = plaintext_client(&env).await;
     env.pool.create_group("race", SKELETON, 2).await.unwrap();
     let pool_nodes = ready_nodes(&env.client, "race", 2).await;
     let uids: BTreeSet<String> = pool_nodes

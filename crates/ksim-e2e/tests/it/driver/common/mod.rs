@@ -1,25 +1,16 @@
 //! The mesh on the real control plane, in this process: the virtual node pool, the tracer store
-//! and the driver, each behind its real gRPC server on a loopback port.
+//! and the driver, each started as its binary starts it (`runtime::start`) on a port of its own.
 #![allow(dead_code)]
 
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Namespace;
-use ksim_driver::{
-    config::Settings, driver::Driver, grpc::DriverService, mesh::Mesh, metrics::ReplayMetrics,
-    replay::run::RunContext,
-};
-use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_driver::{config::Settings, mesh::Mesh, runtime as driver};
+use ksim_grpc::ServeArgs;
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
 use ksim_testenv::{ControlPlane, wait};
-use ksim_tracer::{
-    domain::{kinds::default_kinds, sanitize::EnvRedaction},
-    grpc::TraceStoreService,
-    imports::Imports,
-    log::LogConfig,
-    store::Store,
-};
-use ksim_vnode::{config::PoolConfig, grpc::VirtualNodePoolService, pool::Pool};
+use ksim_tracer::{config::TracerArgs, runtime as tracer};
+use ksim_vnode::{config::PoolConfig, pool::Pool, runtime as vnode};
 use kube::{
     Api, Client,
     api::{ListParams, PostParams},
@@ -28,7 +19,7 @@ use tonic::transport::Channel;
 
 pub const DEADLINE: Duration = Duration::from_secs(180);
 pub const SKELETON: &str =
-    include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+    include_str!("../../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 pub const SEATS_NAMESPACE: &str = "ksim-system";
 
 pub struct TestMesh {
@@ -38,15 +29,8 @@ pub struct TestMesh {
     pub driver: DriverClient<Channel>,
     pub pool_url: String,
     pub tracer_url: String,
+    _services: (vnode::Service, tracer::Service, driver::Service),
     _data: tempfile::TempDir,
-    _tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-async fn serve(server: GrpcServer) -> String {
-    let bound = server.bind().await.unwrap();
-    let addr = bound.grpc_addr().unwrap();
-    tokio::spawn(bound.serve_until(std::future::pending()));
-    format!("http://{addr}")
 }
 
 pub async fn start() -> TestMesh {
@@ -70,63 +54,40 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
         .await
         .unwrap();
 
-    let pool = Arc::new(
-        Pool::start(
-            client.clone(),
-            PoolConfig {
-                namespace: SEATS_NAMESPACE.to_owned(),
-                job_duration_ms: 3000,
-                ..PoolConfig::default()
-            },
-        )
-        .await
-        .unwrap(),
-    );
-    let pool_url = serve(
-        GrpcServer::new(ServeArgs::ephemeral())
-            .add_service(VirtualNodePoolService::new(pool.clone()).into_server()),
+    let pool = vnode::start(
+        client.clone(),
+        PoolConfig {
+            namespace: SEATS_NAMESPACE.to_owned(),
+            job_duration_ms: 3000,
+            ..PoolConfig::default()
+        },
+        ServeArgs::ephemeral(),
     )
-    .await;
+    .await
+    .unwrap();
 
     let data = tempfile::tempdir().unwrap();
-    let kinds = default_kinds();
-    let (store, _) = Store::open(
-        LogConfig::new(data.path().join("log")),
-        kinds.clone(),
-        EnvRedaction::default(),
+    let mut tracer_args = TracerArgs::with_data_dir(data.path()).unwrap();
+    tracer_args.retry_interval = Duration::from_secs(1);
+    let tracer = tracer::start(
+        ksim_kube::KubeArgs::file(env.kubeconfig_path())
+            .connect()
+            .await
+            .unwrap(),
+        &tracer_args,
+        ServeArgs::ephemeral(),
     )
+    .await
     .unwrap();
-    let imports = Imports::new(data.path().join("imports"), 1 << 30, "test".to_owned()).unwrap();
-    let (observations, receiver) = tokio::sync::mpsc::channel(4096);
-    let mut tasks = vec![
-        store.clone().run_recorder(receiver),
-        store.clone().run_maintenance(Duration::from_millis(100)),
-    ];
-    let watches = ksim_tracer::watch::spawn(
-        client.clone(),
-        store.kinds(),
-        observations,
-        store.statuses().clone(),
-        Duration::from_secs(1),
-    );
-    tasks.push(tokio::spawn(async move {
-        let _watches = watches;
-        std::future::pending::<()>().await;
-    }));
-    let tracer_url = serve(
-        GrpcServer::new(ServeArgs::ephemeral())
-            .add_service(TraceStoreService::new(store, imports, "test".to_owned()).into_server()),
-    )
-    .await;
 
     let driver_client = match identity {
         Some((user, groups)) => env.client_as(user, groups).await.unwrap(),
         None => client.clone(),
     };
-    let driver = Driver::new(RunContext {
-        client: driver_client,
-        mesh: Mesh::new(&pool_url, Some(&tracer_url), None).unwrap(),
-        settings: Settings {
+    let driver = driver::start(
+        driver_client,
+        Mesh::new(&pool.url(), Some(&tracer.url()), None).unwrap(),
+        Settings {
             namespace: SEATS_NAMESPACE.to_owned(),
             report_dir: data.path().join("reports"),
             lease_duration: Duration::from_secs(15),
@@ -135,23 +96,19 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(180),
         },
-        metrics: ReplayMetrics::default(),
-    });
-    let driver_url = serve(
-        GrpcServer::new(ServeArgs::ephemeral())
-            .add_service(DriverService::new(driver).into_server()),
+        ServeArgs::ephemeral(),
     )
-    .await;
-    let driver = DriverClient::connect(driver_url).await.unwrap();
+    .await
+    .unwrap();
     TestMesh {
-        env,
         client,
-        pool,
-        driver,
-        pool_url,
-        tracer_url,
+        pool: pool.pool.clone(),
+        driver: DriverClient::connect(driver.url()).await.unwrap(),
+        pool_url: pool.url(),
+        tracer_url: tracer.url(),
+        env,
+        _services: (pool, tracer, driver),
         _data: data,
-        _tasks: tasks,
     }
 }
 

@@ -2,7 +2,7 @@
 //! for the provider's end-to-end tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::{collections::BTreeSet, net::SocketAddr, sync::Arc, time::Duration};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -10,12 +10,10 @@ use k8s_openapi::api::{
 };
 use ksim_cloudprov::{
     apiserver::ApiCluster,
-    grpc::CloudProviderService,
-    index::Index,
     provider::{Provider, Settings},
-    watches,
+    runtime,
 };
-use ksim_grpc::{GrpcServer, ServeArgs, TlsArgs};
+use ksim_grpc::{Running, ServeArgs, TlsArgs};
 use ksim_nodes::{
     labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
     seats::{SeatDeployment, SkeletonSource},
@@ -24,13 +22,12 @@ use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
 use ksim_testenv::{ClientTls, ControlPlane, pki::CertificateAuthority, wait};
-use ksim_vnode::{config::PoolConfig, pool::Pool};
+use ksim_vnode::{config::PoolConfig, pool::Pool, runtime as vnode};
 use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use tokio::task::JoinSet;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub const DEADLINE: Duration = Duration::from_secs(120);
@@ -59,8 +56,8 @@ pub struct Env {
     pub control_plane: ControlPlane,
     pub client: Client,
     pub pool: Arc<Pool>,
-    pub watches: JoinSet<()>,
     pub provider: Arc<Provider<ApiCluster>>,
+    _services: (vnode::Service, runtime::Watched),
 }
 
 pub async fn start() -> Env {
@@ -80,32 +77,26 @@ pub async fn start_with(settings: Settings) -> Env {
         .await
         .unwrap();
     let client = control_plane.client();
-    let pool = Arc::new(
-        Pool::start(
-            client.clone(),
-            PoolConfig {
-                pool_name: "test".to_owned(),
-                namespace: NAMESPACE.to_owned(),
-                lease_duration_seconds: 4,
-                ..PoolConfig::default()
-            },
-        )
-        .await
-        .unwrap(),
-    );
-    let index = Index::new(100);
-    let watches = watches::spawn(client.clone(), index.clone());
-    let provider = Arc::new(Provider::new(
-        index,
-        ApiCluster::new(client.clone()),
-        settings,
-    ));
+    let pool = vnode::start(
+        client.clone(),
+        PoolConfig {
+            pool_name: "test".to_owned(),
+            namespace: NAMESPACE.to_owned(),
+            lease_duration_seconds: 4,
+            ..PoolConfig::default()
+        },
+        ServeArgs::ephemeral(),
+    )
+    .await
+    .unwrap();
+    // Served by each test as it needs (plaintext, TLS, restarted), over `provider`.
+    let provider = runtime::Watched::start(client.clone(), settings, 100);
     Env {
         control_plane,
         client,
-        pool,
-        watches,
-        provider,
+        pool: pool.pool.clone(),
+        provider: provider.provider.clone(),
+        _services: (pool, provider),
     }
 }
 
@@ -119,50 +110,10 @@ pub fn settings() -> Settings {
     }
 }
 
-/// Serves the provider with `args` (an ephemeral port unless they name one) for the rest of
-/// the test; returns its address.
-pub async fn serve(provider: Arc<Provider<ApiCluster>>, args: ServeArgs) -> SocketAddr {
-    spawn_server(provider, args, std::future::pending()).await.0
-}
-
-type ServerTask = tokio::task::JoinHandle<Result<(), ksim_grpc::Error>>;
-
-async fn spawn_server(
-    provider: Arc<Provider<ApiCluster>>,
-    args: ServeArgs,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> (SocketAddr, ServerTask) {
-    let bound = GrpcServer::new(args)
-        .add_service(CloudProviderService::new(provider).into_server())
-        .bind()
-        .await
-        .unwrap();
-    let addr = bound.grpc_addr().unwrap();
-    (addr, tokio::spawn(bound.serve_until(shutdown)))
-}
-
-/// A provider served until [`Serving::stop`], which frees its port for the next server.
-pub struct Serving {
-    pub addr: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: ServerTask,
-}
-
-impl Serving {
-    pub async fn start(provider: Arc<Provider<ApiCluster>>, args: ServeArgs) -> Self {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (addr, task) = spawn_server(provider, args, async {
-            let _ = stopped.await;
-        })
-        .await;
-        Self { addr, stop, task }
-    }
-
-    /// Stops serving and returns once the port is closed.
-    pub async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap().unwrap();
-    }
+/// Serves the provider with `args` (an ephemeral port unless they name one) until the handle
+/// drops.
+pub async fn serve(provider: Arc<Provider<ApiCluster>>, args: ServeArgs) -> Running {
+    runtime::spawn(provider, args).await.unwrap()
 }
 
 /// A throwaway PKI for mutual TLS: the provider's serving certificate for `localhost` (the host
@@ -251,11 +202,13 @@ impl MutualTls {
     }
 }
 
-pub async fn plaintext_client(env: &Env) -> CloudProviderClient<Channel> {
-    let addr = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
-    CloudProviderClient::connect(format!("http://{addr}"))
+/// A client of the provider served over plaintext; the server stops when its handle drops.
+pub async fn plaintext_client(env: &Env) -> (Running, CloudProviderClient<Channel>) {
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let client = CloudProviderClient::connect(server.grpc_url())
         .await
-        .unwrap()
+        .unwrap();
+    (server, client)
 }
 
 /// Refresh succeeds once the provider has listed everything; CA calls it first each loop.

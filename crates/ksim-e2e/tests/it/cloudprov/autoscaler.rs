@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use crate::common::*;
+use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use ksim_cloudprov::{domain::options::GroupOptions, provider::ScaleEvent};
 use ksim_grpc::ServeArgs;
@@ -363,7 +363,8 @@ async fn after_loops(ca: &ClusterAutoscaler, n: u64) {
 async fn real_ca_scales_up_for_pending_pods_and_down_exactly_the_nodes_it_named() {
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
     ready_nodes(&env.client, "m5", 1).await;
     let _ca = started(autoscaler(&env, plaintext(address))).await;
@@ -387,7 +388,8 @@ async fn scales_from_zero_and_down_exactly_the_nodes_it_named(version: &str) {
     let binary = release(version);
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 0, 0, 5)).await;
     let ca = started(autoscaler(&env, plaintext(address)).binary(binary)).await;
 
@@ -429,7 +431,8 @@ async fn real_ca_1_36_1_scales_from_zero_and_down_exactly_the_nodes_it_named() {
 async fn real_ca_scales_only_the_group_whose_instance_type_fits_the_pending_pods() {
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
     create_deployment(&env.client, &c5_seat_deployment("c5", 0, 0, 5)).await;
     ready_nodes(&env.client, "m5", 1).await;
@@ -452,7 +455,8 @@ async fn real_ca_scales_only_the_group_whose_instance_type_fits_the_pending_pods
 async fn real_ca_scales_two_groups_from_zero_each_for_the_pods_that_select_it() {
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 0, 0, 5)).await;
     create_deployment(&env.client, &c5_seat_deployment("c5", 0, 0, 5)).await;
     let _ca = started(autoscaler(&env, plaintext(address))).await;
@@ -471,7 +475,8 @@ async fn real_ca_scales_two_groups_from_zero_each_for_the_pods_that_select_it() 
 async fn real_ca_removes_many_nodes_at_once_exactly_those_it_named_and_evicts_no_kept_pod() {
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 12, 3, 15)).await;
     ready_nodes(&env.client, "m5", 12).await;
     create_workload(&env, "work", 12, "1500m", Some("m5")).await;
@@ -495,7 +500,8 @@ async fn real_ca_scales_up_over_mutual_tls_and_a_client_without_a_certificate_is
     let env = start().await;
     let mut resizes = Resizes::new(&env);
     let tls = MutualTls::create();
-    let address = serve(env.provider.clone(), tls.serve_args()).await;
+    let server = serve(env.provider.clone(), tls.serve_args()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
     // CA checks the server certificate against the host of `address`.
     let config =
@@ -535,7 +541,8 @@ async fn applies_the_options_get_options_answers_per_group(version: &str) {
     );
     let env = start_with(settings).await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("fast", 2, 0, 5)).await;
     create_deployment(&env.client, &seat_deployment("slow", 2, 0, 5)).await;
     ready_nodes(&env.client, "fast", 2).await;
@@ -628,14 +635,14 @@ async fn real_ca_1_36_1_applies_the_options_get_options_answers_per_group() {
 async fn real_ca_resumes_after_the_provider_restarts_without_scaling_up_twice() {
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let server = Serving::start(env.provider.clone(), ServeArgs::ephemeral()).await;
-    let address = server.addr;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 1, 1, 6)).await;
     ready_nodes(&env.client, "m5", 1).await;
     let ca = started(autoscaler(&env, plaintext(address))).await;
     after_loops(&ca, 2).await;
 
-    server.stop().await;
+    server.shutdown().await.unwrap();
     const REFRESH_FAILED: &str = "Error on gRPC call Refresh";
     wait::until("CA's calls to fail", CA_DEADLINE, || async {
         (log_count(&ca, REFRESH_FAILED) > 0)
@@ -656,7 +663,7 @@ async fn real_ca_resumes_after_the_provider_restarts_without_scaling_up_twice() 
     .unwrap();
     assert_eq!(resizes.increased("m5"), 0);
 
-    let _server = Serving::start(
+    let _server = serve(
         env.provider.clone(),
         ServeArgs {
             grpc_addr: address,
@@ -707,7 +714,8 @@ async fn tainted_nodes(env: &Env, group: &str) -> Result<BTreeSet<String>, Strin
 async fn restarted_mid_scale_down(kill: Kill) {
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 6, 1, 8)).await;
     ready_nodes(&env.client, "m5", 6).await;
     let before = node_names(&env.client, "m5").await;
@@ -761,7 +769,8 @@ async fn real_ca_restarted_while_deleting_leaves_every_node_with_a_seat() {
 async fn real_ca_leaves_a_retiring_group_alone_and_the_provider_releases_it() {
     let env = start().await;
     let mut resizes = Resizes::new(&env);
-    let address = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
     create_deployment(&env.client, &seat_deployment("m5", 2, 0, 5)).await;
     ready_nodes(&env.client, "m5", 2).await;
     let before = node_names(&env.client, "m5").await;

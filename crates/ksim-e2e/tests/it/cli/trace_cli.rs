@@ -2,7 +2,7 @@
 //! (in this process) for import and export.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use super::common;
 
 use std::{path::Path, process::Output};
 
@@ -18,7 +18,7 @@ use ksim_tracer::{
 use serde_json::json;
 
 fn ksim(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_ksim"))
+    std::process::Command::new(ksim_e2e::binary("ksim"))
         .args(args)
         .output()
         .unwrap()

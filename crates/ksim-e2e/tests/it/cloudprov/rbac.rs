@@ -2,18 +2,18 @@
 //! scales a group up and down, and releases a retiring one, as its ServiceAccount.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::collections::BTreeSet;
 
-use crate::common::*;
-use ksim_cloudprov::{apiserver::ApiCluster, index::Index, provider::Provider, watches};
+use super::common::*;
+use ksim_cloudprov::runtime;
 use ksim_grpc::ServeArgs;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
 use ksim_testenv::{manifests, wait};
 
-const NAMESPACE_YAML: &str = include_str!("../../../../deploy/vnode/namespace.yaml");
-const RBAC_YAML: &str = include_str!("../../../../deploy/cloudprov/rbac.yaml");
+const NAMESPACE_YAML: &str = include_str!("../../../../../deploy/vnode/namespace.yaml");
+const RBAC_YAML: &str = include_str!("../../../../../deploy/cloudprov/rbac.yaml");
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-cloudprov";
 
 #[test]
@@ -40,14 +40,9 @@ async fn the_provider_scales_up_and_down_and_releases_as_its_service_account() {
         )
         .await
         .unwrap();
-    let index = Index::new(10);
-    let _watches = watches::spawn(as_provider.clone(), index.clone());
-    let provider = Arc::new(Provider::new(
-        index,
-        ApiCluster::new(as_provider),
-        settings(),
-    ));
-    let addr = serve(provider, ServeArgs::ephemeral()).await;
+    let provider = runtime::Watched::start(as_provider, settings(), 10);
+    let server = provider.serve(ServeArgs::ephemeral()).await.unwrap();
+    let addr = server.grpc_addr();
     let mut ca = CloudProviderClient::connect(format!("http://{addr}"))
         .await
         .unwrap();

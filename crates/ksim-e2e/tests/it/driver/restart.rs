@@ -9,7 +9,7 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use crate::common::*;
+use super::common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
 use ksim_testenv::wait;
@@ -34,7 +34,7 @@ struct DriverProcess {
 impl DriverProcess {
     async fn start(mesh: &TestMesh, reports: &Path) -> Self {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_ksim-driver"))
+        let child = Command::new(ksim_e2e::binary("ksim-driver"))
             .arg(format!("--grpc-addr=127.0.0.1:{port}"))
             .arg(format!("--admin-addr=127.0.0.1:{}", free_port()))
             .arg(format!(

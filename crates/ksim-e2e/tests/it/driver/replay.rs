@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_testenv::wait;

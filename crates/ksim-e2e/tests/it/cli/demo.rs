@@ -29,9 +29,10 @@ fn added_and_removed(line: &str) -> (u64, u64) {
 
 #[test]
 fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.blocking_lock();
     let state = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_ksim"))
+    let output = Command::new(ksim_e2e::binary("ksim"))
         .arg("demo")
         .env("KSIM_STATE_DIR", state.path())
         // Keeps CA's directory (in a TMPDIR of this test's, removed with it), so its log can be

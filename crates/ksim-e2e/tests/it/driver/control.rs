@@ -2,7 +2,7 @@
 //! the real control plane and pool, through the driver's gRPC API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::*;
+use super::common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use ksim_proto::ksim::driver::v1 as pb;
 use kube::Api;

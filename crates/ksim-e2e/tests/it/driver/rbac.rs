@@ -2,10 +2,10 @@
 //! root, namespaces, replayed objects, the lease, watches, and the cleanup.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::*;
+use super::common::*;
 use ksim_proto::ksim::driver::v1 as pb;
 
-const RBAC_YAML: &str = include_str!("../../../../deploy/driver/rbac.yaml");
+const RBAC_YAML: &str = include_str!("../../../../../deploy/driver/rbac.yaml");
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-driver";
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use super::common::*;
 use k8s_openapi::{
     api::core::v1::Pod,
     apimachinery::pkg::apis::meta::v1::Time,

@@ -1,7 +1,7 @@
 //! Latency benchmark of the calls cluster-autoscaler makes most, and of scale-up end to end.
 //! Prints figures; asserts nothing.
 //!
-//!   cargo bench -p ksim-cloudprov --bench latency -- --groups 100 --nodes 5000 --calls 20000
+//!   cargo bench -p ksim-e2e --bench latency -- --groups 100 --nodes 5000 --calls 20000
 //!
 //! Part 1: TargetSize, NodeGroupForNode and NodeGroupNodes over a real (loopback) socket,
 //! against an index holding `groups` seat Deployments with `nodes` seats and registered nodes
@@ -23,12 +23,11 @@ use k8s_openapi::api::{
 };
 use ksim_cloudprov::{
     apiserver::ApiCluster,
-    grpc::CloudProviderService,
     index::{Index, Skeleton, Source},
     provider::{Provider, Settings},
-    watches,
+    runtime, watches,
 };
-use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_grpc::{Running, ServeArgs};
 use ksim_nodes::{
     node::is_ready,
     seats::{SeatDeployment, SkeletonSource},
@@ -84,17 +83,15 @@ fn seat_deployment(group: &str, replicas: i32) -> Deployment {
     .to_deployment()
 }
 
-async fn serve(provider: Arc<Provider<ApiCluster>>) -> CloudProviderClient<Channel> {
-    let bound = GrpcServer::new(ServeArgs::ephemeral())
-        .add_service(CloudProviderService::new(provider).into_server())
-        .bind()
+/// The provider served as `ksim-cloudprov` serves it; the server stops when the handle drops.
+async fn serve(provider: Arc<Provider<ApiCluster>>) -> (Running, CloudProviderClient<Channel>) {
+    let server = runtime::spawn(provider, ServeArgs::ephemeral())
         .await
         .unwrap();
-    let addr = bound.grpc_addr().unwrap();
-    tokio::spawn(bound.serve_until(std::future::pending()));
-    CloudProviderClient::connect(format!("http://{addr}"))
+    let client = CloudProviderClient::connect(server.grpc_url())
         .await
-        .unwrap()
+        .unwrap();
+    (server, client)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -165,7 +162,7 @@ async fn rpc_latency(client: Client, args: &Args) {
         index.mark_synced(source);
     }
     let provider = Arc::new(Provider::new(index, ApiCluster::new(client), settings()));
-    let ca = serve(provider).await;
+    let (_server, ca) = serve(provider).await;
     println!(
         "part 1: {} groups, {} nodes, sequential calls over loopback",
         args.groups,
@@ -251,7 +248,7 @@ async fn scale_up(control_plane: &ControlPlane, args: &Args) {
     index
         .wait_until(Duration::from_secs(60), |i| i.target_size("m5").is_some())
         .await;
-    let mut ca = serve(provider).await;
+    let (_server, mut ca) = serve(provider).await;
     println!("part 2: IncreaseSize -> new nodes Ready (real control plane and pool)");
     let mut figures = BTreeMap::new();
     let mut expected = 0;

@@ -1,9 +1,9 @@
 //! The real cluster-autoscaler (CA) on ksim's virtual nodes: scale-up latency, CA's loop time
 //! at its published scalability target, and a large scale-down. Prints figures; asserts none.
 //!
-//!   cargo bench -p ksim-cloudprov --bench autoscaler -- --help
-//!   cargo bench -p ksim-cloudprov --bench autoscaler                   # all three parts
-//!   cargo bench -p ksim-cloudprov --bench autoscaler -- \
+//!   cargo bench -p ksim-e2e --bench autoscaler -- --help
+//!   cargo bench -p ksim-e2e --bench autoscaler                   # all three parts
+//!   cargo bench -p ksim-e2e --bench autoscaler -- \
 //!       --scale-up 1,10 --nodes 100 --groups 4 --scale-down 10          # a small run
 //!
 //! Every part gets its own real control plane (`with_raised_limits`, as in ksim-vnode's scale
@@ -76,7 +76,7 @@ const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
 const PROVIDER_THREAD: &str = "ksim-cloudprov";
 
 /// The m5.large of the tests: 1930m CPU allocatable, 29 pods.
-const M5_LARGE: &str = include_str!("../tests/it/common/m5-large.yaml");
+const M5_LARGE: &str = include_str!("../tests/it/cloudprov/common/m5-large.yaml");
 
 /// The same m5.large with 110 pods (EKS with prefix delegation), so part 2 can run CA's
 /// 30 pods per node.
@@ -108,7 +108,7 @@ const ALLOCATABLE_MIB: usize = 7 * 1024;
 #[derive(Debug, Parser)]
 #[command(
     name = "autoscaler",
-    after_help = "Example, a small run:\n  cargo bench -p ksim-cloudprov --bench autoscaler -- \
+    after_help = "Example, a small run:\n  cargo bench -p ksim-e2e --bench autoscaler -- \
                   --scale-up 1,10 --nodes 100 --groups 4 --scale-down 10"
 )]
 struct Args {

@@ -1,0 +1,84 @@
+//! ksim's end-to-end tests: the services together (driver, tracer, pool, cloud provider, the
+//! `ksim` CLI and the real cluster-autoscaler) on the real control plane. The only crate that
+//! depends on several service crates; the tests are in `tests/it`, the benchmarks that need
+//! more than one service in `benches/`.
+//!
+//! This library holds what the tests and benchmarks share about processes: where the
+//! workspace's binaries are, and the lock on the fixed ports of `ksim up`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::OnceLock,
+};
+
+/// The service binaries `ksim up` starts, and `ksim` itself.
+const BINARIES: [&str; 5] = [
+    "ksim",
+    "ksim-tracer",
+    "ksim-vnode",
+    "ksim-cloudprov",
+    "ksim-driver",
+];
+
+/// The path of a workspace binary (`ksim`, `ksim-driver`, ...), built up to date first.
+///
+/// Cargo gives a test only its own package's binaries; these belong to other packages, so
+/// the first call runs `cargo build` for all of them (quick when they are current: a test never
+/// runs yesterday's binary) and every call finds them in the target directory this test binary
+/// was built into. A build that fails fails the test with cargo's output.
+///
+/// # Panics
+/// When the build fails or the binary is still missing: the test cannot run without it.
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = match BUILT.get_or_init(build_binaries) {
+        Ok(dir) => dir,
+        Err(error) => panic!("{error}"),
+    };
+    let path = dir.join(name);
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+fn build_binaries() -> Result<PathBuf, String> {
+    let dir = profile_dir()?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut command = Command::new(cargo);
+    command.current_dir(&workspace).arg("build").arg("--bins");
+    for binary in BINARIES {
+        command.args(["-p", binary]);
+    }
+    // The same target directory and profile as this test binary.
+    if let Some(target) = dir.parent() {
+        command.env("CARGO_TARGET_DIR", target);
+    }
+    if dir.file_name().is_some_and(|profile| profile == "release") {
+        command.arg("--release");
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run cargo to build the ksim binaries: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "building the ksim binaries failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(dir)
+}
+
+/// `target/<profile>`: test and bench executables run from its `deps/` directory.
+fn profile_dir() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    exe.parent()
+        .filter(|dir| dir.file_name().is_some_and(|name| name == "deps"))
+        .and_then(Path::parent)
+        .map(Path::to_owned)
+        .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))
+}
+
+/// `ksim up` and `ksim demo` serve on fixed ports (7061-7064, 9161-9164): tests that start
+/// them take this lock, so the tests of one run never race for those ports.
+pub static LOCAL_ENV_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

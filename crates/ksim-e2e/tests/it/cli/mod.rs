@@ -1,0 +1,7 @@
+//! The `ksim` binary as a user runs it, against the real control plane and service binaries.
+
+mod cli_env;
+mod common;
+mod demo;
+mod mesh_telemetry;
+mod trace_cli;

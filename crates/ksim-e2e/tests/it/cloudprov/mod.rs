@@ -1,0 +1,7 @@
+//! The cloud provider with the pool, and with the real cluster-autoscaler.
+
+mod autoscaler;
+mod common;
+mod rbac;
+mod scaling;
+mod transport;

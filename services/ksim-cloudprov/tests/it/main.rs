@@ -1,8 +1,0 @@
-//! ksim-cloudprov's integration tests: one binary, a module per area, so a build links it once.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod autoscaler;
-mod common;
-mod rbac;
-mod scaling;
-mod transport;
