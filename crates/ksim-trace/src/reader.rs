@@ -97,6 +97,14 @@ impl<R: Read> TraceReader<R> {
         })
     }
 
+    /// Accepts events older than the event before them instead of reporting the file as
+    /// corrupt: for tools that find and repair such files (`ksim trace validate`). Every other
+    /// rule is still checked.
+    pub fn unordered(mut self) -> Self {
+        self.totals.unordered = true;
+        self
+    }
+
     pub fn header(&self) -> &pb::TraceHeader {
         &self.header
     }

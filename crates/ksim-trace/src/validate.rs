@@ -10,6 +10,9 @@ pub(crate) struct Totals {
     lifecycles: u64,
     objects: u64,
     last_event_ms: Option<i64>,
+    /// Whether an event older than the one before it is accepted (for tools that repair
+    /// traces); the default refuses it.
+    pub(crate) unordered: bool,
 }
 
 impl Totals {
@@ -17,6 +20,7 @@ impl Totals {
     pub(crate) fn check_event(&self, event: &pb::TraceEvent) -> Result<(), String> {
         let index = self.events;
         if let Some(previous) = self.last_event_ms
+            && !self.unordered
             && event.timestamp_ms < previous
         {
             return Err(format!(

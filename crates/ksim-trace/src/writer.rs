@@ -39,6 +39,14 @@ impl<W: Write> TraceWriter<W> {
         Ok(writer)
     }
 
+    /// Writes events older than the event before them instead of refusing them: for tests
+    /// and tools that need such a file. Readers refuse it unless they are
+    /// [`crate::TraceReader::unordered`] too.
+    pub fn unordered(mut self) -> Self {
+        self.totals.unordered = true;
+        self
+    }
+
     /// Appends an event. Refuses (writing nothing) an event older than the previous one, an
     /// object without kind or name, and a record over [`crate::MAX_RECORD_BYTES`].
     pub fn write_event(&mut self, event: &pb::TraceEvent) -> Result<(), TraceError> {
@@ -134,6 +142,27 @@ mod tests {
         let trace = crate::read_trace(&file).unwrap();
         let names: Vec<_> = trace.events.iter().map(|e| &e.applied[0].name).collect();
         assert_eq!(names, ["a", "c"]);
+    }
+
+    #[test]
+    fn an_unordered_writer_and_reader_keep_events_as_given() {
+        let mut writer = TraceWriter::new(Vec::new(), &sample_header())
+            .unwrap()
+            .unordered();
+        writer.write_event(&sample_event(2_000, "a")).unwrap();
+        writer.write_event(&sample_event(1_000, "b")).unwrap();
+        let (file, trailer) = writer.finish().unwrap();
+        assert_eq!(trailer.event_count, 2);
+        // The ordinary reader refuses the file, an unordered one reads it as written.
+        assert!(crate::read_trace(&file).is_err());
+        let mut reader = TraceReader::new(file.as_slice()).unwrap().unordered();
+        let mut times = Vec::new();
+        while let Some(record) = reader.next_record().unwrap() {
+            if let crate::Record::Event(event) = record {
+                times.push(event.timestamp_ms);
+            }
+        }
+        assert_eq!(times, [2_000, 1_000]);
     }
 
     #[test]
