@@ -40,9 +40,13 @@ async fn main() -> ExitCode {
     }
 }
 
-/// One line on stderr, every cause included, and a non-zero exit.
+/// One line on stderr, every cause included, and a non-zero exit (`ksim trace validate`'s own
+/// for findings).
 fn fail(error: &anyhow::Error) -> ExitCode {
     eprintln!("ksim: error: {error:#}");
+    if error.is::<trace::FindingsRemain>() {
+        return ExitCode::from(trace::FINDINGS_EXIT);
+    }
     ExitCode::FAILURE
 }
 

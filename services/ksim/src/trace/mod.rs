@@ -3,8 +3,13 @@
 mod convert;
 mod export;
 mod import;
+mod input;
 mod inspect;
 mod progress;
+mod show;
+mod validate;
+
+pub use validate::{FINDINGS_EXIT, FindingsRemain};
 
 use std::path::PathBuf;
 
@@ -28,6 +33,18 @@ pub enum TraceCommand {
         /// The ksim trace file to write.
         output: PathBuf,
     },
+    /// Check a trace against the rules a replay needs (missing references, absent owners,
+    /// server fields, unknown kinds, event order); --fix writes a corrected trace.
+    Validate(validate::ValidateArgs),
+    /// Explain a rule of `ksim trace validate`: why it matters for a replay, what --fix does.
+    Explain {
+        /// The rule's id or name: KS001, missing-reference, ...
+        #[arg(value_parser = validate::parse_rule)]
+        rule: &'static ksim_lint::Rule,
+    },
+    /// List a trace's events or objects (filtered by kind, namespace, name, time), or print one
+    /// object's history as YAML diffs.
+    Show(show::ShowArgs),
 }
 
 /// Where the tracer store's gRPC API is.
@@ -48,6 +65,9 @@ pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
         TraceCommand::Import(args) => import::run(args).await,
         TraceCommand::Inspect { file } => inspect::run(&file),
         TraceCommand::Convert { input, output } => convert::run(&input, &output),
+        TraceCommand::Validate(args) => validate::run(args).await,
+        TraceCommand::Explain { rule } => validate::explain(rule),
+        TraceCommand::Show(args) => show::run(args),
     }
 }
 
