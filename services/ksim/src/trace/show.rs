@@ -117,7 +117,7 @@ fn rfc3339(ms: i64) -> String {
 
 fn offset(ms: i64, start_ms: Option<i64>) -> String {
     match start_ms {
-        Some(start) => format!("+{:.3}s", (ms - start) as f64 / 1000.0),
+        Some(start) => format!(" +{:.3}s", (ms - start) as f64 / 1000.0),
         None => String::new(),
     }
 }
@@ -254,7 +254,7 @@ impl View for Events {
             out,
             "{event:<6}  {:<24}  {:>11}  {op:<6}  {kind:<28}  {name}",
             rfc3339(ms),
-            offset(ms, start_ms)
+            offset(ms, start_ms).trim_start()
         )
         .context("writing to stdout")
     }
@@ -358,7 +358,7 @@ impl View for History {
         out: &mut dyn Write,
     ) -> anyhow::Result<()> {
         let (kind, name) = describe(object);
-        let when = format!("event {event} at {} {}", rfc3339(ms), offset(ms, start_ms));
+        let when = format!("event {event} at {}{}", rfc3339(ms), offset(ms, start_ms));
         if op == "delete" {
             writeln!(out, "# {when}: deleted {kind} {name}\n").context("writing to stdout")?;
             self.previous.clear();

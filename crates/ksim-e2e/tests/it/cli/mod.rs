@@ -4,4 +4,6 @@ mod cli_env;
 mod common;
 mod demo;
 mod mesh_telemetry;
+mod show;
 mod trace_cli;
+mod validate;
