@@ -164,8 +164,11 @@ fn object(value: &Value) -> pb::TraceObject {
     }
 }
 
-/// A ksim trace of (offset in s, applied objects), in the order given (out of order allowed).
-pub fn ksim_file(path: &Path, events: Vec<(i64, Vec<Value>)>) {
+/// Events of a test trace: (offset in s, applied objects).
+pub type Events = Vec<(i64, Vec<Value>)>;
+
+/// A ksim trace of `events`, in the order given (out of order allowed).
+pub fn ksim_file(path: &Path, events: Events) {
     let header = pb::TraceHeader {
         format_version: ksim_trace::FORMAT_VERSION,
         created_by: "ksim-e2e".into(),
@@ -276,7 +279,7 @@ fn simkube_traces_that_break_rules_are_reported_and_fixed() {
 #[test]
 fn each_rule_fires_on_a_ksim_trace_made_to_break_it() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: Vec<(&str, Vec<(i64, Vec<Value>)>, i32)> = vec![
+    let cases: Vec<(&str, Events, i32)> = vec![
         (
             "KS001",
             vec![(
