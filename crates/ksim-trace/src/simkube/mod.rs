@@ -30,6 +30,9 @@ pub struct Conversion {
     pub lifecycles: u64,
     /// SimKube's `Empty` lifecycle entries, which carry no times and are left out.
     pub skipped_lifecycles: u64,
+    /// Events older than an event before them in the SimKube file, put in order by the
+    /// conversion (`ksim trace validate` reports them).
+    pub reordered_events: u64,
 }
 
 /// Converts the SimKube trace `input` into a ksim trace file written to `out`, with
@@ -52,6 +55,14 @@ pub fn convert<W: Write>(
     } = model::decode(input)?;
 
     let mut events: Vec<_> = events.into_iter().enumerate().collect();
+    let mut latest = i64::MIN;
+    let mut reordered_events = 0u64;
+    for (_, event) in &events {
+        if event.ts < latest {
+            reordered_events += 1;
+        }
+        latest = latest.max(event.ts);
+    }
     // Stable, so SimKube's order among equal timestamps survives.
     events.sort_by_key(|(_, event)| event.ts);
     let (lifecycles, skipped_lifecycles) = lifecycles::convert(&pod_lifecycles)?;
@@ -95,6 +106,7 @@ pub fn convert<W: Write>(
             objects,
             lifecycles: lifecycles.len() as u64,
             skipped_lifecycles,
+            reordered_events,
         },
     ))
 }

@@ -50,7 +50,8 @@ fn converts_events_and_resolves_name_only_deletes() {
             events: 2,
             objects: 5,
             lifecycles: 3,
-            skipped_lifecycles: 1
+            skipped_lifecycles: 1,
+            reordered_events: 0,
         }
     );
     assert_eq!(detect_format(&file), Some(pb::TraceFormat::Ksim));
@@ -181,7 +182,9 @@ fn events_out_of_order_are_sorted_stably() {
             deleted_objs: Vec::new(),
         },
     );
-    let (file, _) = convert_ok(&trace);
+    let (file, conversion) = convert_ok(&trace);
+    // The T0 event came after a T0 + 60 one.
+    assert_eq!(conversion.reordered_events, 1);
     let events = read_trace(&file).unwrap().events;
     let order: Vec<_> = events
         .iter()

@@ -11,8 +11,8 @@ use ksim_trace::TraceReader;
 #[derive(Debug)]
 pub enum TraceInput {
     Ksim(PathBuf),
-    /// A SimKube trace, converted to a ksim trace.
-    Converted(PathBuf, Vec<u8>),
+    /// A SimKube trace, converted to a ksim trace; the events the conversion put in order.
+    Converted(PathBuf, Vec<u8>, u64),
 }
 
 impl TraceInput {
@@ -26,16 +26,20 @@ impl TraceInput {
         if ksim_trace::detect_format(&prefix) == Some(pb::TraceFormat::SimkubeV2) {
             let bytes =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            let (converted, _) = ksim_trace::simkube::convert(&bytes, Vec::new(), "ksim")
+            let (converted, conversion) = ksim_trace::simkube::convert(&bytes, Vec::new(), "ksim")
                 .with_context(|| format!("{} is not a valid SimKube trace", path.display()))?;
-            return Ok(Self::Converted(path.to_owned(), converted));
+            return Ok(Self::Converted(
+                path.to_owned(),
+                converted,
+                conversion.reordered_events,
+            ));
         }
         Ok(Self::Ksim(path.to_owned()))
     }
 
     pub fn path(&self) -> &Path {
         match self {
-            Self::Ksim(path) | Self::Converted(path, _) => path,
+            Self::Ksim(path) | Self::Converted(path, _, _) => path,
         }
     }
 
@@ -45,10 +49,19 @@ impl TraceInput {
             Self::Ksim(path) => Box::new(BufReader::new(
                 std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
             )),
-            Self::Converted(_, bytes) => Box::new(bytes.as_slice()),
+            Self::Converted(_, bytes, _) => Box::new(bytes.as_slice()),
         };
         let reader = TraceReader::new(input).with_context(|| self.invalid())?;
         Ok(reader.unordered())
+    }
+
+    /// SimKube events older than an event before them: the conversion sorts them, so the
+    /// records never show them.
+    pub fn reordered_events(&self) -> u64 {
+        match self {
+            Self::Ksim(_) => 0,
+            Self::Converted(_, _, reordered) => *reordered,
+        }
     }
 
     /// "FILE is not a valid trace", the context of every read error.

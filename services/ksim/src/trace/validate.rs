@@ -102,7 +102,19 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<()> {
         };
     };
     writeln!(out, "{}", summary_line(&summary)).context("writing to stdout")?;
-    let changes = write_fixed(&input, &summary, &options, &fixed_path, &mut out)?;
+    let mut changes = 0;
+    let reordered = input.reordered_events();
+    if reordered > 0 && options.enabled(&ksim_lint::rules::OUT_OF_ORDER) {
+        changes += 1;
+        writeln!(
+            out,
+            "fixed {}: trace: {reordered} SimKube event{} put into timestamp order",
+            ksim_lint::rules::OUT_OF_ORDER,
+            plural(reordered)
+        )
+        .context("writing to stdout")?;
+    }
+    changes += write_fixed(&input, &summary, &options, &fixed_path, &mut out)?;
     // What was written is checked like any input.
     let written = TraceInput::open(&fixed_path)?;
     let after = check(&written, options, &mut std::io::sink())?;
@@ -134,6 +146,22 @@ fn plural(n: u64) -> &'static str {
 
 /// Runs the rules over `input`, one line per finding on `out`.
 fn check(input: &TraceInput, options: Options, out: &mut impl Write) -> anyhow::Result<Summary> {
+    let rule = &ksim_lint::rules::OUT_OF_ORDER;
+    let reordered = input.reordered_events();
+    let reordered = if options.enabled(rule) { reordered } else { 0 };
+    if reordered > 0 {
+        let finding = ksim_lint::Finding {
+            rule,
+            location: ksim_lint::Location::default(),
+            message: format!(
+                "{reordered} SimKube event{} older than an event before {}; the conversion to \
+                 ksim sorts them (stable), as --fix does",
+                plural(reordered),
+                if reordered == 1 { "it" } else { "them" }
+            ),
+        };
+        writeln!(out, "{finding}").context("writing to stdout")?;
+    }
     let mut written = Ok(());
     let summary = ksim_lint::lint(input.reader()?, options, &mut |finding| {
         if written.is_ok() {
@@ -142,6 +170,11 @@ fn check(input: &TraceInput, options: Options, out: &mut impl Write) -> anyhow::
     })
     .with_context(|| input.invalid())?;
     written.context("writing to stdout")?;
+    let mut summary = summary;
+    if reordered > 0 {
+        summary.errors += 1;
+        *summary.by_rule.entry(rule.id).or_default() += 1;
+    }
     Ok(summary)
 }
 

@@ -520,3 +520,39 @@ fn explain_prints_each_rule_by_id_or_name() {
         "{help}"
     );
 }
+
+#[test]
+fn simkube_events_out_of_order_are_reported_and_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("unordered.sktrace");
+    simkube_file(
+        &file,
+        json!({"v1.Pod": {"podSpecTemplatePaths": [""]}}),
+        vec![
+            sk_event(10, vec![bare_pod("late")], vec![]),
+            sk_event(0, vec![bare_pod("early")], vec![]),
+            sk_event(20, vec![bare_pod("last")], vec![]),
+        ],
+    );
+    let (code, out, _) = validate(&file, &[]);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.starts_with(
+            "error KS005 out-of-order: trace: 1 SimKube event older than an event before it"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("1 error, 0 warnings (KS005 1)"), "{out}");
+    let (fixed, out) = fix_clean(&file, &[]);
+    assert!(
+        out.contains("fixed KS005 out-of-order: trace: 1 SimKube event put into timestamp order"),
+        "{out}"
+    );
+    let trace = ksim_trace::read_trace(&std::fs::read(fixed).unwrap()).unwrap();
+    let names: Vec<&str> = trace
+        .events
+        .iter()
+        .map(|e| e.applied[0].name.as_str())
+        .collect();
+    assert_eq!(names, ["early", "late", "last"]);
+}
