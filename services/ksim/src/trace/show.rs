@@ -117,7 +117,7 @@ fn rfc3339(ms: i64) -> String {
 
 fn offset(ms: i64, start_ms: Option<i64>) -> String {
     match start_ms {
-        Some(start) => format!(" +{:.3}s", (ms - start) as f64 / 1000.0),
+        Some(start) => format!(" +{:.3}s", ms.saturating_sub(start) as f64 / 1000.0),
         None => String::new(),
     }
 }
