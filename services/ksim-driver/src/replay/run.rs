@@ -10,6 +10,7 @@ use tokio::{sync::mpsc, time::Instant};
 
 pub use super::context::RunContext;
 use super::{
+    bare_pods::Rescheduler,
     cleanup::{Created, cleanup},
     handle::Handle,
     lanes::{Job, Lanes},
@@ -222,6 +223,9 @@ async fn replay(
     ctx.metrics.set_running(true);
     let sampling = tokio::spawn(sample_every_second(live.clone(), handle.clone()));
 
+    let rescheduler = spec
+        .reschedule_bare_pods
+        .then(|| Rescheduler::start(&ctx.client, &handle.id, applier.clone()));
     let lanes = Lanes::start(
         ctx.settings.lanes,
         applier,
@@ -242,12 +246,15 @@ async fn replay(
         let lateness = Instant::now().saturating_duration_since(due);
         progress.begin_event(step.event_index, step.ops.len(), lateness);
         for op in step.ops {
-            lanes.dispatch(Job {
-                op,
-                event_index: step.event_index,
-                trace_offset: step.trace_offset,
-                due,
-            });
+            let extra = rescheduler.as_ref().and_then(|r| r.before(&op));
+            for op in std::iter::once(op).chain(extra) {
+                lanes.dispatch(Job {
+                    op,
+                    event_index: step.event_index,
+                    trace_offset: step.trace_offset,
+                    due,
+                });
+            }
         }
     }
     if matches!(ending, Ending::Finished)
@@ -256,6 +263,13 @@ async fn replay(
         ending = early;
     }
     lanes.drain().await;
+    // Before the cleanup, which deletes every pod and must not see them cloned.
+    if let Some(rescheduler) = rescheduler {
+        let clones = rescheduler.stop();
+        if clones > 0 {
+            tracing::info!(simulation = %handle.id, clones, "bare pods rescheduled");
+        }
+    }
     if matches!(ending, Ending::Finished) && spec.on_error == OnError::Stop {
         ending = stop_reason(&progress).unwrap_or(Ending::Finished);
     }

@@ -70,6 +70,7 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
         on_error: OnErrorPolicy::from(args.on_error) as i32,
         node_groups,
         enable_autoscaler: args.autoscaler,
+        reschedule_bare_pods: args.reschedule_bare_pods,
     })
 }
 
@@ -127,6 +128,14 @@ mod tests {
         Cli::try_parse_from(std::iter::once("ksim").chain(argv.iter().copied()))
             .unwrap()
             .run
+    }
+
+    #[test]
+    fn repeat_counts_from_one() {
+        assert_eq!(args(&["t.ktrace"]).repeat, 1);
+        assert_eq!(args(&["t.ktrace", "--repeat", "3"]).repeat, 3);
+        let zero = Cli::try_parse_from(["ksim", "t.ktrace", "--repeat", "0"]).unwrap_err();
+        assert!(zero.to_string().contains("--repeat"), "{zero}");
     }
 
     #[test]
