@@ -53,3 +53,4 @@ pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
 pub use svg::render_svg;
+pub use timeline::{MIN_SAMPLE_INTERVAL, bucket_width, recorded, sample_interval};

@@ -31,6 +31,7 @@ pub(crate) fn sample_header() -> pb::TraceHeader {
                 track_lifecycles: true,
                 skip_owned: false,
             }],
+            cluster_recorded: false,
         }),
         start_time: Some(prost_types::Timestamp {
             seconds: 1_700_000_000,

@@ -32,9 +32,6 @@ use crate::{
     },
 };
 
-/// How often progress is sampled (the report's timeline has one bucket per second).
-const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
-
 /// How the replay loop ended.
 enum Ending {
     Finished,
@@ -221,7 +218,7 @@ async fn replay(
     handle.set_live(Some(live.clone()));
     handle.set_state(pb::SimulationState::Running);
     ctx.metrics.set_running(true);
-    let sampling = tokio::spawn(sample_every_second(live.clone(), handle.clone()));
+    let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
 
     let rescheduler = spec
         .reschedule_bare_pods
@@ -318,8 +315,10 @@ fn stop_reason(progress: &Progress) -> Option<Ending> {
     )))
 }
 
-async fn sample_every_second(live: Arc<Live>, handle: Arc<Handle>) {
-    let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+/// One sample per bucket of the report's timeline: a second of recorded time, so every 100 ms
+/// at 10x (see `ksim_report::sample_interval`).
+async fn sample_every_bucket(live: Arc<Live>, handle: Arc<Handle>) {
+    let mut ticks = tokio::time::interval(report::sample_interval(live.speed));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
