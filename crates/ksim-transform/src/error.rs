@@ -54,11 +54,12 @@ pub enum TransformError {
         message: String,
     },
 
-    /// The input trace could not be read.
+    /// The input trace could not be read. (Not a `source`: the message already holds it, and
+    /// error chains would print it twice.)
     #[error("reading the trace: {0}")]
-    Read(#[source] ksim_trace::TraceError),
+    Read(ksim_trace::TraceError),
 
     /// The output trace could not be written.
     #[error("writing the trace: {0}")]
-    Write(#[source] ksim_trace::TraceError),
+    Write(ksim_trace::TraceError),
 }

@@ -25,6 +25,13 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
     if !args.stored && (args.trace_id.is_some() || args.start.is_some() || args.end.is_some()) {
         anyhow::bail!("--trace-id, --start and --end select a stored trace: add --stored");
     }
+    if args.stored && args.transform.is_some() {
+        // The driver reads stored windows from the tracer itself; the CLI never sees them.
+        anyhow::bail!(
+            "--transform applies to a trace file, not to --stored windows: export the window with \
+             `ksim trace export --transform RULES.yaml -o FILE` and run FILE"
+        );
+    }
     let trace_source = if args.stored {
         TraceSource::StoredTrace(StoredTrace {
             trace_id: args.trace_id.clone().unwrap_or_default(),
@@ -37,8 +44,11 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .trace_file
             .as_deref()
             .context("give a TRACE_FILE, or --stored for a trace in the tracer store")?;
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read trace file {}", path.display()))?;
+        let bytes = match &args.transform {
+            Some(rules_path) => transformed(path, rules_path)?,
+            None => std::fs::read(path)
+                .with_context(|| format!("cannot read trace file {}", path.display()))?,
+        };
         TraceSource::TraceFile(bytes)
     };
     let mut node_groups = Vec::new();
@@ -71,6 +81,30 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
         node_groups,
         enable_autoscaler: args.autoscaler,
     })
+}
+
+/// The trace file transformed by the rules file, through a temporary file so memory holds
+/// only the result that is sent.
+fn transformed(trace: &Path, rules_path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+
+    let rules = crate::trace::transform::load_rules(rules_path)?;
+    let file = tempfile::tempfile().context("creating a temporary file")?;
+    let (mut file, summary) = crate::trace::transform::transform_to(trace, file, &rules)?;
+    eprintln!(
+        "ksim: transformed {} with {} rules: {} of {} events, {} of {} pod lifecycles",
+        trace.display(),
+        rules.len(),
+        summary.stats.events_out,
+        summary.stats.events_in,
+        summary.stats.lifecycles_out,
+        summary.stats.lifecycles_in
+    );
+    let mut bytes = Vec::new();
+    file.rewind()
+        .and_then(|()| file.read_to_end(&mut bytes))
+        .context("reading the transformed trace")?;
+    Ok(bytes)
 }
 
 fn pool_managed(group: &NodeGroupArg) -> anyhow::Result<NodeGroupSpec> {
