@@ -6,3 +6,4 @@ mod lifetimes;
 mod rbac;
 mod replay;
 mod restart;
+mod transform;
