@@ -4,8 +4,30 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program, Value};
+
+/// An object converted once for CEL, lent to every selector that reads it: converting a
+/// `Value` into a variable copies it whole, which would happen at each evaluation otherwise.
+pub(crate) type CelObject = Box<dyn Val>;
+
+/// Converts a JSON object for [`Selector::evaluate`].
+pub(crate) fn cel_object(json: &serde_json::Value) -> Result<CelObject, String> {
+    CelObject::try_from(to_cel(json)).map_err(|error| format!("cannot be read by CEL: {error}"))
+}
+
+/// Lends `object` to a context without copying it.
+struct ObjectResolver<'a> {
+    object: &'a dyn Val,
+}
+
+impl VariableResolver for ObjectResolver<'_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        (variable == "object").then_some(CowVal::Borrowed(self.object))
+    }
+}
 
 /// What a selector sees of one record. `object` is built only for selectors that read it.
 #[derive(Debug)]
@@ -81,9 +103,15 @@ impl Selector {
         &self,
         env: &Arc<Env>,
         subject: &Subject<'_>,
-        object: Option<&Value>,
+        object: Option<&CelObject>,
     ) -> Outcome {
+        let resolver = object.map(|object| ObjectResolver {
+            object: object.as_ref(),
+        });
         let mut context = Context::with_env(Arc::clone(env));
+        if let Some(resolver) = &resolver {
+            context.set_variable_resolver(resolver);
+        }
         context.add_variable_from_value("kind", subject.kind);
         context.add_variable_from_value("group", subject.group);
         context.add_variable_from_value("version", subject.version);
@@ -93,9 +121,6 @@ impl Selector {
         context.add_variable_from_value("op", subject.op);
         context.add_variable_from_value("time_ms", subject.time_ms);
         context.add_variable_from_value("offset_ms", subject.offset_ms);
-        if let Some(object) = object {
-            context.add_variable_from_value("object", object.clone());
-        }
         match self.program.execute(&context) {
             Ok(Value::Bool(matched)) => Outcome::Matched(matched),
             Ok(other) => Outcome::NotBool(format!("{other:?}")),
@@ -153,7 +178,9 @@ mod tests {
     fn matches(source: &str, object: &serde_json::Value) -> Option<bool> {
         let env = Arc::new(Env::stdlib());
         let selector = Selector::compile(&env, source.to_owned()).unwrap();
-        let object = selector.reads_object().then(|| to_cel(object));
+        let object = selector
+            .reads_object()
+            .then(|| cel_object(object).unwrap());
         match selector.evaluate(&env, &subject(), object.as_ref()) {
             Outcome::Matched(matched) => Some(matched),
             Outcome::Failed => None,

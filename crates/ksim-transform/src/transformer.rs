@@ -13,7 +13,7 @@ use ksim_trace::{pb, time};
 
 use crate::error::TransformError;
 use crate::rules::{Bound, Op, Rule, Rules};
-use crate::select::{Outcome, Subject, to_cel};
+use crate::select::{CelObject, Outcome, Subject, cel_object};
 
 /// What a transform did, for the summary line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -269,13 +269,18 @@ impl<'r> Transformer<'r> {
             time_ms: lifecycle.start_ms,
             offset_ms: self.offset(position, lifecycle.start_ms),
         };
-        let object = selector.reads_object().then(|| {
-            to_cel(&identity(
-                &gvk,
-                &lifecycle.owner_namespace,
-                &lifecycle.owner_name,
-            ))
-        });
+        let object = if selector.reads_object() {
+            let identity = identity(&gvk, &lifecycle.owner_namespace, &lifecycle.owner_name);
+            Some(
+                cel_object(&identity).map_err(|message| TransformError::Rule {
+                    index: rule.index,
+                    line: rule.line,
+                    message,
+                })?,
+            )
+        } else {
+            None
+        };
         match selector.evaluate(&self.rules.env, &subject, object.as_ref()) {
             Outcome::Matched(matched) => Ok(matched),
             Outcome::Failed => {
@@ -326,8 +331,11 @@ impl<'r> Transformer<'r> {
             }
         }
         if let Some(selector) = &rule.selector {
+            if selector.reads_object() {
+                item.prepare_cel().map_err(fail)?;
+            }
             let object = if selector.reads_object() {
-                Some(item.cel().map_err(fail)?)
+                item.cel.as_ref()
             } else {
                 None
             };
@@ -341,7 +349,7 @@ impl<'r> Transformer<'r> {
                 time_ms,
                 offset_ms: self.offset(position, time_ms),
             };
-            match selector.evaluate(&self.rules.env, &subject, object.as_ref()) {
+            match selector.evaluate(&self.rules.env, &subject, object) {
                 Outcome::Matched(true) => {}
                 Outcome::Matched(false) => return Ok(()),
                 Outcome::Failed => {
@@ -424,7 +432,7 @@ struct Item {
     /// A rule changed the JSON: it is written back.
     dirty: bool,
     /// The JSON as CEL sees it, kept while it does not change.
-    cel: Option<cel::Value>,
+    cel: Option<CelObject>,
 }
 
 impl Item {
@@ -465,12 +473,12 @@ impl Item {
         Ok(self.json.insert(json))
     }
 
-    fn cel(&mut self) -> Result<cel::Value, String> {
-        if let Some(value) = &self.cel {
-            return Ok(value.clone());
+    /// Converts the JSON for CEL, unless it is still converted.
+    fn prepare_cel(&mut self) -> Result<(), String> {
+        if self.cel.is_none() {
+            self.cel = Some(cel_object(self.json()?)?);
         }
-        let value = to_cel(self.json()?);
-        Ok(self.cel.insert(value).clone())
+        Ok(())
     }
 
     /// The JSON changed: the CEL view is stale, and the object must be written back. Identity

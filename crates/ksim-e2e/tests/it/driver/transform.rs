@@ -7,7 +7,7 @@ use ksim_proto::ksim::driver::v1 as pb;
 const RULES: &str = r#"
 rules:
   - name: traffic doubles
-    match: 'kind == "Deployment" && object.metadata.namespace == "shop"'
+    match: 'kind == "Deployment" && ns == "shop"'
     scaleReplicas: 2
 "#;
 
