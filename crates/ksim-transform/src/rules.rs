@@ -588,6 +588,18 @@ rules:
     }
 
     #[test]
+    fn the_readme_example_is_valid() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("```yaml\nrules:")
+            .expect("the README has a rules example")
+            + 8;
+        let end = start + readme[start..].find("```").unwrap();
+        let rules = Rules::parse(&readme[start..end]).unwrap();
+        assert_eq!(rules.len(), 7);
+    }
+
+    #[test]
     fn garbage_is_one_line() {
         for yaml in ["", "\u{0}\u{1}binary", "rules: [", "- just\n- a list\n"] {
             let error = error(yaml);

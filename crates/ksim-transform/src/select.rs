@@ -178,9 +178,7 @@ mod tests {
     fn matches(source: &str, object: &serde_json::Value) -> Option<bool> {
         let env = Arc::new(Env::stdlib());
         let selector = Selector::compile(&env, source.to_owned()).unwrap();
-        let object = selector
-            .reads_object()
-            .then(|| cel_object(object).unwrap());
+        let object = selector.reads_object().then(|| cel_object(object).unwrap());
         match selector.evaluate(&env, &subject(), object.as_ref()) {
             Outcome::Matched(matched) => Some(matched),
             Outcome::Failed => None,

@@ -172,9 +172,14 @@ fn transform_doubles_replicas_keeps_a_window_and_records_the_rules() {
     );
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
 
-    // inspect reads the result.
+    // inspect reads the result and shows the rules.
     let inspect = ksim(&["trace", "inspect", path(&out)]);
     assert!(inspect.status.success());
+    let table = String::from_utf8(inspect.stdout).unwrap();
+    assert!(
+        table.contains("transformed     rule 2 (line 5): keepWindow start=10s end=30s"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -310,4 +315,108 @@ fn bad_rules_and_bad_input_fail_in_one_line_and_write_nothing() {
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(!output.status.success());
     assert!(stderr.contains("rule 1 (line 2)"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_applies_the_rules_before_writing() {
+    use ksim_grpc::{GrpcServer, ServeArgs};
+    use ksim_tracer::{
+        domain::{kinds::default_kinds, sanitize::EnvRedaction},
+        grpc::TraceStoreService,
+        imports::Imports,
+        log::LogConfig,
+        store::Store,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(
+        LogConfig::new(dir.path().join("log")),
+        default_kinds(),
+        EnvRedaction::default(),
+    )
+    .unwrap();
+    let imports = Imports::new(dir.path().join("imports"), 1 << 20, "test".into()).unwrap();
+    let server = GrpcServer::new(ServeArgs::ephemeral())
+        .add_service(TraceStoreService::new(store, imports, "test".into()).into_server())
+        .bind()
+        .await
+        .unwrap();
+    let server_flag = format!("--server=http://{}", server.grpc_addr().unwrap());
+    tokio::spawn(server.serve_until(std::future::pending()));
+
+    let trace = dir.path().join("t.ktrace");
+    write_trace(&trace);
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "rules:\n  - match: 'name == \"api\"'\n    drop: true\n  - scaleReplicas: 3\n",
+    )
+    .unwrap();
+    let out = dir.path().join("exported.ktrace");
+    let (imported, exported) = tokio::task::spawn_blocking({
+        let out = out.clone();
+        move || {
+            let imported = ksim(&["trace", "import", &server_flag, path(&trace)]);
+            let id = String::from_utf8(imported.stdout.clone()).unwrap();
+            let exported = ksim(&[
+                "trace",
+                "export",
+                &server_flag,
+                "--trace-id",
+                id.trim(),
+                "--transform",
+                path(&rules),
+                "-o",
+                path(&out),
+            ]);
+            (imported, exported)
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        imported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&imported.stderr)
+    );
+    assert!(
+        exported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exported.stderr)
+    );
+    let trace = ksim_trace::read_trace(&std::fs::read(&out).unwrap()).unwrap();
+    let web: Vec<i64> = trace
+        .events
+        .iter()
+        .flat_map(|e| &e.applied)
+        .inspect(|o| assert_eq!(o.name, "web", "api was dropped"))
+        .map(replicas)
+        .collect();
+    assert_eq!(web, [6, 60, 15]);
+    assert_eq!(trace.header.transforms.len(), 2);
+
+    // Bad rules stop the export before the tracer is asked.
+    std::fs::write(&rules, "rules:\n  - drop: true\n").unwrap();
+    let failed = tokio::task::spawn_blocking({
+        let out = dir.path().join("never.ktrace");
+        move || {
+            ksim(&[
+                "trace",
+                "export",
+                "--server=http://127.0.0.1:1",
+                "--transform",
+                path(&rules),
+                "-o",
+                path(&out),
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8(failed.stderr).unwrap();
+    assert!(!failed.status.success());
+    assert!(
+        stderr.contains("rule 1 (line 2): drop needs a match"),
+        "{stderr}"
+    );
 }
