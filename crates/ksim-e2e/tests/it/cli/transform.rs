@@ -354,7 +354,7 @@ async fn export_applies_the_rules_before_writing() {
     .unwrap();
     let out = dir.path().join("exported.ktrace");
     let (imported, exported) = tokio::task::spawn_blocking({
-        let out = out.clone();
+        let (out, rules) = (out.clone(), rules.clone());
         move || {
             let imported = ksim(&["trace", "import", &server_flag, path(&trace)]);
             let id = String::from_utf8(imported.stdout.clone()).unwrap();
