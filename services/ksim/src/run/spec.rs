@@ -238,6 +238,37 @@ mod tests {
     }
 
     #[test]
+    fn transform_rewrites_the_trace_file_before_it_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.ksim");
+        let header = ksim_trace::pb::TraceHeader {
+            start_time: Some(ksim_trace::time::timestamp(1_000)),
+            ..Default::default()
+        };
+        let (bytes, _) = ksim_trace::TraceWriter::new(Vec::new(), &header)
+            .unwrap()
+            .finish()
+            .unwrap();
+        std::fs::write(&trace, bytes).unwrap();
+        let rules = dir.path().join("rules.yaml");
+        std::fs::write(&rules, "rules:\n  - shiftTime: 1s\n").unwrap();
+        let (trace, rules) = (trace.to_str().unwrap(), rules.to_str().unwrap());
+        let spec = build(&args(&[trace, "--transform", rules])).unwrap();
+        let Some(TraceSource::TraceFile(sent)) = spec.trace_source else {
+            panic!("{:?}", spec.trace_source)
+        };
+        let header = ksim_trace::read_trace(&sent).unwrap().header;
+        assert_eq!(header.transforms, ["rule 1 (line 2): shiftTime 1s"]);
+        assert_eq!(header.start_time, Some(ksim_trace::time::timestamp(2_000)));
+
+        let error = build(&args(&["--stored", "--transform", rules])).unwrap_err();
+        assert!(
+            error.to_string().contains("not to --stored windows"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn a_window_without_stored_is_refused() {
         let error = build(&args(&["t", "--start", "2025-01-01T00:00:00Z"])).unwrap_err();
         assert!(error.to_string().contains("add --stored"), "{error}");
