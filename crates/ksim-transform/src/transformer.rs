@@ -6,8 +6,11 @@
 //! 0). A window keeps the events at or after its start and before its end, and the lifecycles
 //! that overlap it; a lifecycle that started before the window starts at the window's start
 //! (the replayed pod runs for what was left of it), one that ends after it keeps its end.
-//! Objects created before the window are not carried into it: export the window from the
-//! tracer (`ksim trace export --start`) for a trace that starts with the state at its start.
+//! Objects created before the window are not carried into it, and the lifecycles a window
+//! keeps keep their launch indices (the driver matches replayed pods to recorded launches by
+//! index, so a window that drops an owner's first launches shifts that matching): export the
+//! window from the tracer (`ksim trace export --start`), which flattens the state at its start
+//! and renumbers launches, when a windowed replay must start from the recorded state.
 
 use ksim_trace::{pb, time};
 
