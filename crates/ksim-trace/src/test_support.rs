@@ -44,6 +44,7 @@ pub(crate) fn sample_header() -> pb::TraceHeader {
         created_by: "ksim-trace tests".to_owned(),
         create_time: None,
         origin: "unit test".to_owned(),
+        transforms: Vec::new(),
     }
 }
 

@@ -85,6 +85,7 @@ fn header() -> pb::TraceHeader {
         created_by: "ksim demo".to_owned(),
         create_time: Some(timestamp(START_MS + LENGTH_MS)),
         origin: "the ksim demo scenario".to_owned(),
+        transforms: Vec::new(),
     }
 }
 

@@ -20,6 +20,11 @@ pub struct RunArgs {
     #[arg(required_unless_present = "stored", conflicts_with = "stored")]
     pub trace_file: Option<PathBuf>,
 
+    /// Apply the rules of this YAML file to the trace file before it is sent (see
+    /// `ksim trace transform`).
+    #[arg(long, value_name = "RULES.yaml")]
+    pub transform: Option<PathBuf>,
+
     /// Replay speed relative to the recording: 2 replays twice as fast.
     #[arg(long, default_value_t = 1.0, value_parser = parse_speed, allow_negative_numbers = true)]
     pub speed: f64,

@@ -76,6 +76,9 @@ fn render(inspection: &Inspection) -> String {
     if !header.origin.is_empty() {
         let _ = writeln!(out, "origin          {}", header.origin);
     }
+    for transform in &header.transforms {
+        let _ = writeln!(out, "transformed     {transform}");
+    }
     let _ = writeln!(
         out,
         "time range      {} .. {}",

@@ -5,6 +5,7 @@ mod export;
 mod import;
 mod inspect;
 mod progress;
+pub mod transform;
 
 use std::path::PathBuf;
 
@@ -28,6 +29,17 @@ pub enum TraceCommand {
         /// The ksim trace file to write.
         output: PathBuf,
     },
+    /// Rewrite a trace file (ksim or SimKube) with the ordered rules of a YAML file: drop,
+    /// patch, scale replicas, keep a time window, shift or stretch time, rename namespaces.
+    Transform {
+        /// The trace to read.
+        input: PathBuf,
+        /// The ksim trace file to write (written whole or not at all).
+        output: PathBuf,
+        /// The rules file (YAML; see the README's trace tools section).
+        #[arg(long = "rules", short = 'f', value_name = "RULES.yaml")]
+        rules: PathBuf,
+    },
 }
 
 /// Where the tracer store's gRPC API is.
@@ -48,6 +60,11 @@ pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
         TraceCommand::Import(args) => import::run(args).await,
         TraceCommand::Inspect { file } => inspect::run(&file),
         TraceCommand::Convert { input, output } => convert::run(&input, &output),
+        TraceCommand::Transform {
+            input,
+            output,
+            rules,
+        } => transform::run(&input, &output, &rules),
     }
 }
 

@@ -5,3 +5,4 @@ mod common;
 mod demo;
 mod mesh_telemetry;
 mod trace_cli;
+mod transform;

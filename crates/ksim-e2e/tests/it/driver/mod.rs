@@ -8,3 +8,4 @@ mod rbac;
 mod repeat;
 mod replay;
 mod restart;
+mod transform;

@@ -42,6 +42,7 @@ pub fn header() -> pb::TraceHeader {
             nanos: 0,
         }),
         origin: "https://127.0.0.1:6443".to_owned(),
+        transforms: Vec::new(),
     }
 }
 
