@@ -43,6 +43,18 @@ pub fn transform_trace<R: Read, W: Write>(
                         .map_err(TransformError::Write)?;
                 }
             }
+            Record::Sample(sample) => {
+                if let Some(sample) = transformer.sample(sample) {
+                    writer
+                        .write_sample(&sample)
+                        .map_err(TransformError::Write)?;
+                }
+            }
+            Record::Node(node) => {
+                if let Some(node) = transformer.node(node) {
+                    writer.write_node(&node).map_err(TransformError::Write)?;
+                }
+            }
         }
     }
     let (output, trailer) = writer.finish().map_err(TransformError::Write)?;

@@ -252,6 +252,48 @@ impl<'r> Transformer<'r> {
         Ok(Some(lifecycle))
     }
 
+    /// A cluster sample (the recorded cluster's state) as the time rules leave it: shifted,
+    /// stretched, dropped outside a window; and a namespace renamed by a rule without a selector
+    /// counts its pods under the new name. Selectors are about objects; a sample is none.
+    pub fn sample(&self, mut sample: pb::ClusterSample) -> Option<pb::ClusterSample> {
+        for (position, rule) in self.rules.rules.iter().enumerate() {
+            sample.timestamp_ms = self.moved(position, rule, sample.timestamp_ms)?;
+            if let Op::RenameNamespace { from, to } = &rule.op
+                && rule.selector.is_none()
+                && let Some(counts) = sample.pods.remove(from)
+            {
+                let renamed = sample.pods.entry(to.clone()).or_default();
+                renamed.pending += counts.pending;
+                renamed.running += counts.running;
+            }
+        }
+        Some(sample)
+    }
+
+    /// A recorded node as the time rules leave it (its record's time moved; a deletion time too).
+    pub fn node(&self, mut node: pb::RecordedNode) -> Option<pb::RecordedNode> {
+        for (position, rule) in self.rules.rules.iter().enumerate() {
+            node.timestamp_ms = self.moved(position, rule, node.timestamp_ms)?;
+            if node.deleted_ms != 0 {
+                node.deleted_ms = node.timestamp_ms;
+            }
+        }
+        Some(node)
+    }
+
+    /// `time` after one time rule, or `None` when a window leaves it out.
+    fn moved(&self, position: usize, rule: &Rule, time: i64) -> Option<i64> {
+        match &rule.op {
+            Op::ShiftTime(ms) => Some(time.saturating_add(*ms)),
+            Op::StretchTime(factor) => Some(match self.starts[position] {
+                Some(origin) => stretch(time, origin, *factor),
+                None => time,
+            }),
+            Op::KeepWindow { .. } => inside(time, self.windows[position]).then_some(time),
+            _ => Some(time),
+        }
+    }
+
     fn owner_matches(
         &mut self,
         position: usize,
@@ -824,6 +866,64 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(lifecycle.owner_namespace, "canary");
+    }
+
+    #[test]
+    fn cluster_records_follow_the_time_and_rename_rules() {
+        let rules = rules(
+            "rules:\n  - shiftTime: 5s\n  - keepWindow: { end: 20s }\n  - renameNamespace: { from: shop, to: canary }\n  - match: 'kind == \"Deployment\"'\n    renameNamespace: { from: canary, to: elsewhere }\n",
+        );
+        let transformer = Transformer::new(&rules, &header()).unwrap();
+        let sample = |offset: i64| pb::ClusterSample {
+            timestamp_ms: T0 + offset,
+            ready_nodes: [("m5".to_owned(), 2)].into(),
+            pods: [
+                (
+                    "shop".to_owned(),
+                    pb::RecordedPodCounts {
+                        pending: 1,
+                        running: 2,
+                    },
+                ),
+                (
+                    "canary".to_owned(),
+                    pb::RecordedPodCounts {
+                        pending: 0,
+                        running: 1,
+                    },
+                ),
+            ]
+            .into(),
+        };
+        let moved = transformer.sample(sample(1_000)).unwrap();
+        assert_eq!(moved.timestamp_ms, T0 + 6_000);
+        assert_eq!(moved.ready_nodes["m5"], 2);
+        // Renamed into a namespace that had pods: the counts add up. A rule with a selector
+        // renames objects only, so "canary" keeps its pods.
+        assert_eq!(moved.pods.len(), 1);
+        assert_eq!(
+            (moved.pods["canary"].pending, moved.pods["canary"].running),
+            (1, 3)
+        );
+        // The window counts from the start the shift left: it ends at 25 s.
+        assert!(transformer.sample(sample(19_000)).is_some());
+        assert_eq!(
+            transformer.sample(sample(21_000)),
+            None,
+            "shifted past the window end"
+        );
+
+        let node = pb::RecordedNode {
+            timestamp_ms: T0 + 2_000,
+            name: "n1".into(),
+            deleted_ms: T0 + 2_000,
+            ..Default::default()
+        };
+        let moved = transformer.node(node).unwrap();
+        assert_eq!(
+            (moved.timestamp_ms, moved.deleted_ms),
+            (T0 + 7_000, T0 + 7_000)
+        );
     }
 
     #[test]
