@@ -12,19 +12,10 @@ use std::{
     sync::OnceLock,
 };
 
-/// The service binaries `ksim up` starts, and `ksim` itself.
-const BINARIES: [&str; 5] = [
-    "ksim",
-    "ksim-tracer",
-    "ksim-vnode",
-    "ksim-cloudprov",
-    "ksim-driver",
-];
-
 /// The path of a workspace binary (`ksim`, `ksim-driver`, ...), built up to date first.
 ///
 /// Cargo gives a test only its own package's binaries; these belong to other packages, so
-/// the first call runs `cargo build` for all of them (quick when they are current: a test never
+/// the first call runs `cargo build` for the workspace's binaries (quick when they are current: a test never
 /// runs yesterday's binary) and every call finds them in the target directory this test binary
 /// was built into. A build that fails fails the test with cargo's output.
 ///
@@ -46,10 +37,12 @@ fn build_binaries() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut command = Command::new(cargo);
-    command.current_dir(&workspace).arg("build").arg("--bins");
-    for binary in BINARIES {
-        command.args(["-p", binary]);
-    }
+    // With the tests (already built, so nothing to do for them): the features are then unified
+    // as `cargo test --workspace` unifies them, and the binaries link against the libraries
+    // that build compiled instead of a second, differently-featured copy of each.
+    command
+        .current_dir(&workspace)
+        .args(["build", "--workspace", "--bins", "--tests"]);
     // The same target directory and profile as this test binary.
     if let Some(target) = dir.parent() {
         command.env("CARGO_TARGET_DIR", target);

@@ -16,7 +16,7 @@ pub use args::{LogArgs, LogFormat, MessageLimits, ServeArgs, TlsArgs};
 pub use error::Error;
 pub use limits::LimitedService;
 pub use propagation::{inject_trace_context, server_span};
-pub use server::{BoundServer, GrpcServer, Running};
+pub use server::{BoundAddrs, BoundServer, GrpcServer, Running};
 pub use shutdown::shutdown_signal;
 pub use telemetry::{TelemetryGuard, init_telemetry, otel_layer};
 pub use tls::server_tls_config;

@@ -262,6 +262,30 @@ impl Running {
     }
 }
 
+/// What `--bound-addrs-file` holds: the ports a service started on port 0 got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundAddrs {
+    pub grpc: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+impl BoundAddrs {
+    /// The file's addresses; `None` until the service has written it whole.
+    pub fn read(path: &Path) -> Option<Self> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let addr = |key: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))?
+                .parse()
+                .ok()
+        };
+        Some(Self {
+            grpc: addr("grpc")?,
+            admin: addr("admin")?,
+        })
+    }
+}
+
 fn write_bound_addrs(path: &Path, grpc: SocketAddr, admin: SocketAddr) -> Result<(), Error> {
     // Written whole under a temporary name, then renamed: a reader never sees half a file.
     let partial = path.with_extension("partial");

@@ -287,6 +287,11 @@ async fn a_spawned_server_on_port_0_reports_its_ports_and_closes_them_on_shutdow
         std::fs::read_to_string(&file).unwrap(),
         format!("grpc={grpc}\nadmin={admin}\n")
     );
+    assert_eq!(
+        ksim_grpc::BoundAddrs::read(&file),
+        Some(ksim_grpc::BoundAddrs { grpc, admin })
+    );
+    assert_eq!(ksim_grpc::BoundAddrs::read(&dir.path().join("none")), None);
     let mut health = HealthClient::new(channel(grpc).await);
     assert_eq!(
         check(&mut health, "").await.unwrap(),

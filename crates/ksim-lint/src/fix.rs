@@ -62,6 +62,8 @@ pub fn fix<R: Read, W: Write>(
     let buffer = reorder && plan.unordered;
     let mut events: Vec<(u64, pb::TraceEvent)> = Vec::new();
     let mut lifecycles = Vec::new();
+    // Cluster samples and recorded nodes pass through unchanged.
+    let mut others = Vec::new();
     let (mut event_index, mut lifecycle_index) = (0u64, 0u64);
     while let Some(record) = reader.next_record()? {
         match record {
@@ -85,6 +87,13 @@ pub fn fix<R: Read, W: Write>(
                     } else {
                         writer.write_lifecycle(&lifecycle)?;
                     }
+                }
+            }
+            other @ (Record::Sample(_) | Record::Node(_)) => {
+                if buffer {
+                    others.push(other);
+                } else {
+                    writer.write(&other)?;
                 }
             }
         }
@@ -114,6 +123,9 @@ pub fn fix<R: Read, W: Write>(
         }
         for lifecycle in &lifecycles {
             writer.write_lifecycle(lifecycle)?;
+        }
+        for other in &others {
+            writer.write(other)?;
         }
     }
     Ok(writer.finish()?)

@@ -428,3 +428,37 @@ fn an_object_that_is_not_json_is_an_error_naming_it() {
     );
     assert!(!text.contains('\n'));
 }
+
+#[test]
+fn cluster_samples_and_recorded_nodes_pass_through_a_fix() {
+    let mut writer = TraceWriter::new(Vec::new(), &header(None))
+        .unwrap()
+        .unordered();
+    writer
+        .write_event(&event(2_000, &[config_map("a")]))
+        .unwrap();
+    writer
+        .write_sample(&pb::ClusterSample {
+            timestamp_ms: T0 + 1_500,
+            ..Default::default()
+        })
+        .unwrap();
+    writer
+        .write_node(&pb::RecordedNode {
+            name: "node-1".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    writer
+        .write_event(&event(1_000, &[config_map("b")]))
+        .unwrap();
+    let broken = writer.finish().unwrap().0;
+    let (findings, _) = check(&broken, Options::default());
+    assert_eq!(ids(&findings), ["KS005"]);
+    // Sorting buffers the records: the sample and the node still come through.
+    let (out, _) = fixed(&broken, &Options::default());
+    let trace = ksim_trace::read_trace(&out).unwrap();
+    assert_eq!(trace.samples.len(), 1);
+    assert_eq!(trace.nodes.len(), 1);
+    assert_eq!(trace.events.len(), 2);
+}

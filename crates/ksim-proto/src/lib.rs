@@ -553,6 +553,7 @@ mod tests {
                             track_lifecycles: true,
                             skip_owned: false,
                         }],
+                        cluster_recorded: false,
                     }),
                     ..Default::default()
                 })),
@@ -574,6 +575,7 @@ mod tests {
                     event_count: 1,
                     lifecycle_count: 0,
                     object_count: 1,
+                    ..Default::default()
                 })),
             },
         ];

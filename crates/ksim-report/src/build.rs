@@ -2,19 +2,26 @@
 
 use super::input::{NodeChange, Observations};
 use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
-use super::timeline;
+use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
 
 /// The report of what was observed; see [`timeline`] for the buckets and [`Percentiles::of`]
 /// for the percentiles.
 pub fn build(obs: &Observations) -> Report {
     let timeline = timeline::buckets(obs);
+    let pending: Vec<_> = obs
+        .pending_times
+        .iter()
+        .map(|&wall| recorded(wall, obs.speed))
+        .collect();
     Report {
         simulation_id: obs.simulation_id.clone(),
         complete: obs.complete,
         events_applied: obs.events_applied,
         peak_nodes: timeline.iter().map(Bucket::nodes_total).max().unwrap_or(0),
+        speed: effective_speed(obs.speed),
+        bucket_ms: millis(bucket_width(obs.speed)),
         timeline,
-        pod_pending_time: Percentiles::of(&obs.pending_times),
+        pod_pending_time: Percentiles::of(&pending),
         lateness: Percentiles::of(&obs.lateness),
         object_errors: obs
             .object_errors
@@ -27,19 +34,19 @@ pub fn build(obs: &Observations) -> Report {
                 message: error.message.clone(),
             })
             .collect(),
-        node_changes: node_changes(&obs.node_changes),
+        node_changes: node_changes(&obs.node_changes, obs.speed),
     }
 }
 
 /// In time order (the watch delivers them in order; stable, so ties keep it), to the
-/// millisecond like the timeline's offsets.
-fn node_changes(changes: &[NodeChange]) -> Vec<ReportedNodeChange> {
+/// millisecond in recorded time like the timeline's offsets.
+fn node_changes(changes: &[NodeChange], speed: f64) -> Vec<ReportedNodeChange> {
     let mut changes: Vec<&NodeChange> = changes.iter().collect();
     changes.sort_by_key(|change| change.offset);
     changes
         .into_iter()
         .map(|change| ReportedNodeChange {
-            offset_ms: u64::try_from(change.offset.as_millis()).unwrap_or(u64::MAX),
+            offset_ms: millis(recorded(change.offset, speed)),
             group: change.group.clone(),
             node: change.node.clone(),
             kind: Some(change.kind),
@@ -53,6 +60,26 @@ mod tests {
     use super::super::fixtures;
     use super::*;
     use crate::Operation;
+
+    #[test]
+    fn a_fast_replay_reports_recorded_time() {
+        let mut obs = fixtures::observations();
+        obs.speed = 10.0;
+        let report = build(&obs);
+        assert_eq!(report.speed, 10.0);
+        assert_eq!(report.bucket_ms, 1000);
+        let slow = fixtures::report();
+        assert_eq!(
+            report.pod_pending_time.p90_ms,
+            slow.pod_pending_time.p90_ms * 10.0
+        );
+        // Lateness is the driver's delay: wall clock at any speed.
+        assert_eq!(report.lateness, slow.lateness);
+        for (fast, slow) in report.node_changes.iter().zip(&slow.node_changes) {
+            assert_eq!(fast.offset_ms, slow.offset_ms * 10);
+        }
+        assert_eq!(slow.speed, 1.0);
+    }
 
     #[test]
     fn report_of_the_fixture() {
@@ -146,6 +173,8 @@ mod tests {
             report,
             Report {
                 simulation_id: "s".into(),
+                speed: 1.0,
+                bucket_ms: 1000,
                 ..Report::default()
             }
         );

@@ -7,7 +7,8 @@ use super::model::Report;
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
 /// unscheduled,scale_ups,scale_downs`, with one `nodes_<group>` column per group seen anywhere
-/// in the timeline (sorted; 0 where a bucket lacks the group).
+/// in the timeline (sorted; 0 where a bucket lacks the group). `offset_s` is recorded time
+/// (the replay's wall clock times the speed); `time_ms` is the bucket's wall-clock start.
 pub fn to_csv(report: &Report) -> String {
     let groups: BTreeSet<&str> = report
         .timeline

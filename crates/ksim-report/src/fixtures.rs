@@ -53,6 +53,7 @@ pub fn observations() -> Observations {
         simulation_id: "sim-42".into(),
         complete: true,
         started_at_ms: STARTED_AT_MS,
+        speed: 1.0,
         samples: vec![
             sample(
                 0,

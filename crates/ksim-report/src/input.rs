@@ -18,7 +18,11 @@ pub struct Observations {
     pub complete: bool,
     /// Unix ms of the replay start (wall clock).
     pub started_at_ms: i64,
-    /// Taken about once a second, in time order.
+    /// The replay speed; the report multiplies the wall-clock offsets and pending times below
+    /// by it. 0 (observations saved before it was kept) means 1x.
+    #[serde(default)]
+    pub speed: f64,
+    /// Taken once per [`crate::sample_interval`], in time order.
     pub samples: Vec<Sample>,
     /// Cluster-autoscaler resizes seen on node groups.
     pub scale_events: Vec<ScaleEvent>,
@@ -37,7 +41,7 @@ pub struct Observations {
 /// The cluster at one moment of the replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sample {
-    /// Since the replay start.
+    /// Since the replay start, wall clock.
     pub offset: Duration,
     /// Virtual nodes per node group.
     pub nodes: BTreeMap<String, NodeCount>,

@@ -5,7 +5,8 @@
 //! - [`input`]: what the driver observes ([`Observations`]).
 //! - [`build()`]: observations into a [`Report`] (buckets in `timeline`, percentiles).
 //! - [`Report::to_proto`] / [`Report::from_proto`]: the gRPC form, both ways.
-//! - [`write_files`] (with [`to_csv`] and [`render_svg`]) and [`summary`].
+//! - [`write_files`] (with [`to_csv`] and [`render_svg`]) and [`summary`]; [`repeat_summary`]
+//!   for the runs of `ksim run --repeat`.
 //! - [`Gvk`], [`Target`], [`Operation`]: the objects it speaks of.
 //!
 //! The driver builds reports; the CLI reads them back (`Report::from_proto`) and prints them.
@@ -29,6 +30,7 @@ mod model;
 mod object;
 mod percentiles;
 pub mod proto;
+mod repeat;
 mod summary;
 mod svg;
 mod timeline;
@@ -48,5 +50,7 @@ pub use input::{
 };
 pub use model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
 pub use object::{Gvk, Operation, Target};
+pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
 pub use svg::render_svg;
+pub use timeline::{MIN_SAMPLE_INTERVAL, bucket_width, recorded, sample_interval};

@@ -21,11 +21,18 @@ pub struct Report {
     pub events_applied: u64,
     /// Most virtual nodes at once over all groups (the highest bucket total).
     pub peak_nodes: u64,
-    /// One bucket per second of replay, in order.
+    /// The replay speed. Offsets, the bucket width and pending times are recorded time: the
+    /// wall-clock value multiplied by it. Defaulted for reports from before it was kept (1x).
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Width of each timeline bucket, recorded time (see [`crate::bucket_width`]).
+    #[serde(default = "a_second")]
+    pub bucket_ms: u64,
+    /// One bucket per `bucket_ms` of recorded time, in order.
     pub timeline: Vec<Bucket>,
-    /// Per pod: first seen until Running.
+    /// Per pod: first seen until Running, recorded time.
     pub pod_pending_time: Percentiles,
-    /// Per applied event: actual minus scheduled time.
+    /// Per applied event: actual minus scheduled time; the driver's own delay, wall clock.
     pub lateness: Percentiles,
     pub object_errors: Vec<ReportedError>,
     /// Nodes that joined or left the simulation's groups after the replay start, in time
@@ -34,10 +41,18 @@ pub struct Report {
     pub node_changes: Vec<ReportedNodeChange>,
 }
 
-/// One second of the replay; counts are as at the end of the second.
+fn one() -> f64 {
+    1.0
+}
+
+fn a_second() -> u64 {
+    1000
+}
+
+/// One bucket of the replay's timeline; counts are as at the end of the bucket.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bucket {
-    /// Start of the bucket since the replay start.
+    /// Start of the bucket since the replay start, recorded time.
     pub offset_ms: u64,
     /// Start of the bucket, unix ms.
     pub time_ms: i64,
@@ -86,7 +101,7 @@ pub struct ReportedError {
 /// A node that joined or left a group during the replay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportedNodeChange {
-    /// Since the replay start, like the timeline's offsets.
+    /// Since the replay start in recorded time, like the timeline's offsets.
     pub offset_ms: u64,
     pub group: String,
     pub node: String,

@@ -29,6 +29,8 @@ impl Report {
             events_applied: self.events_applied,
             peak_nodes: self.peak_nodes,
             node_changes: self.node_changes.iter().map(node_change_to_proto).collect(),
+            speed: self.speed,
+            bucket_width: Some(duration_to_proto(Duration::from_millis(self.bucket_ms))),
         }
     }
 
@@ -39,6 +41,18 @@ impl Report {
             complete: report.complete,
             events_applied: report.events_applied,
             peak_nodes: report.peak_nodes,
+            // Reports from drivers that did not send them were 1x with 1 s buckets.
+            speed: if report.speed > 0.0 {
+                report.speed
+            } else {
+                1.0
+            },
+            bucket_ms: match report.bucket_width.as_ref() {
+                Some(width) => {
+                    u64::try_from(duration_from_proto(Some(width)).as_millis()).unwrap_or(1000)
+                }
+                None => 1000,
+            },
             timeline: report.timeline.iter().map(bucket_from_proto).collect(),
             pod_pending_time: percentiles_from_proto(report.pod_pending_time.as_ref()),
             lateness: percentiles_from_proto(report.lateness.as_ref()),

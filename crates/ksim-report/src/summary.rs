@@ -32,6 +32,14 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
         "not complete"
     };
     writeln!(out, "Simulation {} ({state})", report.simulation_id)?;
+    if report.speed > 0.0 && report.speed != 1.0 {
+        writeln!(
+            out,
+            "  replayed at {}x: times below are recorded time ({} buckets)",
+            trimmed(report.speed),
+            human(report.bucket_width.as_ref())
+        )?;
+    }
     writeln!(out, "  events applied:    {}", report.events_applied)?;
     writeln!(out, "  peak nodes:        {}", report.peak_nodes)?;
 
@@ -210,6 +218,23 @@ mod tests {
     use super::super::fixtures;
     use super::super::proto::duration_to_proto;
     use super::*;
+
+    #[test]
+    fn a_fast_replay_says_its_times_are_recorded_time() {
+        let mut report = fixtures::report().to_proto();
+        assert!(
+            !summary(&report).contains("recorded time"),
+            "1x says nothing"
+        );
+        report.speed = 10.0;
+        report.bucket_width = Some(duration_to_proto(Duration::from_secs(1)));
+        assert!(
+            summary(&report)
+                .contains("replayed at 10x: times below are recorded time (1s buckets)"),
+            "{}",
+            summary(&report)
+        );
+    }
 
     #[test]
     fn mentions_the_key_numbers() {

@@ -27,7 +27,7 @@ const GROUP_COLORS: [RGBColor; 6] = [
     RGBColor(216, 27, 96),
 ];
 
-/// The chart: x is seconds since the replay start; nodes (total and per group) and the
+/// The chart: x is seconds since the replay start in recorded time; nodes (total and per group) and the
 /// autoscaler's added/removed nodes (bars) on the left axis, pods running, pending and
 /// unscheduled on the right axis, since pods usually outnumber nodes by far.
 pub fn render_svg(report: &Report) -> Result<String, ReportError> {
@@ -80,7 +80,7 @@ fn draw<DB: DrawingBackend>(
         .set_secondary_coord(0.0..x_max, 0.0..headroom(pods_max));
     chart
         .configure_mesh()
-        .x_desc("seconds since replay start")
+        .x_desc("seconds since replay start (recorded time)")
         .y_desc("nodes")
         .x_label_formatter(&|x| tick_label(*x))
         .y_label_formatter(&|y| tick_label(*y))

@@ -1,24 +1,66 @@
-//! Samples and scale events into one bucket per second.
+//! Samples and scale events into buckets of recorded time.
+//!
+//! The driver samples in wall-clock time since the replay start; a report speaks recorded time
+//! (the wall-clock offset multiplied by the speed), so a 10x replay of an hour-long trace has a
+//! timeline an hour long, like the 1x replay of it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::input::Observations;
 use super::model::Bucket;
 
-/// One bucket per whole second from 0 to the last second holding a sample or a scale event
-/// (so no resize is dropped), none without either.
+/// The shortest wall-clock time between two samples: finer would cost the observer more than
+/// it tells.
+pub const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A bucket's width at speeds where one second of recorded time can be sampled.
+const BUCKET: Duration = Duration::from_secs(1);
+
+/// The speed a report computes with: observations from before the speed was kept, or a
+/// default value, say 0, which means 1x.
+pub fn effective_speed(speed: f64) -> f64 {
+    if speed.is_finite() && speed > 0.0 {
+        speed
+    } else {
+        1.0
+    }
+}
+
+/// The width of a timeline bucket in recorded time: a second, or what the shortest sampling
+/// interval covers at `speed` when that is more (10 s at 100x).
+pub fn bucket_width(speed: f64) -> Duration {
+    recorded(MIN_SAMPLE_INTERVAL, speed).max(BUCKET)
+}
+
+/// How often the driver samples, in wall-clock time: once per bucket.
+pub fn sample_interval(speed: f64) -> Duration {
+    Duration::try_from_secs_f64(bucket_width(speed).as_secs_f64() / effective_speed(speed))
+        .unwrap_or(BUCKET)
+}
+
+/// A wall-clock duration of the replay in recorded time.
+pub fn recorded(wall: Duration, speed: f64) -> Duration {
+    Duration::try_from_secs_f64(wall.as_secs_f64() * effective_speed(speed))
+        .unwrap_or(Duration::MAX)
+}
+
+/// One bucket per [`bucket_width`] of recorded time from 0 to the last bucket holding a sample
+/// or a scale event (so no resize is dropped), none without either.
 ///
-/// A bucket holds the last sample within its second; a second without a sample carries the
-/// previous bucket's counts forward (zero before the first sample). Scale events are summed
-/// per bucket: added nodes into `scale_ups`, removed nodes into `scale_downs`.
+/// A bucket holds the last sample within it; a bucket without a sample carries the previous
+/// bucket's counts forward (zero before the first sample). Scale events are summed per bucket:
+/// added nodes into `scale_ups`, removed nodes into `scale_downs`.
 pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
+    let width_ms = millis(bucket_width(obs.speed)).max(1);
+    let index = |wall: Duration| millis(recorded(wall, obs.speed)) / width_ms;
     // Samples should arrive in order; a stable sort makes "last" mean latest regardless.
     let mut samples: Vec<_> = obs.samples.iter().collect();
     samples.sort_by_key(|sample| sample.offset);
 
     let mut scaling: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for event in &obs.scale_events {
-        let (ups, downs) = scaling.entry(event.offset.as_secs()).or_default();
+        let (ups, downs) = scaling.entry(index(event.offset)).or_default();
         if event.delta >= 0 {
             *ups = ups.saturating_add(event.delta.unsigned_abs());
         } else {
@@ -26,18 +68,19 @@ pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
         }
     }
 
-    let last_sample = samples.last().map(|sample| sample.offset.as_secs());
+    let last_sample = samples.last().map(|sample| index(sample.offset));
     let last_scale = scaling.keys().next_back().copied();
     let Some(last) = last_sample.max(last_scale) else {
         return Vec::new();
     };
 
+    let speed = effective_speed(obs.speed);
     let mut samples = samples.into_iter().peekable();
     let mut carried = Bucket::default();
     let mut buckets = Vec::new();
-    for second in 0..=last {
+    for bucket in 0..=last {
         let mut latest = None;
-        while let Some(sample) = samples.next_if(|sample| sample.offset.as_secs() <= second) {
+        while let Some(sample) = samples.next_if(|sample| index(sample.offset) <= bucket) {
             latest = Some(sample);
         }
         if let Some(sample) = latest {
@@ -45,19 +88,24 @@ pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
             carried.pods = sample.pods;
             carried.unscheduled = sample.unscheduled;
         }
-        let offset_ms = second.saturating_mul(1000);
-        let (scale_ups, scale_downs) = scaling.get(&second).copied().unwrap_or_default();
+        let offset_ms = bucket.saturating_mul(width_ms);
+        // The wall clock moved 1/speed as far.
+        let wall_ms = (offset_ms as f64 / speed) as i64;
+        let (scale_ups, scale_downs) = scaling.get(&bucket).copied().unwrap_or_default();
         buckets.push(Bucket {
             offset_ms,
-            time_ms: obs
-                .started_at_ms
-                .saturating_add(i64::try_from(offset_ms).unwrap_or(i64::MAX)),
+            time_ms: obs.started_at_ms.saturating_add(wall_ms),
             scale_ups,
             scale_downs,
             ..carried.clone()
         });
     }
     buckets
+}
+
+/// Whole milliseconds, saturating.
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -95,6 +143,41 @@ mod tests {
             group: group.to_owned(),
             delta,
         }
+    }
+
+    #[test]
+    fn buckets_are_recorded_time_whatever_the_speed() {
+        assert_eq!(bucket_width(1.0), Duration::from_secs(1));
+        assert_eq!(bucket_width(10.0), Duration::from_secs(1));
+        assert_eq!(bucket_width(100.0), Duration::from_secs(10));
+        assert_eq!(bucket_width(0.5), Duration::from_secs(1));
+        assert_eq!(sample_interval(1.0), Duration::from_secs(1));
+        assert_eq!(sample_interval(10.0), Duration::from_millis(100));
+        assert_eq!(sample_interval(100.0), Duration::from_millis(100));
+        assert_eq!(sample_interval(0.5), Duration::from_secs(2));
+        // Unknown (0) or nonsense speeds count as 1x.
+        assert_eq!(bucket_width(0.0), Duration::from_secs(1));
+        assert_eq!(sample_interval(f64::NAN), Duration::from_secs(1));
+
+        // At 10x, samples 100 ms apart (wall) land in consecutive 1 s buckets (recorded), and
+        // a resize at 0.45 s wall is in the bucket of recorded second 4.
+        let obs = Observations {
+            speed: 10.0,
+            started_at_ms: 1_000_000,
+            samples: (0..=5)
+                .map(|i| sample(i * 100, &[("a", i + 1)], i))
+                .collect(),
+            scale_events: vec![scale(450, "a", 1)],
+            ..Observations::default()
+        };
+        let buckets = buckets(&obs);
+        let offsets: Vec<u64> = buckets.iter().map(|b| b.offset_ms).collect();
+        assert_eq!(offsets, [0, 1_000, 2_000, 3_000, 4_000, 5_000]);
+        let totals: Vec<u64> = buckets.iter().map(Bucket::nodes_total).collect();
+        assert_eq!(totals, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(buckets[4].scale_ups, 1);
+        // Its wall-clock start: 400 ms after the replay start.
+        assert_eq!(buckets[4].time_ms, 1_000_400);
     }
 
     #[test]

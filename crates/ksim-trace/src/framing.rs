@@ -13,6 +13,8 @@ pub(crate) const HEADER_FIELD: u8 = 1;
 pub(crate) const EVENT_FIELD: u8 = 2;
 pub(crate) const LIFECYCLE_FIELD: u8 = 3;
 pub(crate) const TRAILER_FIELD: u8 = 4;
+pub(crate) const SAMPLE_FIELD: u8 = 5;
+pub(crate) const NODE_FIELD: u8 = 6;
 
 /// Protobuf wire type of an embedded message.
 const LENGTH_DELIMITED: u8 = 2;
@@ -202,6 +204,7 @@ mod tests {
             event_count: 1,
             lifecycle_count: 2,
             object_count: 3,
+            ..Default::default()
         };
         assert_eq!(
             hand_encoded(HEADER_FIELD, &header),

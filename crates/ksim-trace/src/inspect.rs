@@ -26,6 +26,14 @@ pub struct Inspection {
     pub applies: u64,
     pub deletes: u64,
     pub lifecycles: u64,
+    /// Cluster samples and recorded node records (0 when the cluster was not recorded).
+    pub samples: u64,
+    pub nodes: u64,
+    /// Most Ready nodes at once, over all groups, and most pods Pending and Running at once,
+    /// over all namespaces, in the samples.
+    pub peak_ready_nodes: u64,
+    pub peak_pending_pods: u64,
+    pub peak_running_pods: u64,
     pub first_event_ms: Option<i64>,
     pub last_event_ms: Option<i64>,
     /// Per kind, keyed by [`gvk::display`].
@@ -47,6 +55,11 @@ pub fn inspect<R: Read>(input: R) -> Result<Inspection, TraceError> {
         applies: 0,
         deletes: 0,
         lifecycles: 0,
+        samples: 0,
+        nodes: 0,
+        peak_ready_nodes: 0,
+        peak_pending_pods: 0,
+        peak_running_pods: 0,
         first_event_ms: None,
         last_event_ms: None,
         kinds: BTreeMap::new(),
@@ -61,6 +74,8 @@ pub fn inspect<R: Read>(input: R) -> Result<Inspection, TraceError> {
                 inspection.lifecycles += 1;
                 inspection.kind(lifecycle.owner_gvk.as_ref()).lifecycles += 1;
             }
+            Record::Sample(sample) => inspection.add_sample(&sample),
+            Record::Node(_) => inspection.nodes += 1,
         }
     }
     inspection.compressed_bytes = reader.compressed_bytes();
@@ -90,6 +105,16 @@ impl Inspection {
                 self.objects += 1;
             }
         }
+    }
+
+    fn add_sample(&mut self, sample: &pb::ClusterSample) {
+        self.samples += 1;
+        let ready: u64 = sample.ready_nodes.values().map(|&n| u64::from(n)).sum();
+        let pending: u64 = sample.pods.values().map(|p| u64::from(p.pending)).sum();
+        let running: u64 = sample.pods.values().map(|p| u64::from(p.running)).sum();
+        self.peak_ready_nodes = self.peak_ready_nodes.max(ready);
+        self.peak_pending_pods = self.peak_pending_pods.max(pending);
+        self.peak_running_pods = self.peak_running_pods.max(running);
     }
 
     fn kind(&mut self, gvk: Option<&pb::GroupVersionKind>) -> &mut KindCounts {

@@ -17,6 +17,10 @@ use pb::trace_record::Record as Oneof;
 pub enum Record {
     Event(pb::TraceEvent),
     Lifecycle(pb::PodLifecycle),
+    /// The recorded cluster's state; never replayed, compared with the simulation.
+    Sample(pb::ClusterSample),
+    /// A recorded node's state or deletion; never replayed.
+    Node(pb::RecordedNode),
 }
 
 /// How many leading bytes [`TraceError::NotATrace`] shows.
@@ -36,7 +40,7 @@ enum State {
 }
 
 /// Reads a trace file. [`TraceReader::new`] reads and checks the header; each
-/// [`TraceReader::next_record`] yields one event or lifecycle, and `Ok(None)` only once a
+/// [`TraceReader::next_record`] yields one event, lifecycle, sample or node, and `Ok(None)` only once a
 /// trailer whose totals match has closed the file with nothing after it.
 pub struct TraceReader<R: Read> {
     stream: RecordStream<Decompressed<R>>,
@@ -109,7 +113,7 @@ impl<R: Read> TraceReader<R> {
         &self.header
     }
 
-    /// The next event or lifecycle; `Ok(None)` once the file has ended properly. After an
+    /// The next record; `Ok(None)` once the file has ended properly. After an
     /// error every further call fails too.
     pub fn next_record(&mut self) -> Result<Option<Record>, TraceError> {
         match self.state {
@@ -170,6 +174,16 @@ impl<R: Read> TraceReader<R> {
                 self.totals.count_lifecycle();
                 Ok(Some(Record::Lifecycle(lifecycle)))
             }
+            Oneof::Sample(sample) => {
+                self.totals.check_sample(&sample).map_err(corrupt)?;
+                self.totals.count_sample(&sample);
+                Ok(Some(Record::Sample(sample)))
+            }
+            Oneof::Node(node) => {
+                self.totals.check_node(&node).map_err(corrupt)?;
+                self.totals.count_node();
+                Ok(Some(Record::Node(node)))
+            }
             Oneof::Trailer(trailer) => {
                 self.totals.check_trailer(&trailer).map_err(corrupt)?;
                 self.check_end()?;
@@ -223,5 +237,7 @@ fn describe(record: &Oneof) -> &'static str {
         Oneof::Event(_) => "an event",
         Oneof::Lifecycle(_) => "a lifecycle",
         Oneof::Trailer(_) => "a trailer",
+        Oneof::Sample(_) => "a cluster sample",
+        Oneof::Node(_) => "a recorded node",
     }
 }

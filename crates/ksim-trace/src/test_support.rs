@@ -31,6 +31,7 @@ pub(crate) fn sample_header() -> pb::TraceHeader {
                 track_lifecycles: true,
                 skip_owned: false,
             }],
+            cluster_recorded: false,
         }),
         start_time: Some(prost_types::Timestamp {
             seconds: 1_700_000_000,
@@ -43,6 +44,7 @@ pub(crate) fn sample_header() -> pb::TraceHeader {
         created_by: "ksim-trace tests".to_owned(),
         create_time: None,
         origin: "unit test".to_owned(),
+        transforms: Vec::new(),
     }
 }
 

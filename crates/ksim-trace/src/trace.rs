@@ -8,6 +8,9 @@ pub struct Trace {
     pub header: pb::TraceHeader,
     pub events: Vec<pb::TraceEvent>,
     pub lifecycles: Vec<pb::PodLifecycle>,
+    /// The recorded cluster's state over time (see `TracerConfig.cluster_recorded`).
+    pub samples: Vec<pb::ClusterSample>,
+    pub nodes: Vec<pb::RecordedNode>,
     pub trailer: pb::TraceTrailer,
 }
 
@@ -16,10 +19,14 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, TraceError> {
     let mut reader = TraceReader::new(bytes)?;
     let mut events = Vec::new();
     let mut lifecycles = Vec::new();
+    let mut samples = Vec::new();
+    let mut nodes = Vec::new();
     while let Some(record) = reader.next_record()? {
         match record {
             Record::Event(event) => events.push(event),
             Record::Lifecycle(lifecycle) => lifecycles.push(lifecycle),
+            Record::Sample(sample) => samples.push(sample),
+            Record::Node(node) => nodes.push(node),
         }
     }
     let trailer = reader.trailer().cloned().unwrap_or_default();
@@ -27,6 +34,8 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, TraceError> {
         header: reader.header().clone(),
         events,
         lifecycles,
+        samples,
+        nodes,
         trailer,
     })
 }

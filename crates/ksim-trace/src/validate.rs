@@ -9,10 +9,13 @@ pub(crate) struct Totals {
     events: u64,
     lifecycles: u64,
     objects: u64,
+    samples: u64,
+    nodes: u64,
     last_event_ms: Option<i64>,
     /// Whether an event older than the one before it is accepted (for tools that repair
     /// traces); the default refuses it.
     pub(crate) unordered: bool,
+    last_sample_ms: Option<i64>,
 }
 
 impl Totals {
@@ -70,12 +73,43 @@ impl Totals {
         self.lifecycles = self.lifecycles.saturating_add(1);
     }
 
+    /// Why `sample` may not come next: samples, like events, are in timestamp order.
+    pub(crate) fn check_sample(&self, sample: &pb::ClusterSample) -> Result<(), String> {
+        match self.last_sample_ms {
+            Some(previous) if sample.timestamp_ms < previous => Err(format!(
+                "cluster sample {} at {} ms is older than the sample before it at {previous} ms; \
+                 samples must be in timestamp order",
+                self.samples, sample.timestamp_ms
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn count_sample(&mut self, sample: &pb::ClusterSample) {
+        self.samples = self.samples.saturating_add(1);
+        self.last_sample_ms = Some(sample.timestamp_ms);
+    }
+
+    /// Why `node` is not a usable record: it must name its node.
+    pub(crate) fn check_node(&self, node: &pb::RecordedNode) -> Result<(), String> {
+        if node.name.is_empty() {
+            return Err(format!("recorded node {} has no name", self.nodes));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn count_node(&mut self) {
+        self.nodes = self.nodes.saturating_add(1);
+    }
+
     /// The trailer that closes what was counted.
     pub(crate) fn trailer(&self) -> pb::TraceTrailer {
         pb::TraceTrailer {
             event_count: self.events,
             lifecycle_count: self.lifecycles,
             object_count: self.objects,
+            sample_count: self.samples,
+            node_count: self.nodes,
         }
     }
 
@@ -90,6 +124,12 @@ impl Totals {
                 expected.lifecycle_count,
             ),
             ("objects", trailer.object_count, expected.object_count),
+            (
+                "cluster samples",
+                trailer.sample_count,
+                expected.sample_count,
+            ),
+            ("recorded nodes", trailer.node_count, expected.node_count),
         ];
         for (what, claimed, counted) in totals {
             if claimed != counted {
@@ -139,7 +179,8 @@ mod tests {
             pb::TraceTrailer {
                 event_count: 1,
                 lifecycle_count: 1,
-                object_count: 2
+                object_count: 2,
+                ..Default::default()
             }
         );
         totals.check_trailer(&trailer).unwrap();

@@ -5,7 +5,10 @@ use std::io::Write;
 
 use zstd::stream::write::Encoder;
 
-use crate::framing::{EVENT_FIELD, HEADER_FIELD, LIFECYCLE_FIELD, TRAILER_FIELD, encode_record};
+use crate::framing::{
+    EVENT_FIELD, HEADER_FIELD, LIFECYCLE_FIELD, NODE_FIELD, SAMPLE_FIELD, TRAILER_FIELD,
+    encode_record,
+};
 use crate::validate::Totals;
 use crate::{COMPRESSION_LEVEL, FORMAT_VERSION, TraceError, pb};
 
@@ -67,6 +70,34 @@ impl<W: Write> TraceWriter<W> {
         self.write_record(LIFECYCLE_FIELD, lifecycle)?;
         self.totals.count_lifecycle();
         Ok(())
+    }
+
+    /// Appends a cluster sample. Refuses one older than the previous sample.
+    pub fn write_sample(&mut self, sample: &pb::ClusterSample) -> Result<(), TraceError> {
+        self.totals
+            .check_sample(sample)
+            .map_err(TraceError::invalid)?;
+        self.write_record(SAMPLE_FIELD, sample)?;
+        self.totals.count_sample(sample);
+        Ok(())
+    }
+
+    /// Appends a recorded node. Refuses one without a name.
+    pub fn write_node(&mut self, node: &pb::RecordedNode) -> Result<(), TraceError> {
+        self.totals.check_node(node).map_err(TraceError::invalid)?;
+        self.write_record(NODE_FIELD, node)?;
+        self.totals.count_node();
+        Ok(())
+    }
+
+    /// Writes any record a reader yields, in the same way.
+    pub fn write(&mut self, record: &crate::Record) -> Result<(), TraceError> {
+        match record {
+            crate::Record::Event(event) => self.write_event(event),
+            crate::Record::Lifecycle(lifecycle) => self.write_lifecycle(lifecycle),
+            crate::Record::Sample(sample) => self.write_sample(sample),
+            crate::Record::Node(node) => self.write_node(node),
+        }
     }
 
     /// The totals the trailer would carry if the file were finished now.

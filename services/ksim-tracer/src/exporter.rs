@@ -56,6 +56,7 @@ impl Export {
         if let Source::Log(snapshot) = &self.source {
             let base = snapshot.base()?;
             scan.base(base.objects, base.open_lifecycles);
+            scan.cluster_base(base.sample, base.nodes);
         }
         for_each_record(&self.source, i64::MIN, |ts, record| scan.record(ts, record))?;
         let mut cut = scan.finish();
@@ -70,18 +71,29 @@ impl Export {
         let first = cut.first_event();
         let mut last_event_ms = first.timestamp_ms;
         writer.write_event(&first).map_err(disconnected_or)?;
+        let (sample, nodes) = cut.first_cluster_records();
+        if let Some(sample) = sample {
+            writer.write_sample(&sample).map_err(disconnected_or)?;
+        }
+        for node in nodes {
+            writer.write_node(&node).map_err(disconnected_or)?;
+        }
         let mut failure = None;
         for_each_record(&self.source, self.window.start_ms, |_, record| {
             if failure.is_some() {
                 return;
             }
-            if let Record::Event(event) = record
-                && let Some(event) = cut.event(event)
-            {
-                last_event_ms = event.timestamp_ms;
-                if let Err(error) = writer.write_event(&event) {
-                    failure = Some(error);
-                }
+            let written = match record {
+                Record::Event(event) => cut.event(event).map(|event| {
+                    last_event_ms = event.timestamp_ms;
+                    writer.write_event(&event)
+                }),
+                Record::Sample(sample) => cut.sample(sample).map(|s| writer.write_sample(&s)),
+                Record::Node(node) => cut.node(node).map(|n| writer.write_node(&n)),
+                _ => None,
+            };
+            if let Some(Err(error)) = written {
+                failure = Some(error);
             }
         })?;
         if let Some(error) = failure {
@@ -136,6 +148,12 @@ fn for_each_record(
                             lifecycle.start_ms
                         };
                         on_record(ts, &Record::Lifecycle(lifecycle));
+                    }
+                    TraceFileRecord::Sample(sample) => {
+                        on_record(sample.timestamp_ms, &Record::Sample(sample));
+                    }
+                    TraceFileRecord::Node(node) => {
+                        on_record(node.timestamp_ms, &Record::Node(node));
                     }
                 }
             }

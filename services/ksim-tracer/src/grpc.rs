@@ -90,6 +90,7 @@ impl TraceStoreService {
             created_by: self.created_by.clone(),
             create_time: Some(time::timestamp(now_ms())),
             origin,
+            transforms: Vec::new(),
         };
         Ok(Export {
             source,

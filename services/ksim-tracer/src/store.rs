@@ -9,11 +9,13 @@ use std::{
 
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_trace::time::now_ms;
+use pb::trace_record::Record;
 use thiserror::Error;
 use tokio::{sync::mpsc, task::JoinHandle};
 
 use crate::{
     domain::{
+        cluster::SAMPLE_INTERVAL_MS,
         kinds::TrackedKind,
         recorder::{Observation, Recorder},
         sanitize::EnvRedaction,
@@ -58,6 +60,12 @@ impl Store {
         for lifecycle in &base.open_lifecycles {
             recorder.restore_lifecycle(lifecycle);
         }
+        if let Some(sample) = &base.sample {
+            recorder.restore(sample.timestamp_ms, &Record::Sample(sample.clone()));
+        }
+        for node in &base.nodes {
+            recorder.restore(node.timestamp_ms, &Record::Node(node.clone()));
+        }
         for entry in snapshot.entries(i64::MIN)? {
             let entry = entry?;
             if let Some(record) = &entry.record.record {
@@ -90,8 +98,10 @@ impl Store {
                 .kinds()
                 .iter()
                 .zip(statuses.iter())
+                .filter(|(kind, _)| !kind.is_node())
                 .map(|(kind, status)| kind.to_proto(&status.plural, status.namespaced))
                 .collect(),
+            cluster_recorded: self.recorder().is_ok_and(|r| r.records_cluster()),
         }
     }
 
@@ -116,9 +126,15 @@ impl Store {
         now_ms: i64,
     ) -> Result<Vec<LogEntry>, StoreError> {
         let mut recorder = self.recorder()?;
-        Ok(observations
+        let observed: Vec<_> = observations
             .into_iter()
             .flat_map(|o| recorder.observe(o, now_ms))
+            .collect();
+        // After the batch: a sample records the state the batch left.
+        let sample = recorder.sample(now_ms);
+        Ok(observed
+            .into_iter()
+            .chain(sample)
             .map(|r| LogEntry {
                 timestamp_ms: r.timestamp_ms,
                 record: pb::TraceRecord {
@@ -143,7 +159,21 @@ impl Store {
     ) -> JoinHandle<()> {
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
-            while observations.recv_many(&mut batch, BATCH).await > 0 {
+            // Once a second without observations too: a change that came less than a second
+            // after the last sample is sampled then, not at the next change.
+            let mut ticks = tokio::time::interval(Duration::from_millis(
+                u64::try_from(SAMPLE_INTERVAL_MS).unwrap_or(1000),
+            ));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    received = observations.recv_many(&mut batch, BATCH) => {
+                        if received == 0 {
+                            return;
+                        }
+                    }
+                    _ = ticks.tick() => {}
+                }
                 let entries = match self.observe(std::mem::take(&mut batch), now_ms()) {
                     Ok(entries) if entries.is_empty() => continue,
                     Ok(entries) => Arc::new(entries),

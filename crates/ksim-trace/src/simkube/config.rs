@@ -9,7 +9,11 @@ pub(super) fn tracer_config(config: &model::TracerConfig) -> Result<pb::TracerCo
         .iter()
         .map(|(name, tracked)| tracked_kind(name, tracked))
         .collect::<Result<_, _>>()?;
-    Ok(pb::TracerConfig { tracked_kinds })
+    // SimKube records no cluster state: a report has nothing to compare a replay with.
+    Ok(pb::TracerConfig {
+        tracked_kinds,
+        cluster_recorded: false,
+    })
 }
 
 fn tracked_kind(

@@ -80,6 +80,7 @@ pub fn convert<W: Write>(
         created_by: created_by.to_owned(),
         create_time: Some(SystemTime::now().into()),
         origin: ORIGIN.to_owned(),
+        transforms: Vec::new(),
     };
 
     let mut writer = TraceWriter::new(out, &header)?;

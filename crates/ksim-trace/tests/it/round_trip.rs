@@ -18,14 +18,15 @@ fn every_record_comes_back_in_order() {
             }],
         }),
         Record::Lifecycle(lifecycle("web", 1, 0)),
+        Record::Sample(sample(1_000, 2, 3)),
+        Record::Node(node("n1", 0)),
+        Record::Sample(sample(2_000, 1, 0)),
+        Record::Node(node("n1", 2_000)),
         Record::Event(event(i64::MAX, Vec::new())),
     ];
     let mut writer = TraceWriter::new(Vec::new(), &header()).unwrap();
     for record in &records {
-        match record {
-            Record::Event(event) => writer.write_event(event).unwrap(),
-            Record::Lifecycle(lifecycle) => writer.write_lifecycle(lifecycle).unwrap(),
-        }
+        writer.write(record).unwrap();
     }
     let (file, trailer) = writer.finish().unwrap();
     assert_eq!(
@@ -33,7 +34,9 @@ fn every_record_comes_back_in_order() {
         pb::TraceTrailer {
             event_count: 3,
             lifecycle_count: 2,
-            object_count: 3
+            object_count: 3,
+            sample_count: 2,
+            node_count: 2,
         }
     );
 
@@ -108,4 +111,63 @@ fn files_can_be_written_to_disk_and_read_back() {
         std::fs::metadata(&path).unwrap().len()
     );
     std::fs::remove_file(&path).unwrap();
+}
+
+fn sample(timestamp_ms: i64, nodes: u32, pending: u32) -> pb::ClusterSample {
+    pb::ClusterSample {
+        timestamp_ms,
+        ready_nodes: [("m5".to_owned(), nodes)].into(),
+        pods: [(
+            "shop".to_owned(),
+            pb::RecordedPodCounts {
+                pending,
+                running: 1,
+            },
+        )]
+        .into(),
+    }
+}
+
+fn node(name: &str, deleted_ms: i64) -> pb::RecordedNode {
+    pb::RecordedNode {
+        timestamp_ms: 500,
+        name: name.to_owned(),
+        group: "m5".to_owned(),
+        labels: [(
+            "node.kubernetes.io/instance-type".to_owned(),
+            "m5.large".to_owned(),
+        )]
+        .into(),
+        capacity: [("cpu".to_owned(), "2".to_owned())].into(),
+        allocatable: [("cpu".to_owned(), "1930m".to_owned())].into(),
+        ready: true,
+        created_ms: 100,
+        deleted_ms,
+    }
+}
+
+#[test]
+fn cluster_records_are_checked_and_counted() {
+    let mut writer = TraceWriter::new(Vec::new(), &header()).unwrap();
+    writer.write_sample(&sample(2_000, 1, 0)).unwrap();
+    let older = writer.write_sample(&sample(1_000, 1, 0)).unwrap_err();
+    assert!(
+        older
+            .to_string()
+            .contains("samples must be in timestamp order"),
+        "{older}"
+    );
+    let nameless = writer.write_node(&node("", 0)).unwrap_err();
+    assert!(nameless.to_string().contains("has no name"), "{nameless}");
+    writer.write_node(&node("n1", 0)).unwrap();
+    let (file, _) = writer.finish().unwrap();
+
+    let summary = inspect::inspect(file.as_slice()).unwrap();
+    assert_eq!((summary.samples, summary.nodes), (1, 1));
+    assert_eq!(summary.peak_ready_nodes, 1);
+    assert_eq!(summary.peak_running_pods, 1);
+    let trace = read_trace(&file).unwrap();
+    assert_eq!(trace.samples, [sample(2_000, 1, 0)]);
+    assert_eq!(trace.nodes, [node("n1", 0)]);
+    assert!(trace.header.tracer_config.unwrap().cluster_recorded);
 }

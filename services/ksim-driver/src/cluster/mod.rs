@@ -8,6 +8,7 @@ pub mod launch_lifetimes;
 pub mod lease;
 pub mod namespaces;
 pub mod observer;
+pub mod removed_pods;
 pub mod root;
 pub mod seats;
 

@@ -4,8 +4,10 @@
 //!   (prefixed namespaces, the simulation root as owner, pods kept on virtual nodes) with pod
 //!   lifetimes from [`lifetimes`]; [`launches`] matches each started pod to its recorded launch.
 //! - [`spec`] checks a simulation spec whole, naming the field at fault.
+//! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
+pub mod bare_pods;
 pub mod launches;
 pub mod lifetimes;
 pub mod plan;

@@ -294,6 +294,8 @@ mod tests {
             header,
             events,
             lifecycles: Vec::new(),
+            samples: Vec::new(),
+            nodes: Vec::new(),
             trailer: pb::TraceTrailer::default(),
         }
     }
@@ -463,6 +465,7 @@ mod tests {
                     },
                     pb::TrackedKindConfig::default(),
                 ],
+                cluster_recorded: false,
             }),
             ..Default::default()
         };

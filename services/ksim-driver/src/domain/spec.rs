@@ -90,6 +90,8 @@ pub struct SimulationSpec {
     pub on_error: OnError,
     pub node_groups: Vec<NodeGroup>,
     pub enable_autoscaler: bool,
+    /// Recreate bare pods the simulation removes, as `<name>-clone-<n>`.
+    pub reschedule_bare_pods: bool,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
     pub echo: pb::SimulationSpec,
 }
@@ -188,6 +190,7 @@ impl SimulationSpec {
             on_error,
             node_groups,
             enable_autoscaler: spec.enable_autoscaler,
+            reschedule_bare_pods: spec.reschedule_bare_pods,
             echo,
         })
     }

@@ -1,5 +1,5 @@
 //! A running simulation's observations: what the observer sees, what the lanes did, and the
-//! per-second samples taken so far. Reports and progress messages are built from it.
+//! samples taken so far (one per timeline bucket). Reports and progress messages are built from it.
 
 use std::{
     sync::{Arc, Mutex, PoisonError},
@@ -63,6 +63,7 @@ impl Live {
             simulation_id: simulation_id.to_owned(),
             complete,
             started_at_ms: self.started_at_ms,
+            speed: self.speed,
             samples: self
                 .samples
                 .lock()

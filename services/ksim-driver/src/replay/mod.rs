@@ -1,6 +1,7 @@
 //! Running one simulation: load the trace, prepare the cluster, apply events at their time,
 //! observe, report, clean up.
 
+pub mod bare_pods;
 pub mod cleanup;
 pub mod context;
 pub mod handle;

@@ -10,6 +10,7 @@ use tokio::{sync::mpsc, time::Instant};
 
 pub use super::context::RunContext;
 use super::{
+    bare_pods::Rescheduler,
     cleanup::{Created, cleanup},
     handle::Handle,
     lanes::{Job, Lanes},
@@ -30,9 +31,6 @@ use crate::{
         spec::{OnError, SimulationSpec},
     },
 };
-
-/// How often progress is sampled (the report's timeline has one bucket per second).
-const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How the replay loop ended.
 enum Ending {
@@ -220,8 +218,11 @@ async fn replay(
     handle.set_live(Some(live.clone()));
     handle.set_state(pb::SimulationState::Running);
     ctx.metrics.set_running(true);
-    let sampling = tokio::spawn(sample_every_second(live.clone(), handle.clone()));
+    let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
 
+    let rescheduler = spec
+        .reschedule_bare_pods
+        .then(|| Rescheduler::start(&ctx.client, &handle.id, applier.clone()));
     let lanes = Lanes::start(
         ctx.settings.lanes,
         applier,
@@ -242,12 +243,15 @@ async fn replay(
         let lateness = Instant::now().saturating_duration_since(due);
         progress.begin_event(step.event_index, step.ops.len(), lateness);
         for op in step.ops {
-            lanes.dispatch(Job {
-                op,
-                event_index: step.event_index,
-                trace_offset: step.trace_offset,
-                due,
-            });
+            let extra = rescheduler.as_ref().and_then(|r| r.before(&op));
+            for op in std::iter::once(op).chain(extra) {
+                lanes.dispatch(Job {
+                    op,
+                    event_index: step.event_index,
+                    trace_offset: step.trace_offset,
+                    due,
+                });
+            }
         }
     }
     if matches!(ending, Ending::Finished)
@@ -256,6 +260,13 @@ async fn replay(
         ending = early;
     }
     lanes.drain().await;
+    // Before the cleanup, which deletes every pod and must not see them cloned.
+    if let Some(rescheduler) = rescheduler {
+        let clones = rescheduler.stop();
+        if clones > 0 {
+            tracing::info!(simulation = %handle.id, clones, "bare pods rescheduled");
+        }
+    }
     if matches!(ending, Ending::Finished) && spec.on_error == OnError::Stop {
         ending = stop_reason(&progress).unwrap_or(Ending::Finished);
     }
@@ -304,8 +315,10 @@ fn stop_reason(progress: &Progress) -> Option<Ending> {
     )))
 }
 
-async fn sample_every_second(live: Arc<Live>, handle: Arc<Handle>) {
-    let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+/// One sample per bucket of the report's timeline: a second of recorded time, so every 100 ms
+/// at 10x (see `ksim_report::sample_interval`).
+async fn sample_every_bucket(live: Arc<Live>, handle: Arc<Handle>) {
+    let mut ticks = tokio::time::interval(report::sample_interval(live.speed));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;

@@ -5,6 +5,10 @@
 //! Two passes over the log, both streaming: [`Scan`] learns the state at the window start, the
 //! exported objects and the pod lifetimes; [`Cut`] then rewrites the window's events one by one.
 //! Memory is bounded by the objects and pods of the window, not by the events in it.
+//!
+//! The cluster's recorded state goes with it: the sample in effect at the window start and the
+//! nodes that existed then, stamped at the start, then the window's own samples and node
+//! records; samples count only the pods of the namespaces the filter keeps.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -49,6 +53,8 @@ pub struct Scan {
     state: BTreeMap<ObjectKey, pb::TraceObject>,
     exported: HashSet<ObjectKey>,
     lifetimes: HashMap<LifetimeKey, pb::PodLifecycle>,
+    sample: Option<pb::ClusterSample>,
+    nodes: BTreeMap<String, pb::RecordedNode>,
 }
 
 impl Scan {
@@ -59,7 +65,19 @@ impl Scan {
             state: BTreeMap::new(),
             exported: HashSet::new(),
             lifetimes: HashMap::new(),
+            sample: None,
+            nodes: BTreeMap::new(),
         }
+    }
+
+    /// The cluster's compacted state (the log's base): the newest sample and the live nodes.
+    pub fn cluster_base(
+        &mut self,
+        sample: Option<pb::ClusterSample>,
+        nodes: Vec<pb::RecordedNode>,
+    ) {
+        self.sample = sample;
+        self.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
     }
 
     /// The compacted state of the log (objects and open lifetimes as of its retention edge).
@@ -92,6 +110,16 @@ impl Scan {
             }
             Record::Lifecycle(lifecycle) if timestamp_ms < self.window.end_ms => {
                 self.lifecycle(lifecycle.clone());
+            }
+            Record::Sample(sample) if sample.timestamp_ms < self.window.start_ms => {
+                self.sample = Some(sample.clone());
+            }
+            Record::Node(node) if node.timestamp_ms < self.window.start_ms => {
+                if node.deleted_ms == 0 {
+                    self.nodes.insert(node.name.clone(), node.clone());
+                } else {
+                    self.nodes.remove(&node.name);
+                }
             }
             _ => {}
         }
@@ -164,6 +192,8 @@ impl Scan {
             dropped: HashSet::new(),
             initial: Vec::new(),
             lifecycles,
+            initial_sample: self.sample,
+            initial_nodes: self.nodes.into_values().collect(),
         };
         let initial: Vec<pb::TraceObject> = self
             .state
@@ -184,9 +214,51 @@ pub struct Cut {
     dropped: HashSet<ObjectKey>,
     initial: Vec<pb::TraceObject>,
     lifecycles: Vec<pb::PodLifecycle>,
+    initial_sample: Option<pb::ClusterSample>,
+    initial_nodes: Vec<pb::RecordedNode>,
 }
 
 impl Cut {
+    /// The cluster as it was at the window start, stamped at the start: the sample then in
+    /// effect and the nodes that existed.
+    pub fn first_cluster_records(&mut self) -> (Option<pb::ClusterSample>, Vec<pb::RecordedNode>) {
+        let start = self.window.start_ms;
+        let sample = self.initial_sample.take().map(|sample| pb::ClusterSample {
+            timestamp_ms: start,
+            ..self.filtered(sample)
+        });
+        let nodes = std::mem::take(&mut self.initial_nodes)
+            .into_iter()
+            .map(|node| pb::RecordedNode {
+                timestamp_ms: start,
+                ..node
+            })
+            .collect();
+        (sample, nodes)
+    }
+
+    /// One sample of the log for the export, or `None` outside the window.
+    pub fn sample(&self, sample: &pb::ClusterSample) -> Option<pb::ClusterSample> {
+        self.in_window(sample.timestamp_ms)
+            .then(|| self.filtered(sample.clone()))
+    }
+
+    /// One node record of the log for the export, or `None` outside the window.
+    pub fn node(&self, node: &pb::RecordedNode) -> Option<pb::RecordedNode> {
+        self.in_window(node.timestamp_ms).then(|| node.clone())
+    }
+
+    fn in_window(&self, timestamp_ms: i64) -> bool {
+        timestamp_ms >= self.window.start_ms && timestamp_ms < self.window.end_ms
+    }
+
+    fn filtered(&self, mut sample: pb::ClusterSample) -> pb::ClusterSample {
+        sample
+            .pods
+            .retain(|namespace, _| self.filter.keeps_namespace(namespace));
+        sample
+    }
+
     /// The first event: every object that existed at the window start, at the start.
     pub fn first_event(&mut self) -> pb::TraceEvent {
         pb::TraceEvent {

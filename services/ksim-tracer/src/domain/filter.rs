@@ -57,6 +57,14 @@ impl Filter {
         })
     }
 
+    /// Whether the pods of `namespace` count in the exported cluster samples: the namespace
+    /// rules apply; kind and label rules are about objects, not about what the cluster ran.
+    pub fn keeps_namespace(&self, namespace: &str) -> bool {
+        !self.exclude_namespaces.iter().any(|n| n == namespace)
+            && (self.include_namespaces.is_empty()
+                || self.include_namespaces.iter().any(|n| n == namespace))
+    }
+
     pub fn keeps(&self, object: &pb::TraceObject) -> bool {
         let gvk = object.gvk.clone().unwrap_or_default();
         if !self.include_kinds.is_empty()

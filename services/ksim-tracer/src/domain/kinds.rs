@@ -38,6 +38,11 @@ impl TrackedKind {
         }
     }
 
+    /// Nodes are the cluster's state, recorded as `RecordedNode`s and samples, never replayed.
+    pub fn is_node(&self) -> bool {
+        self.group().is_empty() && self.kind == "Node"
+    }
+
     pub fn group(&self) -> &str {
         self.api_version
             .rsplit_once('/')
@@ -93,6 +98,8 @@ pub fn default_kinds() -> Vec<TrackedKind> {
             false,
         ),
         TrackedKind::new("v1", "Pod", &[""], true, true),
+        // Not replayed: recorded as the cluster's state, which reports compare a replay with.
+        TrackedKind::new("v1", "Node", &[], false, false),
     ]
 }
 
@@ -158,6 +165,7 @@ mod tests {
             "CronJob",
             "ReplicaSet",
             "Pod",
+            "Node",
         ] {
             assert!(names.contains(&expected), "{expected} missing");
         }
@@ -169,7 +177,7 @@ mod tests {
         kinds.push(TrackedKind::new("apps/v1", "Deployment", &[], false, false));
         let error = validate(&kinds).unwrap_err();
         assert!(
-            error.contains("trackedKinds[7]") && error.contains("twice"),
+            error.contains("trackedKinds[8]") && error.contains("twice"),
             "{error}"
         );
 

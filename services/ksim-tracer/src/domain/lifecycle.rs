@@ -68,7 +68,7 @@ fn container_states(pod: &Value) -> impl Iterator<Item = &Value> {
         .filter_map(|status| status.get("state"))
 }
 
-fn parse_time_ms(value: &Value) -> Option<i64> {
+pub(crate) fn parse_time_ms(value: &Value) -> Option<i64> {
     let text = value.as_str()?;
     let time = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')).ok()?;
     let since_epoch = time.duration_since(std::time::UNIX_EPOCH).ok()?;

@@ -1,6 +1,7 @@
 //! The tracer's rules, free of Kubernetes clients and files: what is recorded, how objects are
 //! sanitised and hashed, and how an export is cut from the log.
 
+pub mod cluster;
 pub mod export;
 pub mod filter;
 pub mod key;

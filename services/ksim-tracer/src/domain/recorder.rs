@@ -12,6 +12,7 @@ use pb::trace_record::Record;
 use serde_json::Value;
 
 use super::{
+    cluster::ClusterState,
     key::{ObjectKey, controller_reference},
     kinds::TrackedKind,
     lifecycle::{self, Stage},
@@ -61,12 +62,17 @@ pub struct Recorder {
     open: HashMap<(String, String), pb::PodLifecycle>,
     /// Pods that ended but still exist, so a relist does not record them again.
     ended: HashSet<(String, String)>,
+    /// Nodes and pod phases, when the kinds include Nodes.
+    cluster: ClusterState,
+    records_cluster: bool,
     last_ms: i64,
 }
 
 impl Recorder {
     pub fn new(kinds: Vec<TrackedKind>, redaction: EnvRedaction) -> Self {
         Self {
+            records_cluster: kinds.iter().any(TrackedKind::is_node),
+            cluster: ClusterState::default(),
             kinds,
             redaction,
             objects: HashMap::new(),
@@ -94,6 +100,8 @@ impl Recorder {
                 }
             }
             Record::Lifecycle(lifecycle) => self.restore_lifecycle(lifecycle),
+            Record::Sample(sample) => self.cluster.restore_sample(sample),
+            Record::Node(node) => self.cluster.restore_node(node),
             Record::Header(_) | Record::Trailer(_) => {}
         }
     }
@@ -124,6 +132,27 @@ impl Recorder {
         }
     }
 
+    /// Whether the cluster's state is recorded (the kinds include Nodes): the trace header says
+    /// so, and [`Recorder::sample`] writes samples.
+    pub fn records_cluster(&self) -> bool {
+        self.records_cluster
+    }
+
+    /// A sample of the cluster's state, when it changed and the last one is a second old; the
+    /// store asks after every batch and once a second.
+    pub fn sample(&mut self, now_ms: i64) -> Option<Recorded> {
+        if !self.records_cluster {
+            return None;
+        }
+        let now_ms = now_ms.max(self.last_ms);
+        let sample = self.cluster.sample(now_ms)?;
+        self.last_ms = now_ms;
+        Some(Recorded {
+            timestamp_ms: now_ms,
+            record: Record::Sample(sample),
+        })
+    }
+
     /// Number of recorded objects of a kind that exist now.
     pub fn object_count(&self, group: &str, kind: &str) -> u64 {
         self.objects
@@ -146,7 +175,17 @@ impl Recorder {
                 let Some(tracked) = self.kinds.get(kind).cloned() else {
                     return out;
                 };
+                if tracked.is_node() {
+                    if let Some(node) = self.cluster.node_applied(&object, now_ms) {
+                        out.push(Recorded {
+                            timestamp_ms: now_ms,
+                            record: Record::Node(node),
+                        });
+                    }
+                    return out;
+                }
                 if tracked.is_pod() {
+                    self.cluster.pod_applied(&object);
                     self.observe_pod(&object, listed, now_ms, &mut out);
                 }
                 self.observe_apply(&tracked, object, now_ms, &mut out);
@@ -155,7 +194,18 @@ impl Recorder {
                 let Some(tracked) = self.kinds.get(kind).cloned() else {
                     return out;
                 };
+                if tracked.is_node() {
+                    let name = object.pointer("/metadata/name").and_then(Value::as_str);
+                    if let Some(node) = name.and_then(|n| self.cluster.node_deleted(n, now_ms)) {
+                        out.push(Recorded {
+                            timestamp_ms: now_ms,
+                            record: Record::Node(node),
+                        });
+                    }
+                    return out;
+                }
                 if tracked.is_pod() {
+                    self.cluster.pod_deleted(&object);
                     self.observe_pod_gone(&object, now_ms, &mut out);
                 }
                 if let Some(key) = key_of(&tracked, &object) {
@@ -166,6 +216,19 @@ impl Recorder {
                 let Some(tracked) = self.kinds.get(kind).cloned() else {
                     return out;
                 };
+                if tracked.is_node() {
+                    let names = listed.into_iter().map(|key| key.name).collect();
+                    out.extend(
+                        self.cluster
+                            .nodes_listed(&names, now_ms)
+                            .into_iter()
+                            .map(|node| Recorded {
+                                timestamp_ms: now_ms,
+                                record: Record::Node(node),
+                            }),
+                    );
+                    return out;
+                }
                 let gone: Vec<ObjectKey> = self
                     .objects
                     .keys()
@@ -180,6 +243,7 @@ impl Recorder {
                 if tracked.is_pod() {
                     let listed_pods: HashSet<(String, String)> =
                         listed.into_iter().map(|k| (k.namespace, k.name)).collect();
+                    self.cluster.pods_listed(&listed_pods);
                     let vanished: Vec<_> = self
                         .open
                         .keys()

@@ -2,8 +2,10 @@
 //!
 //! `checkpoint.zst` is a zstd stream of frames (see `frame`): first a header naming the as-of
 //! time, the last segment folded in and how many records follow, then one frame per live object
-//! (a `TraceObject`, in key order), then one per open lifecycle (a `PodLifecycle`, in key order).
-//! The counts let a reader tell a complete checkpoint from a cut-short one.
+//! (a `TraceObject`, in key order), then one per open lifecycle (a `PodLifecycle`, in key order),
+//! then the newest cluster sample if there is one (a `ClusterSample`), then one per live node (a
+//! `RecordedNode`, by name). The counts let a reader tell a complete checkpoint from a cut-short
+//! one; a checkpoint written before cluster state was recorded counts 0 of both.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -36,6 +38,10 @@ struct Header {
     objects: u64,
     #[prost(uint64, tag = "5")]
     lifecycles: u64,
+    #[prost(uint64, tag = "6")]
+    samples: u64,
+    #[prost(uint64, tag = "7")]
+    nodes: u64,
 }
 
 /// What the log remembers about the checkpoint between compactions.
@@ -60,6 +66,8 @@ type LifecycleKey = (String, String, String, String, String);
 pub(crate) struct State {
     objects: BTreeMap<ObjectKey, pb::TraceObject>,
     lifecycles: BTreeMap<LifecycleKey, pb::PodLifecycle>,
+    sample: Option<pb::ClusterSample>,
+    nodes: BTreeMap<String, pb::RecordedNode>,
     pub as_of_ms: Option<i64>,
     pub last_seq: u64,
 }
@@ -109,18 +117,29 @@ impl State {
                     self.lifecycles.remove(&key);
                 }
             }
+            Some(Record::Sample(sample)) => self.sample = Some(sample),
+            Some(Record::Node(node)) => {
+                if node.deleted_ms == 0 {
+                    self.nodes.insert(node.name.clone(), node);
+                } else {
+                    self.nodes.remove(&node.name);
+                }
+            }
             Some(Record::Header(_) | Record::Trailer(_)) | None => {}
         }
     }
 }
 
-/// Reads a checkpoint stream, handing each object and lifecycle to the callbacks in file order.
-fn read(
-    stream: impl Read,
-    path: &Path,
-    mut on_object: impl FnMut(pb::TraceObject),
-    mut on_lifecycle: impl FnMut(pb::PodLifecycle),
-) -> Result<Header, LogError> {
+/// The callbacks [`read`] hands a checkpoint's records to, in file order.
+struct Sink<'a> {
+    object: &'a mut dyn FnMut(pb::TraceObject),
+    lifecycle: &'a mut dyn FnMut(pb::PodLifecycle),
+    sample: &'a mut dyn FnMut(pb::ClusterSample),
+    node: &'a mut dyn FnMut(pb::RecordedNode),
+}
+
+/// Reads a checkpoint stream, handing each record to the sink in file order.
+fn read(stream: impl Read, path: &Path, sink: Sink<'_>) -> Result<Header, LogError> {
     let decoder = zstd::Decoder::new(stream).map_err(LogError::io("decompressing", path))?;
     let mut frames = FrameReader::new(BufReader::with_capacity(128 << 10, decoder));
     let corrupt = |offset, reason: String| LogError::corrupt(path, offset, reason);
@@ -149,7 +168,7 @@ fn read(
             next(&mut frames)?.ok_or_else(|| corrupt(end, missing("object", i, header.objects)))?;
         let obj = pb::TraceObject::decode(payload.as_slice())
             .map_err(|e| corrupt(offset, format!("undecodable object: {e}")))?;
-        on_object(obj);
+        (sink.object)(obj);
         end = offset;
     }
     for i in 0..header.lifecycles {
@@ -157,7 +176,23 @@ fn read(
             .ok_or_else(|| corrupt(end, missing("lifecycle", i, header.lifecycles)))?;
         let lifecycle = pb::PodLifecycle::decode(payload.as_slice())
             .map_err(|e| corrupt(offset, format!("undecodable lifecycle: {e}")))?;
-        on_lifecycle(lifecycle);
+        (sink.lifecycle)(lifecycle);
+        end = offset;
+    }
+    for i in 0..header.samples {
+        let (offset, payload) = next(&mut frames)?
+            .ok_or_else(|| corrupt(end, missing("cluster sample", i, header.samples)))?;
+        let sample = pb::ClusterSample::decode(payload.as_slice())
+            .map_err(|e| corrupt(offset, format!("undecodable cluster sample: {e}")))?;
+        (sink.sample)(sample);
+        end = offset;
+    }
+    for i in 0..header.nodes {
+        let (offset, payload) =
+            next(&mut frames)?.ok_or_else(|| corrupt(end, missing("node", i, header.nodes)))?;
+        let node = pb::RecordedNode::decode(payload.as_slice())
+            .map_err(|e| corrupt(offset, format!("undecodable node: {e}")))?;
+        (sink.node)(node);
         end = offset;
     }
     if let Some((offset, _)) = next(&mut frames)? {
@@ -171,19 +206,19 @@ fn read(
 
 /// Reads a whole checkpoint into a `Base`.
 pub(crate) fn read_base(stream: impl Read, path: &Path) -> Result<Base, LogError> {
-    let mut objects = Vec::new();
-    let mut open_lifecycles = Vec::new();
+    let mut base = Base::default();
     let header = read(
         stream,
         path,
-        |o| objects.push(o),
-        |l| open_lifecycles.push(l),
+        Sink {
+            object: &mut |o| base.objects.push(o),
+            lifecycle: &mut |l| base.open_lifecycles.push(l),
+            sample: &mut |s| base.sample = Some(s),
+            node: &mut |n| base.nodes.push(n),
+        },
     )?;
-    Ok(Base {
-        as_of_ms: header.as_of_ms,
-        objects,
-        open_lifecycles,
-    })
+    base.as_of_ms = header.as_of_ms;
+    Ok(base)
 }
 
 /// Reads a whole checkpoint into foldable state.
@@ -192,7 +227,18 @@ pub(crate) fn load(path: &Path) -> Result<State, LogError> {
     let mut state = State::default();
     let mut objects = Vec::new();
     let mut lifecycles = Vec::new();
-    let header = read(file, path, |o| objects.push(o), |l| lifecycles.push(l))?;
+    let mut nodes = Vec::new();
+    let header = read(
+        file,
+        path,
+        Sink {
+            object: &mut |o| objects.push(o),
+            lifecycle: &mut |l| lifecycles.push(l),
+            sample: &mut |s| state.sample = Some(s),
+            node: &mut |n| nodes.push(n),
+        },
+    )?;
+    state.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
     // Files are written in key order, so these collect without re-sorting work.
     state.objects = objects.into_iter().map(|o| (object_key(&o), o)).collect();
     state.lifecycles = lifecycles
@@ -208,7 +254,16 @@ pub(crate) fn load(path: &Path) -> Result<State, LogError> {
 pub(crate) fn verify(path: &Path) -> Result<CheckpointInfo, LogError> {
     let file = File::open(path).map_err(LogError::io("opening", path))?;
     let bytes = file.metadata().map_err(LogError::io("stat", path))?.len();
-    let header = read(file, path, |_| {}, |_| {})?;
+    let header = read(
+        file,
+        path,
+        Sink {
+            object: &mut |_| {},
+            lifecycle: &mut |_| {},
+            sample: &mut |_| {},
+            node: &mut |_| {},
+        },
+    )?;
     Ok(CheckpointInfo {
         as_of_ms: header.as_of_ms,
         last_seq: header.last_seq,
@@ -253,6 +308,8 @@ fn write_tmp(tmp: &Path, state: State, level: i32) -> Result<CheckpointInfo, Log
         last_seq: state.last_seq,
         objects: state.objects.len() as u64,
         lifecycles: state.lifecycles.len() as u64,
+        samples: u64::from(state.sample.is_some()),
+        nodes: state.nodes.len() as u64,
     };
     let mut buf = Vec::with_capacity(64 << 10);
     frame::encode(&mut buf, ts, &header)?;
@@ -271,6 +328,13 @@ fn write_tmp(tmp: &Path, state: State, level: i32) -> Result<CheckpointInfo, Log
     }
     for lifecycle in state.lifecycles.values() {
         frame::encode(&mut buf, ts, lifecycle)?;
+        flush(&mut buf, false)?;
+    }
+    if let Some(sample) = &state.sample {
+        frame::encode(&mut buf, ts, sample)?;
+    }
+    for node in state.nodes.values() {
+        frame::encode(&mut buf, ts, node)?;
         flush(&mut buf, false)?;
     }
     flush(&mut buf, true)?;

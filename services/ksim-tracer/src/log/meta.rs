@@ -70,6 +70,8 @@ impl SegmentMeta {
                 self.lifecycles += 1;
                 self.bump(lifecycle.owner_gvk.as_ref(), key, |t| t.lifecycles += 1);
             }
+            // Cluster state is not per kind; the entry count above covers it.
+            Some(Record::Sample(_) | Record::Node(_)) => {}
             // `append` refuses the other kinds and readers reject them as corrupt.
             Some(Record::Header(_) | Record::Trailer(_)) | None => {}
         }

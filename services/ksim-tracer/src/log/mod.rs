@@ -144,6 +144,10 @@ pub struct Base {
     /// Lifecycles still open (`end_ms == 0`) at `as_of_ms`, sorted by (owner group, owner kind,
     /// owner namespace, owner name, pod name).
     pub open_lifecycles: Vec<pb::PodLifecycle>,
+    /// The newest cluster sample folded in: the cluster's state at `as_of_ms`.
+    pub sample: Option<pb::ClusterSample>,
+    /// Nodes that existed at `as_of_ms`, in their last recorded state, sorted by name.
+    pub nodes: Vec<pb::RecordedNode>,
 }
 
 /// The log writer. There is one per directory (enforced with a lock file); reads go through
@@ -444,7 +448,7 @@ fn lock(dir: &Path) -> Result<File, LogError> {
 /// Refuses records the log cannot hold and timestamps that go backwards.
 fn check_entry(entry: &LogEntry, prev: Option<i64>) -> Result<(), LogError> {
     match &entry.record.record {
-        Some(Record::Event(_) | Record::Lifecycle(_)) => {}
+        Some(Record::Event(_) | Record::Lifecycle(_) | Record::Sample(_) | Record::Node(_)) => {}
         Some(Record::Header(_)) => {
             return Err(LogError::InvalidRecord(
                 "a header record cannot be logged".into(),

@@ -147,15 +147,17 @@ impl Iterator for SegmentReader {
     }
 }
 
-/// Decodes a frame's payload as a log entry; anything but an event or lifecycle is damage.
+/// Decodes a frame's payload as a log entry; a header, trailer or nothing is damage.
 fn decode_entry(ts: i64, payload: &[u8]) -> Result<LogEntry, String> {
     let record =
         pb::TraceRecord::decode(payload).map_err(|e| format!("undecodable record: {e}"))?;
     match &record.record {
-        Some(Record::Event(_) | Record::Lifecycle(_)) => Ok(LogEntry {
-            timestamp_ms: ts,
-            record,
-        }),
+        Some(Record::Event(_) | Record::Lifecycle(_) | Record::Sample(_) | Record::Node(_)) => {
+            Ok(LogEntry {
+                timestamp_ms: ts,
+                record,
+            })
+        }
         Some(Record::Header(_)) => Err("unexpected header record".into()),
         Some(Record::Trailer(_)) => Err("unexpected trailer record".into()),
         None => Err("empty record".into()),

@@ -66,8 +66,38 @@ fn lifecycle(ts: i64, owner: &str, pod: &str, end_ms: i64) -> LogEntry {
     }
 }
 
-/// A deterministic mix of applies, deletes and opening/closing lifecycles over small pools of
-/// names, so state keeps changing while the set of live objects stays bounded.
+fn sample(ts: i64, ready: u32) -> LogEntry {
+    LogEntry {
+        timestamp_ms: ts,
+        record: pb::TraceRecord {
+            record: Some(Record::Sample(pb::ClusterSample {
+                timestamp_ms: ts,
+                ready_nodes: [("m5".to_owned(), ready)].into(),
+                pods: Default::default(),
+            })),
+        },
+    }
+}
+
+fn node(ts: i64, name: &str, deleted: bool) -> LogEntry {
+    LogEntry {
+        timestamp_ms: ts,
+        record: pb::TraceRecord {
+            record: Some(Record::Node(pb::RecordedNode {
+                timestamp_ms: ts,
+                name: name.into(),
+                group: "m5".into(),
+                ready: true,
+                deleted_ms: if deleted { ts } else { 0 },
+                ..Default::default()
+            })),
+        },
+    }
+}
+
+/// A deterministic mix of applies, deletes, opening/closing lifecycles, cluster samples and
+/// node records over small pools of names, so state keeps changing while the set of live
+/// objects stays bounded.
 fn workload(n: usize, start_ts: i64, step_ms: i64) -> Vec<LogEntry> {
     let kinds = [
         gvk("", "v1", "Pod"),
@@ -92,7 +122,7 @@ fn workload(n: usize, start_ts: i64, step_ms: i64) -> Vec<LogEntry> {
             let kind = &kinds[(r % 3) as usize];
             let name = format!("obj-{}", next() % 30);
             let ns = if r % 2 == 0 { "default" } else { "kube-system" };
-            match next() % 10 {
+            match next() % 12 {
                 0..=5 => {
                     let mut applied = vec![object(kind, ns, &name, &format!("{{\"i\":{i}}}"))];
                     if r % 5 == 0 {
@@ -108,12 +138,14 @@ fn workload(n: usize, start_ts: i64, step_ms: i64) -> Vec<LogEntry> {
                     &format!("pod-{}", next() % 20),
                     0,
                 ),
-                _ => lifecycle(
+                9 => lifecycle(
                     ts,
                     &format!("web-{}", r % 5),
                     &format!("pod-{}", next() % 20),
                     ts,
                 ),
+                10 => sample(ts, (r % 7) as u32),
+                _ => node(ts, &format!("node-{}", r % 6), next() % 3 == 0),
             }
         })
         .collect()
@@ -185,6 +217,8 @@ fn copy_dir(from: &Path, to: &Path) {
 fn reference_base(entries: &[LogEntry]) -> Base {
     let mut objects: HashMap<(String, String, String, String), pb::TraceObject> = HashMap::new();
     let mut open: HashMap<(String, String, String, String), pb::PodLifecycle> = HashMap::new();
+    let mut last_sample = None;
+    let mut nodes: HashMap<String, pb::RecordedNode> = HashMap::new();
     let id = |o: &pb::TraceObject| {
         let g = o.gvk.clone().unwrap_or_default();
         (g.group, g.kind, o.namespace.clone(), o.name.clone())
@@ -213,9 +247,19 @@ fn reference_base(entries: &[LogEntry]) -> Base {
                     open.remove(&key);
                 }
             }
+            Some(Record::Sample(s)) => last_sample = Some(s),
+            Some(Record::Node(n)) => {
+                if n.deleted_ms == 0 {
+                    nodes.insert(n.name.clone(), n);
+                } else {
+                    nodes.remove(&n.name);
+                }
+            }
             _ => panic!("unexpected record"),
         }
     }
+    let mut nodes: Vec<_> = nodes.into_values().collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let mut objects: Vec<_> = objects.into_iter().collect();
     objects.sort_by(|a, b| a.0.cmp(&b.0));
     let mut open: Vec<_> = open.into_iter().collect();
@@ -224,6 +268,8 @@ fn reference_base(entries: &[LogEntry]) -> Base {
         as_of_ms: None,
         objects: objects.into_iter().map(|(_, o)| o).collect(),
         open_lifecycles: open.into_iter().map(|(_, l)| l).collect(),
+        sample: last_sample,
+        nodes,
     }
 }
 
@@ -275,6 +321,7 @@ fn expected_stats(entries: &[LogEntry]) -> (u64, u64, u64, BTreeMap<String, Kind
                 lifecycles += 1;
                 kinds.entry(key(&l.owner_gvk)).or_default().lifecycles += 1;
             }
+            Some(Record::Sample(_) | Record::Node(_)) => {}
             _ => unreachable!(),
         }
     }

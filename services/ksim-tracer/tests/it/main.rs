@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod api;
+mod cluster_state;
 mod common;
 mod rbac;
 mod recording;

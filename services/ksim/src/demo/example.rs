@@ -76,6 +76,8 @@ fn header() -> pb::TraceHeader {
                 kind(deployment_gvk(), "deployments"),
                 kind(job_gvk(), "jobs"),
             ],
+            // Written in code, not recorded: there is no cluster state to compare with.
+            cluster_recorded: false,
         }),
         start_time: Some(timestamp(START_MS)),
         // Exclusive, and the last event is well before it.
@@ -83,6 +85,7 @@ fn header() -> pb::TraceHeader {
         created_by: "ksim demo".to_owned(),
         create_time: Some(timestamp(START_MS + LENGTH_MS)),
         origin: "the ksim demo scenario".to_owned(),
+        transforms: Vec::new(),
     }
 }
 

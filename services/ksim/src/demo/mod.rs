@@ -146,6 +146,8 @@ async fn replay(
         on_error: OnErrorPolicy::Continue as i32,
         node_groups: vec![NodeGroupSpec { kind: Some(group) }],
         enable_autoscaler: autoscaler,
+        // The demo trace has no bare pods.
+        reschedule_bare_pods: false,
     };
     let show_progress = std::io::stdout().is_terminal();
     let outcome = run_simulation(&env.urls().driver, spec, out, show_progress).await?;

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use ksim_proto::ksim::driver::v1::{OnErrorPolicy, SimulationState};
 
 use self::groups::{AutoscalerGroupArg, NodeGroupArg};
-pub use self::simulate::run_simulation;
+pub use self::simulate::{run_simulation, state_name};
 use crate::driver::DriverArgs;
 
 #[derive(Debug, Args)]
@@ -19,6 +19,11 @@ pub struct RunArgs {
     /// The trace file to replay (ksim or SimKube), sent with the request.
     #[arg(required_unless_present = "stored", conflicts_with = "stored")]
     pub trace_file: Option<PathBuf>,
+
+    /// Apply the rules of this YAML file to the trace file before it is sent (see
+    /// `ksim trace transform`).
+    #[arg(long, value_name = "RULES.yaml")]
+    pub transform: Option<PathBuf>,
 
     /// Replay speed relative to the recording: 2 replays twice as fast.
     #[arg(long, default_value_t = 1.0, value_parser = parse_speed, allow_negative_numbers = true)]
@@ -48,6 +53,16 @@ pub struct RunArgs {
     /// Run cluster-autoscaler against the --autoscaler-group groups.
     #[arg(long)]
     pub autoscaler: bool,
+
+    /// Recreate a pod the trace holds without an owner when the simulation removes it (a
+    /// scale-down, an eviction), as `<name>-clone-<n>`.
+    #[arg(long)]
+    pub reschedule_bare_pods: bool,
+
+    /// Run the simulation N times, one after another (each with its own report), then print
+    /// the spread of peak nodes, pending p99 and scale-ups over the runs.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
 
     /// Replay a window of the tracer store instead of a trace file.
     #[arg(long)]
@@ -96,6 +111,9 @@ fn parse_speed(text: &str) -> Result<f64, String> {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let spec = spec::build(&args)?;
     let mut out = std::io::stdout();
+    if args.repeat > 1 {
+        return repeat(&args.driver.url, spec, args.repeat, &mut out).await;
+    }
     let outcome = run_simulation(&args.driver.url, spec, &mut out, true).await?;
     let simulation = &outcome.simulation;
     match simulation.state() {
@@ -108,6 +126,49 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         SimulationState::Cancelled => anyhow::bail!("simulation {} was cancelled", simulation.id),
         _ => Ok(()),
     }
+}
+
+/// `--repeat N`: the same spec N times in a row. A failed run is reported and the next one
+/// starts; a cancelled one (Ctrl-C) stops the series. The driver ends a run only after its
+/// cleanup and lease release, so the next one can start at once.
+async fn repeat(
+    driver_url: &str,
+    spec: ksim_proto::ksim::driver::v1::SimulationSpec,
+    times: u32,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    for round in 1..=times {
+        writeln!(out, "ksim: run {round} of {times}")?;
+        let outcome = run_simulation(driver_url, spec.clone(), out, true).await?;
+        let state = outcome.simulation.state();
+        runs.push(ksim_report::RepeatRun {
+            simulation_id: outcome.simulation.id.clone(),
+            state,
+            report: Some(outcome.report),
+        });
+        if state == SimulationState::Cancelled {
+            break;
+        }
+    }
+    write!(out, "{}", ksim_report::repeat_summary(&runs).render())?;
+    for run in &runs {
+        writeln!(out, "  {}  {}", run.simulation_id, state_name(run.state))?;
+    }
+    let failed = runs
+        .iter()
+        .filter(|run| run.state == SimulationState::Failed)
+        .count();
+    if runs.len() < times as usize {
+        anyhow::bail!(
+            "cancelled after {} of {times} runs ({failed} failed)",
+            runs.len()
+        );
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} of {times} simulations failed");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

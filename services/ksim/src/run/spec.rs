@@ -25,6 +25,13 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
     if !args.stored && (args.trace_id.is_some() || args.start.is_some() || args.end.is_some()) {
         anyhow::bail!("--trace-id, --start and --end select a stored trace: add --stored");
     }
+    if args.stored && args.transform.is_some() {
+        // The driver reads stored windows from the tracer itself; the CLI never sees them.
+        anyhow::bail!(
+            "--transform applies to a trace file, not to --stored windows: export the window with \
+             `ksim trace export --transform RULES.yaml -o FILE` and run FILE"
+        );
+    }
     let trace_source = if args.stored {
         TraceSource::StoredTrace(StoredTrace {
             trace_id: args.trace_id.clone().unwrap_or_default(),
@@ -37,8 +44,11 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .trace_file
             .as_deref()
             .context("give a TRACE_FILE, or --stored for a trace in the tracer store")?;
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read trace file {}", path.display()))?;
+        let bytes = match &args.transform {
+            Some(rules_path) => transformed(path, rules_path)?,
+            None => std::fs::read(path)
+                .with_context(|| format!("cannot read trace file {}", path.display()))?,
+        };
         TraceSource::TraceFile(bytes)
     };
     let mut node_groups = Vec::new();
@@ -70,7 +80,32 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
         on_error: OnErrorPolicy::from(args.on_error) as i32,
         node_groups,
         enable_autoscaler: args.autoscaler,
+        reschedule_bare_pods: args.reschedule_bare_pods,
     })
+}
+
+/// The trace file transformed by the rules file, through a temporary file so memory holds
+/// only the result that is sent.
+fn transformed(trace: &Path, rules_path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+
+    let rules = crate::trace::transform::load_rules(rules_path)?;
+    let file = tempfile::tempfile().context("creating a temporary file")?;
+    let (mut file, summary) = crate::trace::transform::transform_to(trace, file, &rules)?;
+    eprintln!(
+        "ksim: transformed {} with {} rules: {} of {} events, {} of {} pod lifecycles",
+        trace.display(),
+        rules.len(),
+        summary.stats.events_out,
+        summary.stats.events_in,
+        summary.stats.lifecycles_out,
+        summary.stats.lifecycles_in
+    );
+    let mut bytes = Vec::new();
+    file.rewind()
+        .and_then(|()| file.read_to_end(&mut bytes))
+        .context("reading the transformed trace")?;
+    Ok(bytes)
 }
 
 fn pool_managed(group: &NodeGroupArg) -> anyhow::Result<NodeGroupSpec> {
@@ -127,6 +162,14 @@ mod tests {
         Cli::try_parse_from(std::iter::once("ksim").chain(argv.iter().copied()))
             .unwrap()
             .run
+    }
+
+    #[test]
+    fn repeat_counts_from_one() {
+        assert_eq!(args(&["t.ktrace"]).repeat, 1);
+        assert_eq!(args(&["t.ktrace", "--repeat", "3"]).repeat, 3);
+        let zero = Cli::try_parse_from(["ksim", "t.ktrace", "--repeat", "0"]).unwrap_err();
+        assert!(zero.to_string().contains("--repeat"), "{zero}");
     }
 
     #[test]
@@ -201,6 +244,37 @@ mod tests {
         };
         assert_eq!((big.min_size, big.max_size, big.initial_size), (0, 5, 1));
         assert_eq!(big.node_skeleton_yaml, "kind: Node\n");
+    }
+
+    #[test]
+    fn transform_rewrites_the_trace_file_before_it_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.ksim");
+        let header = ksim_trace::pb::TraceHeader {
+            start_time: Some(ksim_trace::time::timestamp(1_000)),
+            ..Default::default()
+        };
+        let (bytes, _) = ksim_trace::TraceWriter::new(Vec::new(), &header)
+            .unwrap()
+            .finish()
+            .unwrap();
+        std::fs::write(&trace, bytes).unwrap();
+        let rules = dir.path().join("rules.yaml");
+        std::fs::write(&rules, "rules:\n  - shiftTime: 1s\n").unwrap();
+        let (trace, rules) = (trace.to_str().unwrap(), rules.to_str().unwrap());
+        let spec = build(&args(&[trace, "--transform", rules])).unwrap();
+        let Some(TraceSource::TraceFile(sent)) = spec.trace_source else {
+            panic!("{:?}", spec.trace_source)
+        };
+        let header = ksim_trace::read_trace(&sent).unwrap().header;
+        assert_eq!(header.transforms, ["rule 1 (line 2): shiftTime 1s"]);
+        assert_eq!(header.start_time, Some(ksim_trace::time::timestamp(2_000)));
+
+        let error = build(&args(&["--stored", "--transform", rules])).unwrap_err();
+        assert!(
+            error.to_string().contains("not to --stored windows"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -34,12 +34,21 @@ pub struct ExportArgs {
     /// Export from this imported trace instead of the recorded log.
     #[arg(long)]
     trace_id: Option<String>,
+    /// Apply the rules of this YAML file to the exported trace before it is written.
+    #[arg(long, value_name = "RULES.yaml")]
+    transform: Option<PathBuf>,
     /// File to write.
     #[arg(long, short = 'o')]
     output: PathBuf,
 }
 
 pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
+    // Read first: bad rules fail before anything is asked of the tracer.
+    let rules = args
+        .transform
+        .as_deref()
+        .map(super::transform::load_rules)
+        .transpose()?;
     let request = pb::ExportRequest {
         start_time: args
             .start
@@ -89,6 +98,11 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     let Some(summary) = summary else {
         bail!("the export ended early (no summary received); nothing was written");
     };
+    if let Some(rules) = &rules {
+        let transformed = super::transform::transform_file(file.path(), &args.output, rules)?;
+        super::transform::report(&args.output, rules, &transformed);
+        return Ok(());
+    }
     file.persist(&args.output)
         .with_context(|| format!("writing {}", args.output.display()))?;
     eprintln!(

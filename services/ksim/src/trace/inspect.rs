@@ -33,6 +33,31 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether the trace carries the recorded cluster's state, which reports compare a replay with.
+fn cluster_state(inspection: &Inspection) -> String {
+    let recorded = inspection
+        .header
+        .tracer_config
+        .as_ref()
+        .is_some_and(|config| config.cluster_recorded);
+    if !recorded {
+        let why = if inspection.header.origin == ksim_trace::simkube::ORIGIN {
+            "SimKube traces carry none"
+        } else {
+            "recorded without Nodes in trackedKinds"
+        };
+        return format!("not recorded ({why}): a report cannot compare a replay with it");
+    }
+    format!(
+        "{} samples, {} node records; at most {} Ready nodes, {} pods pending, {} running",
+        inspection.samples,
+        inspection.nodes,
+        inspection.peak_ready_nodes,
+        inspection.peak_pending_pods,
+        inspection.peak_running_pods
+    )
+}
+
 fn render(inspection: &Inspection) -> String {
     let mut out = String::new();
     let header = &inspection.header;
@@ -51,6 +76,9 @@ fn render(inspection: &Inspection) -> String {
     if !header.origin.is_empty() {
         let _ = writeln!(out, "origin          {}", header.origin);
     }
+    for transform in &header.transforms {
+        let _ = writeln!(out, "transformed     {transform}");
+    }
     let _ = writeln!(
         out,
         "time range      {} .. {}",
@@ -66,6 +94,7 @@ fn render(inspection: &Inspection) -> String {
         inspection.deletes,
         inspection.lifecycles
     );
+    let _ = writeln!(out, "cluster state   {}", cluster_state(inspection));
     let _ = writeln!(
         out,
         "size            {} bytes ({} uncompressed)",

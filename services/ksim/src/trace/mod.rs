@@ -7,6 +7,7 @@ mod input;
 mod inspect;
 mod progress;
 mod show;
+pub mod transform;
 mod validate;
 
 pub use validate::{FINDINGS_EXIT, FindingsRemain};
@@ -45,6 +46,17 @@ pub enum TraceCommand {
     /// List a trace's events or objects (filtered by kind, namespace, name, time), or print one
     /// object's history as YAML diffs.
     Show(show::ShowArgs),
+    /// Rewrite a trace file (ksim or SimKube) with the ordered rules of a YAML file: drop,
+    /// patch, scale replicas, keep a time window, shift or stretch time, rename namespaces.
+    Transform {
+        /// The trace to read.
+        input: PathBuf,
+        /// The ksim trace file to write (written whole or not at all).
+        output: PathBuf,
+        /// The rules file (YAML; see the README's trace tools section).
+        #[arg(long = "rules", short = 'f', value_name = "RULES.yaml")]
+        rules: PathBuf,
+    },
 }
 
 /// Where the tracer store's gRPC API is.
@@ -68,6 +80,11 @@ pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
         TraceCommand::Validate(args) => validate::run(args).await,
         TraceCommand::Explain { rule } => validate::explain(rule),
         TraceCommand::Show(args) => show::run(args),
+        TraceCommand::Transform {
+            input,
+            output,
+            rules,
+        } => transform::run(&input, &output, &rules),
     }
 }
 

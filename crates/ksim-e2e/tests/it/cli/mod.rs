@@ -6,4 +6,5 @@ mod demo;
 mod mesh_telemetry;
 mod show;
 mod trace_cli;
+mod transform;
 mod validate;

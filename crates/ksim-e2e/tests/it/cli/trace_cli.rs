@@ -83,6 +83,10 @@ fn inspect_summarises_a_trace_and_refuses_garbage_in_one_line() {
         ["2", "3", "0", "1"],
         "{table}"
     );
+    assert!(
+        table.contains("cluster state   not recorded (recorded without Nodes in trackedKinds)"),
+        "{table}"
+    );
 
     let garbage = dir.path().join("garbage");
     std::fs::write(&garbage, b"definitely not a trace").unwrap();
@@ -126,6 +130,13 @@ fn convert_turns_a_simkube_trace_into_a_ksim_trace() {
     let trace = ksim_trace::read_trace(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(trace.events.last().unwrap().timestamp_ms, 1_767_225_610_000);
     assert_eq!(trace.events.last().unwrap().applied[0].name, "web");
+    // SimKube records no cluster state, and inspect says so rather than showing zeros.
+    assert!(trace.samples.is_empty() && trace.nodes.is_empty());
+    let table = stdout(&ksim(&["trace", "inspect", simkube.to_str().unwrap()]));
+    assert!(
+        table.contains("cluster state   not recorded (SimKube traces carry none)"),
+        "{table}"
+    );
 
     let bad = dir.path().join("v9.sktrace");
     std::fs::write(

@@ -1,9 +1,12 @@
 //! The driver with the pool and the tracer (in-process, or its binary for kill -9).
 
+mod bare_pods;
 mod common;
 mod control;
 mod lifetimes;
 mod rbac;
+mod repeat;
 mod replay;
 mod restart;
+mod transform;
 mod validate;

@@ -4,26 +4,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::{
-    net::TcpListener,
     path::Path,
     process::{Child, Command, Stdio},
 };
 
 use super::common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
+use ksim_grpc::BoundAddrs;
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
 use ksim_testenv::wait;
 use kube::Api;
 use tonic::transport::Channel;
-
-/// A loopback port free now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The `ksim-driver` binary against `mesh`, writing reports into `reports`.
 struct DriverProcess {
@@ -33,10 +24,12 @@ struct DriverProcess {
 
 impl DriverProcess {
     async fn start(mesh: &TestMesh, reports: &Path) -> Self {
-        let port = free_port();
+        let addrs_file = reports.with_extension("addrs");
+        let _ = std::fs::remove_file(&addrs_file);
         let child = Command::new(ksim_e2e::binary("ksim-driver"))
-            .arg(format!("--grpc-addr=127.0.0.1:{port}"))
-            .arg(format!("--admin-addr=127.0.0.1:{}", free_port()))
+            .arg("--grpc-addr=127.0.0.1:0")
+            .arg("--admin-addr=127.0.0.1:0")
+            .arg(format!("--bound-addrs-file={}", addrs_file.display()))
             .arg(format!(
                 "--kubeconfig={}",
                 mesh.env.kubeconfig_path().display()
@@ -50,10 +43,14 @@ impl DriverProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let url = format!("http://127.0.0.1:{port}");
         let client = wait::until("the driver to serve", DEADLINE, || {
-            let url = url.clone();
-            async move { DriverClient::connect(url).await.map_err(|e| e.to_string()) }
+            let addrs = BoundAddrs::read(&addrs_file);
+            async move {
+                let addrs = addrs.ok_or("its ports are not bound yet")?;
+                DriverClient::connect(format!("http://{}", addrs.grpc))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
         })
         .await
         .unwrap();

@@ -26,6 +26,7 @@ pub fn header() -> pb::TraceHeader {
                 track_lifecycles: true,
                 skip_owned: false,
             }],
+            cluster_recorded: true,
         }),
         start_time: Some(prost_types::Timestamp {
             seconds: 1_700_000_000,
@@ -41,6 +42,7 @@ pub fn header() -> pb::TraceHeader {
             nanos: 0,
         }),
         origin: "https://127.0.0.1:6443".to_owned(),
+        transforms: Vec::new(),
     }
 }
 
@@ -136,6 +138,7 @@ pub fn valid_records() -> Vec<Oneof> {
             event_count: 2,
             lifecycle_count: 0,
             object_count: 2,
+            ..Default::default()
         }),
     ]
 }

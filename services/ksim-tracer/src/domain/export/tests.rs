@@ -226,3 +226,102 @@ fn an_empty_window_names_its_times_in_rfc_3339() {
         "the window is empty: start 2026-01-01T00:00:00Z is not before end 2026-01-01T00:00:00Z"
     );
 }
+
+fn sample(ts: i64, nodes: u32, shop_pending: u32) -> (i64, Record) {
+    let pods = [
+        (
+            "shop",
+            pb::RecordedPodCounts {
+                pending: shop_pending,
+                running: 1,
+            },
+        ),
+        (
+            "kube-system",
+            pb::RecordedPodCounts {
+                pending: 0,
+                running: 9,
+            },
+        ),
+    ];
+    (
+        ts,
+        Record::Sample(pb::ClusterSample {
+            timestamp_ms: ts,
+            ready_nodes: [("m5".to_owned(), nodes)].into(),
+            pods: pods.into_iter().map(|(ns, c)| (ns.to_owned(), c)).collect(),
+        }),
+    )
+}
+
+fn node(ts: i64, name: &str, deleted: bool) -> (i64, Record) {
+    (
+        ts,
+        Record::Node(pb::RecordedNode {
+            timestamp_ms: ts,
+            name: name.into(),
+            group: "m5".into(),
+            ready: true,
+            deleted_ms: if deleted { ts } else { 0 },
+            ..Default::default()
+        }),
+    )
+}
+
+#[test]
+fn the_cluster_state_at_the_window_start_is_stamped_at_the_start_and_filtered() {
+    let log = vec![
+        node(100, "gone", false),
+        node(200, "kept", false),
+        sample(300, 2, 4),
+        node(400, "gone", true),
+        sample(500, 1, 3),
+        // In the window.
+        sample(1_500, 3, 0),
+        node(1_600, "new", false),
+        // After it.
+        sample(2_500, 9, 9),
+        node(2_600, "late", false),
+    ];
+    let filter = Filter::from_proto(Some(&pb::TraceFilter {
+        exclude_namespaces: vec!["kube-system".into()],
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut scan = Scan::new(Window::new(1_000, 2_000).unwrap(), filter);
+    for (ts, record) in &log {
+        scan.record(*ts, record);
+    }
+    let mut cut = scan.finish();
+    let (first, nodes) = cut.first_cluster_records();
+    let first = first.unwrap();
+    assert_eq!(
+        first.timestamp_ms, 1_000,
+        "the state in effect, at the window start"
+    );
+    assert_eq!(first.ready_nodes["m5"], 1);
+    assert_eq!(first.pods["shop"].pending, 3);
+    assert!(
+        !first.pods.contains_key("kube-system"),
+        "excluded namespace counted"
+    );
+    let names: Vec<(&str, i64)> = nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.timestamp_ms))
+        .collect();
+    assert_eq!(
+        names,
+        [("kept", 1_000)],
+        "nodes deleted before the start are left out"
+    );
+
+    let in_window: Vec<i64> = log
+        .iter()
+        .filter_map(|(_, record)| match record {
+            Record::Sample(s) => cut.sample(s).map(|s| s.timestamp_ms),
+            Record::Node(n) => cut.node(n).map(|n| n.timestamp_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(in_window, [1_500, 1_600]);
+}

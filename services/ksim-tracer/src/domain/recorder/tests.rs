@@ -358,3 +358,84 @@ fn a_listed_pod_takes_its_times_from_the_kubelet() {
         (base + 2_000, base + 9_000)
     );
 }
+
+const NODE: usize = 7;
+
+fn node(name: &str, ready: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"ksim.io/node-group": "m5"}},
+        "status": {"allocatable": {"cpu": "2"},
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+}
+
+#[test]
+fn nodes_are_recorded_as_cluster_state_never_as_replayable_objects() {
+    let mut recorder = recorder();
+    assert_eq!(default_kinds()[NODE].kind, "Node");
+    assert!(recorder.records_cluster());
+    let out = recorder.observe(applied(NODE, node("n1", true)), 1_000);
+    let [
+        Recorded {
+            record: Record::Node(recorded),
+            ..
+        },
+    ] = out.as_slice()
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (recorded.name.as_str(), recorded.group.as_str()),
+        ("n1", "m5")
+    );
+    assert!(recorded.ready);
+    assert_eq!(
+        recorder.object_count("", "Node"),
+        0,
+        "not an object of the trace"
+    );
+
+    // A pending pod of the workload: the sample after the batch counts it and the node.
+    recorder.observe(
+        applied(POD, pod("web-1", "web-rs", json!({"phase": "Pending"}))),
+        1_100,
+    );
+    let Some(Recorded {
+        record: Record::Sample(sample),
+        timestamp_ms,
+    }) = recorder.sample(1_100)
+    else {
+        panic!("no sample")
+    };
+    assert_eq!(timestamp_ms, 1_100);
+    assert_eq!(sample.ready_nodes["m5"], 1);
+    assert_eq!(sample.pods["shop"].pending, 1);
+
+    // The node goes NotReady, then vanishes in a relist.
+    let out = recorder.observe(applied(NODE, node("n1", false)), 2_000);
+    assert!(matches!(&out[..], [Recorded { record: Record::Node(n), .. }] if !n.ready));
+    let out = recorder.observe(
+        Observation::ListDone {
+            kind: NODE,
+            listed: HashSet::new(),
+        },
+        3_000,
+    );
+    assert!(
+        matches!(&out[..], [Recorded { record: Record::Node(n), .. }] if n.deleted_ms == 3_000)
+    );
+}
+
+#[test]
+fn without_nodes_in_the_kinds_no_cluster_state_is_recorded() {
+    let kinds: Vec<_> = default_kinds()
+        .into_iter()
+        .filter(|k| !k.is_node())
+        .collect();
+    let mut recorder = Recorder::new(kinds, EnvRedaction::default());
+    assert!(!recorder.records_cluster());
+    recorder.observe(
+        applied(POD, pod("web-1", "web-rs", json!({"phase": "Pending"}))),
+        1_000,
+    );
+    assert_eq!(recorder.sample(5_000), None);
+}

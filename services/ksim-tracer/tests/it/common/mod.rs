@@ -8,12 +8,19 @@ use std::{
     time::Duration,
 };
 
+use ksim_grpc::BoundAddrs;
 use ksim_proto::ksim::trace::v1::{self as pb, trace_store_client::TraceStoreClient};
-use ksim_testenv::{free_port, wait};
+use ksim_testenv::wait;
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A number no earlier start of this process used: each start logs to a file of its own.
+fn unique() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 #[derive(Debug)]
 pub struct Tracer {
@@ -23,45 +30,24 @@ pub struct Tracer {
     pub log_path: PathBuf,
 }
 
-/// How many times the tracer is started before a taken port fails the test. Its ports are free
-/// when chosen but bound only after it opens its watches, whose connections take local ports
-/// from the same range.
-const START_ATTEMPTS: u32 = 3;
-
 impl Tracer {
-    /// Starts the tracer and waits until its gRPC API answers; on fresh ports again if it
-    /// exits because one was taken meanwhile.
+    /// Starts the tracer on port 0 and waits until its gRPC API answers at the address it
+    /// reports in its bound-addresses file.
     pub async fn start(
         kubeconfig: &Path,
         data_dir: &Path,
         config: Option<&str>,
         extra: &[&str],
     ) -> Tracer {
-        let mut attempt = 1;
-        loop {
-            let mut tracer = Self::spawn(kubeconfig, data_dir, config, extra);
-            match tracer.answering().await {
-                Ok(()) => return tracer,
-                Err(_)
-                    if attempt < START_ATTEMPTS
-                        && tracer.log_tail().contains("Address already in use") =>
-                {
-                    attempt += 1;
-                }
-                Err(error) => panic!("{error}\n{}", tracer.log_tail()),
-            }
-        }
-    }
-
-    fn spawn(kubeconfig: &Path, data_dir: &Path, config: Option<&str>, extra: &[&str]) -> Tracer {
-        let port = free_port().unwrap();
-        let admin = free_port().unwrap();
-        let log_path = data_dir.with_extension(format!("{port}.log"));
+        let addrs_file = data_dir.with_extension("addrs");
+        let _ = std::fs::remove_file(&addrs_file);
+        let log_path = data_dir.with_extension(format!("{}.log", unique()));
         let log = std::fs::File::create(&log_path).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_ksim-tracer"));
         command
-            .arg(format!("--grpc-addr=127.0.0.1:{port}"))
-            .arg(format!("--admin-addr=127.0.0.1:{admin}"))
+            .arg("--grpc-addr=127.0.0.1:0")
+            .arg("--admin-addr=127.0.0.1:0")
+            .arg(format!("--bound-addrs-file={}", addrs_file.display()))
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--data-dir={}", data_dir.display()))
             .arg("--retry-interval=1s")
@@ -75,27 +61,41 @@ impl Tracer {
             std::fs::write(&path, config).unwrap();
             command.arg(format!("--config={}", path.display()));
         }
-        Tracer {
+        let mut tracer = Tracer {
             child: command.spawn().unwrap(),
-            address: format!("http://127.0.0.1:{port}"),
+            address: String::new(),
             data_dir: data_dir.to_owned(),
             log_path,
+        };
+        if let Err(error) = tracer.answering(&addrs_file).await {
+            panic!("{error}\n{}", tracer.log_tail());
         }
+        tracer
     }
 
-    /// Waits until the gRPC API answers; an error at once if the tracer exits first.
-    async fn answering(&mut self) -> Result<(), String> {
+    /// Waits until the tracer has bound its ports and its gRPC API answers; an error at once
+    /// if the tracer exits first.
+    async fn answering(&mut self, addrs_file: &Path) -> Result<(), String> {
         let started = tokio::time::Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
                 return Err(format!("the tracer exited ({status})"));
             }
-            let answered = match TraceStoreClient::connect(self.address.clone()).await {
-                Ok(mut client) => client
-                    .stats(pb::StatsRequest::default())
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(error) => Err(error.to_string()),
+            if self.address.is_empty()
+                && let Some(addrs) = BoundAddrs::read(addrs_file)
+            {
+                self.address = format!("http://{}", addrs.grpc);
+            }
+            let answered = if self.address.is_empty() {
+                Err("its ports are not bound yet".to_owned())
+            } else {
+                match TraceStoreClient::connect(self.address.clone()).await {
+                    Ok(mut client) => client
+                        .stats(pb::StatsRequest::default())
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(error) => Err(error.to_string()),
+                }
             };
             match answered {
                 Ok(_) => return Ok(()),

@@ -27,6 +27,7 @@ pub struct TestMesh {
     pub client: Client,
     pub pool: Arc<Pool>,
     pub driver: DriverClient<Channel>,
+    pub driver_url: String,
     pub pool_url: String,
     pub tracer_url: String,
     _services: (vnode::Service, tracer::Service, driver::Service),
@@ -104,6 +105,7 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
         client,
         pool: pool.pool.clone(),
         driver: DriverClient::connect(driver.url()).await.unwrap(),
+        driver_url: driver.url(),
         pool_url: pool.url(),
         tracer_url: tracer.url(),
         env,
@@ -293,7 +295,31 @@ pub fn trace_file_with_lifecycles(
     lifecycles: Vec<ksim_trace::pb::PodLifecycle>,
     end_ms: i64,
 ) -> Vec<u8> {
+    let events = events
+        .into_iter()
+        .map(|(offset, applied)| (offset, applied, Vec::new()))
+        .collect();
+    trace_file_with_deletes(events, lifecycles, end_ms)
+}
+
+/// As [`trace_file_with_lifecycles`], each event with the objects it deletes too.
+pub fn trace_file_with_deletes(
+    events: Vec<(i64, Vec<TraceObject>, Vec<TraceObject>)>,
+    lifecycles: Vec<ksim_trace::pb::PodLifecycle>,
+    end_ms: i64,
+) -> Vec<u8> {
     use ksim_trace::pb;
+    let objects = |objects: Vec<TraceObject>| -> Vec<pb::TraceObject> {
+        objects
+            .into_iter()
+            .map(|(kind, namespace, name, object)| pb::TraceObject {
+                gvk: Some(ksim_trace::gvk::parse(kind).unwrap()),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                object_json: serde_json::to_vec(&object).unwrap(),
+            })
+            .collect()
+    };
     let start = 1_700_000_000_000;
     let header = pb::TraceHeader {
         format_version: ksim_trace::FORMAT_VERSION,
@@ -303,21 +329,12 @@ pub fn trace_file_with_lifecycles(
         ..Default::default()
     };
     let mut writer = ksim_trace::TraceWriter::new(Vec::new(), &header).unwrap();
-    for (offset, objects) in events {
-        let applied = objects
-            .into_iter()
-            .map(|(kind, namespace, name, object)| pb::TraceObject {
-                gvk: Some(ksim_trace::gvk::parse(kind).unwrap()),
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                object_json: serde_json::to_vec(&object).unwrap(),
-            })
-            .collect();
+    for (offset, applied, deleted) in events {
         writer
             .write_event(&pb::TraceEvent {
                 timestamp_ms: start + offset,
-                applied,
-                deleted: Vec::new(),
+                applied: objects(applied),
+                deleted: objects(deleted),
             })
             .unwrap();
     }

@@ -1,0 +1,92 @@
+//! `ksim trace transform`, and the transform `ksim trace export --transform` and
+//! `ksim run --transform` apply: rules from a YAML file, a trace file to a trace file.
+
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use anyhow::Context;
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_transform::{Rules, Summary};
+
+/// Reads and checks a rules file; the error names the file, the rule and its line.
+pub fn load_rules(path: &Path) -> anyhow::Result<Rules> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the rules file {}", path.display()))?;
+    Rules::parse(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// Transforms the trace file `input` (ksim or SimKube) into `output`, written beside it and
+/// renamed at the end, so a failure leaves no output file.
+pub fn transform_file(input: &Path, output: &Path, rules: &Rules) -> anyhow::Result<Summary> {
+    let dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    let (file, summary) = transform_to(input, file, rules)?;
+    file.persist(output)
+        .with_context(|| format!("writing {}", output.display()))?;
+    Ok(summary)
+}
+
+/// Transforms `input` into `out`, returning it flushed.
+pub fn transform_to<W: Write>(input: &Path, out: W, rules: &Rules) -> anyhow::Result<(W, Summary)> {
+    let open =
+        || std::fs::File::open(input).with_context(|| format!("opening {}", input.display()));
+    let mut prefix = Vec::new();
+    open()?
+        .take(16)
+        .read_to_end(&mut prefix)
+        .with_context(|| format!("reading {}", input.display()))?;
+    let created_by = format!("ksim {}", env!("CARGO_PKG_VERSION"));
+    let writer = BufWriter::new(out);
+    let result = match ksim_trace::detect_format(&prefix) {
+        // A SimKube trace is one MessagePack document: converted in memory, as inspect does.
+        Some(pb::TraceFormat::SimkubeV2) => {
+            let bytes =
+                std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+            let (converted, _) = ksim_trace::simkube::convert(&bytes, Vec::new(), &created_by)
+                .with_context(|| format!("{} is not a valid SimKube trace", input.display()))?;
+            ksim_transform::transform_trace(rules, converted.as_slice(), writer, &created_by)
+        }
+        _ => ksim_transform::transform_trace(rules, BufReader::new(open()?), writer, &created_by),
+    };
+    let (writer, summary) = result.with_context(|| format!("transforming {}", input.display()))?;
+    let out = writer
+        .into_inner()
+        .map_err(|error| error.into_error())
+        .context("writing the transformed trace")?;
+    Ok((out, summary))
+}
+
+/// The summary line, and a warning per rule whose `match` failed on some records.
+pub fn report(output: &Path, rules: &Rules, summary: &Summary) {
+    let stats = &summary.stats;
+    eprintln!(
+        "wrote {}: {} of {} events, {} of {} pod lifecycles, {} objects dropped, {} changed ({} rules)",
+        output.display(),
+        stats.events_out,
+        stats.events_in,
+        stats.lifecycles_out,
+        stats.lifecycles_in,
+        stats.objects_dropped,
+        stats.objects_changed,
+        rules.len()
+    );
+    for (position, failures) in stats.selector_errors.iter().enumerate() {
+        if *failures > 0 {
+            eprintln!(
+                "ksim: warning: rule {}'s match failed on {failures} records (a missing field?), which it did not match",
+                position + 1
+            );
+        }
+    }
+}
+
+pub fn run(input: &Path, output: &Path, rules_path: &Path) -> anyhow::Result<()> {
+    let rules = load_rules(rules_path)?;
+    let summary = transform_file(input, output, &rules)?;
+    report(output, &rules, &summary);
+    Ok(())
+}
