@@ -38,8 +38,8 @@ pub enum Command {
         #[arg(long, default_value_t = 4.0)]
         speed: f64,
     },
-    /// Trace files: export from and import into a tracer store, inspect, convert, validate (and
-    /// explain its rules), show.
+    /// Trace files: export from and import into a tracer store, inspect, convert, transform,
+    /// validate (and explain its rules), show.
     #[command(subcommand)]
     Trace(Box<crate::trace::TraceCommand>),
     /// Print a shell completion script, e.g. `ksim completions bash > ~/.local/share/bash-completion/completions/ksim`.
