@@ -80,10 +80,6 @@ impl BarePods {
         self.live.insert(clone.clone(), name);
         Some((clone, object))
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.originals.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -127,7 +123,7 @@ mod tests {
         pods.applied(&pod("gone"), &object("gone"));
         assert_eq!(pods.deleted(&pod("gone")), None);
         assert_eq!(pods.removed(&pod("gone")), None);
-        assert!(pods.is_empty());
+        assert!(pods.originals.is_empty() && pods.live.is_empty());
 
         pods.applied(&pod("moved"), &object("moved"));
         let (clone, _) = pods.removed(&pod("moved")).unwrap();

@@ -104,22 +104,7 @@ fn inspect_summarises_a_trace_and_refuses_garbage_in_one_line() {
 fn convert_turns_a_simkube_trace_into_a_ksim_trace() {
     let dir = tempfile::tempdir().unwrap();
     let simkube = dir.path().join("in.sktrace");
-    std::fs::write(
-        &simkube,
-        rmp_serde::to_vec_named(&json!({
-            "version": 2,
-            "config": {"trackedObjects": {"apps/v1.Deployment": {"podSpecTemplatePaths": ["/spec/template"]}}},
-            "events": [
-                {"ts": 1_767_225_600, "applied_objs": [], "deleted_objs": []},
-                {"ts": 1_767_225_610, "applied_objs": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": "web", "namespace": "n"}, "spec": {"replicas": 3}}], "deleted_objs": []}
-            ],
-            "index": {},
-            "pod_lifecycles": {}
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    common::write_simkube_trace(&simkube);
     let out = dir.path().join("out.ktrace");
     stdout(&ksim(&[
         "trace",

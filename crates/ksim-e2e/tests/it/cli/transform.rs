@@ -186,22 +186,7 @@ fn transform_doubles_replicas_keeps_a_window_and_records_the_rules() {
 fn a_simkube_trace_is_transformed_too() {
     let dir = tempfile::tempdir().unwrap();
     let simkube = dir.path().join("in.sktrace");
-    std::fs::write(
-        &simkube,
-        rmp_serde::to_vec_named(&json!({
-            "version": 2,
-            "config": {"trackedObjects": {"apps/v1.Deployment": {"podSpecTemplatePaths": ["/spec/template"]}}},
-            "events": [
-                {"ts": 1_767_225_600, "applied_objs": [], "deleted_objs": []},
-                {"ts": 1_767_225_610, "applied_objs": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": "web", "namespace": "n"}, "spec": {"replicas": 3}}], "deleted_objs": []}
-            ],
-            "index": {},
-            "pod_lifecycles": {}
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    super::common::write_simkube_trace(&simkube);
     let rules = dir.path().join("rules.yaml");
     std::fs::write(
         &rules,

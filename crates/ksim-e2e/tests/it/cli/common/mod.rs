@@ -51,3 +51,21 @@ pub fn write_trace(
     }
     writer.finish().expect("finishing the trace");
 }
+
+/// A SimKube trace (MessagePack, format 2) at `path`: an empty first event, then the
+/// Deployment `n/web` with 3 replicas 10 s later.
+pub fn write_simkube_trace(path: &Path) {
+    let trace = serde_json::json!({
+        "version": 2,
+        "config": {"trackedObjects": {"apps/v1.Deployment": {"podSpecTemplatePaths": ["/spec/template"]}}},
+        "events": [
+            {"ts": 1_767_225_600, "applied_objs": [], "deleted_objs": []},
+            {"ts": 1_767_225_610, "applied_objs": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "n"}, "spec": {"replicas": 3}}], "deleted_objs": []}
+        ],
+        "index": {},
+        "pod_lifecycles": {}
+    });
+    let bytes = rmp_serde::to_vec_named(&trace).expect("encoding the SimKube trace");
+    std::fs::write(path, bytes).expect("writing the SimKube trace");
+}
