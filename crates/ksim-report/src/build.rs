@@ -1,5 +1,6 @@
 //! Observations into the report.
 
+use super::fidelity;
 use super::input::{NodeChange, Observations};
 use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
@@ -35,6 +36,7 @@ pub fn build(obs: &Observations) -> Report {
             })
             .collect(),
         node_changes: node_changes(&obs.node_changes, obs.speed),
+        fidelity: fidelity::compare(obs),
     }
 }
 

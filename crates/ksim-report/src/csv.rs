@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::model::Report;
+use super::fidelity::Measure;
+use super::model::{Fidelity, Report};
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
 /// unscheduled,scale_ups,scale_downs`, with one `nodes_<group>` column per group seen anywhere
@@ -53,6 +54,37 @@ pub fn to_csv(report: &Report) -> String {
     out
 }
 
+/// The comparison, one row per bucket: `offset_s`, then `recorded_<series>,simulated_<series>`
+/// for each series in the order of [`Fidelity::series`] (`nodes`, `nodes/<group>`...,
+/// `pods_running`, `pods_pending`). `offset_s` is recorded time.
+pub fn fidelity_to_csv(fidelity: &Fidelity) -> String {
+    let measures = Measure::all(&fidelity.buckets);
+    let mut out = String::from("offset_s");
+    for measure in &measures {
+        let name = measure.name();
+        let _ = write!(
+            out,
+            ",{},{}",
+            field(&format!("recorded_{name}")),
+            field(&format!("simulated_{name}"))
+        );
+    }
+    out.push('\n');
+    for bucket in &fidelity.buckets {
+        out.push_str(&seconds(bucket.offset_ms));
+        for measure in &measures {
+            let _ = write!(
+                out,
+                ",{},{}",
+                measure.value(&bucket.recorded),
+                measure.value(&bucket.simulated)
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Whole seconds as an integer; a bucket from a foreign proto may not start on one.
 fn seconds(ms: u64) -> String {
     if ms.is_multiple_of(1000) {
@@ -92,6 +124,23 @@ mod tests {
         // Second 2 has no sample: carried forward; its scale-down is its own.
         assert_eq!(lines[3], "2,1767225602000,3,1,2,3,2,0,0,0,3,0,1");
         assert_eq!(lines[4], "3,1767225603000,2,1,1,0,4,1,1,0,0,0,0");
+    }
+
+    #[test]
+    fn fidelity_has_a_recorded_and_a_simulated_column_per_series() {
+        let report = fixtures::report();
+        let csv = fidelity_to_csv(report.fidelity.as_ref().unwrap());
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "offset_s,recorded_nodes,simulated_nodes,recorded_nodes/group-a,\
+             simulated_nodes/group-a,recorded_nodes/group-b,simulated_nodes/group-b,\
+             recorded_pods_running,simulated_pods_running,recorded_pods_pending,\
+             simulated_pods_pending"
+        );
+        // One 5 s bucket, compared at the replay's last sample (3 s): recorded 1 + 2 nodes,
+        // 2 running; simulated 1 + 1, 4 running.
+        assert_eq!(lines[1..], ["0,3,2,1,1,2,1,2,4,0,0"]);
     }
 
     #[test]

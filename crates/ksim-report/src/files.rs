@@ -1,4 +1,5 @@
-//! The report's files: `report.json`, `timeline.csv` and `timeline.svg`.
+//! The report's files: `report.json`, `timeline.csv` and `timeline.svg`, and with fidelity
+//! `fidelity.csv` and `fidelity.svg`.
 
 use std::fs::{self, File};
 use std::io::{self, Write as _};
@@ -6,14 +7,16 @@ use std::path::{Path, PathBuf};
 
 use ksim_proto::ksim::driver::v1 as pb;
 
-use super::csv::to_csv;
+use super::csv::{fidelity_to_csv, to_csv};
 pub use super::error::ReportError;
 use super::model::Report;
-use super::svg::render_svg;
+use super::svg::{render_fidelity_svg, render_svg};
 
 pub const JSON_FILE: &str = "report.json";
 pub const CSV_FILE: &str = "timeline.csv";
 pub const SVG_FILE: &str = "timeline.svg";
+pub const FIDELITY_CSV_FILE: &str = "fidelity.csv";
+pub const FIDELITY_SVG_FILE: &str = "fidelity.svg";
 /// How the simulation ended, beside its report: a restarted driver answers for it from these.
 pub const OUTCOME_FILE: &str = "outcome.json";
 
@@ -34,29 +37,43 @@ pub struct Artifacts {
     pub json: PathBuf,
     pub csv: PathBuf,
     pub svg: PathBuf,
+    /// The comparison's CSV and chart, for a report with fidelity.
+    pub fidelity: Option<(PathBuf, PathBuf)>,
 }
 
 impl Artifacts {
-    /// The files [`write_files`] writes into `dir`.
-    pub fn in_dir(dir: &Path) -> Self {
+    /// The files [`write_files`] writes into `dir` for `report`.
+    pub fn of(report: &Report, dir: &Path) -> Self {
         Self {
             json: dir.join(JSON_FILE),
             csv: dir.join(CSV_FILE),
             svg: dir.join(SVG_FILE),
+            fidelity: report
+                .fidelity
+                .as_ref()
+                .map(|_| (dir.join(FIDELITY_CSV_FILE), dir.join(FIDELITY_SVG_FILE))),
         }
     }
 
     /// The gRPC form, for the report's `artifacts`.
     pub fn to_proto(&self) -> pb::ReportArtifacts {
+        let path = |path: &Path| path.display().to_string();
+        let (fidelity_csv_path, fidelity_svg_path) = self
+            .fidelity
+            .as_ref()
+            .map(|(csv, svg)| (path(csv), path(svg)))
+            .unwrap_or_default();
         pb::ReportArtifacts {
-            json_path: self.json.display().to_string(),
-            csv_path: self.csv.display().to_string(),
-            svg_path: self.svg.display().to_string(),
+            json_path: path(&self.json),
+            csv_path: path(&self.csv),
+            svg_path: path(&self.svg),
+            fidelity_csv_path,
+            fidelity_svg_path,
         }
     }
 }
 
-/// Writes the three files into `dir`, creating it if missing. Each file is written to a
+/// Writes the files into `dir` (three, five with fidelity), creating it if missing. Each file is written to a
 /// temporary sibling and renamed into place, so a reader sees the old file or the whole new
 /// one, never a part. Everything is rendered before the first write, so a rendering error
 /// leaves the directory untouched.
@@ -64,15 +81,26 @@ pub fn write_files(report: &Report, dir: &Path) -> Result<Artifacts, ReportError
     let json = serde_json::to_string_pretty(report)? + "\n";
     let csv = to_csv(report);
     let svg = render_svg(report)?;
+    let fidelity = match &report.fidelity {
+        Some(fidelity) => Some((
+            fidelity_to_csv(fidelity),
+            render_fidelity_svg(&report.simulation_id, fidelity)?,
+        )),
+        None => None,
+    };
 
     fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         path: dir.to_owned(),
         source,
     })?;
-    let artifacts = Artifacts::in_dir(dir);
+    let artifacts = Artifacts::of(report, dir);
     write_atomically(&artifacts.json, json.as_bytes())?;
     write_atomically(&artifacts.csv, csv.as_bytes())?;
     write_atomically(&artifacts.svg, svg.as_bytes())?;
+    if let (Some((csv, svg)), Some((csv_path, svg_path))) = (fidelity, &artifacts.fidelity) {
+        write_atomically(csv_path, csv.as_bytes())?;
+        write_atomically(svg_path, svg.as_bytes())?;
+    }
     Ok(artifacts)
 }
 
@@ -175,7 +203,10 @@ mod tests {
     fn writes_three_files_into_a_new_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("reports").join("sim-42");
-        let report = fixtures::report();
+        let report = Report {
+            fidelity: None,
+            ..fixtures::report()
+        };
         let artifacts = write_files(&report, &dir).unwrap();
 
         assert_eq!(artifacts.json, dir.join("report.json"));
@@ -207,6 +238,7 @@ mod tests {
             proto.svg_path,
             dir.join("timeline.svg").display().to_string()
         );
+        assert_eq!(proto.fidelity_svg_path, "");
 
         // Rewriting replaces the files.
         let shorter = Report {
@@ -217,6 +249,35 @@ mod tests {
         let back: Report =
             serde_json::from_str(&fs::read_to_string(&artifacts.json).unwrap()).unwrap();
         assert!(back.timeline.is_empty());
+    }
+
+    #[test]
+    fn a_report_with_fidelity_writes_its_csv_and_chart_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let report = fixtures::report();
+        let fidelity = report.fidelity.as_ref().unwrap();
+        let artifacts = write_files(&report, tmp.path()).unwrap();
+        let (csv, svg) = artifacts.fidelity.clone().unwrap();
+        assert_eq!(fs::read_to_string(&csv).unwrap(), fidelity_to_csv(fidelity));
+        assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+        assert_eq!(artifacts, Artifacts::of(&report, tmp.path()));
+        let proto = artifacts.to_proto();
+        assert_eq!(proto.fidelity_csv_path, csv.display().to_string());
+        let mut names: Vec<_> = fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "fidelity.csv",
+                "fidelity.svg",
+                "report.json",
+                "timeline.csv",
+                "timeline.svg"
+            ]
+        );
     }
 
     #[test]

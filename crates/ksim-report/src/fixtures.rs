@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::build::build;
 use super::input::{
-    NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample,
-    ScaleEvent,
+    ClusterState, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations,
+    PodCounts, RecordedState, Sample, ScaleEvent,
 };
 use super::model::Report;
 use crate::{Gvk, Operation, Target};
@@ -14,7 +14,7 @@ use crate::{Gvk, Operation, Target};
 pub const STARTED_AT_MS: i64 = 1_767_225_600_000;
 
 /// Four seconds, two node groups, one second without a sample, one resize each way and the
-/// nodes it added and removed, four object errors.
+/// nodes it added and removed, four object errors, and the recorded cluster.
 pub fn observations() -> Observations {
     let sample = |ms, nodes: &[(&str, u64)], pods, unscheduled| Sample {
         offset: Duration::from_millis(ms),
@@ -148,6 +148,22 @@ pub fn observations() -> Observations {
             ),
         ],
         events_applied: 1234,
+        // The recording had group-b's second node from 0.5 s, the replay from 1 s.
+        recorded: Some(vec![
+            recorded(0, &[("group-a", 1), ("group-b", 1)], 0, 2),
+            recorded(500, &[("group-a", 1), ("group-b", 2)], 2, 0),
+        ]),
+    }
+}
+
+fn recorded(ms: u64, nodes: &[(&str, u64)], running: u64, pending: u64) -> RecordedState {
+    RecordedState {
+        offset: Duration::from_millis(ms),
+        state: ClusterState {
+            ready_nodes: nodes.iter().map(|(g, n)| ((*g).to_owned(), *n)).collect(),
+            pods_running: running,
+            pods_pending: pending,
+        },
     }
 }
 

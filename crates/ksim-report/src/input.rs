@@ -36,6 +36,36 @@ pub struct Observations {
     pub lateness: Vec<Duration>,
     pub object_errors: Vec<ObjectErrorRecord>,
     pub events_applied: u64,
+    /// The recorded cluster, from the trace, when it holds it: the report compares it with
+    /// the samples above. Defaulted: observations saved before it was kept have none.
+    #[serde(default)]
+    pub recorded: Option<Vec<RecordedState>>,
+}
+
+/// The recorded cluster from one moment on, as the trace's samples give it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedState {
+    /// Since the trace window's start: recorded time, like a trace event's offset.
+    pub offset: Duration,
+    pub state: ClusterState,
+}
+
+/// What fidelity compares of a cluster at one moment, recorded or simulated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// Ready nodes per node group; `""` for nodes in no known group.
+    pub ready_nodes: BTreeMap<String, u64>,
+    /// Pods Running in the namespaces the trace replays.
+    pub pods_running: u64,
+    /// Pods Pending in the namespaces the trace replays.
+    pub pods_pending: u64,
+}
+
+impl ClusterState {
+    /// Ready nodes over all groups.
+    pub fn nodes(&self) -> u64 {
+        self.ready_nodes.values().sum()
+    }
 }
 
 /// The cluster at one moment of the replay.

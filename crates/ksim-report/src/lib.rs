@@ -3,7 +3,8 @@
 //! as a proto, and summarised for a terminal. Pure: no cluster, no server, no clock.
 //!
 //! - [`input`]: what the driver observes ([`Observations`]).
-//! - [`build()`]: observations into a [`Report`] (buckets in `timeline`, percentiles).
+//! - [`build()`]: observations into a [`Report`] (buckets in `timeline`, percentiles, and
+//!   recorded against simulated in `fidelity` when the trace held the recorded cluster).
 //! - [`Report::to_proto`] / [`Report::from_proto`]: the gRPC form, both ways.
 //! - [`write_files`] (with [`to_csv`] and [`render_svg`]) and [`summary`]; [`repeat_summary`]
 //!   for the runs of `ksim run --repeat`.
@@ -24,6 +25,7 @@ pub fn is_terminal(state: SimulationState) -> bool {
 mod build;
 mod csv;
 mod error;
+mod fidelity;
 mod files;
 pub mod input;
 mod model;
@@ -39,18 +41,22 @@ mod timeline;
 mod fixtures;
 
 pub use build::build;
-pub use csv::to_csv;
+pub use csv::{fidelity_to_csv, to_csv};
+pub use fidelity::{FIDELITY_BUCKET, group_series};
 pub use files::{
-    Artifacts, CSV_FILE, JSON_FILE, OUTCOME_FILE, Outcome, ReportError, SVG_FILE, read_files,
-    write_files, write_outcome,
+    Artifacts, CSV_FILE, FIDELITY_CSV_FILE, FIDELITY_SVG_FILE, JSON_FILE, OUTCOME_FILE, Outcome,
+    ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
 pub use input::{
-    NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations, PodCounts, Sample,
-    ScaleEvent,
+    ClusterState, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations,
+    PodCounts, RecordedState, Sample, ScaleEvent,
 };
-pub use model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
+pub use model::{
+    Bucket, Fidelity, FidelityBucket, Percentiles, Report, ReportedError, ReportedNodeChange,
+    SeriesFidelity,
+};
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
-pub use svg::render_svg;
+pub use svg::{render_fidelity_svg, render_svg};
 pub use timeline::{MIN_SAMPLE_INTERVAL, bucket_width, recorded, sample_interval};

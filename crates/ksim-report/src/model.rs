@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::input::{NodeChangeKind, NodeCount, PodCounts};
+use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts};
 use crate::{Operation, Target};
 
 /// How a simulation went.
@@ -39,6 +39,10 @@ pub struct Report {
     /// order. Defaulted: reports written before it was recorded have none.
     #[serde(default)]
     pub node_changes: Vec<ReportedNodeChange>,
+    /// The recorded cluster beside the simulated one, when the trace held it. Defaulted:
+    /// reports written before it was compared have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<Fidelity>,
 }
 
 fn one() -> f64 {
@@ -107,4 +111,48 @@ pub struct ReportedNodeChange {
     pub node: String,
     /// `None` only for a report read from a proto that left the kind unspecified.
     pub kind: Option<NodeChangeKind>,
+}
+
+/// How close the simulated cluster came to the recorded one (see [`crate::fidelity`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fidelity {
+    /// Width of each bucket, recorded time.
+    pub bucket_ms: u64,
+    /// Both clusters as at the end of each bucket, in order; buckets where either side had
+    /// not been sampled yet are left out.
+    pub buckets: Vec<FidelityBucket>,
+    /// `nodes`, then `nodes/<group>` per group seen on either side, `pods_running`,
+    /// `pods_pending`.
+    pub series: Vec<SeriesFidelity>,
+}
+
+impl Fidelity {
+    /// The series named `name`, if compared.
+    pub fn series(&self, name: &str) -> Option<&SeriesFidelity> {
+        self.series.iter().find(|series| series.name == name)
+    }
+}
+
+/// One bucket of the comparison.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FidelityBucket {
+    /// Start of the bucket since the replay start, recorded time.
+    pub offset_ms: u64,
+    pub recorded: ClusterState,
+    pub simulated: ClusterState,
+}
+
+/// How close one simulated series came to the recorded one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeriesFidelity {
+    pub name: String,
+    /// Buckets compared.
+    pub buckets: u64,
+    /// Mean of |simulated - recorded|.
+    pub mean_abs_error: f64,
+    pub max_abs_error: u64,
+    /// Share of buckets (0 to 1) within tolerance: +-1 node, or 5% of the recorded pods.
+    pub within_tolerance: f64,
+    pub recorded_peak: u64,
+    pub simulated_peak: u64,
 }

@@ -10,8 +10,11 @@ use std::{collections::BTreeMap, time::Duration};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::time::{millis, timestamp};
 
-use super::input::{NodeChangeKind, NodeCount, PodCounts};
-use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
+use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts};
+use super::model::{
+    Bucket, Fidelity, FidelityBucket, Percentiles, Report, ReportedError, ReportedNodeChange,
+    SeriesFidelity,
+};
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
 
@@ -31,6 +34,7 @@ impl Report {
             node_changes: self.node_changes.iter().map(node_change_to_proto).collect(),
             speed: self.speed,
             bucket_width: Some(duration_to_proto(Duration::from_millis(self.bucket_ms))),
+            fidelity: self.fidelity.as_ref().map(fidelity_to_proto),
         }
     }
 
@@ -62,7 +66,76 @@ impl Report {
                 .iter()
                 .map(node_change_from_proto)
                 .collect(),
+            fidelity: report.fidelity.as_ref().map(fidelity_from_proto),
         }
+    }
+}
+
+fn fidelity_to_proto(fidelity: &Fidelity) -> pb::Fidelity {
+    let state = |state: &ClusterState| pb::ClusterState {
+        ready_nodes: state.ready_nodes.clone().into_iter().collect(),
+        pods_running: state.pods_running,
+        pods_pending: state.pods_pending,
+    };
+    pb::Fidelity {
+        bucket_width: Some(duration_to_proto(Duration::from_millis(fidelity.bucket_ms))),
+        buckets: fidelity
+            .buckets
+            .iter()
+            .map(|bucket| pb::FidelityBucket {
+                offset: Some(duration_to_proto(Duration::from_millis(bucket.offset_ms))),
+                recorded: Some(state(&bucket.recorded)),
+                simulated: Some(state(&bucket.simulated)),
+            })
+            .collect(),
+        series: fidelity
+            .series
+            .iter()
+            .map(|series| pb::FidelitySeries {
+                name: series.name.clone(),
+                buckets: series.buckets,
+                mean_abs_error: series.mean_abs_error,
+                max_abs_error: series.max_abs_error,
+                within_tolerance: series.within_tolerance,
+                recorded_peak: series.recorded_peak,
+                simulated_peak: series.simulated_peak,
+            })
+            .collect(),
+    }
+}
+
+fn fidelity_from_proto(fidelity: &pb::Fidelity) -> Fidelity {
+    let state = |state: Option<&pb::ClusterState>| {
+        state.map_or_else(ClusterState::default, |state| ClusterState {
+            ready_nodes: state.ready_nodes.clone().into_iter().collect(),
+            pods_running: state.pods_running,
+            pods_pending: state.pods_pending,
+        })
+    };
+    Fidelity {
+        bucket_ms: duration_millis(fidelity.bucket_width.as_ref()),
+        buckets: fidelity
+            .buckets
+            .iter()
+            .map(|bucket| FidelityBucket {
+                offset_ms: duration_millis(bucket.offset.as_ref()),
+                recorded: state(bucket.recorded.as_ref()),
+                simulated: state(bucket.simulated.as_ref()),
+            })
+            .collect(),
+        series: fidelity
+            .series
+            .iter()
+            .map(|series| SeriesFidelity {
+                name: series.name.clone(),
+                buckets: series.buckets,
+                mean_abs_error: series.mean_abs_error,
+                max_abs_error: series.max_abs_error,
+                within_tolerance: series.within_tolerance,
+                recorded_peak: series.recorded_peak,
+                simulated_peak: series.simulated_peak,
+            })
+            .collect(),
     }
 }
 

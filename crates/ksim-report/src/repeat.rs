@@ -50,6 +50,9 @@ pub struct RepeatSummary {
     /// Nodes cluster-autoscaler asked to add, and to remove, per run.
     pub scale_ups: Option<Spread>,
     pub scale_downs: Option<Spread>,
+    /// Fidelity: the share of buckets, in percent, whose node count was within +-1 of the
+    /// recording; over the successful runs whose report measured it.
+    pub nodes_within_pct: Option<Spread>,
 }
 
 pub fn repeat_summary(runs: &[RepeatRun]) -> RepeatSummary {
@@ -69,6 +72,11 @@ pub fn repeat_summary(runs: &[RepeatRun]) -> RepeatSummary {
         }),
         scale_ups: figure(&|r| autoscaler_totals(r).0 as f64),
         scale_downs: figure(&|r| autoscaler_totals(r).1 as f64),
+        nodes_within_pct: Spread::of(reports.iter().filter_map(|r| {
+            let fidelity = r.fidelity.as_ref()?;
+            let nodes = fidelity.series.iter().find(|s| s.name == "nodes")?;
+            Some(nodes.within_tolerance * 100.0)
+        })),
     }
 }
 
@@ -81,15 +89,21 @@ impl RepeatSummary {
             "Repeated {} times: {} succeeded (min / mean / max over those)",
             self.runs, self.succeeded
         );
-        let rows: [(&str, Option<Spread>, &str); 4] = [
+        let rows: [(&str, Option<Spread>, &str); 5] = [
             ("peak nodes", self.peak_nodes, ""),
             ("pending p99", self.pending_p99_ms, " ms"),
             ("scale-ups", self.scale_ups, ""),
             ("scale-downs", self.scale_downs, ""),
+            ("nodes within ±1", self.nodes_within_pct, "% of buckets"),
         ];
         for (name, spread, unit) in rows {
+            let missing = if self.succeeded == 0 {
+                "no successful run"
+            } else {
+                "not measured (the trace holds no recorded cluster state)"
+            };
             let text = spread.map_or_else(
-                || "no successful run".to_owned(),
+                || missing.to_owned(),
                 |s| format!("{} / {} / {}{unit}", num(s.min), num(s.mean), num(s.max)),
             );
             let _ = writeln!(out, "  {:<18} {text}", format!("{name}:"));
@@ -122,6 +136,14 @@ mod tests {
                 autoscaler_scale_downs: 1,
                 ..Default::default()
             }],
+            fidelity: Some(pb::Fidelity {
+                series: vec![pb::FidelitySeries {
+                    name: "nodes".to_owned(),
+                    within_tolerance: peak as f64 / 10.0,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
             ..Default::default()
         };
         RepeatRun {
@@ -152,6 +174,10 @@ mod tests {
         assert!(text.contains("peak nodes:        4 / 5 / 6"), "{text}");
         assert!(
             text.contains("pending p99:       1000 / 2000 / 3000 ms"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodes within ±1:   40 / 50 / 60% of buckets"),
             "{text}"
         );
     }

@@ -80,6 +80,7 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     )?;
 
     writeln!(out, "  autoscaler:        {}", autoscaler_nodes(report))?;
+    writeln!(out, "  fidelity:          {}", fidelity(report))?;
 
     writeln!(out, "  object errors:     {}", report.object_errors.len())?;
     for error in report.object_errors.iter().take(LISTED_ERRORS) {
@@ -95,7 +96,13 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     }
 
     if let Some(files) = &report.artifacts {
-        let paths = [&files.json_path, &files.csv_path, &files.svg_path];
+        let paths = [
+            &files.json_path,
+            &files.csv_path,
+            &files.svg_path,
+            &files.fidelity_csv_path,
+            &files.fidelity_svg_path,
+        ];
         let mut paths = paths.into_iter().filter(|path| !path.is_empty());
         if let Some(first) = paths.next() {
             writeln!(out, "  files:             {first}")?;
@@ -202,6 +209,55 @@ fn listed(names: &[&str]) -> String {
     text
 }
 
+/// How close the replay came to the recording, in one line: nodes (over all groups) and pods
+/// running and pending, each as the share of buckets within tolerance and the mean error.
+pub fn fidelity(report: &pb::Report) -> String {
+    let Some(fidelity) = &report.fidelity else {
+        return "not measured: the trace holds no recorded cluster state (SimKube traces and \
+                ksim traces recorded without it have none)"
+            .to_owned();
+    };
+    let series = |name: &str| fidelity.series.iter().find(|series| series.name == name);
+    let Some(nodes) = series("nodes").filter(|nodes| nodes.buckets > 0) else {
+        return "not measured: the replay and the recording have no bucket in common".to_owned();
+    };
+    let percent = |share: f64| format!("{:.0}%", share * 100.0);
+    let mut text = format!(
+        "nodes within ±1 in {} of {} {} buckets (mean error {}, max {}; peak {} vs {} recorded)",
+        percent(nodes.within_tolerance),
+        nodes.buckets,
+        human(fidelity.bucket_width.as_ref()),
+        trimmed_to(nodes.mean_abs_error, 2),
+        nodes.max_abs_error,
+        nodes.simulated_peak,
+        nodes.recorded_peak,
+    );
+    for (name, label) in [
+        ("pods_running", "pods running"),
+        ("pods_pending", "pending"),
+    ] {
+        if let Some(pods) = series(name) {
+            let _ = write!(
+                text,
+                "; {label} within 5% in {} (mean error {})",
+                percent(pods.within_tolerance),
+                trimmed_to(pods.mean_abs_error, 1)
+            );
+        }
+    }
+    text
+}
+
+/// At most `decimals` decimals, without trailing zeros.
+fn trimmed_to(value: f64, decimals: usize) -> String {
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
+}
+
 /// Nodes cluster-autoscaler asked to add and remove over the whole timeline.
 pub fn autoscaler_totals(report: &pb::Report) -> (u64, u64) {
     report.timeline.iter().fold((0, 0), |(ups, downs), bucket| {
@@ -243,6 +299,8 @@ mod tests {
             json_path: "/r/report.json".into(),
             csv_path: "/r/timeline.csv".into(),
             svg_path: "/r/timeline.svg".into(),
+            fidelity_csv_path: "/r/fidelity.csv".into(),
+            fidelity_svg_path: "/r/fidelity.svg".into(),
         });
         let text = summary(&report);
         for expected in [
@@ -257,8 +315,12 @@ mod tests {
             "- apply v1.Pod sim-42-default/web-0 (event 7 at 1m01s): admission webhook denied it ...",
             "- delete rbac.authorization.k8s.io/v1.ClusterRole reader (event 9 at 0ms): forbidden",
             "... and 1 more",
+            "fidelity:          nodes within ±1 in 100% of 1 5s buckets (mean error 1, max 1; \
+             peak 2 vs 3 recorded); pods running within 5% in 0% (mean error 2); pending within \
+             5% in 100% (mean error 0)\n",
             "files:             /r/report.json",
             "/r/timeline.svg",
+            "/r/fidelity.svg",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }
@@ -285,6 +347,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("object errors:     0"), "{text}");
+        assert!(
+            text.contains("fidelity:          not measured: the trace holds no recorded"),
+            "{text}"
+        );
         assert!(!text.contains("at the end"), "{text}");
         assert!(!text.contains("files"), "{text}");
     }

@@ -10,7 +10,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::error::ReportError;
-use super::model::{Bucket, Report};
+use super::fidelity::Measure;
+use super::model::{Bucket, Fidelity, Report};
 
 /// What a series plots of each bucket.
 type Value = fn(&Bucket) -> u64;
@@ -159,6 +160,122 @@ fn draw<DB: DrawingBackend>(
     root.present()
 }
 
+/// The comparison chart: recorded series dashed, simulated solid, one color per series;
+/// nodes (total and per group) on the left axis, pods running and pending on the right. Each
+/// bucket's value is drawn as a step across the bucket.
+pub fn render_fidelity_svg(
+    simulation_id: &str,
+    fidelity: &Fidelity,
+) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw_fidelity(simulation_id, fidelity, &root)
+            .map_err(|error| ReportError::Chart(error.to_string()))?;
+    }
+    Ok(svg)
+}
+
+fn draw_fidelity<DB: DrawingBackend>(
+    simulation_id: &str,
+    fidelity: &Fidelity,
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let buckets = &fidelity.buckets;
+    let width = fidelity.bucket_ms as f64 / 1000.0;
+    let x_max = buckets
+        .last()
+        .map_or(0.0, |b| b.offset_ms as f64 / 1000.0 + width)
+        .max(1.0);
+    let measures = Measure::all(buckets);
+    let is_pods = |m: &Measure| matches!(m, Measure::PodsRunning | Measure::PodsPending);
+    let max_of = |pods: bool| {
+        buckets
+            .iter()
+            .flat_map(|b| [&b.recorded, &b.simulated])
+            .flat_map(|state| {
+                measures
+                    .iter()
+                    .filter(move |m| is_pods(m) == pods)
+                    .map(move |m| m.value(state))
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("ksim simulation {simulation_id}: recorded (dashed) vs simulated (solid)"),
+            (FONT, 24),
+        )
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .right_y_label_area_size(64)
+        .build_cartesian_2d(0.0..x_max, 0.0..headroom(max_of(false)))?
+        .set_secondary_coord(0.0..x_max, 0.0..headroom(max_of(true)));
+    chart
+        .configure_mesh()
+        .x_desc("seconds since replay start (recorded time)")
+        .y_desc("ready nodes")
+        .x_label_formatter(&|x| tick_label(*x))
+        .y_label_formatter(&|y| tick_label(*y))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("pods")
+        .y_label_formatter(&|y| tick_label(*y))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+
+    let mut group_colors = GROUP_COLORS.iter().cycle();
+    for measure in &measures {
+        let (color, stroke, label) = match measure {
+            Measure::Nodes => (BLACK, 3, "nodes (total)".to_owned()),
+            Measure::Group(_) => (
+                *group_colors.next().unwrap_or(&BLACK),
+                2,
+                measure.name().replacen('/', " ", 1),
+            ),
+            Measure::PodsRunning => (BLUE, 2, "pods running (right axis)".to_owned()),
+            Measure::PodsPending => (
+                RGBColor(230, 140, 0),
+                2,
+                "pods pending (right axis)".to_owned(),
+            ),
+        };
+        let steps = |simulated: bool| {
+            buckets.iter().flat_map(move |b| {
+                let state = if simulated { &b.simulated } else { &b.recorded };
+                let (x, y) = (b.offset_ms as f64 / 1000.0, measure.value(state) as f64);
+                [(x, y), (x + width, y)]
+            })
+        };
+        let solid = color.stroke_width(stroke);
+        let dashed = color.mix(0.8).stroke_width(stroke);
+        let dashes = DashedLineSeries::new(steps(false).collect::<Vec<_>>(), 8, 6, dashed);
+        let line = LineSeries::new(steps(true), solid);
+        let anno = if is_pods(measure) {
+            chart.draw_secondary_series(dashes)?;
+            chart.draw_secondary_series(line)?
+        } else {
+            chart.draw_series(dashes)?;
+            chart.draw_series(line)?
+        };
+        anno.label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], solid));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 14))
+        .draw()?;
+    root.present()
+}
+
 fn seconds(bucket: &Bucket) -> f64 {
     bucket.offset_ms as f64 / 1000.0
 }
@@ -206,6 +323,31 @@ mod tests {
         assert!(svg.matches("<polyline").count() >= 6 * 2);
         // One bar per bucket with a scale-up and one with a scale-down, plus legend samples.
         assert!(svg.contains(r##"fill="#00FF00""##));
+    }
+
+    #[test]
+    fn fidelity_chart_draws_each_series_recorded_dashed_and_simulated_solid() {
+        let report = fixtures::report();
+        let svg = render_fidelity_svg("sim-42", report.fidelity.as_ref().unwrap()).unwrap();
+        for text in [
+            "recorded (dashed) vs simulated (solid)",
+            "ready nodes",
+            "nodes (total)",
+            "nodes group-a",
+            "nodes group-b",
+            "pods running (right axis)",
+            "pods pending (right axis)",
+        ] {
+            assert!(svg.contains(text), "missing {text:?}");
+        }
+        // Five series: a solid line and a legend sample each, and dashes for the recorded one.
+        assert!(svg.matches("<polyline").count() >= 5 * 2, "{svg}");
+        let empty = Fidelity::default();
+        assert!(
+            render_fidelity_svg("x", &empty)
+                .unwrap()
+                .starts_with("<svg")
+        );
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl Driver {
             ..Default::default()
         });
         let mut proto = report.to_proto();
-        proto.artifacts = Some(report::Artifacts::in_dir(&dir).to_proto());
+        proto.artifacts = Some(report::Artifacts::of(&report, &dir).to_proto());
         handle.set_report(proto);
         Some(Arc::new(handle))
     }

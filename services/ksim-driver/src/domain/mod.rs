@@ -11,6 +11,7 @@ pub mod bare_pods;
 pub mod launches;
 pub mod lifetimes;
 pub mod plan;
+pub mod recorded;
 pub mod rewrite;
 pub mod spec;
 

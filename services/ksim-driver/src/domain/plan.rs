@@ -72,6 +72,18 @@ pub fn template_paths(header: &pb::TraceHeader) -> HashMap<Gvk, Vec<String>> {
         .collect()
 }
 
+/// Unix ms of the recorded window's start, the replay's time 0: the header's start time, or
+/// the first event's when the header has none.
+pub fn window_start_ms(trace: &Trace) -> i64 {
+    trace
+        .header
+        .start_time
+        .as_ref()
+        .map(time::millis)
+        .or_else(|| trace.events.first().map(|event| event.timestamp_ms))
+        .unwrap_or(0)
+}
+
 /// The plan of `trace` replayed at `speed`.
 ///
 /// `speed` must be finite and > 0 (callers validate it); anything else is taken as 1.0. Times
@@ -84,12 +96,7 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
         1.0
     };
     let header = &trace.header;
-    let start_ms = header
-        .start_time
-        .as_ref()
-        .map(time::millis)
-        .or_else(|| trace.events.first().map(|event| event.timestamp_ms))
-        .unwrap_or(0);
+    let start_ms = window_start_ms(trace);
     let end_ms = header
         .end_time
         .as_ref()

@@ -12,7 +12,7 @@ use super::progress::Progress;
 use crate::{
     cluster::observer::Observer,
     domain::report::{
-        Observations, Sample,
+        Observations, RecordedState, Sample,
         proto::{node_counts_to_proto, pod_counts_to_proto},
     },
 };
@@ -26,6 +26,8 @@ pub struct Live {
     pub events_total: u64,
     /// Scaled trace position per wall-clock second: the speed.
     pub speed: f64,
+    /// The recorded cluster the trace holds, for the report's fidelity.
+    recorded: Option<Vec<RecordedState>>,
 }
 
 impl Live {
@@ -35,6 +37,7 @@ impl Live {
         started_at_ms: i64,
         events_total: u64,
         speed: f64,
+        recorded: Option<Vec<RecordedState>>,
     ) -> Self {
         Self {
             observer,
@@ -43,6 +46,7 @@ impl Live {
             started_at_ms,
             events_total,
             speed,
+            recorded,
         }
     }
 
@@ -75,6 +79,7 @@ impl Live {
             lateness: self.progress.lateness(),
             object_errors: self.progress.errors(),
             events_applied: snapshot.events_applied,
+            recorded: self.recorded.clone(),
         }
     }
 

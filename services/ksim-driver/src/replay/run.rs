@@ -26,6 +26,7 @@ use crate::{
         launches::Launches,
         lifetimes::Lifetimes,
         plan::{plan, template_paths},
+        recorded::recorded_states,
         report,
         rewrite::{RewriteOptions, Rewriter},
         spec::{OnError, SimulationSpec},
@@ -123,13 +124,7 @@ fn final_report(ctx: &RunContext, handle: &Handle) {
     let report = report::build(&live.observations(&handle.id, complete));
     let mut proto = report.to_proto();
     match report::write_files(&report, &ctx.settings.report_dir.join(&handle.id)) {
-        Ok(files) => {
-            proto.artifacts = Some(pb::ReportArtifacts {
-                json_path: files.json.display().to_string(),
-                csv_path: files.csv.display().to_string(),
-                svg_path: files.svg.display().to_string(),
-            });
-        }
+        Ok(files) => proto.artifacts = Some(files.to_proto()),
         Err(error) => tracing::warn!(%error, "writing the report files"),
     }
     handle.set_report(proto);
@@ -214,6 +209,7 @@ async fn replay(
         now_ms(),
         plan.events_total,
         spec.speed,
+        recorded_states(trace),
     ));
     handle.set_live(Some(live.clone()));
     handle.set_state(pb::SimulationState::Running);

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use ksim_nodes::labels::SEAT_HOST_LABEL;
 use ksim_proto::ksim::trace::v1 as pb;
 use serde_json::Value;
 
@@ -157,10 +158,15 @@ impl ClusterState {
 }
 
 /// A node object's sanitised record: identity, group, labels, size and readiness; never its
-/// addresses, images, taints' values aside, or any other status.
+/// addresses, images, taints' values aside, or any other status. `None` for the seat host of
+/// a ksim pool: plumbing that holds seats, not a node workloads run on, so a replay (which
+/// brings its own) is never compared with it.
 pub fn recorded_node(node: &Value, now_ms: i64) -> Option<pb::RecordedNode> {
     let name = node.pointer("/metadata/name")?.as_str()?.to_owned();
     let labels = string_map(node.pointer("/metadata/labels"));
+    if labels.contains_key(SEAT_HOST_LABEL) {
+        return None;
+    }
     let group = GROUP_LABELS
         .iter()
         .find_map(|label| labels.get(*label))
@@ -290,6 +296,12 @@ mod tests {
             .node_applied(&node("n2", true, json!({})), 6_000)
             .unwrap();
         assert_eq!(plain.group, "", "no group label: no group");
+        let seat_host = json!({SEAT_HOST_LABEL: "true", "ksim.io/virtual-node": "true"});
+        assert_eq!(
+            state.node_applied(&node("ksim-seat-host", true, seat_host), 6_500),
+            None,
+            "a pool's seat host is not a node of the cluster"
+        );
         let gone = state.nodes_listed(&HashSet::new(), 7_000);
         assert_eq!(gone.len(), 1);
         assert_eq!(gone[0].name, "n2");

@@ -3,6 +3,7 @@
 mod cli_env;
 mod common;
 mod demo;
+mod fidelity;
 mod mesh_telemetry;
 mod show;
 mod trace_cli;

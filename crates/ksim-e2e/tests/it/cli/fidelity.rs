@@ -1,0 +1,497 @@
+//! Recorded vs simulated, end to end as a user gets it: `ksim up --autoscaler` (the real control
+//! plane, the four services and the real cluster-autoscaler), a workload that grows one node at
+//! a time and shrinks again while the tracer records and this test watches, `ksim trace export`
+//! of that window, `ksim run` of it with CA, and the report's fidelity held against the curve
+//! the test itself saw.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, Node, Pod},
+};
+use ksim_nodes::{
+    labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY},
+    node::is_ready,
+    seats::{SeatDeployment, SkeletonSource},
+};
+use ksim_trace::time::{now_ms, timestamp};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+
+const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+const GROUP: &str = "m5";
+const SEATS_NAMESPACE: &str = "ksim-system";
+const DRIVER: &str = "http://127.0.0.1:7064";
+const TRACER: &str = "http://127.0.0.1:7061";
+/// A pending pod, CA's scale-up, the node's registration and the pod's start, on a loaded
+/// machine.
+const DEADLINE: Duration = Duration::from_secs(240);
+/// How long each size is held: longer than a fidelity bucket, so a step that comes a few
+/// seconds later in the replay than in the recording is off by one node at most.
+const HOLD: Duration = Duration::from_secs(8);
+/// The tracer samples at most once a second and this test polls every 250 ms: a recorded value
+/// is one the test saw within this much of the same moment.
+const SLACK_MS: i64 = 2_000;
+
+/// `ksim up --autoscaler`, stopped with `ksim down` when dropped.
+struct Up {
+    state: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Up {
+    fn start() -> Self {
+        let state = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(state.path().join("up.out")).unwrap();
+        let child = Command::new(ksim_e2e::binary("ksim"))
+            .args(["up", "--autoscaler"])
+            .env("KSIM_STATE_DIR", state.path())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut up = Self {
+            state,
+            child: Some(child),
+        };
+        let env_file = up.state.path().join("env.json");
+        let started = Instant::now();
+        while !env_file.exists() {
+            if let Some(status) = up.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("ksim up exited ({status}): {}", up.said());
+            }
+            assert!(started.elapsed() < DEADLINE, "ksim up: {}", up.said());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        up
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(self.state.path().join("up.out")).unwrap_or_default()
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        let env: Value =
+            serde_json::from_slice(&std::fs::read(self.state.path().join("env.json")).unwrap())
+                .unwrap();
+        PathBuf::from(env["kubeconfig"].as_str().unwrap())
+    }
+
+    /// `ksim ARGS`, which must succeed.
+    fn ksim(&self, args: &[&str]) -> Output {
+        let output = Command::new(ksim_e2e::binary("ksim"))
+            .args(args)
+            .env("KSIM_STATE_DIR", self.state.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "ksim {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = Command::new(ksim_e2e::binary("ksim"))
+            .arg("down")
+            .env("KSIM_STATE_DIR", self.state.path())
+            .output();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// What the test saw of the recorded cluster at one moment.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    at_ms: i64,
+    nodes: u64,
+    running: u64,
+    pending: u64,
+}
+
+async fn look(client: &Client) -> Result<Seen, kube::Error> {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("{GROUP_LABEL}={GROUP}")))
+        .await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), "shop")
+        .list(&ListParams::default())
+        .await?;
+    let phase = |wanted: &str| {
+        pods.items
+            .iter()
+            .filter(|pod| {
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(wanted)
+                    && pod.metadata.deletion_timestamp.is_none()
+            })
+            .count() as u64
+    };
+    Ok(Seen {
+        at_ms: now_ms(),
+        nodes: nodes.items.iter().filter(|node| is_ready(node)).count() as u64,
+        running: phase("Running"),
+        pending: phase("Pending"),
+    })
+}
+
+/// Waits until what the test sees satisfies `done`.
+async fn until(client: &Client, what: &str, done: impl Fn(&Seen) -> bool) {
+    let started = Instant::now();
+    loop {
+        if let Ok(seen) = look(client).await
+            && done(&seen)
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{what}: not within {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One pod per node: an m5.large has 1930m allocatable.
+fn web(replicas: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "nodeSelector": {GROUP_LABEL: GROUP},
+                    "tolerations": [{"key": VIRTUAL_TAINT_KEY, "operator": "Exists",
+                        "effect": "NoSchedule"}],
+                    "containers": [{"name": "web", "image": "registry.example/web:1",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
+                }
+            }
+        }
+    }))
+    .unwrap()
+}
+
+async fn scale(client: &Client, replicas: i32) {
+    Api::<Deployment>::namespaced(client.clone(), "shop")
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// The values the test saw within [`SLACK_MS`] of `at_ms`, by `value`.
+fn seen_near(curve: &[Seen], at_ms: i64, value: fn(&Seen) -> u64) -> Vec<u64> {
+    let mut values: Vec<u64> = curve
+        .iter()
+        .filter(|seen| (seen.at_ms - at_ms).abs() <= SLACK_MS)
+        .map(value)
+        .collect();
+    values.dedup();
+    values
+}
+
+fn series<'a>(fidelity: &'a Value, name: &str) -> &'a Value {
+    fidelity["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|series| series["name"] == name)
+        .unwrap_or_else(|| panic!("no series {name} in {fidelity:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recording() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(Up::start).await.unwrap();
+    let client = ksim_kube::KubeArgs::file(up.kubeconfig())
+        .connect()
+        .await
+        .unwrap()
+        .client;
+
+    // The recorded cluster: a group CA may resize from 1 to 6 nodes, made as ksim makes one.
+    let seats = SeatDeployment {
+        group: GROUP.to_owned(),
+        namespace: SEATS_NAMESPACE.to_owned(),
+        replicas: 1,
+        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
+        min_size: Some(1),
+        max_size: Some(6),
+    }
+    .to_deployment();
+    let seats_api = Api::<Deployment>::namespaced(client.clone(), SEATS_NAMESPACE);
+    seats_api
+        .create(&PostParams::default(), &seats)
+        .await
+        .unwrap();
+    until(&client, "the group's first node", |s| s.nodes == 1).await;
+
+    // Watched from here on, every 250 ms, while the tracer records.
+    let curve = Arc::new(Mutex::new(Vec::<Seen>::new()));
+    let watching = tokio::spawn({
+        let (client, curve) = (client.clone(), curve.clone());
+        async move {
+            loop {
+                if let Ok(seen) = look(&client).await {
+                    curve.lock().unwrap().push(seen);
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    });
+    let start_ms = now_ms();
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    Api::<Deployment>::namespaced(client.clone(), "shop")
+        .create(&PostParams::default(), &web(1))
+        .await
+        .unwrap();
+    until(&client, "web's first pod running", |s| s.running == 1).await;
+    tokio::time::sleep(HOLD).await;
+    // Up one node at a time, then down one at a time.
+    for replicas in [2, 3, 4] {
+        scale(&client, replicas).await;
+        let want = replicas as u64;
+        until(&client, &format!("{replicas} pods running"), |s| {
+            s.running == want && s.nodes == want
+        })
+        .await;
+        tokio::time::sleep(HOLD).await;
+    }
+    for replicas in [3, 2, 1] {
+        scale(&client, replicas).await;
+        let want = replicas as u64;
+        until(&client, &format!("CA down to {replicas} nodes"), |s| {
+            s.nodes == want && s.running == want
+        })
+        .await;
+        tokio::time::sleep(HOLD).await;
+    }
+    let end_ms = now_ms();
+    watching.abort();
+    let curve = curve.lock().unwrap().clone();
+    assert_eq!(curve.iter().map(|s| s.nodes).max(), Some(4));
+
+    // The recording, as a user exports it.
+    let trace = up.state.path().join("recorded.ksim");
+    let (start, end) = (
+        timestamp(start_ms).to_string(),
+        timestamp(end_ms).to_string(),
+    );
+    up.ksim(&[
+        "trace",
+        "export",
+        "--server",
+        TRACER,
+        "--start",
+        &start,
+        "--end",
+        &end,
+        "-n",
+        "shop",
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    let inspected = up.ksim(&["trace", "inspect", trace.to_str().unwrap()]);
+    let inspected = String::from_utf8_lossy(&inspected.stdout);
+    assert!(inspected.contains("cluster state"), "{inspected}");
+
+    // The recorded group and workload go, so the replay brings its own group of that name.
+    seats_api
+        .delete(&format!("seats-{GROUP}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<Namespace>::all(client.clone())
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
+    until(&client, "the recorded group gone", |s| s.nodes == 0).await;
+
+    let skeleton = up.state.path().join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let run = {
+        let args: Vec<String> = [
+            "run",
+            trace.to_str().unwrap(),
+            "--driver",
+            DRIVER,
+            "--autoscaler",
+            &format!("--autoscaler-group={GROUP}={}:1:6:1", skeleton.display()),
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let state = up.state.path().to_owned();
+        tokio::task::spawn_blocking(move || ksim_in(&state, &args))
+            .await
+            .unwrap()
+    };
+    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        printed.contains("fidelity:          nodes within ±1 in"),
+        "{printed}"
+    );
+    let id = printed
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("ksim: simulation ")?
+                .strip_suffix(" succeeded")
+        })
+        .unwrap_or_else(|| panic!("no success line in {printed}"));
+    let report: Value = serde_json::from_slice(
+        &up.ksim(&["report", id, "--json", "--driver", DRIVER])
+            .stdout,
+    )
+    .unwrap();
+    let fidelity = &report["fidelity"];
+    assert_eq!(fidelity["bucket_ms"], 5000, "{report:#}");
+    let buckets = fidelity["buckets"].as_array().unwrap();
+    let window_ms = end_ms - start_ms;
+    assert!(
+        buckets.len() as i64 >= window_ms / 5000,
+        "{} buckets for {window_ms} ms",
+        buckets.len()
+    );
+
+    // The recorded side is what the test saw at the same moment of the recording.
+    let value = |bucket: &Value, side: &str, field: &str| -> u64 {
+        match field {
+            "nodes" => bucket[side]["ready_nodes"][GROUP].as_u64().unwrap_or(0),
+            _ => bucket[side][field].as_u64().unwrap(),
+        }
+    };
+    for bucket in buckets {
+        let offset = bucket["offset_ms"].as_i64().unwrap();
+        let at_ms = (start_ms + offset + 4_999).min(end_ms);
+        let nodes = seen_near(&curve, at_ms, |s| s.nodes);
+        let running = seen_near(&curve, at_ms, |s| s.running);
+        let pending = seen_near(&curve, at_ms, |s| s.pending);
+        assert!(
+            nodes.contains(&value(bucket, "recorded", "nodes")),
+            "bucket at {offset} ms recorded {bucket} but the test saw nodes {nodes:?}"
+        );
+        assert!(
+            running.contains(&value(bucket, "recorded", "pods_running")),
+            "bucket at {offset} ms recorded {bucket} but the test saw running {running:?}"
+        );
+        assert!(
+            pending.contains(&value(bucket, "recorded", "pods_pending")),
+            "bucket at {offset} ms recorded {bucket} but the test saw pending {pending:?}"
+        );
+    }
+
+    // The figures are those of the buckets, and the replay stayed within a node of the
+    // recording with the same peak.
+    for (name, field) in [
+        (format!("nodes/{GROUP}"), "nodes"),
+        ("pods_running".to_owned(), "pods_running"),
+    ] {
+        let figures = series(fidelity, &name);
+        let errors: Vec<u64> = buckets
+            .iter()
+            .map(|b| value(b, "recorded", field).abs_diff(value(b, "simulated", field)))
+            .collect();
+        let mean = errors.iter().sum::<u64>() as f64 / errors.len() as f64;
+        assert!(
+            (figures["mean_abs_error"].as_f64().unwrap() - mean).abs() < 1e-9,
+            "{figures}"
+        );
+        assert_eq!(
+            figures["max_abs_error"],
+            errors.iter().max().copied().unwrap()
+        );
+        assert_eq!(figures["buckets"], buckets.len());
+    }
+    let nodes = series(fidelity, &format!("nodes/{GROUP}"));
+    assert_eq!(nodes["within_tolerance"], 1.0, "{fidelity:#}");
+    assert_eq!(nodes["recorded_peak"], 4, "{nodes}");
+    assert_eq!(nodes["simulated_peak"], 4, "{nodes}");
+    assert_eq!(series(fidelity, "nodes")["recorded_peak"], 4);
+
+    // Every pod ran, and the end looks like the recording's: one node, one pod running.
+    let last = buckets.last().unwrap();
+    assert_eq!(value(last, "simulated", "pods_running"), 1, "{last}");
+    assert_eq!(value(last, "simulated", "pods_pending"), 0, "{last}");
+    assert!(
+        report["pod_pending_time"]["count"].as_u64().unwrap() >= 4,
+        "{report:#}"
+    );
+    let files = std::fs::read_dir(Path::new(report_dir(&printed)))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect::<Vec<_>>();
+    assert!(files.contains(&"fidelity.svg".to_owned()), "{files:?}");
+
+    // Nothing is left: the replay's namespace, group and nodes are gone.
+    let namespaces = Api::<Namespace>::all(client.clone());
+    ksim_testenv::wait::until("the replay's namespace gone", DEADLINE, || async {
+        let left: Vec<String> = namespaces
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .into_iter()
+            .filter_map(|ns| ns.metadata.name)
+            .filter(|name| name.ends_with("-shop"))
+            .collect();
+        left.is_empty().then_some(()).ok_or(format!("{left:?}"))
+    })
+    .await
+    .unwrap();
+    until(&client, "the replay's nodes gone", |s| s.nodes == 0).await;
+    assert!(
+        seats_api
+            .get_opt(&format!("seats-{GROUP}"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// `ksim ARGS` in the environment of `state`, whatever its exit.
+fn ksim_in(state: &Path, args: &[String]) -> Output {
+    Command::new(ksim_e2e::binary("ksim"))
+        .args(args)
+        .env("KSIM_STATE_DIR", state)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The directory of the report files the summary lists.
+fn report_dir(printed: &str) -> &str {
+    let json = printed
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("files:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no files line in {printed}"));
+    json.strip_suffix("/report.json").unwrap_or(json)
+}

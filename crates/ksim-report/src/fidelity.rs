@@ -1,0 +1,368 @@
+//! Recorded against simulated: the trace's samples of the recorded cluster beside the driver's
+//! samples of the simulated one, in buckets of recorded time, and how far apart they were.
+//!
+//! Both sides are step functions (a sample holds until the next), so each bucket compares
+//! them as at its end: the last sample of each side at or before it. The last bucket ends
+//! where the replay's last sample was taken, so a replay that stopped early is not compared
+//! with recorded time it never reached.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::input::{ClusterState, Observations, RecordedState};
+use super::model::{Fidelity, FidelityBucket, SeriesFidelity};
+use super::timeline::{millis, recorded};
+
+/// Bucket width of the comparison, recorded time: coarse enough that a node joining a
+/// second later in the replay than in the recording does not count as an error.
+pub const FIDELITY_BUCKET: Duration = Duration::from_secs(5);
+
+/// Pod series are within tolerance when off by at most this share of the recorded value.
+const POD_TOLERANCE: f64 = 0.05;
+
+/// The series name of one group's nodes.
+pub fn group_series(group: &str) -> String {
+    if group.is_empty() {
+        "nodes/(no group)".to_owned()
+    } else {
+        format!("nodes/{group}")
+    }
+}
+
+/// The comparison, when the observations carry a recorded cluster and the replay was sampled.
+pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
+    let recorded_states = sorted(obs.recorded.as_deref()?.iter().map(|r| {
+        let RecordedState { offset, state } = r;
+        (millis(*offset), state)
+    }));
+    let simulated_states = sorted(obs.samples.iter().map(|sample| {
+        (
+            millis(recorded(sample.offset, obs.speed)),
+            simulated_state(sample),
+        )
+    }));
+    let simulated_states: Vec<(u64, &ClusterState)> =
+        simulated_states.iter().map(|(at, s)| (*at, s)).collect();
+    let (&(end, _), _) = simulated_states.split_last()?;
+
+    let width = millis(FIDELITY_BUCKET);
+    let buckets: Vec<FidelityBucket> = (0..=end / width)
+        .filter_map(|index| {
+            let offset_ms = index * width;
+            // The last millisecond of the bucket, or the replay's last sample.
+            let at = (offset_ms + width - 1).min(end);
+            Some(FidelityBucket {
+                offset_ms,
+                recorded: state_at(&recorded_states, at)?.clone(),
+                simulated: state_at(&simulated_states, at)?.clone(),
+            })
+        })
+        .collect();
+    Some(Fidelity {
+        bucket_ms: width,
+        series: series(&buckets),
+        buckets,
+    })
+}
+
+fn simulated_state(sample: &super::input::Sample) -> ClusterState {
+    ClusterState {
+        ready_nodes: sample
+            .nodes
+            .iter()
+            .map(|(group, count)| (group.clone(), count.ready))
+            .collect(),
+        pods_running: sample.pods.running,
+        pods_pending: sample.pods.pending,
+    }
+}
+
+/// Stable, so of two samples at one millisecond the later one stays last.
+fn sorted<S>(states: impl Iterator<Item = (u64, S)>) -> Vec<(u64, S)> {
+    let mut states: Vec<_> = states.collect();
+    states.sort_by_key(|(at, _)| *at);
+    states
+}
+
+/// The last state at or before `at`; none before the first.
+fn state_at<'a>(states: &[(u64, &'a ClusterState)], at: u64) -> Option<&'a ClusterState> {
+    let after = states.partition_point(|(offset, _)| *offset <= at);
+    after.checked_sub(1).map(|last| states[last].1)
+}
+
+/// One compared series: what it reads of a cluster state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Measure {
+    /// Ready nodes over all groups.
+    Nodes,
+    /// Ready nodes of one group.
+    Group(String),
+    PodsRunning,
+    PodsPending,
+}
+
+impl Measure {
+    /// `Nodes`, a `Group` per group seen on either side of any bucket, then the pods.
+    pub(crate) fn all(buckets: &[FidelityBucket]) -> Vec<Self> {
+        let groups: BTreeSet<&String> = buckets
+            .iter()
+            .flat_map(|b| {
+                b.recorded
+                    .ready_nodes
+                    .keys()
+                    .chain(b.simulated.ready_nodes.keys())
+            })
+            .collect();
+        std::iter::once(Self::Nodes)
+            .chain(groups.into_iter().map(|group| Self::Group(group.clone())))
+            .chain([Self::PodsRunning, Self::PodsPending])
+            .collect()
+    }
+
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Self::Nodes => "nodes".to_owned(),
+            Self::Group(group) => group_series(group),
+            Self::PodsRunning => "pods_running".to_owned(),
+            Self::PodsPending => "pods_pending".to_owned(),
+        }
+    }
+
+    pub(crate) fn value(&self, state: &ClusterState) -> u64 {
+        match self {
+            Self::Nodes => state.nodes(),
+            Self::Group(group) => state.ready_nodes.get(group).copied().unwrap_or(0),
+            Self::PodsRunning => state.pods_running,
+            Self::PodsPending => state.pods_pending,
+        }
+    }
+
+    /// +-1 node; 5% of the recorded pods.
+    fn within(&self, recorded: u64, simulated: u64) -> bool {
+        let error = recorded.abs_diff(simulated);
+        match self {
+            Self::Nodes | Self::Group(_) => error <= 1,
+            Self::PodsRunning | Self::PodsPending => {
+                error as f64 <= recorded as f64 * POD_TOLERANCE
+            }
+        }
+    }
+}
+
+fn series(buckets: &[FidelityBucket]) -> Vec<SeriesFidelity> {
+    Measure::all(buckets)
+        .iter()
+        .map(|measure| compared(measure, buckets))
+        .collect()
+}
+
+fn compared(measure: &Measure, buckets: &[FidelityBucket]) -> SeriesFidelity {
+    let pairs: Vec<(u64, u64)> = buckets
+        .iter()
+        .map(|b| (measure.value(&b.recorded), measure.value(&b.simulated)))
+        .collect();
+    let count = pairs.len() as f64;
+    let share = |n: usize| {
+        if pairs.is_empty() {
+            0.0
+        } else {
+            n as f64 / count
+        }
+    };
+    let errors = pairs.iter().map(|(r, s)| r.abs_diff(*s));
+    SeriesFidelity {
+        name: measure.name(),
+        buckets: pairs.len() as u64,
+        mean_abs_error: if pairs.is_empty() {
+            0.0
+        } else {
+            errors.clone().sum::<u64>() as f64 / count
+        },
+        max_abs_error: errors.max().unwrap_or(0),
+        within_tolerance: share(pairs.iter().filter(|(r, s)| measure.within(*r, *s)).count()),
+        recorded_peak: pairs.iter().map(|(r, _)| *r).max().unwrap_or(0),
+        simulated_peak: pairs.iter().map(|(_, s)| *s).max().unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::input::{NodeCount, PodCounts, Sample};
+    use super::*;
+
+    fn state(group_nodes: &[(&str, u64)], running: u64, pending: u64) -> ClusterState {
+        ClusterState {
+            ready_nodes: group_nodes
+                .iter()
+                .map(|(group, nodes)| ((*group).to_owned(), *nodes))
+                .collect(),
+            pods_running: running,
+            pods_pending: pending,
+        }
+    }
+
+    fn recorded_at(secs: u64, state: ClusterState) -> RecordedState {
+        RecordedState {
+            offset: Duration::from_secs(secs),
+            state,
+        }
+    }
+
+    /// A simulated sample at `wall_ms` of the replay's wall clock.
+    fn sample(wall_ms: u64, ready: u64, running: u64, pending: u64) -> Sample {
+        Sample {
+            offset: Duration::from_millis(wall_ms),
+            nodes: BTreeMap::from([(
+                "m5".to_owned(),
+                NodeCount {
+                    nodes: ready + 1,
+                    ready,
+                },
+            )]),
+            pods: PodCounts {
+                running,
+                pending,
+                ..PodCounts::default()
+            },
+            unscheduled: 0,
+        }
+    }
+
+    #[test]
+    fn no_recorded_cluster_means_no_fidelity() {
+        let obs = Observations {
+            samples: vec![sample(0, 1, 0, 0)],
+            ..Observations::default()
+        };
+        assert_eq!(compare(&obs), None);
+    }
+
+    #[test]
+    fn buckets_compare_both_clusters_as_at_their_end() {
+        // Recorded: 2 nodes, 4 nodes from 7 s, back to 2 from 16 s.
+        // Simulated (1x): 2 nodes, 4 from 9 s (2 s late), 2 from 21 s (5 s late).
+        let obs = Observations {
+            speed: 1.0,
+            recorded: Some(vec![
+                recorded_at(0, state(&[("m5", 2)], 0, 10)),
+                recorded_at(7, state(&[("m5", 4)], 10, 0)),
+                recorded_at(16, state(&[("m5", 2)], 10, 0)),
+            ]),
+            samples: (0..=22)
+                .map(|s| {
+                    let (ready, running, pending) = match s {
+                        0..9 => (2, 0, 10),
+                        9..21 => (4, 10, 0),
+                        _ => (2, 10, 0),
+                    };
+                    sample(s * 1000, ready, running, pending)
+                })
+                .collect(),
+            ..Observations::default()
+        };
+        let fidelity = compare(&obs).unwrap();
+        assert_eq!(fidelity.bucket_ms, 5000);
+        let offsets: Vec<u64> = fidelity.buckets.iter().map(|b| b.offset_ms).collect();
+        // The last bucket (20-25 s) ends at the last sample, 22 s.
+        assert_eq!(offsets, [0, 5000, 10_000, 15_000, 20_000]);
+        let nodes: Vec<(u64, u64)> = fidelity
+            .buckets
+            .iter()
+            .map(|b| (b.recorded.nodes(), b.simulated.nodes()))
+            .collect();
+        // At 4.999 s, 9.999 s, 14.999 s, 19.999 s and 22 s.
+        assert_eq!(nodes, [(2, 2), (4, 4), (4, 4), (2, 4), (2, 2)]);
+
+        let total = fidelity.series("nodes").unwrap();
+        assert_eq!(total.buckets, 5);
+        assert_eq!(total.max_abs_error, 2);
+        assert!((total.mean_abs_error - 0.4).abs() < 1e-9, "{total:?}");
+        assert!((total.within_tolerance - 0.8).abs() < 1e-9, "{total:?}");
+        assert_eq!((total.recorded_peak, total.simulated_peak), (4, 4));
+        assert_eq!(
+            fidelity.series("nodes/m5").unwrap(),
+            &SeriesFidelity {
+                name: "nodes/m5".into(),
+                ..total.clone()
+            }
+        );
+        // Pods: recorded 10 running from 7 s; simulated from 9 s: both at 9.999 s.
+        let running = fidelity.series("pods_running").unwrap();
+        assert_eq!(running.max_abs_error, 0);
+        assert_eq!(running.within_tolerance, 1.0);
+        let names: Vec<&str> = fidelity.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["nodes", "nodes/m5", "pods_running", "pods_pending"]);
+    }
+
+    #[test]
+    fn a_fast_replay_is_compared_in_recorded_time() {
+        // At 10x, wall 1.2 s is recorded 12 s: the 10-15 s bucket sees the simulated 4 nodes.
+        let obs = Observations {
+            speed: 10.0,
+            recorded: Some(vec![
+                recorded_at(0, state(&[("m5", 2)], 0, 0)),
+                recorded_at(11, state(&[("m5", 4)], 0, 0)),
+            ]),
+            samples: vec![
+                sample(0, 2, 0, 0),
+                sample(1200, 4, 0, 0),
+                sample(1500, 4, 0, 0),
+            ],
+            ..Observations::default()
+        };
+        let fidelity = compare(&obs).unwrap();
+        let nodes: Vec<(u64, u64, u64)> = fidelity
+            .buckets
+            .iter()
+            .map(|b| (b.offset_ms, b.recorded.nodes(), b.simulated.nodes()))
+            .collect();
+        assert_eq!(
+            nodes,
+            [(0, 2, 2), (5000, 2, 2), (10_000, 4, 4), (15_000, 4, 4)]
+        );
+        assert_eq!(fidelity.series("nodes").unwrap().within_tolerance, 1.0);
+    }
+
+    #[test]
+    fn pods_are_within_tolerance_at_five_percent_and_groups_of_either_side_count() {
+        let obs = Observations {
+            recorded: Some(vec![recorded_at(0, state(&[("", 1), ("c5", 3)], 100, 0))]),
+            samples: vec![sample(0, 2, 95, 1), sample(5000, 2, 94, 0)],
+            ..Observations::default()
+        };
+        let fidelity = compare(&obs).unwrap();
+        let running = fidelity.series("pods_running").unwrap();
+        // 95 of 100 is within 5%, 94 is not.
+        assert_eq!(running.within_tolerance, 0.5);
+        assert_eq!(running.max_abs_error, 6);
+        // One pending pod against none recorded: 5% of 0 is 0.
+        assert_eq!(
+            fidelity.series("pods_pending").unwrap().within_tolerance,
+            0.5
+        );
+        // Groups only recorded, and only simulated, are compared against 0.
+        let c5 = fidelity.series("nodes/c5").unwrap();
+        assert_eq!((c5.recorded_peak, c5.simulated_peak), (3, 0));
+        let m5 = fidelity.series("nodes/m5").unwrap();
+        assert_eq!((m5.recorded_peak, m5.simulated_peak), (0, 2));
+        assert!(fidelity.series("nodes/(no group)").is_some());
+        // Recorded 4 in all, simulated 2.
+        assert_eq!(fidelity.series("nodes").unwrap().max_abs_error, 2);
+    }
+
+    #[test]
+    fn buckets_before_the_recording_began_are_left_out() {
+        let obs = Observations {
+            recorded: Some(vec![recorded_at(6, state(&[("m5", 1)], 0, 0))]),
+            samples: vec![sample(0, 1, 0, 0), sample(12_000, 1, 0, 0)],
+            ..Observations::default()
+        };
+        let fidelity = compare(&obs).unwrap();
+        let offsets: Vec<u64> = fidelity.buckets.iter().map(|b| b.offset_ms).collect();
+        assert_eq!(offsets, [5000, 10_000]);
+        assert_eq!(fidelity.series("nodes").unwrap().buckets, 2);
+    }
+}

@@ -1,0 +1,168 @@
+//! The recorded cluster a trace holds, as the report compares it with the simulated one: Ready
+//! nodes per group and pods of the namespaces the trace replays, from the window's start.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use ksim_trace::{Trace, pb};
+
+use super::plan::window_start_ms;
+use super::report::{ClusterState, RecordedState};
+
+/// The trace's samples of the recorded cluster, offsets from the window start (samples from
+/// before it, such as the state an export puts first, count from 0); `None` when the trace
+/// has none, e.g. a SimKube trace.
+pub fn recorded_states(trace: &Trace) -> Option<Vec<RecordedState>> {
+    if trace.samples.is_empty() {
+        return None;
+    }
+    let start_ms = window_start_ms(trace);
+    let namespaces = replayed_namespaces(trace);
+    Some(
+        trace
+            .samples
+            .iter()
+            .map(|sample| RecordedState {
+                offset: Duration::from_millis(
+                    u64::try_from(sample.timestamp_ms.saturating_sub(start_ms)).unwrap_or(0),
+                ),
+                state: ClusterState {
+                    ready_nodes: sample
+                        .ready_nodes
+                        .iter()
+                        .map(|(group, nodes)| (group.clone(), u64::from(*nodes)))
+                        .collect(),
+                    pods_running: pods(sample, &namespaces, |counts| counts.running),
+                    pods_pending: pods(sample, &namespaces, |counts| counts.pending),
+                },
+            })
+            .collect(),
+    )
+}
+
+/// The namespaces the replay creates objects in, as recorded (before the simulation's
+/// prefix): the recorded cluster's other namespaces (kube-system, ...) are not compared.
+fn replayed_namespaces(trace: &Trace) -> BTreeSet<&str> {
+    let mut namespaces = BTreeSet::new();
+    for object in trace
+        .events
+        .iter()
+        .flat_map(|event| event.applied.iter().chain(&event.deleted))
+    {
+        if !object.namespace.is_empty() {
+            namespaces.insert(object.namespace.as_str());
+        }
+        let is_namespace = object
+            .gvk
+            .as_ref()
+            .is_some_and(|gvk| gvk.group.is_empty() && gvk.kind == "Namespace");
+        if is_namespace {
+            namespaces.insert(object.name.as_str());
+        }
+    }
+    namespaces
+}
+
+fn pods(
+    sample: &pb::ClusterSample,
+    namespaces: &BTreeSet<&str>,
+    count: fn(&pb::RecordedPodCounts) -> u32,
+) -> u64 {
+    sample
+        .pods
+        .iter()
+        .filter(|(namespace, _)| namespaces.contains(namespace.as_str()))
+        .map(|(_, counts)| u64::from(count(counts)))
+        .sum()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn trace(samples: Vec<pb::ClusterSample>) -> Trace {
+        let deployment = pb::TraceObject {
+            gvk: Some(pb::GroupVersionKind {
+                group: "apps".into(),
+                version: "v1".into(),
+                kind: "Deployment".into(),
+            }),
+            namespace: "shop".into(),
+            name: "web".into(),
+            ..Default::default()
+        };
+        let namespace = pb::TraceObject {
+            gvk: Some(pb::GroupVersionKind {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Namespace".into(),
+            }),
+            name: "batch".into(),
+            ..Default::default()
+        };
+        Trace {
+            header: pb::TraceHeader {
+                start_time: Some(ksim_trace::time::timestamp(100_000)),
+                ..Default::default()
+            },
+            events: vec![pb::TraceEvent {
+                timestamp_ms: 101_000,
+                applied: vec![deployment, namespace],
+                ..Default::default()
+            }],
+            lifecycles: Vec::new(),
+            samples,
+            nodes: Vec::new(),
+            trailer: Default::default(),
+        }
+    }
+
+    fn sample(ms: i64, nodes: u32, pods: &[(&str, u32, u32)]) -> pb::ClusterSample {
+        pb::ClusterSample {
+            timestamp_ms: ms,
+            ready_nodes: [("m5".to_owned(), nodes)].into(),
+            pods: pods
+                .iter()
+                .map(|(namespace, pending, running)| {
+                    (
+                        (*namespace).to_owned(),
+                        pb::RecordedPodCounts {
+                            pending: *pending,
+                            running: *running,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_trace_without_samples_has_no_recorded_cluster() {
+        assert_eq!(recorded_states(&trace(Vec::new())), None);
+    }
+
+    #[test]
+    fn pods_count_in_replayed_namespaces_only_and_offsets_start_at_the_window() {
+        let states = recorded_states(&trace(vec![
+            sample(99_000, 2, &[("shop", 1, 3), ("kube-system", 0, 9)]),
+            sample(104_500, 3, &[("shop", 0, 4), ("batch", 2, 0)]),
+        ]))
+        .unwrap();
+        assert_eq!(states.len(), 2);
+        // Before the window: from 0.
+        assert_eq!(states[0].offset, Duration::ZERO);
+        assert_eq!(
+            (states[0].state.pods_pending, states[0].state.pods_running),
+            (1, 3),
+            "kube-system is not replayed"
+        );
+        assert_eq!(states[1].offset, Duration::from_millis(4_500));
+        assert_eq!(
+            (states[1].state.pods_pending, states[1].state.pods_running),
+            (2, 4),
+            "a Namespace object's pods count"
+        );
+        assert_eq!(states[1].state.ready_nodes["m5"], 3);
+    }
+}
