@@ -15,11 +15,13 @@
 //! kept and printed when the thread is panicking or `KSIM_KEEP_TESTENV` is set.
 
 use std::{
+    collections::BTreeSet,
     net::{Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
+use ksim_experiment::autoscaler::{AutoscalerFlag, flags_in_help};
 use tempfile::TempDir;
 
 use crate::{ControlPlane, Error, cache_root, ports::free_port, process::Process};
@@ -112,6 +114,27 @@ impl ClusterAutoscalerBinary {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The flag names this binary knows, as its `--help` lists them: the judge of whether a
+    /// user's flag exists in this release.
+    pub fn flags(&self) -> Result<BTreeSet<String>, Error> {
+        let output = std::process::Command::new(&self.path)
+            .arg("--help")
+            .output()
+            .map_err(Error::io("cannot run", self.path.clone()))?;
+        // Go's flag package prints the help to stderr; either way, both are read.
+        let help =
+            String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+        let flags = flags_in_help(&help);
+        if flags.is_empty() {
+            return Err(
+                Error::io("lists no flags in its --help", self.path.clone())(
+                    std::io::Error::other(help.chars().take(200).collect::<String>()),
+                ),
+            );
+        }
+        Ok(flags)
     }
 }
 
@@ -234,6 +257,7 @@ pub struct ClusterAutoscalerBuilder {
     cloud_config: CloudConfig,
     args: Vec<String>,
     ready_timeout: Duration,
+    speed: f64,
 }
 
 impl ClusterAutoscalerBuilder {
@@ -246,7 +270,17 @@ impl ClusterAutoscalerBuilder {
             args: Vec::new(),
             // CA serves its health endpoint before it talks to anyone; a minute is generous.
             ready_timeout: Duration::from_secs(60),
+            speed: 1.0,
         }
+    }
+
+    /// The replay speed CA runs at: every flag that measures time in the simulated cluster,
+    /// the defaults' and [`Self::arg`]'s alike, is divided by it (see
+    /// [`ksim_experiment::autoscaler`]), so `--scale-down-unneeded-time=2m` at 10x runs as
+    /// `12s`.
+    pub fn speed(mut self, speed: f64) -> Self {
+        self.speed = speed;
+        self
     }
 
     /// Use this binary instead of [`ClusterAutoscalerBinary::locate`].
@@ -281,7 +315,20 @@ impl ClusterAutoscalerBuilder {
             .into_iter()
             .filter(|default| !overridden.contains(&flag_name(default)))
             .chain(self.args.iter().cloned())
+            .map(|arg| self.at_speed(arg))
             .collect()
+    }
+
+    /// `arg` as CA runs it at the builder's speed; flags that are not `--name=value` or
+    /// that the environment sets (addresses, files) as they are.
+    fn at_speed(&self, arg: String) -> String {
+        match arg
+            .parse::<AutoscalerFlag>()
+            .map(|flag| flag.at_speed(self.speed))
+        {
+            Ok(run) if run.dilated() => run.as_run.to_string(),
+            _ => arg,
+        }
     }
 
     /// Writes the cloud-config, starts CA and waits until its health endpoint answers. On
@@ -642,6 +689,26 @@ mod tests {
         assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(go_duration(Duration::from_nanos(1_500)), "1500ns");
         assert_eq!(go_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn at_a_speed_the_durations_in_simulated_time_are_divided() {
+        let args = builder()
+            .arg("--scale-down-unneeded-time=2m")
+            .arg("--expander=price")
+            .speed(10.0)
+            .command_line("127.0.0.1:9000", Path::new("/d/cloud.yaml"));
+        for expected in [
+            "--scale-down-unneeded-time=12s",
+            // The environment's own 1 s scan interval, at its floor.
+            "--scan-interval=100ms",
+            "--max-node-provision-time=12s",
+            "--expander=price",
+            "--address=127.0.0.1:9000",
+            "--cloud-config=/d/cloud.yaml",
+        ] {
+            assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+        }
     }
 
     #[test]

@@ -54,6 +54,32 @@ async fn start_passes_defaults_overrides_and_files_and_reports_an_early_exit() {
     std::fs::remove_dir_all(kept).unwrap();
 }
 
+/// Every flag ksim divides by the replay speed exists in the releases it is tested with (bar
+/// one that 1.34.5 does not have yet), so none is dilated by a name CA never reads; the
+/// binary's own flag list is what a user's unknown flag is judged by.
+#[test]
+fn real_ca_knows_every_flag_ksim_dilates() {
+    let versions = ksim_testenv::autoscaler::tested_cluster_autoscaler_versions();
+    assert!(versions.contains(&"1.35.2"), "{versions:?}");
+    for version in versions {
+        let binary =
+            ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| panic!("{e}"));
+        let known = binary.flags().unwrap();
+        assert!(known.contains("expander"), "{version}: {known:?}");
+        assert!(!known.contains("expandr"));
+        for flag in ksim_experiment::autoscaler::dilated_flags() {
+            if version == "1.34.5" && flag == "max-node-startup-time" {
+                assert!(
+                    !known.contains(flag),
+                    "1.34.5 gained {flag}: drop the exception"
+                );
+                continue;
+            }
+            assert!(known.contains(flag), "CA {version} has no --{flag}");
+        }
+    }
+}
+
 /// CA dials its provider without blocking, so it starts with nothing listening there, fails its
 /// loops on the provider calls, and keeps serving its diagnostics.
 #[tokio::test(flavor = "multi_thread")]
@@ -65,9 +91,19 @@ async fn real_ca_starts_without_a_provider_and_keeps_serving_diagnostics() {
     let cloud_config = CloudConfig::plaintext(nowhere);
     let mut ca = ClusterAutoscaler::builder(&control_plane, cloud_config.clone())
         .binary(binary)
+        .arg("--scale-down-unneeded-time=2m")
+        .speed(10.0)
         .start()
         .await
         .unwrap();
+    // At 10x, the given 2 minutes of recorded time run as 12 s.
+    assert!(
+        ca.args()
+            .iter()
+            .any(|arg| arg == "--scale-down-unneeded-time=12s"),
+        "{:?}",
+        ca.args()
+    );
 
     assert_eq!(
         std::fs::read_to_string(ca.cloud_config_path()).unwrap(),

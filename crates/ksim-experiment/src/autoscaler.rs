@@ -1,0 +1,423 @@
+//! Cluster-autoscaler flags as the configuration under test.
+//!
+//! Users give flags as they run CA in production (`scale-down-unneeded-time=10m`): durations in
+//! recorded time. A replay at speed S runs the recorded world S times faster, so CA must too:
+//! every flag that measures time *in the simulated cluster* (how long a node stays unneeded,
+//! how long provisioning may take, backoffs, the loop's interval) is divided by S. Flags that
+//! bound CA's own computation (binpacking time, simulation timeouts) or watch its health
+//! (max-inactivity) are not: CPU time does not speed up with the replay.
+//!
+//! Whether CA knows a flag at all is for the real binary to say (its `--help`); see
+//! [`AutoscalerFlags::check_known`].
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::go_duration::{self, DurationError};
+
+/// CA's duration flags that measure time in the simulated cluster, each with the shortest
+/// value it is run with at any speed. The scan interval stops at 100 ms: below, CA would spend
+/// the whole interval in its loop. The others stop at 1 ms so a non-zero wait stays non-zero.
+const DILATED_DURATIONS: [(&str, Duration); 20] = [
+    ("scan-interval", Duration::from_millis(100)),
+    ("scale-down-delay-after-add", Duration::from_millis(1)),
+    ("scale-down-delay-after-delete", Duration::from_millis(1)),
+    ("scale-down-delay-after-failure", Duration::from_millis(1)),
+    ("scale-down-unneeded-time", Duration::from_millis(1)),
+    ("scale-down-unready-time", Duration::from_millis(1)),
+    ("max-node-provision-time", Duration::from_millis(1)),
+    ("max-node-startup-time", Duration::from_millis(1)),
+    ("max-pod-eviction-time", Duration::from_millis(1)),
+    ("node-deletion-delay-timeout", Duration::from_millis(1)),
+    ("node-deletion-batcher-interval", Duration::from_millis(1)),
+    ("node-delete-delay-after-taint", Duration::from_millis(1)),
+    ("unremovable-node-recheck-timeout", Duration::from_millis(1)),
+    ("new-pod-scale-up-delay", Duration::from_millis(1)),
+    (
+        "initial-node-group-backoff-duration",
+        Duration::from_millis(1),
+    ),
+    ("max-node-group-backoff-duration", Duration::from_millis(1)),
+    ("node-group-backoff-reset-timeout", Duration::from_millis(1)),
+    ("node-deletion-candidate-ttl", Duration::from_millis(1)),
+    (
+        "provisioning-request-initial-backoff-time",
+        Duration::from_millis(1),
+    ),
+    (
+        "provisioning-request-max-backoff-time",
+        Duration::from_millis(1),
+    ),
+];
+
+/// CA's flags that count simulated time in whole seconds.
+const DILATED_SECONDS: [&str; 1] = ["max-graceful-termination-sec"];
+
+/// A flag that cannot be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    #[error("cluster-autoscaler flag {0:?}: give it as FLAG=VALUE, e.g. expander=price")]
+    NotFlagValue(String),
+    #[error("cluster-autoscaler flag --{flag}: {error}")]
+    BadDuration { flag: String, error: DurationError },
+    #[error("cluster-autoscaler flag --{flag}: {value:?} is not a whole number of seconds")]
+    BadSeconds { flag: String, value: String },
+    #[error("cluster-autoscaler has no flag --{0} (see cluster-autoscaler --help)")]
+    Unknown(String),
+    #[error("--{0} is set by the environment (it connects CA to the cluster and the provider)")]
+    Reserved(String),
+}
+
+/// Flags the environment sets itself: the user's configuration cannot move CA elsewhere.
+const RESERVED: [&str; 5] = [
+    "cloud-provider",
+    "cloud-config",
+    "kubeconfig",
+    "address",
+    "leader-elect",
+];
+
+/// One flag as given, without its dashes: `scale-down-unneeded-time` = `10m`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoscalerFlag {
+    pub name: String,
+    pub value: String,
+}
+
+impl FromStr for AutoscalerFlag {
+    type Err = FlagError;
+
+    /// `FLAG=VALUE`, with or without the leading `--`.
+    fn from_str(text: &str) -> Result<Self, FlagError> {
+        let bare = text.strip_prefix("--").unwrap_or(text);
+        let (name, value) = bare
+            .split_once('=')
+            .ok_or_else(|| FlagError::NotFlagValue(text.to_owned()))?;
+        let well_formed = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !well_formed {
+            return Err(FlagError::NotFlagValue(text.to_owned()));
+        }
+        if RESERVED.contains(&name) {
+            return Err(FlagError::Reserved(name.to_owned()));
+        }
+        let flag = Self {
+            name: name.to_owned(),
+            value: value.to_owned(),
+        };
+        flag.check_value()?;
+        Ok(flag)
+    }
+}
+
+impl fmt::Display for AutoscalerFlag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "--{}={}", self.name, self.value)
+    }
+}
+
+impl AutoscalerFlag {
+    fn check_value(&self) -> Result<(), FlagError> {
+        if is_dilated_duration(&self.name) {
+            go_duration::parse(&self.value).map_err(|error| FlagError::BadDuration {
+                flag: self.name.clone(),
+                error,
+            })?;
+        } else if DILATED_SECONDS.contains(&self.name.as_str()) {
+            self.seconds()?;
+        }
+        Ok(())
+    }
+
+    fn seconds(&self) -> Result<u64, FlagError> {
+        self.value.parse().map_err(|_| FlagError::BadSeconds {
+            flag: self.name.clone(),
+            value: self.value.clone(),
+        })
+    }
+
+    /// The flag as CA runs it at `speed`; `speed` must be finite and > 0 (1 otherwise).
+    pub fn at_speed(&self, speed: f64) -> RunFlag {
+        let speed = if speed.is_finite() && speed > 0.0 {
+            speed
+        } else {
+            1.0
+        };
+        let as_run = |value: String, floored: bool| RunFlag {
+            given: self.clone(),
+            as_run: Self {
+                name: self.name.clone(),
+                value,
+            },
+            floored,
+        };
+        if speed == 1.0 {
+            return as_run(self.value.clone(), false);
+        }
+        if let Some((_, floor)) = DILATED_DURATIONS.iter().find(|(n, _)| *n == self.name) {
+            let Ok(given) = go_duration::parse(&self.value) else {
+                // Checked when parsed; a hand-built flag keeps its value.
+                return as_run(self.value.clone(), false);
+            };
+            if given.is_zero() {
+                return as_run(self.value.clone(), false);
+            }
+            let scaled = Duration::try_from_secs_f64(given.as_secs_f64() / speed).unwrap_or(given);
+            return as_run(go_duration::format(scaled.max(*floor)), scaled < *floor);
+        }
+        if DILATED_SECONDS.contains(&self.name.as_str())
+            && let Ok(given) = self.seconds()
+            && given > 0
+        {
+            let scaled = (given as f64 / speed).ceil().max(1.0) as u64;
+            return as_run(scaled.to_string(), false);
+        }
+        as_run(self.value.clone(), false)
+    }
+}
+
+/// Every flag whose value is divided by the speed.
+pub fn dilated_flags() -> impl Iterator<Item = &'static str> {
+    DILATED_DURATIONS
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(DILATED_SECONDS)
+}
+
+fn is_dilated_duration(name: &str) -> bool {
+    DILATED_DURATIONS.iter().any(|(n, _)| *n == name)
+}
+
+/// A flag as given and as run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFlag {
+    pub given: AutoscalerFlag,
+    pub as_run: AutoscalerFlag,
+    /// The divided value was below the flag's floor, which it runs at instead.
+    pub floored: bool,
+}
+
+impl RunFlag {
+    /// Whether the speed changed the value.
+    pub fn dilated(&self) -> bool {
+        self.given.value != self.as_run.value
+    }
+}
+
+/// Flags in the order given; CA takes the last of a repeated scalar flag, as it would here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AutoscalerFlags {
+    pub flags: Vec<AutoscalerFlag>,
+}
+
+impl AutoscalerFlags {
+    /// Each text as `FLAG=VALUE`; the first that cannot be taken is the error.
+    pub fn parse<S: AsRef<str>>(texts: &[S]) -> Result<Self, FlagError> {
+        let flags = texts
+            .iter()
+            .map(|text| text.as_ref().parse())
+            .collect::<Result<_, _>>()?;
+        Ok(Self { flags })
+    }
+
+    /// Every flag is one of `known` (the flag names the real binary lists in its `--help`).
+    pub fn check_known(&self, known: &BTreeSet<String>) -> Result<(), FlagError> {
+        match self.flags.iter().find(|flag| !known.contains(&flag.name)) {
+            Some(flag) => Err(FlagError::Unknown(flag.name.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Every flag as CA runs it at `speed`.
+    pub fn at_speed(&self, speed: f64) -> Vec<RunFlag> {
+        self.flags.iter().map(|flag| flag.at_speed(speed)).collect()
+    }
+
+    /// `base` with these flags over it: each flag here replaces `base`'s flags of that name
+    /// (all of them), and is added after the rest.
+    pub fn over(&self, base: &Self) -> Self {
+        let names: BTreeSet<&str> = self.flags.iter().map(|f| f.name.as_str()).collect();
+        let flags = base
+            .flags
+            .iter()
+            .filter(|flag| !names.contains(flag.name.as_str()))
+            .chain(&self.flags)
+            .cloned()
+            .collect();
+        Self { flags }
+    }
+}
+
+/// The flag names a `cluster-autoscaler --help` output lists (Go's pflag layout: lines
+/// starting with `--name`, or `-v, --name` for a flag with a shorthand).
+pub fn flags_in_help(help: &str) -> BTreeSet<String> {
+    help.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            line.strip_prefix("--").or_else(|| {
+                let (short, long) = line.split_once(", --")?;
+                (short.starts_with('-') && short.len() == 2).then_some(long)
+            })
+        })
+        .filter_map(|rest| {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn flag(text: &str) -> AutoscalerFlag {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_flag_is_flag_equals_value_with_or_without_dashes() {
+        assert_eq!(
+            flag("--expander=price"),
+            AutoscalerFlag {
+                name: "expander".into(),
+                value: "price".into()
+            }
+        );
+        assert_eq!(
+            flag("expander=least-waste").to_string(),
+            "--expander=least-waste"
+        );
+        assert_eq!(flag("nodes=0:5:a").value, "0:5:a");
+        for bad in ["expander", "=price", "--Expander=x", "scale down=1", "-v=2"] {
+            assert!(
+                matches!(
+                    bad.parse::<AutoscalerFlag>(),
+                    Err(FlagError::NotFlagValue(_))
+                ),
+                "{bad}"
+            );
+        }
+        let error = "scale-down-unneeded-time=ten"
+            .parse::<AutoscalerFlag>()
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "cluster-autoscaler flag --scale-down-unneeded-time: \"ten\" is not a duration (e.g. \
+             10m, 1h30m, 1.5s, 300ms)"
+        );
+        assert!(matches!(
+            "max-graceful-termination-sec=1m".parse::<AutoscalerFlag>(),
+            Err(FlagError::BadSeconds { .. })
+        ));
+        assert_eq!(
+            "cloud-config=/etc/x".parse::<AutoscalerFlag>(),
+            Err(FlagError::Reserved("cloud-config".into()))
+        );
+    }
+
+    #[test]
+    fn durations_in_simulated_time_are_divided_by_the_speed() {
+        let run = flag("scale-down-unneeded-time=2m").at_speed(10.0);
+        assert_eq!(run.as_run.to_string(), "--scale-down-unneeded-time=12s");
+        assert_eq!(run.given.value, "2m");
+        assert!(run.dilated() && !run.floored);
+        assert_eq!(
+            flag("scale-down-unneeded-time=10m")
+                .at_speed(10.0)
+                .as_run
+                .value,
+            "1m"
+        );
+        assert_eq!(
+            flag("max-node-provision-time=15m")
+                .at_speed(4.0)
+                .as_run
+                .value,
+            "3m45s"
+        );
+        assert_eq!(
+            flag("max-graceful-termination-sec=600")
+                .at_speed(7.0)
+                .as_run
+                .value,
+            "86"
+        );
+        // Zero stays zero; 1x changes nothing.
+        assert_eq!(
+            flag("new-pod-scale-up-delay=0s")
+                .at_speed(10.0)
+                .as_run
+                .value,
+            "0s"
+        );
+        assert!(!flag("scan-interval=10s").at_speed(1.0).dilated());
+    }
+
+    #[test]
+    fn the_scan_interval_stops_at_its_floor() {
+        let run = flag("scan-interval=1s").at_speed(100.0);
+        assert_eq!(run.as_run.value, "100ms");
+        assert!(run.floored);
+        assert_eq!(flag("scan-interval=10s").at_speed(10.0).as_run.value, "1s");
+    }
+
+    #[test]
+    fn computation_budgets_and_other_flags_are_not_dilated() {
+        for text in [
+            "max-binpacking-time=5m",
+            "scale-down-simulation-timeout=30s",
+            "max-inactivity=10m",
+            "expander=price",
+            "scale-down-utilization-threshold=0.5",
+        ] {
+            let run = flag(text).at_speed(10.0);
+            assert!(!run.dilated(), "{text} became {}", run.as_run);
+        }
+    }
+
+    #[test]
+    fn given_flags_replace_the_base_ones_of_their_name() {
+        let base =
+            AutoscalerFlags::parse(&["scan-interval=1s", "nodes=0:5:a", "nodes=0:5:b"]).unwrap();
+        let given = AutoscalerFlags::parse(&["--nodes=1:3:c", "expander=price"]).unwrap();
+        let merged: Vec<String> = given
+            .over(&base)
+            .flags
+            .iter()
+            .map(|f| f.to_string())
+            .collect();
+        assert_eq!(
+            merged,
+            ["--scan-interval=1s", "--nodes=1:3:c", "--expander=price"]
+        );
+    }
+
+    #[test]
+    fn unknown_flags_are_named() {
+        let help = "Usage of cluster-autoscaler:\n      --expander string   Type of node group \
+                    expander\n      --scan-interval duration   How often\n  -v, --v Level  \
+                    number\n";
+        let known = flags_in_help(help);
+        assert_eq!(
+            known.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["expander", "scan-interval", "v"]
+        );
+        let flags = AutoscalerFlags::parse(&["expander=price", "expandr=price"]).unwrap();
+        assert_eq!(
+            flags.check_known(&known),
+            Err(FlagError::Unknown("expandr".into()))
+        );
+        assert_eq!(
+            FlagError::Unknown("expandr".into()).to_string(),
+            "cluster-autoscaler has no flag --expandr (see cluster-autoscaler --help)"
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! The configuration under test in a what-if simulation. Pure: no process, no clock.
+//!
+//! - [`autoscaler`]: cluster-autoscaler flags as the user gives them (`FLAG=VALUE`, durations in
+//!   recorded time) and as CA must run them at a replay speed (durations divided by it).
+//! - [`go_duration`]: the duration syntax Go's flags take (`1h30m`, `1.5s`, `300ms`).
+
+pub mod autoscaler;
+pub mod go_duration;
+
+pub use autoscaler::{AutoscalerFlag, AutoscalerFlags, FlagError};
