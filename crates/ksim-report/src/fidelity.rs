@@ -31,19 +31,17 @@ pub fn group_series(group: &str) -> String {
 
 /// The comparison, when the observations carry a recorded cluster and the replay was sampled.
 pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
-    let recorded_states = sorted(obs.recorded.as_deref()?.iter().map(|r| {
-        let RecordedState { offset, state } = r;
-        (millis(*offset), state)
-    }));
+    let recorded_states = sorted(
+        obs.recorded
+            .as_deref()?
+            .iter()
+            .map(|RecordedState { offset, state }| (millis(*offset), state.clone())),
+    );
     let simulated_states = sorted(obs.samples.iter().map(|sample| {
-        (
-            millis(recorded(sample.offset, obs.speed)),
-            simulated_state(sample),
-        )
+        let at = millis(recorded(sample.offset, obs.speed));
+        (at, simulated_state(sample))
     }));
-    let simulated_states: Vec<(u64, &ClusterState)> =
-        simulated_states.iter().map(|(at, s)| (*at, s)).collect();
-    let (&(end, _), _) = simulated_states.split_last()?;
+    let &(end, _) = simulated_states.last()?;
 
     let width = millis(FIDELITY_BUCKET);
     let buckets: Vec<FidelityBucket> = (0..=end / width)
@@ -78,16 +76,16 @@ fn simulated_state(sample: &super::input::Sample) -> ClusterState {
 }
 
 /// Stable, so of two samples at one millisecond the later one stays last.
-fn sorted<S>(states: impl Iterator<Item = (u64, S)>) -> Vec<(u64, S)> {
+fn sorted(states: impl Iterator<Item = (u64, ClusterState)>) -> Vec<(u64, ClusterState)> {
     let mut states: Vec<_> = states.collect();
     states.sort_by_key(|(at, _)| *at);
     states
 }
 
 /// The last state at or before `at`; none before the first.
-fn state_at<'a>(states: &[(u64, &'a ClusterState)], at: u64) -> Option<&'a ClusterState> {
+fn state_at(states: &[(u64, ClusterState)], at: u64) -> Option<&ClusterState> {
     let after = states.partition_point(|(offset, _)| *offset <= at);
-    after.checked_sub(1).map(|last| states[last].1)
+    after.checked_sub(1).map(|last| &states[last].1)
 }
 
 /// One compared series: what it reads of a cluster state.
