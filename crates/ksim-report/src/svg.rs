@@ -6,7 +6,8 @@
 
 use std::collections::BTreeSet;
 
-use plotters::coord::Shift;
+use plotters::chart::DualCoordChartContext;
+use plotters::coord::{Shift, types::RangedCoordf64};
 use plotters::prelude::*;
 
 use super::error::ReportError;
@@ -68,31 +69,13 @@ fn draw<DB: DrawingBackend>(
         .max()
         .unwrap_or(0);
 
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            format!("ksim simulation {}", report.simulation_id),
-            (FONT, 24),
-        )
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(64)
-        .right_y_label_area_size(64)
-        .build_cartesian_2d(0.0..x_max, 0.0..headroom(nodes_max))?
-        .set_secondary_coord(0.0..x_max, 0.0..headroom(pods_max));
-    chart
-        .configure_mesh()
-        .x_desc("seconds since replay start (recorded time)")
-        .y_desc("nodes")
-        .x_label_formatter(&|x| tick_label(*x))
-        .y_label_formatter(&|y| tick_label(*y))
-        .axis_desc_style((FONT, 16))
-        .draw()?;
-    chart
-        .configure_secondary_axes()
-        .y_desc("pods")
-        .y_label_formatter(&|y| tick_label(*y))
-        .axis_desc_style((FONT, 16))
-        .draw()?;
+    let mut chart = frame(
+        root,
+        format!("ksim simulation {}", report.simulation_id),
+        x_max,
+        ("nodes", nodes_max),
+        pods_max,
+    )?;
 
     // Bars first so the lines stay visible on top: added nodes left of the second's mark,
     // removed nodes right of it. At least a few pixels wide on long timelines.
@@ -203,31 +186,13 @@ fn draw_fidelity<DB: DrawingBackend>(
             .max()
             .unwrap_or(0)
     };
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            format!("ksim simulation {simulation_id}: recorded (dashed) vs simulated (solid)"),
-            (FONT, 24),
-        )
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(64)
-        .right_y_label_area_size(64)
-        .build_cartesian_2d(0.0..x_max, 0.0..headroom(max_of(false)))?
-        .set_secondary_coord(0.0..x_max, 0.0..headroom(max_of(true)));
-    chart
-        .configure_mesh()
-        .x_desc("seconds since replay start (recorded time)")
-        .y_desc("ready nodes")
-        .x_label_formatter(&|x| tick_label(*x))
-        .y_label_formatter(&|y| tick_label(*y))
-        .axis_desc_style((FONT, 16))
-        .draw()?;
-    chart
-        .configure_secondary_axes()
-        .y_desc("pods")
-        .y_label_formatter(&|y| tick_label(*y))
-        .axis_desc_style((FONT, 16))
-        .draw()?;
+    let mut chart = frame(
+        root,
+        format!("ksim simulation {simulation_id}: recorded (dashed) vs simulated (solid)"),
+        x_max,
+        ("ready nodes", max_of(false)),
+        max_of(true),
+    )?;
 
     let mut group_colors = GROUP_COLORS.iter().cycle();
     for measure in &measures {
@@ -274,6 +239,43 @@ fn draw_fidelity<DB: DrawingBackend>(
         .label_font((FONT, 14))
         .draw()?;
     root.present()
+}
+
+/// Seconds across, a count up.
+type Axes = Cartesian2d<RangedCoordf64, RangedCoordf64>;
+
+/// Both charts' frame: the title, seconds of recorded time across, nodes (named by `nodes_desc`)
+/// on the left axis up to `nodes_max`, pods on the right up to `pods_max`.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: String,
+    x_max: f64,
+    (nodes_desc, nodes_max): (&str, u64),
+    pods_max: u64,
+) -> Result<DualCoordChartContext<'a, DB, Axes, Axes>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .right_y_label_area_size(64)
+        .build_cartesian_2d(0.0..x_max, 0.0..headroom(nodes_max))?
+        .set_secondary_coord(0.0..x_max, 0.0..headroom(pods_max));
+    chart
+        .configure_mesh()
+        .x_desc("seconds since replay start (recorded time)")
+        .y_desc(nodes_desc)
+        .x_label_formatter(&|x| tick_label(*x))
+        .y_label_formatter(&|y| tick_label(*y))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("pods")
+        .y_label_formatter(&|y| tick_label(*y))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    Ok(chart)
 }
 
 fn seconds(bucket: &Bucket) -> f64 {
