@@ -2,9 +2,13 @@
 //!
 //! - [`autoscaler`]: cluster-autoscaler flags as the user gives them (`FLAG=VALUE`, durations in
 //!   recorded time) and as CA must run them at a replay speed (durations divided by it).
+//! - [`scheduler`]: a `KubeSchedulerConfiguration` as the environment runs it (connected to
+//!   the simulated cluster, leader election off); the real kube-scheduler judges the rest.
 //! - [`go_duration`]: the duration syntax Go's flags take (`1h30m`, `1.5s`, `300ms`).
 
 pub mod autoscaler;
 pub mod go_duration;
+pub mod scheduler;
 
 pub use autoscaler::{AutoscalerFlag, AutoscalerFlags, FlagError};
+pub use scheduler::SchedulerConfigError;

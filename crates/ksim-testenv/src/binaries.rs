@@ -57,6 +57,69 @@ impl ControlPlaneBinaries {
     pub fn path(&self, binary: &str) -> PathBuf {
         self.dir.join(binary)
     }
+
+    /// Has kube-scheduler itself judge the configuration file `config` (decoding, defaulting,
+    /// validation and building every profile's plugins, as at its start) without scheduling
+    /// anything: `--write-config-to` makes it write the complete configuration and exit. The
+    /// file's `clientConnection.kubeconfig` must name a readable kubeconfig; nothing connects.
+    /// Returns that complete configuration (YAML), or [`Error::SchedulerConfig`] with the
+    /// scheduler's own reason.
+    pub async fn check_scheduler_config(&self, config: &Path) -> Result<String, Error> {
+        let dir = tempfile::tempdir().map_err(Error::io(
+            "cannot create a directory in",
+            std::env::temp_dir(),
+        ))?;
+        let written = dir.path().join("as-run.yaml");
+        let binary = self.path("kube-scheduler");
+        let run = tokio::process::Command::new(&binary)
+            .arg(format!("--config={}", config.display()))
+            .arg(format!("--write-config-to={}", written.display()))
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(CHECK_TIMEOUT, run)
+            .await
+            .map_err(|_| Error::SchedulerConfig {
+                file: config.to_owned(),
+                message: format!(
+                    "kube-scheduler did not finish checking it in {}s",
+                    CHECK_TIMEOUT.as_secs()
+                ),
+            })?
+            .map_err(Error::io("cannot start", &binary))?;
+        match std::fs::read_to_string(&written) {
+            Ok(text) if output.status.success() => Ok(text),
+            _ => Err(Error::SchedulerConfig {
+                file: config.to_owned(),
+                message: failure_reason(&String::from_utf8_lossy(&output.stderr)),
+            }),
+        }
+    }
+}
+
+/// How long kube-scheduler may take to check a configuration (it takes well under a second).
+const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The reason in a Kubernetes component's last words: the `err="..."` of its `"command failed"`
+/// line (unquoted), else its last line.
+fn failure_reason(stderr: &str) -> String {
+    let last = stderr.lines().rev().find(|line| !line.trim().is_empty());
+    let failed = stderr
+        .lines()
+        .rev()
+        .find(|line| line.contains("\"command failed\""));
+    let quoted = failed
+        .and_then(|line| line.split_once(" err="))
+        .map(|(_, err)| err.trim());
+    match quoted {
+        Some(quoted) => {
+            serde_json::from_str::<String>(quoted).unwrap_or_else(|_| quoted.to_owned())
+        }
+        None => last.map_or_else(
+            || "it exited without saying why".to_owned(),
+            |line| line.trim().to_owned(),
+        ),
+    }
 }
 
 /// The same cache root build.sh uses.
@@ -74,6 +137,18 @@ pub fn cache_root() -> Result<PathBuf, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reason_is_the_unquoted_error_of_the_failure_line() {
+        let stderr = "I1123 23:54:12.841603   28027 serving.go:386] Generated self-signed cert in-memory\n\
+E1123 23:54:13.145128   28048 run.go:72] \"command failed\" err=\"strict decoding error: unknown field \\\"profiles[0].bogusField\\\"\"\n";
+        assert_eq!(
+            failure_reason(stderr),
+            "strict decoding error: unknown field \"profiles[0].bogusField\""
+        );
+        assert_eq!(failure_reason("panic: boom\n\n"), "panic: boom");
+        assert_eq!(failure_reason(""), "it exited without saying why");
+    }
 
     fn minor(version: &str) -> Option<u32> {
         version.strip_prefix("v1.")?.split('.').next()?.parse().ok()

@@ -26,6 +26,7 @@ const KUBERNETES_SERVICE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// Starts tried when a component finds its port taken (see [`ControlPlaneBuilder::start`]).
 const START_ATTEMPTS: u32 = 3;
+const SCHEDULER: &str = "kube-scheduler";
 
 /// Options for [`ControlPlane`]; see [`ControlPlane::builder`].
 #[derive(Debug, Clone)]
@@ -170,6 +171,9 @@ impl ControlPlaneBuilder {
                 admin_kubeconfig: ready.admin_kubeconfig,
                 ca_cert: ready.ca_cert,
                 client: ready.client,
+                binaries: binaries.clone(),
+                scheduler: ready.scheduler,
+                ready_timeout: self.ready_timeout,
             }),
             Err(source) => {
                 drop(processes);
@@ -188,6 +192,17 @@ pub struct ControlPlane {
     admin_kubeconfig: PathBuf,
     ca_cert: PathBuf,
     client: Client,
+    binaries: ControlPlaneBinaries,
+    scheduler: Option<SchedulerLaunch>,
+    ready_timeout: Duration,
+}
+
+/// How kube-scheduler was started, to start it again with another configuration.
+#[derive(Debug, Clone)]
+struct SchedulerLaunch {
+    kubeconfig: PathBuf,
+    /// Its flags without `--secure-port` (a restart takes a free one) and `--config`.
+    args: Vec<String>,
 }
 
 impl ControlPlane {
@@ -242,6 +257,59 @@ impl ControlPlane {
             .map(Process::log_path)
     }
 
+    /// The kubeconfig kube-scheduler connects with (its own identity), if it runs: a
+    /// scheduler configuration must name it as `clientConnection.kubeconfig`.
+    pub fn scheduler_kubeconfig_path(&self) -> Option<&Path> {
+        self.scheduler
+            .as_ref()
+            .map(|launch| launch.kubeconfig.as_path())
+    }
+
+    /// The binaries this control plane runs.
+    pub fn binaries(&self) -> &ControlPlaneBinaries {
+        &self.binaries
+    }
+
+    /// Stops kube-scheduler and starts it again, with `--config=config` or, for `None`, with
+    /// its defaults; waits for its `/healthz`. The previous process's log is kept beside the
+    /// new one as `kube-scheduler.previous.log`. The file must be one the scheduler accepts
+    /// (see [`ControlPlaneBinaries::check_scheduler_config`]); if the new scheduler does not
+    /// come up, the error says why and none runs.
+    pub async fn restart_scheduler(&mut self, config: Option<&Path>) -> Result<(), Error> {
+        let launch = self.scheduler.clone().ok_or_else(|| {
+            Error::InvalidArgument("this control plane was started without kube-scheduler".into())
+        })?;
+        let dir = self
+            .dir()
+            .ok_or_else(|| Error::InvalidArgument("the control plane is stopped".into()))?
+            .to_owned();
+        if let Some(index) = self
+            .processes
+            .iter()
+            .position(|process| process.name() == SCHEDULER)
+        {
+            drop(self.processes.remove(index));
+        }
+        let log = dir.join(format!("{SCHEDULER}.log"));
+        let previous = dir.join(format!("{SCHEDULER}.previous.log"));
+        std::fs::rename(&log, &previous).map_err(Error::io("cannot rename", &log))?;
+        let mut args = launch.args;
+        if let Some(config) = config {
+            args.push(flag("--config", config));
+        }
+        let process = start_healthy(
+            SCHEDULER,
+            &self.binaries.path(SCHEDULER),
+            args,
+            &dir,
+            &self.ca_cert,
+            self.ready_timeout,
+        )
+        .await?;
+        self.processes.push(process);
+        Ok(())
+    }
+
     /// PIDs of the component processes this control plane started.
     pub fn pids(&self) -> Vec<(&'static str, u32)> {
         self.processes
@@ -285,6 +353,7 @@ struct Ready {
     admin_kubeconfig: PathBuf,
     ca_cert: PathBuf,
     client: Client,
+    scheduler: Option<SchedulerLaunch>,
 }
 
 /// State while components come up; owns the processes until the control plane is ready.
@@ -386,14 +455,15 @@ impl Starting<'_> {
             .await?;
         }
 
+        let mut scheduler = None;
         if self.builder.scheduler {
             let identity =
                 ca.client_cert("kube-scheduler-client", "system:kube-scheduler", None)?;
-            let kubeconfig =
-                self.write_kubeconfig("kube-scheduler", &apiserver_url, &ca, &identity)?;
-            let mut args = self.component_args("kube-scheduler", &kubeconfig, &ca)?;
+            let kubeconfig = self.write_kubeconfig(SCHEDULER, &apiserver_url, &ca, &identity)?;
+            let mut args = self.component_args(SCHEDULER, &kubeconfig, &ca)?;
             args.extend(self.builder.scheduler_args.iter().cloned());
-            self.start_component("kube-scheduler", args, &ca).await?;
+            self.start_component(SCHEDULER, args.clone(), &ca).await?;
+            scheduler = Some(SchedulerLaunch { kubeconfig, args });
         }
 
         Ok(Ready {
@@ -401,6 +471,7 @@ impl Starting<'_> {
             admin_kubeconfig,
             ca_cert: ca.cert_file().to_owned(),
             client,
+            scheduler,
         })
     }
 
@@ -447,21 +518,20 @@ impl Starting<'_> {
     async fn start_component(
         &mut self,
         name: &'static str,
-        mut args: Vec<String>,
+        args: Vec<String>,
         ca: &CertificateAuthority,
     ) -> Result<(), Error> {
-        let port = free_port()?;
-        args.push(format!("--secure-port={port}"));
-        self.spawn(name, &args)?;
-        let mut config = Config::new(
-            format!("https://127.0.0.1:{port}")
-                .parse()
-                .map_err(|_| Error::Kubeconfig(format!("invalid health URL for {name}")))?,
-        );
-        config.root_cert_file = Some(ca.cert_file().to_owned());
-        let health = probe_client(&config)?;
-        let index = self.processes.len() - 1;
-        self.wait(index, name, || get_ok(&health, "/healthz")).await
+        let process = start_healthy(
+            name,
+            &self.binaries.path(name),
+            args,
+            self.dir,
+            ca.cert_file(),
+            self.builder.ready_timeout,
+        )
+        .await?;
+        self.processes.push(process);
+        Ok(())
     }
 
     fn spawn(&mut self, name: &'static str, args: &[String]) -> Result<(), Error> {
@@ -517,6 +587,44 @@ impl Starting<'_> {
         let path = self.dir.join(name);
         std::fs::create_dir_all(&path).map_err(Error::io("cannot create", &path))?;
         Ok(path)
+    }
+}
+
+/// Starts `name` with `args` and a free `--secure-port`, and waits until its `/healthz` (served
+/// with a certificate of `ca_cert`) answers; on failure the process is killed.
+async fn start_healthy(
+    name: &'static str,
+    binary: &Path,
+    mut args: Vec<String>,
+    dir: &Path,
+    ca_cert: &Path,
+    timeout: Duration,
+) -> Result<Process, Error> {
+    let port = free_port()?;
+    args.push(format!("--secure-port={port}"));
+    let mut process = Process::spawn(name, binary, &args, dir)?;
+    let mut config = Config::new(
+        format!("https://127.0.0.1:{port}")
+            .parse()
+            .map_err(|_| Error::Kubeconfig(format!("invalid health URL for {name}")))?,
+    );
+    config.root_cert_file = Some(ca_cert.to_owned());
+    let health = probe_client(&config)?;
+    let started = Instant::now();
+    loop {
+        process.check_running()?;
+        if get_ok(&health, "/healthz").await {
+            tracing::debug!(component = name, elapsed = ?started.elapsed(), "ready");
+            return Ok(process);
+        }
+        if started.elapsed() > timeout {
+            return Err(Error::NotReady {
+                component: name,
+                seconds: timeout.as_secs(),
+                log_tail: process.log_tail(),
+            });
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
     }
 }
 

@@ -15,6 +15,8 @@ pub enum Error {
          directory holding cluster-autoscaler)"
     )]
     MissingClusterAutoscaler { path: PathBuf, version: String },
+    #[error("scheduler configuration {file}: kube-scheduler refuses it: {message}")]
+    SchedulerConfig { file: PathBuf, message: String },
     #[error("cannot find a cache directory: set KSIM_CACHE_DIR or HOME")]
     NoCacheDir,
     #[error("{action} {path}: {source}")]

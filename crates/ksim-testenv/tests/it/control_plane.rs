@@ -142,6 +142,132 @@ async fn scheduler_binds_pods_to_a_ready_node() {
     assert!(bound.iter().all(|node| node == node_name), "{bound:?}");
 }
 
+/// A pod for the scheduler profile `scheduler`: only a scheduler running that profile binds it.
+fn pod_for(name: &str, scheduler: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "namespace": "default" },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{ "name": "app", "image": "registry.example/web:1" }]
+        }
+    }))
+    .unwrap()
+}
+
+async fn bound_node(pods: &Api<Pod>, name: &str) -> String {
+    wait::until(&format!("pod {name} bound"), DEADLINE, || async {
+        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
+        pod.spec
+            .and_then(|spec| spec.node_name)
+            .ok_or_else(|| "not bound".to_owned())
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_judges_a_configuration_and_runs_the_one_it_accepts() {
+    let mut control_plane = ControlPlane::start().await.unwrap();
+    let client = control_plane.client();
+    create_ready_node(&client, "node-a").await;
+    let kubeconfig = control_plane
+        .scheduler_kubeconfig_path()
+        .unwrap()
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, given: &str| {
+        let text = ksim_experiment::scheduler::for_environment(name, given, &kubeconfig).unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let header = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    // Refused by the scheduler's own decoding and by its plugin's validation, with its reason.
+    let unknown_field = write(
+        "unknown.yaml",
+        &format!("{header}profiles:\n- bogusField: 1\n"),
+    );
+    let bad_strategy = write(
+        "strategy.yaml",
+        &format!(
+            "{header}profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      \
+             scoringStrategy:\n        type: Tightest\n"
+        ),
+    );
+    let binaries = control_plane.binaries().clone();
+    for (path, reason) in [
+        (&unknown_field, "unknown field \"profiles[0].bogusField\""),
+        (&bad_strategy, "Unsupported value: \"Tightest\""),
+    ] {
+        let error = binaries.check_scheduler_config(path).await.unwrap_err();
+        let text = error.to_string();
+        assert!(
+            matches!(error, ksim_testenv::Error::SchedulerConfig { .. }) && text.contains(reason),
+            "{text}"
+        );
+    }
+
+    // A second profile: pods asking for it are bound only by a scheduler that runs it.
+    let packed = write(
+        "packed.yaml",
+        &format!(
+            "{header}profiles:\n- schedulerName: default-scheduler\n- schedulerName: packed\n  \
+             pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        \
+             type: MostAllocated\n"
+        ),
+    );
+    let as_run = binaries.check_scheduler_config(&packed).await.unwrap();
+    assert!(as_run.contains("schedulerName: packed"), "{as_run}");
+    assert!(as_run.contains("type: MostAllocated"), "{as_run}");
+    let first = control_plane
+        .pids()
+        .into_iter()
+        .find(|(name, _)| *name == "kube-scheduler")
+        .unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    control_plane
+        .restart_scheduler(Some(&packed))
+        .await
+        .unwrap();
+    let second = control_plane
+        .pids()
+        .into_iter()
+        .find(|(name, _)| *name == "kube-scheduler")
+        .unwrap();
+    assert_ne!(first, second);
+    pods.create(&PostParams::default(), &pod_for("packed-1", "packed"))
+        .await
+        .unwrap();
+    assert_eq!(bound_node(&pods, "packed-1").await, "node-a");
+    let log_dir = control_plane.dir().unwrap();
+    assert!(log_dir.join("kube-scheduler.previous.log").is_file());
+
+    // Back to the defaults: the default profile still schedules, and the defaults are what runs.
+    control_plane.restart_scheduler(None).await.unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod_for("default-1", "default-scheduler"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bound_node(&pods, "default-1").await, "node-a");
+    let args = std::fs::read(format!(
+        "/proc/{}/cmdline",
+        control_plane
+            .pids()
+            .into_iter()
+            .find(|(name, _)| *name == "kube-scheduler")
+            .unwrap()
+            .1
+    ))
+    .unwrap();
+    assert!(!String::from_utf8_lossy(&args).contains("--config"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_deployment_garbage_collects_its_replicaset_and_pods() {
     let control_plane = ControlPlane::start().await.unwrap();
