@@ -7,6 +7,7 @@ use ksim_proto::{
     },
     ksim::{
         driver::v1::driver_server::{Driver, DriverServer},
+        env::v1::environment_server::{Environment, EnvironmentServer},
         trace::v1::trace_store_server::{TraceStore, TraceStoreServer},
         vnode::v1::virtual_node_pool_server::{VirtualNodePool, VirtualNodePoolServer},
     },
@@ -35,5 +36,6 @@ limited!(
     TraceStoreServer<TraceStore>,
     VirtualNodePoolServer<VirtualNodePool>,
     DriverServer<Driver>,
+    EnvironmentServer<Environment>,
     CloudProviderServer<CloudProvider>,
 );

@@ -34,6 +34,16 @@ pub mod ksim {
         }
     }
 
+    /// The local environment's API: the configuration under test.
+    pub mod env {
+        /// Version 1.
+        // Generated code: see ksim::trace::v1.
+        #[allow(unused_qualifications)]
+        pub mod v1 {
+            tonic::include_proto!("ksim.env.v1");
+        }
+    }
+
     /// The driver API.
     pub mod driver {
         /// Version 1.

@@ -37,6 +37,7 @@ pub fn build(obs: &Observations) -> Report {
             .collect(),
         node_changes: node_changes(&obs.node_changes, obs.speed),
         fidelity: fidelity::compare(obs),
+        configuration: obs.configuration.clone(),
     }
 }
 

@@ -153,6 +153,18 @@ pub fn observations() -> Observations {
             recorded(0, &[("group-a", 1), ("group-b", 1)], 0, 2),
             recorded(500, &[("group-a", 1), ("group-b", 2)], 2, 0),
         ]),
+        configuration: Some(crate::Configuration {
+            scheduler: None,
+            autoscaler: true,
+            speed: 1.0,
+            autoscaler_flags: vec![crate::AutoscalerFlag {
+                name: "expander".into(),
+                given: "price".into(),
+                as_run: "price".into(),
+                from_defaults: false,
+                floored: false,
+            }],
+        }),
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Observations {
     /// the samples above. Defaulted: observations saved before it was kept have none.
     #[serde(default)]
     pub recorded: Option<Vec<RecordedState>>,
+    /// The configuration the environment ran the simulation with, if it applied one.
+    #[serde(default)]
+    pub configuration: Option<crate::Configuration>,
 }
 
 /// The recorded cluster from one moment on, as the trace's samples give it.

@@ -52,8 +52,8 @@ pub use input::{
     PodCounts, RecordedState, Sample, ScaleEvent,
 };
 pub use model::{
-    Bucket, Fidelity, FidelityBucket, Percentiles, Report, ReportedError, ReportedNodeChange,
-    SeriesFidelity,
+    AutoscalerFlag, Bucket, Configuration, Fidelity, FidelityBucket, Percentiles, Report,
+    ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity,
 };
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};

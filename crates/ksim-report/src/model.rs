@@ -43,6 +43,44 @@ pub struct Report {
     /// reports written before it was compared have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fidelity: Option<Fidelity>,
+    /// The scheduler and cluster-autoscaler configuration the simulation ran with, as given and
+    /// as run; set by the driver when its environment applied one. Defaulted: reports written
+    /// before it was kept have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<Configuration>,
+}
+
+/// The configuration under test, as given (recorded time) and as run (at the replay speed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Configuration {
+    /// The scheduler configuration file as given; `None`: the scheduler's defaults.
+    pub scheduler: Option<SchedulerConfiguration>,
+    /// Whether cluster-autoscaler ran.
+    pub autoscaler: bool,
+    /// The speed CA's durations were divided by.
+    pub speed: f64,
+    /// CA's flags a configuration may set: the environment's defaults and the given ones.
+    pub autoscaler_flags: Vec<AutoscalerFlag>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerConfiguration {
+    /// Where it came from (a file name).
+    pub source: String,
+    pub given_yaml: String,
+    /// Complete, with kube-scheduler's defaults, as it wrote it.
+    pub as_run_yaml: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoscalerFlag {
+    pub name: String,
+    pub given: String,
+    pub as_run: String,
+    /// The environment's default rather than a given flag.
+    pub from_defaults: bool,
+    /// Divided below the shortest value CA runs it with, so it runs at that.
+    pub floored: bool,
 }
 
 fn one() -> f64 {

@@ -7,13 +7,13 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use ksim_proto::ksim::driver::v1 as pb;
+use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 use ksim_trace::time::{millis, timestamp};
 
 use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts};
 use super::model::{
-    Bucket, Fidelity, FidelityBucket, Percentiles, Report, ReportedError, ReportedNodeChange,
-    SeriesFidelity,
+    AutoscalerFlag, Bucket, Configuration, Fidelity, FidelityBucket, Percentiles, Report,
+    ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity,
 };
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
@@ -35,6 +35,7 @@ impl Report {
             speed: self.speed,
             bucket_width: Some(duration_to_proto(Duration::from_millis(self.bucket_ms))),
             fidelity: self.fidelity.as_ref().map(fidelity_to_proto),
+            configuration: self.configuration.as_ref().map(Configuration::to_proto),
         }
     }
 
@@ -67,6 +68,62 @@ impl Report {
                 .map(node_change_from_proto)
                 .collect(),
             fidelity: report.fidelity.as_ref().map(fidelity_from_proto),
+            configuration: report.configuration.as_ref().map(Configuration::from_proto),
+        }
+    }
+}
+
+impl Configuration {
+    pub fn to_proto(&self) -> env::AppliedConfiguration {
+        env::AppliedConfiguration {
+            scheduler_given: self.scheduler.as_ref().map(|s| env::SchedulerConfig {
+                source: s.source.clone(),
+                yaml: s.given_yaml.clone(),
+            }),
+            scheduler_as_run_yaml: self
+                .scheduler
+                .as_ref()
+                .map(|s| s.as_run_yaml.clone())
+                .unwrap_or_default(),
+            autoscaler: self.autoscaler,
+            speed: self.speed,
+            autoscaler_flags: self
+                .autoscaler_flags
+                .iter()
+                .map(|flag| env::AutoscalerFlag {
+                    name: flag.name.clone(),
+                    given: flag.given.clone(),
+                    as_run: flag.as_run.clone(),
+                    from_defaults: flag.from_defaults,
+                    floored: flag.floored,
+                })
+                .collect(),
+        }
+    }
+
+    pub fn from_proto(applied: &env::AppliedConfiguration) -> Self {
+        Self {
+            scheduler: applied
+                .scheduler_given
+                .as_ref()
+                .map(|given| SchedulerConfiguration {
+                    source: given.source.clone(),
+                    given_yaml: given.yaml.clone(),
+                    as_run_yaml: applied.scheduler_as_run_yaml.clone(),
+                }),
+            autoscaler: applied.autoscaler,
+            speed: applied.speed,
+            autoscaler_flags: applied
+                .autoscaler_flags
+                .iter()
+                .map(|flag| AutoscalerFlag {
+                    name: flag.name.clone(),
+                    given: flag.given.clone(),
+                    as_run: flag.as_run.clone(),
+                    from_defaults: flag.from_defaults,
+                    floored: flag.floored,
+                })
+                .collect(),
         }
     }
 }

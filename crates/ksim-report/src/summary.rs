@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ksim_proto::ksim::driver::v1 as pb;
+use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 
 use super::input::NodeChangeKind;
 use super::proto::{duration_from_proto, node_change_kind};
@@ -81,6 +81,11 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
 
     writeln!(out, "  autoscaler:        {}", autoscaler_nodes(report))?;
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
+    if let Some(configuration) = &report.configuration {
+        for line in configuration_lines(configuration) {
+            writeln!(out, "  {line}")?;
+        }
+    }
 
     writeln!(out, "  object errors:     {}", report.object_errors.len())?;
     for error in report.object_errors.iter().take(LISTED_ERRORS) {
@@ -211,6 +216,67 @@ fn listed(names: &[&str]) -> String {
 
 /// How close the replay came to the recording, in one line: nodes (over all groups) and pods
 /// running and pending, each as the share of buckets within tolerance and the mean error.
+/// The configuration under test: the scheduler file, and CA's given flags as given and as run
+/// (the environment's own flags only counted, unless the speed changed them).
+pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<String> {
+    let scheduler = match &configuration.scheduler_given {
+        Some(given) => format!("scheduler:         {}", given.source),
+        None => "scheduler:         its defaults".to_owned(),
+    };
+    let mut lines = vec![scheduler];
+    if !configuration.autoscaler {
+        return lines;
+    }
+    let speed = configuration.speed;
+    let as_run = |flag: &env::AutoscalerFlag| {
+        if flag.given == flag.as_run {
+            format!("{}={}", flag.name, flag.given)
+        } else {
+            format!(
+                "{}={} (runs {}{})",
+                flag.name,
+                flag.given,
+                flag.as_run,
+                if flag.floored { ", CA's floor" } else { "" }
+            )
+        }
+    };
+    let given: Vec<String> = configuration
+        .autoscaler_flags
+        .iter()
+        .filter(|flag| !flag.from_defaults)
+        .map(as_run)
+        .collect();
+    lines.push(format!(
+        "autoscaler flags:  {}",
+        if given.is_empty() {
+            "the environment's".to_owned()
+        } else {
+            given.join(", ")
+        }
+    ));
+    let dilated: Vec<String> = configuration
+        .autoscaler_flags
+        .iter()
+        .filter(|flag| flag.from_defaults && flag.given != flag.as_run)
+        .map(as_run)
+        .collect();
+    if !dilated.is_empty() {
+        lines.push(format!(
+            "{:19}at {}x the environment's: {}",
+            "",
+            speed_text(speed),
+            dilated.join(", ")
+        ));
+    }
+    lines
+}
+
+fn speed_text(speed: f64) -> String {
+    let text = format!("{speed:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 pub fn fidelity(report: &pb::Report) -> String {
     let Some(fidelity) = &report.fidelity else {
         return "not measured: the trace holds no recorded cluster state (SimKube traces and \
@@ -441,5 +507,47 @@ mod tests {
         assert_eq!(h(Duration::from_millis(1_500)), "1.5s");
         assert_eq!(h(Duration::from_secs(3_725)), "1h02m05s");
         assert_eq!(human(None), "0ms");
+    }
+    #[test]
+    fn the_configuration_says_what_was_given_and_how_it_ran() {
+        let flag =
+            |name: &str, given: &str, as_run: &str, from_defaults: bool| env::AutoscalerFlag {
+                name: name.into(),
+                given: given.into(),
+                as_run: as_run.into(),
+                from_defaults,
+                floored: name == "scan-interval",
+            };
+        let configuration = env::AppliedConfiguration {
+            scheduler_given: Some(env::SchedulerConfig {
+                source: "packed.yaml".into(),
+                yaml: "kind: KubeSchedulerConfiguration".into(),
+            }),
+            scheduler_as_run_yaml: "...".into(),
+            autoscaler: true,
+            speed: 10.0,
+            autoscaler_flags: vec![
+                flag("scan-interval", "1s", "100ms", true),
+                flag("write-status-configmap", "false", "false", true),
+                flag("scale-down-unneeded-time", "2m", "12s", false),
+                flag("expander", "price", "price", false),
+            ],
+        };
+        assert_eq!(
+            configuration_lines(&configuration),
+            [
+                "scheduler:         packed.yaml",
+                "autoscaler flags:  scale-down-unneeded-time=2m (runs 12s), expander=price",
+                "                   at 10x the environment's: scan-interval=1s (runs 100ms, CA's floor)",
+            ]
+        );
+        let defaults = env::AppliedConfiguration {
+            autoscaler: false,
+            ..Default::default()
+        };
+        assert_eq!(
+            configuration_lines(&defaults),
+            ["scheduler:         its defaults"]
+        );
     }
 }
