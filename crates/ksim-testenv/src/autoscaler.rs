@@ -21,7 +21,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ksim_experiment::autoscaler::{AutoscalerFlag, flags_in_help};
+use ksim_experiment::autoscaler::{AutoscalerFlag, AutoscalerFlags, flags_in_help};
 use tempfile::TempDir;
 
 use crate::{ControlPlane, Error, cache_root, ports::free_port, process::Process};
@@ -248,6 +248,16 @@ const DEFAULT_FLAGS: &[&str] = &[
     "--write-status-configmap=false",
     "--v=4",
 ];
+
+/// The default flags a configuration may change (all but those connecting CA to the cluster
+/// and the provider), in recorded time: what [`ClusterAutoscalerBuilder::arg`]s go over.
+pub fn default_flags() -> AutoscalerFlags {
+    let flags = DEFAULT_FLAGS
+        .iter()
+        .filter_map(|arg| arg.parse::<AutoscalerFlag>().ok())
+        .collect();
+    AutoscalerFlags { flags }
+}
 
 /// Options for [`ClusterAutoscaler`]; see [`ClusterAutoscaler::builder`].
 #[derive(Debug, Clone)]

@@ -205,7 +205,7 @@ async fn main() {
     let driver = Driver::new(RunContext {
         client: env.client(),
         // No node groups: the pool is never called.
-        mesh: Mesh::new("http://127.0.0.1:9", None, None).unwrap(),
+        mesh: Mesh::new("http://127.0.0.1:9", None, None, None).unwrap(),
         settings: Settings {
             namespace: "ksim-system".to_owned(),
             report_dir: reports.path().to_owned(),

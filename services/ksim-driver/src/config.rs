@@ -19,6 +19,12 @@ pub struct DriverArgs {
     #[arg(long, env = "KSIM_CLOUDPROV_URL")]
     pub cloudprov_url: Option<String>,
 
+    /// URL of the local environment's API (`ksim up`): it runs the scheduler and
+    /// cluster-autoscaler with a simulation's configuration, and CA's durations divided by the
+    /// replay speed. Without it, a simulation with a configuration is refused.
+    #[arg(long, env = "KSIM_ENVIRONMENT_URL")]
+    pub environment_url: Option<String>,
+
     /// Namespace of the driver's Lease and of seat Deployments (the pool's and the cloud
     /// provider's namespace).
     #[arg(long, env = "KSIM_NAMESPACE", default_value = "ksim-system")]
@@ -49,6 +55,7 @@ impl DriverArgs {
             &self.pool_url,
             self.tracer_url.as_deref(),
             self.cloudprov_url.as_deref(),
+            self.environment_url.as_deref(),
         )
     }
 

@@ -23,6 +23,7 @@ use crate::{
         report,
         spec::{SimulationSpec, SpecError},
     },
+    mesh::MeshError,
     replay::{
         cleanup::{Created, cleanup},
         handle::{Handle, is_terminal},
@@ -55,6 +56,14 @@ pub enum DriverError {
     /// The driver's own namespace, where the lease and seat Deployments live.
     #[error(transparent)]
     Namespace(ClusterError),
+    /// The environment refused the configuration (its code and words), or could not be asked.
+    #[error("configuration: {message}")]
+    Configuration { code: tonic::Code, message: String },
+    #[error(
+        "configuration: this driver has no environment to run a scheduler or cluster-autoscaler \
+         configuration with (--environment-url; `ksim up` sets it)"
+    )]
+    NoEnvironment,
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +89,25 @@ impl Driver {
         let spec = SimulationSpec::from_proto(spec)?;
         if let Some(running) = self.running() {
             return Err(DriverError::Busy(running));
+        }
+        // The real binaries judge the configuration before anything is created.
+        if self.ctx.mesh.has_environment() {
+            self.ctx
+                .mesh
+                .check_configuration(spec.environment_run())
+                .await
+                .map_err(|error| match error {
+                    MeshError::Call { status, .. } => DriverError::Configuration {
+                        code: status.code(),
+                        message: status.message().to_owned(),
+                    },
+                    other => DriverError::Configuration {
+                        code: tonic::Code::Unavailable,
+                        message: other.to_string(),
+                    },
+                })?;
+        } else if spec.configuration.is_some() {
+            return Err(DriverError::NoEnvironment);
         }
         let trace = load(&spec.source, &self.ctx.mesh).await?;
         let id = new_id();
@@ -229,6 +257,9 @@ impl Driver {
             root: Some(left.root),
             pool_groups: left.pool_groups,
             autoscaled: left.autoscaled,
+            // It may have left the environment running its configuration; restoring what
+            // already runs as started restarts nothing.
+            configured: self.ctx.mesh.has_environment(),
         };
         let cleaned = cleanup(&self.ctx, handle, &created).await;
         let lease = SimulationLease::of(

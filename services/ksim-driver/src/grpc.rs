@@ -52,6 +52,9 @@ impl From<DriverError> for Status {
                 Status::failed_precondition(message)
             }
             DriverError::NotFound(_) => Status::not_found(message),
+            // The environment's code: INVALID_ARGUMENT for what the binaries refuse.
+            DriverError::Configuration { code, .. } => Status::new(code, message),
+            DriverError::NoEnvironment => Status::failed_precondition(message),
             DriverError::CancelPending { .. } => Status::deadline_exceeded(message),
             DriverError::Lease(LeaseError::Api { .. }) | DriverError::Namespace { .. } => {
                 Status::unavailable(message)

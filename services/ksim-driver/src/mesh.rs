@@ -6,6 +6,10 @@ use ksim_proto::{
         NodeGroupsRequest, cloud_provider_client::CloudProviderClient,
     },
     ksim::{
+        env::v1::{
+            self as env, ApplyConfigurationRequest, CheckConfigurationRequest,
+            RestoreDefaultsRequest, environment_client::EnvironmentClient,
+        },
         trace::v1::{ExportRequest, trace_store_client::TraceStoreClient},
         vnode::v1::{
             CreateNodeGroupRequest, DeleteNodeGroupRequest,
@@ -42,6 +46,7 @@ pub struct Mesh {
     pool: VirtualNodePoolClient<Traced>,
     tracer: Option<TraceStoreClient<Traced>>,
     cloud_provider: Option<CloudProviderClient<Traced>>,
+    environment: Option<EnvironmentClient<Traced>>,
 }
 
 fn channel(service: &'static str, url: &str) -> Result<Traced, MeshError> {
@@ -61,6 +66,7 @@ impl Mesh {
         pool_url: &str,
         tracer_url: Option<&str>,
         cloud_provider_url: Option<&str>,
+        environment_url: Option<&str>,
     ) -> Result<Self, MeshError> {
         Ok(Self {
             pool: VirtualNodePoolClient::new(channel("pool", pool_url)?),
@@ -69,6 +75,9 @@ impl Mesh {
                 .transpose()?,
             cloud_provider: cloud_provider_url
                 .map(|url| channel("cloud provider", url).map(CloudProviderClient::new))
+                .transpose()?,
+            environment: environment_url
+                .map(|url| channel("environment", url).map(EnvironmentClient::new))
                 .transpose()?,
         })
     }
@@ -139,6 +148,52 @@ impl Mesh {
         }
     }
 
+    /// Whether an environment runs the scheduler and CA for the driver.
+    pub fn has_environment(&self) -> bool {
+        self.environment.is_some()
+    }
+
+    /// How the environment would run `run`, judged by the real binaries; nothing changes.
+    pub async fn check_configuration(
+        &self,
+        run: env::Run,
+    ) -> Result<env::AppliedConfiguration, MeshError> {
+        let mut environment = self.environment()?;
+        let response = environment
+            .check_configuration(CheckConfigurationRequest { run: Some(run) })
+            .await
+            .map_err(environment_error)?;
+        Ok(response.into_inner().configuration.unwrap_or_default())
+    }
+
+    /// Has the environment run the scheduler and CA as `run` asks; how they run now.
+    pub async fn apply_configuration(
+        &self,
+        run: env::Run,
+    ) -> Result<env::AppliedConfiguration, MeshError> {
+        let mut environment = self.environment()?;
+        let response = environment
+            .apply_configuration(ApplyConfigurationRequest { run: Some(run) })
+            .await
+            .map_err(environment_error)?;
+        Ok(response.into_inner().configuration.unwrap_or_default())
+    }
+
+    /// Has the environment run the scheduler and CA as it started them.
+    pub async fn restore_defaults(&self) -> Result<(), MeshError> {
+        self.environment()?
+            .restore_defaults(RestoreDefaultsRequest {})
+            .await
+            .map_err(environment_error)?;
+        Ok(())
+    }
+
+    fn environment(&self) -> Result<EnvironmentClient<Traced>, MeshError> {
+        self.environment
+            .clone()
+            .ok_or(MeshError::NotConfigured("environment"))
+    }
+
     /// The node group ids the cloud provider offers cluster-autoscaler; `None` without one.
     pub async fn autoscaler_groups(&self) -> Result<Option<Vec<String>>, MeshError> {
         let Some(mut cloud_provider) = self.cloud_provider.clone() else {
@@ -153,5 +208,12 @@ impl Mesh {
             })?
             .into_inner();
         Ok(Some(groups.node_groups.into_iter().map(|g| g.id).collect()))
+    }
+}
+
+fn environment_error(status: tonic::Status) -> MeshError {
+    MeshError::Call {
+        service: "environment",
+        status,
     }
 }

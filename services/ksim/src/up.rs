@@ -32,7 +32,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         state_dir: None,
     })
     .await?;
-    print(&env, &mut out)?;
+    print(&env, &mut out).await?;
     writeln!(out, "Press Ctrl-C (or run `ksim down`) to stop it.")?;
     let mut env = env;
     let signal = ksim_grpc::shutdown_signal();
@@ -55,13 +55,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 }
 
 /// How to reach a running environment.
-pub fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
-    match env.control_plane() {
-        Some(control_plane) => writeln!(
+pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
+    match env.apiserver_url() {
+        Some(apiserver_url) => writeln!(
             out,
-            "ksim: local control plane {} at {}",
+            "ksim: local control plane {} at {apiserver_url}",
             ksim_testenv::kubernetes_version(),
-            control_plane.apiserver_url()
         )?,
         None => writeln!(out, "ksim: using the existing cluster")?,
     }
@@ -81,14 +80,12 @@ pub fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
             log.display()
         )?;
     }
-    if let Some(autoscaler) = env.autoscaler() {
+    if let Some((pid, metrics_url, log)) = env.autoscaler().await {
         writeln!(
             out,
-            "  {:<10} pid {}  (metrics {}, log {})",
+            "  {:<10} pid {pid}  (metrics {metrics_url}, log {})",
             "autoscaler",
-            autoscaler.pid(),
-            autoscaler.metrics_url(),
-            autoscaler.log_path().display()
+            log.display()
         )?;
     }
     let driver = env.urls().driver.trim_start_matches("http://").to_owned();

@@ -3,7 +3,7 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use ksim_nodes::skeleton::NodeSkeleton;
-use ksim_proto::ksim::driver::v1 as pb;
+use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 
 /// Namespace prefix when the spec leaves it empty.
 pub const DEFAULT_NAMESPACE_PREFIX: &str = "virtual";
@@ -92,6 +92,8 @@ pub struct SimulationSpec {
     pub enable_autoscaler: bool,
     /// Recreate bare pods the simulation removes, as `<name>-clone-<n>`.
     pub reschedule_bare_pods: bool,
+    /// The scheduler and CA configuration under test, as given; `None`: the environment's.
+    pub configuration: Option<env::Configuration>,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
     pub echo: pb::SimulationSpec,
 }
@@ -191,8 +193,20 @@ impl SimulationSpec {
             node_groups,
             enable_autoscaler: spec.enable_autoscaler,
             reschedule_bare_pods: spec.reschedule_bare_pods,
+            configuration: spec
+                .configuration
+                .filter(|c| *c != env::Configuration::default()),
             echo,
         })
+    }
+
+    /// What the environment is asked to run the simulation with.
+    pub fn environment_run(&self) -> env::Run {
+        env::Run {
+            configuration: self.configuration.clone(),
+            speed: self.speed,
+            autoscaler: self.enable_autoscaler,
+        }
     }
 }
 

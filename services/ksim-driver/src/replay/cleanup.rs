@@ -31,6 +31,8 @@ pub enum CleanupProblem {
     Root(#[from] root::CleanupError),
     #[error("deleting node group {name}: {source}")]
     PoolGroup { name: String, source: MeshError },
+    #[error("restoring the environment's scheduler and cluster-autoscaler: {0}")]
+    Environment(MeshError),
 }
 
 fn join(problems: &[CleanupProblem]) -> String {
@@ -47,6 +49,8 @@ pub struct Created {
     pub pool_groups: Vec<String>,
     /// cluster-autoscaler was to resize the seat groups.
     pub autoscaled: bool,
+    /// The environment was asked to run the simulation's configuration: restore its own.
+    pub configured: bool,
 }
 
 /// How long cluster-autoscaler gets to refresh its node groups without the retiring ones: CA's
@@ -82,6 +86,13 @@ pub async fn cleanup(
                 source,
             });
         }
+    }
+    // Last: until the groups are gone, the simulation's CA must not be replaced by one that
+    // would see them afresh.
+    if created.configured
+        && let Err(error) = ctx.mesh.restore_defaults().await
+    {
+        problems.push(CleanupProblem::Environment(error));
     }
     if problems.is_empty() {
         Ok(())

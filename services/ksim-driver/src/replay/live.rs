@@ -28,6 +28,8 @@ pub struct Live {
     pub speed: f64,
     /// The recorded cluster the trace holds, for the report's fidelity.
     recorded: Option<Vec<RecordedState>>,
+    /// The scheduler and CA configuration the environment ran the simulation with.
+    configuration: Option<ksim_report::Configuration>,
 }
 
 impl Live {
@@ -47,7 +49,14 @@ impl Live {
             events_total,
             speed,
             recorded,
+            configuration: None,
         }
+    }
+
+    /// The configuration the environment applied, for the report.
+    pub fn with_configuration(mut self, configuration: Option<ksim_report::Configuration>) -> Self {
+        self.configuration = configuration;
+        self
     }
 
     /// Takes a sample now and returns the progress message it makes.
@@ -80,6 +89,7 @@ impl Live {
             object_errors: self.progress.errors(),
             events_applied: snapshot.events_applied,
             recorded: self.recorded.clone(),
+            configuration: self.configuration.clone(),
         }
     }
 

@@ -40,6 +40,8 @@ pub enum PrepareError {
          choose another name"
     )]
     GroupExists { name: String, namespace: String },
+    #[error("running the scheduler and cluster-autoscaler with the configuration: {0}")]
+    Configuration(#[source] MeshError),
     #[error("asking the cloud provider for its node groups: {0}")]
     CloudProvider(#[source] MeshError),
     #[error("enable_autoscaler needs the driver's --cloudprov-url")]

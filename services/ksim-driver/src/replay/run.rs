@@ -146,6 +146,19 @@ async fn replay(
     trace: &Trace,
     created: &mut Created,
 ) -> Result<Ending, PrepareError> {
+    // First, so no object of the simulation meets the scheduler or CA of another configuration
+    // (a run without one gets the environment's own, restarting nothing that already runs so).
+    let configuration = if ctx.mesh.has_environment() {
+        created.configured = true;
+        let applied = ctx
+            .mesh
+            .apply_configuration(spec.environment_run())
+            .await
+            .map_err(PrepareError::Configuration)?;
+        Some(ksim_report::Configuration::from_proto(&applied))
+    } else {
+        None
+    };
     root::ensure_crd(&ctx.client, ctx.settings.ready_deadline).await?;
     let root = root::create(&ctx.client, &handle.id).await?;
     created.root = Some(root.clone());
@@ -203,14 +216,17 @@ async fn replay(
     let progress = Arc::new(Progress::new(ctx.metrics.clone()));
     let origin = Instant::now();
     observer.set_origin(origin);
-    let live = Arc::new(Live::new(
-        observer,
-        progress.clone(),
-        now_ms(),
-        plan.events_total,
-        spec.speed,
-        recorded_states(trace),
-    ));
+    let live = Arc::new(
+        Live::new(
+            observer,
+            progress.clone(),
+            now_ms(),
+            plan.events_total,
+            spec.speed,
+            recorded_states(trace),
+        )
+        .with_configuration(configuration),
+    );
     handle.set_live(Some(live.clone()));
     handle.set_state(pb::SimulationState::Running);
     ctx.metrics.set_running(true);

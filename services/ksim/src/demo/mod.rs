@@ -148,6 +148,8 @@ async fn replay(
         enable_autoscaler: autoscaler,
         // The demo trace has no bare pods.
         reschedule_bare_pods: false,
+        // The environment's own; CA's durations are still divided by the speed.
+        configuration: None,
     };
     let show_progress = std::io::stdout().is_terminal();
     let outcome = run_simulation(&env.urls().driver, spec, out, show_progress).await?;

@@ -59,6 +59,13 @@ impl Cluster {
         }
     }
 
+    pub fn control_plane_mut(&mut self) -> Option<&mut ControlPlane> {
+        match self {
+            Self::Embedded(control_plane) => Some(control_plane),
+            Self::Existing { .. } => None,
+        }
+    }
+
     pub async fn client(&self) -> anyhow::Result<Client> {
         if let Self::Embedded(control_plane) = self {
             return Ok(control_plane.client());

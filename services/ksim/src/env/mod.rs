@@ -1,29 +1,31 @@
 //! The local environment: a cluster (embedded control plane or an existing one), the namespace
 //! `ksim-system`, the four ksim services as child processes on fixed loopback ports, and
-//! optionally cluster-autoscaler. `ksim up` and `ksim demo` both start it.
+//! optionally cluster-autoscaler. `ksim up` and `ksim demo` both start it. It serves the
+//! `ksim.env.v1.Environment` API itself, through which the driver runs the scheduler and CA
+//! with a simulation's configuration (see [`configuration`]).
 
 mod backoff;
 pub mod cluster;
+pub mod configuration;
 pub mod services;
 pub mod state;
 
 use std::{
     ffi::OsString,
     path::{Path, PathBuf},
+    sync::Arc,
     time::{Duration, SystemTime},
 };
 
 use anyhow::Context;
-use ksim_testenv::{
-    ControlPlane,
-    autoscaler::{
-        CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
-    },
-};
+use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_testenv::autoscaler::ClusterAutoscalerBinary;
+use tokio::sync::Mutex;
 
 use self::{
     cluster::Cluster,
-    services::{CLOUD_PROVIDER, DRIVER, POOL, ServiceProcess, ServiceSpec, TRACER},
+    configuration::{Components, EnvironmentService},
+    services::{CLOUD_PROVIDER, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
     state::{EnvState, Urls},
 };
 
@@ -53,8 +55,12 @@ pub struct EnvOptions {
 pub struct LocalEnv {
     // Services in start order; they are stopped in reverse, before the cluster goes.
     services: Vec<ServiceProcess>,
-    autoscaler: Option<ClusterAutoscaler>,
-    cluster: Option<Cluster>,
+    /// The cluster and CA, shared with the environment API, which restarts their components.
+    components: Arc<Mutex<Components>>,
+    /// The environment API's server; stopped before anything it could restart.
+    server: Option<ksim_grpc::Running>,
+    /// The API server of the embedded control plane; `None` for an existing cluster.
+    apiserver_url: Option<String>,
     state_dir: PathBuf,
     kubeconfig: PathBuf,
     urls: Urls,
@@ -94,10 +100,20 @@ impl LocalEnv {
         )
         .await?;
         let kubeconfig = cluster.kubeconfig_path().to_owned();
+        let apiserver_url = cluster
+            .control_plane()
+            .map(|control_plane| control_plane.apiserver_url().to_owned());
+        let cloud_provider_address = format!("127.0.0.1:{}", CLOUD_PROVIDER.grpc_port);
+        let config_dir = state_dir.join("configuration");
         let mut env = Self {
             services: Vec::new(),
-            autoscaler: None,
-            cluster: Some(cluster),
+            components: Arc::new(Mutex::new(Components::new(
+                cluster,
+                cloud_provider_address.clone(),
+                config_dir,
+            ))),
+            server: None,
+            apiserver_url,
             state_dir,
             kubeconfig,
             urls: Urls {
@@ -108,7 +124,16 @@ impl LocalEnv {
             },
             state_written: false,
         };
-        env.cluster()?.ensure_namespace(NAMESPACE).await?;
+        env.components
+            .lock()
+            .await
+            .cluster
+            .as_ref()
+            .context("the environment is stopped")?
+            .ensure_namespace(NAMESPACE)
+            .await?;
+        // Before the driver, which calls it when a simulation has a configuration.
+        env.serve_api().await?;
 
         let tracer_data = env.tracer_data_dir()?;
         let namespace = || [OsString::from("--namespace"), OsString::from(NAMESPACE)];
@@ -130,6 +155,8 @@ impl LocalEnv {
             CLOUD_PROVIDER.url().into(),
             "--report-dir".into(),
             report_dir.into(),
+            "--environment-url".into(),
+            ENVIRONMENT.url().into(),
         ];
         driver_args.extend(namespace());
         env.spawn(driver, &driver_args, &log_dir)?;
@@ -138,14 +165,16 @@ impl LocalEnv {
         }
 
         if let Some(binary) = autoscaler_binary {
-            let cloud_config =
-                CloudConfig::plaintext(format!("127.0.0.1:{}", CLOUD_PROVIDER.grpc_port));
-            let autoscaler = ClusterAutoscalerBuilder::new(&env.kubeconfig, cloud_config)
-                .binary(binary)
-                .start()
+            let autoscaler = Components::start_default_autoscaler(
+                &env.kubeconfig,
+                &cloud_provider_address,
+                binary.clone(),
+            )
+            .await?;
+            env.components
+                .lock()
                 .await
-                .context("starting cluster-autoscaler")?;
-            env.autoscaler = Some(autoscaler);
+                .started_with_autoscaler(autoscaler, binary);
         }
 
         env.write_state()?;
@@ -165,9 +194,9 @@ impl LocalEnv {
         &self.state_dir
     }
 
-    /// The embedded control plane, unless an existing cluster is used.
-    pub fn control_plane(&self) -> Option<&ControlPlane> {
-        self.cluster.as_ref().and_then(Cluster::control_plane)
+    /// The embedded control plane's API server, unless an existing cluster is used.
+    pub fn apiserver_url(&self) -> Option<&str> {
+        self.apiserver_url.as_deref()
     }
 
     /// Each service: its spec (name, URL, ports), pid and log file.
@@ -177,9 +206,15 @@ impl LocalEnv {
             .map(|service| (service.spec(), service.pid(), service.log_path()))
     }
 
-    /// The running cluster-autoscaler, if `--autoscaler` was asked for.
-    pub fn autoscaler(&self) -> Option<&ClusterAutoscaler> {
-        self.autoscaler.as_ref()
+    /// The running cluster-autoscaler, if any: its pid, metrics URL and log.
+    pub async fn autoscaler(&self) -> Option<(u32, String, PathBuf)> {
+        let components = self.components.lock().await;
+        let autoscaler = components.autoscaler.as_ref()?;
+        Some((
+            autoscaler.pid(),
+            autoscaler.metrics_url(),
+            autoscaler.log_path().to_owned(),
+        ))
     }
 
     /// Stops cluster-autoscaler, then the services in reverse start order (the driver first,
@@ -226,18 +261,45 @@ impl LocalEnv {
     }
 
     pub async fn shutdown(mut self) {
-        self.autoscaler = None;
+        self.components.lock().await.autoscaler = None;
         while let Some(mut service) = self.services.pop() {
-            // The driver deletes what a cancelled simulation created: give it time.
+            // The driver deletes what a cancelled simulation created (and restores the
+            // configuration through the API below): give it time.
             let grace = if service.spec() == DRIVER { 30 } else { 15 };
             service.stop(Duration::from_secs(grace)).await;
         }
-        self.cluster = None;
+        if let Some(server) = self.server.take()
+            && let Err(error) = server.shutdown().await
+        {
+            tracing::warn!(%error, "stopping the environment API");
+        }
+        let mut components = self.components.lock().await;
+        components.autoscaler = None;
+        components.cluster = None;
+        drop(components);
         self.remove_state();
     }
 
-    fn cluster(&self) -> anyhow::Result<&Cluster> {
-        self.cluster.as_ref().context("the environment is stopped")
+    /// Serves the environment API on its fixed ports.
+    async fn serve_api(&mut self) -> anyhow::Result<()> {
+        let serve = ServeArgs {
+            grpc_addr: ([127, 0, 0, 1], ENVIRONMENT.grpc_port).into(),
+            admin_addr: ([127, 0, 0, 1], ENVIRONMENT.admin_port).into(),
+            ..ServeArgs::ephemeral()
+        };
+        let service = EnvironmentService::new(self.components.clone());
+        let server = GrpcServer::new(serve)
+            .add_service(service.into_server())
+            .spawn()
+            .await
+            .with_context(|| {
+                format!(
+                    "serving the environment API on port {} (is another `ksim up` or `ksim demo` running?)",
+                    ENVIRONMENT.grpc_port
+                )
+            })?;
+        self.server = Some(server);
+        Ok(())
     }
 
     fn spawn(
@@ -258,7 +320,7 @@ impl LocalEnv {
     /// from an earlier one is removed; an existing cluster's recording is kept.
     fn tracer_data_dir(&self) -> anyhow::Result<PathBuf> {
         let dir = self.state_dir.join("tracer");
-        if self.control_plane().is_some() && dir.exists() {
+        if self.apiserver_url.is_some() && dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         Ok(dir)
@@ -291,10 +353,19 @@ impl LocalEnv {
 
 impl Drop for LocalEnv {
     fn drop(&mut self) {
-        self.autoscaler = None;
+        // Held only by a call of the environment API, which the server's end ends; what it
+        // holds then goes with the last reference.
+        let mut components = self.components.try_lock().ok();
+        if let Some(components) = components.as_mut() {
+            components.autoscaler = None;
+        }
+        self.server = None;
         // Each service's own drop stops it; popping keeps the reverse order.
         while self.services.pop().is_some() {}
-        self.cluster = None;
+        if let Some(components) = components.as_mut() {
+            components.cluster = None;
+        }
+        drop(components);
         self.remove_state();
     }
 }

@@ -77,6 +77,16 @@ pub const DRIVER: ServiceSpec = ServiceSpec {
     health_service: ksim_proto::ksim::driver::v1::driver_server::SERVICE_NAME,
 };
 
+/// The environment's own API (the configuration under test), served by the `ksim` process
+/// itself rather than a child.
+pub const ENVIRONMENT: ServiceSpec = ServiceSpec {
+    name: "environment",
+    binary: "ksim",
+    grpc_port: 7065,
+    admin_port: 9165,
+    health_service: ksim_proto::ksim::env::v1::environment_server::SERVICE_NAME,
+};
+
 /// The directory holding the service binaries: the one `ksim` runs from (target/debug in a
 /// checkout). Test executables live one level down, in `deps/`, so that one is tried too.
 pub fn binary_dirs() -> anyhow::Result<Vec<PathBuf>> {
@@ -385,7 +395,7 @@ mod tests {
 
     #[test]
     fn fixed_ports_are_distinct_and_outside_the_ephemeral_range() {
-        let ports: Vec<u16> = [TRACER, POOL, CLOUD_PROVIDER, DRIVER]
+        let ports: Vec<u16> = [TRACER, POOL, CLOUD_PROVIDER, DRIVER, ENVIRONMENT]
             .iter()
             .flat_map(|spec| [spec.grpc_port, spec.admin_port])
             .collect();

@@ -54,6 +54,18 @@ pub struct RunArgs {
     #[arg(long)]
     pub autoscaler: bool,
 
+    /// Run kube-scheduler with this KubeSchedulerConfiguration for the simulation (the
+    /// environment restarts it, and with its defaults afterwards). Checked by kube-scheduler
+    /// itself before anything is created.
+    #[arg(long, value_name = "FILE")]
+    pub scheduler_config: Option<PathBuf>,
+
+    /// A cluster-autoscaler flag for the simulation, over the environment's defaults
+    /// (repeatable), durations in recorded time: at --speed S they run divided by S, e.g.
+    /// `--autoscaler-arg scale-down-unneeded-time=2m` runs as 12s at 10x.
+    #[arg(long = "autoscaler-arg", value_name = "FLAG=VALUE", value_parser = parse_autoscaler_arg)]
+    pub autoscaler_args: Vec<String>,
+
     /// Recreate a pod the trace holds without an owner when the simulation removes it (a
     /// scale-down, an eviction), as `<name>-clone-<n>`.
     #[arg(long)]
@@ -99,6 +111,13 @@ impl From<OnError> for OnErrorPolicy {
             OnError::Stop => Self::Stop,
         }
     }
+}
+
+/// `FLAG=VALUE`, checked as far as it can be without the binary (which judges the name).
+fn parse_autoscaler_arg(text: &str) -> Result<String, String> {
+    text.parse::<ksim_experiment::AutoscalerFlag>()
+        .map(|flag| format!("{}={}", flag.name, flag.value))
+        .map_err(|error| error.to_string())
 }
 
 fn parse_speed(text: &str) -> Result<f64, String> {

@@ -8,6 +8,7 @@ use ksim_proto::ksim::driver::v1::{
     DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, SimulationSpec,
     StoredTrace, node_group_spec::Kind, simulation_spec::TraceSource,
 };
+use ksim_proto::ksim::env::v1::{Configuration, SchedulerConfig};
 
 use super::{
     RunArgs,
@@ -81,7 +82,31 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
         node_groups,
         enable_autoscaler: args.autoscaler,
         reschedule_bare_pods: args.reschedule_bare_pods,
+        configuration: configuration(args)?,
     })
+}
+
+/// The configuration under test: the scheduler file's text and the CA flags as given.
+fn configuration(args: &RunArgs) -> anyhow::Result<Option<Configuration>> {
+    if !args.autoscaler_args.is_empty() && !args.autoscaler {
+        anyhow::bail!("--autoscaler-arg configures cluster-autoscaler: add --autoscaler");
+    }
+    let scheduler = match &args.scheduler_config {
+        Some(path) => Some(SchedulerConfig {
+            source: path.display().to_string(),
+            yaml: std::fs::read_to_string(path).with_context(|| {
+                format!("cannot read the scheduler configuration {}", path.display())
+            })?,
+        }),
+        None => None,
+    };
+    if scheduler.is_none() && args.autoscaler_args.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Configuration {
+        scheduler,
+        autoscaler_args: args.autoscaler_args.clone(),
+    }))
 }
 
 /// The trace file transformed by the rules file, through a temporary file so memory holds

@@ -6,8 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::{
-    path::{Path, PathBuf},
-    process::{Child, Command, Output, Stdio},
+    path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -28,6 +27,8 @@ use kube::{
 };
 use serde_json::{Value, json};
 
+use super::common::up::{Up, ksim_in, report_dir};
+
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 const GROUP: &str = "m5";
 const SEATS_NAMESPACE: &str = "ksim-system";
@@ -42,79 +43,6 @@ const HOLD: Duration = Duration::from_secs(8);
 /// The tracer samples at most once a second and this test polls every 250 ms: a recorded value
 /// is one the test saw within this much of the same moment.
 const SLACK_MS: i64 = 2_000;
-
-/// `ksim up --autoscaler`, stopped with `ksim down` when dropped.
-struct Up {
-    state: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl Up {
-    fn start() -> Self {
-        let state = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(state.path().join("up.out")).unwrap();
-        let child = Command::new(ksim_e2e::binary("ksim"))
-            .args(["up", "--autoscaler"])
-            .env("KSIM_STATE_DIR", state.path())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut up = Self {
-            state,
-            child: Some(child),
-        };
-        let env_file = up.state.path().join("env.json");
-        let started = Instant::now();
-        while !env_file.exists() {
-            if let Some(status) = up.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("ksim up exited ({status}): {}", up.said());
-            }
-            assert!(started.elapsed() < DEADLINE, "ksim up: {}", up.said());
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        up
-    }
-
-    fn said(&self) -> String {
-        std::fs::read_to_string(self.state.path().join("up.out")).unwrap_or_default()
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        let env: Value =
-            serde_json::from_slice(&std::fs::read(self.state.path().join("env.json")).unwrap())
-                .unwrap();
-        PathBuf::from(env["kubeconfig"].as_str().unwrap())
-    }
-
-    /// `ksim ARGS`, which must succeed.
-    fn ksim(&self, args: &[&str]) -> Output {
-        let output = Command::new(ksim_e2e::binary("ksim"))
-            .args(args)
-            .env("KSIM_STATE_DIR", self.state.path())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "ksim {args:?}: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        output
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = Command::new(ksim_e2e::binary("ksim"))
-            .arg("down")
-            .env("KSIM_STATE_DIR", self.state.path())
-            .output();
-        if let Some(mut child) = self.child.take() {
-            let _ = child.wait();
-        }
-    }
-}
 
 /// What the test saw of the recorded cluster at one moment.
 #[derive(Debug, Clone, Copy)]
@@ -222,7 +150,9 @@ fn series<'a>(fidelity: &'a Value, name: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recording() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
-    let up = tokio::task::spawn_blocking(Up::start).await.unwrap();
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
     let client = ksim_kube::KubeArgs::file(up.kubeconfig())
         .connect()
         .await
@@ -474,24 +404,4 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
             .unwrap()
             .is_none()
     );
-}
-
-/// `ksim ARGS` in the environment of `state`, whatever its exit.
-fn ksim_in(state: &Path, args: &[String]) -> Output {
-    Command::new(ksim_e2e::binary("ksim"))
-        .args(args)
-        .env("KSIM_STATE_DIR", state)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-/// The directory of the report files the summary lists.
-fn report_dir(printed: &str) -> &str {
-    let json = printed
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("files:"))
-        .map(str::trim)
-        .unwrap_or_else(|| panic!("no files line in {printed}"));
-    json.strip_suffix("/report.json").unwrap_or(json)
 }

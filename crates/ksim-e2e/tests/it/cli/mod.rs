@@ -2,6 +2,7 @@
 
 mod cli_env;
 mod common;
+mod configuration;
 mod demo;
 mod fidelity;
 mod mesh_telemetry;

@@ -191,6 +191,20 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
         long.message()
     );
 
+    // A configuration under test needs an environment to run it; this driver has none.
+    let mut configured = spec(trace_file(vec![], 1000), "g", pb::OnErrorPolicy::Continue);
+    configured.configuration = Some(ksim_proto::ksim::env::v1::Configuration {
+        scheduler: None,
+        autoscaler_args: vec!["expander=price".to_owned()],
+    });
+    let configured = mesh.start_simulation(configured).await.unwrap_err();
+    assert_eq!(configured.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        configured.message().contains("--environment-url"),
+        "{}",
+        configured.message()
+    );
+
     let unknown = mesh
         .driver
         .get_simulation(pb::GetSimulationRequest {

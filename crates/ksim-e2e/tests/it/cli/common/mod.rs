@@ -1,4 +1,6 @@
-//! Trace files for the CLI's tests.
+//! Trace files and the local environment for the CLI's tests.
+
+pub mod up;
 
 use std::path::Path;
 

@@ -87,7 +87,7 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
     };
     let driver = driver::start(
         driver_client,
-        Mesh::new(&pool.url(), Some(&tracer.url()), None).unwrap(),
+        Mesh::new(&pool.url(), Some(&tracer.url()), None, None).unwrap(),
         Settings {
             namespace: SEATS_NAMESPACE.to_owned(),
             report_dir: data.path().join("reports"),

@@ -1,0 +1,119 @@
+//! `ksim up` as a user runs it, for the tests that need the whole local environment.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+/// How long `ksim up` may take on a loaded machine.
+const DEADLINE: Duration = Duration::from_secs(240);
+
+/// `ksim up ARGS` in a state directory of its own, stopped with `ksim down` when dropped.
+pub struct Up {
+    pub state: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Up {
+    /// Starts it and waits until its environment file says it is up.
+    pub fn start(args: &[&str]) -> Self {
+        let state = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(state.path().join("up.out")).unwrap();
+        let child = Command::new(ksim_e2e::binary("ksim"))
+            .arg("up")
+            .args(args)
+            .env("KSIM_STATE_DIR", state.path())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut up = Self {
+            state,
+            child: Some(child),
+        };
+        let env_file = up.state.path().join("env.json");
+        let started = Instant::now();
+        while !env_file.exists() {
+            if let Some(status) = up.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("ksim up exited ({status}): {}", up.said());
+            }
+            assert!(started.elapsed() < DEADLINE, "ksim up: {}", up.said());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        up
+    }
+
+    /// What it printed.
+    pub fn said(&self) -> String {
+        std::fs::read_to_string(self.state.path().join("up.out")).unwrap_or_default()
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        let env: Value =
+            serde_json::from_slice(&std::fs::read(self.state.path().join("env.json")).unwrap())
+                .unwrap();
+        PathBuf::from(env["kubeconfig"].as_str().unwrap())
+    }
+
+    /// `ksim ARGS`, which must succeed.
+    pub fn ksim(&self, args: &[&str]) -> Output {
+        let output = Command::new(ksim_e2e::binary("ksim"))
+            .args(args)
+            .env("KSIM_STATE_DIR", self.state.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "ksim {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    /// The pid of `ksim up`.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// `ksim ARGS` in this environment, whatever its exit.
+    pub fn ksim_any(&self, args: &[String]) -> Output {
+        ksim_in(self.state.path(), args)
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = Command::new(ksim_e2e::binary("ksim"))
+            .arg("down")
+            .env("KSIM_STATE_DIR", self.state.path())
+            .output();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `ksim ARGS` in the environment of `state`, whatever its exit.
+pub fn ksim_in(state: &Path, args: &[String]) -> Output {
+    Command::new(ksim_e2e::binary("ksim"))
+        .args(args)
+        .env("KSIM_STATE_DIR", state)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The directory of the report files the summary lists.
+pub fn report_dir(printed: &str) -> &str {
+    let json = printed
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("files:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no files line in {printed}"));
+    json.strip_suffix("/report.json").unwrap_or(json)
+}

@@ -1,0 +1,436 @@
+//! The configuration under test, end to end as a user gets it: `ksim run --scheduler-config`
+//! and `--autoscaler-arg` on `ksim up`'s environment, which restarts the real kube-scheduler and
+//! cluster-autoscaler with them (CA's durations divided by the speed) and its own afterwards.
+//! A configuration the real binaries refuse is one line and creates nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{collections::BTreeSet, path::Path, time::Duration};
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::{Api, Client, api::ListParams};
+use serde_json::{Value, json};
+
+use super::common::{
+    deployment,
+    up::{Up, report_dir},
+    write_trace,
+};
+
+const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+const DRIVER: &str = "http://127.0.0.1:7064";
+const HEADER: &str =
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+/// Packs pods on the most allocated node: the spreading scores that would outweigh it are off.
+const PACKED: &str = "\
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    score:
+      disabled:
+      - name: PodTopologySpread
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+";
+
+/// `web` in namespace `shop`: `replicas` pods of `cpu` each.
+fn web(replicas: i32, cpu: &str, revision: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"revision": revision}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "registry.example/web:1",
+                    "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
+            }
+        }
+    })
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|arg| (*arg).to_owned()).collect()
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The nodes the pods of the replayed `shop` are bound to, once `count` are bound.
+async fn placements(client: &Client, count: usize) -> BTreeSet<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "virtual-shop");
+    ksim_testenv::wait::until(
+        &format!("{count} replayed pods bound"),
+        Duration::from_secs(120),
+        || async {
+            let nodes: Vec<String> = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter_map(|pod| pod.spec?.node_name)
+                .collect();
+            if nodes.len() >= count {
+                Ok(nodes.into_iter().collect())
+            } else {
+                Err(format!("{} bound", nodes.len()))
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Runs `ksim ARGS` to its end while `watch` looks at the cluster; both results.
+async fn run_while<T: Send + 'static>(
+    up: &Up,
+    args: Vec<String>,
+    watch: impl Future<Output = T> + Send + 'static,
+) -> (std::process::Output, T) {
+    let state = up.state.path().to_owned();
+    let run = tokio::task::spawn_blocking(move || super::common::up::ksim_in(&state, &args));
+    let seen = tokio::spawn(watch);
+    let output = run.await.unwrap();
+    (output, seen.await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creates_nothing() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&[]))
+        .await
+        .unwrap();
+    let client = ksim_kube::KubeArgs::file(up.kubeconfig())
+        .connect()
+        .await
+        .unwrap()
+        .client;
+    let dir = up.state.path();
+    let trace = dir.join("two.ksim");
+    // Two small pods, and the trace goes on long enough to look at where they ran.
+    write_trace(
+        &trace,
+        [
+            (1_767_225_600_000, deployment(&web(2, "500m", "a"))),
+            (1_767_225_615_000, deployment(&web(2, "500m", "b"))),
+        ],
+        &[],
+    );
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let group = format!("--node-group=small={}:2", skeleton.display());
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let trace = trace.to_str().unwrap().to_owned();
+
+    // Refused, one line each, before anything is created.
+    let unknown_field = write(
+        "typo.yaml",
+        &format!("{HEADER}profiles:\n- schedulerNme: x\n"),
+    );
+    let bad_weight = write(
+        "weight.yaml",
+        &format!(
+            "{HEADER}profiles:\n- plugins:\n    score:\n      enabled:\n      - name: NodeResourcesFit\n        weight: -3\n"
+        ),
+    );
+    let skeleton_group = format!("--autoscaler-group=m5={}:1:3:1", skeleton.display());
+    let refused: [(Vec<String>, &str); 5] = [
+        (
+            args(&[
+                "run",
+                &trace,
+                "--driver",
+                DRIVER,
+                &group,
+                "--scheduler-config",
+                &unknown_field,
+            ]),
+            "typo.yaml: kube-scheduler refuses it: strict decoding error: unknown field \"profiles[0].schedulerNme\"",
+        ),
+        (
+            args(&[
+                "run",
+                &trace,
+                "--driver",
+                DRIVER,
+                &group,
+                "--scheduler-config",
+                &bad_weight,
+            ]),
+            "weight.yaml: kube-scheduler refuses it",
+        ),
+        (
+            args(&[
+                "run",
+                &trace,
+                "--driver",
+                DRIVER,
+                "--autoscaler",
+                &skeleton_group,
+                "--autoscaler-arg",
+                "scale-down-unneded-time=2m",
+            ]),
+            "cluster-autoscaler has no flag --scale-down-unneded-time",
+        ),
+        (
+            args(&[
+                "run",
+                &trace,
+                "--driver",
+                DRIVER,
+                "--autoscaler",
+                &skeleton_group,
+                "--autoscaler-arg",
+                "scale-down-unneeded-time=soon",
+            ]),
+            "--scale-down-unneeded-time",
+        ),
+        (
+            args(&[
+                "run",
+                &trace,
+                "--driver",
+                DRIVER,
+                &group,
+                "--autoscaler-arg",
+                "expander=price",
+            ]),
+            "add --autoscaler",
+        ),
+    ];
+    for (args, reason) in refused {
+        let output = up.ksim_any(&args);
+        let said = stderr(&output);
+        assert!(!output.status.success(), "{args:?}: {said}");
+        assert!(said.contains(reason), "{args:?}: {said}");
+        assert_eq!(said.trim_end().lines().count(), 1, "{args:?}: {said}");
+    }
+    let reports = dir.join("reports");
+    let created = std::fs::read_dir(&reports).map_or(0, |entries| entries.count());
+    assert_eq!(created, 0, "a refused configuration made a simulation");
+    let namespaces: Vec<String> = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|ns| ns.metadata.name)
+        .filter(|name| name.starts_with("virtual-"))
+        .collect();
+    assert!(namespaces.is_empty(), "{namespaces:?}");
+
+    // Packed by the configuration under test, spread by the scheduler's defaults after it.
+    let packed = write("packed.yaml", &format!("{HEADER}{PACKED}"));
+    let (output, nodes) = run_while(
+        &up,
+        args(&[
+            "run",
+            &trace,
+            "--driver",
+            DRIVER,
+            &group,
+            "--scheduler-config",
+            &packed,
+        ]),
+        {
+            let client = client.clone();
+            async move { placements(&client, 2).await }
+        },
+    )
+    .await;
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    assert_eq!(nodes.len(), 1, "MostAllocated spread the pods: {nodes:?}");
+    assert!(
+        printed.contains(&format!("scheduler:         {packed}")),
+        "{printed}"
+    );
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
+    )
+    .unwrap();
+    let scheduler = &report["configuration"]["scheduler"];
+    assert_eq!(scheduler["source"], packed.as_str(), "{report:#}");
+    assert!(
+        scheduler["given_yaml"]
+            .as_str()
+            .unwrap()
+            .contains("MostAllocated")
+    );
+    // As run: complete, with kube-scheduler's own defaults filled in.
+    let as_run = scheduler["as_run_yaml"].as_str().unwrap();
+    assert!(as_run.contains("type: MostAllocated"), "{as_run}");
+    assert!(as_run.contains("podMaxBackoffSeconds"), "{as_run}");
+
+    let (output, nodes) = run_while(&up, args(&["run", &trace, "--driver", DRIVER, &group]), {
+        let client = client.clone();
+        async move { placements(&client, 2).await }
+    })
+    .await;
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    assert_eq!(
+        nodes.len(),
+        2,
+        "the default scheduler packed the pods: {nodes:?}"
+    );
+    assert!(
+        printed.contains("scheduler:         its defaults"),
+        "{printed}"
+    );
+}
+
+/// The command line of the cluster-autoscaler `ksim up` (pid `parent`) runs now, if one runs.
+fn autoscaler_command_line(parent: u32) -> Option<String> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces, so read after its ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid != Some(parent) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|arg| String::from_utf8_lossy(arg).into_owned())
+            .collect();
+        if args
+            .first()
+            .is_some_and(|binary| binary.ends_with("cluster-autoscaler"))
+        {
+            return Some(args.join(" "));
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_in_the_replay() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
+    let dir = up.state.path();
+    let trace = dir.join("drop.ksim");
+    // Three pods of a node each; the load drops 3 recorded minutes before the trace ends.
+    let t0 = 1_767_225_600_000;
+    write_trace(
+        &trace,
+        [
+            (t0, deployment(&web(3, "1200m", "a"))),
+            (t0 + 60_000, deployment(&web(0, "1200m", "b"))),
+            (t0 + 240_000, deployment(&web(0, "1200m", "c"))),
+        ],
+        &[],
+    );
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let ca_before = autoscaler_command_line(up.pid()).unwrap();
+    assert!(
+        ca_before.contains("--scale-down-unneeded-time=5s"),
+        "{ca_before}"
+    );
+
+    let parent = up.pid();
+    let (output, seen) = run_while(
+        &up,
+        args(&[
+            "run",
+            trace.to_str().unwrap(),
+            "--driver",
+            DRIVER,
+            "--speed",
+            "10",
+            "--autoscaler",
+            &format!("--autoscaler-group=m5={}:1:4:1", skeleton.display()),
+            "--autoscaler-arg",
+            "scale-down-unneeded-time=2m",
+        ]),
+        async move {
+            // The CA that runs the simulation: its command line once it is the restarted one.
+            ksim_testenv::wait::until(
+                "CA restarted at 10x",
+                Duration::from_secs(120),
+                || async move {
+                    autoscaler_command_line(parent)
+                        .filter(|line| line.contains("--scale-down-unneeded-time=12s"))
+                        .ok_or_else(|| "not yet".to_owned())
+                },
+            )
+            .await
+        },
+    )
+    .await;
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    let during = seen.unwrap();
+    // Every duration divided by 10, the scan interval at CA's floor.
+    assert!(during.contains("--scan-interval=100ms"), "{during}");
+    assert!(during.contains("--max-node-provision-time=12s"), "{during}");
+    assert!(
+        printed.contains("scale-down-unneeded-time=2m (runs 12s)"),
+        "{printed}"
+    );
+
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
+    )
+    .unwrap();
+    let configuration = &report["configuration"];
+    assert_eq!(configuration["speed"], 10.0, "{configuration:#}");
+    let flag = configuration["autoscaler_flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|flag| flag["name"] == "scale-down-unneeded-time")
+        .unwrap();
+    assert_eq!(
+        (&flag["given"], &flag["as_run"], &flag["from_defaults"]),
+        (&json!("2m"), &json!("12s"), &json!(false))
+    );
+    // CA added nodes for the pods and removed them after the drop, inside the replay: with
+    // 2m undivided, 3 recorded minutes (18 s at 10x) would have been too short.
+    let timeline = report["timeline"].as_array().unwrap();
+    let total = |field: &str| -> u64 { timeline.iter().map(|b| b[field].as_u64().unwrap()).sum() };
+    assert!(total("scale_ups") >= 2, "{report:#}");
+    assert!(total("scale_downs") >= 1, "{report:#}");
+    let removed: Vec<u64> = report["node_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|change| change["kind"] == "removed")
+        .map(|change| change["offset_ms"].as_u64().unwrap())
+        .collect();
+    assert!(!removed.is_empty(), "{report:#}");
+    // After the drop plus the 2m, in recorded time, and before the trace's end.
+    assert!(
+        removed.iter().all(|&ms| (180_000..240_000).contains(&ms)),
+        "{removed:?}"
+    );
+
+    // Restored: CA runs with the environment's own flags again.
+    let after = autoscaler_command_line(up.pid()).unwrap();
+    assert!(after.contains("--scale-down-unneeded-time=5s"), "{after}");
+    assert!(after.contains("--scan-interval=1s"), "{after}");
+}

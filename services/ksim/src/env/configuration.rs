@@ -1,0 +1,445 @@
+//! The configuration under test. The environment runs the real kube-scheduler and
+//! cluster-autoscaler; a simulation may ask for them to run differently (a scheduler
+//! configuration file, CA flags in recorded time at the replay's speed). This module checks such
+//! a configuration with the real binaries, restarts what runs differently, and restores what
+//! the environment started with, behind the `ksim.env.v1.Environment` API the driver calls.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use ksim_experiment::{AutoscalerFlags, scheduler};
+use ksim_proto::ksim::env::v1::{
+    self as pb,
+    environment_server::{Environment, EnvironmentServer},
+};
+use ksim_testenv::autoscaler::{
+    CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
+    default_flags,
+};
+use tokio::sync::Mutex;
+use tonic::{Request, Response, Status};
+
+use super::cluster::Cluster;
+
+/// What the scheduler runs with besides its defaults.
+#[derive(Debug, Clone, PartialEq)]
+struct SchedulerRun {
+    given: pb::SchedulerConfig,
+    /// The file kube-scheduler is started with (the given one, connected to the cluster).
+    path: PathBuf,
+    /// The complete configuration, as kube-scheduler wrote it when it checked the file.
+    as_run_yaml: String,
+}
+
+/// How cluster-autoscaler runs: the user's flags over the environment's, at a speed.
+#[derive(Debug, Clone, PartialEq)]
+struct AutoscalerRun {
+    flags: AutoscalerFlags,
+    speed: f64,
+}
+
+impl AutoscalerRun {
+    fn defaults() -> Self {
+        Self {
+            flags: AutoscalerFlags::default(),
+            speed: 1.0,
+        }
+    }
+}
+
+/// What runs, or is to run: `None` is the scheduler's defaults, or no CA.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Setup {
+    scheduler: Option<SchedulerRun>,
+    autoscaler: Option<AutoscalerRun>,
+}
+
+impl Setup {
+    fn to_proto(&self) -> pb::AppliedConfiguration {
+        let (autoscaler, speed, autoscaler_flags) = match &self.autoscaler {
+            None => (false, 1.0, Vec::new()),
+            Some(run) => (true, run.speed, flags_as_run(run)),
+        };
+        pb::AppliedConfiguration {
+            scheduler_given: self.scheduler.as_ref().map(|run| run.given.clone()),
+            scheduler_as_run_yaml: self
+                .scheduler
+                .as_ref()
+                .map(|run| run.as_run_yaml.clone())
+                .unwrap_or_default(),
+            autoscaler,
+            speed,
+            autoscaler_flags,
+        }
+    }
+}
+
+/// Every flag a configuration may set, the environment's defaults first, as given and as run.
+fn flags_as_run(run: &AutoscalerRun) -> Vec<pb::AutoscalerFlag> {
+    let given: BTreeSet<&str> = run.flags.flags.iter().map(|f| f.name.as_str()).collect();
+    run.flags
+        .over(&default_flags())
+        .at_speed(run.speed)
+        .into_iter()
+        .map(|flag| pb::AutoscalerFlag {
+            from_defaults: !given.contains(flag.given.name.as_str()),
+            floored: flag.floored,
+            name: flag.given.name,
+            given: flag.given.value,
+            as_run: flag.as_run.value,
+        })
+        .collect()
+}
+
+/// The cluster and cluster-autoscaler of an environment: what a configuration changes.
+#[derive(Debug)]
+pub struct Components {
+    pub cluster: Option<Cluster>,
+    pub autoscaler: Option<ClusterAutoscaler>,
+    kubeconfig: PathBuf,
+    cloud_provider_address: String,
+    /// Where the scheduler configurations it runs are written.
+    config_dir: PathBuf,
+    /// Located when the environment starts with CA, else when a simulation first needs it.
+    autoscaler_binary: Option<ClusterAutoscalerBinary>,
+    /// The flags the binary lists in its `--help`, read once.
+    known_flags: Option<BTreeSet<String>>,
+    running: Setup,
+    /// What the environment started with.
+    defaults: Setup,
+    files_written: u32,
+}
+
+impl Components {
+    pub fn new(cluster: Cluster, cloud_provider_address: String, config_dir: PathBuf) -> Self {
+        Self {
+            kubeconfig: cluster.kubeconfig_path().to_owned(),
+            cluster: Some(cluster),
+            autoscaler: None,
+            cloud_provider_address,
+            config_dir,
+            autoscaler_binary: None,
+            known_flags: None,
+            running: Setup::default(),
+            defaults: Setup::default(),
+            files_written: 0,
+        }
+    }
+
+    /// The environment started CA (see [`Self::start_default_autoscaler`]): it is part of its
+    /// defaults, restored after every simulation.
+    pub fn started_with_autoscaler(
+        &mut self,
+        autoscaler: ClusterAutoscaler,
+        binary: ClusterAutoscalerBinary,
+    ) {
+        self.autoscaler = Some(autoscaler);
+        self.autoscaler_binary = Some(binary);
+        self.defaults.autoscaler = Some(AutoscalerRun::defaults());
+        self.running.autoscaler = Some(AutoscalerRun::defaults());
+    }
+
+    /// CA started with the environment's own flags at 1x.
+    pub async fn start_default_autoscaler(
+        kubeconfig: &Path,
+        cloud_provider_address: &str,
+        binary: ClusterAutoscalerBinary,
+    ) -> anyhow::Result<ClusterAutoscaler> {
+        start_autoscaler(
+            kubeconfig,
+            cloud_provider_address,
+            binary,
+            &AutoscalerRun::defaults(),
+        )
+        .await
+    }
+
+    /// How `run` would run; an error if a real binary refuses it or this environment cannot
+    /// run it. Nothing is restarted.
+    async fn check(&mut self, run: &pb::Run) -> Result<Setup, Status> {
+        let configuration = run.configuration.clone().unwrap_or_default();
+        let scheduler = match configuration.scheduler {
+            Some(given) if !given.yaml.trim().is_empty() => {
+                Some(self.check_scheduler(given).await?)
+            }
+            _ => None,
+        };
+        let autoscaler = if run.autoscaler {
+            Some(self.check_autoscaler(&configuration.autoscaler_args, run.speed)?)
+        } else if !configuration.autoscaler_args.is_empty() {
+            return Err(Status::invalid_argument(
+                "autoscaler_args: the simulation does not run cluster-autoscaler (enable_autoscaler is off)",
+            ));
+        } else {
+            self.defaults.autoscaler.clone()
+        };
+        Ok(Setup {
+            scheduler,
+            autoscaler,
+        })
+    }
+
+    async fn check_scheduler(
+        &mut self,
+        given: pb::SchedulerConfig,
+    ) -> Result<SchedulerRun, Status> {
+        let source = if given.source.is_empty() {
+            "(unnamed)".to_owned()
+        } else {
+            given.source.clone()
+        };
+        let control_plane = self
+            .cluster
+            .as_ref()
+            .and_then(Cluster::control_plane)
+            .ok_or_else(|| {
+                Status::failed_precondition(format!(
+                    "scheduler configuration {source}: the scheduler of an existing cluster is not \
+                     ksim's to restart; a scheduler configuration needs the embedded control plane \
+                     (`ksim up` without --kubeconfig)"
+                ))
+            })?;
+        let kubeconfig = control_plane.scheduler_kubeconfig_path().ok_or_else(|| {
+            Status::failed_precondition("the local control plane runs no kube-scheduler")
+        })?;
+        let text = scheduler::for_environment(&source, &given.yaml, kubeconfig)
+            .map_err(|error| Status::invalid_argument(error.to_string()))?;
+        let binaries = control_plane.binaries().clone();
+        std::fs::create_dir_all(&self.config_dir).map_err(|error| {
+            Status::internal(format!("creating {}: {error}", self.config_dir.display()))
+        })?;
+        self.files_written += 1;
+        let path = self
+            .config_dir
+            .join(format!("scheduler-{}.yaml", self.files_written));
+        std::fs::write(&path, text)
+            .map_err(|error| Status::internal(format!("writing {}: {error}", path.display())))?;
+        let as_run_yaml =
+            binaries
+                .check_scheduler_config(&path)
+                .await
+                .map_err(|error| match error {
+                    // Named by the user's file, not the environment's copy of it.
+                    ksim_testenv::Error::SchedulerConfig { message, .. } => {
+                        Status::invalid_argument(format!(
+                            "scheduler configuration {source}: kube-scheduler refuses it: {message}"
+                        ))
+                    }
+                    other => Status::internal(other.to_string()),
+                })?;
+        Ok(SchedulerRun {
+            given,
+            path,
+            as_run_yaml,
+        })
+    }
+
+    fn check_autoscaler(&mut self, args: &[String], speed: f64) -> Result<AutoscalerRun, Status> {
+        let flags = AutoscalerFlags::parse(args)
+            .map_err(|error| Status::invalid_argument(error.to_string()))?;
+        if self.known_flags.is_none() {
+            let known = self
+                .autoscaler_binary()?
+                .flags()
+                .map_err(|error| Status::internal(error.to_string()))?;
+            self.known_flags = Some(known);
+        }
+        if let Some(known) = &self.known_flags {
+            flags
+                .check_known(known)
+                .map_err(|error| Status::invalid_argument(error.to_string()))?;
+        }
+        let speed = if speed > 0.0 { speed } else { 1.0 };
+        Ok(AutoscalerRun { flags, speed })
+    }
+
+    fn autoscaler_binary(&mut self) -> Result<ClusterAutoscalerBinary, Status> {
+        if let Some(binary) = &self.autoscaler_binary {
+            return Ok(binary.clone());
+        }
+        let binary = ClusterAutoscalerBinary::locate().map_err(|error| {
+            Status::failed_precondition(format!(
+                "the simulation runs cluster-autoscaler, and this environment has no binary of it: {error}"
+            ))
+        })?;
+        self.autoscaler_binary = Some(binary.clone());
+        Ok(binary)
+    }
+
+    /// Restarts what runs differently from `wanted`. If a restart fails, the environment's
+    /// defaults are started again for that component, and the error says what failed.
+    async fn converge(&mut self, wanted: Setup) -> Result<(), Status> {
+        if wanted.scheduler != self.running.scheduler {
+            let control_plane = self
+                .cluster
+                .as_mut()
+                .and_then(Cluster::control_plane_mut)
+                .ok_or_else(|| Status::failed_precondition("no local control plane"))?;
+            let config = wanted.scheduler.as_ref().map(|run| run.path.as_path());
+            if let Err(error) = control_plane.restart_scheduler(config).await {
+                let restored = control_plane.restart_scheduler(None).await;
+                self.running.scheduler = None;
+                return Err(Status::internal(format!(
+                    "restarting kube-scheduler: {error}{}",
+                    restored.err().map_or_else(String::new, |again| format!(
+                        "; starting it with its defaults failed too: {again}"
+                    ))
+                )));
+            }
+            tracing::info!(config = ?config, "kube-scheduler restarted");
+            self.running.scheduler = wanted.scheduler;
+        }
+        if wanted.autoscaler != self.running.autoscaler {
+            // The old CA must be gone first: two would act on the same groups.
+            self.autoscaler = None;
+            self.running.autoscaler = None;
+            if let Some(run) = &wanted.autoscaler {
+                let binary = self.autoscaler_binary()?;
+                let started =
+                    start_autoscaler(&self.kubeconfig, &self.cloud_provider_address, binary, run)
+                        .await
+                        .map_err(|error| Status::internal(format!("{error:#}")))?;
+                tracing::info!(args = ?started.args(), "cluster-autoscaler restarted");
+                self.autoscaler = Some(started);
+                self.running.autoscaler = wanted.autoscaler;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn start_autoscaler(
+    kubeconfig: &Path,
+    cloud_provider_address: &str,
+    binary: ClusterAutoscalerBinary,
+    run: &AutoscalerRun,
+) -> anyhow::Result<ClusterAutoscaler> {
+    use anyhow::Context;
+    let cloud_config = CloudConfig::plaintext(cloud_provider_address);
+    let mut builder = ClusterAutoscalerBuilder::new(kubeconfig, cloud_config)
+        .binary(binary)
+        .speed(run.speed);
+    for flag in &run.flags.flags {
+        builder = builder.arg(flag.to_string());
+    }
+    builder.start().await.context("starting cluster-autoscaler")
+}
+
+/// The `ksim.env.v1.Environment` API over an environment's components.
+#[derive(Debug, Clone)]
+pub struct EnvironmentService {
+    components: Arc<Mutex<Components>>,
+}
+
+impl EnvironmentService {
+    pub fn new(components: Arc<Mutex<Components>>) -> Self {
+        Self { components }
+    }
+
+    pub fn into_server(self) -> EnvironmentServer<Self> {
+        EnvironmentServer::new(self)
+    }
+}
+
+fn run_of(run: Option<pb::Run>) -> Result<pb::Run, Status> {
+    let run = run.ok_or_else(|| Status::invalid_argument("run: is required"))?;
+    if !(run.speed.is_finite() && run.speed >= 0.0) {
+        return Err(Status::invalid_argument(format!(
+            "run.speed: must be > 0 (0 means 1), got {}",
+            run.speed
+        )));
+    }
+    Ok(run)
+}
+
+#[tonic::async_trait]
+impl Environment for EnvironmentService {
+    async fn check_configuration(
+        &self,
+        request: Request<pb::CheckConfigurationRequest>,
+    ) -> Result<Response<pb::CheckConfigurationResponse>, Status> {
+        let run = run_of(request.into_inner().run)?;
+        let setup = self.components.lock().await.check(&run).await?;
+        Ok(Response::new(pb::CheckConfigurationResponse {
+            configuration: Some(setup.to_proto()),
+        }))
+    }
+
+    async fn apply_configuration(
+        &self,
+        request: Request<pb::ApplyConfigurationRequest>,
+    ) -> Result<Response<pb::ApplyConfigurationResponse>, Status> {
+        let run = run_of(request.into_inner().run)?;
+        let mut components = self.components.lock().await;
+        let wanted = components.check(&run).await?;
+        components.converge(wanted).await?;
+        Ok(Response::new(pb::ApplyConfigurationResponse {
+            configuration: Some(components.running.to_proto()),
+        }))
+    }
+
+    async fn restore_defaults(
+        &self,
+        _request: Request<pb::RestoreDefaultsRequest>,
+    ) -> Result<Response<pb::RestoreDefaultsResponse>, Status> {
+        let mut components = self.components.lock().await;
+        let defaults = components.defaults.clone();
+        components.converge(defaults).await?;
+        Ok(Response::new(pb::RestoreDefaultsResponse {
+            configuration: Some(components.running.to_proto()),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksim_experiment::AutoscalerFlag;
+
+    #[test]
+    fn flags_as_run_list_the_defaults_and_the_given_ones_divided_by_the_speed() {
+        let run = AutoscalerRun {
+            flags: AutoscalerFlags {
+                flags: vec![
+                    AutoscalerFlag {
+                        name: "scale-down-unneeded-time".into(),
+                        value: "2m".into(),
+                    },
+                    AutoscalerFlag {
+                        name: "expander".into(),
+                        value: "price".into(),
+                    },
+                ],
+            },
+            speed: 20.0,
+        };
+        let flags = flags_as_run(&run);
+        let find = |name: &str| flags.iter().find(|flag| flag.name == name).unwrap();
+        let unneeded = find("scale-down-unneeded-time");
+        assert_eq!(
+            (unneeded.given.as_str(), unneeded.as_run.as_str()),
+            ("2m", "6s")
+        );
+        assert!(!unneeded.from_defaults);
+        let expander = find("expander");
+        assert_eq!(
+            (expander.given.as_str(), expander.as_run.as_str()),
+            ("price", "price")
+        );
+        // The environment's own 1s scan interval, at 20x, stops at CA's floor.
+        let scan = find("scan-interval");
+        assert_eq!((scan.given.as_str(), scan.as_run.as_str()), ("1s", "100ms"));
+        assert!(scan.from_defaults && scan.floored);
+        assert_eq!(
+            flags
+                .iter()
+                .filter(|flag| flag.name == "scale-down-unneeded-time")
+                .count(),
+            1
+        );
+        assert!(flags.iter().all(|flag| flag.name != "cloud-provider"));
+    }
+}
