@@ -10,7 +10,7 @@
 //! Whether CA knows a flag at all is for the real binary to say (its `--help`); see
 //! [`AutoscalerFlags::check_known`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -252,6 +252,81 @@ impl AutoscalerFlags {
     }
 }
 
+/// The default value of each flag that has one in a `cluster-autoscaler --help` output (pflag's
+/// `(default 5s)` at the end of a flag's line): a duration flag the user leaves alone still
+/// measures simulated time, so at a speed it must be divided like a given one.
+pub fn defaults_in_help(help: &str) -> BTreeMap<String, String> {
+    help.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line.strip_prefix("--").or_else(|| {
+                let (short, long) = line.split_once(", --")?;
+                (short.starts_with('-') && short.len() == 2).then_some(long)
+            })?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            let default = line.strip_suffix(')')?.rsplit_once("(default ")?.1;
+            (!name.is_empty()).then(|| (name, default.trim_matches('"').to_owned()))
+        })
+        .collect()
+}
+
+/// Where a flag CA runs with comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagSource {
+    /// The environment's own flags.
+    Environment,
+    /// The configuration under test.
+    Given,
+    /// The binary's built-in default of a dilated flag, passed because the speed changes it.
+    Binary,
+}
+
+/// Every flag CA runs with at `speed` that a configuration may set: `environment`'s flags, then
+/// `given` over them, then, when the speed changes them, the binary's own defaults
+/// (`binary_defaults`, see [`defaults_in_help`]) of the dilated flags neither sets.
+pub fn run_flags(
+    environment: &AutoscalerFlags,
+    given: &AutoscalerFlags,
+    binary_defaults: &BTreeMap<String, String>,
+    speed: f64,
+) -> Vec<(RunFlag, FlagSource)> {
+    let given_names: BTreeSet<&str> = given.flags.iter().map(|f| f.name.as_str()).collect();
+    let mut flags: Vec<(RunFlag, FlagSource)> = given
+        .over(environment)
+        .at_speed(speed)
+        .into_iter()
+        .map(|flag| {
+            let source = if given_names.contains(flag.given.name.as_str()) {
+                FlagSource::Given
+            } else {
+                FlagSource::Environment
+            };
+            (flag, source)
+        })
+        .collect();
+    let set: BTreeSet<String> = flags.iter().map(|(f, _)| f.given.name.clone()).collect();
+    for name in dilated_flags().filter(|name| !set.contains(*name)) {
+        let Some(value) = binary_defaults.get(name) else {
+            continue;
+        };
+        let flag = AutoscalerFlag {
+            name: name.to_owned(),
+            value: value.clone(),
+        };
+        // A default that does not parse, or that the speed leaves alone, is not passed.
+        if flag.check_value().is_ok() {
+            let run = flag.at_speed(speed);
+            if run.dilated() {
+                flags.push((run, FlagSource::Binary));
+            }
+        }
+    }
+    flags
+}
+
 /// The flag names a `cluster-autoscaler --help` output lists (Go's pflag layout: lines
 /// starting with `--name`, or `-v, --name` for a flag with a shorthand).
 pub fn flags_in_help(help: &str) -> BTreeSet<String> {
@@ -418,6 +493,62 @@ mod tests {
         assert_eq!(
             FlagError::Unknown("expandr".into()).to_string(),
             "cluster-autoscaler has no flag --expandr (see cluster-autoscaler --help)"
+        );
+    }
+    const HELP: &str = "\
+      --node-delete-delay-after-taint duration     How long to wait before deleting a node after tainting it (default 5s)
+      --scan-interval duration                      How often cluster is reevaluated for scale up or down (default 10s)
+      --max-graceful-termination-sec int            Maximum number of seconds CA waits (default 600)
+      --expander string                             Type of node group expander (default \"random\")
+      --new-pod-scale-up-delay duration             Pods less than this old will not be considered for scale-up.
+  -v, --v Level                                     number for the log level verbosity (default 4)
+";
+
+    #[test]
+    fn defaults_are_read_from_the_help() {
+        let defaults = defaults_in_help(HELP);
+        assert_eq!(defaults["node-delete-delay-after-taint"], "5s");
+        assert_eq!(defaults["max-graceful-termination-sec"], "600");
+        assert_eq!(defaults["expander"], "random");
+        assert_eq!(defaults["v"], "4");
+        assert!(!defaults.contains_key("new-pod-scale-up-delay"));
+    }
+
+    #[test]
+    fn the_binarys_own_dilated_defaults_run_divided_too() {
+        let defaults = defaults_in_help(HELP);
+        let environment = AutoscalerFlags::parse(&["scan-interval=1s"]).unwrap();
+        let given = AutoscalerFlags::parse(&["scale-down-unneeded-time=2m"]).unwrap();
+        let run = run_flags(&environment, &given, &defaults, 10.0);
+        let find = |name: &str| {
+            run.iter()
+                .find(|(flag, _)| flag.given.name == name)
+                .map(|(flag, source)| (flag.as_run.value.as_str(), *source))
+        };
+        assert_eq!(
+            find("scan-interval"),
+            Some(("100ms", FlagSource::Environment))
+        );
+        assert_eq!(
+            find("scale-down-unneeded-time"),
+            Some(("12s", FlagSource::Given))
+        );
+        assert_eq!(
+            find("node-delete-delay-after-taint"),
+            Some(("500ms", FlagSource::Binary))
+        );
+        assert_eq!(
+            find("max-graceful-termination-sec"),
+            Some(("60", FlagSource::Binary))
+        );
+        // Not dilated, or not a duration the speed changes: left to the binary.
+        assert_eq!(find("expander"), None);
+        // At 1x nothing of the binary's is passed.
+        let at_1x = run_flags(&environment, &given, &defaults, 1.0);
+        assert!(
+            at_1x
+                .iter()
+                .all(|(_, source)| *source != FlagSource::Binary)
         );
     }
 }

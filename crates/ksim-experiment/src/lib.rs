@@ -10,5 +10,5 @@ pub mod autoscaler;
 pub mod go_duration;
 pub mod scheduler;
 
-pub use autoscaler::{AutoscalerFlag, AutoscalerFlags, FlagError};
+pub use autoscaler::{AutoscalerFlag, AutoscalerFlags, FlagError, FlagSource};
 pub use scheduler::SchedulerConfigError;

@@ -15,13 +15,15 @@
 //! kept and printed when the thread is panicking or `KSIM_KEEP_TESTENV` is set.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     net::{Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
-use ksim_experiment::autoscaler::{AutoscalerFlag, AutoscalerFlags, flags_in_help};
+use ksim_experiment::autoscaler::{
+    AutoscalerFlag, AutoscalerFlags, defaults_in_help, flags_in_help, run_flags,
+};
 use tempfile::TempDir;
 
 use crate::{ControlPlane, Error, cache_root, ports::free_port, process::Process};
@@ -119,13 +121,7 @@ impl ClusterAutoscalerBinary {
     /// The flag names this binary knows, as its `--help` lists them: the judge of whether a
     /// user's flag exists in this release.
     pub fn flags(&self) -> Result<BTreeSet<String>, Error> {
-        let output = std::process::Command::new(&self.path)
-            .arg("--help")
-            .output()
-            .map_err(Error::io("cannot run", self.path.clone()))?;
-        // Go's flag package prints the help to stderr; either way, both are read.
-        let help =
-            String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+        let help = self.help()?;
         let flags = flags_in_help(&help);
         if flags.is_empty() {
             return Err(
@@ -135,6 +131,23 @@ impl ClusterAutoscalerBinary {
             );
         }
         Ok(flags)
+    }
+
+    /// The default of each flag that has one, as its `--help` says.
+    pub fn defaults(&self) -> Result<BTreeMap<String, String>, Error> {
+        Ok(defaults_in_help(&self.help()?))
+    }
+
+    fn help(&self) -> Result<String, Error> {
+        let output = std::process::Command::new(&self.path)
+            .arg("--help")
+            .output()
+            .map_err(Error::io("cannot run", self.path.clone()))?;
+        // Go's flag package prints the help to stderr; either way, both are read.
+        Ok(
+            (String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr))
+                .into_owned(),
+        )
     }
 }
 
@@ -268,6 +281,8 @@ pub struct ClusterAutoscalerBuilder {
     args: Vec<String>,
     ready_timeout: Duration,
     speed: f64,
+    /// The binary's own flag defaults, read when it starts at a speed other than 1x.
+    binary_defaults: BTreeMap<String, String>,
 }
 
 impl ClusterAutoscalerBuilder {
@@ -281,13 +296,14 @@ impl ClusterAutoscalerBuilder {
             // CA serves its health endpoint before it talks to anyone; a minute is generous.
             ready_timeout: Duration::from_secs(60),
             speed: 1.0,
+            binary_defaults: BTreeMap::new(),
         }
     }
 
     /// The replay speed CA runs at: every flag that measures time in the simulated cluster,
     /// the defaults' and [`Self::arg`]'s alike, is divided by it (see
     /// [`ksim_experiment::autoscaler`]), so `--scale-down-unneeded-time=2m` at 10x runs as
-    /// `12s`.
+    /// `12s`; so are the binary's own defaults of those flags, passed explicitly.
     pub fn speed(mut self, speed: f64) -> Self {
         self.speed = speed;
         self
@@ -321,12 +337,20 @@ impl ClusterAutoscalerBuilder {
         defaults.push(format!("--kubeconfig={}", self.kubeconfig.display()));
         defaults.push(format!("--address={address}"));
         let overridden: Vec<&str> = self.args.iter().map(|arg| flag_name(arg)).collect();
-        defaults
+        let mut args: Vec<String> = defaults
             .into_iter()
             .filter(|default| !overridden.contains(&flag_name(default)))
             .chain(self.args.iter().cloned())
             .map(|arg| self.at_speed(arg))
-            .collect()
+            .collect();
+        let none = AutoscalerFlags::default();
+        let binary = run_flags(&none, &none, &self.binary_defaults, self.speed);
+        for (flag, _) in binary {
+            if !args.iter().any(|arg| flag_name(arg) == flag.as_run.name) {
+                args.push(flag.as_run.to_string());
+            }
+        }
+        args
     }
 
     /// `arg` as CA runs it at the builder's speed; flags that are not `--name=value` or
@@ -343,11 +367,14 @@ impl ClusterAutoscalerBuilder {
 
     /// Writes the cloud-config, starts CA and waits until its health endpoint answers. On
     /// failure the process is killed and its directory kept and named in the error.
-    pub async fn start(self) -> Result<ClusterAutoscaler, Error> {
+    pub async fn start(mut self) -> Result<ClusterAutoscaler, Error> {
         let binary = match self.binary.clone() {
             Some(binary) => binary,
             None => ClusterAutoscalerBinary::locate()?,
         };
+        if self.speed != 1.0 {
+            self.binary_defaults = binary.defaults()?;
+        }
         let dir = tempfile::Builder::new()
             .prefix("ksim-cluster-autoscaler-")
             .tempdir()

@@ -5,12 +5,12 @@
 //! the environment started with, behind the `ksim.env.v1.Environment` API the driver calls.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use ksim_experiment::{AutoscalerFlags, scheduler};
+use ksim_experiment::{AutoscalerFlags, FlagSource, autoscaler::run_flags, scheduler};
 use ksim_proto::ksim::env::v1::{
     self as pb,
     environment_server::{Environment, EnvironmentServer},
@@ -58,10 +58,10 @@ struct Setup {
 }
 
 impl Setup {
-    fn to_proto(&self) -> pb::AppliedConfiguration {
+    fn to_proto(&self, binary_defaults: &BTreeMap<String, String>) -> pb::AppliedConfiguration {
         let (autoscaler, speed, autoscaler_flags) = match &self.autoscaler {
             None => (false, 1.0, Vec::new()),
-            Some(run) => (true, run.speed, flags_as_run(run)),
+            Some(run) => (true, run.speed, flags_as_run(run, binary_defaults)),
         };
         pb::AppliedConfiguration {
             scheduler_given: self.scheduler.as_ref().map(|run| run.given.clone()),
@@ -77,15 +77,16 @@ impl Setup {
     }
 }
 
-/// Every flag a configuration may set, the environment's defaults first, as given and as run.
-fn flags_as_run(run: &AutoscalerRun) -> Vec<pb::AutoscalerFlag> {
-    let given: BTreeSet<&str> = run.flags.flags.iter().map(|f| f.name.as_str()).collect();
-    run.flags
-        .over(&default_flags())
-        .at_speed(run.speed)
+/// Every flag a configuration may set, as given and as run: the environment's, the given ones
+/// over them, and the binary's own defaults the speed changes (`binary_defaults`).
+fn flags_as_run(
+    run: &AutoscalerRun,
+    binary_defaults: &BTreeMap<String, String>,
+) -> Vec<pb::AutoscalerFlag> {
+    run_flags(&default_flags(), &run.flags, binary_defaults, run.speed)
         .into_iter()
-        .map(|flag| pb::AutoscalerFlag {
-            from_defaults: !given.contains(flag.given.name.as_str()),
+        .map(|(flag, source)| pb::AutoscalerFlag {
+            from_defaults: source != FlagSource::Given,
             floored: flag.floored,
             name: flag.given.name,
             given: flag.given.value,
@@ -105,8 +106,8 @@ pub struct Components {
     config_dir: PathBuf,
     /// Located when the environment starts with CA, else when a simulation first needs it.
     autoscaler_binary: Option<ClusterAutoscalerBinary>,
-    /// The flags the binary lists in its `--help`, read once.
-    known_flags: Option<BTreeSet<String>>,
+    /// The flags the binary lists in its `--help`, and their defaults, read once.
+    known_flags: Option<(BTreeSet<String>, BTreeMap<String, String>)>,
     running: Setup,
     /// What the environment started with.
     defaults: Setup,
@@ -241,13 +242,14 @@ impl Components {
         let flags = AutoscalerFlags::parse(args)
             .map_err(|error| Status::invalid_argument(error.to_string()))?;
         if self.known_flags.is_none() {
-            let known = self
-                .autoscaler_binary()?
-                .flags()
-                .map_err(|error| Status::internal(error.to_string()))?;
-            self.known_flags = Some(known);
+            let binary = self.autoscaler_binary()?;
+            let internal = |error: ksim_testenv::Error| Status::internal(error.to_string());
+            self.known_flags = Some((
+                binary.flags().map_err(internal)?,
+                binary.defaults().map_err(internal)?,
+            ));
         }
-        if let Some(known) = &self.known_flags {
+        if let Some((known, _)) = &self.known_flags {
             flags
                 .check_known(known)
                 .map_err(|error| Status::invalid_argument(error.to_string()))?;
@@ -271,6 +273,13 @@ impl Components {
 
     /// Restarts what runs differently from `wanted`. If a restart fails, the environment's
     /// defaults are started again for that component, and the error says what failed.
+    /// `setup` as the API says it, with the binary's defaults where they are known.
+    fn describe(&self, setup: &Setup) -> pb::AppliedConfiguration {
+        let none = BTreeMap::new();
+        let defaults = self.known_flags.as_ref().map_or(&none, |(_, d)| d);
+        setup.to_proto(defaults)
+    }
+
     async fn converge(&mut self, wanted: Setup) -> Result<(), Status> {
         if wanted.scheduler != self.running.scheduler {
             let control_plane = self
@@ -362,9 +371,10 @@ impl Environment for EnvironmentService {
         request: Request<pb::CheckConfigurationRequest>,
     ) -> Result<Response<pb::CheckConfigurationResponse>, Status> {
         let run = run_of(request.into_inner().run)?;
-        let setup = self.components.lock().await.check(&run).await?;
+        let mut components = self.components.lock().await;
+        let setup = components.check(&run).await?;
         Ok(Response::new(pb::CheckConfigurationResponse {
-            configuration: Some(setup.to_proto()),
+            configuration: Some(components.describe(&setup)),
         }))
     }
 
@@ -377,7 +387,7 @@ impl Environment for EnvironmentService {
         let wanted = components.check(&run).await?;
         components.converge(wanted).await?;
         Ok(Response::new(pb::ApplyConfigurationResponse {
-            configuration: Some(components.running.to_proto()),
+            configuration: Some(components.describe(&components.running)),
         }))
     }
 
@@ -389,7 +399,7 @@ impl Environment for EnvironmentService {
         let defaults = components.defaults.clone();
         components.converge(defaults).await?;
         Ok(Response::new(pb::RestoreDefaultsResponse {
-            configuration: Some(components.running.to_proto()),
+            configuration: Some(components.describe(&components.running)),
         }))
     }
 }
@@ -416,7 +426,11 @@ mod tests {
             },
             speed: 20.0,
         };
-        let flags = flags_as_run(&run);
+        let binary = BTreeMap::from([
+            ("node-delete-delay-after-taint".to_owned(), "5s".to_owned()),
+            ("expander".to_owned(), "random".to_owned()),
+        ]);
+        let flags = flags_as_run(&run, &binary);
         let find = |name: &str| flags.iter().find(|flag| flag.name == name).unwrap();
         let unneeded = find("scale-down-unneeded-time");
         assert_eq!(
@@ -441,5 +455,11 @@ mod tests {
             1
         );
         assert!(flags.iter().all(|flag| flag.name != "cloud-provider"));
+        // The binary's own 5s, left alone by the user, runs divided as well.
+        let taint = find("node-delete-delay-after-taint");
+        assert_eq!(
+            (taint.as_run.as_str(), taint.from_defaults),
+            ("250ms", true)
+        );
     }
 }
