@@ -38,8 +38,10 @@ const TRACER: &str = "http://127.0.0.1:7061";
 /// machine.
 const DEADLINE: Duration = Duration::from_secs(240);
 /// How long each size is held: longer than a fidelity bucket, so a step that comes a few
-/// seconds later in the replay than in the recording is off by one node at most.
-const HOLD: Duration = Duration::from_secs(8);
+/// seconds later in the replay than in the recording is off by one node at most; and longer
+/// than a 10x replay's reaction in recorded time (a pending pod gets its node in about 2 s of
+/// wall clock there, 20 s of recorded time), or a size held briefly is never reached in it.
+const HOLD: Duration = Duration::from_secs(25);
 /// The tracer samples at most once a second and this test polls every 250 ms: a recorded value
 /// is one the test saw within this much of the same moment.
 const SLACK_MS: i64 = 2_000;
@@ -263,22 +265,73 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
 
     let skeleton = up.state.path().join("m5.yaml");
     std::fs::write(&skeleton, SKELETON).unwrap();
-    let run = {
-        let args: Vec<String> = [
-            "run",
-            trace.to_str().unwrap(),
-            "--driver",
-            DRIVER,
-            "--autoscaler",
-            &format!("--autoscaler-group={GROUP}={}:1:6:1", skeleton.display()),
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        let state = up.state.path().to_owned();
-        tokio::task::spawn_blocking(move || ksim_in(&state, &args))
-            .await
-            .unwrap()
-    };
+    let replays = [1.0, 10.0];
+    for speed in replays {
+        let report = replay(&up, &trace, &skeleton, speed).await;
+        let fidelity = &report["fidelity"];
+        let buckets = fidelity["buckets"].as_array().unwrap();
+        if speed == 1.0 {
+            recorded_is_what_the_test_saw(fidelity, &curve, start_ms, end_ms);
+        }
+        // The figures are those of the buckets, and the replay stayed within a node of the
+        // recording with the same peak.
+        for (name, field) in [
+            (format!("nodes/{GROUP}"), "nodes"),
+            ("pods_running".to_owned(), "pods_running"),
+        ] {
+            let figures = series(fidelity, &name);
+            let errors: Vec<u64> = buckets
+                .iter()
+                .map(|b| value(b, "recorded", field).abs_diff(value(b, "simulated", field)))
+                .collect();
+            let mean = errors.iter().sum::<u64>() as f64 / errors.len() as f64;
+            assert!(
+                (figures["mean_abs_error"].as_f64().unwrap() - mean).abs() < 1e-9,
+                "{figures}"
+            );
+            assert_eq!(
+                figures["max_abs_error"],
+                errors.iter().max().copied().unwrap()
+            );
+            assert_eq!(figures["buckets"], buckets.len());
+        }
+        let nodes = series(fidelity, &format!("nodes/{GROUP}"));
+        assert_eq!(nodes["within_tolerance"], 1.0, "at {speed}x: {fidelity:#}");
+        assert_eq!(nodes["recorded_peak"], 4, "{nodes}");
+        assert_eq!(nodes["simulated_peak"], 4, "at {speed}x: {nodes}");
+        assert_eq!(series(fidelity, "nodes")["recorded_peak"], 4);
+
+        // Every pod ran, and the end looks like the recording's: one node, one pod running.
+        let last = buckets.last().unwrap();
+        assert_eq!(value(last, "simulated", "pods_running"), 1, "{last}");
+        assert_eq!(value(last, "simulated", "pods_pending"), 0, "{last}");
+        assert!(
+            report["pod_pending_time"]["count"].as_u64().unwrap() >= 4,
+            "{report:#}"
+        );
+        nothing_left(&client, &seats_api).await;
+    }
+}
+
+/// `ksim run` of the recording at `speed` with CA resizing a group like the recorded one; its
+/// report, after checking that it wrote its files and says how CA ran.
+async fn replay(up: &Up, trace: &Path, skeleton: &Path, speed: f64) -> Value {
+    let args: Vec<String> = [
+        "run",
+        trace.to_str().unwrap(),
+        "--driver",
+        DRIVER,
+        "--speed",
+        &speed.to_string(),
+        "--autoscaler",
+        &format!("--autoscaler-group={GROUP}={}:1:6:1", skeleton.display()),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let state = up.state.path().to_owned();
+    let run = tokio::task::spawn_blocking(move || ksim_in(&state, &args))
+        .await
+        .unwrap();
     let printed = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
         run.status.success(),
@@ -301,8 +354,35 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
             .stdout,
     )
     .unwrap();
-    let fidelity = &report["fidelity"];
-    assert_eq!(fidelity["bucket_ms"], 5000, "{report:#}");
+    assert_eq!(report["fidelity"]["bucket_ms"], 5000, "{report:#}");
+    // CA ran with the recording's durations divided by the speed.
+    let flags = report["configuration"]["autoscaler_flags"]
+        .as_array()
+        .unwrap();
+    let unneeded = flags
+        .iter()
+        .find(|flag| flag["name"] == "scale-down-unneeded-time")
+        .unwrap();
+    let expected = if speed == 1.0 { "5s" } else { "500ms" };
+    assert_eq!(unneeded["as_run"], expected, "{unneeded}");
+    let files = std::fs::read_dir(Path::new(report_dir(&printed)))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect::<Vec<_>>();
+    assert!(files.contains(&"fidelity.svg".to_owned()), "{files:?}");
+    report
+}
+
+/// A bucket's value of `field` on one side (`recorded` or `simulated`).
+fn value(bucket: &Value, side: &str, field: &str) -> u64 {
+    match field {
+        "nodes" => bucket[side]["ready_nodes"][GROUP].as_u64().unwrap_or(0),
+        _ => bucket[side][field].as_u64().unwrap(),
+    }
+}
+
+/// Each bucket's recorded values are what the test saw at the same moment of the recording.
+fn recorded_is_what_the_test_saw(fidelity: &Value, curve: &[Seen], start_ms: i64, end_ms: i64) {
     let buckets = fidelity["buckets"].as_array().unwrap();
     let window_ms = end_ms - start_ms;
     assert!(
@@ -310,77 +390,24 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
         "{} buckets for {window_ms} ms",
         buckets.len()
     );
-
-    // The recorded side is what the test saw at the same moment of the recording.
-    let value = |bucket: &Value, side: &str, field: &str| -> u64 {
-        match field {
-            "nodes" => bucket[side]["ready_nodes"][GROUP].as_u64().unwrap_or(0),
-            _ => bucket[side][field].as_u64().unwrap(),
-        }
-    };
     for bucket in buckets {
         let offset = bucket["offset_ms"].as_i64().unwrap();
         let at_ms = (start_ms + offset + 4_999).min(end_ms);
-        let nodes = seen_near(&curve, at_ms, |s| s.nodes);
-        let running = seen_near(&curve, at_ms, |s| s.running);
-        let pending = seen_near(&curve, at_ms, |s| s.pending);
-        assert!(
-            nodes.contains(&value(bucket, "recorded", "nodes")),
-            "bucket at {offset} ms recorded {bucket} but the test saw nodes {nodes:?}"
-        );
-        assert!(
-            running.contains(&value(bucket, "recorded", "pods_running")),
-            "bucket at {offset} ms recorded {bucket} but the test saw running {running:?}"
-        );
-        assert!(
-            pending.contains(&value(bucket, "recorded", "pods_pending")),
-            "bucket at {offset} ms recorded {bucket} but the test saw pending {pending:?}"
-        );
+        for (field, seen) in [
+            ("nodes", seen_near(curve, at_ms, |s| s.nodes)),
+            ("pods_running", seen_near(curve, at_ms, |s| s.running)),
+            ("pods_pending", seen_near(curve, at_ms, |s| s.pending)),
+        ] {
+            assert!(
+                seen.contains(&value(bucket, "recorded", field)),
+                "bucket at {offset} ms recorded {bucket} but the test saw {field} {seen:?}"
+            );
+        }
     }
+}
 
-    // The figures are those of the buckets, and the replay stayed within a node of the
-    // recording with the same peak.
-    for (name, field) in [
-        (format!("nodes/{GROUP}"), "nodes"),
-        ("pods_running".to_owned(), "pods_running"),
-    ] {
-        let figures = series(fidelity, &name);
-        let errors: Vec<u64> = buckets
-            .iter()
-            .map(|b| value(b, "recorded", field).abs_diff(value(b, "simulated", field)))
-            .collect();
-        let mean = errors.iter().sum::<u64>() as f64 / errors.len() as f64;
-        assert!(
-            (figures["mean_abs_error"].as_f64().unwrap() - mean).abs() < 1e-9,
-            "{figures}"
-        );
-        assert_eq!(
-            figures["max_abs_error"],
-            errors.iter().max().copied().unwrap()
-        );
-        assert_eq!(figures["buckets"], buckets.len());
-    }
-    let nodes = series(fidelity, &format!("nodes/{GROUP}"));
-    assert_eq!(nodes["within_tolerance"], 1.0, "{fidelity:#}");
-    assert_eq!(nodes["recorded_peak"], 4, "{nodes}");
-    assert_eq!(nodes["simulated_peak"], 4, "{nodes}");
-    assert_eq!(series(fidelity, "nodes")["recorded_peak"], 4);
-
-    // Every pod ran, and the end looks like the recording's: one node, one pod running.
-    let last = buckets.last().unwrap();
-    assert_eq!(value(last, "simulated", "pods_running"), 1, "{last}");
-    assert_eq!(value(last, "simulated", "pods_pending"), 0, "{last}");
-    assert!(
-        report["pod_pending_time"]["count"].as_u64().unwrap() >= 4,
-        "{report:#}"
-    );
-    let files = std::fs::read_dir(Path::new(report_dir(&printed)))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .collect::<Vec<_>>();
-    assert!(files.contains(&"fidelity.svg".to_owned()), "{files:?}");
-
-    // Nothing is left: the replay's namespace, group and nodes are gone.
+/// Nothing of a replay is left: its namespace, group and nodes are gone.
+async fn nothing_left(client: &Client, seats_api: &Api<Deployment>) {
     let namespaces = Api::<Namespace>::all(client.clone());
     ksim_testenv::wait::until("the replay's namespace gone", DEADLINE, || async {
         let left: Vec<String> = namespaces
@@ -396,7 +423,7 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
     })
     .await
     .unwrap();
-    until(&client, "the replay's nodes gone", |s| s.nodes == 0).await;
+    until(client, "the replay's nodes gone", |s| s.nodes == 0).await;
     assert!(
         seats_api
             .get_opt(&format!("seats-{GROUP}"))
