@@ -1,14 +1,16 @@
 //! Observations into the report.
 
-use super::fidelity;
 use super::input::{NodeChange, Observations};
 use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
+use super::{costs, fidelity};
 
 /// The report of what was observed; see [`timeline`] for the buckets and [`Percentiles::of`]
 /// for the percentiles.
 pub fn build(obs: &Observations) -> Report {
     let timeline = timeline::buckets(obs);
+    let bucket_ms = millis(bucket_width(obs.speed));
+    let costs = costs::costs(obs, &timeline, bucket_ms);
     let pending: Vec<_> = obs
         .pending_times
         .iter()
@@ -20,7 +22,7 @@ pub fn build(obs: &Observations) -> Report {
         events_applied: obs.events_applied,
         peak_nodes: timeline.iter().map(Bucket::nodes_total).max().unwrap_or(0),
         speed: effective_speed(obs.speed),
-        bucket_ms: millis(bucket_width(obs.speed)),
+        bucket_ms,
         timeline,
         pod_pending_time: Percentiles::of(&pending),
         lateness: Percentiles::of(&obs.lateness),
@@ -38,6 +40,8 @@ pub fn build(obs: &Observations) -> Report {
         node_changes: node_changes(&obs.node_changes, obs.speed),
         fidelity: fidelity::compare(obs),
         configuration: obs.configuration.clone(),
+        costs,
+        waits: costs::waits(&obs.waits),
     }
 }
 

@@ -7,7 +7,8 @@ use super::fidelity::Measure;
 use super::model::{Fidelity, Report};
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
-/// unscheduled,scale_ups,scale_downs`, with one `nodes_<group>` column per group seen anywhere
+/// unscheduled,scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,
+/// memory_allocatable_bytes`, with one `nodes_<group>` column per group seen anywhere
 /// in the timeline (sorted; 0 where a bucket lacks the group). `offset_s` is recorded time
 /// (the replay's wall clock times the speed); `time_ms` is the bucket's wall-clock start.
 pub fn to_csv(report: &Report) -> String {
@@ -22,7 +23,10 @@ pub fn to_csv(report: &Report) -> String {
         out.push(',');
         out.push_str(&field(&format!("nodes_{group}")));
     }
-    out.push_str(",pending,running,succeeded,failed,unknown,unscheduled,scale_ups,scale_downs\n");
+    out.push_str(
+        ",pending,running,succeeded,failed,unknown,unscheduled,scale_ups,scale_downs,\
+         cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,memory_allocatable_bytes\n",
+    );
 
     for bucket in &report.timeline {
         // Writing to a String cannot fail.
@@ -37,10 +41,10 @@ pub fn to_csv(report: &Report) -> String {
             let nodes = bucket.nodes.get(*group).map_or(0, |count| count.nodes);
             let _ = write!(out, ",{nodes}");
         }
-        let pods = &bucket.pods;
+        let (pods, usage) = (&bucket.pods, &bucket.usage);
         let _ = writeln!(
             out,
-            ",{},{},{},{},{},{},{},{}",
+            ",{},{},{},{},{},{},{},{},{},{},{},{}",
             pods.pending,
             pods.running,
             pods.succeeded,
@@ -48,7 +52,11 @@ pub fn to_csv(report: &Report) -> String {
             pods.unknown,
             bucket.unscheduled,
             bucket.scale_ups,
-            bucket.scale_downs
+            bucket.scale_downs,
+            usage.requested_cpu_millis,
+            usage.allocatable_cpu_millis,
+            usage.requested_memory_bytes,
+            usage.allocatable_memory_bytes
         );
     }
     out
@@ -116,14 +124,28 @@ mod tests {
         assert_eq!(
             lines[0],
             "offset_s,time_ms,nodes_total,nodes_group-a,nodes_group-b,pending,running,succeeded,\
-             failed,unknown,unscheduled,scale_ups,scale_downs"
+             failed,unknown,unscheduled,scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,\
+             memory_requested_bytes,memory_allocatable_bytes"
         );
+        let usage = ",1500,3860,3221225472,15032385536";
         assert_eq!(lines.len(), 1 + 4);
-        assert_eq!(lines[1], "0,1767225600000,1,1,0,5,0,0,0,0,5,0,0");
-        assert_eq!(lines[2], "1,1767225601000,3,1,2,3,2,0,0,0,3,2,0");
+        assert_eq!(
+            lines[1],
+            format!("0,1767225600000,1,1,0,5,0,0,0,0,5,0,0{usage}")
+        );
+        assert_eq!(
+            lines[2],
+            format!("1,1767225601000,3,1,2,3,2,0,0,0,3,2,0{usage}")
+        );
         // Second 2 has no sample: carried forward; its scale-down is its own.
-        assert_eq!(lines[3], "2,1767225602000,3,1,2,3,2,0,0,0,3,0,1");
-        assert_eq!(lines[4], "3,1767225603000,2,1,1,0,4,1,1,0,0,0,0");
+        assert_eq!(
+            lines[3],
+            format!("2,1767225602000,3,1,2,3,2,0,0,0,3,0,1{usage}")
+        );
+        assert_eq!(
+            lines[4],
+            format!("3,1767225603000,2,1,1,0,4,1,1,0,0,0,0{usage}")
+        );
     }
 
     #[test]
@@ -149,7 +171,8 @@ mod tests {
         assert_eq!(
             csv,
             "offset_s,time_ms,nodes_total,pending,running,succeeded,failed,unknown,unscheduled,\
-             scale_ups,scale_downs\n"
+             scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,\
+             memory_allocatable_bytes\n"
         );
     }
 

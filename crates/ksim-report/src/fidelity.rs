@@ -188,7 +188,7 @@ fn compared(measure: &Measure, buckets: &[FidelityBucket]) -> SeriesFidelity {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::input::{NodeCount, PodCounts, Sample};
+    use super::super::input::{NodeCount, PodCounts, Sample, Usage};
     use super::*;
 
     fn state(group_nodes: &[(&str, u64)], running: u64, pending: u64) -> ClusterState {
@@ -226,6 +226,7 @@ mod tests {
                 ..PodCounts::default()
             },
             unscheduled: 0,
+            usage: Usage::default(),
         }
     }
 

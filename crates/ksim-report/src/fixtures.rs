@@ -1,11 +1,12 @@
 //! A small simulation shared by the report's tests.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::build::build;
 use super::input::{
-    ClusterState, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations,
-    PodCounts, RecordedState, Sample, ScaleEvent,
+    ClusterState, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord,
+    Observations, PodCounts, RecordedState, Sample, ScaleEvent, Usage,
 };
 use super::model::Report;
 use crate::{Gvk, Operation, Target};
@@ -32,6 +33,12 @@ pub fn observations() -> Observations {
             .collect(),
         pods,
         unscheduled,
+        usage: Usage {
+            requested_cpu_millis: 1500,
+            allocatable_cpu_millis: 3860,
+            requested_memory_bytes: 3 << 30,
+            allocatable_memory_bytes: 14 << 30,
+        },
     };
     let error =
         |kind: Gvk, namespace: Option<&str>, name: &str, operation, index, ms, message: &str| {
@@ -165,6 +172,25 @@ pub fn observations() -> Observations {
                 floored: false,
             }],
         }),
+        prices: BTreeMap::from([(
+            "group-a".to_owned(),
+            GroupPrice {
+                instance_type: "m5.large".into(),
+                per_hour: Some(0.096),
+            },
+        )]),
+        never_ran: vec![NeverRan {
+            waited: Duration::from_millis(700),
+            bound: false,
+        }],
+        pods_evicted: 1,
+        pods_preempted: 0,
+        waits: vec![crate::WaitReason {
+            source: "scheduler".into(),
+            reason: "Insufficient cpu".into(),
+            owner: "Deployment/web".into(),
+            count: 3,
+        }],
     }
 }
 

@@ -43,6 +43,48 @@ pub struct Observations {
     /// The configuration the environment ran the simulation with, if it applied one.
     #[serde(default)]
     pub configuration: Option<crate::Configuration>,
+    /// Per node group: its instance type and the cloud provider's price per node-hour.
+    #[serde(default)]
+    pub prices: BTreeMap<String, GroupPrice>,
+    /// Per pod that never ran: how long it waited (wall clock, until deleted or the end).
+    #[serde(default)]
+    pub never_ran: Vec<NeverRan>,
+    /// Pods evicted while the replay ran (the API, a taint, the kubelet).
+    #[serde(default)]
+    pub pods_evicted: u64,
+    /// Pods the scheduler preempted.
+    #[serde(default)]
+    pub pods_preempted: u64,
+    /// Why pods waited, as the scheduler's and CA's events said.
+    #[serde(default)]
+    pub waits: Vec<crate::WaitReason>,
+}
+
+/// A node group's price.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupPrice {
+    /// Its nodes' `node.kubernetes.io/instance-type`, empty when they have none.
+    pub instance_type: String,
+    /// The cloud provider's price per node-hour; `None`: it has none.
+    pub per_hour: Option<f64>,
+}
+
+/// A pod that never ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeverRan {
+    /// From first seen until deleted or the end, wall clock.
+    pub waited: Duration,
+    /// Whether it was ever bound to a node.
+    pub bound: bool,
+}
+
+/// What the pods bound to the simulation's nodes request, and what those nodes allocate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub requested_cpu_millis: u64,
+    pub allocatable_cpu_millis: u64,
+    pub requested_memory_bytes: u64,
+    pub allocatable_memory_bytes: u64,
 }
 
 /// The recorded cluster from one moment on, as the trace's samples give it.
@@ -81,6 +123,9 @@ pub struct Sample {
     pub pods: PodCounts,
     /// Pods Pending and not bound to a node.
     pub unscheduled: u64,
+    /// Requested against allocatable; defaulted for samples taken before it was kept.
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 /// Nodes of one group.

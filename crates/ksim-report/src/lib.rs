@@ -23,6 +23,7 @@ pub fn is_terminal(state: SimulationState) -> bool {
 }
 
 mod build;
+mod costs;
 mod csv;
 mod error;
 mod fidelity;
@@ -48,12 +49,12 @@ pub use files::{
     ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
 pub use input::{
-    ClusterState, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord, Observations,
-    PodCounts, RecordedState, Sample, ScaleEvent,
+    ClusterState, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord,
+    Observations, PodCounts, RecordedState, Sample, ScaleEvent, Usage,
 };
 pub use model::{
-    AutoscalerFlag, Bucket, Configuration, Fidelity, FidelityBucket, Percentiles, Report,
-    ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity,
+    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost, Percentiles,
+    Report, ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts};
+use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use crate::{Operation, Target};
 
 /// How a simulation went.
@@ -48,6 +48,62 @@ pub struct Report {
     /// before it was kept have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<Configuration>,
+    /// What the cluster cost and how long pods waited, recorded time (see [`crate::costs`]).
+    /// Defaulted: reports written before it was kept have zeros.
+    #[serde(default)]
+    pub costs: Costs,
+    /// Why pods waited, most frequent first. Defaulted like `costs`.
+    #[serde(default)]
+    pub waits: Vec<WaitReason>,
+}
+
+/// What a team pays and waits.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Costs {
+    /// Per node group, in name order.
+    pub groups: Vec<GroupCost>,
+    /// Registered nodes times recorded time, over all groups.
+    pub node_hours: f64,
+    /// Cost of the groups with a price; `None` when none has one.
+    pub cost: Option<f64>,
+    /// Groups without a price: their node-hours are not in `cost`.
+    pub unpriced_groups: Vec<String>,
+    /// Pending pod-seconds, recorded time, pods that never ran included.
+    pub pending_pod_seconds: f64,
+    pub pods_never_scheduled: u64,
+    pub pods_evicted: u64,
+    pub pods_preempted: u64,
+    /// Requested over allocatable CPU of the simulation's nodes: mean over the buckets with
+    /// nodes, and peak.
+    pub cpu_requested_mean: f64,
+    pub cpu_requested_peak: f64,
+    pub memory_requested_mean: f64,
+    pub memory_requested_peak: f64,
+}
+
+/// One node group's share of the costs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupCost {
+    pub group: String,
+    pub instance_type: String,
+    pub node_hours: f64,
+    /// `None`: the cloud provider has no price for its instance type.
+    pub price_per_hour: Option<f64>,
+    pub cost: Option<f64>,
+    pub scale_ups: u64,
+    pub scale_downs: u64,
+}
+
+/// One reason pods waited, for one owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WaitReason {
+    /// `scheduler` or `autoscaler`.
+    pub source: String,
+    /// Without node counts: `Insufficient cpu`, `TriggeredScaleUp`, ...
+    pub reason: String,
+    /// `Kind/name` of the pods' owner (`Pod/name` for a bare pod).
+    pub owner: String,
+    pub count: u64,
 }
 
 /// The configuration under test, as given (recorded time) and as run (at the replay speed).
@@ -107,6 +163,10 @@ pub struct Bucket {
     pub scale_ups: u64,
     /// Nodes cluster-autoscaler removed during the bucket.
     pub scale_downs: u64,
+    /// Requested against allocatable, as at the end of the bucket. Defaulted: reports
+    /// written before it was kept have zeros.
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 impl Bucket {

@@ -10,10 +10,10 @@ use std::{collections::BTreeMap, time::Duration};
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 use ksim_trace::time::{millis, timestamp};
 
-use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts};
+use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use super::model::{
-    AutoscalerFlag, Bucket, Configuration, Fidelity, FidelityBucket, Percentiles, Report,
-    ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity,
+    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost, Percentiles,
+    Report, ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
@@ -36,6 +36,8 @@ impl Report {
             bucket_width: Some(duration_to_proto(Duration::from_millis(self.bucket_ms))),
             fidelity: self.fidelity.as_ref().map(fidelity_to_proto),
             configuration: self.configuration.as_ref().map(Configuration::to_proto),
+            costs: Some(costs_to_proto(&self.costs)),
+            waits: self.waits.iter().map(wait_to_proto).collect(),
         }
     }
 
@@ -69,6 +71,12 @@ impl Report {
                 .collect(),
             fidelity: report.fidelity.as_ref().map(fidelity_from_proto),
             configuration: report.configuration.as_ref().map(Configuration::from_proto),
+            costs: report
+                .costs
+                .as_ref()
+                .map(costs_from_proto)
+                .unwrap_or_default(),
+            waits: report.waits.iter().map(wait_from_proto).collect(),
         }
     }
 }
@@ -227,6 +235,12 @@ fn bucket_to_proto(bucket: &Bucket) -> pb::TimelineBucket {
         unscheduled_pods: bucket.unscheduled,
         autoscaler_scale_ups: bucket.scale_ups,
         autoscaler_scale_downs: bucket.scale_downs,
+        usage: Some(pb::ResourceUsage {
+            requested_cpu_millis: bucket.usage.requested_cpu_millis,
+            allocatable_cpu_millis: bucket.usage.allocatable_cpu_millis,
+            requested_memory_bytes: bucket.usage.requested_memory_bytes,
+            allocatable_memory_bytes: bucket.usage.allocatable_memory_bytes,
+        }),
     }
 }
 
@@ -256,6 +270,88 @@ fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
         unscheduled: bucket.unscheduled_pods,
         scale_ups: bucket.autoscaler_scale_ups,
         scale_downs: bucket.autoscaler_scale_downs,
+        usage: bucket.usage.map_or_else(Usage::default, |usage| Usage {
+            requested_cpu_millis: usage.requested_cpu_millis,
+            allocatable_cpu_millis: usage.allocatable_cpu_millis,
+            requested_memory_bytes: usage.requested_memory_bytes,
+            allocatable_memory_bytes: usage.allocatable_memory_bytes,
+        }),
+    }
+}
+
+fn costs_to_proto(costs: &Costs) -> pb::Costs {
+    pb::Costs {
+        groups: costs
+            .groups
+            .iter()
+            .map(|group| pb::GroupCost {
+                group: group.group.clone(),
+                instance_type: group.instance_type.clone(),
+                node_hours: group.node_hours,
+                price_per_hour: group.price_per_hour,
+                cost: group.cost,
+                scale_ups: group.scale_ups,
+                scale_downs: group.scale_downs,
+            })
+            .collect(),
+        node_hours: costs.node_hours,
+        cost: costs.cost,
+        unpriced_groups: costs.unpriced_groups.clone(),
+        pending_pod_seconds: costs.pending_pod_seconds,
+        pods_never_scheduled: costs.pods_never_scheduled,
+        pods_evicted: costs.pods_evicted,
+        pods_preempted: costs.pods_preempted,
+        cpu_requested_mean: costs.cpu_requested_mean,
+        cpu_requested_peak: costs.cpu_requested_peak,
+        memory_requested_mean: costs.memory_requested_mean,
+        memory_requested_peak: costs.memory_requested_peak,
+    }
+}
+
+fn costs_from_proto(costs: &pb::Costs) -> Costs {
+    Costs {
+        groups: costs
+            .groups
+            .iter()
+            .map(|group| GroupCost {
+                group: group.group.clone(),
+                instance_type: group.instance_type.clone(),
+                node_hours: group.node_hours,
+                price_per_hour: group.price_per_hour,
+                cost: group.cost,
+                scale_ups: group.scale_ups,
+                scale_downs: group.scale_downs,
+            })
+            .collect(),
+        node_hours: costs.node_hours,
+        cost: costs.cost,
+        unpriced_groups: costs.unpriced_groups.clone(),
+        pending_pod_seconds: costs.pending_pod_seconds,
+        pods_never_scheduled: costs.pods_never_scheduled,
+        pods_evicted: costs.pods_evicted,
+        pods_preempted: costs.pods_preempted,
+        cpu_requested_mean: costs.cpu_requested_mean,
+        cpu_requested_peak: costs.cpu_requested_peak,
+        memory_requested_mean: costs.memory_requested_mean,
+        memory_requested_peak: costs.memory_requested_peak,
+    }
+}
+
+fn wait_to_proto(wait: &WaitReason) -> pb::WaitReason {
+    pb::WaitReason {
+        source: wait.source.clone(),
+        reason: wait.reason.clone(),
+        owner: wait.owner.clone(),
+        count: wait.count,
+    }
+}
+
+fn wait_from_proto(wait: &pb::WaitReason) -> WaitReason {
+    WaitReason {
+        source: wait.source.clone(),
+        reason: wait.reason.clone(),
+        owner: wait.owner.clone(),
+        count: wait.count,
     }
 }
 

@@ -80,6 +80,14 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     )?;
 
     writeln!(out, "  autoscaler:        {}", autoscaler_nodes(report))?;
+    if let Some(costs) = &report.costs {
+        for line in cost_lines(costs) {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    if !report.waits.is_empty() {
+        writeln!(out, "  why pods waited:   {}", waits(&report.waits))?;
+    }
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
     if let Some(configuration) = &report.configuration {
         for line in configuration_lines(configuration) {
@@ -216,6 +224,75 @@ fn listed(names: &[&str]) -> String {
 
 /// How close the replay came to the recording, in one line: nodes (over all groups) and pods
 /// running and pending, each as the share of buckets within tolerance and the mean error.
+/// Reasons listed in the summary; `report.json` has them all.
+const LISTED_WAITS: usize = 3;
+
+/// Node-hours and cost per group, pending time, and how tightly pods were packed.
+pub fn cost_lines(costs: &pb::Costs) -> Vec<String> {
+    let groups: Vec<String> = costs
+        .groups
+        .iter()
+        .map(|group| match (group.price_per_hour, group.cost) {
+            (Some(price), Some(cost)) => format!(
+                "{} {:.3} at {price}/h = {cost:.4}",
+                group.group, group.node_hours
+            ),
+            _ => format!("{} {:.3}, no price", group.group, group.node_hours),
+        })
+        .collect();
+    let cost = match costs.cost {
+        Some(cost) if costs.unpriced_groups.is_empty() => format!("cost {cost:.4}"),
+        Some(cost) => format!(
+            "cost {cost:.4} without {} (no price)",
+            costs.unpriced_groups.join(", ")
+        ),
+        None => "cost: no price".to_owned(),
+    };
+    let percent = |ratio: f64| format!("{:.0}%", ratio * 100.0);
+    vec![
+        format!(
+            "node-hours:        {:.3} ({}); {cost}",
+            costs.node_hours,
+            groups.join("; ")
+        ),
+        format!(
+            "pods waited:       {:.1} pod-seconds pending; {} never scheduled, {} evicted, {} preempted",
+            costs.pending_pod_seconds,
+            costs.pods_never_scheduled,
+            costs.pods_evicted,
+            costs.pods_preempted
+        ),
+        format!(
+            "packing:           requested/allocatable cpu {} (peak {}), memory {} (peak {})",
+            percent(costs.cpu_requested_mean),
+            percent(costs.cpu_requested_peak),
+            percent(costs.memory_requested_mean),
+            percent(costs.memory_requested_peak)
+        ),
+    ]
+}
+
+/// The most frequent reasons pods waited, with their owners.
+pub fn waits(waits: &[pb::WaitReason]) -> String {
+    let mut listed: Vec<String> = waits
+        .iter()
+        .take(LISTED_WAITS)
+        .map(|wait| {
+            format!(
+                "{} x{} ({}, {})",
+                wait.reason, wait.count, wait.owner, wait.source
+            )
+        })
+        .collect();
+    if waits.len() > LISTED_WAITS {
+        listed.push(format!(
+            "... {} more in report.json",
+            waits.len() - LISTED_WAITS
+        ));
+    }
+    listed.join("; ")
+}
+
 /// The configuration under test: the scheduler file, and CA's given flags as given and as run
 /// (the environment's own flags only counted, unless the speed changed them).
 pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<String> {
@@ -263,7 +340,7 @@ pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<Str
         .collect();
     if !dilated.is_empty() {
         lines.push(format!(
-            "{:19}at {}x the environment's: {}",
+            "{:19}at {}x the defaults run as: {}",
             "",
             speed_text(speed),
             dilated.join(", ")
@@ -538,7 +615,7 @@ mod tests {
             [
                 "scheduler:         packed.yaml",
                 "autoscaler flags:  scale-down-unneeded-time=2m (runs 12s), expander=price",
-                "                   at 10x the environment's: scan-interval=1s (runs 100ms, CA's floor)",
+                "                   at 10x the defaults run as: scan-interval=1s (runs 100ms, CA's floor)",
             ]
         );
         let defaults = env::AppliedConfiguration {
@@ -548,6 +625,32 @@ mod tests {
         assert_eq!(
             configuration_lines(&defaults),
             ["scheduler:         its defaults"]
+        );
+    }
+    #[test]
+    fn costs_name_the_unpriced_and_waits_the_most_frequent() {
+        let report = fixtures::report().to_proto();
+        let lines = cost_lines(report.costs.as_ref().unwrap());
+        assert_eq!(
+            lines,
+            [
+                "node-hours:        0.003 (group-a 0.001 at 0.096/h = 0.0001; group-b 0.001, no price); \
+                 cost 0.0001 without group-b (no price)",
+                "pods waited:       5.8 pod-seconds pending; 1 never scheduled, 1 evicted, 0 preempted",
+                "packing:           requested/allocatable cpu 39% (peak 39%), memory 21% (peak 21%)",
+            ]
+        );
+        let wait = |reason: &str, count| pb::WaitReason {
+            source: "scheduler".into(),
+            reason: reason.into(),
+            owner: "Deployment/web".into(),
+            count,
+        };
+        let many = [wait("a", 4), wait("b", 3), wait("c", 2), wait("d", 1)];
+        assert_eq!(
+            waits(&many),
+            "a x4 (Deployment/web, scheduler); b x3 (Deployment/web, scheduler); \
+             c x2 (Deployment/web, scheduler); ... 1 more in report.json"
         );
     }
 }

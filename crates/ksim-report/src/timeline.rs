@@ -87,6 +87,7 @@ pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
             carried.nodes.clone_from(&sample.nodes);
             carried.pods = sample.pods;
             carried.unscheduled = sample.unscheduled;
+            carried.usage = sample.usage;
         }
         let offset_ms = bucket.saturating_mul(width_ms);
         // The wall clock moved 1/speed as far.
@@ -113,7 +114,7 @@ pub(super) fn millis(duration: Duration) -> u64 {
 mod tests {
     use std::time::Duration;
 
-    use super::super::input::{NodeCount, PodCounts, Sample, ScaleEvent};
+    use super::super::input::{NodeCount, PodCounts, Sample, ScaleEvent, Usage};
     use super::*;
 
     fn sample(ms: u64, group_nodes: &[(&str, u64)], running: u64) -> Sample {
@@ -134,6 +135,7 @@ mod tests {
                 ..PodCounts::default()
             },
             unscheduled: running / 2,
+            usage: Usage::default(),
         }
     }
 

@@ -3,7 +3,8 @@
 
 use ksim_proto::{
     clusterautoscaler::cloudprovider::v1::externalgrpc::{
-        NodeGroupsRequest, cloud_provider_client::CloudProviderClient,
+        ExternalGrpcNode, NodeGroupsRequest, PricingNodePriceRequest,
+        cloud_provider_client::CloudProviderClient,
     },
     ksim::{
         env::v1::{
@@ -145,6 +146,35 @@ impl Mesh {
                 service: "pool",
                 status,
             }),
+        }
+    }
+
+    /// The cloud provider's price of a node-hour of `instance_type`, as CA's price expander
+    /// gets it; `None` when there is no provider or it has no price for that type (a cost is
+    /// then "no price", never a guess).
+    pub async fn node_price_per_hour(&self, instance_type: &str) -> Option<f64> {
+        let mut cloud_provider = self.cloud_provider.clone()?;
+        let start = std::time::SystemTime::UNIX_EPOCH;
+        let end = start + std::time::Duration::from_secs(3600);
+        let request = PricingNodePriceRequest {
+            node: Some(ExternalGrpcNode {
+                labels: [(
+                    ksim_nodes::labels::INSTANCE_TYPE_LABEL.to_owned(),
+                    instance_type.to_owned(),
+                )]
+                .into(),
+                ..ExternalGrpcNode::default()
+            }),
+            start_timestamp: Some(prost_types::Timestamp::from(start)),
+            end_timestamp: Some(prost_types::Timestamp::from(end)),
+            ..PricingNodePriceRequest::default()
+        };
+        match cloud_provider.pricing_node_price(request).await {
+            Ok(response) => Some(response.into_inner().price),
+            Err(status) => {
+                tracing::debug!(instance_type, %status, "no price");
+                None
+            }
         }
     }
 

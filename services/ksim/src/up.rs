@@ -17,6 +17,10 @@ pub struct UpArgs {
     /// The kubeconfig context of that existing cluster.
     #[arg(long)]
     pub context: Option<String>,
+    /// The cloud provider's prices per instance type (for CA's price expander and the
+    /// reports' costs) and per-group options, as YAML (`pricing:`, `nodeGroups:`).
+    #[arg(long, value_name = "FILE")]
+    pub provider_config: Option<PathBuf>,
 }
 
 /// How often `ksim up` checks that its services are still running.
@@ -30,6 +34,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         kubeconfig: args.kubeconfig,
         context: args.context,
         state_dir: None,
+        provider_config: args.provider_config,
     })
     .await?;
     print(&env, &mut out).await?;

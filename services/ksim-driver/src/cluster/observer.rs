@@ -3,6 +3,9 @@
 //! (cluster-autoscaler's scale-ups and scale-downs, made through the cloud provider) and the
 //! nodes that join and leave the groups once the replay runs (which nodes it added and
 //! removed). Pods are also handed over as they start, for matching to their recorded launches.
+//! For what the cluster cost and why pods waited it also keeps what the pods request and the
+//! nodes allocate, the pods that never ran, evictions and preemptions, and the scheduler's and
+//! CA's events about the simulation's pods.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -13,11 +16,12 @@ use std::{
 use futures::TryStreamExt;
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{Node, Pod},
+    core::v1::{Event, Node, Pod},
 };
 use ksim_nodes::{
     labels::{GROUP_LABEL, TRUE_VALUE, VIRTUAL_LABEL},
     node::is_ready,
+    skeleton::quantity_value,
 };
 use kube::{
     Api, Client,
@@ -27,7 +31,11 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 
 use crate::domain::{
     SIMULATION_LABEL,
-    report::{NodeChange, NodeChangeKind, NodeCount, PodCounts, Sample, ScaleEvent},
+    report::{
+        NeverRan, NodeChange, NodeChangeKind, NodeCount, PodCounts, Sample, ScaleEvent, Usage,
+        WaitReason,
+    },
+    waits,
 };
 
 #[derive(Debug)]
@@ -45,8 +53,8 @@ struct Seen {
     groups: BTreeSet<String>,
     pods: HashMap<String, PodSeen>,
     pending_times: Vec<Duration>,
-    /// Per node name: its group and whether it is Ready.
-    nodes: HashMap<String, (String, bool)>,
+    /// Per node name: its group, whether it is Ready, and what it can allocate.
+    nodes: HashMap<String, NodeSeen>,
     /// Node names listed so far while the node watch (re)lists, if it does.
     relisted_nodes: Option<HashSet<String>>,
     node_changes: Vec<NodeChange>,
@@ -54,14 +62,78 @@ struct Seen {
     scale_events: Vec<ScaleEvent>,
     /// Where pods go when first seen started, if anyone asked.
     starts: Option<mpsc::UnboundedSender<Pod>>,
+    /// Pods deleted before they ran.
+    never_ran: Vec<NeverRan>,
+    evicted: HashSet<String>,
+    preempted: HashSet<String>,
+    /// Per simulation pod uid, also after it is gone: the owner its waits count for.
+    owners: HashMap<String, String>,
+    /// Per event uid: the count already counted (an event repeats by counting up).
+    event_counts: HashMap<String, u64>,
+    waits: Vec<WaitReason>,
+}
+
+#[derive(Debug)]
+struct NodeSeen {
+    group: String,
+    ready: bool,
+    allocatable: Resources,
 }
 
 #[derive(Debug)]
 struct PodSeen {
     phase: String,
-    bound: bool,
+    /// The node it is bound to.
+    node: Option<String>,
+    bound_ever: bool,
     first_seen: Instant,
     ran: bool,
+    requests: Resources,
+}
+
+/// CPU in millicores and memory in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Resources {
+    cpu_millis: u64,
+    memory_bytes: u64,
+}
+
+impl Resources {
+    fn of(
+        quantities: Option<
+            &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+        >,
+    ) -> Self {
+        let amount = |name: &str| {
+            quantities
+                .and_then(|q| q.get(name))
+                .and_then(|quantity| quantity_value(&quantity.0))
+                .unwrap_or(0.0)
+        };
+        Self {
+            cpu_millis: (amount("cpu") * 1000.0).round() as u64,
+            memory_bytes: amount("memory").round() as u64,
+        }
+    }
+
+    fn add(&mut self, other: Self) {
+        self.cpu_millis = self.cpu_millis.saturating_add(other.cpu_millis);
+        self.memory_bytes = self.memory_bytes.saturating_add(other.memory_bytes);
+    }
+}
+
+/// What a pod requests: the sum over its containers (init containers, which run before them,
+/// are left out).
+fn pod_requests(pod: &Pod) -> Resources {
+    let mut total = Resources::default();
+    for container in pod.spec.iter().flat_map(|spec| &spec.containers) {
+        let requests = container
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref());
+        total.add(Resources::of(requests));
+    }
+    total
 }
 
 impl Observer {
@@ -95,6 +167,15 @@ impl Observer {
             Seen::node,
             Seen::nodes_relisted,
         ));
+        // Pods' events from the scheduler and CA; those of other pods are dropped on arrival.
+        let events: Api<Event> = Api::all(client.clone());
+        watches.spawn(watch(
+            events,
+            watcher::Config::default().fields("involvedObject.kind=Pod"),
+            seen.clone(),
+            Seen::event,
+            |_, _| {},
+        ));
         let seats: Api<Deployment> = Api::namespaced(client.clone(), seat_namespace);
         watches.spawn(watch(
             seats,
@@ -120,15 +201,27 @@ impl Observer {
             .iter()
             .map(|group| (group.clone(), NodeCount { nodes: 0, ready: 0 }))
             .collect();
-        for (group, ready) in seen.nodes.values() {
-            if let Some(count) = nodes.get_mut(group) {
+        let mut usage = Usage::default();
+        for node in seen.nodes.values() {
+            if let Some(count) = nodes.get_mut(&node.group) {
                 count.nodes += 1;
-                count.ready += u64::from(*ready);
+                count.ready += u64::from(node.ready);
+                usage.allocatable_cpu_millis += node.allocatable.cpu_millis;
+                usage.allocatable_memory_bytes += node.allocatable.memory_bytes;
             }
         }
         let mut pods = PodCounts::default();
         let mut unscheduled = 0;
         for pod in seen.pods.values() {
+            let on_our_node = pod
+                .node
+                .as_ref()
+                .and_then(|name| seen.nodes.get(name))
+                .is_some_and(|node| seen.groups.contains(&node.group));
+            if on_our_node && matches!(pod.phase.as_str(), "Pending" | "Running") {
+                usage.requested_cpu_millis += pod.requests.cpu_millis;
+                usage.requested_memory_bytes += pod.requests.memory_bytes;
+            }
             match pod.phase.as_str() {
                 "Running" => pods.running += 1,
                 "Succeeded" => pods.succeeded += 1,
@@ -136,7 +229,7 @@ impl Observer {
                 "Unknown" => pods.unknown += 1,
                 _ => {
                     pods.pending += 1;
-                    unscheduled += u64::from(!pod.bound);
+                    unscheduled += u64::from(pod.node.is_none());
                 }
             }
         }
@@ -145,7 +238,32 @@ impl Observer {
             nodes,
             pods,
             unscheduled,
+            usage,
         }
+    }
+
+    /// Pods that never ran: those deleted first, and those still waiting now.
+    pub fn never_ran(&self) -> Vec<NeverRan> {
+        let seen = self.lock();
+        let waiting = seen
+            .pods
+            .values()
+            .filter(|pod| !pod.ran)
+            .map(|pod| NeverRan {
+                waited: pod.first_seen.elapsed(),
+                bound: pod.bound_ever,
+            });
+        seen.never_ran.iter().copied().chain(waiting).collect()
+    }
+
+    /// Pods evicted and pods preempted so far.
+    pub fn disruptions(&self) -> (u64, u64) {
+        let seen = self.lock();
+        (seen.evicted.len() as u64, seen.preempted.len() as u64)
+    }
+
+    pub fn waits(&self) -> Vec<WaitReason> {
+        self.lock().waits.clone()
     }
 
     pub fn pending_times(&self) -> Vec<Duration> {
@@ -173,6 +291,28 @@ impl Drop for Observer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The owner a pod's waits count for (see [`waits::owner`]).
+fn owner_of(pod: &Pod) -> String {
+    let controller = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| (owner.kind.as_str(), owner.name.as_str()));
+    let hash = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get("pod-template-hash"))
+        .map(String::as_str);
+    waits::owner(
+        controller,
+        hash,
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// A watch listing every object again (at its start, and after an error it could not resume
@@ -225,6 +365,12 @@ impl Seen {
             seat_replicas: HashMap::new(),
             scale_events: Vec::new(),
             starts,
+            never_ran: Vec::new(),
+            evicted: HashSet::new(),
+            preempted: HashSet::new(),
+            owners: HashMap::new(),
+            event_counts: HashMap::new(),
+            waits: Vec::new(),
         }
     }
 
@@ -233,22 +379,36 @@ impl Seen {
             return;
         };
         if !present {
-            self.pods.remove(&uid);
+            if let Some(gone) = self.pods.remove(&uid)
+                && !gone.ran
+            {
+                self.never_ran.push(NeverRan {
+                    waited: gone.first_seen.elapsed(),
+                    bound: gone.bound_ever,
+                });
+            }
             return;
         }
+        self.disrupted(&uid, pod);
         let phase = pod
             .status
             .as_ref()
             .and_then(|s| s.phase.clone())
             .unwrap_or_else(|| "Pending".to_owned());
-        let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if !self.owners.contains_key(&uid) {
+            self.owners.insert(uid.clone(), owner_of(pod));
+        }
         let entry = self.pods.entry(uid).or_insert_with(|| PodSeen {
             phase: String::new(),
-            bound,
+            node: None,
+            bound_ever: false,
             first_seen: Instant::now(),
             ran: false,
+            requests: pod_requests(pod),
         });
-        entry.bound = bound;
+        entry.bound_ever |= node.is_some();
+        entry.node = node;
         if !entry.ran && matches!(phase.as_str(), "Running" | "Succeeded" | "Failed") {
             entry.ran = true;
             self.pending_times.push(entry.first_seen.elapsed());
@@ -258,6 +418,69 @@ impl Seen {
             }
         }
         entry.phase = phase;
+    }
+
+    /// A pod the API, a taint or the kubelet evicts, or the scheduler preempts, says so in its
+    /// DisruptionTarget condition (an eviction of old also in its status reason).
+    fn disrupted(&mut self, uid: &str, pod: &Pod) {
+        let Some(status) = &pod.status else {
+            return;
+        };
+        let disruption = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "DisruptionTarget" && c.status == "True");
+        match disruption.and_then(|c| c.reason.as_deref()) {
+            Some("PreemptionByScheduler") => {
+                self.preempted.insert(uid.to_owned());
+            }
+            Some(_) => {
+                self.evicted.insert(uid.to_owned());
+            }
+            None if status.reason.as_deref() == Some("Evicted") => {
+                self.evicted.insert(uid.to_owned());
+            }
+            None => {}
+        }
+    }
+
+    /// The scheduler's and CA's events about a simulation pod, each repeat counted once.
+    fn event(&mut self, event: &Event, present: bool) {
+        let reason = event.reason.as_deref().unwrap_or_default();
+        let (source, reasons) =
+            waits::reasons(reason, event.message.as_deref().unwrap_or_default());
+        if !present || reasons.is_empty() {
+            return;
+        }
+        let pod_uid = event.involved_object.uid.as_deref().unwrap_or_default();
+        let Some(owner) = self.owners.get(pod_uid).cloned() else {
+            return;
+        };
+        let Some(event_uid) = event.metadata.uid.clone() else {
+            return;
+        };
+        let count = event
+            .count
+            .into_iter()
+            .chain(event.series.as_ref().and_then(|s| s.count))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let count = u64::try_from(count).unwrap_or(1);
+        let counted = self.event_counts.insert(event_uid, count).unwrap_or(0);
+        let new = count.saturating_sub(counted);
+        if new == 0 {
+            return;
+        }
+        for reason in reasons {
+            self.waits.push(WaitReason {
+                source: source.to_owned(),
+                reason,
+                owner: owner.clone(),
+                count: new,
+            });
+        }
     }
 
     fn node(&mut self, node: &Node, present: bool) {
@@ -277,11 +500,18 @@ impl Seen {
                 if !self.nodes.contains_key(&name) {
                     self.node_changed(&name, &group, NodeChangeKind::Added);
                 }
-                self.nodes.insert(name, (group, is_ready(node)));
+                let allocatable =
+                    Resources::of(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+                let seen = NodeSeen {
+                    group,
+                    ready: is_ready(node),
+                    allocatable,
+                };
+                self.nodes.insert(name, seen);
             }
             _ => {
-                if let Some((group, _)) = self.nodes.remove(&name) {
-                    self.node_changed(&name, &group, NodeChangeKind::Removed);
+                if let Some(gone) = self.nodes.remove(&name) {
+                    self.node_changed(&name, &gone.group, NodeChangeKind::Removed);
                 }
             }
         }
@@ -303,8 +533,8 @@ impl Seen {
                     .cloned()
                     .collect();
                 for name in gone {
-                    if let Some((group, _)) = self.nodes.remove(&name) {
-                        self.node_changed(&name, &group, NodeChangeKind::Removed);
+                    if let Some(node) = self.nodes.remove(&name) {
+                        self.node_changed(&name, &node.group, NodeChangeKind::Removed);
                     }
                 }
             }

@@ -4,6 +4,7 @@
 //!   (prefixed namespaces, the simulation root as owner, pods kept on virtual nodes) with pod
 //!   lifetimes from [`lifetimes`]; [`launches`] matches each started pod to its recorded launch.
 //! - [`spec`] checks a simulation spec whole, naming the field at fault.
+//! - [`waits`] reads why pods waited from the scheduler's and CA's events.
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
@@ -14,6 +15,7 @@ pub mod plan;
 pub mod recorded;
 pub mod rewrite;
 pub mod spec;
+pub mod waits;
 
 /// The report model lives in its own crate, shared with the CLI; the objects it speaks of too.
 pub use ksim_report::{self as report, Gvk, Operation, Target};

@@ -71,6 +71,15 @@ impl NodeGroup {
         }
     }
 
+    /// The skeleton its nodes are made from.
+    pub fn skeleton_yaml(&self) -> &str {
+        match self {
+            Self::PoolManaged { skeleton_yaml, .. } | Self::Deployment { skeleton_yaml, .. } => {
+                skeleton_yaml
+            }
+        }
+    }
+
     /// Nodes the group has when the replay starts.
     pub fn initial_nodes(&self) -> i32 {
         match self {

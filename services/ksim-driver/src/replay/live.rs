@@ -2,6 +2,7 @@
 //! samples taken so far (one per timeline bucket). Reports and progress messages are built from it.
 
 use std::{
+    collections::BTreeMap,
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
@@ -12,7 +13,7 @@ use super::progress::Progress;
 use crate::{
     cluster::observer::Observer,
     domain::report::{
-        Observations, RecordedState, Sample,
+        GroupPrice, Observations, RecordedState, Sample,
         proto::{node_counts_to_proto, pod_counts_to_proto},
     },
 };
@@ -30,6 +31,8 @@ pub struct Live {
     recorded: Option<Vec<RecordedState>>,
     /// The scheduler and CA configuration the environment ran the simulation with.
     configuration: Option<ksim_report::Configuration>,
+    /// Per node group: its instance type and price.
+    prices: BTreeMap<String, GroupPrice>,
 }
 
 impl Live {
@@ -50,7 +53,14 @@ impl Live {
             speed,
             recorded,
             configuration: None,
+            prices: BTreeMap::new(),
         }
+    }
+
+    /// The node groups' prices, for the report's costs.
+    pub fn with_prices(mut self, prices: BTreeMap<String, GroupPrice>) -> Self {
+        self.prices = prices;
+        self
     }
 
     /// The configuration the environment applied, for the report.
@@ -72,6 +82,7 @@ impl Live {
 
     pub fn observations(&self, simulation_id: &str, complete: bool) -> Observations {
         let snapshot = self.progress.snapshot();
+        let (pods_evicted, pods_preempted) = self.observer.disruptions();
         Observations {
             simulation_id: simulation_id.to_owned(),
             complete,
@@ -90,6 +101,11 @@ impl Live {
             events_applied: snapshot.events_applied,
             recorded: self.recorded.clone(),
             configuration: self.configuration.clone(),
+            prices: self.prices.clone(),
+            never_ran: self.observer.never_ran(),
+            pods_evicted,
+            pods_preempted,
+            waits: self.observer.waits(),
         }
     }
 

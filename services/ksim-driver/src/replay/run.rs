@@ -1,9 +1,16 @@
 //! One simulation from start to end: prepare the cluster, apply events at their time, report.
 //! Whatever happens (finish, cancel, failure), the cleanup runs and the lease is released.
 
-use std::{any::Any, collections::BTreeSet, panic::AssertUnwindSafe, sync::Arc, time::Duration};
+use std::{
+    any::Any,
+    collections::{BTreeMap, BTreeSet},
+    panic::AssertUnwindSafe,
+    sync::Arc,
+    time::Duration,
+};
 
 use futures::FutureExt;
+use ksim_nodes::skeleton::NodeSkeleton;
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::{Trace, time::now_ms};
 use tokio::{sync::mpsc, time::Instant};
@@ -27,7 +34,7 @@ use crate::{
         lifetimes::Lifetimes,
         plan::{plan, template_paths},
         recorded::recorded_states,
-        report,
+        report::{self, GroupPrice},
         rewrite::{RewriteOptions, Rewriter},
         spec::{OnError, SimulationSpec},
     },
@@ -130,6 +137,30 @@ fn final_report(ctx: &RunContext, handle: &Handle) {
     handle.set_report(proto);
 }
 
+/// Each node group's instance type (from its skeleton) and the cloud provider's price of it.
+async fn prices(ctx: &RunContext, spec: &SimulationSpec) -> BTreeMap<String, GroupPrice> {
+    let mut prices = BTreeMap::new();
+    for group in &spec.node_groups {
+        let instance_type = NodeSkeleton::from_yaml(group.skeleton_yaml())
+            .ok()
+            .and_then(|skeleton| skeleton.instance_type().map(str::to_owned))
+            .unwrap_or_default();
+        let per_hour = if instance_type.is_empty() {
+            None
+        } else {
+            ctx.mesh.node_price_per_hour(&instance_type).await
+        };
+        prices.insert(
+            group.name().to_owned(),
+            GroupPrice {
+                instance_type,
+                per_hour,
+            },
+        );
+    }
+    prices
+}
+
 /// The text a panic carried (`panic!` gives a `&str` or a `String`).
 fn panic_message(panic: &(dyn Any + Send)) -> String {
     panic
@@ -212,6 +243,7 @@ async fn replay(
         return Ok(Ending::Cancelled);
     }
     wait_for_nodes(ctx, handle, spec, &observer).await?;
+    let prices = prices(ctx, spec).await;
 
     let progress = Arc::new(Progress::new(ctx.metrics.clone()));
     let origin = Instant::now();
@@ -225,7 +257,8 @@ async fn replay(
             spec.speed,
             recorded_states(trace),
         )
-        .with_configuration(configuration),
+        .with_configuration(configuration)
+        .with_prices(prices),
     );
     handle.set_live(Some(live.clone()));
     handle.set_state(pb::SimulationState::Running);

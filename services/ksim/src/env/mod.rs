@@ -48,6 +48,8 @@ pub struct EnvOptions {
     pub context: Option<String>,
     /// Where `env.json`, the logs and the services' data go; default [`state::state_dir`].
     pub state_dir: Option<PathBuf>,
+    /// The cloud provider's pricing and per-group options (its `--provider-config`).
+    pub provider_config: Option<PathBuf>,
 }
 
 /// A running local environment, stopped by [`LocalEnv::shutdown`] or, failing that, on drop.
@@ -140,7 +142,17 @@ impl LocalEnv {
         let tracer_args = ["--data-dir".into(), tracer_data.into()];
         env.spawn(tracer, &tracer_args, &log_dir)?;
         env.spawn(pool, &namespace(), &log_dir)?;
-        env.spawn(cloud_provider, &[], &log_dir)?;
+        let provider_args: Vec<OsString> = match &options.provider_config {
+            // The provider runs elsewhere than this process's working directory.
+            Some(path) => {
+                let path = std::fs::canonicalize(path).with_context(|| {
+                    format!("cannot read the provider config {}", path.display())
+                })?;
+                vec!["--provider-config".into(), path.into()]
+            }
+            None => Vec::new(),
+        };
+        env.spawn(cloud_provider, &provider_args, &log_dir)?;
         for service in &mut env.services {
             service.wait_healthy(HEALTH_DEADLINE).await?;
         }

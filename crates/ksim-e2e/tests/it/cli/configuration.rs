@@ -39,15 +39,20 @@ profiles:
 
 /// `web` in namespace `shop`: `replicas` pods of `cpu` each.
 fn web(replicas: i32, cpu: &str, revision: &str) -> Value {
+    app("web", replicas, cpu, revision)
+}
+
+/// Deployment `name` in namespace `shop`: `replicas` pods of `cpu` each.
+fn app(name: &str, replicas: i32, cpu: &str, revision: &str) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "shop", "labels": {"revision": revision}},
+        "metadata": {"name": name, "namespace": "shop", "labels": {"revision": revision}},
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": {"app": "web"}},
+                "metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "web", "image": "registry.example/web:1",
                     "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
             }
@@ -115,11 +120,13 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
         .client;
     let dir = up.state.path();
     let trace = dir.join("two.ksim");
-    // Two small pods, and the trace goes on long enough to look at where they ran.
+    // Two small pods, one no node fits, and the trace goes on long enough to look at where
+    // they ran.
     write_trace(
         &trace,
         [
             (1_767_225_600_000, deployment(&web(2, "500m", "a"))),
+            (1_767_225_600_000, deployment(&app("huge", 1, "3", "a"))),
             (1_767_225_615_000, deployment(&web(2, "500m", "b"))),
         ],
         &[],
@@ -273,6 +280,28 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
     let as_run = scheduler["as_run_yaml"].as_str().unwrap();
     assert!(as_run.contains("type: MostAllocated"), "{as_run}");
     assert!(as_run.contains("podMaxBackoffSeconds"), "{as_run}");
+    // The pod no node fits waited the whole replay, and the report says why.
+    let costs = &report["costs"];
+    assert_eq!(costs["pods_never_scheduled"], 1, "{costs:#}");
+    assert!(
+        costs["pending_pod_seconds"].as_f64().unwrap() >= 10.0,
+        "{costs:#}"
+    );
+    let waits = report["waits"].as_array().unwrap();
+    assert!(
+        waits.iter().any(|wait| wait["source"] == "scheduler"
+            && wait["reason"] == "Insufficient cpu"
+            && wait["owner"] == "Deployment/huge"
+            && wait["count"].as_u64().unwrap() >= 1),
+        "{waits:#?}"
+    );
+    assert!(
+        printed.contains("why pods waited:") && printed.contains("Insufficient cpu x"),
+        "{printed}"
+    );
+    // Nothing is priced in this environment: no cost is made up.
+    assert_eq!(costs["cost"], Value::Null, "{costs:#}");
+    assert!(printed.contains("no price"), "{printed}");
 
     let (output, nodes) = run_while(&up, args(&["run", &trace, "--driver", DRIVER, &group]), {
         let client = client.clone();
@@ -433,4 +462,107 @@ async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_i
     let after = autoscaler_command_line(up.pid()).unwrap();
     assert!(after.contains("--scale-down-unneeded-time=5s"), "{after}");
     assert!(after.contains("--scan-interval=1s"), "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_costs_less() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let files = tempfile::tempdir().unwrap();
+    let pricing = files.path().join("provider.yaml");
+    std::fs::write(
+        &pricing,
+        "pricing:\n  instanceTypes:\n    m5.large: 0.096\n",
+    )
+    .unwrap();
+    let provider_config = pricing.to_str().unwrap().to_owned();
+    let up = tokio::task::spawn_blocking(move || {
+        Up::start(&["--autoscaler", "--provider-config", &provider_config])
+    })
+    .await
+    .unwrap();
+    let dir = up.state.path();
+    let trace = dir.join("three.ksim");
+    // Three pods that fit one node together, replayed for 150 recorded seconds.
+    let t0 = 1_767_225_600_000;
+    write_trace(
+        &trace,
+        [
+            (t0, deployment(&web(3, "600m", "a"))),
+            (t0 + 150_000, deployment(&web(3, "600m", "b"))),
+        ],
+        &[],
+    );
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let packed = dir.join("packed.yaml");
+    std::fs::write(&packed, format!("{HEADER}{PACKED}")).unwrap();
+    let trace = trace.to_str().unwrap().to_owned();
+    let group = format!("--autoscaler-group=m5={}:1:4:3", skeleton.display());
+    let run = |scheduler: Option<&str>| {
+        // Spread, the three nodes hold 31% each: above this threshold, none is removed.
+        let mut args = args(&[
+            "run",
+            &trace,
+            "--driver",
+            DRIVER,
+            "--speed",
+            "10",
+            "--autoscaler",
+            &group,
+            "--autoscaler-arg",
+            "scale-down-utilization-threshold=0.2",
+        ]);
+        if let Some(file) = scheduler {
+            args.extend(["--scheduler-config".to_owned(), file.to_owned()]);
+        }
+        let output = up.ksim_any(&args);
+        let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{printed}{}", stderr(&output));
+        let dir = report_dir(&printed).to_owned();
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(Path::new(&dir).join("report.json")).unwrap())
+                .unwrap();
+        (printed, report)
+    };
+    let (_, spread) = tokio::task::block_in_place(|| run(None));
+    let (printed, packed) = tokio::task::block_in_place(|| run(packed.to_str()));
+
+    let figure = |report: &Value, name: &str| report["costs"][name].as_f64().unwrap();
+    // Packed, two nodes are empty and CA removes them; spread, none is.
+    assert!(
+        figure(&packed, "node_hours") < figure(&spread, "node_hours"),
+        "packed {:#} spread {:#}",
+        packed["costs"],
+        spread["costs"]
+    );
+    assert!(
+        figure(&packed, "cpu_requested_mean") > figure(&spread, "cpu_requested_mean"),
+        "packed {:#} spread {:#}",
+        packed["costs"],
+        spread["costs"]
+    );
+    assert!(figure(&packed, "cost") < figure(&spread, "cost"));
+    for report in [&spread, &packed] {
+        let m5 = &report["costs"]["groups"][0];
+        assert_eq!(m5["group"], "m5");
+        assert_eq!(m5["instance_type"], "m5.large");
+        assert_eq!(m5["price_per_hour"], 0.096);
+        let expected = m5["node_hours"].as_f64().unwrap() * 0.096;
+        assert!(
+            (m5["cost"].as_f64().unwrap() - expected).abs() < 1e-9,
+            "{m5}"
+        );
+        // The timeline says how tightly: requested and allocatable per bucket.
+        let usage = &report["timeline"].as_array().unwrap().last().unwrap()["usage"];
+        assert_eq!(usage["requested_cpu_millis"], 1800, "{usage}");
+    }
+    assert!(
+        packed["costs"]["groups"][0]["scale_downs"]
+            .as_u64()
+            .unwrap()
+            >= 2
+    );
+    assert!(printed.contains("node-hours:"), "{printed}");
+    assert!(printed.contains("at 0.096/h"), "{printed}");
+
 }
