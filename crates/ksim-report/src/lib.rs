@@ -23,6 +23,7 @@ pub fn is_terminal(state: SimulationState) -> bool {
 }
 
 mod build;
+mod compare;
 mod costs;
 mod csv;
 mod error;
@@ -42,6 +43,7 @@ mod timeline;
 mod fixtures;
 
 pub use build::build;
+pub use compare::{ComparedFigure, Comparison, compare, figure};
 pub use csv::{fidelity_to_csv, to_csv};
 pub use fidelity::{FIDELITY_BUCKET, group_series};
 pub use files::{
@@ -59,5 +61,5 @@ pub use model::{
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
-pub use svg::{render_fidelity_svg, render_svg};
+pub use svg::{render_comparison_svg, render_fidelity_svg, render_svg};
 pub use timeline::{MIN_SAMPLE_INTERVAL, bucket_width, recorded, sample_interval};

@@ -241,6 +241,78 @@ fn draw_fidelity<DB: DrawingBackend>(
     root.present()
 }
 
+/// Runs side by side (`ksim compare`): each run's nodes (solid, left axis) and pending pods
+/// (dashed, right axis) over recorded time, a color per run.
+pub fn render_comparison_svg(runs: &[(String, Report)]) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw_comparison(runs, &root).map_err(|error| ReportError::Chart(error.to_string()))?;
+    }
+    Ok(svg)
+}
+
+fn draw_comparison<DB: DrawingBackend>(
+    runs: &[(String, Report)],
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let buckets = || runs.iter().flat_map(|(_, report)| &report.timeline);
+    let x_max = runs
+        .iter()
+        .filter_map(|(_, report)| {
+            let last = report.timeline.last()?;
+            Some(seconds(last) + report.bucket_ms as f64 / 1000.0)
+        })
+        .fold(1.0, f64::max);
+    let nodes_max = buckets().map(Bucket::nodes_total).max().unwrap_or(0);
+    let pending_max = buckets().map(|b| b.pods.pending).max().unwrap_or(0);
+    let mut chart = frame(
+        root,
+        "ksim compare: nodes (solid) and pending pods (dashed)".to_owned(),
+        x_max,
+        ("nodes", nodes_max),
+        pending_max,
+    )?;
+    let colors = [BLACK, BLUE, RGBColor(230, 140, 0)]
+        .into_iter()
+        .chain(GROUP_COLORS)
+        .cycle();
+    for ((name, report), color) in runs.iter().zip(colors) {
+        let width = report.bucket_ms as f64 / 1000.0;
+        let steps = |value: Value| {
+            report
+                .timeline
+                .iter()
+                .flat_map(move |b| {
+                    let y = value(b) as f64;
+                    [(seconds(b), y), (seconds(b) + width, y)]
+                })
+                .collect::<Vec<_>>()
+        };
+        let solid = color.stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(steps(Bucket::nodes_total), solid))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], solid));
+        let pending: Value = |b| b.pods.pending;
+        chart.draw_secondary_series(DashedLineSeries::new(
+            steps(pending),
+            8,
+            6,
+            color.mix(0.8).stroke_width(2),
+        ))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 14))
+        .draw()?;
+    root.present()
+}
+
 /// Seconds across, a count up.
 type Axes = Cartesian2d<RangedCoordf64, RangedCoordf64>;
 
@@ -290,6 +362,21 @@ fn headroom(max: u64) -> f64 {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+
+    #[test]
+    fn the_comparison_chart_names_every_run() {
+        let report = fixtures::report();
+        let runs = [
+            ("spread".to_owned(), report.clone()),
+            ("packed".to_owned(), report),
+        ];
+        let svg = render_comparison_svg(&runs).unwrap();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert!(
+            svg.contains("\nspread\n") && svg.contains("\npacked\n"),
+            "{svg}"
+        );
+    }
 
     #[test]
     fn only_whole_ticks_are_labelled() {

@@ -31,6 +31,9 @@ pub enum Command {
         #[command(flatten)]
         driver: crate::driver::DriverArgs,
     },
+    /// Put two or more reports side by side: node-hours, cost, pending time, packing, ...,
+    /// each with its difference to the first (the baseline).
+    Compare(crate::compare::CompareArgs),
     /// Run the demo: start the local environment, replay the bundled trace (a web Deployment
     /// scaling 2 -> 20 -> 5 and a Job) through the driver, print the report, stop.
     Demo {

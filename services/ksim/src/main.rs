@@ -1,6 +1,7 @@
 //! `ksim`: the command line of the ksim cluster simulator.
 
 mod cli;
+mod compare;
 mod completions;
 mod demo;
 mod down;
@@ -30,6 +31,7 @@ async fn main() -> ExitCode {
         cli::Command::Down => down::run().await,
         cli::Command::Run(args) => run::run(*args).await,
         cli::Command::Report { id, json, driver } => report::run(&id, &driver, json).await,
+        cli::Command::Compare(args) => compare::run(args).await,
         cli::Command::Demo { speed } => demo::run(speed).await,
         cli::Command::Trace(command) => trace::run(*command).await,
         cli::Command::Completions { shell } => completions::run(shell),

@@ -522,10 +522,10 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
         let report: Value =
             serde_json::from_slice(&std::fs::read(Path::new(&dir).join("report.json")).unwrap())
                 .unwrap();
-        (printed, report)
+        (printed, report, dir)
     };
-    let (_, spread) = tokio::task::block_in_place(|| run(None));
-    let (printed, packed) = tokio::task::block_in_place(|| run(packed.to_str()));
+    let (_, spread, spread_dir) = tokio::task::block_in_place(|| run(None));
+    let (printed, packed, packed_dir) = tokio::task::block_in_place(|| run(packed.to_str()));
 
     let figure = |report: &Value, name: &str| report["costs"][name].as_f64().unwrap();
     // Packed, two nodes are empty and CA removes them; spread, none is.
@@ -565,4 +565,72 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
     assert!(printed.contains("node-hours:"), "{printed}");
     assert!(printed.contains("at 0.096/h"), "{printed}");
 
+    // Side by side: the deltas are the reports' own figures against the baseline's.
+    let chart = dir.join("compare.svg");
+    let output = up.ksim_any(&args(&[
+        "compare",
+        &spread_dir,
+        &packed_dir,
+        "--json",
+        "--svg",
+        chart.to_str().unwrap(),
+    ]));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(comparison["runs"], json!([spread_dir, packed_dir]));
+    let compared = |name: &str| {
+        comparison["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|figure| figure["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    for name in [
+        "node_hours",
+        "cost",
+        "cpu_requested_mean",
+        "pending_pod_seconds",
+    ] {
+        let (base, other) = (figure(&spread, name), figure(&packed, name));
+        let row = compared(name);
+        assert_eq!(row["values"], json!([base, other]), "{name}");
+        let delta = row["deltas"][1].as_f64().unwrap();
+        assert!((delta - (other - base)).abs() < 1e-9, "{name}: {row}");
+        if base != 0.0 {
+            let relative = row["relative"][1].as_f64().unwrap();
+            assert!(
+                (relative - (other - base) / base).abs() < 1e-9,
+                "{name}: {row}"
+            );
+        }
+    }
+    let pending_p99 = compared("pending_p99_ms");
+    assert_eq!(
+        pending_p99["values"],
+        json!([
+            spread["pod_pending_time"]["p99_ms"],
+            packed["pod_pending_time"]["p99_ms"]
+        ])
+    );
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(
+        svg.contains(&spread_dir) && svg.contains(&packed_dir),
+        "{svg}"
+    );
+    let table = up.ksim_any(&args(&["compare", &spread_dir, &packed_dir]));
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("(baseline)") && table.contains("node_hours"),
+        "{table}"
+    );
+    // A name that is neither a directory nor a simulation is one line and an exit.
+    let missing = up.ksim_any(&args(&["compare", &spread_dir, "no-such-report"]));
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("no-such-report"),
+        "{}",
+        stderr(&missing)
+    );
 }

@@ -1,0 +1,261 @@
+//! Reports side by side: the figures of what a team pays and waits, each run against the first
+//! (the baseline), absolute and relative; what `ksim compare` prints and `ksim experiment`
+//! asserts over.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::Report;
+
+/// Runs side by side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Each run's name (an id or a directory), the baseline first.
+    pub runs: Vec<String>,
+    pub figures: Vec<ComparedFigure>,
+}
+
+/// One figure over the runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComparedFigure {
+    /// Its name in `report.json` terms, e.g. `node_hours`, `pending_p99_ms`.
+    pub name: String,
+    /// Per run; `None` where a run has no value (a cost without a price).
+    pub values: Vec<Option<f64>>,
+    /// Per run: value minus the baseline's (`None` without both).
+    pub deltas: Vec<Option<f64>>,
+    /// Per run: the delta over the baseline's value (`None` also when that is 0).
+    pub relative: Vec<Option<f64>>,
+}
+
+/// The figures compared, in the order of the table.
+const FIGURES: [&str; 14] = [
+    "node_hours",
+    "cost",
+    "peak_nodes",
+    "scale_ups",
+    "scale_downs",
+    "pending_pod_seconds",
+    "pending_p50_ms",
+    "pending_p99_ms",
+    "pods_never_scheduled",
+    "pods_evicted",
+    "pods_preempted",
+    "cpu_requested_mean",
+    "memory_requested_mean",
+    "nodes_within_tolerance",
+];
+
+/// A report's value of one of [`FIGURES`].
+pub fn figure(report: &Report, name: &str) -> Option<f64> {
+    let costs = &report.costs;
+    let sum =
+        |f: fn(&super::model::GroupCost) -> u64| costs.groups.iter().map(f).sum::<u64>() as f64;
+    Some(match name {
+        "node_hours" => costs.node_hours,
+        "cost" => return costs.cost,
+        "peak_nodes" => report.peak_nodes as f64,
+        "scale_ups" => sum(|g| g.scale_ups),
+        "scale_downs" => sum(|g| g.scale_downs),
+        "pending_pod_seconds" => costs.pending_pod_seconds,
+        "pending_p50_ms" => report.pod_pending_time.p50_ms,
+        "pending_p99_ms" => report.pod_pending_time.p99_ms,
+        "pods_never_scheduled" => costs.pods_never_scheduled as f64,
+        "pods_evicted" => costs.pods_evicted as f64,
+        "pods_preempted" => costs.pods_preempted as f64,
+        "cpu_requested_mean" => costs.cpu_requested_mean,
+        "memory_requested_mean" => costs.memory_requested_mean,
+        "nodes_within_tolerance" => {
+            let fidelity = report.fidelity.as_ref()?;
+            let nodes = fidelity.series.iter().find(|s| s.name == "nodes")?;
+            nodes.within_tolerance
+        }
+        _ => return None,
+    })
+}
+
+/// `reports` (name, report) side by side, the first the baseline.
+pub fn compare(reports: &[(String, Report)]) -> Comparison {
+    let figures = FIGURES
+        .iter()
+        .map(|name| {
+            let values: Vec<Option<f64>> = reports
+                .iter()
+                .map(|(_, report)| figure(report, name))
+                .collect();
+            let baseline = values.first().copied().flatten();
+            let deltas: Vec<Option<f64>> = values
+                .iter()
+                .map(|value| Some(value.as_ref()? - baseline?))
+                .collect();
+            let relative = deltas
+                .iter()
+                .map(|delta| {
+                    let base = baseline.filter(|b| *b != 0.0)?;
+                    Some(delta.as_ref()? / base)
+                })
+                .collect();
+            ComparedFigure {
+                name: (*name).to_owned(),
+                values,
+                deltas,
+                relative,
+            }
+        })
+        .collect();
+    Comparison {
+        runs: reports.iter().map(|(name, _)| name.clone()).collect(),
+        figures,
+    }
+}
+
+impl Comparison {
+    /// A figure by name.
+    pub fn figure(&self, name: &str) -> Option<&ComparedFigure> {
+        self.figures.iter().find(|figure| figure.name == name)
+    }
+
+    /// The table: a row per figure, a column per run; after the baseline, each value with its
+    /// delta and relative delta.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        let mut header = vec!["figure".to_owned()];
+        header.extend(self.runs.iter().enumerate().map(|(i, run)| {
+            if i == 0 {
+                format!("{run} (baseline)")
+            } else {
+                run.clone()
+            }
+        }));
+        rows.push(header);
+        for figure in &self.figures {
+            let mut row = vec![figure.name.clone()];
+            for (i, value) in figure.values.iter().enumerate() {
+                let cell = match value {
+                    None => "-".to_owned(),
+                    Some(value) if i == 0 => number(*value),
+                    Some(value) => {
+                        let delta = figure.deltas[i].map_or_else(String::new, |d| {
+                            let relative = figure.relative[i]
+                                .map_or_else(String::new, |r| format!(", {:+.1}%", r * 100.0));
+                            format!(" ({}{relative})", signed(d))
+                        });
+                        format!("{}{delta}", number(*value))
+                    }
+                };
+                row.push(cell);
+            }
+            rows.push(row);
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|column| {
+                rows.iter()
+                    .map(|row| row[column].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for row in rows {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        }
+        out
+    }
+}
+
+/// At most 4 decimals, no trailing zeros.
+fn number(value: f64) -> String {
+    let text = format!("{value:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+fn signed(value: f64) -> String {
+    if value >= 0.0 {
+        format!("+{}", number(value))
+    } else {
+        number(value)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::model::{Costs, GroupCost, Percentiles};
+
+    fn report(node_hours: f64, cost: Option<f64>, p99_ms: f64) -> Report {
+        Report {
+            peak_nodes: 3,
+            pod_pending_time: Percentiles {
+                p99_ms,
+                ..Percentiles::default()
+            },
+            costs: Costs {
+                node_hours,
+                cost,
+                groups: vec![GroupCost {
+                    scale_ups: 2,
+                    ..GroupCost::default()
+                }],
+                ..Costs::default()
+            },
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn each_run_is_measured_against_the_first() {
+        let comparison = compare(&[
+            ("spread".to_owned(), report(2.0, Some(0.192), 100.0)),
+            ("packed".to_owned(), report(1.5, Some(0.144), 110.0)),
+            ("unpriced".to_owned(), report(1.0, None, 0.0)),
+        ]);
+        let hours = comparison.figure("node_hours").unwrap();
+        assert_eq!(hours.values, [Some(2.0), Some(1.5), Some(1.0)]);
+        assert_eq!(hours.deltas, [Some(0.0), Some(-0.5), Some(-1.0)]);
+        assert_eq!(hours.relative, [Some(0.0), Some(-0.25), Some(-0.5)]);
+        let cost = comparison.figure("cost").unwrap();
+        assert_eq!(cost.values[2], None);
+        assert_eq!(cost.deltas[2], None);
+        let p99 = comparison.figure("pending_p99_ms").unwrap();
+        assert!((p99.relative[1].unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(comparison.figure("scale_ups").unwrap().values[0], Some(2.0));
+        // No fidelity in these reports: nothing to compare, not a zero.
+        assert_eq!(
+            comparison.figure("nodes_within_tolerance").unwrap().values,
+            [None, None, None]
+        );
+
+        let table = comparison.table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].starts_with("figure"), "{table}");
+        assert!(lines[0].contains("spread (baseline)"), "{table}");
+        let row = lines.iter().find(|l| l.starts_with("node_hours")).unwrap();
+        assert!(row.contains("1.5 (-0.5, -25.0%)"), "{table}");
+        let row = lines.iter().find(|l| l.starts_with("cost")).unwrap();
+        assert!(row.contains("0.144 (-0.048, -25.0%)"), "{row}");
+        assert!(row.trim_end().ends_with('-'), "{row}");
+    }
+
+    #[test]
+    fn a_zero_baseline_has_deltas_but_no_relative_ones() {
+        let comparison = compare(&[
+            ("a".to_owned(), report(0.0, Some(0.0), 0.0)),
+            ("b".to_owned(), report(1.0, Some(0.1), 5.0)),
+        ]);
+        let hours = comparison.figure("node_hours").unwrap();
+        assert_eq!(hours.deltas[1], Some(1.0));
+        assert_eq!(hours.relative[1], None);
+    }
+}

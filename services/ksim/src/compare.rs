@@ -1,0 +1,68 @@
+//! `ksim compare REPORT...`: reports side by side, the first the baseline.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context;
+use clap::Args;
+use ksim_report::Report;
+
+use crate::driver::{DriverArgs, connect, get_report};
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Two or more reports, the baseline first: a report directory (holding `report.json`) or a
+    /// simulation id the driver knows.
+    #[arg(required = true, num_args = 2.., value_name = "REPORT")]
+    pub reports: Vec<String>,
+
+    /// Print the comparison as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the chart of the runs' nodes and pending pods here (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub driver: DriverArgs,
+}
+
+pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
+    let mut reports = Vec::new();
+    for name in &args.reports {
+        reports.push((name.clone(), load(name, &args.driver).await?));
+    }
+    let comparison = ksim_report::compare(&reports);
+    if let Some(path) = &args.svg {
+        let svg = ksim_report::render_comparison_svg(&reports)?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &comparison)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", comparison.table())?;
+    }
+    Ok(())
+}
+
+/// A report directory's `report.json`, else the driver's report of that id.
+async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
+    let dir = Path::new(name);
+    if dir.is_dir() {
+        let path = dir.join("report.json");
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        return serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a ksim report", path.display()));
+    }
+    let mut client = connect(&driver.url).await?;
+    let report = get_report(&mut client, name)
+        .await
+        .with_context(|| format!("{name} is neither a report directory nor a simulation id"))?;
+    Ok(Report::from_proto(&report))
+}
