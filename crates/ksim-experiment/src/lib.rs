@@ -4,9 +4,13 @@
 //!   recorded time) and as CA must run them at a replay speed (durations divided by it).
 //! - [`scheduler`]: a `KubeSchedulerConfiguration` as the environment runs it (connected to
 //!   the simulated cluster, leader election off); the real kube-scheduler judges the rest.
+//! - [`experiment`]: an experiment file (a trace, its speed and repeats, the variants).
+//! - [`assertions`]: `--assert` CEL expressions over the variants' figures.
 //! - [`go_duration`]: the duration syntax Go's flags take (`1h30m`, `1.5s`, `300ms`).
 
+pub mod assertions;
 pub mod autoscaler;
+pub mod experiment;
 pub mod go_duration;
 pub mod scheduler;
 

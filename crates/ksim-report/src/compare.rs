@@ -27,10 +27,16 @@ pub struct ComparedFigure {
     pub deltas: Vec<Option<f64>>,
     /// Per run: the delta over the baseline's value (`None` also when that is 0).
     pub relative: Vec<Option<f64>>,
+    /// With repeats (`ksim experiment`): per run, the least and the most over its repeats;
+    /// `values` are then the means.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub min: Vec<Option<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max: Vec<Option<f64>>,
 }
 
 /// The figures compared, in the order of the table.
-const FIGURES: [&str; 14] = [
+pub const FIGURES: [&str; 14] = [
     "node_hours",
     "cost",
     "peak_nodes",
@@ -77,13 +83,42 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
 
 /// `reports` (name, report) side by side, the first the baseline.
 pub fn compare(reports: &[(String, Report)]) -> Comparison {
+    let runs: Vec<(String, Vec<&Report>)> = reports
+        .iter()
+        .map(|(name, report)| (name.clone(), vec![report]))
+        .collect();
+    let mut comparison = compare_repeated(&runs);
+    for figure in &mut comparison.figures {
+        figure.min.clear();
+        figure.max.clear();
+    }
+    comparison
+}
+
+/// Each run's figures as mean, min and max over its repeats; a figure none of a run's reports
+/// has is `None` for it.
+pub fn spread(reports: &[&Report], name: &str) -> Option<(f64, f64, f64)> {
+    let values: Vec<f64> = reports.iter().filter_map(|r| figure(r, name)).collect();
+    if values.is_empty() {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((mean, min, max))
+}
+
+/// Runs with repeats side by side (name, the reports of its repeats that succeeded): values are
+/// means, the deltas between means, and `min`/`max` the spread.
+pub fn compare_repeated(runs: &[(String, Vec<&Report>)]) -> Comparison {
     let figures = FIGURES
         .iter()
         .map(|name| {
-            let values: Vec<Option<f64>> = reports
+            let spreads: Vec<Option<(f64, f64, f64)>> = runs
                 .iter()
-                .map(|(_, report)| figure(report, name))
+                .map(|(_, reports)| spread(reports, name))
                 .collect();
+            let values: Vec<Option<f64>> = spreads.iter().map(|s| s.map(|s| s.0)).collect();
             let baseline = values.first().copied().flatten();
             let deltas: Vec<Option<f64>> = values
                 .iter()
@@ -101,11 +136,13 @@ pub fn compare(reports: &[(String, Report)]) -> Comparison {
                 values,
                 deltas,
                 relative,
+                min: spreads.iter().map(|s| s.map(|s| s.1)).collect(),
+                max: spreads.iter().map(|s| s.map(|s| s.2)).collect(),
             }
         })
         .collect();
     Comparison {
-        runs: reports.iter().map(|(name, _)| name.clone()).collect(),
+        runs: runs.iter().map(|(name, _)| name.clone()).collect(),
         figures,
     }
 }
@@ -132,16 +169,26 @@ impl Comparison {
         for figure in &self.figures {
             let mut row = vec![figure.name.clone()];
             for (i, value) in figure.values.iter().enumerate() {
+                // The spread over repeats, where there is one.
+                let range = match (
+                    figure.min.get(i).copied().flatten(),
+                    figure.max.get(i).copied().flatten(),
+                ) {
+                    (Some(min), Some(max)) if min != max => {
+                        format!(" [{}..{}]", number(min), number(max))
+                    }
+                    _ => String::new(),
+                };
                 let cell = match value {
                     None => "-".to_owned(),
-                    Some(value) if i == 0 => number(*value),
+                    Some(value) if i == 0 => format!("{}{range}", number(*value)),
                     Some(value) => {
                         let delta = figure.deltas[i].map_or_else(String::new, |d| {
                             let relative = figure.relative[i]
                                 .map_or_else(String::new, |r| format!(", {:+.1}%", r * 100.0));
                             format!(" ({}{relative})", signed(d))
                         });
-                        format!("{}{delta}", number(*value))
+                        format!("{}{range}{delta}", number(*value))
                     }
                 };
                 row.push(cell);
@@ -257,5 +304,21 @@ mod tests {
         let hours = comparison.figure("node_hours").unwrap();
         assert_eq!(hours.deltas[1], Some(1.0));
         assert_eq!(hours.relative[1], None);
+    }
+
+    #[test]
+    fn repeats_are_compared_by_their_means_and_keep_their_spread() {
+        let (a1, a2) = (report(2.0, None, 0.0), report(4.0, None, 0.0));
+        let b = report(1.5, None, 0.0);
+        let comparison =
+            compare_repeated(&[("a".to_owned(), vec![&a1, &a2]), ("b".to_owned(), vec![&b])]);
+        let hours = comparison.figure("node_hours").unwrap();
+        assert_eq!(hours.values, [Some(3.0), Some(1.5)]);
+        assert_eq!(hours.min, [Some(2.0), Some(1.5)]);
+        assert_eq!(hours.max, [Some(4.0), Some(1.5)]);
+        assert_eq!(hours.deltas[1], Some(-1.5));
+        let table = comparison.table();
+        assert!(table.contains("3 [2..4]"), "{table}");
+        assert!(table.contains("1.5 (-1.5, -50.0%)"), "{table}");
     }
 }

@@ -34,12 +34,19 @@ pub enum Command {
     /// Put two or more reports side by side: node-hours, cost, pending time, packing, ...,
     /// each with its difference to the first (the baseline).
     Compare(crate::compare::CompareArgs),
+    /// What-if experiments: variants of a configuration on one trace, repeated, compared and
+    /// asserted over.
+    #[command(subcommand)]
+    Experiment(crate::experiment::ExperimentCommand),
     /// Run the demo: start the local environment, replay the bundled trace (a web Deployment
     /// scaling 2 -> 20 -> 5 and a Job) through the driver, print the report, stop.
     Demo {
         /// Replay speed; the bundled trace is 130 s long.
         #[arg(long, default_value_t = 4.0)]
         speed: f64,
+        /// Write the bundled trace to this file and exit (for `ksim run` or an experiment).
+        #[arg(long, value_name = "FILE")]
+        write_trace: Option<std::path::PathBuf>,
     },
     /// Trace files: export from and import into a tracer store, inspect, convert, transform,
     /// validate (and explain its rules), show.

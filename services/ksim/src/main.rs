@@ -7,6 +7,7 @@ mod demo;
 mod down;
 mod driver;
 mod env;
+mod experiment;
 mod report;
 mod run;
 mod trace;
@@ -32,7 +33,15 @@ async fn main() -> ExitCode {
         cli::Command::Run(args) => run::run(*args).await,
         cli::Command::Report { id, json, driver } => report::run(&id, &driver, json).await,
         cli::Command::Compare(args) => compare::run(args).await,
-        cli::Command::Demo { speed } => demo::run(speed).await,
+        cli::Command::Experiment(command) => experiment::run(command).await,
+        cli::Command::Demo {
+            write_trace: Some(path),
+            ..
+        } => demo::write_trace(&path),
+        cli::Command::Demo {
+            speed,
+            write_trace: None,
+        } => demo::run(speed).await,
         cli::Command::Trace(command) => trace::run(*command).await,
         cli::Command::Completions { shell } => completions::run(shell),
     };

@@ -31,6 +31,12 @@ const AUTOSCALED: (i32, i32, i32) = (1, 10, 2);
 /// the fixed-size group and says so.
 const NO_AUTOSCALER_ENV: &str = "KSIM_DEMO_NO_AUTOSCALER";
 
+/// `ksim demo --write-trace FILE`: the bundled trace, for `ksim run` or an experiment.
+pub fn write_trace(path: &std::path::Path) -> anyhow::Result<()> {
+    let trace = example::example_trace().context("writing the demo trace")?;
+    std::fs::write(path, trace).with_context(|| format!("writing {}", path.display()))
+}
+
 pub async fn run(speed: f64) -> anyhow::Result<()> {
     // Checked before anything starts: the driver would refuse it only after a minute of set-up.
     anyhow::ensure!(

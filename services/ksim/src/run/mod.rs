@@ -1,6 +1,6 @@
 //! `ksim run`: replay a trace through the driver, follow it, and print its report.
 
-mod groups;
+pub mod groups;
 mod progress;
 pub mod simulate;
 pub mod spec;

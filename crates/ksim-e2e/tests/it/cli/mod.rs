@@ -4,6 +4,7 @@ mod cli_env;
 mod common;
 mod configuration;
 mod demo;
+mod experiment;
 mod fidelity;
 mod mesh_telemetry;
 mod show;

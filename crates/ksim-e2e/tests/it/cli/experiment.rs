@@ -1,0 +1,174 @@
+//! `ksim experiment run` as a team would gate a change in its CI: two variants of the demo trace,
+//! each run twice on `ksim up`'s environment, their comparison, and assertions over it, one
+//! made to fail. A file or assertion that cannot be taken costs no simulation.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::common::up::Up;
+
+const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+
+const PACKED: &str = "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+";
+
+const EXPERIMENT: &str = "\
+trace: demo.ktrace
+speed: 10
+repeats: 2
+nodeGroups: [\"small=m5.yaml:4\"]
+variants:
+- name: baseline
+- name: packed
+  schedulerConfig: packed.yaml
+";
+
+fn ksim(up: &Up, args: &[&str]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    up.ksim_any(&args)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_run() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&[]))
+        .await
+        .unwrap();
+    let dir = up.state.path().join("what-if");
+    std::fs::create_dir_all(&dir).unwrap();
+    let written = ksim(
+        &up,
+        &[
+            "demo",
+            "--write-trace",
+            dir.join("demo.ktrace").to_str().unwrap(),
+        ],
+    );
+    assert!(written.status.success(), "{}", text(&written.stderr));
+    std::fs::write(dir.join("m5.yaml"), SKELETON).unwrap();
+    std::fs::write(dir.join("packed.yaml"), PACKED).unwrap();
+    let file = dir.join("experiment.yaml");
+    let file_arg = file.to_str().unwrap().to_owned();
+
+    // Refused before anything runs, one line each.
+    std::fs::write(&file, format!("{EXPERIMENT}colour: red\n")).unwrap();
+    let unknown_key = ksim(&up, &["experiment", "run", "-f", &file_arg]);
+    std::fs::write(&file, EXPERIMENT).unwrap();
+    let bad_cel = ksim(
+        &up,
+        &[
+            "experiment",
+            "run",
+            "-f",
+            &file_arg,
+            "--assert",
+            "variants.packed.cost <",
+        ],
+    );
+    for (output, reason) in [
+        (&unknown_key, "unknown field `colour`"),
+        (&bad_cel, "not CEL"),
+    ] {
+        let said = text(&output.stderr);
+        assert!(!output.status.success(), "{said}");
+        assert!(said.contains(reason), "{said}");
+        assert_eq!(said.trim_end().lines().count(), 1, "{said}");
+    }
+    assert!(!dir.join("experiment-results").exists());
+    let reports = up.state.path().join("reports");
+    assert_eq!(std::fs::read_dir(&reports).map_or(0, |e| e.count()), 0);
+
+    // Both variants twice; one assertion holds, one is made to fail.
+    let holds = "variants.baseline.failed == 0 && variants.packed.failed == 0";
+    let fails = "variants.packed.node_hours > variants.baseline.node_hours * 2.0";
+    let tokio_up = &up;
+    let output = tokio::task::block_in_place(|| {
+        ksim(
+            tokio_up,
+            &[
+                "experiment",
+                "run",
+                "-f",
+                &file_arg,
+                "--assert",
+                holds,
+                "--assert",
+                fails,
+            ],
+        )
+    });
+    let printed = text(&output.stdout);
+    let said = text(&output.stderr);
+    assert!(!output.status.success(), "{printed}{said}");
+    assert!(
+        printed.contains(&format!("assert ok:     {holds}")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!("assert FAILED: {fails}")),
+        "{printed}"
+    );
+    assert!(
+        said.contains("1 of 2 assertions failed") && said.contains(fails),
+        "{said}"
+    );
+
+    // Four reports and the comparison, whose means are the reports' own.
+    let results = dir.join("experiment-results");
+    let node_hours = |variant: &str| -> Vec<f64> {
+        (1..=2)
+            .map(|run| {
+                let path = results
+                    .join(variant)
+                    .join(run.to_string())
+                    .join("report.json");
+                let report: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                report["costs"]["node_hours"].as_f64().unwrap()
+            })
+            .collect()
+    };
+    let (baseline, packed) = (node_hours("baseline"), node_hours("packed"));
+    let comparison: Value =
+        serde_json::from_slice(&std::fs::read(results.join("comparison.json")).unwrap()).unwrap();
+    assert_eq!(
+        comparison["runs"],
+        serde_json::json!(["baseline", "packed"])
+    );
+    let row = comparison["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|figure| figure["name"] == "node_hours")
+        .unwrap();
+    let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len() as f64;
+    for (i, runs) in [&baseline, &packed].into_iter().enumerate() {
+        assert!(
+            (row["values"][i].as_f64().unwrap() - mean(runs)).abs() < 1e-9,
+            "{row}"
+        );
+        let min = runs.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            (row["min"][i].as_f64().unwrap() - min).abs() < 1e-9,
+            "{row}"
+        );
+    }
+    for name in ["comparison.txt", "comparison.svg"] {
+        assert!(Path::new(&results.join(name)).is_file(), "{name}");
+    }
+    assert!(printed.contains("(baseline)"), "{printed}");
+}

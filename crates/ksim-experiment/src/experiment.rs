@@ -1,0 +1,191 @@
+//! An experiment file: one trace, the speed and repeats, and the variants to compare, each a
+//! configuration under test. Read whole and checked before anything runs; an unknown key or a
+//! bad value is an error naming it.
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+/// The file as written (YAML), camelCase keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Experiment {
+    /// The trace file, relative to the experiment file.
+    pub trace: String,
+    /// Replay speed; default 1.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Runs of each variant; default 1.
+    #[serde(default = "one_run")]
+    pub repeats: u32,
+    /// Whether cluster-autoscaler resizes the `autoscalerGroups`.
+    #[serde(default)]
+    pub autoscaler: bool,
+    /// Fixed-size groups as `ksim run --node-group` takes them (`NAME=SKELETON.yaml:COUNT`).
+    #[serde(default)]
+    pub node_groups: Vec<String>,
+    /// Groups CA resizes, as `--autoscaler-group` (`NAME=SKELETON.yaml:MIN:MAX:INITIAL`).
+    #[serde(default)]
+    pub autoscaler_groups: Vec<String>,
+    /// What is compared: at least one; the first is the baseline.
+    pub variants: Vec<Variant>,
+}
+
+/// One configuration under test.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Variant {
+    /// Its name in reports and assertions (`variants.<name>.cost`).
+    pub name: String,
+    /// A KubeSchedulerConfiguration file, as `ksim run --scheduler-config`.
+    pub scheduler_config: Option<String>,
+    /// CA flags as `--autoscaler-arg FLAG=VALUE`.
+    #[serde(default)]
+    pub autoscaler_args: Vec<String>,
+    /// Trace rules applied before the replay, as `ksim run --transform`.
+    pub transform: Option<String>,
+    /// Replaces the experiment's node groups for this variant.
+    pub node_groups: Option<Vec<String>>,
+    /// Replaces the experiment's autoscaler groups for this variant.
+    pub autoscaler_groups: Option<Vec<String>>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn one_run() -> u32 {
+    1
+}
+
+/// Most runs of one variant an experiment may ask for.
+pub const MAX_REPEATS: u32 = 100;
+
+/// An experiment file that cannot be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExperimentError {
+    #[error("experiment {file}: {message}")]
+    Invalid { file: String, message: String },
+}
+
+impl Experiment {
+    /// Reads and checks the YAML text of `file`.
+    pub fn parse(file: &str, yaml: &str) -> Result<Self, ExperimentError> {
+        let invalid = |message: String| ExperimentError::Invalid {
+            file: file.to_owned(),
+            message,
+        };
+        // The parser's first line says where and what; the rest is a snippet of the file.
+        let experiment: Self = serde_saphyr::from_str(yaml).map_err(|error| {
+            let text = error.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            invalid(first.trim_start_matches("error: ").to_owned())
+        })?;
+        if !(experiment.speed.is_finite() && experiment.speed > 0.0) {
+            return Err(invalid(format!(
+                "speed must be a number > 0, got {}",
+                experiment.speed
+            )));
+        }
+        if !(1..=MAX_REPEATS).contains(&experiment.repeats) {
+            return Err(invalid(format!(
+                "repeats must be 1 to {MAX_REPEATS}, got {}",
+                experiment.repeats
+            )));
+        }
+        if experiment.variants.is_empty() {
+            return Err(invalid("variants: give at least one".to_owned()));
+        }
+        let mut names = BTreeSet::new();
+        for variant in &experiment.variants {
+            if !is_identifier(&variant.name) {
+                return Err(invalid(format!(
+                    "variant name {:?} must be letters, digits and '_', not starting with a \
+                     digit (assertions name it: variants.<name>.cost)",
+                    variant.name
+                )));
+            }
+            if !names.insert(variant.name.as_str()) {
+                return Err(invalid(format!("variant {} is named twice", variant.name)));
+            }
+            if !experiment.autoscaler && !variant.autoscaler_args.is_empty() {
+                return Err(invalid(format!(
+                    "variant {}: autoscalerArgs need autoscaler: true",
+                    variant.name
+                )));
+            }
+        }
+        Ok(experiment)
+    }
+}
+
+fn is_identifier(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "\
+trace: demo.ktrace
+speed: 10
+repeats: 2
+autoscaler: true
+autoscalerGroups: [\"m5=skeleton.yaml:1:6:1\"]
+variants:
+- name: baseline
+- name: packed
+  schedulerConfig: packed.yaml
+  autoscalerArgs: [expander=least-waste]
+";
+
+    #[test]
+    fn a_file_reads_whole() {
+        let experiment = Experiment::parse("e.yaml", FILE).unwrap();
+        assert_eq!(experiment.trace, "demo.ktrace");
+        assert_eq!((experiment.speed, experiment.repeats), (10.0, 2));
+        assert_eq!(experiment.variants.len(), 2);
+        let packed = &experiment.variants[1];
+        assert_eq!(packed.scheduler_config.as_deref(), Some("packed.yaml"));
+        assert_eq!(packed.autoscaler_args, ["expander=least-waste"]);
+        assert_eq!(
+            experiment.variants[0],
+            Variant {
+                name: "baseline".into(),
+                ..Variant::default()
+            }
+        );
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let cases = [
+            (format!("{FILE}colour: red\n"), "unknown field `colour`"),
+            (
+                FILE.replace("  schedulerConfig", "  schedulerConfg"),
+                "unknown field `schedulerConfg`",
+            ),
+            (FILE.replace("speed: 10", "speed: 0"), "speed must be"),
+            (FILE.replace("repeats: 2", "repeats: 0"), "repeats must be"),
+            (
+                FILE.replace("name: packed", "name: baseline"),
+                "named twice",
+            ),
+            (FILE.replace("name: packed", "name: 2fast"), "\"2fast\""),
+            (
+                FILE.replace("autoscaler: true", "autoscaler: false"),
+                "autoscalerArgs need autoscaler: true",
+            ),
+            ("trace: t\nvariants: []\n".to_owned(), "at least one"),
+        ];
+        for (text, expected) in cases {
+            let error = Experiment::parse("e.yaml", &text).unwrap_err().to_string();
+            assert_eq!(error.lines().count(), 1, "{error}");
+            assert!(error.starts_with("experiment e.yaml: "), "{error}");
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! `ksim experiment run -f FILE`: every variant of an experiment, each repeated, in turn through
+//! the driver (which applies each variant's configuration and leaves nothing between runs),
+//! then their comparison and the `--assert`ions over it.
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use ksim_experiment::{
+    assertions::{Assertion, Stat, VariantFigures},
+    experiment::{Experiment, Variant},
+};
+use ksim_proto::ksim::driver::v1::{SimulationSpec, SimulationState};
+use ksim_report::{Comparison, Report};
+
+use crate::{
+    driver::DriverArgs,
+    run::{OnError, RunArgs, groups, run_simulation, spec, state_name},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum ExperimentCommand {
+    /// Run every variant of an experiment file, compare them and check the assertions.
+    Run(ExperimentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
+    /// `autoscalerGroups`, and `variants` (each `name` and any of `schedulerConfig`,
+    /// `autoscalerArgs`, `transform`, `nodeGroups`, `autoscalerGroups`). Paths are relative to it.
+    #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
+    pub file: PathBuf,
+
+    /// A CEL expression that must hold over the comparison (repeatable), e.g.
+    /// `variants.packed.cost <= variants.baseline.cost * 0.95`; the exit is non-zero when one
+    /// does not.
+    #[arg(long = "assert", value_name = "CEL")]
+    pub assertions: Vec<String>,
+
+    /// Where the reports and the comparison go; default `<EXPERIMENT>-results` beside the file.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub driver: DriverArgs,
+}
+
+pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
+    let ExperimentCommand::Run(args) = command;
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read experiment {}", args.file.display()))?;
+    let experiment = Experiment::parse(&args.file.display().to_string(), &text)?;
+    // Everything is checked before the first simulation: assertions, files, groups.
+    let assertions = args
+        .assertions
+        .iter()
+        .map(|source| Assertion::compile(source))
+        .collect::<Result<Vec<_>, _>>()?;
+    let base = args.file.parent().unwrap_or(Path::new("."));
+    let mut specs = Vec::new();
+    for variant in &experiment.variants {
+        let run_args = run_args(&experiment, variant, base, &args.driver)
+            .with_context(|| format!("variant {}", variant.name))?;
+        let spec = spec::build(&run_args).with_context(|| format!("variant {}", variant.name))?;
+        specs.push((variant.name.clone(), spec));
+    }
+    let output = match &args.output {
+        Some(dir) => dir.clone(),
+        None => {
+            let stem = args.file.file_stem().unwrap_or_default().to_string_lossy();
+            base.join(format!("{stem}-results"))
+        }
+    };
+    std::fs::create_dir_all(&output).with_context(|| format!("creating {}", output.display()))?;
+
+    let mut out = std::io::stdout();
+    let runs = run_all(
+        &args.driver.url,
+        &specs,
+        experiment.repeats,
+        &output,
+        &mut out,
+    )
+    .await?;
+    let comparison = write_comparison(&runs, &output)?;
+    write!(out, "{}", comparison.table())?;
+    for variant in &runs {
+        let states: Vec<String> = variant
+            .runs
+            .iter()
+            .map(|run| format!("{} {}", run.id, state_name(run.state)))
+            .collect();
+        writeln!(out, "  {}: {}", variant.name, states.join(", "))?;
+    }
+    writeln!(
+        out,
+        "ksim experiment: reports and comparison in {}",
+        output.display()
+    )?;
+
+    let figures = variant_figures(&runs, &comparison);
+    let mut failed = Vec::new();
+    for assertion in &assertions {
+        match assertion.holds(&figures) {
+            Ok(true) => writeln!(out, "  assert ok:     {}", assertion.source())?,
+            Ok(false) => {
+                writeln!(out, "  assert FAILED: {}", assertion.source())?;
+                failed.push(assertion.source().to_owned());
+            }
+            Err(error) => {
+                writeln!(out, "  assert FAILED: {error}")?;
+                failed.push(assertion.source().to_owned());
+            }
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} of {} assertions failed: {}",
+            failed.len(),
+            assertions.len(),
+            failed.join("; ")
+        );
+    }
+    let total: usize = runs.iter().map(|v| v.runs.len()).sum();
+    let unfinished = runs
+        .iter()
+        .flat_map(|v| &v.runs)
+        .filter(|run| run.state != SimulationState::Succeeded)
+        .count();
+    if unfinished > 0 {
+        anyhow::bail!("{unfinished} of {total} runs did not succeed");
+    }
+    Ok(())
+}
+
+/// `ksim run`'s arguments for one variant, its paths resolved against the experiment file's.
+fn run_args(
+    experiment: &Experiment,
+    variant: &Variant,
+    base: &Path,
+    driver: &DriverArgs,
+) -> anyhow::Result<RunArgs> {
+    let path = |relative: &str| base.join(relative);
+    let group = |text: &String| -> anyhow::Result<String> {
+        // NAME=SKELETON...: the skeleton is relative to the experiment file too.
+        let (name, rest) = text
+            .split_once('=')
+            .with_context(|| format!("group {text:?}: expected NAME=SKELETON.yaml:..."))?;
+        Ok(format!("{name}={}", path(rest).display()))
+    };
+    let node_groups = variant
+        .node_groups
+        .as_ref()
+        .unwrap_or(&experiment.node_groups)
+        .iter()
+        .map(|text| {
+            groups::parse_node_group(&group(text)?)
+                .map_err(|error| anyhow::anyhow!("node group {text:?}: {error}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let autoscaler_groups = variant
+        .autoscaler_groups
+        .as_ref()
+        .unwrap_or(&experiment.autoscaler_groups)
+        .iter()
+        .map(|text| {
+            groups::parse_autoscaler_group(&group(text)?)
+                .map_err(|error| anyhow::anyhow!("autoscaler group {text:?}: {error}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for arg in &variant.autoscaler_args {
+        arg.parse::<ksim_experiment::AutoscalerFlag>()?;
+    }
+    Ok(RunArgs {
+        trace_file: Some(path(&experiment.trace)),
+        transform: variant.transform.as_deref().map(path),
+        speed: experiment.speed,
+        duration: None,
+        namespace_prefix: None,
+        on_error: OnError::Continue,
+        node_groups,
+        autoscaler_groups,
+        autoscaler: experiment.autoscaler,
+        scheduler_config: variant.scheduler_config.as_deref().map(path),
+        autoscaler_args: variant.autoscaler_args.clone(),
+        reschedule_bare_pods: false,
+        repeat: 1,
+        stored: false,
+        trace_id: None,
+        start: None,
+        end: None,
+        driver: driver.clone(),
+    })
+}
+
+/// One variant's runs.
+struct VariantRuns {
+    name: String,
+    runs: Vec<Finished>,
+}
+
+struct Finished {
+    id: String,
+    state: SimulationState,
+    report: Option<Report>,
+}
+
+/// Every variant x repeat in turn; a run's report goes to `<output>/<variant>/<n>/report.json`.
+/// A run the driver refuses or that fails is recorded and the next one runs; a cancelled one
+/// (Ctrl-C) ends the experiment there.
+async fn run_all(
+    driver_url: &str,
+    specs: &[(String, SimulationSpec)],
+    repeats: u32,
+    output: &Path,
+    out: &mut impl Write,
+) -> anyhow::Result<Vec<VariantRuns>> {
+    let mut variants = Vec::new();
+    'variants: for (name, spec) in specs {
+        let mut runs = Vec::new();
+        for round in 1..=repeats {
+            writeln!(
+                out,
+                "ksim experiment: variant {name}, run {round} of {repeats}"
+            )?;
+            let outcome = match run_simulation(driver_url, spec.clone(), out, false).await {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    writeln!(out, "ksim experiment: variant {name} failed: {error:#}")?;
+                    runs.push(Finished {
+                        id: "(not started)".to_owned(),
+                        state: SimulationState::Failed,
+                        report: None,
+                    });
+                    continue;
+                }
+            };
+            let report = Report::from_proto(&outcome.report);
+            let dir = output.join(name).join(round.to_string());
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let json = serde_json::to_vec_pretty(&report)?;
+            std::fs::write(dir.join("report.json"), json)
+                .with_context(|| format!("writing {}", dir.display()))?;
+            let state = outcome.simulation.state();
+            runs.push(Finished {
+                id: outcome.simulation.id.clone(),
+                state,
+                report: Some(report),
+            });
+            if state == SimulationState::Cancelled {
+                variants.push(VariantRuns {
+                    name: name.clone(),
+                    runs,
+                });
+                break 'variants;
+            }
+        }
+        variants.push(VariantRuns {
+            name: name.clone(),
+            runs,
+        });
+    }
+    Ok(variants)
+}
+
+/// The comparison of the variants' succeeded runs (means, spread), written as
+/// `comparison.json`, `comparison.txt` and `comparison.svg` (each variant's first run).
+fn write_comparison(runs: &[VariantRuns], output: &Path) -> anyhow::Result<Comparison> {
+    let repeated: Vec<(String, Vec<&Report>)> = runs
+        .iter()
+        .map(|variant| (variant.name.clone(), succeeded(variant)))
+        .collect();
+    let comparison = ksim_report::compare_repeated(&repeated);
+    let write = |name: &str, bytes: &[u8]| {
+        let path = output.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
+    write("comparison.json", &serde_json::to_vec_pretty(&comparison)?)?;
+    write("comparison.txt", comparison.table().as_bytes())?;
+    let firsts: Vec<(String, Report)> = repeated
+        .iter()
+        .filter_map(|(name, reports)| Some((name.clone(), (*reports.first()?).clone())))
+        .collect();
+    write(
+        "comparison.svg",
+        ksim_report::render_comparison_svg(&firsts)?.as_bytes(),
+    )?;
+    Ok(comparison)
+}
+
+/// The reports of a variant's runs that succeeded.
+fn succeeded(variant: &VariantRuns) -> Vec<&Report> {
+    variant
+        .runs
+        .iter()
+        .filter(|run| run.state == SimulationState::Succeeded)
+        .filter_map(|run| run.report.as_ref())
+        .collect()
+}
+
+/// What assertions see: each variant's figures (mean, min, max) and its unfinished runs.
+fn variant_figures(
+    runs: &[VariantRuns],
+    comparison: &Comparison,
+) -> BTreeMap<String, VariantFigures> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, variant)| {
+            let figures = comparison
+                .figures
+                .iter()
+                .filter_map(|figure| {
+                    let stat = Stat {
+                        mean: figure.values.get(i).copied().flatten()?,
+                        min: figure.min.get(i).copied().flatten()?,
+                        max: figure.max.get(i).copied().flatten()?,
+                    };
+                    Some((figure.name.clone(), stat))
+                })
+                .collect();
+            let failed = variant
+                .runs
+                .iter()
+                .filter(|run| run.state != SimulationState::Succeeded)
+                .count();
+            (
+                variant.name.clone(),
+                VariantFigures {
+                    figures,
+                    failed: u32::try_from(failed).unwrap_or(u32::MAX),
+                },
+            )
+        })
+        .collect()
+}
