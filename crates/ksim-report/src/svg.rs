@@ -133,14 +133,7 @@ fn draw<DB: DrawingBackend>(
         line(label.into(), color.stroke_width(2), true, &value)?;
     }
 
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 14))
-        .draw()?;
-    root.present()
+    legend_and_present(&mut chart, root)
 }
 
 /// The comparison chart: recorded series dashed, simulated solid, one color per series;
@@ -231,14 +224,7 @@ fn draw_fidelity<DB: DrawingBackend>(
         anno.label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], solid));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 14))
-        .draw()?;
-    root.present()
+    legend_and_present(&mut chart, root)
 }
 
 /// Runs side by side (`ksim compare`): each run's nodes (solid, left axis) and pending pods
@@ -303,6 +289,14 @@ fn draw_comparison<DB: DrawingBackend>(
             color.mix(0.8).stroke_width(2),
         ))?;
     }
+    legend_and_present(&mut chart, root)
+}
+
+/// Every chart's legend (upper left, on white) and the end of its drawing.
+fn legend_and_present<'a, DB: DrawingBackend + 'a>(
+    chart: &mut DualCoordChartContext<'a, DB, Axes, Axes>,
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
