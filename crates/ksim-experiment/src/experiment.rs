@@ -42,6 +42,8 @@ pub struct Variant {
     /// CA flags as `--autoscaler-arg FLAG=VALUE`.
     #[serde(default)]
     pub autoscaler_args: Vec<String>,
+    /// The cloud provider's pricing and per-group options, as `ksim run --provider-config`.
+    pub provider_config: Option<String>,
     /// Trace rules applied before the replay, as `ksim run --transform`.
     pub transform: Option<String>,
     /// Replaces the experiment's node groups for this variant.

@@ -171,6 +171,10 @@ pub fn observations() -> Observations {
                 from_defaults: false,
                 floored: false,
             }],
+            provider: Some(crate::ProviderConfiguration {
+                source: "prices.yaml".into(),
+                yaml: "pricing: {instanceTypes: {m5.large: 0.096}}".into(),
+            }),
         }),
         prices: BTreeMap::from([(
             "group-a".to_owned(),

@@ -56,7 +56,8 @@ pub use input::{
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost, Percentiles,
-    Report, ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity, WaitReason,
+    ProviderConfiguration, Report, ReportedError, ReportedNodeChange, SchedulerConfiguration,
+    SeriesFidelity, WaitReason,
 };
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};

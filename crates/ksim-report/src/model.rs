@@ -117,6 +117,17 @@ pub struct Configuration {
     pub speed: f64,
     /// CA's flags a configuration may set: the environment's defaults and the given ones.
     pub autoscaler_flags: Vec<AutoscalerFlag>,
+    /// The cloud provider's configuration (pricing, per-group options) it ran with; `None`:
+    /// none. Defaulted for reports written before it was kept.
+    #[serde(default)]
+    pub provider: Option<ProviderConfiguration>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderConfiguration {
+    /// Where it came from (a file name).
+    pub source: String,
+    pub yaml: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,8 @@ use ksim_trace::time::{millis, timestamp};
 use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use super::model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost, Percentiles,
-    Report, ReportedError, ReportedNodeChange, SchedulerConfiguration, SeriesFidelity, WaitReason,
+    ProviderConfiguration, Report, ReportedError, ReportedNodeChange, SchedulerConfiguration,
+    SeriesFidelity, WaitReason,
 };
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
@@ -106,6 +107,10 @@ impl Configuration {
                     floored: flag.floored,
                 })
                 .collect(),
+            provider: self.provider.as_ref().map(|p| env::ProviderConfig {
+                source: p.source.clone(),
+                yaml: p.yaml.clone(),
+            }),
         }
     }
 
@@ -132,6 +137,10 @@ impl Configuration {
                     floored: flag.floored,
                 })
                 .collect(),
+            provider: applied.provider.as_ref().map(|p| ProviderConfiguration {
+                source: p.source.clone(),
+                yaml: p.yaml.clone(),
+            }),
         }
     }
 }

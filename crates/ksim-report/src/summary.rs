@@ -301,6 +301,9 @@ pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<Str
         None => "scheduler:         its defaults".to_owned(),
     };
     let mut lines = vec![scheduler];
+    if let Some(provider) = &configuration.provider {
+        lines.push(format!("provider config:   {}", provider.source));
+    }
     if !configuration.autoscaler {
         return lines;
     }
@@ -609,11 +612,16 @@ mod tests {
                 flag("scale-down-unneeded-time", "2m", "12s", false),
                 flag("expander", "price", "price", false),
             ],
+            provider: Some(env::ProviderConfig {
+                source: "prices.yaml".into(),
+                yaml: String::new(),
+            }),
         };
         assert_eq!(
             configuration_lines(&configuration),
             [
                 "scheduler:         packed.yaml",
+                "provider config:   prices.yaml",
                 "autoscaler flags:  scale-down-unneeded-time=2m (runs 12s), expander=price",
                 "                   at 10x the defaults run as: scan-interval=1s (runs 100ms, CA's floor)",
             ]

@@ -27,11 +27,19 @@ pub struct Args {
     pub kube: KubeArgs,
     #[command(flatten)]
     pub provider: ProviderArgs,
+    /// Check the --provider-config file and exit (0 when it can be taken) without serving:
+    /// how a tool asks the provider itself to judge a configuration.
+    #[arg(long)]
+    pub check_config: bool,
 }
 
 impl Args {
     /// The whole process: logs, settings, connect, watch, serve until SIGTERM.
     pub async fn run(self) -> anyhow::Result<()> {
+        if self.check_config {
+            self.provider.settings()?;
+            return Ok(());
+        }
         let _telemetry = ksim_grpc::init_telemetry("ksim-cloudprov", &self.serve.log)?;
         let settings = self.provider.settings()?;
         let client = self

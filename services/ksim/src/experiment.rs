@@ -32,7 +32,8 @@ pub enum ExperimentCommand {
 pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
     /// `autoscalerGroups`, and `variants` (each `name` and any of `schedulerConfig`,
-    /// `autoscalerArgs`, `transform`, `nodeGroups`, `autoscalerGroups`). Paths are relative to it.
+    /// `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`). Paths
+    /// are relative to it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
@@ -187,6 +188,7 @@ fn run_args(
         autoscaler_groups,
         autoscaler: experiment.autoscaler,
         scheduler_config: variant.scheduler_config.as_deref().map(path),
+        provider_config: variant.provider_config.as_deref().map(path),
         autoscaler_args: variant.autoscaler_args.clone(),
         reschedule_bare_pods: false,
         repeat: 1,

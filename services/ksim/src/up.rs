@@ -74,7 +74,7 @@ pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
         "  export KUBECONFIG={}",
         env.kubeconfig_path().display()
     )?;
-    for (spec, pid, log) in env.services() {
+    for (spec, pid, log) in env.services().await {
         writeln!(
             out,
             "  {:<10} {}  pid {}  (metrics {}/metrics, log {})",

@@ -6,8 +6,10 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    ffi::OsString,
     path::{Path, PathBuf},
     sync::Arc,
+    time::Duration,
 };
 
 use ksim_experiment::{AutoscalerFlags, FlagSource, autoscaler::run_flags, scheduler};
@@ -22,7 +24,7 @@ use ksim_testenv::autoscaler::{
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
-use super::cluster::Cluster;
+use super::{cluster::Cluster, services::ServiceProcess};
 
 /// What the scheduler runs with besides its defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,11 +52,45 @@ impl AutoscalerRun {
     }
 }
 
-/// What runs, or is to run: `None` is the scheduler's defaults, or no CA.
+/// A cloud provider configuration file the provider runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderFile {
+    /// Where the user's file came from, for messages and the report.
+    pub source: String,
+    pub yaml: String,
+    /// The file the provider reads (absolute: it runs elsewhere than this process).
+    pub path: PathBuf,
+}
+
+impl ProviderFile {
+    /// `ksim up --provider-config FILE`.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let canonical = std::fs::canonicalize(path)
+            .with_context(|| format!("cannot read the provider config {}", path.display()))?;
+        let yaml = std::fs::read_to_string(&canonical)
+            .with_context(|| format!("cannot read the provider config {}", path.display()))?;
+        Ok(Self {
+            source: path.display().to_string(),
+            yaml,
+            path: canonical,
+        })
+    }
+
+    fn to_proto(&self) -> pb::ProviderConfig {
+        pb::ProviderConfig {
+            source: self.source.clone(),
+            yaml: self.yaml.clone(),
+        }
+    }
+}
+
+/// What runs, or is to run: `None` is the scheduler's defaults, no CA, or no provider config.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Setup {
     scheduler: Option<SchedulerRun>,
     autoscaler: Option<AutoscalerRun>,
+    provider: Option<ProviderFile>,
 }
 
 impl Setup {
@@ -73,6 +109,7 @@ impl Setup {
             autoscaler,
             speed,
             autoscaler_flags,
+            provider: self.provider.as_ref().map(ProviderFile::to_proto),
         }
     }
 }
@@ -95,11 +132,16 @@ fn flags_as_run(
         .collect()
 }
 
-/// The cluster and cluster-autoscaler of an environment: what a configuration changes.
+/// The cluster, the cloud provider and cluster-autoscaler of an environment: what a
+/// configuration changes.
 #[derive(Debug)]
 pub struct Components {
     pub cluster: Option<Cluster>,
     pub autoscaler: Option<ClusterAutoscaler>,
+    /// The cloud provider service; a provider configuration restarts it.
+    pub provider: Option<ServiceProcess>,
+    /// Its flags besides `--provider-config`.
+    provider_args: Vec<OsString>,
     kubeconfig: PathBuf,
     cloud_provider_address: String,
     /// Where the scheduler configurations it runs are written.
@@ -120,6 +162,8 @@ impl Components {
             kubeconfig: cluster.kubeconfig_path().to_owned(),
             cluster: Some(cluster),
             autoscaler: None,
+            provider: None,
+            provider_args: Vec::new(),
             cloud_provider_address,
             config_dir,
             autoscaler_binary: None,
@@ -128,6 +172,20 @@ impl Components {
             defaults: Setup::default(),
             files_written: 0,
         }
+    }
+
+    /// The environment started the cloud provider with `args` (besides `--provider-config`)
+    /// and `config`: its defaults, restored after every simulation.
+    pub fn started_provider(
+        &mut self,
+        provider: ServiceProcess,
+        args: Vec<OsString>,
+        config: Option<ProviderFile>,
+    ) {
+        self.provider = Some(provider);
+        self.provider_args = args;
+        self.defaults.provider.clone_from(&config);
+        self.running.provider = config;
     }
 
     /// The environment started CA (see [`Self::start_default_autoscaler`]): it is part of its
@@ -177,10 +235,77 @@ impl Components {
         } else {
             self.defaults.autoscaler.clone()
         };
+        let provider = match configuration.provider {
+            Some(given) if !given.yaml.trim().is_empty() => Some(self.check_provider(given).await?),
+            _ => self.defaults.provider.clone(),
+        };
         Ok(Setup {
             scheduler,
             autoscaler,
+            provider,
         })
+    }
+
+    /// The provider configuration written where the provider reads it, and judged by the
+    /// provider binary itself (`--check-config`).
+    async fn check_provider(&mut self, given: pb::ProviderConfig) -> Result<ProviderFile, Status> {
+        let source = if given.source.is_empty() {
+            "(unnamed)".to_owned()
+        } else {
+            given.source.clone()
+        };
+        let binary = self
+            .provider
+            .as_ref()
+            .map(|provider| provider.binary().to_owned())
+            .ok_or_else(|| Status::failed_precondition("the cloud provider is stopped"))?;
+        let path = self.write_file("provider", &given.yaml)?;
+        let output = tokio::process::Command::new(&binary)
+            .arg("--check-config")
+            .arg("--provider-config")
+            .arg(&path)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|error| Status::internal(format!("running {}: {error}", binary.display())))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let first = stderr
+                .lines()
+                .find(|line| !line.trim().is_empty())
+                .unwrap_or("");
+            // Its words name the environment's copy; the user's file is what they know.
+            let reason = first
+                .trim_start_matches("Error: ")
+                .replace(
+                    &format!("provider config {} is invalid: ", path.display()),
+                    "",
+                )
+                .replace(&path.display().to_string(), &source);
+            return Err(Status::invalid_argument(format!(
+                "provider configuration {source}: the cloud provider refuses it: {reason}"
+            )));
+        }
+        Ok(ProviderFile {
+            source,
+            yaml: given.yaml,
+            path,
+        })
+    }
+
+    /// Writes `text` as the next `<kind>-<n>.yaml` of the configuration directory.
+    fn write_file(&mut self, kind: &str, text: &str) -> Result<PathBuf, Status> {
+        std::fs::create_dir_all(&self.config_dir).map_err(|error| {
+            Status::internal(format!("creating {}: {error}", self.config_dir.display()))
+        })?;
+        self.files_written += 1;
+        let path = self
+            .config_dir
+            .join(format!("{kind}-{}.yaml", self.files_written));
+        std::fs::write(&path, text)
+            .map_err(|error| Status::internal(format!("writing {}: {error}", path.display())))?;
+        Ok(path)
     }
 
     async fn check_scheduler(
@@ -209,15 +334,7 @@ impl Components {
         let text = scheduler::for_environment(&source, &given.yaml, kubeconfig)
             .map_err(|error| Status::invalid_argument(error.to_string()))?;
         let binaries = control_plane.binaries().clone();
-        std::fs::create_dir_all(&self.config_dir).map_err(|error| {
-            Status::internal(format!("creating {}: {error}", self.config_dir.display()))
-        })?;
-        self.files_written += 1;
-        let path = self
-            .config_dir
-            .join(format!("scheduler-{}.yaml", self.files_written));
-        std::fs::write(&path, text)
-            .map_err(|error| Status::internal(format!("writing {}: {error}", path.display())))?;
+        let path = self.write_file("scheduler", &text)?;
         let as_run_yaml =
             binaries
                 .check_scheduler_config(&path)
@@ -300,6 +417,28 @@ impl Components {
             }
             tracing::info!(config = ?config, "kube-scheduler restarted");
             self.running.scheduler = wanted.scheduler;
+        }
+        if wanted.provider != self.running.provider {
+            let mut args = self.provider_args.clone();
+            if let Some(file) = &wanted.provider {
+                args.extend(["--provider-config".into(), file.path.clone().into()]);
+            }
+            let provider = self
+                .provider
+                .as_mut()
+                .ok_or_else(|| Status::failed_precondition("the cloud provider is stopped"))?;
+            let restarted = provider
+                .restart_with(args, Duration::from_secs(15))
+                .await
+                .map_err(|error| Status::internal(format!("{error:#}")));
+            self.running.provider = None;
+            restarted?;
+            provider
+                .wait_healthy(Duration::from_secs(90))
+                .await
+                .map_err(|error| Status::internal(format!("{error:#}")))?;
+            tracing::info!(config = ?wanted.provider.as_ref().map(|f| &f.path), "cloud provider restarted");
+            self.running.provider = wanted.provider.clone();
         }
         if wanted.autoscaler != self.running.autoscaler {
             // The old CA must be gone first: two would act on the same groups.

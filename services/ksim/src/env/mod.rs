@@ -24,7 +24,7 @@ use tokio::sync::Mutex;
 
 use self::{
     cluster::Cluster,
-    configuration::{Components, EnvironmentService},
+    configuration::{Components, EnvironmentService, ProviderFile},
     services::{CLOUD_PROVIDER, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
     state::{EnvState, Urls},
 };
@@ -55,9 +55,11 @@ pub struct EnvOptions {
 /// A running local environment, stopped by [`LocalEnv::shutdown`] or, failing that, on drop.
 #[derive(Debug)]
 pub struct LocalEnv {
-    // Services in start order; they are stopped in reverse, before the cluster goes.
+    // Services in start order (the cloud provider, which a configuration restarts, is in
+    // `components`); they are stopped in reverse, before the cluster goes.
     services: Vec<ServiceProcess>,
-    /// The cluster and CA, shared with the environment API, which restarts their components.
+    /// The cluster, the cloud provider and CA, shared with the environment API, which
+    /// restarts them.
     components: Arc<Mutex<Components>>,
     /// The environment API's server; stopped before anything it could restart.
     server: Option<ksim_grpc::Running>,
@@ -142,19 +144,31 @@ impl LocalEnv {
         let tracer_args = ["--data-dir".into(), tracer_data.into()];
         env.spawn(tracer, &tracer_args, &log_dir)?;
         env.spawn(pool, &namespace(), &log_dir)?;
-        let provider_args: Vec<OsString> = match &options.provider_config {
-            // The provider runs elsewhere than this process's working directory.
-            Some(path) => {
-                let path = std::fs::canonicalize(path).with_context(|| {
-                    format!("cannot read the provider config {}", path.display())
-                })?;
-                vec!["--provider-config".into(), path.into()]
-            }
-            None => Vec::new(),
+        let provider_config = match &options.provider_config {
+            Some(path) => Some(ProviderFile::read(path)?),
+            None => None,
         };
-        env.spawn(cloud_provider, &provider_args, &log_dir)?;
+        let provider_args = provider_config
+            .as_ref()
+            .map(|file| vec!["--provider-config".into(), file.path.clone().into()])
+            .unwrap_or_default();
+        let (spec, binary) = cloud_provider;
+        let provider = ServiceProcess::spawn(
+            spec,
+            &binary,
+            &env.with_kubeconfig(&provider_args),
+            &log_dir,
+        )?;
+        env.components.lock().await.started_provider(
+            provider,
+            env.with_kubeconfig(&[]),
+            provider_config,
+        );
         for service in &mut env.services {
             service.wait_healthy(HEALTH_DEADLINE).await?;
+        }
+        if let Some(provider) = env.components.lock().await.provider.as_mut() {
+            provider.wait_healthy(HEALTH_DEADLINE).await?;
         }
 
         let report_dir = env.state_dir.join("reports");
@@ -212,10 +226,16 @@ impl LocalEnv {
     }
 
     /// Each service: its spec (name, URL, ports), pid and log file.
-    pub fn services(&self) -> impl Iterator<Item = (ServiceSpec, Option<u32>, &Path)> {
-        self.services
-            .iter()
-            .map(|service| (service.spec(), service.pid(), service.log_path()))
+    pub async fn services(&self) -> Vec<(ServiceSpec, Option<u32>, PathBuf)> {
+        let describe = |service: &ServiceProcess| {
+            (service.spec(), service.pid(), service.log_path().to_owned())
+        };
+        let mut services: Vec<_> = self.services.iter().map(describe).collect();
+        if let Some(provider) = self.components.lock().await.provider.as_ref() {
+            // In start order: before the driver.
+            services.insert(services.len().saturating_sub(1), describe(provider));
+        }
+        services
     }
 
     /// The running cluster-autoscaler, if any: its pid, metrics URL and log.
@@ -238,33 +258,13 @@ impl LocalEnv {
         let now = std::time::Instant::now();
         let mut events = Vec::new();
         for service in &mut self.services {
-            let name = service.spec().name;
-            if !service.backoff().waiting()
-                && let Some(status) = service.exited()
-            {
-                let delay = service.backoff().died(now);
-                events.push(format!(
-                    "{name} exited ({status}); log {}; restarting it{}",
-                    service.log_path().display(),
-                    if delay.is_zero() {
-                        String::new()
-                    } else {
-                        format!(" in {}s", delay.as_secs())
-                    }
-                ));
-            }
-            if service.backoff().due(now) {
-                match service.restart() {
-                    Ok(()) => events.push(format!(
-                        "{name} restarted (pid {})",
-                        service.pid().unwrap_or_default()
-                    )),
-                    Err(error) => {
-                        service.backoff().died(now);
-                        events.push(format!("{name} could not be restarted: {error:#}"));
-                    }
-                }
-            }
+            supervise(service, now, &mut events);
+        }
+        // Busy only while a configuration restarts it: then it is looked at next time.
+        if let Ok(mut components) = self.components.try_lock()
+            && let Some(provider) = components.provider.as_mut()
+        {
+            supervise(provider, now, &mut events);
         }
         if !events.is_empty() {
             state::append_supervision(&self.state_dir, &events);
@@ -277,8 +277,13 @@ impl LocalEnv {
         while let Some(mut service) = self.services.pop() {
             // The driver deletes what a cancelled simulation created (and restores the
             // configuration through the API below): give it time.
-            let grace = if service.spec() == DRIVER { 30 } else { 15 };
+            let driver = service.spec() == DRIVER;
+            let grace = if driver { 30 } else { 15 };
             service.stop(Duration::from_secs(grace)).await;
+            // The provider was started between the pool and the driver.
+            if driver && let Some(mut provider) = self.components.lock().await.provider.take() {
+                provider.stop(Duration::from_secs(15)).await;
+            }
         }
         if let Some(server) = self.server.take()
             && let Err(error) = server.shutdown().await
@@ -320,12 +325,16 @@ impl LocalEnv {
         args: &[OsString],
         log_dir: &Path,
     ) -> anyhow::Result<()> {
-        // Every service takes the same connection flags (ksim_kube::KubeArgs).
-        let mut args = args.to_vec();
-        args.extend(["--kubeconfig".into(), OsString::from(&self.kubeconfig)]);
-        let service = ServiceProcess::spawn(spec, &binary, &args, log_dir)?;
+        let service = ServiceProcess::spawn(spec, &binary, &self.with_kubeconfig(args), log_dir)?;
         self.services.push(service);
         Ok(())
+    }
+
+    /// `args` and the connection flags every service takes (ksim_kube::KubeArgs).
+    fn with_kubeconfig(&self, args: &[OsString]) -> Vec<OsString> {
+        let mut args = args.to_vec();
+        args.extend(["--kubeconfig".into(), OsString::from(&self.kubeconfig)]);
+        args
     }
 
     /// The tracer's data directory. An embedded cluster is new every time, so a log recorded
@@ -373,12 +382,50 @@ impl Drop for LocalEnv {
         }
         self.server = None;
         // Each service's own drop stops it; popping keeps the reverse order.
+        if let Some(driver) = self.services.pop() {
+            drop(driver);
+            if let Some(components) = components.as_mut() {
+                components.provider = None;
+            }
+        }
         while self.services.pop().is_some() {}
         if let Some(components) = components.as_mut() {
             components.cluster = None;
         }
         drop(components);
         self.remove_state();
+    }
+}
+
+/// Checks `service`: one that exited is reported (name, exit status, log) and started again
+/// after its backoff; what happened goes to `events`.
+fn supervise(service: &mut ServiceProcess, now: std::time::Instant, events: &mut Vec<String>) {
+    let name = service.spec().name;
+    if !service.backoff().waiting()
+        && let Some(status) = service.exited()
+    {
+        let delay = service.backoff().died(now);
+        events.push(format!(
+            "{name} exited ({status}); log {}; restarting it{}",
+            service.log_path().display(),
+            if delay.is_zero() {
+                String::new()
+            } else {
+                format!(" in {}s", delay.as_secs())
+            }
+        ));
+    }
+    if service.backoff().due(now) {
+        match service.restart() {
+            Ok(()) => events.push(format!(
+                "{name} restarted (pid {})",
+                service.pid().unwrap_or_default()
+            )),
+            Err(error) => {
+                service.backoff().died(now);
+                events.push(format!("{name} could not be restarted: {error:#}"));
+            }
+        }
     }
 }
 

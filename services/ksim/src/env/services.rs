@@ -189,6 +189,23 @@ impl ServiceProcess {
         Ok(())
     }
 
+    /// Stops the service and starts it with `args` instead, its output appended to the same
+    /// log; the caller waits for its health.
+    pub async fn restart_with(
+        &mut self,
+        args: Vec<OsString>,
+        grace: Duration,
+    ) -> anyhow::Result<()> {
+        self.stop(grace).await;
+        self.launch.args = args;
+        self.restart()
+    }
+
+    /// The binary it runs.
+    pub fn binary(&self) -> &Path {
+        &self.launch.binary
+    }
+
     pub fn spec(&self) -> ServiceSpec {
         self.spec
     }

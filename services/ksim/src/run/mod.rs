@@ -60,6 +60,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub scheduler_config: Option<PathBuf>,
 
+    /// The cloud provider's pricing and per-group options for the simulation (YAML:
+    /// `pricing:`, `nodeGroups:`), instead of those `ksim up` was given. Checked by the provider
+    /// itself before anything is created.
+    #[arg(long, value_name = "FILE")]
+    pub provider_config: Option<PathBuf>,
+
     /// A cluster-autoscaler flag for the simulation, over the environment's defaults
     /// (repeatable), durations in recorded time: at --speed S they run divided by S, e.g.
     /// `--autoscaler-arg scale-down-unneeded-time=2m` runs as 12s at 10x.

@@ -8,7 +8,7 @@ use ksim_proto::ksim::driver::v1::{
     DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, SimulationSpec,
     StoredTrace, node_group_spec::Kind, simulation_spec::TraceSource,
 };
-use ksim_proto::ksim::env::v1::{Configuration, SchedulerConfig};
+use ksim_proto::ksim::env::v1::{Configuration, ProviderConfig, SchedulerConfig};
 
 use super::{
     RunArgs,
@@ -86,7 +86,8 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
     })
 }
 
-/// The configuration under test: the scheduler file's text and the CA flags as given.
+/// The configuration under test: the scheduler and provider files' text and the CA flags as
+/// given.
 fn configuration(args: &RunArgs) -> anyhow::Result<Option<Configuration>> {
     if !args.autoscaler_args.is_empty() && !args.autoscaler {
         anyhow::bail!("--autoscaler-arg configures cluster-autoscaler: add --autoscaler");
@@ -100,12 +101,22 @@ fn configuration(args: &RunArgs) -> anyhow::Result<Option<Configuration>> {
         }),
         None => None,
     };
-    if scheduler.is_none() && args.autoscaler_args.is_empty() {
+    let provider = match &args.provider_config {
+        Some(path) => Some(ProviderConfig {
+            source: path.display().to_string(),
+            yaml: std::fs::read_to_string(path).with_context(|| {
+                format!("cannot read the provider configuration {}", path.display())
+            })?,
+        }),
+        None => None,
+    };
+    if scheduler.is_none() && provider.is_none() && args.autoscaler_args.is_empty() {
         return Ok(None);
     }
     Ok(Some(Configuration {
         scheduler,
         autoscaler_args: args.autoscaler_args.clone(),
+        provider,
     }))
 }
 

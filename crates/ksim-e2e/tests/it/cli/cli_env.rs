@@ -130,8 +130,8 @@ async fn serving(port: u16, service: &str) -> bool {
         .is_ok_and(|response| response.into_inner().status() == ServingStatus::Serving)
 }
 
-/// `ksim up` brings up the control plane and the four services, each healthy on its fixed
-/// port, records itself in env.json, and `ksim down` stops all of it.
+/// `ksim up` brings up the control plane, the four services and its environment API, each
+/// healthy on its fixed port, records itself in env.json, and `ksim down` stops all of it.
 #[tokio::test(flavor = "multi_thread")]
 async fn up_serves_every_service_until_down() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
@@ -187,6 +187,8 @@ async fn up_serves_every_service_until_down() {
             "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider",
         ),
         (7064, "ksim.driver.v1.Driver"),
+        // Served by ksim up itself: the configuration under test.
+        (7065, "ksim.env.v1.Environment"),
     ] {
         assert!(serving(port, service).await, "{service} not serving");
     }

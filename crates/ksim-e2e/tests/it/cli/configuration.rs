@@ -153,7 +153,23 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
         ),
     );
     let skeleton_group = format!("--autoscaler-group=m5={}:1:3:1", skeleton.display());
-    let refused: [(Vec<String>, &str); 5] = [
+    let bad_prices = write(
+        "prices.yaml",
+        "pricing:\n  instanceTypes:\n    m5.large: cheap\n",
+    );
+    let refused: [(Vec<String>, &str); 6] = [
+        (
+            args(&[
+                "run",
+                &trace,
+                "--driver",
+                DRIVER,
+                &group,
+                "--provider-config",
+                &bad_prices,
+            ]),
+            "prices.yaml: the cloud provider refuses it",
+        ),
         (
             args(&[
                 "run",
@@ -632,5 +648,104 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
         stderr(&missing).contains("no-such-report"),
         "{}",
         stderr(&missing)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_tighter_one() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let files = tempfile::tempdir().unwrap();
+    let pricing = files.path().join("provider.yaml");
+    // Four m5.large (one pod each) cost less than one c5.2xlarge (all four pods).
+    std::fs::write(
+        &pricing,
+        "pricing:\n  instanceTypes:\n    m5.large: 0.05\n    c5.2xlarge: 0.68\n  pod:\n    \
+         cpuPerHour: 0.02\n    memoryGiBPerHour: 0.002\n",
+    )
+    .unwrap();
+    // The prices come with each run, not with the environment.
+    let provider_config = pricing.to_str().unwrap().to_owned();
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
+    let dir = up.state.path();
+    let trace = dir.join("four.ksim");
+    let t0 = 1_767_225_600_000;
+    write_trace(
+        &trace,
+        [
+            (t0, deployment(&web(4, "1300m", "a"))),
+            (t0 + 120_000, deployment(&web(4, "1300m", "b"))),
+        ],
+        &[],
+    );
+    let m5 = dir.join("m5.yaml");
+    std::fs::write(&m5, SKELETON).unwrap();
+    let c5 = dir.join("c5.yaml");
+    std::fs::write(
+        &c5,
+        include_str!("../../../../../deploy/vnode/examples/skeleton-c5-2xlarge.yaml"),
+    )
+    .unwrap();
+    let trace = trace.to_str().unwrap().to_owned();
+    let groups = [
+        format!("--autoscaler-group=m5={}:0:6:0", m5.display()),
+        format!("--autoscaler-group=c5={}:0:2:0", c5.display()),
+    ];
+    let run = |expander: &str| {
+        let flag = format!("expander={expander}");
+        let output = up.ksim_any(&args(&[
+            "run",
+            &trace,
+            "--driver",
+            DRIVER,
+            "--speed",
+            "10",
+            "--autoscaler",
+            &groups[0],
+            &groups[1],
+            "--autoscaler-arg",
+            &flag,
+            "--provider-config",
+            &provider_config,
+        ]));
+        let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{printed}{}", stderr(&output));
+        let report: Value = serde_json::from_slice(
+            &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
+        )
+        .unwrap();
+        report
+    };
+    let scale_ups = |report: &Value, group: &str| {
+        report["costs"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["group"] == group)
+            .map_or(0, |g| g["scale_ups"].as_u64().unwrap())
+    };
+    let price = tokio::task::block_in_place(|| run("price"));
+    let waste = tokio::task::block_in_place(|| run("least-waste"));
+    assert!(
+        scale_ups(&price, "m5") >= 1 && scale_ups(&price, "c5") == 0,
+        "price: {:#}",
+        price["costs"]
+    );
+    assert!(
+        scale_ups(&waste, "c5") >= 1 && scale_ups(&waste, "m5") == 0,
+        "least-waste: {:#}",
+        waste["costs"]
+    );
+    assert_eq!(
+        price["configuration"]["provider"]["source"],
+        provider_config.as_str()
+    );
+    let cost = |report: &Value| report["costs"]["cost"].as_f64().unwrap();
+    assert!(
+        cost(&price) < cost(&waste),
+        "price {:#} least-waste {:#}",
+        price["costs"],
+        waste["costs"]
     );
 }

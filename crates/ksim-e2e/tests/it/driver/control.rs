@@ -196,6 +196,7 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
     configured.configuration = Some(ksim_proto::ksim::env::v1::Configuration {
         scheduler: None,
         autoscaler_args: vec!["expander=price".to_owned()],
+        provider: None,
     });
     let configured = mesh.start_simulation(configured).await.unwrap_err();
     assert_eq!(configured.code(), tonic::Code::FailedPrecondition);
