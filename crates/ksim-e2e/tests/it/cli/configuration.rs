@@ -44,6 +44,11 @@ fn web(replicas: i32, cpu: &str, revision: &str) -> Value {
 
 /// Deployment `name` in namespace `shop`: `replicas` pods of `cpu` each.
 fn app(name: &str, replicas: i32, cpu: &str, revision: &str) -> Value {
+    sized(name, replicas, cpu, "256Mi", revision)
+}
+
+/// Deployment `name` in namespace `shop`: `replicas` pods of `cpu` and `memory` each.
+fn sized(name: &str, replicas: i32, cpu: &str, memory: &str, revision: &str) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -53,8 +58,12 @@ fn app(name: &str, replicas: i32, cpu: &str, revision: &str) -> Value {
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "registry.example/web:1",
-                    "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
+                "spec": {
+                    "tolerations": [{"key": "workload-class", "operator": "Exists",
+                        "effect": "NoSchedule"}],
+                    "containers": [{"name": "web", "image": "registry.example/web:1",
+                        "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+                }
             }
         }
     })
@@ -652,14 +661,16 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_tighter_one() {
+async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_fitting_one() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let files = tempfile::tempdir().unwrap();
     let pricing = files.path().join("provider.yaml");
-    // Four m5.large (one pod each) cost less than one c5.2xlarge (all four pods).
+    // Memory-heavy pods: an m5.large fits one with little left over, a c5.2xlarge two with
+    // much CPU idle, so least-waste takes m5 nodes; priced low per node, c5 is what price takes.
+    // (The pods tolerate the c5 skeleton's workload-class taint.)
     std::fs::write(
         &pricing,
-        "pricing:\n  instanceTypes:\n    m5.large: 0.05\n    c5.2xlarge: 0.68\n  pod:\n    \
+        "pricing:\n  instanceTypes:\n    m5.large: 0.096\n    c5.2xlarge: 0.01\n  pod:\n    \
          cpuPerHour: 0.02\n    memoryGiBPerHour: 0.002\n",
     )
     .unwrap();
@@ -674,8 +685,11 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_tighter_
     write_trace(
         &trace,
         [
-            (t0, deployment(&web(4, "1300m", "a"))),
-            (t0 + 120_000, deployment(&web(4, "1300m", "b"))),
+            (t0, deployment(&sized("web", 4, "500m", "6Gi", "a"))),
+            (
+                t0 + 120_000,
+                deployment(&sized("web", 4, "500m", "6Gi", "b")),
+            ),
         ],
         &[],
     );
@@ -728,12 +742,12 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_tighter_
     let price = tokio::task::block_in_place(|| run("price"));
     let waste = tokio::task::block_in_place(|| run("least-waste"));
     assert!(
-        scale_ups(&price, "m5") >= 1 && scale_ups(&price, "c5") == 0,
+        scale_ups(&price, "c5") >= 1 && scale_ups(&price, "m5") == 0,
         "price: {:#}",
         price["costs"]
     );
     assert!(
-        scale_ups(&waste, "c5") >= 1 && scale_ups(&waste, "m5") == 0,
+        scale_ups(&waste, "m5") >= 1 && scale_ups(&waste, "c5") == 0,
         "least-waste: {:#}",
         waste["costs"]
     );
