@@ -680,4 +680,74 @@ mod tests {
         seen.nodes_relisted(Relist::Done);
         assert_eq!(seen.nodes.len(), 2);
     }
+    fn pod(uid: &str, node: Option<&str>, phase: &str, disruption: Option<&str>) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": uid, "uid": uid, "labels": {"pod-template-hash": "abc"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "web-abc", "uid": "rs", "controller": true}]
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i",
+                "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}]},
+            "status": {"phase": phase, "conditions": disruption.map_or_else(Vec::new, |reason| vec![
+                serde_json::json!({"type": "DisruptionTarget", "status": "True", "reason": reason})
+            ])}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_that_never_ran_evictions_preemptions_and_waits_are_kept() {
+        let mut seen = seen(&["m5"]);
+        seen.pod(&pod("a", None, "Pending", None), true);
+        seen.pod(
+            &pod("b", Some("m5-a"), "Running", Some("EvictionByEvictionAPI")),
+            true,
+        );
+        seen.pod(
+            &pod("c", Some("m5-a"), "Running", Some("PreemptionByScheduler")),
+            true,
+        );
+        // The same pod seen again is counted once.
+        seen.pod(
+            &pod("c", Some("m5-a"), "Running", Some("PreemptionByScheduler")),
+            true,
+        );
+        assert_eq!((seen.evicted.len(), seen.preempted.len()), (1, 1));
+        // A pod deleted before it ran is kept with how long it waited.
+        seen.pod(&pod("a", None, "Pending", None), false);
+        assert_eq!(seen.never_ran.len(), 1);
+        assert!(!seen.never_ran[0].bound);
+        assert_eq!(seen.pods["b"].requests.cpu_millis, 250);
+        assert_eq!(seen.pods["b"].requests.memory_bytes, 1 << 30);
+
+        // The scheduler's event about b, counted per repeat, for the Deployment; another
+        // pod's event is not the simulation's.
+        let event = |uid: &str, count: i32| -> Event {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "e", "uid": "event-1"},
+                "involvedObject": {"kind": "Pod", "uid": uid},
+                "reason": "FailedScheduling",
+                "message": "0/2 nodes are available: 2 Insufficient cpu. preemption: none.",
+                "count": count
+            }))
+            .unwrap()
+        };
+        seen.event(&event("b", 1), true);
+        seen.event(&event("b", 3), true);
+        seen.event(&event("b", 3), true);
+        seen.event(&event("stranger", 5), true);
+        let waits: Vec<(&str, &str, u64)> = seen
+            .waits
+            .iter()
+            .map(|w| (w.reason.as_str(), w.owner.as_str(), w.count))
+            .collect();
+        assert_eq!(
+            waits,
+            [
+                ("Insufficient cpu", "Deployment/web", 1),
+                ("Insufficient cpu", "Deployment/web", 2)
+            ]
+        );
+    }
 }
