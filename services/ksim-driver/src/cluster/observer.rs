@@ -70,8 +70,14 @@ struct Seen {
     owners: HashMap<String, String>,
     /// Per event uid: the count already counted (an event repeats by counting up).
     event_counts: HashMap<String, u64>,
+    /// Waits from events about pods not seen yet, per pod uid.
+    unclaimed: HashMap<String, Vec<(&'static str, String, u64)>>,
     waits: Vec<WaitReason>,
 }
+
+/// Pods whose events are kept before the pod itself is seen: enough for a simulation's burst,
+/// bounded against a cluster's other pods.
+const MAX_UNCLAIMED: usize = 10_000;
 
 #[derive(Debug)]
 struct NodeSeen {
@@ -370,6 +376,7 @@ impl Seen {
             preempted: HashSet::new(),
             owners: HashMap::new(),
             event_counts: HashMap::new(),
+            unclaimed: HashMap::new(),
             waits: Vec::new(),
         }
     }
@@ -397,7 +404,11 @@ impl Seen {
             .unwrap_or_else(|| "Pending".to_owned());
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
         if !self.owners.contains_key(&uid) {
-            self.owners.insert(uid.clone(), owner_of(pod));
+            let owner = owner_of(pod);
+            if let Some(waits) = self.unclaimed.remove(&uid) {
+                self.count_waits(&owner, waits);
+            }
+            self.owners.insert(uid.clone(), owner);
         }
         let entry = self.pods.entry(uid).or_insert_with(|| PodSeen {
             phase: String::new(),
@@ -454,9 +465,6 @@ impl Seen {
             return;
         }
         let pod_uid = event.involved_object.uid.as_deref().unwrap_or_default();
-        let Some(owner) = self.owners.get(pod_uid).cloned() else {
-            return;
-        };
         let Some(event_uid) = event.metadata.uid.clone() else {
             return;
         };
@@ -473,12 +481,31 @@ impl Seen {
         if new == 0 {
             return;
         }
-        for reason in reasons {
+        let waits = reasons.into_iter().map(|reason| (source, reason, new));
+        match self.owners.get(pod_uid).cloned() {
+            Some(owner) => self.count_waits(&owner, waits),
+            // The pod watch may not have told of the pod yet: kept until it does (another
+            // pod's events, never claimed, are bounded).
+            None if self.unclaimed.len() < MAX_UNCLAIMED => self
+                .unclaimed
+                .entry(pod_uid.to_owned())
+                .or_default()
+                .extend(waits),
+            None => {}
+        }
+    }
+
+    fn count_waits(
+        &mut self,
+        owner: &str,
+        waits: impl IntoIterator<Item = (&'static str, String, u64)>,
+    ) {
+        for (source, reason, count) in waits {
             self.waits.push(WaitReason {
                 source: source.to_owned(),
                 reason,
-                owner: owner.clone(),
-                count: new,
+                owner: owner.to_owned(),
+                count,
             });
         }
     }
@@ -737,6 +764,15 @@ mod tests {
         seen.event(&event("b", 3), true);
         seen.event(&event("b", 3), true);
         seen.event(&event("stranger", 5), true);
+        // An event may come before its pod: it counts once the pod is seen.
+        let early = |count: i32| -> Event {
+            let mut event = event("d", count);
+            event.metadata.uid = Some("event-2".into());
+            event
+        };
+        seen.event(&early(1), true);
+        assert_eq!(seen.waits.len(), 2);
+        seen.pod(&pod("d", None, "Pending", None), true);
         let waits: Vec<(&str, &str, u64)> = seen
             .waits
             .iter()
@@ -746,7 +782,8 @@ mod tests {
             waits,
             [
                 ("Insufficient cpu", "Deployment/web", 1),
-                ("Insufficient cpu", "Deployment/web", 2)
+                ("Insufficient cpu", "Deployment/web", 2),
+                ("Insufficient cpu", "Deployment/web", 1)
             ]
         );
     }
