@@ -129,14 +129,15 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
         .client;
     let dir = up.state.path();
     let trace = dir.join("two.ksim");
-    // Two small pods, one no node fits, and the trace goes on long enough to look at where
-    // they ran.
+    // One pod no node fits, then two small pods, and the trace goes on long enough to look at
+    // where they ran. The small ones come 10 s in: a scheduler under load may not have seen
+    // both new nodes at once, and would then put both pods on the one it knows.
     write_trace(
         &trace,
         [
-            (1_767_225_600_000, deployment(&web(2, "500m", "a"))),
             (1_767_225_600_000, deployment(&app("huge", 1, "3", "a"))),
-            (1_767_225_615_000, deployment(&web(2, "500m", "b"))),
+            (1_767_225_610_000, deployment(&web(2, "500m", "a"))),
+            (1_767_225_625_000, deployment(&web(2, "500m", "b"))),
         ],
         &[],
     );
