@@ -73,6 +73,20 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|arg| (*arg).to_owned()).collect()
 }
 
+/// `ksim ARGS`, which must succeed; what it printed.
+fn run_ok(up: &Up, args: &[String]) -> String {
+    let output = up.ksim_any(args);
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    printed
+}
+
+/// The report.json of the run whose summary is `printed`.
+fn report_of(printed: &str) -> Value {
+    let path = Path::new(report_dir(printed)).join("report.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -122,11 +136,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
     let up = tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();
-    let client = ksim_kube::KubeArgs::file(up.kubeconfig())
-        .connect()
-        .await
-        .unwrap()
-        .client;
+    let client = up.client().await;
     let dir = up.state.path();
     let trace = dir.join("two.ksim");
     // One pod no node fits, then two small pods, and the trace goes on long enough to look at
@@ -290,10 +300,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
         printed.contains(&format!("scheduler:         {packed}")),
         "{printed}"
     );
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let report = report_of(&printed);
     let scheduler = &report["configuration"]["scheduler"];
     assert_eq!(scheduler["source"], packed.as_str(), "{report:#}");
     assert!(
@@ -448,10 +455,7 @@ async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_i
         "{printed}"
     );
 
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let report = report_of(&printed);
     let configuration = &report["configuration"];
     assert_eq!(configuration["speed"], 10.0, "{configuration:#}");
     let flag = configuration["autoscaler_flags"]
@@ -541,17 +545,15 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
         if let Some(file) = scheduler {
             args.extend(["--scheduler-config".to_owned(), file.to_owned()]);
         }
-        let output = up.ksim_any(&args);
-        let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(output.status.success(), "{printed}{}", stderr(&output));
-        let dir = report_dir(&printed).to_owned();
-        let report: Value =
-            serde_json::from_slice(&std::fs::read(Path::new(&dir).join("report.json")).unwrap())
-                .unwrap();
-        (printed, report, dir)
+        let printed = run_ok(&up, &args);
+        (
+            report_of(&printed),
+            report_dir(&printed).to_owned(),
+            printed,
+        )
     };
-    let (_, spread, spread_dir) = tokio::task::block_in_place(|| run(None));
-    let (printed, packed, packed_dir) = tokio::task::block_in_place(|| run(packed.to_str()));
+    let (spread, spread_dir, _) = tokio::task::block_in_place(|| run(None));
+    let (packed, packed_dir, printed) = tokio::task::block_in_place(|| run(packed.to_str()));
 
     let figure = |report: &Value, name: &str| report["costs"][name].as_f64().unwrap();
     // Packed, two nodes are empty and CA removes them; spread, none is.
@@ -709,28 +711,25 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
     ];
     let run = |expander: &str| {
         let flag = format!("expander={expander}");
-        let output = up.ksim_any(&args(&[
-            "run",
-            &trace,
-            "--driver",
-            DRIVER,
-            "--speed",
-            "10",
-            "--autoscaler",
-            &groups[0],
-            &groups[1],
-            "--autoscaler-arg",
-            &flag,
-            "--provider-config",
-            &provider_config,
-        ]));
-        let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(output.status.success(), "{printed}{}", stderr(&output));
-        let report: Value = serde_json::from_slice(
-            &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
-        )
-        .unwrap();
-        report
+        let printed = run_ok(
+            &up,
+            &args(&[
+                "run",
+                &trace,
+                "--driver",
+                DRIVER,
+                "--speed",
+                "10",
+                "--autoscaler",
+                &groups[0],
+                &groups[1],
+                "--autoscaler-arg",
+                &flag,
+                "--provider-config",
+                &provider_config,
+            ]),
+        );
+        report_of(&printed)
     };
     let scale_ups = |report: &Value, group: &str| {
         report["costs"]["groups"]

@@ -155,11 +155,7 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
     let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
         .await
         .unwrap();
-    let client = ksim_kube::KubeArgs::file(up.kubeconfig())
-        .connect()
-        .await
-        .unwrap()
-        .client;
+    let client = up.client().await;
 
     // The recorded cluster: a group CA may resize from 1 to 6 nodes, made as ksim makes one.
     let seats = SeatDeployment {

@@ -59,6 +59,15 @@ impl Up {
         PathBuf::from(env["kubeconfig"].as_str().unwrap())
     }
 
+    /// An admin client of the environment's cluster.
+    pub async fn client(&self) -> kube::Client {
+        ksim_kube::KubeArgs::file(self.kubeconfig())
+            .connect()
+            .await
+            .unwrap()
+            .client
+    }
+
     /// `ksim ARGS`, which must succeed.
     pub fn ksim(&self, args: &[&str]) -> Output {
         let output = Command::new(ksim_e2e::binary("ksim"))
