@@ -6,8 +6,8 @@
 //!   cargo bench -p ksim-e2e --bench autoscaler -- \
 //!       --scale-up 1,10 --nodes 100 --groups 4 --scale-down 10          # a small run
 //!
-//! Every part gets its own real control plane (`with_raised_limits`, as in ksim-vnode's scale
-//! bench), the virtual node pool and the provider in this process, and CA as a process of its
+//! Every part gets its own real control plane (tuned for simulation, as in ksim-vnode's
+//! scale bench), the virtual node pool and the provider in this process, and CA as a process of its
 //! own. The provider (its watches, index and gRPC server) runs on a tokio runtime of its own
 //! whose threads are named `ksim-cloudprov`, so its CPU time can be told from the pool's.
 //!
@@ -212,7 +212,7 @@ fn settings() -> Settings {
 }
 
 async fn start_env() -> anyhow::Result<Env> {
-    let control_plane = ControlPlane::builder().with_raised_limits().start().await?;
+    let control_plane = ControlPlane::start().await?;
     let client = control_plane.client();
     let pool = Pool::start(
         client.clone(),

@@ -22,13 +22,24 @@ pub enum SchedulerConfigError {
     NotConfiguration { file: String, message: String },
 }
 
+/// How fast the scheduler's client may talk to the apiserver. With `--config`, kube-scheduler
+/// ignores its `--kube-api-qps` and `--kube-api-burst` flags, so the environment's rate has to
+/// go into the configuration itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClientRate {
+    pub qps: f32,
+    pub burst: u32,
+}
+
 /// The text kube-scheduler runs for the user's `given` configuration (read from `source`, a
-/// file name for messages): `clientConnection.kubeconfig` set to `kubeconfig` and
+/// file name for messages): `clientConnection.kubeconfig` set to `kubeconfig`, the
+/// environment's client `rate` where the configuration sets none, and
 /// `leaderElection.leaderElect` false, the rest as given. JSON, which is YAML to the scheduler.
 pub fn for_environment(
     source: &str,
     given: &str,
     kubeconfig: &Path,
+    rate: Option<ClientRate>,
 ) -> Result<String, SchedulerConfigError> {
     let refuse = |message: String| SchedulerConfigError::NotConfiguration {
         file: source.to_owned(),
@@ -58,8 +69,12 @@ pub fn for_environment(
         )));
     }
     let kubeconfig = kubeconfig.to_string_lossy().into_owned();
-    section(&mut config, "clientConnection", source)?
-        .insert("kubeconfig".to_owned(), Value::String(kubeconfig));
+    let connection = section(&mut config, "clientConnection", source)?;
+    connection.insert("kubeconfig".to_owned(), Value::String(kubeconfig));
+    if let Some(rate) = rate {
+        connection.entry("qps").or_insert(rate.qps.into());
+        connection.entry("burst").or_insert(rate.burst.into());
+    }
     section(&mut config, "leaderElection", source)?.insert("leaderElect".to_owned(), false.into());
     serde_json::to_string_pretty(&config).map_err(|error| refuse(error.to_string()))
 }
@@ -105,7 +120,15 @@ profiles:
 ";
 
     fn run(given: &str) -> Result<Value, SchedulerConfigError> {
-        let text = for_environment("packed.yaml", given, Path::new("/env/scheduler.kubeconfig"))?;
+        let text = for_environment(
+            "packed.yaml",
+            given,
+            Path::new("/env/scheduler.kubeconfig"),
+            Some(ClientRate {
+                qps: 5000.0,
+                burst: 10_000,
+            }),
+        )?;
         Ok(serde_json::from_str(&text).unwrap())
     }
 
@@ -116,7 +139,9 @@ profiles:
             config["clientConnection"]["kubeconfig"],
             "/env/scheduler.kubeconfig"
         );
+        // The user's rate stands; what the user left out comes from the environment.
         assert_eq!(config["clientConnection"]["qps"], 200);
+        assert_eq!(config["clientConnection"]["burst"], 10_000);
         assert_eq!(config["leaderElection"]["leaderElect"], false);
         assert_eq!(
             config["profiles"][0]["pluginConfig"][0]["args"]["scoringStrategy"]["type"],

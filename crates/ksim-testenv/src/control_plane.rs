@@ -18,6 +18,7 @@ use crate::{
     pki::{CertFiles, CertificateAuthority, ServiceAccountKey},
     ports::free_port,
     process::Process,
+    tuning::{Setting, Tuning},
 };
 
 const SERVICE_CIDR: &str = "10.0.0.0/24";
@@ -27,6 +28,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// Starts tried when a component finds its port taken (see [`ControlPlaneBuilder::start`]).
 const START_ATTEMPTS: u32 = 3;
 const SCHEDULER: &str = "kube-scheduler";
+/// Where [`Setting::EtcdInMemory`] keeps etcd's data: tmpfs on every Linux this runs on.
+const MEMORY_DIR: &str = "/dev/shm";
 
 /// Options for [`ControlPlane`]; see [`ControlPlane::builder`].
 #[derive(Debug, Clone)]
@@ -37,6 +40,7 @@ pub struct ControlPlaneBuilder {
     apiserver_args: Vec<String>,
     controller_manager_args: Vec<String>,
     scheduler_args: Vec<String>,
+    tuning: Tuning,
     ready_timeout: Duration,
 }
 
@@ -49,6 +53,7 @@ impl Default for ControlPlaneBuilder {
             apiserver_args: Vec::new(),
             controller_manager_args: Vec::new(),
             scheduler_args: Vec::new(),
+            tuning: Tuning::simulation(),
             // Cold starts on busy CI machines have needed over half a minute.
             ready_timeout: Duration::from_secs(180),
         }
@@ -90,16 +95,11 @@ impl ControlPlaneBuilder {
         self
     }
 
-    /// Client and inflight limits raised for benchmarks with thousands of nodes and pods: the
-    /// defaults (apiserver 400/200 inflight, controller-manager and scheduler at 20-50 QPS)
-    /// would measure the throttles, not the components.
-    pub fn with_raised_limits(self) -> Self {
-        self.apiserver_arg("--max-requests-inflight=3000")
-            .apiserver_arg("--max-mutating-requests-inflight=1000")
-            .controller_manager_arg("--kube-api-qps=5000")
-            .controller_manager_arg("--kube-api-burst=10000")
-            .scheduler_arg("--kube-api-qps=5000")
-            .scheduler_arg("--kube-api-burst=10000")
+    /// The settings to run the components with: [`Tuning::simulation`] unless told
+    /// otherwise; [`Tuning::stock`] runs the components' own defaults.
+    pub fn tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
     }
 
     /// How long each component may take to become ready.
@@ -159,13 +159,16 @@ impl ControlPlaneBuilder {
             builder: self,
             binaries,
             dir: dir.path(),
+            etcd_dir: None,
             processes: Vec::new(),
         };
         let started = starting.run().await;
         let processes = std::mem::take(&mut starting.processes);
+        let etcd_dir = starting.etcd_dir.take();
         match started {
             Ok(ready) => Ok(ControlPlane {
                 dir: Some(dir),
+                etcd_dir,
                 processes,
                 apiserver_url: ready.apiserver_url,
                 admin_kubeconfig: ready.admin_kubeconfig,
@@ -174,6 +177,7 @@ impl ControlPlaneBuilder {
                 binaries: binaries.clone(),
                 scheduler: ready.scheduler,
                 ready_timeout: self.ready_timeout,
+                tuning: self.tuning.clone(),
             }),
             Err(source) => {
                 drop(processes);
@@ -186,6 +190,8 @@ impl ControlPlaneBuilder {
 /// A running control plane. See the crate docs for an example.
 pub struct ControlPlane {
     dir: Option<TempDir>,
+    /// etcd's data when it is kept in memory; else it is under `dir`.
+    etcd_dir: Option<TempDir>,
     // Kept in start order and stopped in reverse, so nothing outlives what it depends on.
     processes: Vec<Process>,
     apiserver_url: String,
@@ -195,6 +201,7 @@ pub struct ControlPlane {
     binaries: ControlPlaneBinaries,
     scheduler: Option<SchedulerLaunch>,
     ready_timeout: Duration,
+    tuning: Tuning,
 }
 
 /// How kube-scheduler was started, to start it again with another configuration.
@@ -270,6 +277,19 @@ impl ControlPlane {
         &self.binaries
     }
 
+    /// The settings the components run with.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
+    }
+
+    /// etcd's data directory.
+    pub fn etcd_data_dir(&self) -> Option<PathBuf> {
+        match &self.etcd_dir {
+            Some(dir) => Some(dir.path().to_owned()),
+            None => self.dir().map(|dir| dir.join("etcd")),
+        }
+    }
+
     /// Stops kube-scheduler and starts it again, with `--config=config` or, for `None`, with
     /// its defaults; waits for its `/healthz`. The previous process's log is kept beside the
     /// new one as `kube-scheduler.previous.log`. The file must be one the scheduler accepts
@@ -308,6 +328,27 @@ impl ControlPlane {
         .await?;
         self.processes.push(process);
         Ok(())
+    }
+
+    /// A GET of `path` (e.g. `/metrics`, `/healthz?verbose`) from a component's own
+    /// endpoint: `etcd`, `kube-apiserver` (as admin), `kube-controller-manager` or
+    /// `kube-scheduler`.
+    pub async fn get(&self, component: &str, path: &str) -> Result<String, Error> {
+        let url = self
+            .processes
+            .iter()
+            .find(|process| process.name() == component)
+            .and_then(Process::url)
+            .ok_or_else(|| Error::InvalidArgument(format!("no {component} runs here")))?;
+        let client = if component == "kube-apiserver" {
+            self.client.clone()
+        } else {
+            component_client(component, url, &self.ca_cert)?
+        };
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|error| Error::InvalidArgument(format!("GET {path}: {error}")))?;
+        Ok(client.request_text(request).await?)
     }
 
     /// PIDs of the component processes this control plane started.
@@ -361,6 +402,7 @@ struct Starting<'a> {
     builder: &'a ControlPlaneBuilder,
     binaries: &'a ControlPlaneBinaries,
     dir: &'a Path,
+    etcd_dir: Option<TempDir>,
     processes: Vec<Process>,
 }
 
@@ -408,6 +450,7 @@ impl Starting<'_> {
             "--profiling=false".to_owned(),
             flag("--cert-dir", &self.subdir("apiserver-certs")?),
         ];
+        args.extend(self.builder.tuning.flags("kube-apiserver"));
         // Loopback is refused as the advertise address, and without a default route the
         // apiserver cannot pick one itself.
         if let Some(ip) = advertise {
@@ -415,6 +458,7 @@ impl Starting<'_> {
         }
         args.extend(self.builder.apiserver_args.iter().cloned());
         self.spawn("kube-apiserver", &args)?;
+        self.set_url(apiserver_url.clone());
 
         let admin = ca.client_cert("admin", "ksim-admin", Some("system:masters"))?;
         let admin_kubeconfig = self.write_kubeconfig("admin", &apiserver_url, &ca, &admin)?;
@@ -442,6 +486,7 @@ impl Starting<'_> {
                 flag("--root-ca-file", ca.cert_file()),
                 "--use-service-account-credentials=true".to_owned(),
             ]);
+            args.extend(self.builder.tuning.flags("kube-controller-manager"));
             args.extend(self.builder.controller_manager_args.iter().cloned());
             self.start_component("kube-controller-manager", args.clone(), &ca)
                 .await?;
@@ -461,6 +506,7 @@ impl Starting<'_> {
                 ca.client_cert("kube-scheduler-client", "system:kube-scheduler", None)?;
             let kubeconfig = self.write_kubeconfig(SCHEDULER, &apiserver_url, &ca, &identity)?;
             let mut args = self.component_args(SCHEDULER, &kubeconfig, &ca)?;
+            args.extend(self.builder.tuning.flags(SCHEDULER));
             args.extend(self.builder.scheduler_args.iter().cloned());
             self.start_component(SCHEDULER, args.clone(), &ca).await?;
             scheduler = Some(SchedulerLaunch { kubeconfig, args });
@@ -479,19 +525,31 @@ impl Starting<'_> {
         let peer_port = free_port()?;
         let client_url = format!("http://127.0.0.1:{client_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let args = vec![
+        let data_dir = if self.builder.tuning.contains(Setting::EtcdInMemory) {
+            let dir = tempfile::Builder::new()
+                .prefix("ksim-etcd-")
+                .tempdir_in(MEMORY_DIR)
+                .map_err(Error::io("cannot create a directory in", MEMORY_DIR))?;
+            let path = dir.path().to_owned();
+            self.etcd_dir = Some(dir);
+            path
+        } else {
+            self.subdir("etcd")?
+        };
+        let mut args = vec![
             "--name=ksim".to_owned(),
-            flag("--data-dir", &self.subdir("etcd")?),
+            flag("--data-dir", &data_dir),
             format!("--listen-client-urls={client_url}"),
             format!("--advertise-client-urls={client_url}"),
             format!("--listen-peer-urls={peer_url}"),
             format!("--initial-advertise-peer-urls={peer_url}"),
             format!("--initial-cluster=ksim={peer_url}"),
-            // A throwaway cluster: durability costs time and buys nothing here.
-            "--unsafe-no-fsync=true".to_owned(),
             "--log-level=warn".to_owned(),
         ];
-        self.spawn("etcd", &args)
+        args.extend(self.builder.tuning.flags("etcd"));
+        self.spawn("etcd", &args)?;
+        self.set_url(client_url);
+        Ok(())
     }
 
     /// Flags kube-controller-manager and kube-scheduler share: their kubeconfig for the API
@@ -532,6 +590,13 @@ impl Starting<'_> {
         .await?;
         self.processes.push(process);
         Ok(())
+    }
+
+    /// The URL of the process started last.
+    fn set_url(&mut self, url: String) {
+        if let Some(process) = self.processes.pop() {
+            self.processes.push(process.with_url(url));
+        }
     }
 
     fn spawn(&mut self, name: &'static str, args: &[String]) -> Result<(), Error> {
@@ -602,14 +667,9 @@ async fn start_healthy(
 ) -> Result<Process, Error> {
     let port = free_port()?;
     args.push(format!("--secure-port={port}"));
-    let mut process = Process::spawn(name, binary, &args, dir)?;
-    let mut config = Config::new(
-        format!("https://127.0.0.1:{port}")
-            .parse()
-            .map_err(|_| Error::Kubeconfig(format!("invalid health URL for {name}")))?,
-    );
-    config.root_cert_file = Some(ca_cert.to_owned());
-    let health = probe_client(&config)?;
+    let url = format!("https://127.0.0.1:{port}");
+    let health = component_client(name, &url, ca_cert)?;
+    let mut process = Process::spawn(name, binary, &args, dir)?.with_url(url);
     let started = Instant::now();
     loop {
         process.check_running()?;
@@ -626,6 +686,17 @@ async fn start_healthy(
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     }
+}
+
+/// A client for a component's own endpoints (health, metrics), trusting the control plane's
+/// CA and presenting no identity: they are served to anyone.
+fn component_client(name: &str, url: &str, ca_cert: &Path) -> Result<Client, Error> {
+    let mut config = Config::new(
+        url.parse()
+            .map_err(|_| Error::Kubeconfig(format!("invalid URL {url} for {name}")))?,
+    );
+    config.root_cert_file = Some(ca_cert.to_owned());
+    probe_client(&config)
 }
 
 async fn config_from_kubeconfig(path: &Path) -> Result<Config, Error> {
@@ -689,6 +760,7 @@ mod tests {
             builder: &builder,
             binaries: &binaries,
             dir: dir.path(),
+            etcd_dir: None,
             processes: Vec::new(),
         };
         starting.start_etcd(client_port)?;

@@ -28,6 +28,7 @@ pub mod pki;
 pub mod pods;
 mod ports;
 mod process;
+pub mod tuning;
 pub mod wait;
 
 pub use autoscaler::{
@@ -37,3 +38,4 @@ pub use binaries::{ControlPlaneBinaries, cache_root, kubernetes_version};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::Error;
 pub use ports::free_port;
+pub use tuning::{Setting, Tuning};

@@ -14,6 +14,8 @@ pub struct Process {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    /// Where the component serves its API, health and metrics, once known.
+    url: Option<String>,
 }
 
 impl Process {
@@ -35,7 +37,21 @@ impl Process {
             .spawn()
             .map_err(Error::io("cannot start", binary))?;
         tracing::debug!(component = name, pid = child.id(), "started");
-        Ok(Self { name, child, log })
+        Ok(Self {
+            name,
+            child,
+            log,
+            url: None,
+        })
+    }
+
+    pub fn with_url(mut self, url: String) -> Self {
+        self.url = Some(url);
+        self
+    }
+
+    pub fn url(&self) -> Option<&str> {
+        self.url.as_deref()
     }
 
     pub fn name(&self) -> &'static str {

@@ -7,8 +7,11 @@
 //! measures the providers where they, not the scheduler, set the pace.
 //!
 //! Each provider gets a fresh control plane built from the same binaries with the same
-//! flags (client limits raised), and runs as a separate process so its CPU time and peak
-//! RSS are its own. Latencies are taken from one watch in this process: the moment a pod
+//! flags, and runs as a separate process so its CPU time and peak RSS are its own.
+//! `--planes` runs the whole measurement once per control-plane tuning (`stock`,
+//! `simulation`, `stock+SETTING`, `simulation-SETTING`; see `ksim_testenv::tuning`), so
+//! that each setting's effect is measured side by side with the others in one run; the
+//! components' CPU time and peak RSS are reported with the provider's. Latencies are taken from one watch in this process: the moment a pod
 //! is first seen bound to the moment it is first seen Running.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -31,7 +34,7 @@ use ksim_nodes::node::is_ready;
 use ksim_proto::ksim::vnode::v1::{
     CreateNodeGroupRequest, virtual_node_pool_client::VirtualNodePoolClient,
 };
-use ksim_testenv::{ControlPlane, free_port};
+use ksim_testenv::{ControlPlane, Tuning, free_port};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
@@ -54,6 +57,9 @@ struct Args {
     /// Seconds to hold the cluster after all pods run, counting NotReady transitions.
     #[arg(long, default_value_t = 600)]
     hold_seconds: u64,
+    /// Control-plane tunings to measure, in order; each runs every provider.
+    #[arg(long, value_delimiter = ',', default_value = "simulation")]
+    planes: Vec<Tuning>,
     /// Providers to measure, in order.
     #[arg(long, value_delimiter = ',', default_value = "ksim,kwok64")]
     providers: Vec<ProviderKind>,
@@ -97,29 +103,36 @@ struct Figures {
     peak_rss_mib: f64,
     /// Resident memory at the end of the hold, after the burst.
     end_rss_mib: f64,
+    /// Each control-plane component's CPU seconds and peak RSS (MiB) at the end.
+    components: Vec<(&'static str, f64, f64)>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let mut results = Vec::new();
-    for provider in &args.providers {
-        println!(
-            "== {provider:?}: {} nodes, {} pods, hold {} s",
-            args.nodes, args.pods, args.hold_seconds
-        );
-        let figures = run(&args, *provider)
-            .await
-            .with_context(|| format!("{provider:?}"))?;
-        println!("{figures:#?}");
-        results.push((*provider, figures));
+    for plane in &args.planes {
+        for provider in &args.providers {
+            println!(
+                "== {provider:?} on a {plane} control plane: {} nodes, {} pods, hold {} s",
+                args.nodes, args.pods, args.hold_seconds
+            );
+            let figures = run(&args, plane, *provider)
+                .await
+                .with_context(|| format!("{provider:?} on {plane}"))?;
+            println!("{figures:#?}");
+            results.push((plane.clone(), *provider, figures));
+        }
     }
     print_table(&args, &results);
     Ok(())
 }
 
-async fn run(args: &Args, provider: ProviderKind) -> anyhow::Result<Figures> {
-    let control_plane = ControlPlane::builder().with_raised_limits().start().await?;
+async fn run(args: &Args, plane: &Tuning, provider: ProviderKind) -> anyhow::Result<Figures> {
+    let control_plane = ControlPlane::builder()
+        .tuning(plane.clone())
+        .start()
+        .await?;
     let client = control_plane.client();
     create_namespace(&client).await?;
     let running = start_provider(args, provider, &control_plane).await?;
@@ -153,6 +166,11 @@ async fn run(args: &Args, provider: ProviderKind) -> anyhow::Result<Figures> {
     .await?;
     let (cpu_seconds, peak_rss_mib, end_rss_mib) = process_usage(pid)?;
     drop(running);
+    let mut components = Vec::new();
+    for (name, pid) in control_plane.pids() {
+        let (cpu, peak, _) = process_usage(pid)?;
+        components.push((name, cpu, peak));
+    }
     Ok(Figures {
         nodes_ready_seconds,
         pods_running_seconds,
@@ -164,6 +182,7 @@ async fn run(args: &Args, provider: ProviderKind) -> anyhow::Result<Figures> {
         cpu_seconds,
         peak_rss_mib,
         end_rss_mib,
+        components,
     })
 }
 
@@ -620,18 +639,18 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-fn print_table(args: &Args, results: &[(ProviderKind, Figures)]) {
+fn print_table(args: &Args, results: &[(Tuning, ProviderKind, Figures)]) {
     println!(
         "\n{} nodes, {} pods, hold {} s",
         args.nodes, args.pods, args.hold_seconds
     );
     println!(
-        "| provider | nodes Ready (s) | pods bound (s) | pods Running (s) | pods/s | bind->Running p50 (ms) | p99 (ms) | NotReady | CPU (s) | peak RSS (MiB) | end RSS (MiB) |"
+        "| plane | provider | nodes Ready (s) | pods bound (s) | pods Running (s) | pods/s | bind->Running p50 (ms) | p99 (ms) | NotReady | CPU (s) | peak RSS (MiB) | end RSS (MiB) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for (provider, f) in results {
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (plane, provider, f) in results {
         println!(
-            "| {provider:?} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} |",
+            "| {plane} | {provider:?} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} |",
             f.nodes_ready_seconds,
             f.pods_bound_seconds,
             f.pods_running_seconds,
@@ -644,19 +663,51 @@ fn print_table(args: &Args, results: &[(ProviderKind, Figures)]) {
             f.end_rss_mib
         );
     }
-    let Some((_, ksim)) = results.iter().find(|(kind, _)| *kind == ProviderKind::Ksim) else {
-        return;
-    };
-    for (kind, peer) in results
+    println!("\ncontrol plane, CPU seconds / peak RSS (MiB) per component:");
+    println!(
+        "| plane | provider | etcd | kube-apiserver | kube-controller-manager | kube-scheduler |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (plane, provider, f) in results {
+        let cells: Vec<String> = [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ]
         .iter()
-        .filter(|(kind, _)| *kind != ProviderKind::Ksim)
-    {
-        println!(
-            "ksim/{kind:?}: throughput {:.2}x, bind->Running p99 {:.2}x, CPU {:.2}x, peak RSS {:.2}x",
-            ksim.pods_per_second / peer.pods_per_second,
-            ksim.bind_to_running_p99_ms / peer.bind_to_running_p99_ms,
-            ksim.cpu_seconds / peer.cpu_seconds,
-            ksim.peak_rss_mib / peer.peak_rss_mib
-        );
+        .map(|name| {
+            f.components
+                .iter()
+                .find(|(component, _, _)| component == name)
+                .map_or("-".to_owned(), |(_, cpu, peak)| {
+                    format!("{cpu:.1} / {peak:.0}")
+                })
+        })
+        .collect();
+        println!("| {plane} | {provider:?} | {} |", cells.join(" | "));
+    }
+    for plane in &args.planes {
+        let of = |wanted: ProviderKind| {
+            results
+                .iter()
+                .find(|(p, kind, _)| p == plane && *kind == wanted)
+                .map(|(_, _, f)| f)
+        };
+        let Some(ksim) = of(ProviderKind::Ksim) else {
+            continue;
+        };
+        for (_, kind, peer) in results
+            .iter()
+            .filter(|(p, kind, _)| p == plane && *kind != ProviderKind::Ksim)
+        {
+            println!(
+                "{plane}: ksim/{kind:?}: throughput {:.2}x, bind->Running p99 {:.2}x, CPU {:.2}x, peak RSS {:.2}x",
+                ksim.pods_per_second / peer.pods_per_second,
+                ksim.bind_to_running_p99_ms / peer.bind_to_running_p99_ms,
+                ksim.cpu_seconds / peer.cpu_seconds,
+                ksim.peak_rss_mib / peer.peak_rss_mib
+            );
+        }
     }
 }

@@ -176,9 +176,11 @@ async fn the_scheduler_judges_a_configuration_and_runs_the_one_it_accepts() {
         .scheduler_kubeconfig_path()
         .unwrap()
         .to_owned();
+    let rate = control_plane.tuning().client_rate();
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, given: &str| {
-        let text = ksim_experiment::scheduler::for_environment(name, given, &kubeconfig).unwrap();
+        let text =
+            ksim_experiment::scheduler::for_environment(name, given, &kubeconfig, rate).unwrap();
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
         path

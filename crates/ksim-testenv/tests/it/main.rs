@@ -3,3 +3,4 @@
 
 mod autoscaler;
 mod control_plane;
+mod tuning;

@@ -331,7 +331,8 @@ impl Components {
         let kubeconfig = control_plane.scheduler_kubeconfig_path().ok_or_else(|| {
             Status::failed_precondition("the local control plane runs no kube-scheduler")
         })?;
-        let text = scheduler::for_environment(&source, &given.yaml, kubeconfig)
+        let rate = control_plane.tuning().client_rate();
+        let text = scheduler::for_environment(&source, &given.yaml, kubeconfig, rate)
             .map_err(|error| Status::invalid_argument(error.to_string()))?;
         let binaries = control_plane.binaries().clone();
         let path = self.write_file("scheduler", &text)?;
