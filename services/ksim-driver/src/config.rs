@@ -43,6 +43,12 @@ pub struct DriverArgs {
     #[arg(long, default_value_t = 128)]
     pub lanes: usize,
 
+    /// Requests in flight to the apiserver at once, across lanes. The apiserver completes
+    /// more writes a second with a few dozen in flight than with one per lane
+    /// (docs/benchmarks.md, "Driver: replay lateness and apply throughput").
+    #[arg(long, default_value_t = 32)]
+    pub max_in_flight: usize,
+
     /// Finished simulations remembered for GetSimulation and GetReport; older ones are
     /// forgotten (their report files stay in the report directory).
     #[arg(long, default_value_t = 32)]
@@ -65,6 +71,7 @@ impl DriverArgs {
             report_dir: self.report_dir.clone(),
             lease_duration: self.lease_duration,
             lanes: self.lanes.max(1),
+            max_in_flight: self.max_in_flight.max(1),
             keep_finished: self.keep_finished,
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(180),
@@ -79,6 +86,8 @@ pub struct Settings {
     pub report_dir: PathBuf,
     pub lease_duration: Duration,
     pub lanes: usize,
+    /// Requests in flight at once across the lanes.
+    pub max_in_flight: usize,
     /// Finished simulations kept in memory.
     pub keep_finished: usize,
     /// How long node groups get to become Ready before the simulation fails.

@@ -1,6 +1,8 @@
 //! Operations run on a fixed set of lanes so the replay keeps pace with busy traces: an
 //! object always maps to the same lane (its operations stay in trace order) while different
-//! objects proceed in parallel.
+//! objects proceed in parallel. Lanes outnumber the requests in flight: a lane waiting on one
+//! slow object holds no slot another lane could use, and the apiserver gets the few dozen
+//! concurrent writes it completes fastest.
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
@@ -8,7 +10,11 @@ use std::{
     time::Duration,
 };
 
-use tokio::{sync::mpsc, task::JoinSet, time::Instant};
+use tokio::{
+    sync::{Semaphore, mpsc},
+    task::JoinSet,
+    time::Instant,
+};
 
 use super::progress::Progress;
 use crate::{
@@ -35,17 +41,20 @@ pub struct Lanes {
 impl Lanes {
     pub fn start(
         count: usize,
+        max_in_flight: usize,
         applier: Arc<Applier>,
         progress: Arc<Progress>,
         metrics: ReplayMetrics,
     ) -> Self {
         let mut senders = Vec::with_capacity(count);
         let mut workers = JoinSet::new();
+        let in_flight = Arc::new(Semaphore::new(max_in_flight.max(1)));
         for _ in 0..count.max(1) {
             let (sender, receiver) = mpsc::unbounded_channel();
             senders.push(sender);
             workers.spawn(run_lane(
                 receiver,
+                in_flight.clone(),
                 applier.clone(),
                 progress.clone(),
                 metrics.clone(),
@@ -69,11 +78,16 @@ impl Lanes {
 
 async fn run_lane(
     mut jobs: mpsc::UnboundedReceiver<Job>,
+    in_flight: Arc<Semaphore>,
     applier: Arc<Applier>,
     progress: Arc<Progress>,
     metrics: ReplayMetrics,
 ) {
     while let Some(job) = jobs.recv().await {
+        // Never closed, so a permit always comes.
+        let Ok(_permit) = in_flight.acquire().await else {
+            break;
+        };
         let lateness = Instant::now().saturating_duration_since(job.due);
         // The report keeps the error as text, beside the object and operation it names.
         let (operation, result) = match &job.op {

@@ -270,6 +270,7 @@ async fn replay(
         .then(|| Rescheduler::start(&ctx.client, &handle.id, applier.clone()));
     let lanes = Lanes::start(
         ctx.settings.lanes,
+        ctx.settings.max_in_flight,
         applier,
         progress.clone(),
         ctx.metrics.clone(),

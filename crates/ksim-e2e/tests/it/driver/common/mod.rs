@@ -93,6 +93,7 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
             report_dir: data.path().join("reports"),
             lease_duration: Duration::from_secs(15),
             lanes: 16,
+            max_in_flight: 8,
             keep_finished: 32,
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(180),
