@@ -46,6 +46,29 @@ where
     }
 }
 
+/// Waits for `namespace`'s default ServiceAccount, which the controller manager makes: until
+/// it exists, the ServiceAccount admission plugin refuses the namespace's pods.
+pub async fn default_service_account(
+    client: &kube::Client,
+    namespace: &str,
+    deadline: Duration,
+) -> Result<(), TimedOut> {
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(client.clone(), namespace);
+    until(
+        &format!("the default ServiceAccount of {namespace}"),
+        deadline,
+        || async {
+            match accounts.get_opt("default").await {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err("missing".to_owned()),
+                Err(error) => Err(error.to_string()),
+            }
+        },
+    )
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

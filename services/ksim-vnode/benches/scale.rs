@@ -192,20 +192,7 @@ async fn create_namespace(client: &Client) -> anyhow::Result<()> {
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &namespace)
         .await?;
-    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(client.clone(), NAMESPACE);
-    ksim_testenv::wait::until(
-        "the bench ServiceAccount",
-        Duration::from_secs(60),
-        || async {
-            accounts
-                .get_opt("default")
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| "missing".to_owned())
-        },
-    )
-    .await?;
+    ksim_testenv::wait::default_service_account(client, NAMESPACE, Duration::from_secs(60)).await?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 
 use std::{path::Path, time::Duration};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use ksim_testenv::{ControlPlane, Setting, Tuning, wait};
 use kube::{Api, api::PostParams};
 use serde_json::json;
@@ -171,16 +171,9 @@ async fn privileged_pod_admitted(control_plane: &ControlPlane) -> bool {
         .unwrap();
     // The ServiceAccount admission plugin (kept) refuses pods before their namespace's
     // default ServiceAccount exists.
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    wait::until("the default ServiceAccount", DEADLINE, || async {
-        accounts
-            .get_opt("default")
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "missing".to_owned())
-    })
-    .await
-    .unwrap();
+    wait::default_service_account(&client, namespace, DEADLINE)
+        .await
+        .unwrap();
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "privileged"},
         "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",

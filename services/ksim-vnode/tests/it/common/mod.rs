@@ -108,16 +108,7 @@ pub async fn create_namespace(client: &Client, name: &str) {
         .create(&PostParams::default(), &namespace)
         .await
         .unwrap();
-    // Pods are refused until the namespace's default ServiceAccount exists.
-    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(client.clone(), name);
-    wait::until("the default ServiceAccount", DEADLINE, || async {
-        accounts
-            .get_opt("default")
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "missing".to_owned())
-    })
-    .await
-    .unwrap();
+    wait::default_service_account(client, name, DEADLINE)
+        .await
+        .unwrap();
 }
