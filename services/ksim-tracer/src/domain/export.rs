@@ -10,6 +10,8 @@
 //! nodes that existed then, stamped at the start, then the window's own samples and node
 //! records; samples count only the pods of the namespaces the filter keeps.
 
+pub mod sorting;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ksim_proto::ksim::trace::v1 as pb;
