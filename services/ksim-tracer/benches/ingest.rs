@@ -21,6 +21,7 @@ use ksim_tracer::{
     },
     exporter::{Export, Source},
     log::{FsyncPolicy, LogConfig, Retention},
+    spill::Spill,
     store::Store,
 };
 use serde_json::{Value, json};
@@ -258,6 +259,7 @@ fn main() {
             ..Default::default()
         },
         chunk_bytes: 1 << 20,
+        spill: Spill::new(dir.path()),
     };
     let summary = export.run(chunks).unwrap();
     let bytes = drain.join().unwrap();
