@@ -244,11 +244,14 @@ fn main() {
     let (chunks, mut receiver) =
         tokio::sync::mpsc::channel::<Result<pb::ExportResponse, tonic::Status>>(16);
     let drain = std::thread::spawn(move || {
+        // A digest of the trace file, so runs of two builds can show they export the same bytes.
+        let mut digest = xxhash_rust::xxh3::Xxh3::new();
         let mut bytes = 0_u64;
         while let Some(Ok(chunk)) = receiver.blocking_recv() {
             bytes += chunk.data.len() as u64;
+            digest.update(&chunk.data);
         }
-        bytes
+        (bytes, digest.digest())
     });
     let export = Export {
         source: Source::Log(store.snapshot().unwrap()),
@@ -262,7 +265,7 @@ fn main() {
         spill: Spill::new(dir.path()),
     };
     let summary = export.run(chunks).unwrap();
-    let bytes = drain.join().unwrap();
+    let (bytes, digest) = drain.join().unwrap();
     let written = written_bytes() - written_before;
     println!(
         "export of the whole log: {:.2} s for {} events + {} lifecycles, {:.1} MiB trace file, RSS {:.1} MiB after, peak {:.1} MiB",
@@ -274,7 +277,7 @@ fn main() {
         peak_rss_mib()
     );
     println!(
-        "the export wrote {:.1} MiB of temporary files",
+        "the export wrote {:.1} MiB of temporary files; trace file xxh3 {digest:016x}",
         written as f64 / (1 << 20) as f64
     );
 }
