@@ -102,14 +102,18 @@ impl<T: SortItem> Sorter<T> for SpillSorter<T> {
     fn push(&mut self, item: T) -> Result<(), SpillError> {
         self.buffer.push(item);
         if self.buffer.len() >= self.spill.run_len {
-            self.write_buffer()?;
+            self.sort_buffer();
+            // Superseded items make room: fill on while that freed at least half the run.
+            if self.buffer.len() > self.spill.run_len / 2 {
+                self.write_buffer()?;
+            }
         }
         Ok(())
     }
 
     fn sorted(mut self) -> Result<Sorted<T>, SpillError> {
         if self.runs.is_empty() {
-            self.buffer.sort();
+            self.sort_buffer();
             return Ok(Sorted::InMemory(self.buffer.into_iter()));
         }
         if !self.buffer.is_empty() {
@@ -135,9 +139,22 @@ impl<T: SortItem> Sorter<T> for SpillSorter<T> {
 }
 
 impl<T: SortItem> SpillSorter<T> {
-    fn write_buffer(&mut self) -> Result<(), SpillError> {
-        // Stable, so equal items keep their order within the run.
+    /// Sorts the buffer and drops superseded items. Stable, so equal items keep their order;
+    /// a buffer sorted before and filled on since sorts in about linear time.
+    fn sort_buffer(&mut self) {
         self.buffer.sort();
+        self.buffer.dedup_by(|later, earlier| {
+            // The one kept is `earlier`'s place, with `later`'s value.
+            let superseded = later.supersedes(earlier);
+            if superseded {
+                std::mem::swap(later, earlier);
+            }
+            superseded
+        });
+    }
+
+    fn write_buffer(&mut self) -> Result<(), SpillError> {
+        self.sort_buffer();
         let run = Run::write(&self.spill.dir, self.buffer.drain(..).map(Ok))?;
         self.runs.push(run);
         Ok(())

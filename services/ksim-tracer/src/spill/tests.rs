@@ -1,5 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::domain::export::sorting::{Fields, put_u64};
 
@@ -108,4 +110,49 @@ fn equal_items_come_back_in_the_order_they_were_pushed() {
             "{pair:?}"
         );
     }
+}
+
+/// Like [`Tagged`], but a later item supersedes an earlier one of the same key.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Latest(Tagged);
+
+impl SortItem for Latest {
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.0.encode(out);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        Tagged::decode(bytes).map(Latest)
+    }
+
+    fn supersedes(&self, earlier: &Self) -> bool {
+        self.0.key == earlier.0.key
+    }
+}
+
+#[test]
+fn superseded_items_make_room_and_the_latest_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    // Five pushes in a row per key, 97 keys in turn.
+    let pushed: Vec<Tagged> = (0..3_000)
+        .map(|pushed| Tagged {
+            key: (pushed / 5) % 97,
+            pushed,
+        })
+        .collect();
+    let mut last = BTreeMap::new();
+    for item in &pushed {
+        last.insert(item.key, item.pushed);
+    }
+    let mut sorter = Spill::new(dir.path()).run_len(20).sorter();
+    for item in pushed {
+        sorter.push(Latest(item)).unwrap();
+    }
+    assert!(sorter.runs.len() > 1, "{} runs", sorter.runs.len());
+    let got: Vec<Latest> = sorter.sorted().unwrap().map(Result::unwrap).collect();
+    // Runs cut some series of five in two.
+    assert!(got.len() < 3_000 / 4, "{} items", got.len());
+    assert!(got.windows(2).all(|pair| pair[0].0 <= pair[1].0));
+    let got_last: BTreeMap<u64, u64> = got.iter().map(|l| (l.0.key, l.0.pushed)).collect();
+    assert_eq!(got_last, last);
 }

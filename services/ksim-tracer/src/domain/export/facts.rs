@@ -124,6 +124,28 @@ impl SortItem for Fact {
         fields.end()?;
         Ok(Fact { key, about })
     }
+
+    fn supersedes(&self, earlier: &Self) -> bool {
+        self.key == earlier.key
+            && match (&self.about, &earlier.about) {
+                (About::Exported, About::Exported) => true,
+                // Sorted after it, the record of the same pod is the later one, which wins.
+                (
+                    About::Lifetime { lifecycle, .. },
+                    About::Lifetime {
+                        lifecycle: before, ..
+                    },
+                ) => lifecycle.pod_name == before.pod_name,
+                (
+                    About::OwnerOf { at, object },
+                    About::OwnerOf {
+                        at: before,
+                        object: of,
+                    },
+                ) => at == before && object == of,
+                _ => false,
+            }
+    }
 }
 
 /// An object of the window by key, so that a delete can follow its apply out of the export.

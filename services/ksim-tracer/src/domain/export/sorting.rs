@@ -17,6 +17,12 @@ pub trait SortItem: Ord + Debug + Sized {
     /// Appends the item to `out`; [`SortItem::decode`] reads it back from exactly those bytes.
     fn encode(&self, out: &mut Vec<u8>);
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError>;
+
+    /// Whether this item, sorted right after `earlier`, makes `earlier` redundant. A sorter may
+    /// then drop `earlier`, for fewer runs; readers cannot count on it.
+    fn supersedes(&self, _earlier: &Self) -> bool {
+        false
+    }
 }
 
 /// Collects items, then yields them in order. Equal items come back in the order they were
