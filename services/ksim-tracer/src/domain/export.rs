@@ -155,11 +155,11 @@ impl<S: Sorting> Scan<S> {
                     let position = self.next_position();
                     if self.filter.keeps(object) {
                         let key = ObjectKey::of(object);
-                        self.occurrences.push(Occurrence {
-                            key: key.clone(),
+                        self.occurrences.push(Occurrence::new(
+                            key.clone(),
                             position,
-                            what: Occurred::Deleted,
-                        })?;
+                            Occurred::Deleted,
+                        ))?;
                         self.exported(key)?;
                     }
                 }
@@ -188,10 +188,7 @@ impl<S: Sorting> Scan<S> {
     }
 
     fn exported(&mut self, key: ObjectKey) -> Result<(), S::Error> {
-        self.facts.push(Fact {
-            key,
-            about: About::Exported,
-        })
+        self.facts.push(Fact::new(key, About::Exported))
     }
 
     /// Asks, for each owner `object` names, whether that owner is exported.
@@ -202,13 +199,11 @@ impl<S: Sorting> Scan<S> {
         at: At,
     ) -> Result<(), S::Error> {
         for owner in owner_keys(object) {
-            self.facts.push(Fact {
-                key: owner,
-                about: About::OwnerOf {
-                    at,
-                    object: key.clone(),
-                },
-            })?;
+            let about = About::OwnerOf {
+                at,
+                object: key.clone(),
+            };
+            self.facts.push(Fact::new(owner, about))?;
         }
         Ok(())
     }
@@ -230,10 +225,9 @@ impl<S: Sorting> Scan<S> {
     fn lifecycle(&mut self, lifecycle: pb::PodLifecycle) -> Result<(), S::Error> {
         let seq = self.lifetime_records;
         self.lifetime_records += 1;
-        self.facts.push(Fact {
-            key: lifetime_owner(&lifecycle),
-            about: About::Lifetime { seq, lifecycle },
-        })
+        let owner = lifetime_owner(&lifecycle);
+        self.facts
+            .push(Fact::new(owner, About::Lifetime { seq, lifecycle }))
     }
 
     /// Joins what the window said about each key: which objects are left out (by position)
@@ -249,7 +243,7 @@ impl<S: Sorting> Scan<S> {
         let mut exported: Option<ObjectKey> = None;
         let mut facts = self.facts.sorted()?.peekable();
         while let Some(fact) = facts.next() {
-            let Fact { key, about } = fact?;
+            let Fact { key, about, .. } = fact?;
             let is_exported = exported.as_ref() == Some(&key);
             match about {
                 About::Exported => exported = Some(key),
@@ -257,7 +251,7 @@ impl<S: Sorting> Scan<S> {
                     // A pod's records are adjacent, oldest first: only the latest counts.
                     let superseded = matches!(
                         facts.peek(),
-                        Some(Ok(Fact { key: next_key, about: About::Lifetime { lifecycle: next, .. } }))
+                        Some(Ok(Fact { key: next_key, about: About::Lifetime { lifecycle: next, .. }, .. }))
                             if *next_key == key && next.pod_name == lifecycle.pod_name
                     );
                     if is_exported
@@ -281,11 +275,11 @@ impl<S: Sorting> Scan<S> {
                     }
                     At::Window(position) => {
                         left_out.push(position)?;
-                        occurrences.push(Occurrence {
-                            key: object,
+                        occurrences.push(Occurrence::new(
+                            object,
                             position,
-                            what: Occurred::DroppedApply,
-                        })?;
+                            Occurred::DroppedApply,
+                        ))?;
                     }
                 },
                 About::OwnerOf { .. } => {}
@@ -325,6 +319,7 @@ fn deletes_follow_applies<S: Sorting>(
             key,
             position,
             what,
+            ..
         } = occurrence?;
         match what {
             Occurred::DroppedApply => dropped = Some(key),

@@ -1,10 +1,14 @@
 //! What the scan learns of a window, as items to sort. The scan meets objects, owners and pod
 //! lifetimes in log order; the cut needs them joined by key. Sorting them by key brings a key's
 //! facts together, so one walk over the sorted facts does the join.
+//!
+//! The join needs a key's items together, not the keys in name order: facts and occurrences
+//! sort by a hash of their key first, so most comparisons end before comparing names.
 
 use std::cmp::Ordering;
 
 use ksim_proto::ksim::trace::v1 as pb;
+use xxhash_rust::xxh3::Xxh3;
 
 use super::sorting::{DecodeError, Fields, SortItem, put_message, put_str, put_u64};
 use crate::domain::key::ObjectKey;
@@ -22,6 +26,17 @@ pub enum At {
 pub struct Fact {
     pub key: ObjectKey,
     pub about: About,
+    key_hash: u64,
+}
+
+impl Fact {
+    pub fn new(key: ObjectKey, about: About) -> Self {
+        Self {
+            key_hash: key_hash(&key),
+            key,
+            about,
+        }
+    }
 }
 
 /// Sorted within a key in this order: whether the key is exported is known before anything
@@ -53,8 +68,8 @@ impl About {
 
 impl Ord for Fact {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key
-            .cmp(&other.key)
+        (self.key_hash, &self.key)
+            .cmp(&(other.key_hash, &other.key))
             .then_with(|| match (&self.about, &other.about) {
                 (
                     About::Lifetime { seq, lifecycle },
@@ -122,7 +137,7 @@ impl SortItem for Fact {
             tag => return Err(DecodeError::UnknownTag(tag)),
         };
         fields.end()?;
-        Ok(Fact { key, about })
+        Ok(Fact::new(key, about))
     }
 
     fn supersedes(&self, earlier: &Self) -> bool {
@@ -151,9 +166,22 @@ impl SortItem for Fact {
 /// An object of the window by key, so that a delete can follow its apply out of the export.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Occurrence {
+    // First, so the derived order compares it first.
+    key_hash: u64,
     pub key: ObjectKey,
     pub position: u64,
     pub what: Occurred,
+}
+
+impl Occurrence {
+    pub fn new(key: ObjectKey, position: u64, what: Occurred) -> Self {
+        Self {
+            key_hash: key_hash(&key),
+            key,
+            position,
+            what,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -180,11 +208,7 @@ impl SortItem for Occurrence {
             tag => return Err(DecodeError::UnknownTag(tag)),
         };
         fields.end()?;
-        Ok(Occurrence {
-            key,
-            position,
-            what,
-        })
+        Ok(Occurrence::new(key, position, what))
     }
 }
 
@@ -253,6 +277,16 @@ pub fn lifetime_owner(lifecycle: &pb::PodLifecycle) -> ObjectKey {
         namespace: lifecycle.owner_namespace.clone(),
         name: lifecycle.owner_name.clone(),
     }
+}
+
+fn key_hash(key: &ObjectKey) -> u64 {
+    let mut hash = Xxh3::new();
+    for part in [&key.group, &key.kind, &key.namespace, &key.name] {
+        // Each part's length first, so no two keys feed the same bytes.
+        hash.update(&(part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
+    }
+    hash.digest()
 }
 
 fn put_key(out: &mut Vec<u8>, key: &ObjectKey) {
