@@ -21,6 +21,7 @@ use ksim_tracer::{
     },
     exporter::{Export, Source},
     log::{FsyncPolicy, LogConfig, Retention},
+    spill::Spill,
     store::Store,
 };
 use serde_json::{Value, json};
@@ -91,10 +92,29 @@ fn pod(i: u64, phase: &str) -> Value {
 }
 
 fn rss_mib() -> f64 {
+    status_mib("VmRSS:")
+}
+
+/// The most the process has been resident, ever: the export's peak, since ingest stays lower.
+fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// Bytes the process has written with write(2) so far: during the export, its temporary files
+/// (the trace itself goes to a channel).
+fn written_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
@@ -220,14 +240,18 @@ fn main() {
     );
 
     let export_started = Instant::now();
+    let written_before = written_bytes();
     let (chunks, mut receiver) =
         tokio::sync::mpsc::channel::<Result<pb::ExportResponse, tonic::Status>>(16);
     let drain = std::thread::spawn(move || {
+        // A digest of the trace file, so runs of two builds can show they export the same bytes.
+        let mut digest = xxhash_rust::xxh3::Xxh3::new();
         let mut bytes = 0_u64;
         while let Some(Ok(chunk)) = receiver.blocking_recv() {
             bytes += chunk.data.len() as u64;
+            digest.update(&chunk.data);
         }
-        bytes
+        (bytes, digest.digest())
     });
     let export = Export {
         source: Source::Log(store.snapshot().unwrap()),
@@ -238,15 +262,22 @@ fn main() {
             ..Default::default()
         },
         chunk_bytes: 1 << 20,
+        spill: Spill::new(dir.path()),
     };
     let summary = export.run(chunks).unwrap();
-    let bytes = drain.join().unwrap();
+    let (bytes, digest) = drain.join().unwrap();
+    let written = written_bytes() - written_before;
     println!(
-        "export of the whole log: {:.2} s for {} events + {} lifecycles, {:.1} MiB trace file, RSS {:.1} MiB",
+        "export of the whole log: {:.2} s for {} events + {} lifecycles, {:.1} MiB trace file, RSS {:.1} MiB after, peak {:.1} MiB",
         export_started.elapsed().as_secs_f64(),
         summary.events,
         summary.lifecycles,
         bytes as f64 / (1 << 20) as f64,
-        rss_mib()
+        rss_mib(),
+        peak_rss_mib()
+    );
+    println!(
+        "the export wrote {:.1} MiB of temporary files; trace file xxh3 {digest:016x}",
+        written as f64 / (1 << 20) as f64
     );
 }

@@ -19,7 +19,8 @@ pub struct TracerArgs {
     #[arg(long, env = "KSIM_TRACER_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Directory of the log, its checkpoint and imported traces.
+    /// Directory of the log, its checkpoint, imported traces, and the temporary files an export
+    /// sorts a long window in (unnamed: removed when the export ends).
     #[arg(
         long,
         env = "KSIM_TRACER_DATA_DIR",

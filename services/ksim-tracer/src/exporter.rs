@@ -1,6 +1,7 @@
 //! Writing an export: the domain's window cut run over a source (the log, or an imported
 //! trace), written as a ksim trace file in chunks to a channel. Blocking; run it in
-//! `spawn_blocking`. Both passes stream, so a long log is never loaded whole.
+//! `spawn_blocking`. Both passes stream, so a long log is never loaded whole, and what the cut
+//! sorts spills to temporary files, so a long window is not held whole either.
 
 use std::{fs::File, io::Write, path::PathBuf};
 
@@ -14,10 +15,11 @@ use tokio::sync::mpsc;
 
 use crate::{
     domain::{
-        export::{Scan, Window},
+        export::{PassesDisagree, Scan, Window},
         filter::Filter,
     },
     log::{LogError, LogSnapshot},
+    spill::{Spill, SpillError},
 };
 
 /// Where the exported events come from.
@@ -35,6 +37,10 @@ pub enum ExportError {
     Trace(#[from] TraceError),
     #[error("opening the imported trace: {0}")]
     Open(std::io::Error),
+    #[error("sorting the window: {0}")]
+    Spill(#[from] SpillError),
+    #[error(transparent)]
+    Passes(#[from] PassesDisagree),
     #[error("the client went away")]
     Disconnected,
 }
@@ -48,18 +54,22 @@ pub struct Export {
     pub filter: Filter,
     pub header: pb::TraceHeader,
     pub chunk_bytes: usize,
+    /// Where the window's sorting spills.
+    pub spill: Spill,
 }
 
 impl Export {
     pub fn run(self, chunks: Chunks) -> Result<pb::TraceSummary, ExportError> {
-        let mut scan = Scan::new(self.window, self.filter);
+        let mut scan = Scan::new(self.window, self.filter, self.spill);
         if let Source::Log(snapshot) = &self.source {
             let base = snapshot.base()?;
-            scan.base(base.objects, base.open_lifecycles);
+            scan.base(base.objects, base.open_lifecycles)?;
             scan.cluster_base(base.sample, base.nodes);
         }
-        for_each_record(&self.source, i64::MIN, |ts, record| scan.record(ts, record))?;
-        let mut cut = scan.finish();
+        for_each_record(&self.source, i64::MIN, |ts, record| {
+            Ok(scan.record(ts, record)?)
+        })?;
+        let mut cut = scan.finish()?;
 
         let mut sink = ChunkSink {
             chunks,
@@ -78,13 +88,9 @@ impl Export {
         for node in nodes {
             writer.write_node(&node).map_err(disconnected_or)?;
         }
-        let mut failure = None;
         for_each_record(&self.source, self.window.start_ms, |_, record| {
-            if failure.is_some() {
-                return;
-            }
             let written = match record {
-                Record::Event(event) => cut.event(event).map(|event| {
+                Record::Event(event) => cut.event(event)?.map(|event| {
                     last_event_ms = event.timestamp_ms;
                     writer.write_event(&event)
                 }),
@@ -92,15 +98,13 @@ impl Export {
                 Record::Node(node) => cut.node(node).map(|n| writer.write_node(&n)),
                 _ => None,
             };
-            if let Some(Err(error)) = written {
-                failure = Some(error);
-            }
+            written.transpose().map_err(disconnected_or)?;
+            Ok(())
         })?;
-        if let Some(error) = failure {
-            return Err(disconnected_or(error));
-        }
-        for lifecycle in cut.lifecycles() {
-            writer.write_lifecycle(lifecycle).map_err(disconnected_or)?;
+        for lifecycle in cut.lifecycles()? {
+            writer
+                .write_lifecycle(&lifecycle?)
+                .map_err(disconnected_or)?;
         }
         let (_, trailer) = writer.finish().map_err(disconnected_or)?;
         let summary = pb::TraceSummary {
@@ -115,19 +119,19 @@ impl Export {
     }
 }
 
-/// Calls `on_record` for every record of the source in order. The log's compacted state
-/// (its base) is not included.
+/// Calls `on_record` for every record of the source in order, until it fails. The log's
+/// compacted state (its base) is not included.
 fn for_each_record(
     source: &Source,
     from_ms: i64,
-    mut on_record: impl FnMut(i64, &Record),
+    mut on_record: impl FnMut(i64, &Record) -> Result<(), ExportError>,
 ) -> Result<(), ExportError> {
     match source {
         Source::Log(snapshot) => {
             for entry in snapshot.entries(from_ms)? {
                 let entry = entry?;
                 if let Some(record) = &entry.record.record {
-                    on_record(entry.timestamp_ms, record);
+                    on_record(entry.timestamp_ms, record)?;
                 }
             }
         }
@@ -138,7 +142,7 @@ fn for_each_record(
                 match record {
                     TraceFileRecord::Event(event) => {
                         let ts = event.timestamp_ms;
-                        on_record(ts, &Record::Event(event));
+                        on_record(ts, &Record::Event(event))?;
                     }
                     TraceFileRecord::Lifecycle(lifecycle) => {
                         // Stored traces keep lifetimes after the events; order by their end.
@@ -147,13 +151,13 @@ fn for_each_record(
                         } else {
                             lifecycle.start_ms
                         };
-                        on_record(ts, &Record::Lifecycle(lifecycle));
+                        on_record(ts, &Record::Lifecycle(lifecycle))?;
                     }
                     TraceFileRecord::Sample(sample) => {
-                        on_record(sample.timestamp_ms, &Record::Sample(sample));
+                        on_record(sample.timestamp_ms, &Record::Sample(sample))?;
                     }
                     TraceFileRecord::Node(node) => {
-                        on_record(node.timestamp_ms, &Record::Node(node));
+                        on_record(node.timestamp_ms, &Record::Node(node))?;
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! The `ksim.trace.v1.TraceStore` gRPC service: requests checked and mapped onto the store,
 //! errors mapped to status codes. Bad input is INVALID_ARGUMENT with a message naming the field.
 
-use std::sync::Arc;
+use std::{path::PathBuf, sync::Arc};
 
 use ksim_proto::ksim::trace::v1::{self as pb, trace_store_server::TraceStore};
 use ksim_trace::time::{self, now_ms};
@@ -13,6 +13,7 @@ use crate::{
     domain::{export::Window, filter::Filter},
     exporter::{Export, ExportError, Source},
     imports::{ImportError, Imports},
+    spill::Spill,
     store::{Store, StoreError},
 };
 
@@ -27,6 +28,7 @@ pub struct TraceStoreService {
     imports: Imports,
     created_by: String,
     origin: String,
+    spill_dir: PathBuf,
 }
 
 impl TraceStoreService {
@@ -37,7 +39,15 @@ impl TraceStoreService {
             imports,
             created_by,
             origin,
+            spill_dir: std::env::temp_dir(),
         }
+    }
+
+    /// Where exports sort windows too long for memory; the system's temporary directory unless
+    /// set (which may be memory-backed: the tracer gives its data directory).
+    pub fn spill_dir(mut self, dir: PathBuf) -> Self {
+        self.spill_dir = dir;
+        self
     }
 
     pub fn into_server(self) -> pb::trace_store_server::TraceStoreServer<Self> {
@@ -98,6 +108,7 @@ impl TraceStoreService {
             filter,
             header,
             chunk_bytes,
+            spill: Spill::new(self.spill_dir.clone()),
         })
     }
 }

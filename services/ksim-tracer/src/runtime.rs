@@ -1,7 +1,7 @@
 //! The tracer as a service: its flags, and the one way to start it, used by `main`, tests,
 //! benchmarks and anything embedding a tracer.
 
-use std::sync::Arc;
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use ksim_grpc::{GrpcServer, Running, ServeArgs};
@@ -85,6 +85,8 @@ pub struct Recorder {
     pub store: Arc<Store>,
     imports: Imports,
     origin: String,
+    /// Exports spill here: the data directory has room for the log, unlike a tmpfs /tmp.
+    data_dir: PathBuf,
     tasks: Vec<JoinHandle<()>>,
     _watches: JoinSet<()>,
 }
@@ -112,6 +114,7 @@ impl Recorder {
             store,
             imports,
             origin: connected.cluster_url.to_string(),
+            data_dir: tracer.data_dir.clone(),
             tasks,
             _watches: watches,
         })
@@ -124,6 +127,7 @@ impl Recorder {
                 self.imports.clone(),
                 self.origin.clone(),
             )
+            .spill_dir(self.data_dir.clone())
             .into_server(),
         )
     }

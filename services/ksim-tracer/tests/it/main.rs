@@ -4,6 +4,7 @@
 mod api;
 mod cluster_state;
 mod common;
+mod export;
 mod rbac;
 mod recording;
 mod restart;

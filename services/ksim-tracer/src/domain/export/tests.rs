@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::*;
+use super::{sorting::InMemory, *};
 
 fn object(kind: &str, namespace: &str, name: &str, json: Value) -> pb::TraceObject {
     let group = if kind == "Pod" || kind == "ConfigMap" {
@@ -75,20 +75,21 @@ fn cut(
     filter: Filter,
     log: &[(i64, Record)],
 ) -> (pb::TraceEvent, Vec<pb::TraceEvent>, Vec<pb::PodLifecycle>) {
-    let mut scan = Scan::new(window, filter);
+    let mut scan = Scan::new(window, filter, InMemory);
     for (ts, record) in log {
-        scan.record(*ts, record);
+        scan.record(*ts, record).unwrap();
     }
-    let mut cut = scan.finish();
+    let mut cut = scan.finish().unwrap();
     let first = cut.first_event();
     let events = log
         .iter()
         .filter_map(|(_, r)| match r {
-            Record::Event(e) => cut.event(e),
+            Record::Event(e) => cut.event(e).unwrap(),
             _ => None,
         })
         .collect();
-    (first, events, cut.lifecycles().to_vec())
+    let lifecycles = cut.lifecycles().unwrap().map(Result::unwrap).collect();
+    (first, events, lifecycles)
 }
 
 fn names(objects: &[pb::TraceObject]) -> Vec<&str> {
@@ -172,6 +173,54 @@ fn objects_owned_by_an_exported_owner_are_dropped_with_their_deletes() {
     assert!(
         events.iter().all(|e| e.deleted.is_empty()),
         "c2's delete goes with its apply"
+    );
+}
+
+fn owned_by_web(name: &str) -> pb::TraceObject {
+    object(
+        "ConfigMap",
+        "shop",
+        name,
+        json!({"metadata": {"name": name, "ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "controller": true}]}}),
+    )
+}
+
+#[test]
+fn a_delete_goes_only_with_an_apply_left_out_before_it() {
+    let log = vec![
+        apply(100, deployment("shop", "web", 1)),
+        delete(600, owned_by_web("c1")),
+        apply(700, owned_by_web("c1")),
+        delete(800, owned_by_web("c1")),
+    ];
+    let (_, events, _) = cut(Window::new(500, 2_000).unwrap(), Filter::default(), &log);
+    let deletes: Vec<_> = events
+        .iter()
+        .map(|e| (e.timestamp_ms, names(&e.deleted)))
+        .collect();
+    assert_eq!(deletes, [(600, vec!["c1"])]);
+}
+
+#[test]
+fn a_cut_that_met_other_window_objects_than_the_scan_numbers_no_lifetime() {
+    let log = vec![
+        apply(100, deployment("shop", "web", 1)),
+        apply(600, deployment("shop", "api", 1)),
+    ];
+    let mut scan = Scan::new(
+        Window::new(500, 2_000).unwrap(),
+        Filter::default(),
+        InMemory,
+    );
+    for (ts, record) in &log {
+        scan.record(*ts, record).unwrap();
+    }
+    // The cut is not shown the event at 600: its positions would name other objects.
+    let error = scan.finish().unwrap().lifecycles().unwrap_err();
+    assert!(
+        error.to_string().contains("the scan met 1, the cut 0"),
+        "{error}"
     );
 }
 
@@ -288,11 +337,11 @@ fn the_cluster_state_at_the_window_start_is_stamped_at_the_start_and_filtered() 
         ..Default::default()
     }))
     .unwrap();
-    let mut scan = Scan::new(Window::new(1_000, 2_000).unwrap(), filter);
+    let mut scan = Scan::new(Window::new(1_000, 2_000).unwrap(), filter, InMemory);
     for (ts, record) in &log {
-        scan.record(*ts, record);
+        scan.record(*ts, record).unwrap();
     }
-    let mut cut = scan.finish();
+    let mut cut = scan.finish().unwrap();
     let (first, nodes) = cut.first_cluster_records();
     let first = first.unwrap();
     assert_eq!(
