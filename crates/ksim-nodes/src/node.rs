@@ -59,6 +59,31 @@ pub fn is_ready(node: &Node) -> bool {
         })
 }
 
+/// Taints the control plane keeps on a node until it has seen the node Ready: the
+/// TaintNodesByCondition admission plugin puts not-ready on every new node, and the node
+/// lifecycle controller lifts it some time after the kubelet reports Ready.
+const CONDITION_TAINT_KEYS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
+
+/// Whether the scheduler would place pods on the node for its readiness: Ready=True and none
+/// of the control plane's condition taints left. A node just registered is Ready a moment
+/// before it takes pods, so waits before a replay or a test's pods use this, not
+/// [`is_ready`].
+pub fn takes_pods(node: &Node) -> bool {
+    let tainted = node
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.taints.as_ref())
+        .is_some_and(|taints| {
+            taints
+                .iter()
+                .any(|taint| CONDITION_TAINT_KEYS.contains(&taint.key.as_str()))
+        });
+    is_ready(node) && !tainted
+}
+
 /// The taint keeping real workloads off virtual nodes.
 pub fn virtual_taint() -> Taint {
     Taint {
@@ -485,6 +510,29 @@ status:
         assert!(!is_ready(&node));
         node.status = None;
         assert!(!is_ready(&node));
+    }
+
+    #[test]
+    fn a_ready_node_takes_pods_once_the_not_ready_taint_is_lifted() {
+        let mut node = virtual_node(&skeleton(), &identity(), now());
+        assert!(takes_pods(&node), "the skeleton's own taints do not count");
+        let taints = node.spec.as_mut().unwrap().taints.as_mut().unwrap();
+        // As the admission plugin leaves a new node.
+        taints.push(Taint {
+            key: "node.kubernetes.io/not-ready".to_owned(),
+            value: None,
+            effect: NO_SCHEDULE.to_owned(),
+            time_added: None,
+        });
+        assert!(is_ready(&node));
+        assert!(!takes_pods(&node));
+        node.spec.as_mut().unwrap().taints.as_mut().unwrap()[2].key =
+            "node.kubernetes.io/unreachable".to_owned();
+        assert!(!takes_pods(&node));
+        node.spec.as_mut().unwrap().taints.as_mut().unwrap().pop();
+        assert!(takes_pods(&node));
+        node.status = None;
+        assert!(!takes_pods(&node), "not Ready");
     }
 
     #[test]

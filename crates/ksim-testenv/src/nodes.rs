@@ -3,12 +3,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use ksim_nodes::node::is_ready;
+use ksim_nodes::node::takes_pods;
 use kube::{Api, Client, api::ListParams};
 
 use crate::wait::{self, TimedOut};
 
-/// The nodes matching `label_selector`, once exactly `count` exist and every one is Ready.
+/// The nodes matching `label_selector`, once exactly `count` exist and every one is Ready
+/// with its not-ready taint lifted, so a test's next pods can land on any of them.
 pub async fn ready_nodes(
     client: &Client,
     label_selector: &str,
@@ -22,7 +23,7 @@ pub async fn ready_nodes(
         deadline,
         || async {
             let list = nodes.list(&params).await.map_err(|e| e.to_string())?;
-            let ready = list.items.iter().filter(|n| is_ready(n)).count();
+            let ready = list.items.iter().filter(|n| takes_pods(n)).count();
             if ready == count && list.items.len() == count {
                 Ok(list.items)
             } else {

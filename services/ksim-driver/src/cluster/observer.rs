@@ -20,7 +20,7 @@ use k8s_openapi::api::{
 };
 use ksim_nodes::{
     labels::{GROUP_LABEL, TRUE_VALUE, VIRTUAL_LABEL},
-    node::is_ready,
+    node::takes_pods,
     skeleton::quantity_value,
 };
 use kube::{
@@ -82,6 +82,8 @@ const MAX_UNCLAIMED: usize = 10_000;
 #[derive(Debug)]
 struct NodeSeen {
     group: String,
+    /// Ready with the control plane's not-ready taint lifted: a replay that starts on a node
+    /// still tainted would see its first pods crowd onto the nodes that are not.
     ready: bool,
     allocatable: Resources,
 }
@@ -531,7 +533,7 @@ impl Seen {
                     Resources::of(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
                 let seen = NodeSeen {
                     group,
-                    ready: is_ready(node),
+                    ready: takes_pods(node),
                     allocatable,
                 };
                 self.nodes.insert(name, seen);
