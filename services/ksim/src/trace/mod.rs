@@ -2,6 +2,7 @@
 
 mod convert;
 mod export;
+mod generate;
 mod import;
 mod input;
 mod inspect;
@@ -20,6 +21,10 @@ use clap::{Args, Subcommand};
 pub enum TraceCommand {
     /// Export a time window of the tracer's log (or of an imported trace) to a trace file.
     Export(export::ExportArgs),
+    /// Write a synthetic day of a cluster as a trace: service Deployments that follow the
+    /// clock as autoscalers would scale them, and batch Jobs mostly at night, sized for a
+    /// number of nodes and made from a seed.
+    Generate(generate::GenerateArgs),
     /// Upload a trace file (ksim, or SimKube's .sktrace) into a tracer store.
     Import(import::ImportArgs),
     /// Summarise a trace file: time range, kinds, objects, events, lifecycles.
@@ -74,6 +79,7 @@ pub struct ServerArgs {
 pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
     match command {
         TraceCommand::Export(args) => export::run(args).await,
+        TraceCommand::Generate(args) => generate::run(args),
         TraceCommand::Import(args) => import::run(args).await,
         TraceCommand::Inspect { file } => inspect::run(&file),
         TraceCommand::Convert { input, output } => convert::run(&input, &output),

@@ -101,6 +101,90 @@ fn inspect_summarises_a_trace_and_refuses_garbage_in_one_line() {
 }
 
 #[test]
+fn generate_writes_a_day_that_inspects_and_validates_and_names_a_bad_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("day.ksim");
+    let path = trace.to_str().unwrap();
+    let written = ksim(&[
+        "trace",
+        "generate",
+        path,
+        "--nodes",
+        "50",
+        "--node-cpu",
+        "8",
+        "--node-memory",
+        "32Gi",
+        "--length",
+        "6h",
+        "--start",
+        "2026-03-02T00:00:00Z",
+        "--seed",
+        "7",
+    ]);
+    let said = String::from_utf8(written.stderr.clone()).unwrap();
+    assert!(written.status.success(), "{said}");
+    assert!(said.contains("10 services (Deployments)"), "{said}");
+    let table = stdout(&ksim(&["trace", "inspect", path]));
+    // The first events (the services) at the start; the last before the six hours end.
+    assert!(
+        table.contains("2026-03-02T00:00:00.000Z .. 2026-03-02T05:"),
+        "{table}"
+    );
+    assert!(table.contains("apps/v1.Deployment"), "{table}");
+    assert!(table.contains("batch/v1.Job"), "{table}");
+    let validated = ksim(&["trace", "validate", path]);
+    assert!(
+        validated.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&validated.stdout),
+        String::from_utf8_lossy(&validated.stderr)
+    );
+    // The same flags, the same bytes.
+    let again = dir.path().join("again.ksim");
+    stdout(&ksim(&[
+        "trace",
+        "generate",
+        again.to_str().unwrap(),
+        "--nodes",
+        "50",
+        "--node-cpu",
+        "8",
+        "--node-memory",
+        "32Gi",
+        "--length",
+        "6h",
+        "--start",
+        "2026-03-02T00:00:00Z",
+        "--seed",
+        "7",
+    ]));
+    assert!(std::fs::read(&trace).unwrap() == std::fs::read(&again).unwrap());
+
+    for (flag, value, named) in [
+        (
+            "--node-cpu",
+            "four",
+            "\"four\" is not a positive CPU quantity",
+        ),
+        ("--nodes", "0", "nodes is 0: expected 1 to 100000"),
+        (
+            "--length",
+            "1s",
+            "length is 1000 ms: expected 1 minute to 31 days",
+        ),
+    ] {
+        let refused = dir.path().join("refused.ksim");
+        let failed = ksim(&["trace", "generate", refused.to_str().unwrap(), flag, value]);
+        assert!(!failed.status.success());
+        let message = String::from_utf8(failed.stderr).unwrap();
+        assert!(message.contains(named), "{message}");
+        assert_eq!(message.lines().count(), 1, "{message}");
+        assert!(!refused.exists(), "nothing is written");
+    }
+}
+
+#[test]
 fn convert_turns_a_simkube_trace_into_a_ksim_trace() {
     let dir = tempfile::tempdir().unwrap();
     let simkube = dir.path().join("in.sktrace");

@@ -1,0 +1,14 @@
+use ksim_trace::TraceError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// A parameter outside what the generator can make sense of; names the parameter.
+    #[error("{name} is {value}: {expected}")]
+    BadParameter {
+        name: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
