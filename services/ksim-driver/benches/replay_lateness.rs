@@ -8,7 +8,16 @@
 //! controllers' pods would measure the scheduler, not the replay.
 //!
 //! Before and after the replays the same operations are run straight from a kube client
-//! (no driver), 32 at a time: the apiserver's ceiling for that trace, in the same run.
+//! (no driver), 32 at a time: the apiserver's ceiling for that trace, in the same run. A second
+//! ceiling runs them as the driver sends them (rewritten: an owner reference to a
+//! SimulationRoot, the simulation label, pod templates kept on virtual nodes): the gap between
+//! the two is what the replayed objects cost, the gap from the second to the replay is the
+//! driver. Each phase prints the CPU milliseconds each process (this one, etcd, the apiserver,
+//! the controller manager) spent per operation.
+//!
+//! `--profile-dir DIR` writes a CPU profile of kube-apiserver over the first `--seconds` of
+//! each ceiling and each replay (`DIR/<plane>-<phase>.pb.gz`), for `go tool pprof -top`: where
+//! the apiserver's time goes with the driver in between and without it.
 //!
 //! `cargo bench -p ksim-driver --bench replay_lateness -- [--workload mixed] [--rates 1000,2000]`
 //! with KSIM_CONTROL_PLANE_BIN_DIR set (deploy/control-plane/build.sh prints it).
@@ -16,6 +25,7 @@
 
 use std::{
     hash::{DefaultHasher, Hash, Hasher},
+    path::PathBuf,
     time::Duration,
 };
 
@@ -58,6 +68,9 @@ struct Args {
     /// The driver's requests in flight; each value is a run of its own.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     max_in_flight: Vec<usize>,
+    /// Where to write kube-apiserver CPU profiles of each ceiling and replay.
+    #[arg(long)]
+    profile_dir: Option<PathBuf>,
     /// `cargo bench` passes this to every benchmark binary.
     #[arg(long, hide = true)]
     bench: bool,
@@ -73,6 +86,7 @@ enum Workload {
 #[derive(Debug, Clone)]
 struct Operation {
     kind: &'static str,
+    namespace: String,
     name: String,
     /// `None` deletes.
     object: Option<Value>,
@@ -92,7 +106,12 @@ fn operations(workload: Workload, events: u64, objects: u64) -> Vec<Operation> {
             let name = format!("{}-{o}", kind.to_lowercase());
             let deleted = workload == Workload::Mixed && round % 5 == 4;
             let object = (!deleted).then(|| object(kind, &name, i));
-            Operation { kind, name, object }
+            Operation {
+                kind,
+                namespace: NAMESPACE.to_owned(),
+                name,
+                object,
+            }
         })
         .collect()
 }
@@ -189,7 +208,7 @@ async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
         tasks.spawn(async move {
             for op in mine {
                 let api: Api<DynamicObject> =
-                    Api::namespaced_with(client.clone(), NAMESPACE, &resource(op.kind));
+                    Api::namespaced_with(client.clone(), &op.namespace, &resource(op.kind));
                 match op.object {
                     Some(object) => {
                         api.patch(
@@ -215,6 +234,78 @@ async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
     operations.len() as f64 / started.elapsed().as_secs_f64()
 }
 
+/// The same operations as the driver sends them: through its rewrite (an owner reference to a
+/// SimulationRoot, the simulation label, pod templates kept on virtual nodes), into the
+/// namespace it maps the trace's namespace to. A plain client applying these measures what
+/// the replayed objects cost the control plane, without the driver's own machinery.
+async fn as_replayed(client: &kube::Client, operations: &[Operation]) -> Vec<Operation> {
+    use ksim_driver::cluster::root;
+    use ksim_driver::domain::{
+        Gvk,
+        lifetimes::Lifetimes,
+        rewrite::{RewriteOptions, Rewriter},
+    };
+    root::ensure_crd(client, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let rewriter = Rewriter::new(
+        RewriteOptions {
+            simulation_id: "ceiling".to_owned(),
+            namespace_prefix: "ceiling".to_owned(),
+            speed: 1.0,
+            root: root::create(client, "ceiling").await.unwrap(),
+            template_paths: Default::default(),
+            node_groups: Vec::new(),
+        },
+        &Lifetimes::default(),
+    );
+    let namespace = rewriter.namespace(NAMESPACE);
+    let created = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&Default::default(), &created)
+        .await
+        .unwrap();
+    operations
+        .iter()
+        .map(|op| {
+            let gvk = Gvk::from(&ksim_trace::gvk::parse(gvk(op.kind)).unwrap());
+            let object = op.object.as_ref().map(|object| {
+                let (_, rewritten) = rewriter
+                    .apply(&gvk, NAMESPACE, &op.name, object.clone())
+                    .unwrap();
+                rewritten
+            });
+            Operation {
+                namespace: namespace.clone(),
+                object,
+                ..op.clone()
+            }
+        })
+        .collect()
+}
+
+/// Runs [`ceiling`] and prints it with the CPU each process spent per operation; clears its
+/// objects after.
+async fn measure_ceiling(
+    args: &Args,
+    env: &ControlPlane,
+    name: &str,
+    operations: &[Operation],
+) -> f64 {
+    let client = env.client();
+    let profiling = profile(args, &client, name.to_owned());
+    let usage = Usage::now(env);
+    let rate = ceiling(&client, operations).await;
+    let used = Usage::now(env).per_operation(&usage, operations.len() as u64);
+    profiled(profiling).await;
+    if let Some(op) = operations.first() {
+        clear(&client, &op.namespace).await;
+    }
+    println!("{name}: {rate:.0} operations/s (32 concurrent, no driver)");
+    println!("  CPU ms per operation: {used}");
+    rate
+}
+
 fn hash(name: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
     name.hash(&mut hasher);
@@ -230,11 +321,11 @@ fn resource(kind: &str) -> ApiResource {
 }
 
 /// Clears what a ceiling or a replay left, so the next starts from the same empty namespace.
-async fn clear(client: &kube::Client) {
+async fn clear(client: &kube::Client, namespace: &str) {
     use kube::api::ListParams;
     for kind in ["ConfigMap", "Deployment", "Job"] {
         let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), NAMESPACE, &resource(kind));
+            Api::namespaced_with(client.clone(), namespace, &resource(kind));
         let params = DeleteParams::background();
         api.delete_collection(&params, &ListParams::default())
             .await
@@ -242,9 +333,38 @@ async fn clear(client: &kube::Client) {
     }
 }
 
-/// CPU seconds this process (the driver's side) has used, from /proc.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+/// Starts a CPU profile of kube-apiserver over the next `seconds`, written to
+/// `<--profile-dir>/<name>.pb.gz` when it ends; nothing without `--profile-dir`.
+fn profile(
+    args: &Args,
+    client: &kube::Client,
+    name: String,
+) -> Option<tokio::task::JoinHandle<()>> {
+    use futures::AsyncReadExt;
+    let path = args.profile_dir.as_ref()?.join(format!("{name}.pb.gz"));
+    let request = http::Request::get(format!("/debug/pprof/profile?seconds={}", args.seconds))
+        .body(Vec::new())
+        .unwrap();
+    let client = client.clone();
+    Some(tokio::spawn(async move {
+        let mut body = client.request_stream(request).await.unwrap();
+        let mut bytes = Vec::new();
+        body.read_to_end(&mut bytes).await.unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        println!("apiserver profile: {}", path.display());
+    }))
+}
+
+/// Waits for a profile [`profile`] started.
+async fn profiled(profile: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(task) = profile {
+        task.await.unwrap();
+    }
+}
+
+/// CPU seconds a process has used, from /proc/PID/stat (`self` for this one).
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map_or("", |(_, rest)| rest)
@@ -260,21 +380,62 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// CPU seconds used so far by this process (the plain client, or the driver) and by each
+/// control-plane component: the difference over a phase, per operation, says where the
+/// driver's operations cost more than the plain client's.
+#[derive(Debug, Clone)]
+struct Usage(Vec<(&'static str, f64)>);
+
+impl Usage {
+    fn now(env: &ControlPlane) -> Self {
+        let mut usage = vec![("bench", cpu_seconds("self"))];
+        for (name, pid) in env.pids() {
+            let short = match name {
+                "kube-apiserver" => "apiserver",
+                "kube-controller-manager" => "kcm",
+                other => other,
+            };
+            usage.push((short, cpu_seconds(&pid.to_string())));
+        }
+        Self(usage)
+    }
+
+    /// CPU milliseconds per operation since `before`, per process.
+    fn per_operation(&self, before: &Usage, operations: u64) -> String {
+        self.0
+            .iter()
+            .zip(&before.0)
+            .map(|((name, now), (_, then))| {
+                format!(
+                    "{name} {:.2}",
+                    (now - then) * 1e3 / operations.max(1) as f64
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if let Some(dir) = &args.profile_dir {
+        std::fs::create_dir_all(dir).unwrap();
+    }
     for plane in &args.planes {
         run_plane(&args, plane).await;
     }
 }
 
 async fn run_plane(args: &Args, plane: &Tuning) {
-    let env = ControlPlane::builder()
+    let mut builder = ControlPlane::builder()
         .tuning(plane.clone())
-        .without_scheduler()
-        .start()
-        .await
-        .unwrap();
+        .without_scheduler();
+    if args.profile_dir.is_some() {
+        // The test environment switches profiling off; the flag given last wins.
+        builder = builder.apiserver_arg("--profiling=true");
+    }
+    let env = builder.start().await.unwrap();
     let client = env.client();
     let namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
@@ -284,17 +445,22 @@ async fn run_plane(args: &Args, plane: &Tuning) {
     // The ceiling's trace: the replays' longest, so that it runs long enough to measure.
     let rate = args.rates.iter().copied().max().unwrap_or(1000);
     let ceiling_ops = operations(args.workload, args.seconds * rate, args.objects);
-    let before = ceiling(&client, &ceiling_ops).await;
-    clear(&client).await;
     println!(
         "== {plane} control plane, {:?} workload, {} objects, {} lanes",
         args.workload, args.objects, args.lanes
     );
+    let replayed_ops = as_replayed(&client, &ceiling_ops).await;
+    let before =
+        measure_ceiling(args, &env, &format!("{plane}-ceiling-before"), &ceiling_ops).await;
+    let replayed = measure_ceiling(
+        args,
+        &env,
+        &format!("{plane}-ceiling-as-replayed-before"),
+        &replayed_ops,
+    )
+    .await;
     println!(
-        "apiserver ceiling before the runs: {before:.0} operations/s (32 concurrent, no driver)"
-    );
-    println!(
-        "in flight  due/s speed  events  applied/s  of ceiling  lateness p50      p90        p99        max      state"
+        "in flight  due/s speed  events  applied/s  of ceiling (as replayed)  lateness p50      p90        p99        max      state"
     );
     let reports = tempfile::tempdir().unwrap();
     for &max_in_flight in &args.max_in_flight {
@@ -316,20 +482,35 @@ async fn run_plane(args: &Args, plane: &Tuning) {
         });
         for &rate in &args.rates {
             for &speed in &args.speeds {
-                replay(args, &driver, &client, (max_in_flight, rate, speed), before).await;
+                replay(
+                    args,
+                    plane,
+                    &driver,
+                    &env,
+                    (max_in_flight, rate, speed),
+                    (before, replayed),
+                )
+                .await;
             }
         }
     }
-    let after = ceiling(&client, &ceiling_ops).await;
-    println!("apiserver ceiling after the runs: {after:.0} operations/s");
+    measure_ceiling(args, &env, &format!("{plane}-ceiling-after"), &ceiling_ops).await;
+    measure_ceiling(
+        args,
+        &env,
+        &format!("{plane}-ceiling-as-replayed-after"),
+        &replayed_ops,
+    )
+    .await;
 }
 
 async fn replay(
     args: &Args,
+    plane: &Tuning,
     driver: &Driver,
-    client: &kube::Client,
+    env: &ControlPlane,
     (max_in_flight, rate, speed): (usize, u64, u64),
-    ceiling: f64,
+    (ceiling, replayed_ceiling): (f64, f64),
 ) {
     let spec = pb::SimulationSpec {
         trace_source: Some(pb::simulation_spec::TraceSource::TraceFile(trace(
@@ -338,7 +519,8 @@ async fn replay(
         speed: speed as f64,
         ..Default::default()
     };
-    let cpu_before = cpu_seconds();
+    let client = &env.client();
+    let usage = Usage::now(env);
     let simulation = driver.start(Some(spec)).await.unwrap();
     let handle = driver.get(&simulation.id).unwrap();
     let mut changes = handle.subscribe();
@@ -346,13 +528,18 @@ async fn replay(
         .wait_for(|s| s.state() == pb::SimulationState::Running)
         .await
         .unwrap();
+    let profiling = profile(
+        args,
+        client,
+        format!("{plane}-replay-{max_in_flight}-{rate}-{speed}x"),
+    );
     changes
         .wait_for(|s| ksim_driver::replay::handle::is_terminal(s.state()))
         .await
         .unwrap();
     let report = driver.report(&simulation.id).unwrap();
     let ended = handle.simulation();
-    let driver_cpu = cpu_seconds() - cpu_before;
+    let replay_usage = Usage::now(env).per_operation(&usage, report.events_applied);
     let lateness = report.lateness.unwrap();
     let ms = |d: Option<prost_types::Duration>| {
         d.map_or(0.0, |d| d.seconds as f64 * 1e3 + f64::from(d.nanos) / 1e6)
@@ -361,15 +548,18 @@ async fn replay(
     let busy_seconds = args.seconds as f64 + ms(lateness.max) / 1e3;
     let applied = report.events_applied as f64 / busy_seconds;
     println!(
-        "{max_in_flight:>9} {rate:>6} {speed:>4}x {:>7} {applied:>9.0}  {:>9.0}%  {:>9.2} ms {:>8.2} ms {:>8.2} ms {:>8.2} ms  {:?}, driver CPU {driver_cpu:.1} s",
+        "{max_in_flight:>9} {rate:>6} {speed:>4}x {:>7} {applied:>9.0}  {:>9.0}% ({:>3.0}%)          {:>9.2} ms {:>8.2} ms {:>8.2} ms {:>8.2} ms  {:?}",
         report.events_applied,
         100.0 * applied / ceiling,
+        100.0 * applied / replayed_ceiling,
         ms(lateness.p50),
         ms(lateness.p90),
         ms(lateness.p99),
         ms(lateness.max),
         ended.state(),
     );
+    println!("  CPU ms per operation: {replay_usage}");
+    profiled(profiling).await;
     // The simulation's cleanup removed its objects; what it orphaned (Jobs) goes too.
-    clear(client).await;
+    clear(client, NAMESPACE).await;
 }
