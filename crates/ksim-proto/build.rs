@@ -37,6 +37,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     )?;
 
     tonic_prost_build::configure()
+        // Maps as BTreeMap: a HashMap encodes in an order that changes from one process to
+        // the next, and a trace exported twice must be the same bytes.
+        .btree_map(".")
         .out_dir(&out_dir)
         .compile_fds(compiler.file_descriptor_set())?;
     Ok(())

@@ -161,6 +161,36 @@ mod tests {
     }
 
     #[test]
+    fn a_sample_is_the_same_bytes_whatever_order_its_maps_were_filled_in() {
+        let groups = ["m5", "c5", "r6", "g4dn", "t3", "x2", "i4i", "p5"];
+        let file = |order: &mut dyn Iterator<Item = &&str>| {
+            let mut sample = pb::ClusterSample {
+                timestamp_ms: 1_000,
+                ..Default::default()
+            };
+            for group in order {
+                sample
+                    .ready_nodes
+                    .insert((*group).to_owned(), group.len() as u32);
+                let counts = pb::RecordedPodCounts {
+                    pending: 1,
+                    running: group.len() as u32,
+                };
+                sample.pods.insert(format!("ns-{group}"), counts);
+            }
+            let mut writer = TraceWriter::new(Vec::new(), &sample_header()).unwrap();
+            writer.write_sample(&sample).unwrap();
+            writer.finish().unwrap().0
+        };
+        // An export written twice must be the same bytes; a hash map would encode its entries
+        // in an order that changes from one map (and one process) to the next.
+        assert_eq!(
+            decompress(&file(&mut groups.iter())),
+            decompress(&file(&mut groups.iter().rev()))
+        );
+    }
+
+    #[test]
     fn refuses_an_older_event_and_keeps_going() {
         let mut writer = TraceWriter::new(Vec::new(), &sample_header()).unwrap();
         writer.write_event(&sample_event(2_000, "a")).unwrap();

@@ -1,7 +1,7 @@
 //! cluster-autoscaler's `CloudProvider` service over a [`Provider`]: decodes requests (new and
 //! legacy fields alike), encodes answers, and maps errors to the codes CA expects.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use k8s_pb::api::core::v1 as k8s;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
@@ -208,7 +208,7 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
         &self,
         _: Request<pb::GetAvailableGpuTypesRequest>,
     ) -> Result<Response<pb::GetAvailableGpuTypesResponse>, Status> {
-        let gpu_types: HashMap<String, prost_types::Any> = self
+        let gpu_types: BTreeMap<String, prost_types::Any> = self
             .provider
             .gpu_types()
             .into_iter()
