@@ -1,7 +1,7 @@
 //! `ksim trace generate`: a cluster's day made from a seed (`ksim_synth::day`), written as a
 //! trace to replay before a recording exists.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
@@ -42,12 +42,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         seed: args.seed,
     };
     let output = &args.output;
-    let dir = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    let file = super::file_beside(output)?;
     let (file, summary) = day::write(&workload, file)?;
     file.persist(output)
         .with_context(|| format!("writing {}", output.display()))?;

@@ -94,6 +94,18 @@ pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
     }
 }
 
+/// A temporary file in `output`'s directory, for a command that writes the whole output or
+/// none of it: it persists the file onto `output` once everything is written.
+fn file_beside(output: &std::path::Path) -> anyhow::Result<tempfile::NamedTempFile> {
+    use anyhow::Context;
+    let dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))
+}
+
 async fn connect(
     server: &ServerArgs,
 ) -> anyhow::Result<

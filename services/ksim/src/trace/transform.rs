@@ -18,12 +18,7 @@ pub fn load_rules(path: &Path) -> anyhow::Result<Rules> {
 /// Transforms the trace file `input` (ksim or SimKube) into `output`, written beside it and
 /// renamed at the end, so a failure leaves no output file.
 pub fn transform_file(input: &Path, output: &Path, rules: &Rules) -> anyhow::Result<Summary> {
-    let dir = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    let file = super::file_beside(output)?;
     let (file, summary) = transform_to(input, file, rules)?;
     file.persist(output)
         .with_context(|| format!("writing {}", output.display()))?;

@@ -208,12 +208,7 @@ fn write_fixed(
     path: &Path,
     out: &mut impl Write,
 ) -> anyhow::Result<u64> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    let file = super::file_beside(path)?;
     let mut count = 0u64;
     let mut written = Ok(());
     let (file, _) = ksim_lint::fix(

@@ -105,10 +105,7 @@ fn generate_writes_a_day_that_inspects_and_validates_and_names_a_bad_flag() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("day.ksim");
     let path = trace.to_str().unwrap();
-    let written = ksim(&[
-        "trace",
-        "generate",
-        path,
+    let flags = [
         "--nodes",
         "50",
         "--node-cpu",
@@ -121,7 +118,9 @@ fn generate_writes_a_day_that_inspects_and_validates_and_names_a_bad_flag() {
         "2026-03-02T00:00:00Z",
         "--seed",
         "7",
-    ]);
+    ];
+    let generate = |path: &str| ksim(&[&["trace", "generate", path][..], &flags].concat());
+    let written = generate(path);
     let said = String::from_utf8(written.stderr.clone()).unwrap();
     assert!(written.status.success(), "{said}");
     assert!(said.contains("10 services (Deployments)"), "{said}");
@@ -142,23 +141,7 @@ fn generate_writes_a_day_that_inspects_and_validates_and_names_a_bad_flag() {
     );
     // The same flags, the same bytes.
     let again = dir.path().join("again.ksim");
-    stdout(&ksim(&[
-        "trace",
-        "generate",
-        again.to_str().unwrap(),
-        "--nodes",
-        "50",
-        "--node-cpu",
-        "8",
-        "--node-memory",
-        "32Gi",
-        "--length",
-        "6h",
-        "--start",
-        "2026-03-02T00:00:00Z",
-        "--seed",
-        "7",
-    ]));
+    stdout(&generate(again.to_str().unwrap()));
     assert!(std::fs::read(&trace).unwrap() == std::fs::read(&again).unwrap());
 
     for (flag, value, named) in [
