@@ -223,6 +223,7 @@ async fn start_provider(
     kind: ProviderKind,
     control_plane: &ControlPlane,
 ) -> anyhow::Result<Provider> {
+    let plane = control_plane.tuning();
     let log_dir = control_plane.dir().context("control plane directory")?;
     match kind {
         ProviderKind::Ksim => {
@@ -241,6 +242,7 @@ async fn start_provider(
                 "--namespace=default".to_owned(),
                 "--pool-name=bench".to_owned(),
                 "--log-filter=warn".to_owned(),
+                format!("--lease-duration-seconds={}", lease_seconds(plane)),
             ]);
             let child = spawn(
                 binary,
@@ -262,7 +264,11 @@ async fn start_provider(
                 .context("--kwok-bin-dir (run deploy/kwok/install.sh)")?;
             let child = spawn(
                 &dir.join("kwok"),
-                &kwok_args(control_plane, kind == ProviderKind::Kwok64)?,
+                &kwok_args(
+                    control_plane,
+                    kind == ProviderKind::Kwok64,
+                    lease_seconds(plane),
+                )?,
                 control_plane.kubeconfig_path(),
                 &log_dir.join("kwok.log"),
             )?;
@@ -276,15 +282,25 @@ async fn start_provider(
     }
 }
 
-/// The flags deploy/kwok/README.md explains: our stages, leases like a kubelet's (40 s),
-/// a pod CIDR apart from the service range, and a free port for its health server.
-fn kwok_args(control_plane: &ControlPlane, parallel: bool) -> anyhow::Result<Vec<String>> {
+/// The lease both providers hold on `plane`: the tuning's, else a kubelet's 40 s.
+fn lease_seconds(plane: &Tuning) -> u32 {
+    plane.node_lease_seconds().unwrap_or(40)
+}
+
+/// The flags deploy/kwok/README.md explains: our stages, leases like the pool's (a kubelet's
+/// 40 s unless the plane's tuning says otherwise), a pod CIDR apart from the service range,
+/// and a free port for its health server.
+fn kwok_args(
+    control_plane: &ControlPlane,
+    parallel: bool,
+    lease_seconds: u32,
+) -> anyhow::Result<Vec<String>> {
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kwok");
     let mut args = vec![
         format!("--kubeconfig={}", control_plane.kubeconfig_path().display()),
         format!("--config={}", deploy.join("stages.yaml").display()),
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".to_owned(),
-        "--node-lease-duration-seconds=40".to_owned(),
+        format!("--node-lease-duration-seconds={lease_seconds}"),
         "--cidr=10.128.0.0/9".to_owned(),
         "--node-ip=127.0.0.1".to_owned(),
         format!("--server-address=127.0.0.1:{}", free_port()?),

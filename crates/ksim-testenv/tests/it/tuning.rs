@@ -24,6 +24,8 @@ struct Shown {
     ttl_controller_runs: bool,
     garbage_collector_runs: bool,
     client_qps: Vec<(&'static str, bool)>,
+    /// The node lifecycle controller's grace period, from the controller manager's flags.
+    node_monitor_grace_seconds: Option<u32>,
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -69,6 +71,12 @@ async fn the_simulation_tuning_is_in_force_and_the_stock_plane_has_none_of_it() 
             ("kube-scheduler", false)
         ]
     );
+    // Node leases: the grace period matches the pools' longer leases; stock keeps its default.
+    assert_eq!(
+        tuned.node_monitor_grace_seconds,
+        Some(ksim_testenv::tuning::NODE_MONITOR_GRACE_SECONDS)
+    );
+    assert_eq!(plain.node_monitor_grace_seconds, None);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -101,6 +109,7 @@ async fn shown(control_plane: &ControlPlane) -> Shown {
         .await
         .unwrap();
     let mut client_qps = Vec::new();
+    let mut node_monitor_grace_seconds = None;
     for (name, pid) in control_plane.pids() {
         if matches!(name, "kube-controller-manager" | "kube-scheduler") {
             let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
@@ -108,6 +117,14 @@ async fn shown(control_plane: &ControlPlane) -> Shown {
                 name,
                 cmdline.split('\0').any(|a| a == "--kube-api-qps=5000"),
             ));
+            if name == "kube-controller-manager" {
+                node_monitor_grace_seconds = cmdline.split('\0').find_map(|arg| {
+                    arg.strip_prefix("--node-monitor-grace-period=")?
+                        .strip_suffix('s')?
+                        .parse()
+                        .ok()
+                });
+            }
         }
     }
     Shown {
@@ -119,6 +136,7 @@ async fn shown(control_plane: &ControlPlane) -> Shown {
         ttl_controller_runs: health.contains("[+]ttl-controller ok"),
         garbage_collector_runs: health.contains("[+]garbage-collector-controller ok"),
         client_qps,
+        node_monitor_grace_seconds,
     }
 }
 

@@ -143,7 +143,24 @@ impl LocalEnv {
         let namespace = || [OsString::from("--namespace"), OsString::from(NAMESPACE)];
         let tracer_args = ["--data-dir".into(), tracer_data.into()];
         env.spawn(tracer, &tracer_args, &log_dir)?;
-        env.spawn(pool, &namespace(), &log_dir)?;
+        // On the embedded plane the pool's leases match its node lifecycle grace period
+        // (ksim_testenv::tuning); on a cluster of the user's it keeps a kubelet's.
+        let node_lease_seconds = env
+            .components
+            .lock()
+            .await
+            .cluster
+            .as_ref()
+            .and_then(|cluster| cluster.control_plane())
+            .and_then(|control_plane| control_plane.tuning().node_lease_seconds());
+        let mut pool_args = namespace().to_vec();
+        if let Some(seconds) = node_lease_seconds {
+            pool_args.extend([
+                "--lease-duration-seconds".into(),
+                seconds.to_string().into(),
+            ]);
+        }
+        env.spawn(pool, &pool_args, &log_dir)?;
         let provider_config = match &options.provider_config {
             Some(path) => Some(ProviderFile::read(path)?),
             None => None,

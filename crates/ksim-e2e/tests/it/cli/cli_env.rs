@@ -348,6 +348,13 @@ async fn up_serves_every_service_until_down() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    // The restarted pool holds the embedded plane's node leases, not a kubelet's 40 s.
+    let kubeconfig = recorded["kubeconfig"].as_str().unwrap();
+    assert_eq!(
+        node_lease_seconds(kubeconfig).await,
+        ksim_testenv::tuning::NODE_LEASE_SECONDS
+    );
+
     let down = ksim(state.path(), &["down"]);
     assert!(
         down.status.success(),
@@ -378,5 +385,52 @@ async fn up_serves_every_service_until_down() {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
             "port {port} still open"
         );
+    }
+}
+
+/// The lease duration of a node the pool at 7062 registers for a new one-node group.
+async fn node_lease_seconds(kubeconfig: &str) -> u32 {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use ksim_proto::ksim::vnode::v1::{
+        CreateNodeGroupRequest, virtual_node_pool_client::VirtualNodePoolClient,
+    };
+
+    let mut pool = VirtualNodePoolClient::connect("http://127.0.0.1:7062")
+        .await
+        .unwrap();
+    pool.create_node_group(CreateNodeGroupRequest {
+        name: "leases".to_owned(),
+        node_skeleton_yaml: include_str!(
+            "../../../../../deploy/vnode/examples/skeleton-m5-large.yaml"
+        )
+        .to_owned(),
+        count: 1,
+    })
+    .await
+    .unwrap();
+    let client = ksim_kube::KubeArgs::file(kubeconfig)
+        .connect()
+        .await
+        .unwrap()
+        .client;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client, "kube-node-lease");
+    let started = Instant::now();
+    loop {
+        let listed = nodes
+            .list(&kube::api::ListParams::default().labels("ksim.io/node-group=leases"))
+            .await
+            .unwrap();
+        if let Some(name) = listed.items.first().and_then(|n| n.metadata.name.clone())
+            && let Some(lease) = leases.get_opt(&name).await.unwrap()
+        {
+            let seconds = lease.spec.and_then(|s| s.lease_duration_seconds).unwrap();
+            return u32::try_from(seconds).unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the node of group leases has no Lease"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
