@@ -66,12 +66,14 @@ pub struct Target {
 
 /// What the driver does with an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Operation {
     /// Server-side apply under the driver's field manager.
     Apply,
     /// Delete by name; "not found" counts as done.
     Delete,
+    /// Start the Job a CronJob's schedule called for (the object is the CronJob).
+    CronRun,
 }
 
 #[cfg(test)]

@@ -393,6 +393,7 @@ fn error_to_proto(error: &ReportedError) -> pb::ObjectError {
     let operation = match error.operation {
         Some(Operation::Apply) => pb::ObjectOperation::Apply,
         Some(Operation::Delete) => pb::ObjectOperation::Delete,
+        Some(Operation::CronRun) => pb::ObjectOperation::CronRun,
         None => pb::ObjectOperation::Unspecified,
     };
     pb::ObjectError {
@@ -412,6 +413,7 @@ fn error_from_proto(error: &pb::ObjectError) -> ReportedError {
     let operation = match pb::ObjectOperation::try_from(error.operation) {
         Ok(pb::ObjectOperation::Apply) => Some(Operation::Apply),
         Ok(pb::ObjectOperation::Delete) => Some(Operation::Delete),
+        Ok(pb::ObjectOperation::CronRun) => Some(Operation::CronRun),
         Ok(pb::ObjectOperation::Unspecified) | Err(_) => None,
     };
     ReportedError {

@@ -131,6 +131,7 @@ fn describe(error: &pb::ObjectError) -> String {
     let operation = match pb::ObjectOperation::try_from(error.operation) {
         Ok(pb::ObjectOperation::Apply) => "apply",
         Ok(pb::ObjectOperation::Delete) => "delete",
+        Ok(pb::ObjectOperation::CronRun) => "cron run",
         Ok(pb::ObjectOperation::Unspecified) | Err(_) => "?",
     };
     let kind = error

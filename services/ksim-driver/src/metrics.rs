@@ -67,6 +67,7 @@ impl ReplayMetrics {
             operation: match operation {
                 Operation::Apply => "apply",
                 Operation::Delete => "delete",
+                Operation::CronRun => "cron_run",
             },
             outcome: if ok { "ok" } else { "error" },
         };

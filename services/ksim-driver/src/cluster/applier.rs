@@ -29,6 +29,9 @@ pub enum ApplyError {
     /// The apiserver refused the request, or it did not reach the apiserver.
     #[error("{}", describe(.0))]
     Request(#[source] kube::Error),
+    /// A CronJob run could not start its Job.
+    #[error("{0}")]
+    CronRun(String),
 }
 
 #[derive(Clone)]
@@ -85,6 +88,16 @@ impl Applier {
             Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
             Err(error) => Err(ApplyError::Request(error)),
         }
+    }
+
+    /// Starts the Job a CronJob's schedule calls for ([`super::cron_runs`]).
+    pub async fn cron_run(
+        &self,
+        cronjob: &Target,
+        job: &str,
+        scheduled: &str,
+    ) -> Result<(), ApplyError> {
+        super::cron_runs::run(&self.client, cronjob, job, scheduled).await
     }
 
     fn api(&self, target: &Target) -> Result<Api<DynamicObject>, ApplyError> {

@@ -9,6 +9,7 @@
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
 pub mod bare_pods;
+pub mod cron;
 pub mod launches;
 pub mod lifetimes;
 pub mod plan;

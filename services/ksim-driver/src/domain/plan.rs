@@ -1,4 +1,5 @@
-//! The replay plan: a trace's events as timed steps of rewritten object operations.
+//! The replay plan: a trace's events as timed steps of rewritten object operations, and the
+//! runs of its CronJobs ([`super::cron`]) as steps of their own.
 //!
 //! Pure: the driver executes the plan against the simulated cluster, sleeping until each step's
 //! `at`. A recorded object that cannot be replayed becomes [`Op::Invalid`], so one bad object
@@ -10,8 +11,12 @@ use std::time::Duration;
 use ksim_trace::{Trace, pb, time};
 use serde_json::Value;
 
+use super::cron::{self, CronSpec};
 use super::rewrite::Rewriter;
 use super::{Gvk, Operation, Target};
+
+/// Most runs one version of a CronJob adds to a plan: a run a minute for ten weeks.
+const MAX_RUNS_PER_VERSION: usize = 100_000;
 
 /// What the driver does, and when.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,12 +25,14 @@ pub struct Plan {
     pub namespaces: BTreeSet<String>,
     /// Every kind a valid op uses.
     pub kinds: BTreeSet<Gvk>,
-    /// One step per trace event, in order of `at`.
+    /// One step per trace event and per CronJob run, in order of `at`.
     pub steps: Vec<Step>,
     /// The scaled length of the recorded window; never before the last step.
     pub end: Duration,
     /// Events in the trace.
     pub events_total: u64,
+    /// CronJob runs the driver plays (steps of kind [`StepKind::CronRun`]).
+    pub cron_runs: u64,
 }
 
 /// The operations of one trace event.
@@ -33,12 +40,23 @@ pub struct Plan {
 pub struct Step {
     /// When to run, from the replay's start: the event's offset divided by the speed.
     pub at: Duration,
-    /// Index of the event in the trace.
+    /// Index of the event in the trace; for a CronJob run, of the event that applied the
+    /// CronJob's schedule.
     pub event_index: u64,
-    /// The event's offset from the recorded window's start, unscaled.
+    /// The event's (or run's) offset from the recorded window's start, unscaled.
     pub trace_offset: Duration,
     /// Applies first, then deletes, each in file order.
     pub ops: Vec<Op>,
+    pub kind: StepKind,
+}
+
+/// What a step plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// A trace event.
+    Event,
+    /// A run of a recorded CronJob, at the time its schedule gave in recorded time.
+    CronRun,
 }
 
 /// One operation on the simulated cluster.
@@ -50,6 +68,15 @@ pub enum Op {
     },
     Delete {
         target: Target,
+    },
+    /// Start the Job a CronJob's schedule calls for, as the cronjob controller would.
+    CronRun {
+        /// The CronJob.
+        target: Target,
+        /// The Job's name: the controller's, from the scheduled minute.
+        job: String,
+        /// The scheduled time, RFC 3339 in the CronJob's time zone.
+        scheduled: String,
     },
     /// A recorded operation that cannot be replayed, with why; the driver reports it.
     Invalid {
@@ -115,9 +142,13 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
                 event_index,
                 trace_offset: Duration::from_millis(offset_ms),
                 ops: event_ops(event, rewriter),
+                kind: StepKind::Event,
             }
         })
         .collect();
+    let runs = cron_steps(trace, rewriter, start_ms, end_ms, speed, &mut steps);
+    let cron_runs = u64::try_from(runs.len()).unwrap_or(u64::MAX);
+    steps.extend(runs);
     // Readers check the order; a hand-built trace may not be sorted. Stable, so ties keep
     // file order.
     steps.sort_by_key(|step| step.at);
@@ -126,7 +157,7 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
     let mut kinds = BTreeSet::new();
     for op in steps.iter().flat_map(|step| &step.ops) {
         let target = match op {
-            Op::Apply { target, .. } | Op::Delete { target } => target,
+            Op::Apply { target, .. } | Op::Delete { target } | Op::CronRun { target, .. } => target,
             Op::Invalid { .. } => continue,
         };
         kinds.insert(target.gvk.clone());
@@ -144,7 +175,113 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
         steps,
         end: scaled(offset(start_ms, end_ms), speed).max(last),
         events_total: u64::try_from(trace.events.len()).unwrap_or(u64::MAX),
+        cron_runs,
     }
+}
+
+/// The runs of every CronJob in the trace, from each version's apply until the next version,
+/// its delete or the window's end. A version whose schedule cannot be read adds an
+/// [`Op::Invalid`] to the event that applied it, and no runs.
+fn cron_steps(
+    trace: &Trace,
+    rewriter: &Rewriter,
+    start_ms: i64,
+    end_ms: i64,
+    speed: f64,
+    event_steps: &mut [Step],
+) -> Vec<Step> {
+    struct Version {
+        spec: CronSpec,
+        since_ms: i64,
+        event_index: u64,
+        target: Target,
+    }
+    let play = |version: Version, until_ms: i64, runs: &mut Vec<Step>| {
+        for run_ms in cron::runs(
+            &version.spec,
+            version.since_ms,
+            until_ms,
+            MAX_RUNS_PER_VERSION,
+        ) {
+            let offset_ms = offset(start_ms, run_ms);
+            runs.push(Step {
+                at: scaled(offset_ms, speed),
+                event_index: version.event_index,
+                trace_offset: Duration::from_millis(offset_ms),
+                ops: vec![Op::CronRun {
+                    job: cron::job_name(&version.target.name, run_ms),
+                    scheduled: version.spec.schedule.timestamp(run_ms),
+                    target: version.target.clone(),
+                }],
+                kind: StepKind::CronRun,
+            });
+        }
+    };
+
+    // In recorded order; ties keep file order, as the plan's steps do.
+    let mut order: Vec<usize> = (0..trace.events.len()).collect();
+    order.sort_by_key(|&index| trace.events[index].timestamp_ms);
+    let mut current: HashMap<(String, String), Version> = HashMap::new();
+    let mut runs = Vec::new();
+    for index in order {
+        let event = &trace.events[index];
+        let at_ms = event.timestamp_ms.max(start_ms);
+        let event_index = u64::try_from(index).unwrap_or(u64::MAX);
+        for object in event.applied.iter().filter(|object| is_cronjob(object)) {
+            let key = (object.namespace.clone(), object.name.clone());
+            // The old version's runs up to this instant; the new one's after it.
+            if let Some(version) = current.remove(&key) {
+                play(version, at_ms, &mut runs);
+            }
+            // Invalid JSON is reported by the apply itself.
+            let Ok(recorded) = serde_json::from_slice::<Value>(&object.object_json) else {
+                continue;
+            };
+            let target = rewriter.delete(&object_gvk(object), &object.namespace, &object.name);
+            match CronSpec::of(&recorded) {
+                Ok(spec) => {
+                    current.insert(
+                        key,
+                        Version {
+                            spec,
+                            since_ms: at_ms,
+                            event_index,
+                            target,
+                        },
+                    );
+                }
+                Err(error) => {
+                    if let Some(step) = event_steps.get_mut(index) {
+                        step.ops.push(Op::Invalid {
+                            target,
+                            operation: Operation::CronRun,
+                            message: format!(
+                                "CronJob {}: {error}; its runs are not played",
+                                describe(object)
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        for object in event.deleted.iter().filter(|object| is_cronjob(object)) {
+            let key = (object.namespace.clone(), object.name.clone());
+            if let Some(version) = current.remove(&key) {
+                play(version, at_ms - 1, &mut runs);
+            }
+        }
+    }
+    for version in current.into_values() {
+        play(version, end_ms, &mut runs);
+    }
+    runs
+}
+
+fn is_cronjob(object: &pb::TraceObject) -> bool {
+    object
+        .gvk
+        .as_ref()
+        .is_some_and(|gvk| gvk.group == "batch" && gvk.kind == "CronJob")
 }
 
 /// Milliseconds from `start_ms` to `ms`, 0 when before it.
@@ -384,6 +521,7 @@ mod tests {
                     format!("apply {}", target.name)
                 }
                 Op::Delete { target } => format!("delete {}", target.name),
+                Op::CronRun { job, .. } => panic!("no CronJob, yet a run of {job}"),
                 Op::Invalid { message, .. } => panic!("{message}"),
             })
             .collect();
@@ -483,5 +621,109 @@ mod tests {
             ["/spec/pod"]
         );
         assert!(template_paths(&pb::TraceHeader::default()).is_empty());
+    }
+
+    fn cronjob(name: &str, spec: Value) -> pb::TraceObject {
+        let json = json!({"metadata": {"name": name}, "spec": spec});
+        object(
+            &Gvk::new("batch", "v1", "CronJob"),
+            "batch",
+            name,
+            json.to_string().as_bytes(),
+        )
+    }
+
+    const MINUTE: i64 = 60_000;
+
+    #[test]
+    fn cronjob_runs_follow_each_recorded_version_until_the_delete() {
+        // Every 10 minutes from 00:00; from 00:25, every 15; deleted at 00:50. T0 is midnight.
+        let trace = trace(
+            windowed(60 * MINUTE),
+            vec![
+                event(
+                    0,
+                    vec![cronjob("nightly", json!({"schedule": "*/10 * * * *"}))],
+                    vec![],
+                ),
+                event(
+                    25 * MINUTE,
+                    vec![cronjob("nightly", json!({"schedule": "*/15 * * * *"}))],
+                    vec![],
+                ),
+                event(50 * MINUTE, vec![], vec![cronjob("nightly", json!({}))]),
+                // Suspended as recorded: no runs at all.
+                event(
+                    MINUTE,
+                    vec![cronjob(
+                        "paused",
+                        json!({"schedule": "* * * * *", "suspend": true}),
+                    )],
+                    vec![],
+                ),
+            ],
+        );
+        let plan = plan(&trace, &rewriter(), 2.0);
+        assert_eq!(plan.events_total, 4);
+        assert_eq!(plan.cron_runs, 4);
+        let runs: Vec<(Duration, u64, String, String)> = plan
+            .steps
+            .iter()
+            .filter(|step| step.kind == StepKind::CronRun)
+            .map(|step| match &step.ops[..] {
+                [Op::CronRun { target, job, .. }] => {
+                    assert_eq!(target.namespace.as_deref(), Some("p-batch"));
+                    assert_eq!(step.at * 2, step.trace_offset);
+                    (
+                        step.trace_offset,
+                        step.event_index,
+                        target.name.clone(),
+                        job.clone(),
+                    )
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let minute = |m: i64| Duration::from_millis((m * MINUTE) as u64);
+        let job = |m: i64| format!("nightly-{}", (T0 + m * MINUTE) / MINUTE);
+        assert_eq!(
+            runs,
+            [
+                (minute(10), 0, "nightly".to_owned(), job(10)),
+                (minute(20), 0, "nightly".to_owned(), job(20)),
+                (minute(30), 1, "nightly".to_owned(), job(30)),
+                (minute(45), 1, "nightly".to_owned(), job(45)),
+            ]
+        );
+        // The steps stay in time order, events and runs together.
+        assert!(plan.steps.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    #[test]
+    fn a_schedule_the_driver_cannot_play_is_an_error_of_its_apply() {
+        let trace = trace(
+            windowed(10 * MINUTE),
+            vec![event(
+                0,
+                vec![cronjob("odd", json!({"schedule": "0 0 * *"}))],
+                vec![],
+            )],
+        );
+        let plan = plan(&trace, &rewriter(), 1.0);
+        assert_eq!(plan.cron_runs, 0);
+        match &plan.steps[0].ops[..] {
+            [
+                Op::Apply { object, .. },
+                Op::Invalid {
+                    operation, message, ..
+                },
+            ] => {
+                assert_eq!(object["spec"]["suspend"], true);
+                assert_eq!(*operation, Operation::CronRun);
+                assert!(message.contains("CronJob batch/odd"), "{message}");
+                assert!(message.contains("expected 5 fields"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

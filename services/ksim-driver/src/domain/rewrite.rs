@@ -173,6 +173,10 @@ impl Rewriter {
                 spec.remove("volumeName");
             } else if gvk.group == "batch" && gvk.kind == "Job" {
                 strip_job_selector(spec);
+            } else if gvk.group == "batch" && gvk.kind == "CronJob" {
+                // The driver plays its runs in recorded time (super::cron); the controller,
+                // on the simulated cluster's clock, must not start any.
+                spec.insert("suspend".to_owned(), json!(true));
             }
         }
 
@@ -664,6 +668,8 @@ mod tests {
             json!([{"key": "ksim.io/virtual-node", "operator": "Exists", "effect": "NoSchedule"}])
         );
         assert!(template["spec"]["containers"][0].get("ports").is_none());
+        // The controller must not run it: the driver plays its runs.
+        assert_eq!(object["spec"]["suspend"], true);
         assert_eq!(
             lifetimes.recorded(&cronjob, "batch", "nightly"),
             Some(Duration::from_secs(30))

@@ -27,6 +27,8 @@ use crate::{
 #[derive(Debug)]
 pub struct Job {
     pub op: Op,
+    /// The plan step's number, which [`Progress`] tracks it by.
+    pub step: u64,
     pub event_index: u64,
     pub trace_offset: Duration,
     pub due: Instant,
@@ -102,6 +104,17 @@ async fn run_lane(
                 Operation::Delete,
                 applier.delete(target).await.map_err(|e| e.to_string()),
             ),
+            Op::CronRun {
+                target,
+                job,
+                scheduled,
+            } => (
+                Operation::CronRun,
+                applier
+                    .cron_run(target, job, scheduled)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
             Op::Invalid {
                 operation, message, ..
             } => (*operation, Err(message.clone())),
@@ -114,13 +127,16 @@ async fn run_lane(
             trace_offset: job.trace_offset,
             message,
         });
-        progress.operation_done(job.event_index, lateness, error);
+        progress.operation_done(job.step, lateness, error);
     }
 }
 
 fn target_of(op: &Op) -> &Target {
     match op {
-        Op::Apply { target, .. } | Op::Delete { target } | Op::Invalid { target, .. } => target,
+        Op::Apply { target, .. }
+        | Op::Delete { target }
+        | Op::CronRun { target, .. }
+        | Op::Invalid { target, .. } => target,
     }
 }
 

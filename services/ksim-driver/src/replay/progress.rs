@@ -1,6 +1,7 @@
 //! What the replay has done so far: events applied, their lateness, objects refused. Lanes
-//! report each operation; an event counts as applied when its last operation is done, and its
-//! lateness is that of its latest-starting operation.
+//! report each operation; a step (a trace event, or a CronJob run the driver plays) is done
+//! when its last operation is, and its lateness is that of its latest-starting operation.
+//! Only trace events count as events applied; every step's lateness counts.
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
@@ -14,8 +15,8 @@ pub struct Progress {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Event index -> (operations not yet done, latest start so far).
-    open: HashMap<u64, (usize, Duration)>,
+    /// Step number -> (operations not yet done, latest start so far, whether a trace event).
+    open: HashMap<u64, (usize, Duration, bool)>,
     events_applied: u64,
     lateness: Vec<Duration>,
     last_lateness: Duration,
@@ -38,39 +39,35 @@ impl Progress {
         }
     }
 
-    /// An event with `operations` operations was handed to the lanes `lateness` after its time.
-    /// An event without operations (the trace's opening marker) is applied at once.
-    pub fn begin_event(&self, event_index: u64, operations: usize, lateness: Duration) {
+    /// Step `step` (a trace event when `event`) with `operations` operations was handed to the
+    /// lanes `lateness` after its time. A step without operations (the trace's opening marker)
+    /// is done at once.
+    pub fn begin_step(&self, step: u64, event: bool, operations: usize, lateness: Duration) {
         let mut state = self.lock();
         if operations == 0 {
-            state.finish(lateness);
+            state.finish(lateness, event);
             self.metrics.event_applied(lateness);
         } else {
-            state.open.insert(event_index, (operations, lateness));
+            state.open.insert(step, (operations, lateness, event));
         }
     }
 
-    /// One operation of an event started `lateness` after the event's time and ended with
+    /// One operation of step `step` started `lateness` after the step's time and ended with
     /// `error`, if any.
-    pub fn operation_done(
-        &self,
-        event_index: u64,
-        lateness: Duration,
-        error: Option<ObjectErrorRecord>,
-    ) {
+    pub fn operation_done(&self, step: u64, lateness: Duration, error: Option<ObjectErrorRecord>) {
         let mut state = self.lock();
         if let Some(error) = error {
             state.errors.push(error);
         }
-        let Some((remaining, latest)) = state.open.get_mut(&event_index) else {
+        let Some((remaining, latest, event)) = state.open.get_mut(&step) else {
             return;
         };
         *remaining -= 1;
         *latest = (*latest).max(lateness);
         if *remaining == 0 {
-            let latest = *latest;
-            state.open.remove(&event_index);
-            state.finish(latest);
+            let (latest, event) = (*latest, *event);
+            state.open.remove(&step);
+            state.finish(latest, event);
             self.metrics.event_applied(latest);
         }
     }
@@ -101,8 +98,10 @@ impl Progress {
 }
 
 impl State {
-    fn finish(&mut self, lateness: Duration) {
-        self.events_applied += 1;
+    fn finish(&mut self, lateness: Duration, event: bool) {
+        if event {
+            self.events_applied += 1;
+        }
         self.last_lateness = lateness;
         self.lateness.push(lateness);
     }
@@ -118,8 +117,8 @@ mod tests {
     #[test]
     fn an_event_is_applied_when_its_last_operation_is_done_with_the_latest_lateness() {
         let progress = Progress::default();
-        progress.begin_event(0, 0, 2 * MS);
-        progress.begin_event(1, 2, MS);
+        progress.begin_step(0, true, 0, 2 * MS);
+        progress.begin_step(1, true, 2, MS);
         progress.operation_done(1, 5 * MS, None);
         assert_eq!(progress.snapshot().events_applied, 1);
         progress.operation_done(1, 3 * MS, None);
@@ -127,5 +126,15 @@ mod tests {
         assert_eq!(snapshot.events_applied, 2);
         assert_eq!(snapshot.last_lateness, 5 * MS);
         assert_eq!(progress.lateness(), vec![2 * MS, 5 * MS]);
+    }
+
+    #[test]
+    fn a_cron_run_counts_for_lateness_but_not_as_an_event() {
+        let progress = Progress::default();
+        // The run's step shares its event index with nothing: it has a step number of its own.
+        progress.begin_step(7, false, 1, MS);
+        progress.operation_done(7, 4 * MS, None);
+        assert_eq!(progress.snapshot().events_applied, 0);
+        assert_eq!(progress.lateness(), vec![4 * MS]);
     }
 }

@@ -32,7 +32,7 @@ use crate::{
     domain::{
         launches::Launches,
         lifetimes::Lifetimes,
-        plan::{plan, template_paths},
+        plan::{StepKind, plan, template_paths},
         recorded::recorded_states,
         report::{self, GroupPrice},
         rewrite::{RewriteOptions, Rewriter},
@@ -235,6 +235,12 @@ async fn replay(
         starts,
     );
 
+    tracing::info!(
+        simulation = %handle.id,
+        events = plan.events_total,
+        cron_runs = plan.cron_runs,
+        "replay planned"
+    );
     create_namespaces(ctx, &handle.id, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
     created.autoscaled = spec.enable_autoscaler;
@@ -277,7 +283,7 @@ async fn replay(
     );
     let limit = spec.duration.map_or(plan.end, |d| d.min(plan.end));
     let mut ending = Ending::Finished;
-    'steps: for step in plan.steps {
+    'steps: for (number, step) in (0u64..).zip(plan.steps) {
         if step.at > limit {
             break;
         }
@@ -287,12 +293,14 @@ async fn replay(
             break 'steps;
         }
         let lateness = Instant::now().saturating_duration_since(due);
-        progress.begin_event(step.event_index, step.ops.len(), lateness);
+        let event = step.kind == StepKind::Event;
+        progress.begin_step(number, event, step.ops.len(), lateness);
         for op in step.ops {
             let extra = rescheduler.as_ref().and_then(|r| r.before(&op));
             for op in std::iter::once(op).chain(extra) {
                 lanes.dispatch(Job {
                     op,
+                    step: number,
                     event_index: step.event_index,
                     trace_offset: step.trace_offset,
                     due,

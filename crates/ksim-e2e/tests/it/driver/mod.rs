@@ -3,6 +3,7 @@
 mod bare_pods;
 mod common;
 mod control;
+mod cronjobs;
 mod lifetimes;
 mod rbac;
 mod repeat;
