@@ -11,6 +11,11 @@
 //!   the night's peak they request about [`JOB_SHARE`] of the CPU. Each pod's lifetime is a
 //!   recorded [`pb::PodLifecycle`], and each Job is deleted [`JOB_TTL_MS`] after its last pod
 //!   ends, as a TTL controller would.
+//! - **CronJobs**: one per [`NODES_PER_CRONJOB`] nodes, each every 15 minutes, hourly or
+//!   nightly (01:00-04:59) at a drawn minute, `concurrencyPolicy: Forbid`; each run is one pod
+//!   of 1 to 10 minutes (drawn per CronJob, ±10% per run) whose lifetime is recorded under the
+//!   CronJob, as the tracer records a CronJob's pods. The runs are the schedule's, so a replay
+//!   that plays the CronJob (the driver does) starts them when the recording did.
 //!
 //! Pod sizes are fractions of a node, so the workload fits the node size it is made for.
 
@@ -47,6 +52,10 @@ const JOB_START_DELAY_MS: i64 = 3_000;
 const JOB_POD_STAGGER_MS: i64 = 200;
 pub const JOB_TTL_MS: i64 = 10 * MINUTE_MS;
 const JOB_RUNTIME_MS: (i64, i64) = (10 * MINUTE_MS, 60 * MINUTE_MS);
+pub const NODES_PER_CRONJOB: u32 = 50;
+const CRON_RUNTIME_MS: (i64, i64) = (MINUTE_MS, 10 * MINUTE_MS);
+/// A CronJob's pod as a fraction of a node, and how often each is drawn.
+const CRON_SIZES: [(f64, u32); 2] = [(1.0 / 16.0, 1), (1.0 / 8.0, 1)];
 
 /// A service pod's CPU and memory as fractions of a node, and how often each is drawn.
 const SERVICE_SIZES: [(f64, u32); 4] = [(1.0 / 16.0, 4), (1.0 / 8.0, 3), (0.25, 2), (0.5, 1)];
@@ -137,6 +146,9 @@ pub struct Summary {
     pub services: usize,
     pub jobs: usize,
     pub job_pods: usize,
+    pub cronjobs: usize,
+    /// Runs of the CronJobs within the recording, one pod each.
+    pub cron_runs: usize,
     pub events: u64,
     pub lifecycles: u64,
     /// Requested CPU at the start of every [`AUTOSCALE_PERIOD_MS`].
@@ -169,6 +181,7 @@ pub fn write<W: Write>(workload: &DayWorkload, out: W) -> Result<(W, Summary), S
     let mut rng = fastrand::Rng::with_seed(workload.seed);
     let services = services(workload, &mut rng);
     let jobs = jobs(workload, &mut rng);
+    let cronjobs = cronjobs(workload, &mut rng);
 
     let timelines: Vec<Vec<(i64, u32)>> = services
         .iter()
@@ -184,6 +197,8 @@ pub fn write<W: Write>(workload: &DayWorkload, out: W) -> Result<(W, Summary), S
                 .map(|&(offset_ms, replicas)| (offset_ms, Happening::Scaled(i, replicas))),
         );
     }
+    // Made before the window, so they open it with the services.
+    happenings.extend((0..cronjobs.len()).map(|i| (0, Happening::CronJobCreated(i))));
     for (i, job) in jobs.iter().enumerate() {
         happenings.push((job.created_ms, Happening::JobCreated(i)));
         if let Some(deleted_ms) = job.deleted_ms(workload) {
@@ -199,6 +214,7 @@ pub fn write<W: Write>(workload: &DayWorkload, out: W) -> Result<(W, Summary), S
             Happening::Scaled(i, replicas) => (Some(services[i].deployment(replicas)), None),
             Happening::JobCreated(i) => (Some(jobs[i].job()), None),
             Happening::JobDeleted(i) => (None, Some(jobs[i].identity())),
+            Happening::CronJobCreated(i) => (Some(cronjobs[i].cronjob()), None),
         };
         writer.write_event(&pb::TraceEvent {
             timestamp_ms: workload.start_ms + offset_ms,
@@ -211,24 +227,31 @@ pub fn write<W: Write>(workload: &DayWorkload, out: W) -> Result<(W, Summary), S
             writer.write_lifecycle(&lifecycle)?;
         }
     }
+    for cronjob in &cronjobs {
+        for lifecycle in cronjob.lifecycles(workload) {
+            writer.write_lifecycle(&lifecycle)?;
+        }
+    }
     let (out, trailer) = writer.finish()?;
     let summary = Summary {
         services: services.len(),
         jobs: jobs.len(),
         job_pods: jobs.iter().map(|job| job.pods.len()).sum(),
+        cronjobs: cronjobs.len(),
+        cron_runs: cronjobs.iter().map(|cronjob| cronjob.pods.len()).sum(),
         events: trailer.event_count,
         lifecycles: trailer.lifecycle_count,
-        profile: profile(workload, &services, &timelines, &jobs),
+        profile: profile(workload, &services, &timelines, &jobs, &cronjobs),
     };
     Ok((out, summary))
 }
 
 fn header(workload: &DayWorkload) -> pb::TraceHeader {
-    let kind = |gvk: pb::GroupVersionKind, plural: &str| pb::TrackedKindConfig {
+    let kind = |gvk: pb::GroupVersionKind, plural: &str, template: &str| pb::TrackedKindConfig {
         gvk: Some(gvk),
         plural: plural.to_owned(),
         namespaced: true,
-        pod_template_paths: vec!["/spec/template".to_owned()],
+        pod_template_paths: vec![template.to_owned()],
         track_lifecycles: true,
         skip_owned: true,
     };
@@ -237,8 +260,13 @@ fn header(workload: &DayWorkload) -> pb::TraceHeader {
         format_version: FORMAT_VERSION,
         tracer_config: Some(pb::TracerConfig {
             tracked_kinds: vec![
-                kind(gvk("apps", "Deployment"), "deployments"),
-                kind(gvk("batch", "Job"), "jobs"),
+                kind(gvk("apps", "Deployment"), "deployments", "/spec/template"),
+                kind(gvk("batch", "Job"), "jobs", "/spec/template"),
+                kind(
+                    gvk("batch", "CronJob"),
+                    "cronjobs",
+                    "/spec/jobTemplate/spec/template",
+                ),
             ],
             // Generated: there is no cluster state to compare a replay with.
             cluster_recorded: false,
@@ -261,6 +289,7 @@ enum Happening {
     Scaled(usize, u32),
     JobCreated(usize),
     JobDeleted(usize),
+    CronJobCreated(usize),
 }
 
 struct Service {
@@ -499,6 +528,158 @@ impl Job {
     }
 }
 
+/// When a CronJob runs: at `phase_ms` into every `period_ms` of UTC time (both divide a day).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cadence {
+    period_ms: i64,
+    phase_ms: i64,
+}
+
+impl Cadence {
+    fn draw(rng: &mut fastrand::Rng) -> Self {
+        let minute = rng.i64(0..60);
+        match rng.u32(0..4) {
+            0 => Self {
+                period_ms: 15 * MINUTE_MS,
+                phase_ms: minute % 15 * MINUTE_MS,
+            },
+            1 | 2 => Self {
+                period_ms: HOUR_MS,
+                phase_ms: minute * MINUTE_MS,
+            },
+            _ => Self {
+                period_ms: DAY_MS,
+                phase_ms: rng.i64(1..5) * HOUR_MS + minute * MINUTE_MS,
+            },
+        }
+    }
+
+    /// The five cron fields.
+    fn schedule(&self) -> String {
+        let minute = self.phase_ms % HOUR_MS / MINUTE_MS;
+        match self.period_ms {
+            DAY_MS => format!("{minute} {} * * *", self.phase_ms / HOUR_MS),
+            HOUR_MS => format!("{minute} * * * *"),
+            _ => format!("{minute}/15 * * * *"),
+        }
+    }
+
+    /// Offsets of its runs after the window opens (a run at its very start belongs to the
+    /// time before it) and before it closes.
+    fn runs(&self, workload: &DayWorkload) -> Vec<i64> {
+        let mut first = (self.phase_ms - workload.start_ms).rem_euclid(self.period_ms);
+        if first == 0 {
+            first = self.period_ms;
+        }
+        (0..)
+            .map(|n| first + n * self.period_ms)
+            .take_while(|&offset| offset < workload.length_ms)
+            .collect()
+    }
+}
+
+struct CronJob {
+    namespace: String,
+    name: String,
+    cadence: Cadence,
+    cpu_millis: u64,
+    memory_mib: u64,
+    /// Each run's pod: (start, end) offsets.
+    pods: Vec<(i64, i64)>,
+}
+
+fn cronjobs(workload: &DayWorkload, rng: &mut fastrand::Rng) -> Vec<CronJob> {
+    let teams = workload.nodes.div_ceil(NODES_PER_TEAM);
+    (0..workload.nodes.div_ceil(NODES_PER_CRONJOB))
+        .map(|i| {
+            let cadence = Cadence::draw(rng);
+            let (cpu_millis, memory_mib) = workload.pod_size(pick(rng, &CRON_SIZES));
+            let runtime_ms = rng.i64(CRON_RUNTIME_MS.0..=CRON_RUNTIME_MS.1);
+            let pods = cadence
+                .runs(workload)
+                .into_iter()
+                .map(|run| {
+                    let start = run + JOB_START_DELAY_MS;
+                    (
+                        start,
+                        start + (runtime_ms as f64 * (0.9 + 0.2 * rng.f64())) as i64,
+                    )
+                })
+                .collect();
+            CronJob {
+                namespace: team(i % teams),
+                name: format!("cron-{i:04}"),
+                cadence,
+                cpu_millis,
+                memory_mib,
+                pods,
+            }
+        })
+        .collect()
+}
+
+impl CronJob {
+    fn template(&self) -> Value {
+        json!({
+            "metadata": { "labels": { "cronjob": self.name } },
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [container(
+                    &format!("registry.example/{}/{}:1.4.0", self.namespace, self.name),
+                    self.cpu_millis,
+                    self.memory_mib,
+                )],
+            },
+        })
+    }
+
+    fn cronjob(&self) -> pb::TraceObject {
+        let cronjob = json!({
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": { "name": self.name, "namespace": self.namespace },
+            "spec": {
+                "schedule": self.cadence.schedule(),
+                "concurrencyPolicy": "Forbid",
+                "jobTemplate": { "spec": { "backoffLimit": 0, "template": self.template() } },
+            },
+        });
+        object(
+            "batch",
+            "CronJob",
+            &self.namespace,
+            &self.name,
+            Some(&cronjob),
+        )
+    }
+
+    /// One per run, in run order: the n-th pod a replay starts for it is launch n.
+    fn lifecycles(&self, workload: &DayWorkload) -> Vec<pb::PodLifecycle> {
+        let pod_spec_hash = ksim_trace::hash::stable_hash(&self.template()["spec"]);
+        (0u32..)
+            .zip(&self.pods)
+            .map(|(launch_index, &(start, end))| {
+                let ended = end < workload.length_ms;
+                pb::PodLifecycle {
+                    owner_gvk: Some(gvk("batch", "CronJob")),
+                    owner_namespace: self.namespace.clone(),
+                    owner_name: self.name.clone(),
+                    pod_spec_hash,
+                    launch_index,
+                    start_ms: workload.start_ms + start,
+                    end_ms: if ended { workload.start_ms + end } else { 0 },
+                    outcome: if ended {
+                        pb::PodOutcome::Succeeded
+                    } else {
+                        pb::PodOutcome::Running
+                    } as i32,
+                    pod_name: format!("{}-{launch_index}", self.name),
+                }
+            })
+            .collect()
+    }
+}
+
 /// Requested CPU at the start of each autoscaling period: the services' replicas then in
 /// force, and the Job pods running then.
 fn profile(
@@ -506,6 +687,7 @@ fn profile(
     services: &[Service],
     timelines: &[Vec<(i64, u32)>],
     jobs: &[Job],
+    cronjobs: &[CronJob],
 ) -> Vec<Bucket> {
     let buckets = buckets_before(workload.length_ms);
     let mut profile: Vec<Bucket> = (0..buckets)
@@ -527,13 +709,17 @@ fn profile(
             bucket.service_cpu_millis += u64::from(in_force) * service.cpu_millis;
         }
     }
-    for job in jobs {
-        for &(start, end) in &job.pods {
+    let batch = jobs
+        .iter()
+        .map(|job| (job.cpu_millis, &job.pods))
+        .chain(cronjobs.iter().map(|cron| (cron.cpu_millis, &cron.pods)));
+    for (cpu_millis, pods) in batch {
+        for &(start, end) in pods {
             // The buckets whose start falls within the pod's run.
             let first = buckets_before(start);
             let last = buckets_before(end);
             for bucket in profile.iter_mut().take(last).skip(first) {
-                bucket.job_cpu_millis += job.cpu_millis;
+                bucket.job_cpu_millis += cpu_millis;
             }
         }
     }
@@ -668,7 +854,10 @@ mod tests {
         let trace = read_trace(&bytes).unwrap();
         assert_eq!(trace.trailer.event_count, summary.events);
         assert_eq!(trace.trailer.lifecycle_count, summary.lifecycles);
-        assert_eq!(summary.lifecycles, summary.job_pods as u64);
+        assert_eq!(
+            summary.lifecycles,
+            (summary.job_pods + summary.cron_runs) as u64
+        );
         assert!(!trace.header.tracer_config.unwrap().cluster_recorded);
         assert_eq!(trace.header.start_time.unwrap().seconds * 1000, MONDAY_MS);
 
@@ -769,6 +958,62 @@ mod tests {
     }
 
     #[test]
+    fn cronjobs_run_on_their_schedule_with_a_lifetime_per_run() {
+        let (bytes, summary) = generated(&workload());
+        let trace = read_trace(&bytes).unwrap();
+        let cronjobs: Vec<Value> = trace
+            .events
+            .iter()
+            .filter(|event| event.timestamp_ms == MONDAY_MS)
+            .flat_map(|event| &event.applied)
+            .filter(|o| o.gvk.as_ref().unwrap().kind == "CronJob")
+            .map(|o| serde_json::from_slice(&o.object_json).unwrap())
+            .collect();
+        assert_eq!(cronjobs.len(), 4, "one per 50 of the 200 nodes");
+        assert_eq!(summary.cronjobs, 4);
+        let mut runs = 0;
+        for cronjob in &cronjobs {
+            let name = cronjob["metadata"]["name"].as_str().unwrap();
+            let schedule = cronjob["spec"]["schedule"].as_str().unwrap();
+            let fields: Vec<&str> = schedule.split(' ').collect();
+            let minute: i64 = fields[0].trim_end_matches("/15").parse().unwrap();
+            let (period, phase) = match (fields[0].ends_with("/15"), fields[1]) {
+                (true, "*") => (15 * MINUTE_MS, minute * MINUTE_MS),
+                (false, "*") => (HOUR_MS, minute * MINUTE_MS),
+                (false, hour) => {
+                    let hour: i64 = hour.parse().unwrap();
+                    assert!((1..5).contains(&hour), "{schedule}");
+                    (DAY_MS, hour * HOUR_MS + minute * MINUTE_MS)
+                }
+                _ => panic!("{schedule}"),
+            };
+            let mut launches: Vec<&pb::PodLifecycle> = trace
+                .lifecycles
+                .iter()
+                .filter(|l| l.owner_name == name)
+                .collect();
+            launches.sort_by_key(|l| l.launch_index);
+            // Strictly inside the day: a run at midnight belongs to the day before or after.
+            let expected = DAY_MS / period - i64::from(phase == 0);
+            assert_eq!(launches.len() as i64, expected, "{schedule}");
+            for (n, launch) in (0u32..).zip(&launches) {
+                assert_eq!(launch.launch_index, n);
+                assert_eq!(launch.owner_gvk.as_ref().unwrap().kind, "CronJob");
+                // Each run starts at a time the schedule names, a pod-start delay later.
+                let run = launch.start_ms - JOB_START_DELAY_MS;
+                assert_eq!(run.rem_euclid(period), phase, "{schedule}");
+                assert!(run > MONDAY_MS && run < MONDAY_MS + DAY_MS);
+                if launch.end_ms != 0 {
+                    let ran = launch.end_ms - launch.start_ms;
+                    assert!((54_000..=11 * MINUTE_MS).contains(&ran), "{ran}");
+                }
+            }
+            runs += launches.len();
+        }
+        assert_eq!(summary.cron_runs, runs);
+    }
+
+    #[test]
     fn the_node_size_sizes_the_pods() {
         let small = DayWorkload {
             nodes: 20,
@@ -783,8 +1028,11 @@ mod tests {
         for event in &trace.events {
             for applied in &event.applied {
                 let object: Value = serde_json::from_slice(&applied.object_json).unwrap();
-                let requests =
-                    &object["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"];
+                let template = match applied.gvk.as_ref().unwrap().kind.as_str() {
+                    "CronJob" => &object["spec"]["jobTemplate"]["spec"]["template"],
+                    _ => &object["spec"]["template"],
+                };
+                let requests = &template["spec"]["containers"][0]["resources"]["requests"];
                 let cpu: u64 = requests["cpu"]
                     .as_str()
                     .unwrap()

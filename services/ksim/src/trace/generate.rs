@@ -47,11 +47,14 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     file.persist(output)
         .with_context(|| format!("writing {}", output.display()))?;
     eprintln!(
-        "wrote {}: {} services (Deployments), {} Jobs ({} pods), {} events, {} pod lifecycles",
+        "wrote {}: {} services (Deployments), {} Jobs ({} pods), {} CronJobs ({} runs), {} events, \
+         {} pod lifecycles",
         output.display(),
         summary.services,
         summary.jobs,
         summary.job_pods,
+        summary.cronjobs,
+        summary.cron_runs,
         summary.events,
         summary.lifecycles
     );
