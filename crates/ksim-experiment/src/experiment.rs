@@ -50,6 +50,17 @@ pub struct Variant {
     pub node_groups: Option<Vec<String>>,
     /// Replaces the experiment's autoscaler groups for this variant.
     pub autoscaler_groups: Option<Vec<String>>,
+    /// Replaces the experiment's speed for this variant: variants of speeds alone, the baseline
+    /// slowest, show how fast the trace replays before it drifts from the baseline
+    /// (`nodes_agree_with_baseline`, `lateness_p99_ms`).
+    pub speed: Option<f64>,
+}
+
+impl Variant {
+    /// The speed it runs at in `experiment`.
+    pub fn speed_in(&self, experiment: &Experiment) -> f64 {
+        self.speed.unwrap_or(experiment.speed)
+    }
 }
 
 fn one() -> f64 {
@@ -83,11 +94,15 @@ impl Experiment {
             let first = text.lines().next().unwrap_or_default();
             invalid(first.trim_start_matches("error: ").to_owned())
         })?;
-        if !(experiment.speed.is_finite() && experiment.speed > 0.0) {
-            return Err(invalid(format!(
-                "speed must be a number > 0, got {}",
-                experiment.speed
-            )));
+        let speeds = std::iter::once(("speed".to_owned(), experiment.speed)).chain(
+            experiment.variants.iter().filter_map(|variant| {
+                Some((format!("variant {}: speed", variant.name), variant.speed?))
+            }),
+        );
+        for (key, speed) in speeds {
+            if !(speed.is_finite() && speed > 0.0) {
+                return Err(invalid(format!("{key} must be a number > 0, got {speed}")));
+            }
         }
         if !(1..=MAX_REPEATS).contains(&experiment.repeats) {
             return Err(invalid(format!(
@@ -142,6 +157,7 @@ variants:
 - name: packed
   schedulerConfig: packed.yaml
   autoscalerArgs: [expander=least-waste]
+  speed: 20
 ";
 
     #[test]
@@ -153,6 +169,8 @@ variants:
         let packed = &experiment.variants[1];
         assert_eq!(packed.scheduler_config.as_deref(), Some("packed.yaml"));
         assert_eq!(packed.autoscaler_args, ["expander=least-waste"]);
+        assert_eq!(packed.speed_in(&experiment), 20.0);
+        assert_eq!(experiment.variants[0].speed_in(&experiment), 10.0);
         assert_eq!(
             experiment.variants[0],
             Variant {
@@ -171,6 +189,10 @@ variants:
                 "unknown field `schedulerConfg`",
             ),
             (FILE.replace("speed: 10", "speed: 0"), "speed must be"),
+            (
+                FILE.replace("speed: 20", "speed: -1"),
+                "variant packed: speed must be a number > 0, got -1",
+            ),
             (FILE.replace("repeats: 2", "repeats: 0"), "repeats must be"),
             (
                 FILE.replace("name: packed", "name: baseline"),

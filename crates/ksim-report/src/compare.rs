@@ -36,7 +36,7 @@ pub struct ComparedFigure {
 }
 
 /// The figures compared, in the order of the table.
-pub const FIGURES: [&str; 14] = [
+pub const FIGURES: [&str; 17] = [
     "node_hours",
     "cost",
     "peak_nodes",
@@ -51,6 +51,18 @@ pub const FIGURES: [&str; 14] = [
     "cpu_requested_mean",
     "memory_requested_mean",
     "nodes_within_tolerance",
+    "lateness_p99_ms",
+    "nodes_agree_with_baseline",
+    "pods_running_agree_with_baseline",
+];
+
+/// The figures that hold a run against the baseline's (first) report rather than read one
+/// report: the share of 5 s buckets of recorded time in which its Ready nodes are within 1
+/// of the baseline's, and its Running pods within 5% ([`crate::fidelity`]'s tolerances). For a
+/// trace with no recorded cluster, a slow replay as the baseline is the reference.
+const AGAINST_BASELINE: [(&str, &str); 2] = [
+    ("nodes_agree_with_baseline", "nodes"),
+    ("pods_running_agree_with_baseline", "pods_running"),
 ];
 
 /// A report's value of one of [`FIGURES`].
@@ -77,8 +89,21 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
             let nodes = fidelity.series.iter().find(|s| s.name == "nodes")?;
             nodes.within_tolerance
         }
+        "lateness_p99_ms" => report.lateness.p99_ms,
         _ => return None,
     })
+}
+
+/// A report's value of one of [`FIGURES`], the baseline's report given for those held against
+/// it.
+fn figure_against(baseline: Option<&Report>, report: &Report, name: &str) -> Option<f64> {
+    match AGAINST_BASELINE.iter().find(|(figure, _)| *figure == name) {
+        Some((_, series)) => {
+            let agreement = super::fidelity::agreement(baseline?, report)?;
+            Some(agreement.series(series)?.within_tolerance)
+        }
+        None => figure(report, name),
+    }
 }
 
 /// `reports` (name, report) side by side, the first the baseline.
@@ -96,9 +121,12 @@ pub fn compare(reports: &[(String, Report)]) -> Comparison {
 }
 
 /// Each run's figures as mean, min and max over its repeats; a figure none of a run's reports
-/// has is `None` for it.
-pub fn spread(reports: &[&Report], name: &str) -> Option<(f64, f64, f64)> {
-    let values: Vec<f64> = reports.iter().filter_map(|r| figure(r, name)).collect();
+/// has is `None` for it. Figures held against the baseline compare with `baseline`.
+fn spread(baseline: Option<&Report>, reports: &[&Report], name: &str) -> Option<(f64, f64, f64)> {
+    let values: Vec<f64> = reports
+        .iter()
+        .filter_map(|r| figure_against(baseline, r, name))
+        .collect();
     if values.is_empty() {
         return None;
     }
@@ -109,14 +137,18 @@ pub fn spread(reports: &[&Report], name: &str) -> Option<(f64, f64, f64)> {
 }
 
 /// Runs with repeats side by side (name, the reports of its repeats that succeeded): values are
-/// means, the deltas between means, and `min`/`max` the spread.
+/// means, the deltas between means, and `min`/`max` the spread. The baseline's first report is
+/// the reference of the figures held against it.
 pub fn compare_repeated(runs: &[(String, Vec<&Report>)]) -> Comparison {
+    let baseline = runs
+        .first()
+        .and_then(|(_, reports)| reports.first().copied());
     let figures = FIGURES
         .iter()
         .map(|name| {
             let spreads: Vec<Option<(f64, f64, f64)>> = runs
                 .iter()
-                .map(|(_, reports)| spread(reports, name))
+                .map(|(_, reports)| spread(baseline, reports, name))
                 .collect();
             let values: Vec<Option<f64>> = spreads.iter().map(|s| s.map(|s| s.0)).collect();
             let baseline = values.first().copied().flatten();
@@ -239,7 +271,7 @@ fn signed(value: f64) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::{Costs, GroupCost, Percentiles};
+    use crate::model::{Bucket, Costs, GroupCost, Percentiles};
 
     fn report(node_hours: f64, cost: Option<f64>, p99_ms: f64) -> Report {
         Report {
@@ -320,5 +352,64 @@ mod tests {
         let table = comparison.table();
         assert!(table.contains("3 [2..4]"), "{table}");
         assert!(table.contains("1.5 (-1.5, -50.0%)"), "{table}");
+    }
+
+    /// A report whose timeline has 1 s buckets of these Ready nodes, and ten times as many
+    /// Running pods.
+    fn timeline(nodes: &[u64]) -> Report {
+        use crate::input::{NodeCount, PodCounts};
+        Report {
+            timeline: (0u64..)
+                .zip(nodes)
+                .map(|(second, &ready)| Bucket {
+                    offset_ms: second * 1000,
+                    nodes: [(
+                        "m5".to_owned(),
+                        NodeCount {
+                            nodes: ready,
+                            ready,
+                        },
+                    )]
+                    .into(),
+                    pods: PodCounts {
+                        running: ready * 10,
+                        ..PodCounts::default()
+                    },
+                    ..Bucket::default()
+                })
+                .collect(),
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn runs_are_held_to_the_baselines_timeline_bucket_by_bucket() {
+        // Four 5 s buckets; the second run is 2 nodes off at the end of the third.
+        let reference = timeline(&[3; 20]);
+        let mut off: Vec<u64> = vec![3; 20];
+        off[14] = 5;
+        let comparison = compare(&[
+            ("slow".to_owned(), reference.clone()),
+            ("same".to_owned(), timeline(&[3; 20])),
+            ("off".to_owned(), timeline(&off)),
+            ("near".to_owned(), timeline(&[4; 20])),
+        ]);
+        let nodes = comparison.figure("nodes_agree_with_baseline").unwrap();
+        assert_eq!(nodes.values, [Some(1.0), Some(1.0), Some(0.75), Some(1.0)]);
+        let pods = comparison
+            .figure("pods_running_agree_with_baseline")
+            .unwrap();
+        // 40 Running against 30 is a third off: outside 5% in every bucket.
+        assert_eq!(pods.values[3], Some(0.0));
+        assert_eq!(pods.values[2], Some(0.75));
+        // A run with no timeline has nothing to hold: no value, not a zero.
+        let empty = compare(&[
+            ("slow".to_owned(), reference),
+            ("none".to_owned(), Report::default()),
+        ]);
+        assert_eq!(
+            empty.figure("nodes_agree_with_baseline").unwrap().values[1],
+            None
+        );
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::input::{ClusterState, Observations, RecordedState};
-use super::model::{Fidelity, FidelityBucket, SeriesFidelity};
+use super::model::{Fidelity, FidelityBucket, Report, SeriesFidelity};
 use super::timeline::{millis, recorded};
 
 /// Bucket width of the comparison, recorded time: coarse enough that a node joining a
@@ -41,6 +41,36 @@ pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
         let at = millis(recorded(sample.offset, obs.speed));
         (at, simulated_state(sample))
     }));
+    between(&recorded_states, &simulated_states)
+}
+
+/// Another replay against a reference replay of the same trace (`ksim compare`'s baseline):
+/// their timelines in 5 s buckets of recorded time, the reference as "recorded". For a trace
+/// with no recorded cluster, such as a generated one, a slow replay is the reference a faster
+/// one is held to.
+pub(crate) fn agreement(reference: &Report, other: &Report) -> Option<Fidelity> {
+    let states = |report: &Report| {
+        sorted(report.timeline.iter().map(|bucket| {
+            let state = ClusterState {
+                ready_nodes: bucket
+                    .nodes
+                    .iter()
+                    .map(|(group, count)| (group.clone(), count.ready))
+                    .collect(),
+                pods_running: bucket.pods.running,
+                pods_pending: bucket.pods.pending,
+            };
+            (bucket.offset_ms, state)
+        }))
+    };
+    between(&states(reference), &states(other))
+}
+
+/// Both sides in buckets up to the last state of `simulated`.
+fn between(
+    recorded_states: &[(u64, ClusterState)],
+    simulated_states: &[(u64, ClusterState)],
+) -> Option<Fidelity> {
     let &(end, _) = simulated_states.last()?;
 
     let width = millis(FIDELITY_BUCKET);
@@ -51,8 +81,8 @@ pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
             let at = (offset_ms + width - 1).min(end);
             Some(FidelityBucket {
                 offset_ms,
-                recorded: state_at(&recorded_states, at)?.clone(),
-                simulated: state_at(&simulated_states, at)?.clone(),
+                recorded: state_at(recorded_states, at)?.clone(),
+                simulated: state_at(simulated_states, at)?.clone(),
             })
         })
         .collect();

@@ -32,8 +32,8 @@ pub enum ExperimentCommand {
 pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
     /// `autoscalerGroups`, and `variants` (each `name` and any of `schedulerConfig`,
-    /// `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`). Paths
-    /// are relative to it.
+    /// `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`,
+    /// `speed`). Paths are relative to it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
@@ -180,7 +180,7 @@ fn run_args(
     Ok(RunArgs {
         trace_file: Some(path(&experiment.trace)),
         transform: variant.transform.as_deref().map(path),
-        speed: experiment.speed,
+        speed: variant.speed_in(experiment),
         duration: None,
         namespace_prefix: None,
         on_error: OnError::Continue,

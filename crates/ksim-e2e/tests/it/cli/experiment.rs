@@ -32,6 +32,7 @@ variants:
 - name: baseline
 - name: packed
   schedulerConfig: packed.yaml
+  speed: 20
 ";
 
 fn ksim(up: &Up, args: &[&str]) -> std::process::Output {
@@ -167,6 +168,30 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
             "{row}"
         );
     }
+    // The packed variant ran at its own speed; held against the baseline bucket by bucket in
+    // recorded time, its four fixed nodes agree everywhere, and each run's lateness is kept.
+    let speed = |variant: &str| -> f64 {
+        let path = results.join(variant).join("1").join("report.json");
+        let report: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        report["speed"].as_f64().unwrap()
+    };
+    assert_eq!((speed("baseline"), speed("packed")), (10.0, 20.0));
+    let figure = |name: &str| -> Vec<Option<f64>> {
+        let row = comparison["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|figure| figure["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        row["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Value::as_f64)
+            .collect()
+    };
+    assert_eq!(figure("nodes_agree_with_baseline"), [Some(1.0), Some(1.0)]);
+    assert!(figure("lateness_p99_ms").iter().all(Option::is_some));
     for name in ["comparison.txt", "comparison.svg"] {
         assert!(Path::new(&results.join(name)).is_file(), "{name}");
     }
