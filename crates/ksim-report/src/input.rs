@@ -32,7 +32,7 @@ pub struct Observations {
     pub node_changes: Vec<NodeChange>,
     /// Per pod: first seen until Running.
     pub pending_times: Vec<Duration>,
-    /// Per applied event: actual minus scheduled time.
+    /// Per applied event and CronJob run: actual minus scheduled time.
     pub lateness: Vec<Duration>,
     pub object_errors: Vec<ObjectErrorRecord>,
     pub events_applied: u64,

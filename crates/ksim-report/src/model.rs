@@ -32,7 +32,8 @@ pub struct Report {
     pub timeline: Vec<Bucket>,
     /// Per pod: first seen until Running, recorded time.
     pub pod_pending_time: Percentiles,
-    /// Per applied event: actual minus scheduled time; the driver's own delay, wall clock.
+    /// Per applied event and CronJob run: actual minus scheduled time; the driver's own delay,
+    /// wall clock.
     pub lateness: Percentiles,
     pub object_errors: Vec<ReportedError>,
     /// Nodes that joined or left the simulation's groups after the replay start, in time
