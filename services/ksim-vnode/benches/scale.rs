@@ -28,6 +28,7 @@ use clap::Parser;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::{
     apps::v1::Deployment,
+    coordination::v1::Lease,
     core::v1::{Namespace, Node, Pod},
 };
 use ksim_nodes::node::is_ready;
@@ -99,6 +100,9 @@ struct Figures {
     bind_to_running_p50_ms: f64,
     bind_to_running_p99_ms: f64,
     not_ready_transitions: usize,
+    /// The longest time between two renewals of one node's Lease seen during the hold: how
+    /// close the provider came to the node lifecycle controller's grace period.
+    max_renewal_gap_seconds: f64,
     cpu_seconds: f64,
     peak_rss_mib: f64,
     /// Resident memory at the end of the hold, after the burst.
@@ -158,7 +162,7 @@ async fn run(args: &Args, plane: &Tuning, provider: ProviderKind) -> anyhow::Res
     );
     latencies.sort_unstable_by(f64::total_cmp);
 
-    let not_ready_transitions = hold(
+    let (not_ready_transitions, max_renewal_gap_seconds) = hold(
         &client,
         running.node_selector,
         Duration::from_secs(args.hold_seconds),
@@ -179,6 +183,7 @@ async fn run(args: &Args, plane: &Tuning, provider: ProviderKind) -> anyhow::Res
         bind_to_running_p50_ms: percentile(&latencies, 0.50),
         bind_to_running_p99_ms: percentile(&latencies, 0.99),
         not_ready_transitions,
+        max_renewal_gap_seconds,
         cpu_seconds,
         peak_rss_mib,
         end_rss_mib,
@@ -586,19 +591,35 @@ fn pod_spec(provider: ProviderKind) -> serde_json::Value {
     })
 }
 
-/// Watches the nodes for `duration` and counts every move of a node's Ready condition away
-/// from True.
-async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Result<usize> {
+/// Watches the nodes for `duration`: every move of a node's Ready condition away from True,
+/// and the longest gap between two renewals of one node's Lease (every Lease of the cluster is
+/// a provider's node's).
+async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Result<(usize, f64)> {
     let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let mut ready: HashMap<String, bool> = HashMap::new();
+    let mut renewed: HashMap<String, k8s_openapi::jiff::Timestamp> = HashMap::new();
     let mut transitions = 0;
+    let mut max_gap = Duration::ZERO;
     let events = watcher(nodes, watcher::Config::default().labels(selector)).applied_objects();
+    let renewals = watcher(leases, watcher::Config::default()).applied_objects();
     let deadline = tokio::time::sleep(duration);
     tokio::pin!(deadline);
     let mut events = Box::pin(events);
+    let mut renewals = Box::pin(renewals);
     loop {
         tokio::select! {
-            () = &mut deadline => return Ok(transitions),
+            () = &mut deadline => return Ok((transitions, max_gap.as_secs_f64())),
+            lease = renewals.try_next() => {
+                let Some(lease) = lease? else { bail!("lease watch ended") };
+                let Some(at) = lease.spec.and_then(|spec| spec.renew_time) else { continue };
+                let name = lease.metadata.name.unwrap_or_default();
+                if let Some(before) = renewed.insert(name, at.0)
+                    && let Ok(gap) = Duration::try_from(at.0.duration_since(before))
+                {
+                    max_gap = max_gap.max(gap);
+                }
+            }
             node = events.try_next() => {
                 let Some(node) = node? else { bail!("node watch ended") };
                 let now_ready = is_ready(&node);
@@ -648,12 +669,12 @@ fn print_table(args: &Args, results: &[(Tuning, ProviderKind, Figures)]) {
         args.nodes, args.pods, args.hold_seconds
     );
     println!(
-        "| plane | provider | nodes Ready (s) | pods bound (s) | pods Running (s) | pods/s | bind->Running p50 (ms) | p99 (ms) | NotReady | CPU (s) | peak RSS (MiB) | end RSS (MiB) |"
+        "| plane | provider | nodes Ready (s) | pods bound (s) | pods Running (s) | pods/s | bind->Running p50 (ms) | p99 (ms) | NotReady | longest renewal gap (s) | CPU (s) | peak RSS (MiB) | end RSS (MiB) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (plane, provider, f) in results {
         println!(
-            "| {plane} | {provider:?} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} |",
+            "| {plane} | {provider:?} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} |",
             f.nodes_ready_seconds,
             f.pods_bound_seconds,
             f.pods_running_seconds,
@@ -661,6 +682,7 @@ fn print_table(args: &Args, results: &[(Tuning, ProviderKind, Figures)]) {
             f.bind_to_running_p50_ms,
             f.bind_to_running_p99_ms,
             f.not_ready_transitions,
+            f.max_renewal_gap_seconds,
             f.cpu_seconds,
             f.peak_rss_mib,
             f.end_rss_mib
