@@ -502,29 +502,14 @@ impl Job {
     }
 
     fn lifecycles(&self, workload: &DayWorkload) -> Vec<pb::PodLifecycle> {
-        // One template, so one hash; only compared for equality within the trace.
-        let pod_spec_hash = ksim_trace::hash::stable_hash(&self.template()["spec"]);
-        (0u32..)
-            .zip(&self.pods)
-            .map(|(launch_index, &(start, end))| {
-                let ended = end < workload.length_ms;
-                pb::PodLifecycle {
-                    owner_gvk: Some(gvk("batch", "Job")),
-                    owner_namespace: self.namespace.clone(),
-                    owner_name: self.name.clone(),
-                    pod_spec_hash,
-                    launch_index,
-                    start_ms: workload.start_ms + start,
-                    end_ms: if ended { workload.start_ms + end } else { 0 },
-                    outcome: if ended {
-                        pb::PodOutcome::Succeeded
-                    } else {
-                        pb::PodOutcome::Running
-                    } as i32,
-                    pod_name: format!("{}-{launch_index}", self.name),
-                }
-            })
-            .collect()
+        lifecycles(
+            workload,
+            "Job",
+            &self.namespace,
+            &self.name,
+            &self.template(),
+            &self.pods,
+        )
     }
 }
 
@@ -655,29 +640,51 @@ impl CronJob {
 
     /// One per run, in run order: the n-th pod a replay starts for it is launch n.
     fn lifecycles(&self, workload: &DayWorkload) -> Vec<pb::PodLifecycle> {
-        let pod_spec_hash = ksim_trace::hash::stable_hash(&self.template()["spec"]);
-        (0u32..)
-            .zip(&self.pods)
-            .map(|(launch_index, &(start, end))| {
-                let ended = end < workload.length_ms;
-                pb::PodLifecycle {
-                    owner_gvk: Some(gvk("batch", "CronJob")),
-                    owner_namespace: self.namespace.clone(),
-                    owner_name: self.name.clone(),
-                    pod_spec_hash,
-                    launch_index,
-                    start_ms: workload.start_ms + start,
-                    end_ms: if ended { workload.start_ms + end } else { 0 },
-                    outcome: if ended {
-                        pb::PodOutcome::Succeeded
-                    } else {
-                        pb::PodOutcome::Running
-                    } as i32,
-                    pod_name: format!("{}-{launch_index}", self.name),
-                }
-            })
-            .collect()
+        let template = self.template();
+        lifecycles(
+            workload,
+            "CronJob",
+            &self.namespace,
+            &self.name,
+            &template,
+            &self.pods,
+        )
     }
+}
+
+/// The recorded lifetimes of a batch owner's pods, `pods` their (start, end) offsets in launch
+/// order; a pod still running when the recording ends has no end.
+fn lifecycles(
+    workload: &DayWorkload,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    template: &Value,
+    pods: &[(i64, i64)],
+) -> Vec<pb::PodLifecycle> {
+    // One template, so one hash; only compared for equality within the trace.
+    let pod_spec_hash = ksim_trace::hash::stable_hash(&template["spec"]);
+    (0u32..)
+        .zip(pods)
+        .map(|(launch_index, &(start, end))| {
+            let ended = end < workload.length_ms;
+            pb::PodLifecycle {
+                owner_gvk: Some(gvk("batch", kind)),
+                owner_namespace: namespace.to_owned(),
+                owner_name: name.to_owned(),
+                pod_spec_hash,
+                launch_index,
+                start_ms: workload.start_ms + start,
+                end_ms: if ended { workload.start_ms + end } else { 0 },
+                outcome: if ended {
+                    pb::PodOutcome::Succeeded
+                } else {
+                    pb::PodOutcome::Running
+                } as i32,
+                pod_name: format!("{name}-{launch_index}"),
+            }
+        })
+        .collect()
 }
 
 /// Requested CPU at the start of each autoscaling period: the services' replicas then in
