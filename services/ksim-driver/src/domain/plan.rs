@@ -181,7 +181,8 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
 
 /// The runs of every CronJob in the trace, from each version's apply until the next version,
 /// its delete or the window's end. A version whose schedule cannot be read adds an
-/// [`Op::Invalid`] to the event that applied it, and no runs.
+/// [`Op::Invalid`] to the event that applied it, and no runs. `event_steps` are the events'
+/// steps in trace order, not yet sorted: the n-th is event n's.
 fn cron_steps(
     trace: &Trace,
     rewriter: &Rewriter,
