@@ -92,6 +92,7 @@ pub struct Settings {
     pub keep_finished: usize,
     /// How long node groups get to become Ready before the simulation fails.
     pub ready_deadline: Duration,
-    /// How long garbage collection gets to remove the simulation's objects.
+    /// How long garbage collection gets to remove the simulation's objects; for its
+    /// namespaces, how long it may go without removing a namespace or a pod.
     pub cleanup_deadline: Duration,
 }

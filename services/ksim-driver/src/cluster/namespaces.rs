@@ -1,7 +1,7 @@
 //! Namespaces: the driver's own (seat Deployments and the lease live there) and the
 //! simulation's, which carry its label and are owned by its root.
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
     Api, Client,
     api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams},
@@ -96,4 +96,22 @@ pub async fn delete(client: &Client, name: &str) -> Result<(), ClusterError> {
             error,
         )),
     }
+}
+
+/// How many pods namespaces `names` still hold, read cheaply: a list of one item per namespace,
+/// whose `remainingItemCount` says how many more there are.
+pub async fn pods_in(client: &Client, names: &[String]) -> Result<u64, ClusterError> {
+    let mut total = 0;
+    for name in names {
+        let api: Api<Pod> = Api::namespaced(client.clone(), name);
+        let page = api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .map_err(|e| {
+                ClusterError::new("listing", format!("the pods of namespace {name}"), e)
+            })?;
+        let remaining = page.metadata.remaining_item_count.unwrap_or(0);
+        total += page.items.len() as u64 + u64::try_from(remaining).unwrap_or(0);
+    }
+    Ok(total)
 }

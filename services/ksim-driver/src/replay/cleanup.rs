@@ -135,20 +135,32 @@ async fn retire_seat_groups(ctx: &RunContext, id: &str, autoscaled: bool) {
     }
 }
 
+/// Deletes the simulation's namespaces and waits until they are gone. A thousand-node day
+/// leaves thousands of pods for the namespace controller and the pool to finish, so the
+/// deadline is for a stall: it fails only after `cleanup_deadline` with neither a namespace
+/// nor a pod fewer.
 async fn delete_namespaces(ctx: &RunContext, id: &str) -> Result<(), CleanupProblem> {
-    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    // The fewest namespaces and pods seen so far.
+    let (mut fewest_spaces, mut fewest_pods) = (usize::MAX, u64::MAX);
     loop {
         let left = namespaces::of_simulation(&ctx.client, id).await?;
         if left.is_empty() {
             return Ok(());
         }
-        if started.elapsed() >= ctx.settings.cleanup_deadline {
+        let pods = namespaces::pods_in(&ctx.client, &left).await?;
+        if left.len() < fewest_spaces || pods < fewest_pods {
+            last_progress = Instant::now();
+            fewest_spaces = fewest_spaces.min(left.len());
+            fewest_pods = fewest_pods.min(pods);
+        }
+        if last_progress.elapsed() >= ctx.settings.cleanup_deadline {
             return Err(CleanupProblem::NamespacesLeft(left));
         }
         for name in &left {
             namespaces::delete(&ctx.client, name).await?;
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
