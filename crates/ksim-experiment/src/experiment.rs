@@ -27,6 +27,9 @@ pub struct Experiment {
     /// Groups CA resizes, as `--autoscaler-group` (`NAME=SKELETON.yaml:MIN:MAX:INITIAL`).
     #[serde(default)]
     pub autoscaler_groups: Vec<String>,
+    /// Every run starts from a settled cluster, as `ksim run --settle`.
+    #[serde(default)]
+    pub settle: bool,
     /// What is compared: at least one; the first is the baseline.
     pub variants: Vec<Variant>,
 }

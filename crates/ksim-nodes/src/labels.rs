@@ -46,6 +46,11 @@ pub const MIN_SIZE_ANNOTATION: &str = "ksim.io/min-size";
 /// Seat Deployment annotation: the most nodes cluster-autoscaler may scale the group up to.
 pub const MAX_SIZE_ANNOTATION: &str = "ksim.io/max-size";
 
+/// Seat Deployment annotation set while a simulation prepares the group: the cloud provider
+/// offers it frozen at its size, so cluster-autoscaler removes none of its still-empty nodes
+/// before the replay's clock starts. The driver removes it when the clock starts.
+pub const HELD_ANNOTATION: &str = "ksim.io/held";
+
 /// Seat Deployment annotation set by whoever is about to delete the group (the driver's
 /// cleanup): the cloud provider stops offering the group to cluster-autoscaler.
 pub const RETIRING_ANNOTATION: &str = "ksim.io/retiring";

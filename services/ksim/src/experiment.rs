@@ -191,6 +191,7 @@ fn run_args(
         provider_config: variant.provider_config.as_deref().map(path),
         autoscaler_args: variant.autoscaler_args.clone(),
         reschedule_bare_pods: false,
+        settle: experiment.settle,
         repeat: 1,
         stored: false,
         trace_id: None,

@@ -11,8 +11,8 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
     labels::{
-        GROUP_LABEL, OWNER_LABEL, OWNER_POOL, RELEASED_ANNOTATION, RETIRING_ANNOTATION,
-        TO_BE_DELETED_TAINT,
+        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_POOL, RELEASED_ANNOTATION,
+        RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
     },
     node::parse_provider_id,
     seats::group_of,
@@ -65,6 +65,8 @@ struct DeploymentEntry {
     resource_version: String,
     limits: Result<SizeLimits, LimitsError>,
     skeleton: Skeleton,
+    /// Being prepared for a replay that has not started: frozen at its size too.
+    held: bool,
     /// About to be deleted: frozen at its size for cluster-autoscaler (see [`Index::groups`]).
     retiring: bool,
     /// The provider has told the deleter that CA let go of it.
@@ -175,6 +177,7 @@ impl Index {
                 self.default_max,
             ),
             skeleton,
+            held: annotated(HELD_ANNOTATION),
             retiring: annotated(RETIRING_ANNOTATION),
             released: annotated(RELEASED_ANNOTATION),
             gone: false,
@@ -327,7 +330,7 @@ impl Index {
 
     /// The groups offered to cluster-autoscaler. A retiring group stays offered, so a loop or a
     /// scale-down under way finishes without "not found", but frozen at its size (min = max =
-    /// target), so CA starts nothing new on it.
+    /// target), so CA starts nothing new on it. A held group is offered frozen the same way.
     pub fn groups(&self) -> Vec<GroupInfo> {
         let state = self.read();
         let mut groups: Vec<GroupInfo> = state
@@ -521,6 +524,8 @@ impl State {
         let ((namespace, name), entry, limits) = self.served(id)?;
         let (min, max, state) = if entry.retiring || entry.gone {
             (entry.replicas, entry.replicas, ", retiring")
+        } else if entry.held {
+            (entry.replicas, entry.replicas, ", held")
         } else {
             (limits.min, limits.max, "")
         };

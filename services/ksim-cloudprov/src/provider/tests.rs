@@ -13,7 +13,9 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use ksim_nodes::labels::{RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT};
+use ksim_nodes::labels::{
+    HELD_ANNOTATION, RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
+};
 
 use super::*;
 use crate::index::{
@@ -387,17 +389,50 @@ async fn answers_without_configuration_say_so_and_gpu_types_come_from_skeletons(
 
 /// Marks the provider's group retiring, as the driver's cleanup does.
 fn retire(provider: &Provider<FakeCluster>, cluster: &FakeCluster) {
-    let mut retiring = cluster.objects().deployment.clone().unwrap();
-    retiring
-        .metadata
-        .annotations
-        .get_or_insert_default()
-        .insert(RETIRING_ANNOTATION.to_owned(), "true".to_owned());
+    annotate(provider, cluster, RETIRING_ANNOTATION, Some("true"));
+}
+
+/// Sets (or with `None` removes) an annotation of the provider's group's Deployment.
+fn annotate(
+    provider: &Provider<FakeCluster>,
+    cluster: &FakeCluster,
+    key: &str,
+    value: Option<&str>,
+) {
+    let mut deployment = cluster.objects().deployment.clone().unwrap();
+    let annotations = deployment.metadata.annotations.get_or_insert_default();
+    match value {
+        Some(value) => annotations.insert(key.to_owned(), value.to_owned()),
+        None => annotations.remove(key),
+    };
     provider
         .index()
-        .apply_deployment(&retiring, Skeleton::Missing)
+        .apply_deployment(&deployment, Skeleton::Missing)
         .unwrap();
-    cluster.objects().deployment = Some(retiring);
+    cluster.objects().deployment = Some(deployment);
+}
+
+#[tokio::test]
+async fn a_held_group_is_frozen_at_its_size_until_the_hold_is_lifted() {
+    let (provider, cluster) = provider(3, ("0", "10"));
+    synced(&provider);
+    let limits = |provider: &Provider<FakeCluster>| {
+        provider
+            .groups()
+            .into_iter()
+            .map(|g| (g.id, g.min, g.max))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(limits(&provider), [("m5".to_owned(), 0, 10)]);
+
+    annotate(&provider, &cluster, HELD_ANNOTATION, Some("true"));
+    // Still offered (its nodes are CA's to know), but CA may neither add nor remove a node.
+    assert_eq!(limits(&provider), [("m5".to_owned(), 3, 3)]);
+    provider.refresh().await.unwrap();
+    assert!(!released(&cluster), "a held group is not retiring");
+
+    annotate(&provider, &cluster, HELD_ANNOTATION, None);
+    assert_eq!(limits(&provider), [("m5".to_owned(), 0, 10)]);
 }
 
 fn released(cluster: &FakeCluster) -> bool {

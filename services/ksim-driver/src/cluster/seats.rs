@@ -4,7 +4,7 @@
 
 use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::OwnerReference};
 use ksim_nodes::{
-    labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
+    labels::{GROUP_LABEL, HELD_ANNOTATION, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
     seats::{SeatDeployment, SkeletonSource},
 };
 use kube::{
@@ -25,9 +25,9 @@ pub struct SeatGroup<'a> {
     pub initial_size: i32,
 }
 
-/// Creates the seat Deployment of `group` in `namespace`; one that exists already (another
-/// simulation's, or a real group) is a conflict ([`ClusterError::is_conflict`]), never taken
-/// over.
+/// Creates the seat Deployment of `group` in `namespace`, held at its size until [`release`];
+/// one that exists already (another simulation's, or a real group) is a conflict
+/// ([`ClusterError::is_conflict`]), never taken over.
 pub async fn create(
     client: &Client,
     namespace: &str,
@@ -57,6 +57,11 @@ pub async fn create(
         .labels
         .get_or_insert_default()
         .insert(SIMULATION_LABEL.to_owned(), simulation_id.to_owned());
+    deployment
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(HELD_ANNOTATION.to_owned(), "true".to_owned());
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     api.create(&PostParams::default(), &deployment)
         .await
@@ -81,6 +86,29 @@ async fn of_simulation(
         .list(&ListParams::default().labels(&selector))
         .await?
         .items)
+}
+
+/// Lifts the hold on the simulation's seat groups as the replay's clock starts: until then
+/// their nodes wait, empty, for a replay that has not begun, and cluster-autoscaler would
+/// count that time as unneeded time and remove them.
+pub async fn release(
+    client: &Client,
+    namespace: &str,
+    simulation_id: &str,
+) -> Result<(), ClusterError> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let patch = json!({ "metadata": { "annotations": { HELD_ANNOTATION: null } } });
+    let failed = |e| ClusterError::new("releasing", "the simulation's seat groups", e);
+    for deployment in of_simulation(client, namespace, simulation_id)
+        .await
+        .map_err(failed)?
+    {
+        let name = deployment.metadata.name.unwrap_or_default();
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(failed)?;
+    }
+    Ok(())
 }
 
 /// Marks the simulation's seat Deployments retiring: the cloud provider stops offering them to

@@ -101,6 +101,8 @@ pub struct SimulationSpec {
     pub enable_autoscaler: bool,
     /// Recreate bare pods the simulation removes, as `<name>-clone-<n>`.
     pub reschedule_bare_pods: bool,
+    /// Apply the trace's first instant and let it settle before the clock starts.
+    pub settle_start: bool,
     /// The scheduler and CA configuration under test, as given; `None`: the environment's.
     pub configuration: Option<env::Configuration>,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
@@ -202,6 +204,7 @@ impl SimulationSpec {
             node_groups,
             enable_autoscaler: spec.enable_autoscaler,
             reschedule_bare_pods: spec.reschedule_bare_pods,
+            settle_start: spec.settle_start,
             configuration: spec
                 .configuration
                 .filter(|c| *c != env::Configuration::default()),

@@ -31,7 +31,8 @@ pub struct Job {
     pub step: u64,
     pub event_index: u64,
     pub trace_offset: Duration,
-    pub due: Instant,
+    /// `None` for an operation applied before the replay's clock started, which is never late.
+    pub due: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -90,7 +91,9 @@ async fn run_lane(
         let Ok(_permit) = in_flight.acquire().await else {
             break;
         };
-        let lateness = Instant::now().saturating_duration_since(job.due);
+        let lateness = job.due.map_or(Duration::ZERO, |due| {
+            Instant::now().saturating_duration_since(due)
+        });
         // The report keeps the error as text, beside the object and operation it names.
         let (operation, result) = match &job.op {
             Op::Apply { target, object } => (

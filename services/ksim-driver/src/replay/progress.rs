@@ -72,6 +72,11 @@ impl Progress {
         }
     }
 
+    /// Steps handed to the lanes whose operations are not all done.
+    pub fn open_steps(&self) -> usize {
+        self.lock().open.len()
+    }
+
     pub fn snapshot(&self) -> ProgressSnapshot {
         let state = self.lock();
         ProgressSnapshot {

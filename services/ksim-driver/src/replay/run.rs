@@ -27,12 +27,12 @@ use super::{
 };
 use crate::{
     cluster::{
-        applier::Applier, launch_lifetimes, lease::SimulationLease, observer::Observer, root,
+        applier::Applier, launch_lifetimes, lease::SimulationLease, observer::Observer, root, seats,
     },
     domain::{
         launches::Launches,
         lifetimes::Lifetimes,
-        plan::{StepKind, plan, template_paths},
+        plan::{Step, StepKind, plan, template_paths},
         recorded::recorded_states,
         report::{self, GroupPrice},
         rewrite::{RewriteOptions, Rewriter},
@@ -252,6 +252,47 @@ async fn replay(
     let prices = prices(ctx, spec).await;
 
     let progress = Arc::new(Progress::new(ctx.metrics.clone()));
+    let rescheduler = spec
+        .reschedule_bare_pods
+        .then(|| Rescheduler::start(&ctx.client, &handle.id, applier.clone()));
+    let lanes = Lanes::start(
+        ctx.settings.lanes,
+        ctx.settings.max_in_flight,
+        applier,
+        progress.clone(),
+        ctx.metrics.clone(),
+    );
+    let dispatch = |number: u64, step: Step, due: Option<Instant>| {
+        for op in step.ops {
+            let extra = rescheduler.as_ref().and_then(|r| r.before(&op));
+            for op in std::iter::once(op).chain(extra) {
+                lanes.dispatch(Job {
+                    op,
+                    step: number,
+                    event_index: step.event_index,
+                    trace_offset: step.trace_offset,
+                    due,
+                });
+            }
+        }
+    };
+    let mut steps = (0u64..).zip(plan.steps).peekable();
+    if spec.settle_start {
+        while let Some((number, step)) = steps.next_if(|(_, step)| step.at.is_zero()) {
+            progress.begin_step(
+                number,
+                step.kind == StepKind::Event,
+                step.ops.len(),
+                Duration::ZERO,
+            );
+            dispatch(number, step, None);
+        }
+        if settle(handle, &progress, &observer).await.is_err() {
+            return Ok(Ending::Cancelled);
+        }
+    }
+    seats::release(&ctx.client, &ctx.settings.namespace, &handle.id).await?;
+
     let origin = Instant::now();
     observer.set_origin(origin);
     let live = Arc::new(
@@ -271,42 +312,25 @@ async fn replay(
     ctx.metrics.set_running(true);
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
 
-    let rescheduler = spec
-        .reschedule_bare_pods
-        .then(|| Rescheduler::start(&ctx.client, &handle.id, applier.clone()));
-    let lanes = Lanes::start(
-        ctx.settings.lanes,
-        ctx.settings.max_in_flight,
-        applier,
-        progress.clone(),
-        ctx.metrics.clone(),
-    );
     let limit = spec.duration.map_or(plan.end, |d| d.min(plan.end));
     let mut ending = Ending::Finished;
-    'steps: for (number, step) in (0u64..).zip(plan.steps) {
+    for (number, step) in steps {
         if step.at > limit {
             break;
         }
         let due = origin + step.at;
         if let Some(early) = wait_until(due, handle, &progress, spec.on_error).await {
             ending = early;
-            break 'steps;
+            break;
         }
         let lateness = Instant::now().saturating_duration_since(due);
-        let event = step.kind == StepKind::Event;
-        progress.begin_step(number, event, step.ops.len(), lateness);
-        for op in step.ops {
-            let extra = rescheduler.as_ref().and_then(|r| r.before(&op));
-            for op in std::iter::once(op).chain(extra) {
-                lanes.dispatch(Job {
-                    op,
-                    step: number,
-                    event_index: step.event_index,
-                    trace_offset: step.trace_offset,
-                    due,
-                });
-            }
-        }
+        progress.begin_step(
+            number,
+            step.kind == StepKind::Event,
+            step.ops.len(),
+            lateness,
+        );
+        dispatch(number, step, Some(due));
     }
     if matches!(ending, Ending::Finished)
         && let Some(early) = wait_until(origin + limit, handle, &progress, spec.on_error).await
@@ -328,6 +352,49 @@ async fn replay(
     // The last sample is the one GetSimulation keeps: it must agree with the report.
     handle.set_progress(live.sample());
     Ok(ending)
+}
+
+/// How long the settling start may go without a change in the pods before the clock starts
+/// anyway: pods the initial nodes cannot hold wait for a scale-up, which is the replay's.
+const SETTLE_STALL: Duration = Duration::from_secs(30);
+/// How long the pods must stay unchanged, none pending, for the start to count as settled:
+/// controllers create a workload's pods a moment after the workload.
+const SETTLE_QUIET: Duration = Duration::from_secs(3);
+
+/// Waits until the trace's first instant is applied and its pods are placed and running, or
+/// until they stop changing for [`SETTLE_STALL`]. `Err` when the simulation is cancelled.
+async fn settle(handle: &Handle, progress: &Progress, observer: &Observer) -> Result<(), ()> {
+    const CHECK: Duration = Duration::from_millis(500);
+    let started = Instant::now();
+    let mut last = None;
+    let mut since = Instant::now();
+    loop {
+        let sample = observer.sample();
+        let pods = &sample.pods;
+        let now = (
+            progress.open_steps(),
+            pods.pending,
+            pods.running + pods.succeeded + pods.failed + pods.unknown,
+        );
+        if last != Some(now) {
+            last = Some(now);
+            since = Instant::now();
+        } else if now.0 == 0 && now.1 == 0 && since.elapsed() >= SETTLE_QUIET {
+            tracing::info!(simulation = handle.id, after = ?started.elapsed(), "the start settled");
+            return Ok(());
+        } else if since.elapsed() >= SETTLE_STALL {
+            tracing::warn!(
+                simulation = handle.id,
+                pending = now.1,
+                "the start stopped settling; starting the clock with pods still pending"
+            );
+            return Ok(());
+        }
+        tokio::select! {
+            () = handle.cancel.cancelled() => return Err(()),
+            () = tokio::time::sleep(CHECK) => {}
+        }
+    }
 }
 
 /// Sleeps until `due`, waking early for a cancel or (with on_error=stop) a refused object.

@@ -154,6 +154,8 @@ async fn replay(
         enable_autoscaler: autoscaler,
         // The demo trace has no bare pods.
         reschedule_bare_pods: false,
+        // The demo's first instant is one small Deployment: nothing to settle.
+        settle_start: false,
         // The environment's own; CA's durations are still divided by the speed.
         configuration: None,
     };

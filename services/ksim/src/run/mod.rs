@@ -77,6 +77,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub reschedule_bare_pods: bool,
 
+    /// Start from a settled cluster: apply the trace's first instant (what existed when the
+    /// recording began), wait until its pods run (or stop changing for 30 s), then start the
+    /// clock, with cluster-autoscaler held off the groups until then.
+    #[arg(long)]
+    pub settle: bool,
+
     /// Run the simulation N times, one after another (each with its own report), then print
     /// the spread of peak nodes, pending p99 and scale-ups over the runs.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]

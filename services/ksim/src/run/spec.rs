@@ -82,6 +82,7 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
         node_groups,
         enable_autoscaler: args.autoscaler,
         reschedule_bare_pods: args.reschedule_bare_pods,
+        settle_start: args.settle,
         configuration: configuration(args)?,
     })
 }

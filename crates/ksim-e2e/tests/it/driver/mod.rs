@@ -9,5 +9,6 @@ mod rbac;
 mod repeat;
 mod replay;
 mod restart;
+mod settle;
 mod transform;
 mod validate;

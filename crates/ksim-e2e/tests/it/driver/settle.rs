@@ -1,0 +1,55 @@
+//! `settle_start`: the trace's first instant is applied, and its pods run, before the replay's
+//! clock starts, as they ran when the recording began.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::common::*;
+use ksim_proto::ksim::driver::v1 as pb;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_first_instant_runs_before_the_clock_starts() {
+    let mut mesh = start().await;
+    let file = trace_file(
+        vec![
+            (
+                0,
+                vec![("apps/v1.Deployment", "shop", "web", deployment("web", 6))],
+            ),
+            (
+                2_000,
+                vec![("apps/v1.Deployment", "shop", "late", deployment("late", 1))],
+            ),
+        ],
+        4_000,
+    );
+    let simulation = mesh
+        .start_simulation(pb::SimulationSpec {
+            trace_source: uploaded(file),
+            speed: 1.0,
+            namespace_prefix: "settle".to_owned(),
+            node_groups: vec![pool_group("settle", 2)],
+            settle_start: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ended = mesh.until_done(&simulation.id).await;
+    assert_eq!(
+        ended.state(),
+        pb::SimulationState::Succeeded,
+        "{}",
+        ended.error_message
+    );
+    let report = mesh.report(&simulation.id).await;
+
+    // The first sample is taken as the clock starts: the six pods already run.
+    let first = report.timeline.first().unwrap().pods.unwrap();
+    assert_eq!((first.running, first.pending), (6, 0), "{first:?}");
+    // The later event still waits for its time, and arrives.
+    let last = report.timeline.last().unwrap().pods.unwrap();
+    assert_eq!(last.running, 7, "{:?}", report.timeline);
+    // Every event counts as applied; those before the clock were never late.
+    assert_eq!(report.events_applied, ended.progress.unwrap().events_total);
+    let lateness = report.lateness.unwrap();
+    assert_eq!(lateness.count, report.events_applied);
+    mesh.assert_nothing_left(&simulation.id, &["settle"]).await;
+}
