@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler from Go modules
-# at the version pinned in versions.env, and caches them outside the repository.
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from Go
+# modules at the version pinned in versions.env, and caches them outside the repository.
 #
 #   deploy/control-plane/build.sh            build (or reuse) and print the binary directory
 #
 # Environment:
-#   KSIM_CONTROL_PLANE_BIN_DIR  a directory that already holds the four binaries: used as is
+#   KSIM_CONTROL_PLANE_BIN_DIR  a directory that already holds the five binaries: used as is
 #   KSIM_CACHE_DIR              cache root (default: $XDG_CACHE_HOME/ksim or ~/.cache/ksim)
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every staging module with
@@ -18,7 +18,7 @@ source "$here/versions.env"
 # shellcheck source=../lib/cache.sh
 source "$here/../lib/cache.sh"
 version=$KUBERNETES_VERSION
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 log() { echo "control-plane: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -93,6 +93,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
 
@@ -110,7 +111,8 @@ mkdir -p "$staging_bin"
 go build -trimpath -ldflags "$ldflags" -o "$staging_bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler
+  k8s.io/kubernetes/cmd/kube-scheduler \
+  k8s.io/kubernetes/cmd/kubectl
 go build -trimpath -ldflags "-s -w" -o "$staging_bin/etcd" go.etcd.io/etcd/server/v3
 has_all_binaries "$staging_bin" || die "build finished without all of: ${binaries[*]}"
 rm -rf "$bin_dir"

@@ -58,6 +58,20 @@ impl ControlPlaneBinaries {
         self.dir.join(binary)
     }
 
+    /// kubectl of the same Kubernetes version, which build.sh builds beside the control plane
+    /// (a `KSIM_CONTROL_PLANE_BIN_DIR` of a user's own may lack it).
+    pub fn kubectl(&self) -> Result<PathBuf, Error> {
+        let path = self.path("kubectl");
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::MissingBinary {
+                binary: "kubectl",
+                dir: self.dir.clone(),
+            })
+        }
+    }
+
     /// Has kube-scheduler itself judge the configuration file `config` (decoding, defaulting,
     /// validation and building every profile's plugins, as at its start) without scheduling
     /// anything: `--write-config-to` makes it write the complete configuration and exit. The

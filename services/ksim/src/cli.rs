@@ -52,6 +52,14 @@ pub enum Command {
     /// validate (and explain its rules), show.
     #[command(subcommand)]
     Trace(Box<crate::trace::TraceCommand>),
+    /// Run kubectl (built with the local control plane, same version) against the environment
+    /// `ksim up` started: `ksim kubectl get nodes`. Exits with kubectl's status.
+    #[command(disable_help_flag = true)]
+    Kubectl {
+        /// kubectl's arguments, as kubectl takes them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Print a shell completion script, e.g. `ksim completions bash > ~/.local/share/bash-completion/completions/ksim`.
     Completions {
         /// The shell.

@@ -8,6 +8,7 @@ mod down;
 mod driver;
 mod env;
 mod experiment;
+mod kubectl;
 mod report;
 mod run;
 mod trace;
@@ -44,6 +45,10 @@ async fn main() -> ExitCode {
         } => demo::run(speed).await,
         cli::Command::Trace(command) => trace::run(*command).await,
         cli::Command::Completions { shell } => completions::run(shell),
+        // kubectl's own exit status, not ksim's success or failure.
+        cli::Command::Kubectl { args } => {
+            return kubectl::run(&args).unwrap_or_else(|error| fail(&error));
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -74,6 +74,14 @@ pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
         "  export KUBECONFIG={}",
         env.kubeconfig_path().display()
     )?;
+    match crate::kubectl::path() {
+        Ok(kubectl) => writeln!(
+            out,
+            "  kubectl    {}  (or: ksim kubectl get nodes)",
+            kubectl.display()
+        )?,
+        Err(error) => writeln!(out, "  kubectl    none: {error:#}")?,
+    }
     for (spec, pid, log) in env.services().await {
         writeln!(
             out,

@@ -84,6 +84,13 @@ fn run_names_the_unreachable_driver() {
 }
 
 #[test]
+fn kubectl_without_an_environment_says_so() {
+    let state = tempfile::tempdir().unwrap();
+    let output = ksim(state.path(), &["kubectl", "get", "nodes"]);
+    assert_one_line_error(&output, "no environment is up");
+}
+
+#[test]
 fn down_without_an_environment_says_so() {
     let state = tempfile::tempdir().unwrap();
     let output = ksim(state.path(), &["down"]);
@@ -354,6 +361,29 @@ async fn up_serves_every_service_until_down() {
         node_lease_seconds(kubeconfig).await,
         ksim_testenv::tuning::NODE_LEASE_SECONDS
     );
+
+    // kubectl of the control plane's version, against this environment; its exit status.
+    assert!(printed_so_far().contains("(or: ksim kubectl get nodes)"));
+    let version = ksim(state.path(), &["kubectl", "version", "-o", "json"]);
+    let said = String::from_utf8_lossy(&version.stdout);
+    assert!(version.status.success(), "{said}");
+    let versions: serde_json::Value = serde_json::from_str(&said).unwrap();
+    for side in ["clientVersion", "serverVersion"] {
+        assert_eq!(
+            versions[side]["gitVersion"],
+            ksim_testenv::kubernetes_version(),
+            "{said}"
+        );
+    }
+    let nodes = ksim(state.path(), &["kubectl", "get", "nodes", "-o", "name"]);
+    assert!(
+        String::from_utf8_lossy(&nodes.stdout).contains("node/"),
+        "{}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
+    let missing = ksim(state.path(), &["kubectl", "get", "node", "no-such-node"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("NotFound"));
 
     let down = ksim(state.path(), &["down"]);
     assert!(
