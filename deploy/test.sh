@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The project's test command: installs what it needs (Go-built control plane, the
-# cluster-autoscaler releases under test, buf), then runs every check: formatting, clippy,
-# protobuf lint/format/breaking, unit and integration tests against the real control plane and
-# the real cluster-autoscaler, and a bounded fuzzing run of the trace decoders.
+# The project's test command: installs what it needs (Go-built control plane and kubectl, the
+# cluster-autoscaler releases under test, buf, buildah and podman), then runs every check:
+# formatting, clippy, protobuf lint/format/breaking, unit and integration tests against the real
+# control plane and the real cluster-autoscaler, images built and run, and a bounded fuzzing run
+# of the trace decoders.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,6 +30,18 @@ for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
     export KSIM_CLUSTER_AUTOSCALER_BIN_DIR=$ca_dir
   fi
 done
+
+step "container tools"
+# The image tests build with buildah and run with podman (runc); Debian packages.
+missing=()
+for tool in buildah skopeo podman runc; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  sudo=$([[ $EUID -eq 0 ]] || echo sudo)
+  $sudo apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >&2
+fi
 
 step "cargo fmt"
 cargo fmt --all -- --check

@@ -2,8 +2,10 @@
 //! - `driver`: replays through the driver with the pool and the tracer (kill -9 and soak too).
 //! - `cloudprov`: the cloud provider with the pool, and the real cluster-autoscaler.
 //! - `cli`: the `ksim` binary as a user runs it: `up`/`down`/`run`/`demo`, trace tools.
+//! - `deploy`: the kustomizations and images `deploy/` ships.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli;
 mod cloudprov;
+mod deploy;
 mod driver;
