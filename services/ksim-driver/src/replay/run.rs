@@ -287,8 +287,8 @@ async fn replay(
             );
             dispatch(number, step, None);
         }
-        if settle(handle, &progress, &observer).await.is_err() {
-            return Ok(Ending::Cancelled);
+        if let Some(early) = settle(handle, &progress, &observer).await {
+            return Ok(early);
         }
     }
     seats::release(&ctx.client, &ctx.settings.namespace, &handle.id).await?;
@@ -362,8 +362,9 @@ const SETTLE_STALL: Duration = Duration::from_secs(30);
 const SETTLE_QUIET: Duration = Duration::from_secs(3);
 
 /// Waits until the trace's first instant is applied and its pods are placed and running, or
-/// until they stop changing for [`SETTLE_STALL`]. `Err` when the simulation is cancelled.
-async fn settle(handle: &Handle, progress: &Progress, observer: &Observer) -> Result<(), ()> {
+/// until they stop changing for [`SETTLE_STALL`]; an ending only if the simulation is
+/// cancelled meanwhile.
+async fn settle(handle: &Handle, progress: &Progress, observer: &Observer) -> Option<Ending> {
     const CHECK: Duration = Duration::from_millis(500);
     let started = Instant::now();
     let mut last = None;
@@ -381,17 +382,17 @@ async fn settle(handle: &Handle, progress: &Progress, observer: &Observer) -> Re
             since = Instant::now();
         } else if now.0 == 0 && now.1 == 0 && since.elapsed() >= SETTLE_QUIET {
             tracing::info!(simulation = handle.id, after = ?started.elapsed(), "the start settled");
-            return Ok(());
+            return None;
         } else if since.elapsed() >= SETTLE_STALL {
             tracing::warn!(
                 simulation = handle.id,
                 pending = now.1,
                 "the start stopped settling; starting the clock with pods still pending"
             );
-            return Ok(());
+            return None;
         }
         tokio::select! {
-            () = handle.cancel.cancelled() => return Err(()),
+            () = handle.cancel.cancelled() => return Some(Ending::Cancelled),
             () = tokio::time::sleep(CHECK) => {}
         }
     }
