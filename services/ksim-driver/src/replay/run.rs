@@ -277,6 +277,7 @@ async fn replay(
         }
     };
     let mut steps = (0u64..).zip(plan.steps).peekable();
+    let mut ending = Ending::Finished;
     if spec.settle_start {
         while let Some((number, step)) = steps.next_if(|(_, step)| step.at.is_zero()) {
             progress.begin_step(
@@ -287,8 +288,9 @@ async fn replay(
             );
             dispatch(number, step, None);
         }
+        // Cancelled while settling: no step is played, and what was started stops below.
         if let Some(early) = settle(handle, &progress, &observer).await {
-            return Ok(early);
+            ending = early;
         }
     }
     seats::release(&ctx.client, &ctx.settings.namespace, &handle.id).await?;
@@ -313,9 +315,8 @@ async fn replay(
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
 
     let limit = spec.duration.map_or(plan.end, |d| d.min(plan.end));
-    let mut ending = Ending::Finished;
     for (number, step) in steps {
-        if step.at > limit {
+        if step.at > limit || !matches!(ending, Ending::Finished) {
             break;
         }
         let due = origin + step.at;

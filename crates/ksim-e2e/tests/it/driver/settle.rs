@@ -53,3 +53,61 @@ async fn the_first_instant_runs_before_the_clock_starts() {
     assert_eq!(lateness.count, report.events_applied);
     mesh.assert_nothing_left(&simulation.id, &["settle"]).await;
 }
+
+/// A start that cannot settle (a pod no node can hold) is cancelled while the driver waits on
+/// it: nothing is played, and nothing is left, not even by the bare-pod rescheduler.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_that_cannot_settle_can_be_cancelled() {
+    let mut mesh = start().await;
+    let huge = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "huge"},
+        "spec": {"containers": [{"name": "main", "image": "registry.example/app:1",
+                                 "resources": {"requests": {"cpu": "64"}}}]}
+    });
+    let file = trace_file(
+        vec![
+            (0, vec![("v1.Pod", "shop", "huge", huge)]),
+            (
+                1_000,
+                vec![("apps/v1.Deployment", "shop", "late", deployment("late", 1))],
+            ),
+        ],
+        60_000,
+    );
+    let simulation = mesh
+        .start_simulation(pb::SimulationSpec {
+            trace_source: uploaded(file),
+            speed: 1.0,
+            namespace_prefix: "unsettled".to_owned(),
+            node_groups: vec![pool_group("unsettled", 1)],
+            settle_start: true,
+            reschedule_bare_pods: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(mesh.client.clone(), "unsettled-shop");
+    ksim_testenv::wait::until("the huge pod to wait", DEADLINE, || async {
+        match pods.get_opt("huge").await {
+            Ok(Some(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap();
+
+    let cancelled = mesh.cancel(&simulation.id).await;
+    assert_eq!(
+        cancelled.state(),
+        pb::SimulationState::Cancelled,
+        "{}",
+        cancelled.error_message
+    );
+    let report = mesh.report(&simulation.id).await;
+    // The first instant was applied; the Deployment due a second after the clock never was.
+    assert_eq!(report.events_applied, 1, "{report:?}");
+    mesh.assert_nothing_left(&simulation.id, &["unsettled"])
+        .await;
+}
