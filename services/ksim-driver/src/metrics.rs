@@ -20,7 +20,16 @@ pub struct ReplayMetrics {
     operations: Family<OperationLabels, Counter>,
     events_applied: Counter,
     lateness_seconds: Histogram,
+    dispatch_lateness_seconds: Histogram,
+    operation_seconds: Family<OperationLabels, Histogram>,
     running: Gauge,
+}
+
+/// 0.5 ms to ~8 s: the targets are tens of milliseconds, overloads reach seconds.
+fn lateness_buckets() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.0005, 2.0, 15,
+    ))
 }
 
 impl Default for ReplayMetrics {
@@ -28,10 +37,9 @@ impl Default for ReplayMetrics {
         Self {
             operations: Family::default(),
             events_applied: Counter::default(),
-            // 0.5 ms to ~8 s: the targets are tens of milliseconds, overloads reach seconds.
-            lateness_seconds: Histogram::new(
-                prometheus_client::metrics::histogram::exponential_buckets(0.0005, 2.0, 15),
-            ),
+            lateness_seconds: lateness_buckets(),
+            dispatch_lateness_seconds: lateness_buckets(),
+            operation_seconds: Family::new_with_constructor(lateness_buckets),
             running: Gauge::default(),
         }
     }
@@ -55,6 +63,18 @@ impl ReplayMetrics {
             "How late trace events were applied relative to their scheduled time",
             self.lateness_seconds.clone(),
         );
+        // Event lateness is the clock's lateness plus the wait in a lane: these two tell them
+        // apart, and the second one's cause (the apiserver's answers) from the rest.
+        registry.register(
+            "dispatch_lateness_seconds",
+            "How late the replay's clock handed trace steps to the lanes",
+            self.dispatch_lateness_seconds.clone(),
+        );
+        registry.register(
+            "operation_seconds",
+            "How long replayed object operations took, by kind of operation and outcome",
+            self.operation_seconds.clone(),
+        );
         registry.register(
             "simulations_running",
             "Simulations replaying now (0 or 1)",
@@ -62,7 +82,7 @@ impl ReplayMetrics {
         );
     }
 
-    pub fn operation(&self, operation: Operation, ok: bool) {
+    pub fn operation(&self, operation: Operation, ok: bool, took: std::time::Duration) {
         let labels = OperationLabels {
             operation: match operation {
                 Operation::Apply => "apply",
@@ -72,6 +92,14 @@ impl ReplayMetrics {
             outcome: if ok { "ok" } else { "error" },
         };
         self.operations.get_or_create(&labels).inc();
+        self.operation_seconds
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn step_dispatched(&self, lateness: std::time::Duration) {
+        self.dispatch_lateness_seconds
+            .observe(lateness.as_secs_f64());
     }
 
     pub fn event_applied(&self, lateness: std::time::Duration) {
@@ -94,9 +122,11 @@ mod tests {
         let metrics = ReplayMetrics::default();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
-        metrics.operation(Operation::Apply, true);
-        metrics.operation(Operation::Delete, false);
-        metrics.event_applied(std::time::Duration::from_millis(3));
+        let ms = std::time::Duration::from_millis;
+        metrics.operation(Operation::Apply, true, ms(20));
+        metrics.operation(Operation::Delete, false, ms(1));
+        metrics.event_applied(ms(3));
+        metrics.step_dispatched(ms(1));
         metrics.set_running(true);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
@@ -106,6 +136,9 @@ mod tests {
             "driver_events_applied_total 1",
             "driver_event_lateness_seconds_count 1",
             "driver_event_lateness_seconds_bucket{le=\"0.004\"} 1",
+            "driver_dispatch_lateness_seconds_bucket{le=\"0.001\"} 1",
+            "driver_operation_seconds_bucket{le=\"0.016\",operation=\"apply\",outcome=\"ok\"} 0",
+            "driver_operation_seconds_bucket{le=\"0.032\",operation=\"apply\",outcome=\"ok\"} 1",
             "driver_simulations_running 1",
         ] {
             assert!(text.contains(line), "{line} missing from:\n{text}");

@@ -94,6 +94,7 @@ async fn run_lane(
         let lateness = job.due.map_or(Duration::ZERO, |due| {
             Instant::now().saturating_duration_since(due)
         });
+        let started = Instant::now();
         // The report keeps the error as text, beside the object and operation it names.
         let (operation, result) = match &job.op {
             Op::Apply { target, object } => (
@@ -122,7 +123,7 @@ async fn run_lane(
                 operation, message, ..
             } => (*operation, Err(message.clone())),
         };
-        metrics.operation(operation, result.is_ok());
+        metrics.operation(operation, result.is_ok(), started.elapsed());
         let error = result.err().map(|message| ObjectErrorRecord {
             target: target_of(&job.op).clone(),
             operation,

@@ -325,6 +325,7 @@ async fn replay(
             break;
         }
         let lateness = Instant::now().saturating_duration_since(due);
+        ctx.metrics.step_dispatched(lateness);
         progress.begin_step(
             number,
             step.kind == StepKind::Event,
