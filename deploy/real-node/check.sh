@@ -73,9 +73,8 @@ kind: Namespace
 metadata: { name: $namespace }
 YAML
 if ! k get configmap kube-root-ca.crt -n "$namespace" >/dev/null 2>&1; then
-  k config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
-    base64 -d >"$work/ca.crt"
-  k create configmap kube-root-ca.crt -n "$namespace" --from-file=ca.crt="$work/ca.crt" >/dev/null
+  # The control plane's CA, as join.sh copied it (`ksim up`'s kubeconfig names a file).
+  k create configmap kube-root-ca.crt -n "$namespace" --from-file=ca.crt="$run_dir/pki/ca.crt" >/dev/null
 fi
 if [[ " ${services[*]} " == *" tracer "* ]]; then
   # hostPath volumes get no fsGroup: the directory is made the tracer's (user 65532) instead.
@@ -162,6 +161,12 @@ while [[ ${#pending[@]} -gt 0 ]]; do
   [[ ${#pending[@]} -gt 0 ]] || break
   if (($(date +%s) >= deadline)); then
     service=${pending[0]}
+    # The last lines the failing pod's containers wrote (the kubelet's own files: `kubectl logs`
+    # would need the apiserver to hold a kubelet client certificate, which `ksim up`'s does not).
+    for file in $(ls -t "$run_dir/pod-logs/${namespace}_ksim-${service}-"*/*/*.log 2>/dev/null | head -2); do
+      echo "--- $file" >&2
+      tail -5 "$file" >&2
+    done
     fail "ksim-$service not Running and Ready on $node_name after $timeout s: $(pod_state "$service" | tr '\n' ' ')(pod logs: $run_dir/pod-logs/${namespace}_*)"
   fi
   sleep 2

@@ -118,6 +118,10 @@ state = "$run_dir/containerd/state"
   sandbox_image = "$pause_image"
   # The pods' network namespaces under the state directory, not /run/netns.
   netns_mounts_under_state_dir = true
+  # Root here lacks CAP_SYS_RESOURCE (CapEff 000001fffeffffff), so the sandboxes' oom_score_adj
+  # of -998 cannot be written and runc fails with "can't get final child's PID from pipe: EOF";
+  # this keeps every score at or above containerd's own.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$cni_bin"
     conf_dir = "$run_dir/cni/net.d"
