@@ -23,7 +23,7 @@ images_dir=$repo/target/images
 while [[ $# -gt 0 ]]; do
   case $1 in
     --images) images_dir=${2:?--images needs a directory}; shift 2 ;;
-    -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done

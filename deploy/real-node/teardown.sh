@@ -18,7 +18,7 @@ keep_logs=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --keep-logs) keep_logs=${2:?--keep-logs needs a directory}; shift 2 ;;
-    -h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
