@@ -405,10 +405,13 @@ impl Index {
                     .is_some_and(|node| node.ready),
             })
             .collect();
+        // A set, not a scan of the seats per node: this runs for every answer CA gets about
+        // the group, and a 1,000-node group made it a million comparisons.
+        let seat_names: BTreeSet<&str> = seats.iter().map(|seat| seat.name.as_str()).collect();
         let orphan_nodes = nodes
             .into_iter()
             .flat_map(|n| n.keys())
-            .filter(|node| !seats.iter().any(|seat| &seat.name == *node))
+            .filter(|node| !seat_names.contains(node.as_str()))
             .cloned()
             .collect();
         Some((
