@@ -25,8 +25,9 @@ pub struct ReplayMetrics {
     running: Gauge,
 }
 
-/// 0.5 ms to ~8 s: the targets are tens of milliseconds, overloads reach seconds.
-fn lateness_buckets() -> Histogram {
+/// Lateness and operation times, 0.5 ms to ~8 s: the targets are tens of milliseconds,
+/// overloads reach seconds.
+fn seconds_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
         0.0005, 2.0, 15,
     ))
@@ -37,9 +38,9 @@ impl Default for ReplayMetrics {
         Self {
             operations: Family::default(),
             events_applied: Counter::default(),
-            lateness_seconds: lateness_buckets(),
-            dispatch_lateness_seconds: lateness_buckets(),
-            operation_seconds: Family::new_with_constructor(lateness_buckets),
+            lateness_seconds: seconds_histogram(),
+            dispatch_lateness_seconds: seconds_histogram(),
+            operation_seconds: Family::new_with_constructor(seconds_histogram),
             running: Gauge::default(),
         }
     }

@@ -288,7 +288,8 @@ async fn replay(
             );
             dispatch(number, step, None);
         }
-        // Cancelled while settling: no step is played, and what was started stops below.
+        // Cancelled while settling: no step is played, and what was started stops below,
+        // through the same path as a finished run so the report holds the first instant.
         if let Some(early) = settle(handle, &progress, &observer).await {
             ending = early;
         }
