@@ -62,9 +62,6 @@ struct Args {
     workload: Workload,
     #[arg(long, value_delimiter = ',', default_value = "simulation")]
     planes: Vec<Tuning>,
-    /// The driver's lanes.
-    #[arg(long, default_value_t = 128)]
-    lanes: usize,
     /// The driver's requests in flight; each value is a run of its own.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     max_in_flight: Vec<usize>,
@@ -192,8 +189,8 @@ fn trace(args: &Args, rate: u64, speed: u64) -> Vec<u8> {
 }
 
 /// The apiserver's ceiling for these operations: run straight through a kube client, 32 at
-/// a time, each object's operations in trace order on one worker (as the driver's lanes
-/// keep them), no driver in between. Operations a second.
+/// a time, each object's operations in trace order on one worker (as the driver's queue
+/// keeps them), no driver in between. Operations a second.
 async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
     const CONCURRENCY: u64 = 32;
     let started = std::time::Instant::now();
@@ -446,8 +443,8 @@ async fn run_plane(args: &Args, plane: &Tuning) {
     let rate = args.rates.iter().copied().max().unwrap_or(1000);
     let ceiling_ops = operations(args.workload, args.seconds * rate, args.objects);
     println!(
-        "== {plane} control plane, {:?} workload, {} objects, {} lanes",
-        args.workload, args.objects, args.lanes
+        "== {plane} control plane, {:?} workload, {} objects",
+        args.workload, args.objects
     );
     let replayed_ops = as_replayed(&client, &ceiling_ops).await;
     let before =
@@ -472,7 +469,6 @@ async fn run_plane(args: &Args, plane: &Tuning) {
                 namespace: "ksim-system".to_owned(),
                 report_dir: reports.path().to_owned(),
                 lease_duration: Duration::from_secs(15),
-                lanes: args.lanes,
                 max_in_flight,
                 keep_finished: 32,
                 ready_deadline: Duration::from_secs(120),

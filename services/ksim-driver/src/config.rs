@@ -38,13 +38,9 @@ pub struct DriverArgs {
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub lease_duration: Duration,
 
-    /// Operations applied in parallel (each object stays on one lane, in trace order). Many
-    /// lanes keep one busy object from holding up others that hash to its lane.
-    #[arg(long, default_value_t = 128)]
-    pub lanes: usize,
-
-    /// Requests in flight to the apiserver at once, across lanes. The apiserver completes
-    /// more writes a second with a few dozen in flight than with one per lane
+    /// Requests in flight to the apiserver at once (each object's operations run one at a
+    /// time, in trace order; different objects' in parallel). The apiserver completes
+    /// more writes a second with a few dozen in flight than with hundreds
     /// (docs/benchmarks.md, "Driver: replay lateness and apply throughput").
     #[arg(long, default_value_t = 32)]
     pub max_in_flight: usize,
@@ -70,7 +66,6 @@ impl DriverArgs {
             namespace: self.namespace.clone(),
             report_dir: self.report_dir.clone(),
             lease_duration: self.lease_duration,
-            lanes: self.lanes.max(1),
             max_in_flight: self.max_in_flight.max(1),
             keep_finished: self.keep_finished,
             ready_deadline: Duration::from_secs(120),
@@ -85,8 +80,7 @@ pub struct Settings {
     pub namespace: String,
     pub report_dir: PathBuf,
     pub lease_duration: Duration,
-    pub lanes: usize,
-    /// Requests in flight at once across the lanes.
+    /// Requests in flight at once.
     pub max_in_flight: usize,
     /// Finished simulations kept in memory.
     pub keep_finished: usize,

@@ -64,11 +64,11 @@ impl ReplayMetrics {
             "How late trace events were applied relative to their scheduled time",
             self.lateness_seconds.clone(),
         );
-        // Event lateness is the clock's lateness plus the wait in a lane: these two tell them
+        // Event lateness is the clock's lateness plus the wait in the queue: these two tell them
         // apart, and the second one's cause (the apiserver's answers) from the rest.
         registry.register(
             "dispatch_lateness_seconds",
-            "How late the replay's clock handed trace steps to the lanes",
+            "How late the replay's clock handed trace steps to the operation queue",
             self.dispatch_lateness_seconds.clone(),
         );
         registry.register(

@@ -1,4 +1,4 @@
-//! A running simulation's observations: what the observer sees, what the lanes did, and the
+//! A running simulation's observations: what the observer sees, what the operation queue did, and the
 //! samples taken so far (one per timeline bucket). Reports and progress messages are built from it.
 
 use std::{

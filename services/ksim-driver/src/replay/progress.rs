@@ -1,6 +1,7 @@
-//! What the replay has done so far: events applied, their lateness, objects refused. Lanes
-//! report each operation; a step (a trace event, or a CronJob run the driver plays) is done
-//! when its last operation is, and its lateness is that of its latest-starting operation.
+//! What the replay has done so far: events applied, their lateness, objects refused. The
+//! operation queue reports each operation; a step (a trace event, or a CronJob run the driver
+//! plays) is done when its last operation is, and its lateness is that of its latest-starting
+//! operation.
 //! Only trace events count as events applied; every step's lateness counts.
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
@@ -40,7 +41,7 @@ impl Progress {
     }
 
     /// Step `step` (a trace event when `event`) with `operations` operations was handed to the
-    /// lanes `lateness` after its time. A step without operations (the trace's opening marker)
+    /// operation queue `lateness` after its time. A step without operations (the trace's opening marker)
     /// is done at once.
     pub fn begin_step(&self, step: u64, event: bool, operations: usize, lateness: Duration) {
         let mut state = self.lock();
@@ -72,7 +73,7 @@ impl Progress {
         }
     }
 
-    /// Steps handed to the lanes whose operations are not all done.
+    /// Steps handed to the queue whose operations are not all done.
     pub fn open_steps(&self) -> usize {
         self.lock().open.len()
     }

@@ -20,10 +20,10 @@ use super::{
     bare_pods::Rescheduler,
     cleanup::{Created, cleanup},
     handle::Handle,
-    lanes::{Job, Lanes},
     live::Live,
     prepare::{PrepareError, create_namespaces, create_node_groups, wait_for_nodes},
     progress::Progress,
+    queue::{Job, OpQueue},
 };
 use crate::{
     cluster::{
@@ -255,8 +255,7 @@ async fn replay(
     let rescheduler = spec
         .reschedule_bare_pods
         .then(|| Rescheduler::start(&ctx.client, &handle.id, applier.clone()));
-    let lanes = Lanes::start(
-        ctx.settings.lanes,
+    let queue = OpQueue::start(
         ctx.settings.max_in_flight,
         applier,
         progress.clone(),
@@ -266,7 +265,7 @@ async fn replay(
         for op in step.ops {
             let extra = rescheduler.as_ref().and_then(|r| r.before(&op));
             for op in std::iter::once(op).chain(extra) {
-                lanes.dispatch(Job {
+                queue.dispatch(Job {
                     op,
                     step: number,
                     event_index: step.event_index,
@@ -340,7 +339,7 @@ async fn replay(
     {
         ending = early;
     }
-    lanes.drain().await;
+    queue.drain().await;
     // Before the cleanup, which deletes every pod and must not see them cloned.
     if let Some(rescheduler) = rescheduler {
         let clones = rescheduler.stop();
@@ -408,7 +407,7 @@ async fn wait_until(
     progress: &Progress,
     on_error: OnError,
 ) -> Option<Ending> {
-    // Refusals arrive from the lanes at any time; checking every 50 ms bounds the overrun.
+    // Refusals arrive from the queue at any time; checking every 50 ms bounds the overrun.
     const CHECK: Duration = Duration::from_millis(50);
     loop {
         if on_error == OnError::Stop

@@ -92,7 +92,6 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
             namespace: SEATS_NAMESPACE.to_owned(),
             report_dir: data.path().join("reports"),
             lease_duration: Duration::from_secs(15),
-            lanes: 16,
             max_in_flight: 8,
             keep_finished: 32,
             ready_deadline: Duration::from_secs(120),

@@ -1,0 +1,380 @@
+//! The replay's operations on their way to the apiserver: each object's operations run one at
+//! a time in trace order, different objects' in parallel, at most `max_in_flight` requests at
+//! once (the apiserver completes more writes a second with a few dozen in flight than with
+//! hundreds).
+//!
+//! An operation waits only for its own object's earlier operations and for a request slot.
+//! Objects used to be hashed onto a fixed set of lanes, and an operation then also waited for
+//! any unrelated object that shared its lane: a whole apiserver round trip for a few percent
+//! of a busy day's events, which set the replay's lateness p99.
+
+use std::{
+    collections::{HashMap, VecDeque, hash_map::Entry},
+    future::Future,
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::{
+    sync::{Semaphore, mpsc},
+    task::{Id, JoinError, JoinHandle, JoinSet},
+    time::Instant,
+};
+
+use super::progress::Progress;
+use crate::{
+    cluster::applier::Applier,
+    domain::{Operation, Target, plan::Op, report::ObjectErrorRecord},
+    metrics::ReplayMetrics,
+};
+
+/// One operation and when it was due.
+#[derive(Debug)]
+pub struct Job {
+    pub op: Op,
+    /// The plan step's number, which [`Progress`] tracks it by.
+    pub step: u64,
+    pub event_index: u64,
+    pub trace_offset: Duration,
+    /// `None` for an operation applied before the replay's clock started, which is never late.
+    pub due: Option<Instant>,
+}
+
+#[derive(Debug)]
+pub struct OpQueue {
+    jobs: mpsc::UnboundedSender<Job>,
+    dispatcher: JoinHandle<()>,
+}
+
+impl OpQueue {
+    pub fn start(
+        max_in_flight: usize,
+        applier: Arc<Applier>,
+        progress: Arc<Progress>,
+        metrics: ReplayMetrics,
+    ) -> Self {
+        Self::with_runner(max_in_flight, move |job, lateness| {
+            let (applier, progress, metrics) = (applier.clone(), progress.clone(), metrics.clone());
+            async move { run(job, lateness, &applier, &progress, &metrics).await }
+        })
+    }
+
+    /// A queue whose operations are carried out by `runner`, given each job and how late it
+    /// got its request slot.
+    fn with_runner<R, F>(max_in_flight: usize, runner: R) -> Self
+    where
+        R: Fn(Job, Duration) -> F + Send + Sync + 'static,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let (jobs, receiver) = mpsc::unbounded_channel();
+        let slots = Arc::new(Semaphore::new(max_in_flight.max(1)));
+        let dispatcher = tokio::spawn(dispatch(receiver, slots, Arc::new(runner)));
+        Self { jobs, dispatcher }
+    }
+
+    pub fn dispatch(&self, job: Job) {
+        // The dispatcher ends only after this sender is dropped, so sending cannot fail here.
+        let _ = self.jobs.send(job);
+    }
+
+    /// Waits until every dispatched operation is done.
+    pub async fn drain(self) {
+        drop(self.jobs);
+        if let Err(error) = self.dispatcher.await {
+            tracing::error!(%error, "the replay's operation dispatcher failed");
+        }
+    }
+}
+
+/// Starts each job once its object has nothing running, until the sender is gone and every
+/// started job is done.
+async fn dispatch<R, F>(
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    slots: Arc<Semaphore>,
+    runner: Arc<R>,
+) where
+    R: Fn(Job, Duration) -> F + Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    // Objects with an operation running, each with its later operations in trace order.
+    let mut waiting: HashMap<Target, VecDeque<Job>> = HashMap::new();
+    let mut running = Running {
+        tasks: JoinSet::new(),
+        serving: HashMap::new(),
+        slots,
+        runner,
+    };
+    let mut open = true;
+    loop {
+        if !open && running.tasks.is_empty() {
+            break;
+        }
+        tokio::select! {
+            job = jobs.recv(), if open => match job {
+                Some(job) => match waiting.entry(target_of(&job.op).clone()) {
+                    Entry::Occupied(mut later) => later.get_mut().push_back(job),
+                    Entry::Vacant(idle) => {
+                        idle.insert(VecDeque::new());
+                        running.start(job);
+                    }
+                },
+                None => open = false,
+            },
+            Some(done) = running.tasks.join_next_with_id() => {
+                let Some(target) = running.finished(done) else { continue };
+                if let Entry::Occupied(mut later) = waiting.entry(target) {
+                    match later.get_mut().pop_front() {
+                        Some(next) => running.start(next),
+                        None => {
+                            later.remove();
+                        }
+                    }
+                }
+            },
+            else => break,
+        }
+    }
+}
+
+/// The operations started and not yet done.
+struct Running<R> {
+    tasks: JoinSet<()>,
+    /// Which object each task serves: a task that panics still frees its object.
+    serving: HashMap<Id, Target>,
+    slots: Arc<Semaphore>,
+    runner: Arc<R>,
+}
+
+impl<R, F> Running<R>
+where
+    R: Fn(Job, Duration) -> F + Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    /// Runs `job` as soon as a request slot is free.
+    fn start(&mut self, job: Job) {
+        let target = target_of(&job.op).clone();
+        let (slots, runner) = (self.slots.clone(), self.runner.clone());
+        let task = self.tasks.spawn(async move {
+            // Never closed, so a slot always comes.
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return;
+            };
+            let lateness = job.due.map_or(Duration::ZERO, |due| {
+                Instant::now().saturating_duration_since(due)
+            });
+            runner(job, lateness).await;
+        });
+        self.serving.insert(task.id(), target);
+    }
+
+    /// The object a finished task served.
+    fn finished(&mut self, done: Result<(Id, ()), JoinError>) -> Option<Target> {
+        let id = match done {
+            Ok((id, ())) => id,
+            Err(error) => {
+                tracing::error!(%error, "a replayed operation's task failed");
+                error.id()
+            }
+        };
+        self.serving.remove(&id)
+    }
+}
+
+/// Carries out one operation and reports it to `progress`.
+async fn run(
+    job: Job,
+    lateness: Duration,
+    applier: &Applier,
+    progress: &Progress,
+    metrics: &ReplayMetrics,
+) {
+    let started = Instant::now();
+    // The report keeps the error as text, beside the object and operation it names.
+    let (operation, result) = match &job.op {
+        Op::Apply { target, object } => (
+            Operation::Apply,
+            applier
+                .apply(target, object)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
+        Op::Delete { target } => (
+            Operation::Delete,
+            applier.delete(target).await.map_err(|e| e.to_string()),
+        ),
+        Op::CronRun {
+            target,
+            job,
+            scheduled,
+        } => (
+            Operation::CronRun,
+            applier
+                .cron_run(target, job, scheduled)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
+        Op::Invalid {
+            operation, message, ..
+        } => (*operation, Err(message.clone())),
+    };
+    metrics.operation(operation, result.is_ok(), started.elapsed());
+    let error = result.err().map(|message| ObjectErrorRecord {
+        target: target_of(&job.op).clone(),
+        operation,
+        event_index: job.event_index,
+        trace_offset: job.trace_offset,
+        message,
+    });
+    progress.operation_done(job.step, lateness, error);
+}
+
+fn target_of(op: &Op) -> &Target {
+    match op {
+        Op::Apply { target, .. }
+        | Op::Delete { target }
+        | Op::CronRun { target, .. }
+        | Op::Invalid { target, .. } => target,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tokio::sync::Notify;
+
+    use super::*;
+    use crate::domain::Gvk;
+
+    fn job(name: &str, number: u64) -> Job {
+        Job {
+            op: Op::Delete {
+                target: Target {
+                    gvk: Gvk::new("", "v1", "ConfigMap"),
+                    namespace: Some("ns".to_owned()),
+                    name: name.to_owned(),
+                },
+            },
+            step: number,
+            event_index: number,
+            trace_offset: Duration::ZERO,
+            due: None,
+        }
+    }
+
+    fn name(job: &Job) -> String {
+        target_of(&job.op).name.clone()
+    }
+
+    /// Polls `done` until it holds; the test fails if it never does.
+    async fn eventually(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..1000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("never happened: {what}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_object_waits_for_its_own_operations_and_no_others() {
+        // "a"'s first operation hangs until released; "b" must finish meanwhile, "a"'s second
+        // must not start.
+        let release = Arc::new(Notify::new());
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let queue = OpQueue::with_runner(8, {
+            let (release, log) = (release.clone(), log.clone());
+            move |job, _| {
+                let (release, log) = (release.clone(), log.clone());
+                async move {
+                    let label = format!("{}{}", name(&job), job.step);
+                    log.lock().unwrap().push(format!("start {label}"));
+                    if label == "a1" {
+                        release.notified().await;
+                    }
+                    log.lock().unwrap().push(format!("end {label}"));
+                }
+            }
+        });
+        queue.dispatch(job("a", 1));
+        queue.dispatch(job("a", 2));
+        queue.dispatch(job("b", 3));
+        let logged = |entry: &str| log.lock().unwrap().iter().any(|e| e == entry);
+        eventually("b done while a1 hangs", || logged("end b3")).await;
+        assert!(logged("start a1") && !logged("end a1"));
+        assert!(!logged("start a2"), "a2 started before a1 ended: {log:?}");
+        release.notify_one();
+        queue.drain().await;
+        let log = log.lock().unwrap().clone();
+        let at = |entry: &str| log.iter().position(|e| e == entry).unwrap();
+        assert!(at("end a1") < at("start a2"), "{log:?}");
+        assert_eq!(log.len(), 6, "{log:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_in_flight_never_exceed_the_limit() {
+        // Ten objects, two slots: operations hang until the gate lets one through, and no
+        // third starts while two hang.
+        let gate = Arc::new(Semaphore::new(0));
+        let started = Arc::new(Mutex::new(Vec::<u64>::new()));
+        let queue = OpQueue::with_runner(2, {
+            let (gate, started) = (gate.clone(), started.clone());
+            move |job, _| {
+                let (gate, started) = (gate.clone(), started.clone());
+                async move {
+                    started.lock().unwrap().push(job.step);
+                    gate.acquire().await.unwrap().forget();
+                }
+            }
+        });
+        for number in 0..10 {
+            queue.dispatch(job(&format!("object-{number}"), number));
+        }
+        let count = || started.lock().unwrap().len();
+        eventually("two operations started", || count() == 2).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(count(), 2, "a third operation started with two slots");
+        gate.add_permits(1);
+        eventually("a third started once a slot was free", || count() == 3).await;
+        gate.add_permits(9);
+        queue.drain().await;
+        assert_eq!(count(), 10);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_objects_operations_run_in_trace_order_and_one_at_a_time() {
+        // Three objects' operations interleaved, each taking a little while.
+        let log = Arc::new(Mutex::new(Vec::<(String, u64, bool)>::new()));
+        let queue = OpQueue::with_runner(4, {
+            let log = log.clone();
+            move |job, _| {
+                let log = log.clone();
+                async move {
+                    log.lock().unwrap().push((name(&job), job.step, true));
+                    tokio::time::sleep(Duration::from_millis(job.step % 3)).await;
+                    log.lock().unwrap().push((name(&job), job.step, false));
+                }
+            }
+        });
+        let objects = ["x", "y", "z"];
+        for number in 0..60 {
+            queue.dispatch(job(objects[(number * 7 % 11) as usize % 3], number));
+        }
+        queue.drain().await;
+        let log = log.lock().unwrap().clone();
+        assert_eq!(log.len(), 120);
+        for object in objects {
+            let mine: Vec<_> = log.iter().filter(|(n, ..)| n == object).collect();
+            // start, end, start, end, ... with steps increasing.
+            for pair in mine.chunks(2) {
+                assert!(
+                    pair[0].2 && !pair[1].2 && pair[0].1 == pair[1].1,
+                    "{mine:?}"
+                );
+            }
+            let steps: Vec<u64> = mine.iter().step_by(2).map(|(_, step, _)| *step).collect();
+            assert!(steps.is_sorted(), "{object}: {steps:?}");
+        }
+    }
+}
