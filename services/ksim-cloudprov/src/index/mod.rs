@@ -428,6 +428,12 @@ impl Index {
         ))
     }
 
+    /// Whether this provider serves group `id`: what [`Index::group_state`] answers `Some` for,
+    /// without building the group's snapshot.
+    pub fn serves(&self, id: &str) -> bool {
+        self.read().served(id).is_some()
+    }
+
     /// The group's skeleton; `None` for an unknown group.
     pub fn skeleton(&self, id: &str) -> Option<Skeleton> {
         let state = self.read();

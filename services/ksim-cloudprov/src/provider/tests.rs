@@ -367,6 +367,10 @@ async fn answers_without_configuration_say_so_and_gpu_types_come_from_skeletons(
         Err(ProviderError::NotConfigured(_))
     ));
     assert!(matches!(
+        provider.options("nope", &ResolvedOptions::default()),
+        Err(ProviderError::UnknownGroup(_))
+    ));
+    assert!(matches!(
         provider.pricing(),
         Err(ProviderError::NotConfigured(_))
     ));
@@ -385,6 +389,35 @@ async fn answers_without_configuration_say_so_and_gpu_types_come_from_skeletons(
         .unwrap();
     assert_eq!(provider.gpu_types(), vec!["nvidia-t4".to_owned()]);
     assert!(!provider.template_node("g4").unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn options_are_the_groups_own_and_only_for_a_served_group() {
+    let (provider, cluster) = provider(2, ("0", "3"));
+    let m5 = GroupOptions {
+        scale_down_unneeded_time: Some(Duration::from_secs(180)),
+        ..GroupOptions::default()
+    };
+    let provider = Provider::new(
+        provider.index().clone(),
+        cluster,
+        Settings {
+            group_options: HashMap::from([("m5".to_owned(), m5)]),
+            ..provider.settings().clone()
+        },
+    );
+    let defaults = ResolvedOptions {
+        scale_down_unneeded_time: Duration::from_secs(600),
+        max_node_provision_time: Duration::from_secs(900),
+        ..ResolvedOptions::default()
+    };
+    let resolved = provider.options("m5", &defaults).unwrap();
+    assert_eq!(resolved.scale_down_unneeded_time, Duration::from_secs(180));
+    assert_eq!(resolved.max_node_provision_time, Duration::from_secs(900));
+    assert!(matches!(
+        provider.options("nope", &defaults),
+        Err(ProviderError::UnknownGroup(_))
+    ));
 }
 
 /// Marks the provider's group retiring, as the driver's cleanup does.
