@@ -7,13 +7,17 @@
 //! and Jobs (suspended), applied and, every fifth round, deleted and made again; the
 //! controllers' pods would measure the scheduler, not the replay.
 //!
-//! Before and after the replays the same operations are run straight from a kube client
-//! (no driver), 32 at a time: the apiserver's ceiling for that trace, in the same run. A second
-//! ceiling runs them as the driver sends them (rewritten: an owner reference to a
-//! SimulationRoot, the simulation label, pod templates kept on virtual nodes): the gap between
-//! the two is what the replayed objects cost, the gap from the second to the replay is the
-//! driver. Each phase prints the CPU milliseconds each process (this one, etcd, the apiserver,
+//! Before the replays the same operations are run straight from a kube client (no driver), 32
+//! at a time: the apiserver's ceiling for that trace, in the same run. A second ceiling runs
+//! them as the driver sends them (rewritten: the simulation label, pod templates kept on
+//! virtual nodes, in a namespace a SimulationRoot owns): the gap between the two is what the
+//! replayed objects cost, the gap from the second to the replay is the driver. Each phase prints the CPU milliseconds each process (this one, etcd, the apiserver,
 //! the controller manager) spent per operation.
+//!
+//! The ceilings move by 20% and more between phases of one run (the controllers' work after a
+//! phase's deletes, a fresh plane's first seconds), so a run first throws one ceiling away,
+//! lets the plane go idle before every phase, and `--repeats N` measures N rounds of ceilings
+//! and replays, interleaved, and ends with the median of each round's ratio.
 //!
 //! `--profile-dir DIR` writes a CPU profile of kube-apiserver over the first `--seconds` of
 //! each ceiling and each replay (`DIR/<plane>-<phase>.pb.gz`), for `go tool pprof -top`: where
@@ -23,11 +27,7 @@
 //! with KSIM_CONTROL_PLANE_BIN_DIR set (deploy/control-plane/build.sh prints it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::{
-    hash::{DefaultHasher, Hash, Hasher},
-    path::PathBuf,
-    time::Duration,
-};
+use std::{path::PathBuf, time::Duration};
 
 use clap::Parser;
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job, core::v1::ConfigMap};
@@ -65,6 +65,9 @@ struct Args {
     /// The driver's requests in flight; each value is a run of its own.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     max_in_flight: Vec<usize>,
+    /// Rounds of ceilings and replays, interleaved; the summary takes the median of the rounds.
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
     /// Where to write kube-apiserver CPU profiles of each ceiling and replay.
     #[arg(long)]
     profile_dir: Option<PathBuf>,
@@ -189,21 +192,31 @@ fn trace(args: &Args, rate: u64, speed: u64) -> Vec<u8> {
 }
 
 /// The apiserver's ceiling for these operations: run straight through a kube client, 32 at
-/// a time, each object's operations in trace order on one worker (as the driver's queue
-/// keeps them), no driver in between. Operations a second.
+/// a time, each object's operations in trace order, no driver in between. Operations a second.
+///
+/// Any object with an operation left may take a free slot (as the driver's queue lets it):
+/// fixed workers, each with its share of the objects, would leave slots idle at the end while
+/// the worker with the most objects finishes, and understate the ceiling.
 async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
-    const CONCURRENCY: u64 = 32;
+    const CONCURRENCY: usize = 32;
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
+    let mut objects: Vec<Vec<Operation>> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for op in operations {
+        let at = *index.entry(&op.name).or_insert_with(|| {
+            objects.push(Vec::new());
+            objects.len() - 1
+        });
+        objects[at].push(op.clone());
+    }
     let started = std::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for worker in 0..CONCURRENCY {
+    for mine in objects {
         let client = client.clone();
-        let mine: Vec<Operation> = operations
-            .iter()
-            .filter(|op| hash(&op.name) % CONCURRENCY == worker)
-            .cloned()
-            .collect();
+        let slots = slots.clone();
         tasks.spawn(async move {
             for op in mine {
+                let _slot = slots.acquire().await.unwrap();
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(client.clone(), &op.namespace, &resource(op.kind));
                 match op.object {
@@ -231,9 +244,8 @@ async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
     operations.len() as f64 / started.elapsed().as_secs_f64()
 }
 
-/// The same operations as the driver sends them: through its rewrite (an owner reference to a
-/// SimulationRoot, the simulation label, pod templates kept on virtual nodes), into the
-/// namespace it maps the trace's namespace to. A plain client applying these measures what
+/// The same operations as the driver sends them: through its rewrite (the simulation label,
+/// pod templates kept on virtual nodes), into the namespace it maps the trace's namespace to. A plain client applying these measures what
 /// the replayed objects cost the control plane, without the driver's own machinery.
 async fn as_replayed(client: &kube::Client, operations: &[Operation]) -> Vec<Operation> {
     use ksim_driver::cluster::root;
@@ -290,6 +302,7 @@ async fn measure_ceiling(
     operations: &[Operation],
 ) -> f64 {
     let client = env.client();
+    quiesce(env).await;
     let profiling = profile(args, &client, name.to_owned());
     let usage = Usage::now(env);
     let rate = ceiling(&client, operations).await;
@@ -301,12 +314,6 @@ async fn measure_ceiling(
     println!("{name}: {rate:.0} operations/s (32 concurrent, no driver)");
     println!("  CPU ms per operation: {used}");
     rate
-}
-
-fn hash(name: &str) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    name.hash(&mut hasher);
-    hasher.finish()
 }
 
 fn resource(kind: &str) -> ApiResource {
@@ -357,6 +364,26 @@ async fn profiled(profile: Option<tokio::task::JoinHandle<()>>) {
     if let Some(task) = profile {
         task.await.unwrap();
     }
+}
+
+/// Waits, up to a minute, for the control plane to go idle (under a tenth of a core over a
+/// second): the garbage collector and the namespace controller finish the last phase's
+/// deletes before the next phase is measured, not during it.
+async fn quiesce(env: &ControlPlane) {
+    let busy = || -> f64 {
+        env.pids()
+            .iter()
+            .map(|(_, pid)| cpu_seconds(&pid.to_string()))
+            .sum()
+    };
+    for _ in 0..60 {
+        let before = busy();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if busy() - before < 0.1 {
+            return;
+        }
+    }
+    println!("  (the control plane did not go idle within a minute)");
 }
 
 /// CPU seconds a process has used, from /proc/PID/stat (`self` for this one).
@@ -447,57 +474,115 @@ async fn run_plane(args: &Args, plane: &Tuning) {
         args.workload, args.objects
     );
     let replayed_ops = as_replayed(&client, &ceiling_ops).await;
-    let before =
-        measure_ceiling(args, &env, &format!("{plane}-ceiling-before"), &ceiling_ops).await;
-    let replayed = measure_ceiling(
-        args,
-        &env,
-        &format!("{plane}-ceiling-as-replayed-before"),
-        &replayed_ops,
-    )
-    .await;
-    println!(
-        "in flight  due/s speed  events  applied/s  of ceiling (as replayed)  lateness p50      p90        p99        max      state"
-    );
+    // A fresh plane's first phase is unlike the rest (an empty etcd, cold caches, the
+    // controllers' first syncs): thrown away.
+    measure_ceiling(args, &env, &format!("{plane}-warm-up"), &ceiling_ops).await;
     let reports = tempfile::tempdir().unwrap();
-    for &max_in_flight in &args.max_in_flight {
-        let driver = Driver::new(RunContext {
-            client: client.clone(),
-            // No node groups: the pool is never called.
-            mesh: Mesh::new("http://127.0.0.1:9", None, None, None).unwrap(),
-            settings: Settings {
-                namespace: "ksim-system".to_owned(),
-                report_dir: reports.path().to_owned(),
-                lease_duration: Duration::from_secs(15),
-                max_in_flight,
-                keep_finished: 32,
-                ready_deadline: Duration::from_secs(120),
-                cleanup_deadline: Duration::from_secs(300),
-            },
-            metrics: ReplayMetrics::default(),
-        });
-        for &rate in &args.rates {
-            for &speed in &args.speeds {
-                replay(
-                    args,
-                    plane,
-                    &driver,
-                    &env,
-                    (max_in_flight, rate, speed),
-                    (before, replayed),
-                )
-                .await;
+    let mut runs: Vec<Run> = Vec::new();
+    for round in 1..=args.repeats {
+        let suffix = if args.repeats > 1 {
+            format!("-{round}")
+        } else {
+            String::new()
+        };
+        println!("-- round {round} of {}", args.repeats);
+        let ceilings = (
+            measure_ceiling(
+                args,
+                &env,
+                &format!("{plane}-ceiling{suffix}"),
+                &ceiling_ops,
+            )
+            .await,
+            measure_ceiling(
+                args,
+                &env,
+                &format!("{plane}-ceiling-as-replayed{suffix}"),
+                &replayed_ops,
+            )
+            .await,
+        );
+        println!(
+            "in flight  due/s speed  events  applied/s  of ceiling (as replayed)  lateness p50      p90        p99        max      state"
+        );
+        for &max_in_flight in &args.max_in_flight {
+            let driver = Driver::new(RunContext {
+                client: client.clone(),
+                // No node groups: the pool is never called.
+                mesh: Mesh::new("http://127.0.0.1:9", None, None, None).unwrap(),
+                settings: Settings {
+                    namespace: "ksim-system".to_owned(),
+                    report_dir: reports.path().to_owned(),
+                    lease_duration: Duration::from_secs(15),
+                    max_in_flight,
+                    keep_finished: 32,
+                    ready_deadline: Duration::from_secs(120),
+                    cleanup_deadline: Duration::from_secs(300),
+                },
+                metrics: ReplayMetrics::default(),
+            });
+            for &rate in &args.rates {
+                for &speed in &args.speeds {
+                    let config = (max_in_flight, rate, speed);
+                    let (applied, p99) =
+                        replay(args, plane, &driver, &env, config, ceilings, &suffix).await;
+                    runs.push(Run {
+                        config,
+                        of_ceiling: applied / ceilings.0,
+                        of_replayed: applied / ceilings.1,
+                        p99,
+                    });
+                }
             }
         }
     }
-    measure_ceiling(args, &env, &format!("{plane}-ceiling-after"), &ceiling_ops).await;
-    measure_ceiling(
-        args,
-        &env,
-        &format!("{plane}-ceiling-as-replayed-after"),
-        &replayed_ops,
-    )
-    .await;
+    if args.repeats > 1 {
+        summarize(plane, &runs);
+    }
+}
+
+/// One replay's result against the ceilings of its round.
+struct Run {
+    /// Requests in flight, due events a second, speed.
+    config: (usize, u64, u64),
+    of_ceiling: f64,
+    of_replayed: f64,
+    /// Lateness p99, ms.
+    p99: f64,
+}
+
+/// The median over the rounds of each configuration's share of its round's ceilings, with
+/// the lowest and highest: how far one round is from the next is the figure's uncertainty.
+fn summarize(plane: &Tuning, runs: &[Run]) {
+    fn spread(mut values: Vec<f64>) -> String {
+        values.sort_by(f64::total_cmp);
+        let median = values[values.len() / 2];
+        format!(
+            "{:>4.0}% ({:.0}-{:.0}%)",
+            100.0 * median,
+            100.0 * values[0],
+            100.0 * values[values.len() - 1]
+        )
+    }
+    println!("== {plane}: median over the rounds (lowest-highest)");
+    println!("in flight  due/s speed  of ceiling         of as replayed     lateness p99 (ms)");
+    let mut configs: Vec<(usize, u64, u64)> = runs.iter().map(|r| r.config).collect();
+    configs.sort_unstable();
+    configs.dedup();
+    for config in configs {
+        let mine: Vec<&Run> = runs.iter().filter(|r| r.config == config).collect();
+        let (max_in_flight, rate, speed) = config;
+        let mut p99: Vec<f64> = mine.iter().map(|r| r.p99).collect();
+        p99.sort_by(f64::total_cmp);
+        println!(
+            "{max_in_flight:>9} {rate:>6} {speed:>4}x  {}  {}  {:>8.0} ({:.0}-{:.0})",
+            spread(mine.iter().map(|r| r.of_ceiling).collect()),
+            spread(mine.iter().map(|r| r.of_replayed).collect()),
+            p99[p99.len() / 2],
+            p99[0],
+            p99[p99.len() - 1],
+        );
+    }
 }
 
 async fn replay(
@@ -507,7 +592,8 @@ async fn replay(
     env: &ControlPlane,
     (max_in_flight, rate, speed): (usize, u64, u64),
     (ceiling, replayed_ceiling): (f64, f64),
-) {
+    suffix: &str,
+) -> (f64, f64) {
     let spec = pb::SimulationSpec {
         trace_source: Some(pb::simulation_spec::TraceSource::TraceFile(trace(
             args, rate, speed,
@@ -516,6 +602,7 @@ async fn replay(
         ..Default::default()
     };
     let client = &env.client();
+    quiesce(env).await;
     let usage = Usage::now(env);
     let simulation = driver.start(Some(spec)).await.unwrap();
     let handle = driver.get(&simulation.id).unwrap();
@@ -527,7 +614,7 @@ async fn replay(
     let profiling = profile(
         args,
         client,
-        format!("{plane}-replay-{max_in_flight}-{rate}-{speed}x"),
+        format!("{plane}-replay-{max_in_flight}-{rate}-{speed}x{suffix}"),
     );
     changes
         .wait_for(|s| ksim_driver::replay::handle::is_terminal(s.state()))
@@ -558,4 +645,5 @@ async fn replay(
     profiled(profiling).await;
     // The simulation's cleanup removed its objects; what it orphaned (Jobs) goes too.
     clear(client, NAMESPACE).await;
+    (applied, ms(lateness.p99))
 }
