@@ -310,8 +310,11 @@ async fn replay(
         .with_prices(prices),
     );
     handle.set_live(Some(live.clone()));
-    handle.set_state(pb::SimulationState::Running);
-    ctx.metrics.set_running(true);
+    // A run cancelled while it settled never replays: it stays Pending through its cleanup.
+    if matches!(ending, Ending::Finished) {
+        handle.set_state(pb::SimulationState::Running);
+        ctx.metrics.set_running(true);
+    }
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
 
     let limit = spec.duration.map_or(plan.end, |d| d.min(plan.end));

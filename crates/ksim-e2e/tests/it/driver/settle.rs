@@ -98,12 +98,49 @@ async fn a_start_that_cannot_settle_can_be_cancelled() {
     .await
     .unwrap();
 
+    // Every state the simulation shows from here to its end, sampled at the finest interval
+    // the driver gives (100 ms); the cleanup takes seconds. Each change once.
+    let mut stream = mesh
+        .driver
+        .watch_simulation(pb::WatchSimulationRequest {
+            id: simulation.id.clone(),
+            interval: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 100_000_000,
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let states = tokio::spawn(async move {
+        let mut states = Vec::new();
+        while let Some(message) = stream.message().await.unwrap() {
+            let state = message.progress.unwrap().state();
+            if states.last() != Some(&state) {
+                states.push(state);
+            }
+        }
+        states
+    });
     let cancelled = mesh.cancel(&simulation.id).await;
     assert_eq!(
         cancelled.state(),
         pb::SimulationState::Cancelled,
         "{}",
         cancelled.error_message
+    );
+    // Nothing was replayed, so it never ran: Pending through the cleanup, then Cancelled.
+    let states = tokio::time::timeout(DEADLINE, states)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(states.last(), Some(&pb::SimulationState::Cancelled));
+    assert!(
+        states.iter().all(|s| matches!(
+            s,
+            pb::SimulationState::Pending | pb::SimulationState::Cancelled
+        )),
+        "{states:?}"
     );
     let report = mesh.report(&simulation.id).await;
     // The first instant was applied; the Deployment due a second after the clock never was.
