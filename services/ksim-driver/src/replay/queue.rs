@@ -239,7 +239,10 @@ fn target_of(op: &Op) -> &Target {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{
+        Mutex,
+        atomic::{AtomicUsize, Ordering},
+    };
 
     use tokio::sync::Notify;
 
@@ -317,13 +320,13 @@ mod tests {
         // Ten objects, two slots: operations hang until the gate lets one through, and no
         // third starts while two hang.
         let gate = Arc::new(Semaphore::new(0));
-        let started = Arc::new(Mutex::new(Vec::<u64>::new()));
+        let started = Arc::new(AtomicUsize::new(0));
         let queue = OpQueue::with_runner(2, {
             let (gate, started) = (gate.clone(), started.clone());
-            move |job, _| {
+            move |_, _| {
                 let (gate, started) = (gate.clone(), started.clone());
                 async move {
-                    started.lock().unwrap().push(job.step);
+                    started.fetch_add(1, Ordering::SeqCst);
                     gate.acquire().await.unwrap().forget();
                 }
             }
@@ -331,7 +334,7 @@ mod tests {
         for number in 0..10 {
             queue.dispatch(job(&format!("object-{number}"), number));
         }
-        let count = || started.lock().unwrap().len();
+        let count = || started.load(Ordering::SeqCst);
         eventually("two operations started", || count() == 2).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(count(), 2, "a third operation started with two slots");
