@@ -11,8 +11,9 @@
 //! at a time: the apiserver's ceiling for that trace, in the same run. A second ceiling runs
 //! them as the driver sends them (rewritten: the simulation label, pod templates kept on
 //! virtual nodes, in a namespace a SimulationRoot owns): the gap between the two is what the
-//! replayed objects cost, the gap from the second to the replay is the driver. Each phase prints the CPU milliseconds each process (this one, etcd, the apiserver,
-//! the controller manager) spent per operation.
+//! replayed objects cost, the gap from the second to the replay is the driver. Each phase
+//! prints the CPU milliseconds each process (this one, etcd, the apiserver, the controller
+//! manager) spent per operation.
 //!
 //! The ceilings move by 20% and more between phases of one run (the controllers' work after a
 //! phase's deletes, a fresh plane's first seconds), so a run first throws one ceiling away,
