@@ -67,8 +67,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "32")]
     max_in_flight: Vec<usize>,
     /// Rounds of ceilings and replays, interleaved; the summary takes the median of the rounds.
-    #[arg(long, default_value_t = 1)]
-    repeats: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: u64,
     /// Where to write kube-apiserver CPU profiles of each ceiling and replay.
     #[arg(long)]
     profile_dir: Option<PathBuf>,
@@ -246,8 +246,9 @@ async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
 }
 
 /// The same operations as the driver sends them: through its rewrite (the simulation label,
-/// pod templates kept on virtual nodes), into the namespace it maps the trace's namespace to. A plain client applying these measures what
-/// the replayed objects cost the control plane, without the driver's own machinery.
+/// pod templates kept on virtual nodes), into the namespace it maps the trace's namespace to.
+/// A plain client applying these measures what the replayed objects cost the control plane,
+/// without the driver's own machinery.
 async fn as_replayed(client: &kube::Client, operations: &[Operation]) -> Vec<Operation> {
     use ksim_driver::cluster::root;
     use ksim_driver::domain::{
@@ -555,16 +556,24 @@ struct Run {
 /// The median over the rounds of each configuration's share of its round's ceilings, with
 /// the lowest and highest: how far one round is from the next is the figure's uncertainty.
 fn summarize(plane: &Tuning, runs: &[Run]) {
-    fn spread(mut values: Vec<f64>) -> String {
+    /// Median, lowest and highest; `values` is never empty (one per round).
+    fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
         values.sort_by(f64::total_cmp);
-        let median = values[values.len() / 2];
+        (
+            values[values.len() / 2],
+            values[0],
+            values[values.len() - 1],
+        )
+    }
+    let percent = |values: Vec<f64>| {
+        let (median, low, high) = spread(values);
         format!(
             "{:>4.0}% ({:.0}-{:.0}%)",
             100.0 * median,
-            100.0 * values[0],
-            100.0 * values[values.len() - 1]
+            100.0 * low,
+            100.0 * high
         )
-    }
+    };
     println!("== {plane}: median over the rounds (lowest-highest)");
     println!("in flight  due/s speed  of ceiling         of as replayed     lateness p99 (ms)");
     let mut configs: Vec<(usize, u64, u64)> = runs.iter().map(|r| r.config).collect();
@@ -573,15 +582,11 @@ fn summarize(plane: &Tuning, runs: &[Run]) {
     for config in configs {
         let mine: Vec<&Run> = runs.iter().filter(|r| r.config == config).collect();
         let (max_in_flight, rate, speed) = config;
-        let mut p99: Vec<f64> = mine.iter().map(|r| r.p99).collect();
-        p99.sort_by(f64::total_cmp);
+        let (p99, p99_low, p99_high) = spread(mine.iter().map(|r| r.p99).collect());
         println!(
-            "{max_in_flight:>9} {rate:>6} {speed:>4}x  {}  {}  {:>8.0} ({:.0}-{:.0})",
-            spread(mine.iter().map(|r| r.of_ceiling).collect()),
-            spread(mine.iter().map(|r| r.of_replayed).collect()),
-            p99[p99.len() / 2],
-            p99[0],
-            p99[p99.len() - 1],
+            "{max_in_flight:>9} {rate:>6} {speed:>4}x  {}  {}  {p99:>8.0} ({p99_low:.0}-{p99_high:.0})",
+            percent(mine.iter().map(|r| r.of_ceiling).collect()),
+            percent(mine.iter().map(|r| r.of_replayed).collect()),
         );
     }
 }
