@@ -1,6 +1,6 @@
 //! Applies and deletes replayed objects: server-side apply under the driver's field manager,
-//! deletes by name with "not found" counted as done. Kinds are resolved once, before the replay,
-//! so an unknown kind costs no request per object.
+//! deletes by name with their dependents, "not found" counted as done. Kinds are resolved once,
+//! before the replay, so an unknown kind costs no request per object.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -80,10 +80,13 @@ impl Applier {
         .map_err(ApplyError::Request)
     }
 
-    /// Deletes the object; one already gone counts as deleted.
+    /// Deletes the object and, in the background, what it owns (as `kubectl delete` and the
+    /// TTL controller do); one already gone counts as deleted. The server's default would
+    /// orphan the pods of a batch/v1 Job or a ReplicationController: the simulated cluster
+    /// would keep every deleted Job's pods, which the recorded one did not.
     pub async fn delete(&self, target: &Target) -> Result<(), ApplyError> {
         let api = self.api(target)?;
-        match api.delete(&target.name, &DeleteParams::default()).await {
+        match api.delete(&target.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
             Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
             Err(error) => Err(ApplyError::Request(error)),

@@ -1,5 +1,6 @@
-//! Each replayed pod runs as long as the recorded launch it replays, on the real control plane
-//! (the Job and ReplicaSet controllers make the pods) and virtual nodes (which complete them).
+//! Each replayed pod runs as long as the recorded launch it replays, and no longer than its
+//! Job, on the real control plane (the Job and ReplicaSet controllers make the pods, the
+//! garbage collector deletes them) and virtual nodes (which complete them).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -121,6 +122,46 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
     let cancelled = mesh.cancel(&id).await;
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
     mesh.assert_nothing_left(&id, &["life"]).await;
+}
+
+/// A Job the trace deletes takes its pods with it, as `kubectl delete` and the TTL controller
+/// do in the recorded cluster; the server's default for batch/v1 would orphan them, running.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_job_takes_its_pods() {
+    let mut mesh = start().await;
+    let batch = ("batch/v1.Job", "shop", "batch", sequential_job());
+    let file = trace_file_with_deletes(
+        vec![
+            (0, vec![batch.clone()], Vec::new()),
+            (8_000, Vec::new(), vec![batch]),
+        ],
+        // Its first launch was still running when the Job went.
+        vec![ran_on(recorded(job(), "batch", 0, 0, 0))],
+        120_000,
+    );
+    let simulation = mesh
+        .start_simulation(pb::SimulationSpec {
+            trace_source: uploaded(file),
+            speed: 1.0,
+            namespace_prefix: "gone".to_owned(),
+            node_groups: vec![pool_group("gone", 1)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(mesh.client.clone(), "gone-shop");
+    until_pods(&pods, "job-name=batch", |pods| {
+        pods.len() == 1 && phase(&pods[0]) == "Running"
+    })
+    .await;
+    until_pods(&pods, "job-name=batch", <[Pod]>::is_empty).await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> =
+        Api::namespaced(mesh.client.clone(), "gone-shop");
+    assert!(jobs.get_opt("batch").await.unwrap().is_none());
+
+    let cancelled = mesh.cancel(&simulation.id).await;
+    assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    mesh.assert_nothing_left(&simulation.id, &["gone"]).await;
 }
 
 fn job() -> trace::GroupVersionKind {
