@@ -230,7 +230,8 @@ async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
                         .await
                         .unwrap();
                     }
-                    None => match api.delete(&op.name, &DeleteParams::default()).await {
+                    // With dependents, as the driver deletes.
+                    None => match api.delete(&op.name, &DeleteParams::background()).await {
                         Ok(_) => {}
                         Err(error) if ksim_kube::is_not_found(&error) => {}
                         Err(error) => panic!("delete {}: {error}", op.name),
