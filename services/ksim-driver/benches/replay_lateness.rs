@@ -7,8 +7,9 @@
 //! and Jobs (suspended), applied and, every fifth round, deleted and made again; the
 //! controllers' pods would measure the scheduler, not the replay.
 //!
-//! Before the replays the same operations are run straight from a kube client (no driver), 32
-//! at a time: the apiserver's ceiling for that trace, in the same run. A second ceiling runs
+//! Before the replays the same operations are run straight from a kube client (no driver),
+//! `--ceiling-in-flight` at a time (32; with several values, each, and the fastest counts):
+//! the apiserver's ceiling for that trace, in the same run. A second ceiling runs
 //! them as the driver sends them (rewritten: the simulation label, pod templates kept on
 //! virtual nodes, in a namespace a SimulationRoot owns): the gap between the two is what the
 //! replayed objects cost, the gap from the second to the replay is the driver. Each phase
@@ -64,8 +65,12 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "simulation")]
     planes: Vec<Tuning>,
     /// The driver's requests in flight; each value is a run of its own.
-    #[arg(long, value_delimiter = ',', default_value = "32")]
+    #[arg(long, value_delimiter = ',', default_value = "32", value_parser = at_least_one)]
     max_in_flight: Vec<usize>,
+    /// The plain client's requests in flight; with several values each ceiling is measured at
+    /// each and the fastest is the round's.
+    #[arg(long, value_delimiter = ',', default_value = "32", value_parser = at_least_one)]
+    ceiling_in_flight: Vec<usize>,
     /// Rounds of ceilings and replays, interleaved; the summary takes the median of the rounds.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     repeats: u64,
@@ -75,6 +80,14 @@ struct Args {
     /// `cargo bench` passes this to every benchmark binary.
     #[arg(long, hide = true)]
     bench: bool,
+}
+
+/// Requests in flight: none would never finish.
+fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        parsed => parsed.map_err(|error| error.to_string()),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -192,15 +205,15 @@ fn trace(args: &Args, rate: u64, speed: u64) -> Vec<u8> {
     writer.finish().unwrap().0
 }
 
-/// The apiserver's ceiling for these operations: run straight through a kube client, 32 at
-/// a time, each object's operations in trace order, no driver in between. Operations a second.
+/// The apiserver's ceiling for these operations: run straight through a kube client,
+/// `in_flight` at a time, each object's operations in trace order, no driver in between.
+/// Operations a second.
 ///
 /// Any object with an operation left may take a free slot (as the driver's queue lets it):
 /// fixed workers, each with its share of the objects, would leave slots idle at the end while
 /// the worker with the most objects finishes, and understate the ceiling.
-async fn ceiling(client: &kube::Client, operations: &[Operation]) -> f64 {
-    const CONCURRENCY: usize = 32;
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
+async fn ceiling(client: &kube::Client, operations: &[Operation], in_flight: usize) -> f64 {
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(in_flight));
     let mut objects: Vec<Vec<Operation>> = Vec::new();
     let mut index = std::collections::HashMap::new();
     for op in operations {
@@ -303,18 +316,19 @@ async fn measure_ceiling(
     env: &ControlPlane,
     name: &str,
     operations: &[Operation],
+    in_flight: usize,
 ) -> f64 {
     let client = env.client();
     quiesce(env).await;
     let profiling = profile(args, &client, name.to_owned());
     let usage = Usage::now(env);
-    let rate = ceiling(&client, operations).await;
+    let rate = ceiling(&client, operations, in_flight).await;
     let used = Usage::now(env).per_operation(&usage, operations.len() as u64);
     profiled(profiling).await;
     if let Some(op) = operations.first() {
         clear(&client, &op.namespace).await;
     }
-    println!("{name}: {rate:.0} operations/s (32 concurrent, no driver)");
+    println!("{name}: {rate:.0} operations/s ({in_flight} in flight, no driver)");
     println!("  CPU ms per operation: {used}");
     rate
 }
@@ -479,7 +493,14 @@ async fn run_plane(args: &Args, plane: &Tuning) {
     let replayed_ops = as_replayed(&client, &ceiling_ops).await;
     // A fresh plane's first phase is unlike the rest (an empty etcd, cold caches, the
     // controllers' first syncs): thrown away.
-    measure_ceiling(args, &env, &format!("{plane}-warm-up"), &ceiling_ops).await;
+    measure_ceiling(
+        args,
+        &env,
+        &format!("{plane}-warm-up"),
+        &ceiling_ops,
+        args.ceiling_in_flight[0],
+    )
+    .await;
     let reports = tempfile::tempdir().unwrap();
     let mut runs: Vec<Run> = Vec::new();
     for round in 1..=args.repeats {
@@ -489,22 +510,24 @@ async fn run_plane(args: &Args, plane: &Tuning) {
             String::new()
         };
         println!("-- round {round} of {}", args.repeats);
-        let ceilings = (
-            measure_ceiling(
+        let mut ceilings = (0.0_f64, 0.0_f64);
+        for &in_flight in &args.ceiling_in_flight {
+            let named = |what: &str| match args.ceiling_in_flight.len() {
+                1 => format!("{plane}-{what}{suffix}"),
+                _ => format!("{plane}-{what}-{in_flight}{suffix}"),
+            };
+            let plain =
+                measure_ceiling(args, &env, &named("ceiling"), &ceiling_ops, in_flight).await;
+            let replayed = measure_ceiling(
                 args,
                 &env,
-                &format!("{plane}-ceiling{suffix}"),
-                &ceiling_ops,
-            )
-            .await,
-            measure_ceiling(
-                args,
-                &env,
-                &format!("{plane}-ceiling-as-replayed{suffix}"),
+                &named("ceiling-as-replayed"),
                 &replayed_ops,
+                in_flight,
             )
-            .await,
-        );
+            .await;
+            ceilings = (ceilings.0.max(plain), ceilings.1.max(replayed));
+        }
         println!(
             "in flight  due/s speed  events  applied/s  of ceiling (as replayed)  lateness p50      p90        p99        max      state"
         );
@@ -650,7 +673,8 @@ async fn replay(
     );
     println!("  CPU ms per operation: {replay_usage}");
     profiled(profiling).await;
-    // The simulation's cleanup removed its objects; what it orphaned (Jobs) goes too.
+    // The simulation's cleanup removed its objects; whatever it left goes too, so that the
+    // next phase starts from an empty namespace.
     clear(client, NAMESPACE).await;
     (applied, ms(lateness.p99))
 }
