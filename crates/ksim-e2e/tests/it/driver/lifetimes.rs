@@ -133,7 +133,8 @@ async fn a_deleted_job_takes_its_pods() {
     let file = trace_file_with_deletes(
         vec![
             (0, vec![batch.clone()], Vec::new()),
-            (8_000, Vec::new(), vec![batch]),
+            // Late enough for the pod to be seen running first on a loaded machine.
+            (20_000, Vec::new(), vec![batch]),
         ],
         // Its first launch was still running when the Job went.
         vec![ran_on(recorded(job(), "batch", 0, 0, 0))],
