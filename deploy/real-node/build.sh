@@ -9,11 +9,9 @@
 #   KSIM_CACHE_DIR      cache root (default: $XDG_CACHE_HOME/ksim or ~/.cache/ksim)
 #
 # Only the real node (join.sh) needs these, so they live beside, not in, the control plane's
-# cached bin directory: a control-plane rebuild replaces that directory whole. The wrapper module
-# is made exactly as deploy/control-plane/build.sh makes its own (k8s.io/kubernetes replaces its
-# staging modules with ./staging/src/..., so each is pinned to its published v0.Y.Z), and the
-# shared Go module and build caches mean a second build downloads and compiles only what the
-# node binaries add.
+# cached bin directory: a control-plane rebuild replaces that directory whole. Both build
+# through the same wrapper module recipe (deploy/lib/kubernetes.sh), and the shared Go module
+# and build caches mean a second build downloads and compiles only what the node binaries add.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +19,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../control-plane/versions.env"
 # shellcheck source=../lib/cache.sh
 source "$here/../lib/cache.sh"
+# shellcheck source=../lib/kubernetes.sh
+source "$here/../lib/kubernetes.sh"
 version=$KUBERNETES_VERSION
 binaries=(kubelet kube-proxy)
 
@@ -56,55 +56,17 @@ use_shared_go_caches
 export GOFLAGS=-mod=mod
 
 log "building kubelet and kube-proxy $version (minutes on 2 cores; mostly cached after the control plane)"
-upstream_mod=$(go mod download -json "k8s.io/kubernetes@$version" |
-  sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-[[ -f "$upstream_mod" ]] || die "could not download k8s.io/kubernetes@$version from the Go module proxy"
-
-staging_version=v0.${version#v1.}
-staging_modules=$(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*#\1#p' "$upstream_mod")
-[[ -n "$staging_modules" ]] || die "no staging replaces found in $upstream_mod"
-godebug_line=$(grep -E '^godebug ' "$upstream_mod" || true)
-go_line=$(grep -E '^go ' "$upstream_mod")
-
 wrapper=$version_dir/wrapper
-rm -rf "$wrapper"
-mkdir -p "$wrapper"
-{
-  echo "module ksim.local/real-node"
-  echo
-  echo "$go_line"
-  [[ -n "$godebug_line" ]] && echo "$godebug_line"
-  echo
-  echo "require k8s.io/kubernetes $version"
-  echo
-  echo "replace ("
-  for module in $staging_modules; do echo "	$module => $module $staging_version"; done
-  echo ")"
-} >"$wrapper/go.mod"
-cat >"$wrapper/tools.go" <<'GO'
-//go:build tools
-
-// Package tools only names the commands this module builds, so `go mod tidy` keeps their deps.
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-proxy"
-	_ "k8s.io/kubernetes/cmd/kubelet"
-)
-GO
-
+kubernetes_wrapper "$wrapper" ksim.local/real-node "$version" \
+  k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy ||
+  die "could not make the wrapper module for Kubernetes $version"
 cd "$wrapper"
-go mod tidy
-minor=${version#v1.}
-minor=${minor%%.*}
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version \
--X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
--X k8s.io/component-base/version.gitTreeState=clean"
 
 staging_bin=$version_dir/bin.partial
 rm -rf "$staging_bin"
 mkdir -p "$staging_bin"
-go build -trimpath -ldflags "$ldflags" -o "$staging_bin/" \
+go build -trimpath -ldflags "$(kubernetes_ldflags "$version")" -o "$staging_bin/" \
   k8s.io/kubernetes/cmd/kubelet \
   k8s.io/kubernetes/cmd/kube-proxy
 has_all_binaries "$staging_bin" || die "build finished without all of: ${binaries[*]}"
