@@ -31,7 +31,8 @@ pub struct RootRef {
     pub uid: String,
 }
 
-/// Label on every replayed object, namespace and pod template: the simulation's id.
+/// The simulation's id, on its namespaces, its cluster-scoped objects and every pod template
+/// it replays (so on its pods); a namespaced object is known by its namespace.
 pub const SIMULATION_LABEL: &str = "ksim.io/simulation";
 
 /// Field manager of the driver's server-side applies.

@@ -151,10 +151,11 @@ impl Rewriter {
             metadata.remove(*field);
         }
         metadata.insert("name".to_owned(), json!(target.name));
-        // A namespaced object goes with its namespace, which the root owns: an owner
-        // reference of its own would only cost each apply (the field manager and the stored
-        // object grow; about 5% of the apiserver's throughput for ConfigMaps, Deployments and
-        // Jobs, docs/benchmarks.md) and the garbage collector an edge per object.
+        // A namespaced object goes with its namespace, which the root owns and which carries
+        // the simulation's label: an owner reference or a label of its own would only cost
+        // each apply (every field is the field manager's to merge and the stored object's to
+        // carry; for small objects a label is a large share of them, docs/benchmarks.md) and
+        // the garbage collector an edge per object.
         match &target.namespace {
             Some(namespace) => {
                 metadata.insert("namespace".to_owned(), json!(namespace));
@@ -162,14 +163,14 @@ impl Rewriter {
             None => {
                 metadata.remove("namespace");
                 metadata.insert("ownerReferences".to_owned(), json!([self.root_reference()]));
+                child_object(metadata, "labels")
+                    .ok_or_else(|| malformed("metadata.labels", "object"))?
+                    .insert(
+                        SIMULATION_LABEL.to_owned(),
+                        json!(self.options.simulation_id),
+                    );
             }
         }
-        child_object(metadata, "labels")
-            .ok_or_else(|| malformed("metadata.labels", "object"))?
-            .insert(
-                SIMULATION_LABEL.to_owned(),
-                json!(self.options.simulation_id),
-            );
 
         if let Some(spec) = root.get_mut("spec").and_then(Value::as_object_mut) {
             if is_core(gvk, "Service") {
@@ -561,12 +562,10 @@ mod tests {
             assert!(!metadata.contains_key(gone), "{gone}");
         }
         assert_eq!(metadata["namespace"], "ksim-sim-1-shop");
-        // Its namespace, which the root owns, takes it with it.
+        // Its namespace, which the root owns and the simulation's label marks, takes it with
+        // it; its own labels are the recording's.
         assert!(!metadata.contains_key("ownerReferences"));
-        assert_eq!(
-            metadata["labels"],
-            json!({"app": "web", SIMULATION_LABEL: "sim-1"})
-        );
+        assert_eq!(metadata["labels"], json!({"app": "web"}));
         // The workload's own selector is left alone.
         assert_eq!(
             object["spec"]["selector"],
@@ -694,6 +693,8 @@ mod tests {
         assert!(object["spec"].get("nodeName").is_none());
         assert_eq!(object["spec"]["nodeSelector"][VIRTUAL_LABEL], "true");
         assert_eq!(object["spec"]["tolerations"].as_array().unwrap().len(), 1);
+        // A pod is the observer's to find by label, namespaced or not.
+        assert_eq!(object["metadata"]["labels"][SIMULATION_LABEL], "sim-1");
 
         let custom = Gvk::new("example.com", "v1", "Runner");
         let mut options = rewriter().options;
@@ -759,6 +760,7 @@ mod tests {
         let (target, object) = rewriter().apply(&class, "", "high", recorded).unwrap();
         assert_eq!(target.namespace, None);
         assert_eq!(object["metadata"]["ownerReferences"], root_owner());
+        assert_eq!(object["metadata"]["labels"][SIMULATION_LABEL], "sim-1");
 
         let pv = Gvk::new("", "v1", "PersistentVolume");
         let target = rewriter().delete(&pv, "", "pv");
