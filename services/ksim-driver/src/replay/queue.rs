@@ -1,7 +1,6 @@
 //! The replay's operations on their way to the apiserver: each object's operations run one at
 //! a time in trace order, different objects' in parallel, at most `max_in_flight` requests at
-//! once (the apiserver completes more writes a second with a few dozen in flight than with
-//! hundreds).
+//! once.
 //!
 //! An operation waits only for its own object's earlier operations and for a request slot.
 //! Objects used to be hashed onto a fixed set of lanes, and an operation then also waited for
