@@ -90,3 +90,34 @@ pub struct Settings {
     /// namespaces, how long it may go without removing a namespace or a pod.
     pub cleanup_deadline: Duration,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        driver: DriverArgs,
+    }
+
+    #[test]
+    fn requests_in_flight_default_to_128_and_zero_is_refused() {
+        let parsed = Flags::try_parse_from(["driver", "--pool-url", "http://pool"]).unwrap();
+        assert_eq!(parsed.driver.settings().max_in_flight, 128);
+
+        let error = Flags::try_parse_from([
+            "driver",
+            "--pool-url",
+            "http://pool",
+            "--max-in-flight",
+            "0",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("--max-in-flight"), "{error}");
+        assert!(error.contains("zero"), "{error}");
+    }
+}
