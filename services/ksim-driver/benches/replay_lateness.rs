@@ -34,7 +34,7 @@
 //! with KSIM_CONTROL_PLANE_BIN_DIR set (deploy/control-plane/build.sh prints it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::{path::PathBuf, time::Duration};
+use std::{num::NonZeroUsize, path::PathBuf, time::Duration};
 
 use clap::Parser;
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job, core::v1::ConfigMap};
@@ -70,12 +70,12 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "simulation")]
     planes: Vec<Tuning>,
     /// The driver's requests in flight; each value is a run of its own.
-    #[arg(long, value_delimiter = ',', default_value = "32", value_parser = at_least_one)]
-    max_in_flight: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "128")]
+    max_in_flight: Vec<NonZeroUsize>,
     /// The plain client's requests in flight; with several values each ceiling is measured at
     /// each and the fastest is the round's.
-    #[arg(long, value_delimiter = ',', default_value = "32", value_parser = at_least_one)]
-    ceiling_in_flight: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "32")]
+    ceiling_in_flight: Vec<NonZeroUsize>,
     /// Rounds of ceilings and replays, interleaved; the summary takes the median of the rounds.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     repeats: u64,
@@ -88,13 +88,6 @@ struct Args {
 }
 
 /// Requests in flight: none would never finish.
-fn at_least_one(value: &str) -> Result<usize, String> {
-    match value.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_owned()),
-        parsed => parsed.map_err(|error| error.to_string()),
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Workload {
     Configmaps,
@@ -230,12 +223,12 @@ enum Order {
 async fn ceiling(
     client: &kube::Client,
     operations: &[Operation],
-    in_flight: usize,
+    in_flight: NonZeroUsize,
     order: Order,
 ) -> f64 {
     use std::{collections::HashMap, sync::Arc};
     use tokio::sync::{Semaphore, oneshot};
-    let slots = Arc::new(Semaphore::new(in_flight));
+    let slots = Arc::new(Semaphore::new(in_flight.get()));
     let started = std::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     match order {
@@ -363,7 +356,7 @@ async fn measure_ceiling(
     env: &ControlPlane,
     name: String,
     operations: &[Operation],
-    in_flight: usize,
+    in_flight: NonZeroUsize,
     order: Order,
 ) -> f64 {
     let client = env.client();
@@ -734,10 +727,10 @@ enum Phase {
     Ceiling {
         replayed: bool,
         order: Order,
-        in_flight: usize,
+        in_flight: NonZeroUsize,
     },
-    /// A replay through the driver: requests in flight, due events a second, speed.
-    Replay((usize, u64, u64)),
+    /// A replay through the driver.
+    Replay(ReplayConfig),
 }
 
 /// A round's ceilings, operations a second: the fastest of each over `--ceiling-in-flight`.
@@ -750,10 +743,12 @@ struct Ceilings {
     in_order: f64,
 }
 
+/// A replay's requests in flight, due events a second and speed.
+type ReplayConfig = (NonZeroUsize, u64, u64);
+
 /// One replay's result against the ceilings of its round.
 struct Run {
-    /// Requests in flight, due events a second, speed.
-    config: (usize, u64, u64),
+    config: ReplayConfig,
     of_ceiling: f64,
     of_replayed: f64,
     of_in_order: f64,
@@ -786,7 +781,7 @@ fn summarize(plane: &Tuning, runs: &[Run]) {
     println!(
         "in flight  due/s speed  of ceiling         of as replayed     of in trace order  lateness p99 (ms)"
     );
-    let mut configs: Vec<(usize, u64, u64)> = runs.iter().map(|r| r.config).collect();
+    let mut configs: Vec<ReplayConfig> = runs.iter().map(|r| r.config).collect();
     configs.sort_unstable();
     configs.dedup();
     for config in configs {
@@ -807,7 +802,7 @@ async fn replay(
     plane: &Tuning,
     driver: &Driver,
     env: &ControlPlane,
-    (max_in_flight, rate, speed): (usize, u64, u64),
+    (max_in_flight, rate, speed): ReplayConfig,
     round: u64,
 ) -> (f64, f64) {
     let spec = pb::SimulationSpec {

@@ -66,7 +66,7 @@ impl DriverArgs {
             namespace: self.namespace.clone(),
             report_dir: self.report_dir.clone(),
             lease_duration: self.lease_duration,
-            max_in_flight: self.max_in_flight.get(),
+            max_in_flight: self.max_in_flight,
             keep_finished: self.keep_finished,
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(180),
@@ -81,7 +81,7 @@ pub struct Settings {
     pub report_dir: PathBuf,
     pub lease_duration: Duration,
     /// Requests in flight at once.
-    pub max_in_flight: usize,
+    pub max_in_flight: NonZeroUsize,
     /// Finished simulations kept in memory.
     pub keep_finished: usize,
     /// How long node groups get to become Ready before the simulation fails.
@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn requests_in_flight_default_to_128_and_zero_is_refused() {
         let parsed = Flags::try_parse_from(["driver", "--pool-url", "http://pool"]).unwrap();
-        assert_eq!(parsed.driver.settings().max_in_flight, 128);
+        assert_eq!(parsed.driver.settings().max_in_flight.get(), 128);
 
         let error = Flags::try_parse_from([
             "driver",

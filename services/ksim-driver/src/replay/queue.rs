@@ -10,6 +10,7 @@
 use std::{
     collections::{HashMap, VecDeque, hash_map::Entry},
     future::Future,
+    num::NonZeroUsize,
     sync::Arc,
     time::Duration,
 };
@@ -47,7 +48,7 @@ pub struct OpQueue {
 
 impl OpQueue {
     pub fn start(
-        max_in_flight: usize,
+        max_in_flight: NonZeroUsize,
         applier: Arc<Applier>,
         progress: Arc<Progress>,
         metrics: ReplayMetrics,
@@ -60,13 +61,13 @@ impl OpQueue {
 
     /// A queue whose operations are carried out by `runner`, given each job and how late it
     /// got its request slot.
-    fn with_runner<R, F>(max_in_flight: usize, runner: R) -> Self
+    fn with_runner<R, F>(max_in_flight: NonZeroUsize, runner: R) -> Self
     where
         R: Fn(Job, Duration) -> F + Send + Sync + 'static,
         F: Future<Output = ()> + Send + 'static,
     {
         let (jobs, receiver) = mpsc::unbounded_channel();
-        let slots = Arc::new(Semaphore::new(max_in_flight.max(1)));
+        let slots = Arc::new(Semaphore::new(max_in_flight.get()));
         let dispatcher = tokio::spawn(dispatch(receiver, slots, Arc::new(runner)));
         Self { jobs, dispatcher }
     }
@@ -268,6 +269,10 @@ mod tests {
         target_of(&job.op).name.clone()
     }
 
+    fn slots(count: usize) -> NonZeroUsize {
+        NonZeroUsize::new(count).unwrap()
+    }
+
     /// Polls `done` until it holds; the test fails if it never does.
     async fn eventually(what: &str, done: impl Fn() -> bool) {
         for _ in 0..1000 {
@@ -285,7 +290,7 @@ mod tests {
         // must not start.
         let release = Arc::new(Notify::new());
         let log = Arc::new(Mutex::new(Vec::<String>::new()));
-        let queue = OpQueue::with_runner(8, {
+        let queue = OpQueue::with_runner(slots(8), {
             let (release, log) = (release.clone(), log.clone());
             move |job, _| {
                 let (release, log) = (release.clone(), log.clone());
@@ -320,7 +325,7 @@ mod tests {
         // third starts while two hang.
         let gate = Arc::new(Semaphore::new(0));
         let started = Arc::new(AtomicUsize::new(0));
-        let queue = OpQueue::with_runner(2, {
+        let queue = OpQueue::with_runner(slots(2), {
             let (gate, started) = (gate.clone(), started.clone());
             move |_, _| {
                 let (gate, started) = (gate.clone(), started.clone());
@@ -348,7 +353,7 @@ mod tests {
     async fn each_objects_operations_run_in_trace_order_and_one_at_a_time() {
         // Three objects' operations interleaved, each taking a little while.
         let log = Arc::new(Mutex::new(Vec::<(String, u64, bool)>::new()));
-        let queue = OpQueue::with_runner(4, {
+        let queue = OpQueue::with_runner(slots(4), {
             let log = log.clone();
             move |job, _| {
                 let log = log.clone();

@@ -2,7 +2,7 @@
 //! and the driver, each started as its binary starts it (`runtime::start`) on a port of its own.
 #![allow(dead_code)]
 
-use std::{sync::Arc, time::Duration};
+use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Namespace;
 use ksim_driver::{config::Settings, mesh::Mesh, runtime as driver};
@@ -92,7 +92,7 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
             namespace: SEATS_NAMESPACE.to_owned(),
             report_dir: data.path().join("reports"),
             lease_duration: Duration::from_secs(15),
-            max_in_flight: 8,
+            max_in_flight: NonZeroUsize::new(8).unwrap(),
             keep_finished: 32,
             ready_deadline: Duration::from_secs(120),
             cleanup_deadline: Duration::from_secs(180),
