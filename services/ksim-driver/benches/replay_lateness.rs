@@ -10,8 +10,8 @@
 //! The same operations are also run straight from a kube client (no driver),
 //! `--ceiling-in-flight` at a time (32; with several values, each, and the fastest counts):
 //! the apiserver's ceiling for that trace, in the same run. A second ceiling runs
-//! them as the driver sends them (rewritten: the simulation label, pod templates kept on
-//! virtual nodes, in a namespace a SimulationRoot owns), a third those in the trace's order
+//! them as the driver sends them (rewritten: pod templates kept on virtual nodes, in a
+//! namespace a SimulationRoot owns), a third those in the trace's order
 //! (each waits for its object's previous one, as in the driver's queue): plain to as replayed
 //! is what the replayed objects cost, as replayed to in trace order what the trace's order
 //! costs, and the rest to the replay is the driver. Each phase prints the CPU milliseconds
@@ -87,7 +87,6 @@ struct Args {
     bench: bool,
 }
 
-/// Requests in flight: none would never finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Workload {
     Configmaps,
@@ -299,8 +298,8 @@ async fn run_operation(client: &kube::Client, op: &Operation) {
     }
 }
 
-/// The same operations as the driver sends them: through its rewrite (the simulation label,
-/// pod templates kept on virtual nodes), into the namespace it maps the trace's namespace to.
+/// The same operations as the driver sends them: through its rewrite (pod templates kept on
+/// virtual nodes), into the namespace it maps the trace's namespace to.
 /// A plain client applying these measures what the replayed objects cost the control plane,
 /// without the driver's own machinery.
 async fn as_replayed(client: &kube::Client, operations: &[Operation]) -> Vec<Operation> {
@@ -608,16 +607,12 @@ async fn run_plane(args: &Args, plane: &Tuning) {
     let reports = tempfile::tempdir().unwrap();
     let mut phases = Vec::new();
     for &in_flight in &args.ceiling_in_flight {
-        for (replayed, order) in [
-            (false, Order::PerObject),
-            (true, Order::PerObject),
-            (true, Order::Trace),
+        for kind in [
+            Ceiling::Plain,
+            Ceiling::AsReplayed,
+            Ceiling::AsReplayedInOrder,
         ] {
-            phases.push(Phase::Ceiling {
-                replayed,
-                order,
-                in_flight,
-            });
+            phases.push(Phase::Ceiling(kind, in_flight));
         }
     }
     for &max_in_flight in &args.max_in_flight {
@@ -643,31 +638,23 @@ async fn run_plane(args: &Args, plane: &Tuning) {
         order.rotate_left((round as usize - 1) % phases.len());
         for phase in order {
             match phase {
-                Phase::Ceiling {
-                    replayed,
-                    order,
-                    in_flight,
-                } => {
-                    let what = match (replayed, order) {
-                        (false, _) => "ceiling",
-                        (true, Order::PerObject) => "ceiling-as-replayed",
-                        (true, Order::Trace) => "ceiling-as-replayed-in-order",
-                    };
+                Phase::Ceiling(kind, in_flight) => {
+                    let what = kind.name();
                     let name = match args.ceiling_in_flight.len() {
                         1 => format!("{plane}-{what}{suffix}"),
                         _ => format!("{plane}-{what}-{in_flight}{suffix}"),
                     };
-                    let operations = if replayed {
-                        &replayed_ops
-                    } else {
-                        &ceiling_ops
+                    let (operations, order) = match kind {
+                        Ceiling::Plain => (&ceiling_ops, Order::PerObject),
+                        Ceiling::AsReplayed => (&replayed_ops, Order::PerObject),
+                        Ceiling::AsReplayedInOrder => (&replayed_ops, Order::Trace),
                     };
                     let rate =
                         measure_ceiling(args, &env, name, operations, in_flight, order).await;
-                    let best = match (replayed, order) {
-                        (false, _) => &mut ceilings.plain,
-                        (true, Order::PerObject) => &mut ceilings.replayed,
-                        (true, Order::Trace) => &mut ceilings.in_order,
+                    let best = match kind {
+                        Ceiling::Plain => &mut ceilings.plain,
+                        Ceiling::AsReplayed => &mut ceilings.replayed,
+                        Ceiling::AsReplayedInOrder => &mut ceilings.in_order,
                     };
                     *best = best.max(rate);
                 }
@@ -722,15 +709,31 @@ async fn run_plane(args: &Args, plane: &Tuning) {
 /// One measurement of a round.
 #[derive(Debug, Clone, Copy)]
 enum Phase {
-    /// A plain client's ceiling: the trace's operations as recorded or as replayed, in which
-    /// order, with how many requests in flight.
-    Ceiling {
-        replayed: bool,
-        order: Order,
-        in_flight: NonZeroUsize,
-    },
+    /// A plain client's ceiling, with how many requests in flight.
+    Ceiling(Ceiling, NonZeroUsize),
     /// A replay through the driver.
     Replay(ReplayConfig),
+}
+
+/// Which of a plain client's ceilings a phase measures.
+#[derive(Debug, Clone, Copy)]
+enum Ceiling {
+    /// The trace's operations as recorded, each object's in order.
+    Plain,
+    /// As the driver rewrites them, each object's in order.
+    AsReplayed,
+    /// As the driver rewrites them, in the trace's order ([`Order::Trace`]).
+    AsReplayedInOrder,
+}
+
+impl Ceiling {
+    fn name(self) -> &'static str {
+        match self {
+            Ceiling::Plain => "ceiling",
+            Ceiling::AsReplayed => "ceiling-as-replayed",
+            Ceiling::AsReplayedInOrder => "ceiling-as-replayed-in-order",
+        }
+    }
 }
 
 /// A round's ceilings, operations a second: the fastest of each over `--ceiling-in-flight`.
@@ -762,11 +765,12 @@ fn summarize(plane: &Tuning, runs: &[Run]) {
     /// Median, lowest and highest; `values` is never empty (one per round).
     fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
         values.sort_by(f64::total_cmp);
-        (
-            values[values.len() / 2],
-            values[0],
-            values[values.len() - 1],
-        )
+        let middle = values.len() / 2;
+        let median = match values.len() % 2 {
+            0 => (values[middle - 1] + values[middle]) / 2.0,
+            _ => values[middle],
+        };
+        (median, values[0], values[values.len() - 1])
     }
     let percent = |values: Vec<f64>| {
         let (median, low, high) = spread(values);
