@@ -32,10 +32,13 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
             ],
         )],
         vec![
-            // The Job's three pods, one after another: 1 s, 5 s, 2 s.
-            recorded(job(), "batch", 0, 0, 1_000),
-            recorded(job(), "batch", 1, 1_100, 6_100),
-            recorded(job(), "batch", 2, 6_200, 8_200),
+            // The Job's three pods, one after another: 3 s, 5 s, 2 s. The template carries the
+            // first launch's 3 s, the driver patches the second's 5 s in once it sees the pod
+            // start: the pod must not end on the template's lifetime meanwhile, so that lifetime
+            // leaves a loaded machine seconds, not one, to land the patch.
+            recorded(job(), "batch", 0, 0, 3_000),
+            recorded(job(), "batch", 1, 3_100, 8_100),
+            recorded(job(), "batch", 2, 8_200, 10_200),
             // The Deployment's first pod ended after 2 s; its replacement ran to the end.
             recorded(web(), "web", 0, 0, 2_000),
             ran_on(recorded(web(), "web", 1, 2_100, 0)),
@@ -67,7 +70,7 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
             .unwrap_or_else(|| panic!("no Job pod with lifetime {value}: {job_pods:#?}"))
     };
     let (first, second, third) = (
-        lifetime_of("1000"),
+        lifetime_of("3000"),
         lifetime_of("5000"),
         lifetime_of("2000"),
     );
@@ -76,7 +79,7 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
     let ran = finished(second).duration_since(started(second));
     assert!(
         ran >= SignedDuration::from_secs(4),
-        "the 5 s launch ran {ran} (the template's 1 s would end it early)"
+        "the 5 s launch ran {ran} (the template's 3 s would end it early)"
     );
 
     // The Deployment: its first pod ended after 2 s, its replacement runs on.
