@@ -7,8 +7,11 @@
 //! bound CA's own computation (binpacking time, simulation timeouts) or watch its health
 //! (max-inactivity) are not: CPU time does not speed up with the replay.
 //!
-//! Whether CA knows a flag at all is for the real binary to say (its `--help`); see
-//! [`AutoscalerFlags::check_known`].
+//! A run sets only the flags of [`policy::ALLOWED`] (what CA decides, not where it writes or
+//! whom it talks to); whether CA knows a flag at all is for the real binary to say (its
+//! `--help`); see [`AutoscalerFlags::check_known`].
+
+pub mod policy;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -66,18 +69,21 @@ pub enum FlagError {
     BadSeconds { flag: String, value: String },
     #[error("cluster-autoscaler has no flag --{0} (see cluster-autoscaler --help)")]
     Unknown(String),
-    #[error("--{0} is set by the environment (it connects CA to the cluster and the provider)")]
-    Reserved(String),
+    #[error("--{flag} is not a flag a run may set ({family}): {}", family.reason())]
+    Refused {
+        flag: String,
+        family: policy::Family,
+    },
+    #[error(
+        "--{flag} is not a flag a run may set: only the cluster-autoscaler flags that change its \
+         decisions are{}",
+        suggestion.map_or_else(String::new, |s| format!(" (did you mean --{s}?)"))
+    )]
+    NotAllowed {
+        flag: String,
+        suggestion: Option<&'static str>,
+    },
 }
-
-/// Flags the environment sets itself: the user's configuration cannot move CA elsewhere.
-const RESERVED: [&str; 5] = [
-    "cloud-provider",
-    "cloud-config",
-    "kubeconfig",
-    "address",
-    "leader-elect",
-];
 
 /// One flag as given, without its dashes: `scale-down-unneeded-time` = `10m`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,8 +95,30 @@ pub struct AutoscalerFlag {
 impl FromStr for AutoscalerFlag {
     type Err = FlagError;
 
-    /// `FLAG=VALUE`, with or without the leading `--`.
+    /// A run's flag: `FLAG=VALUE`, with or without the leading `--`, of a flag a run may set
+    /// ([`policy`]).
     fn from_str(text: &str) -> Result<Self, FlagError> {
+        let flag = Self::of_environment(text)?;
+        if let Some(family) = policy::refused(&flag.name) {
+            return Err(FlagError::Refused {
+                flag: flag.name,
+                family,
+            });
+        }
+        if !policy::allowed(&flag.name) {
+            return Err(FlagError::NotAllowed {
+                suggestion: policy::suggestion(&flag.name),
+                flag: flag.name,
+            });
+        }
+        Ok(flag)
+    }
+}
+
+impl AutoscalerFlag {
+    /// One of the environment's own flags (`--address=...`, `--kubeconfig=...`): like a run's,
+    /// but any flag; never for what a run or a user gives.
+    pub fn of_environment(text: &str) -> Result<Self, FlagError> {
         let bare = text.strip_prefix("--").unwrap_or(text);
         let (name, value) = bare
             .split_once('=')
@@ -101,9 +129,6 @@ impl FromStr for AutoscalerFlag {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
         if !well_formed {
             return Err(FlagError::NotFlagValue(text.to_owned()));
-        }
-        if RESERVED.contains(&name) {
-            return Err(FlagError::Reserved(name.to_owned()));
         }
         let flag = Self {
             name: name.to_owned(),
@@ -370,7 +395,7 @@ mod tests {
             flag("expander=least-waste").to_string(),
             "--expander=least-waste"
         );
-        assert_eq!(flag("nodes=0:5:a").value, "0:5:a");
+        assert_eq!(flag("cores-total=0:64").value, "0:64");
         for bad in ["expander", "=price", "--Expander=x", "scale down=1", "-v=2"] {
             assert!(
                 matches!(
@@ -392,9 +417,77 @@ mod tests {
             "max-graceful-termination-sec=1m".parse::<AutoscalerFlag>(),
             Err(FlagError::BadSeconds { .. })
         ));
+    }
+
+    #[test]
+    fn a_run_sets_only_allowed_flags_and_a_refused_one_is_named_with_why() {
+        for (text, family) in [
+            ("log-file=/etc/cron.d/x", policy::Family::Logging),
+            ("--log_file=/tmp/x", policy::Family::Logging),
+            ("log-dir=/etc", policy::Family::Logging),
+            ("logtostderr=false", policy::Family::Logging),
+            (
+                "kubernetes=https://elsewhere:6443",
+                policy::Family::Connection,
+            ),
+            ("grpc-expander-url=evil:443", policy::Family::Connection),
+            ("address=0.0.0.0:8085", policy::Family::Connection),
+            ("cloud-config=/etc/x", policy::Family::Files),
+            ("leader-elect=true", policy::Family::Identity),
+            ("nodes=0:5:a", policy::Family::Provider),
+            ("profiling=true", policy::Family::Diagnostics),
+        ] {
+            let error = text.parse::<AutoscalerFlag>().unwrap_err();
+            let FlagError::Refused { flag, family: got } = &error else {
+                panic!("{text}: {error}");
+            };
+            assert_eq!(*got, family, "{text}");
+            assert!(
+                error.to_string().starts_with(&format!(
+                    "--{flag} is not a flag a run may set ({family}): it "
+                )),
+                "{error}"
+            );
+        }
         assert_eq!(
-            "cloud-config=/etc/x".parse::<AutoscalerFlag>(),
-            Err(FlagError::Reserved("cloud-config".into()))
+            "log-file=/tmp/x"
+                .parse::<AutoscalerFlag>()
+                .unwrap_err()
+                .to_string(),
+            "--log-file is not a flag a run may set (logging): it changes where or how CA logs; \
+             the environment keeps its log"
+        );
+        // Neither list: refused until someone decides, with the allowed flag it resembles.
+        let typo = "scale-down-unneded-time=2m"
+            .parse::<AutoscalerFlag>()
+            .unwrap_err();
+        assert_eq!(
+            typo.to_string(),
+            "--scale-down-unneded-time is not a flag a run may set: only the cluster-autoscaler \
+             flags that change its decisions are (did you mean --scale-down-unneeded-time?)"
+        );
+        assert!(matches!(
+            "some-new-flag=1".parse::<AutoscalerFlag>(),
+            Err(FlagError::NotAllowed {
+                suggestion: None,
+                ..
+            })
+        ));
+        for text in [
+            "expander=price",
+            "scale-down-unneeded-time=2m",
+            "max-nodes-total=10",
+            "balance-similar-node-groups=true",
+            "v=4",
+        ] {
+            assert!(text.parse::<AutoscalerFlag>().is_ok(), "{text}");
+        }
+        // The environment's own flags are taken as they are.
+        assert_eq!(
+            AutoscalerFlag::of_environment("--kubeconfig=/k")
+                .unwrap()
+                .to_string(),
+            "--kubeconfig=/k"
         );
     }
 
@@ -449,20 +542,22 @@ mod tests {
         for text in [
             "max-binpacking-time=5m",
             "scale-down-simulation-timeout=30s",
-            "max-inactivity=10m",
             "expander=price",
             "scale-down-utilization-threshold=0.5",
         ] {
             let run = flag(text).at_speed(10.0);
             assert!(!run.dilated(), "{text} became {}", run.as_run);
         }
+        let watchdog = AutoscalerFlag::of_environment("max-inactivity=10m").unwrap();
+        assert!(!watchdog.at_speed(10.0).dilated());
     }
 
     #[test]
     fn given_flags_replace_the_base_ones_of_their_name() {
         let base =
-            AutoscalerFlags::parse(&["scan-interval=1s", "nodes=0:5:a", "nodes=0:5:b"]).unwrap();
-        let given = AutoscalerFlags::parse(&["--nodes=1:3:c", "expander=price"]).unwrap();
+            AutoscalerFlags::parse(&["scan-interval=1s", "startup-taint=a", "startup-taint=b"])
+                .unwrap();
+        let given = AutoscalerFlags::parse(&["--startup-taint=c", "expander=price"]).unwrap();
         let merged: Vec<String> = given
             .over(&base)
             .flags
@@ -471,12 +566,16 @@ mod tests {
             .collect();
         assert_eq!(
             merged,
-            ["--scan-interval=1s", "--nodes=1:3:c", "--expander=price"]
+            [
+                "--scan-interval=1s",
+                "--startup-taint=c",
+                "--expander=price"
+            ]
         );
     }
 
     #[test]
-    fn unknown_flags_are_named() {
+    fn allowed_flags_this_release_lacks_are_named() {
         let help = "Usage of cluster-autoscaler:\n      --expander string   Type of node group \
                     expander\n      --scan-interval duration   How often\n  -v, --v Level  \
                     number\n";
@@ -485,14 +584,16 @@ mod tests {
             known.iter().map(String::as_str).collect::<Vec<_>>(),
             ["expander", "scan-interval", "v"]
         );
-        let flags = AutoscalerFlags::parse(&["expander=price", "expandr=price"]).unwrap();
+        // Allowed, but this release (say 1.34) does not have it.
+        let flags =
+            AutoscalerFlags::parse(&["expander=price", "max-node-startup-time=1m"]).unwrap();
         assert_eq!(
             flags.check_known(&known),
-            Err(FlagError::Unknown("expandr".into()))
+            Err(FlagError::Unknown("max-node-startup-time".into()))
         );
         assert_eq!(
-            FlagError::Unknown("expandr".into()).to_string(),
-            "cluster-autoscaler has no flag --expandr (see cluster-autoscaler --help)"
+            FlagError::Unknown("max-node-startup-time".into()).to_string(),
+            "cluster-autoscaler has no flag --max-node-startup-time (see cluster-autoscaler --help)"
         );
     }
     const HELP: &str = "\

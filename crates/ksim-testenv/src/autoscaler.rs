@@ -262,8 +262,8 @@ const DEFAULT_FLAGS: &[&str] = &[
     "--v=4",
 ];
 
-/// The default flags a configuration may change (all but those connecting CA to the cluster
-/// and the provider), in recorded time: what [`ClusterAutoscalerBuilder::arg`]s go over.
+/// The default flags a configuration may change (those a run may set, see
+/// [`ksim_experiment::autoscaler::policy`]), in recorded time: what a run's flags go over.
 pub fn default_flags() -> AutoscalerFlags {
     let flags = DEFAULT_FLAGS
         .iter()
@@ -353,13 +353,10 @@ impl ClusterAutoscalerBuilder {
         args
     }
 
-    /// `arg` as CA runs it at the builder's speed; flags that are not `--name=value` or
-    /// that the environment sets (addresses, files) as they are.
+    /// `arg` as CA runs it at the builder's speed; flags that are not `--name=value` as they
+    /// are. The builder's caller is trusted: a run's flags were checked when parsed.
     fn at_speed(&self, arg: String) -> String {
-        match arg
-            .parse::<AutoscalerFlag>()
-            .map(|flag| flag.at_speed(self.speed))
-        {
+        match AutoscalerFlag::of_environment(&arg).map(|flag| flag.at_speed(self.speed)) {
             Ok(run) if run.dilated() => run.as_run.to_string(),
             _ => arg,
         }

@@ -80,6 +80,47 @@ fn real_ca_knows_every_flag_ksim_dilates() {
     }
 }
 
+/// Every flag of every tested release is a reviewed choice: allowed for a run (it changes CA's
+/// decisions) or refused with a reason (where CA writes, whom it talks to, who it is). A flag a
+/// new release adds fails here until it is put in one of the two lists of
+/// `ksim_experiment::autoscaler::policy`, and a listed flag no tested release knows is stale.
+#[test]
+fn real_ca_flags_are_each_allowed_or_refused() {
+    use ksim_experiment::autoscaler::policy::{ALLOWED, REFUSED};
+
+    let mut known_anywhere = std::collections::BTreeSet::new();
+    let mut unreviewed = Vec::new();
+    for version in ksim_testenv::autoscaler::tested_cluster_autoscaler_versions() {
+        let binary =
+            ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| panic!("{e}"));
+        for flag in binary.flags().unwrap() {
+            let listed = ALLOWED.contains(&flag.as_str())
+                || REFUSED
+                    .iter()
+                    .any(|(_, names)| names.contains(&flag.as_str()));
+            if !listed {
+                unreviewed.push(format!("{version}: --{flag}"));
+            }
+            known_anywhere.insert(flag);
+        }
+    }
+    assert!(
+        unreviewed.is_empty(),
+        "flags in neither ALLOWED nor REFUSED (decide, in \
+         crates/ksim-experiment/src/autoscaler/policy.rs): {unreviewed:#?}"
+    );
+    let stale: Vec<&str> = ALLOWED
+        .iter()
+        .chain(REFUSED.iter().flat_map(|(_, names)| names.iter()))
+        .copied()
+        .filter(|flag| !known_anywhere.contains(*flag))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "listed, but no tested release has them: {stale:?}"
+    );
+}
+
 /// CA dials its provider without blocking, so it starts with nothing listening there, fails its
 /// loops on the provider calls, and keeps serving its diagnostics.
 #[tokio::test(flavor = "multi_thread")]

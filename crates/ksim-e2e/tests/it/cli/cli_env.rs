@@ -74,6 +74,30 @@ fn run_names_the_bad_node_group_flag_and_value() {
     assert_eq!(output.status.code(), Some(2));
 }
 
+/// A CA flag that would make CA, running as the environment's user, write a file is refused
+/// on the command line, naming it, before anything is asked of a driver.
+#[test]
+fn run_refuses_an_autoscaler_flag_that_writes_a_file() {
+    let state = tempfile::tempdir().unwrap();
+    let written = state.path().join("x");
+    let log_file = format!("log-file={}", written.display());
+    let output = ksim(
+        state.path(),
+        &[
+            "run",
+            "t.ksim",
+            "--autoscaler",
+            "--autoscaler-arg",
+            &log_file,
+            "--autoscaler-arg",
+            "logtostderr=false",
+        ],
+    );
+    assert_one_line_error(&output, "--log-file is not a flag a run may set (logging)");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(!written.exists());
+}
+
 #[test]
 fn run_names_the_unreachable_driver() {
     let state = tempfile::tempdir().unwrap();

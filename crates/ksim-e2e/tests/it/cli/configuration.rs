@@ -225,7 +225,8 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
                 "--autoscaler-arg",
                 "scale-down-unneded-time=2m",
             ]),
-            "cluster-autoscaler has no flag --scale-down-unneded-time",
+            "--scale-down-unneded-time is not a flag a run may set: only the cluster-autoscaler \
+             flags that change its decisions are (did you mean --scale-down-unneeded-time?)",
         ),
         (
             args(&[

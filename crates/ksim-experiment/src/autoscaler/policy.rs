@@ -1,0 +1,359 @@
+//! Which cluster-autoscaler flags a run may set. The configuration under test is CA's
+//! decision-making, so a run may set a flag only if it is in [`ALLOWED`]: when CA scales up or
+//! down, by how much, how fast, within which limits. Every other flag CA has is in [`REFUSED`],
+//! by family: where CA writes, whom it talks to, who it is, what it reports. CA runs as the
+//! environment's user, so a flag outside both lists is refused too until someone decides.
+//!
+//! Both lists are checked against the `--help` of every tested release (ksim-testenv's
+//! `real_ca_flags_are_each_allowed_or_refused`): a flag a new release adds fails that test until
+//! it is put in one list, and an allowed flag no release knows fails it as stale.
+
+use std::fmt;
+
+/// Why a family of flags is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Logging,
+    Connection,
+    Files,
+    Identity,
+    Provider,
+    Diagnostics,
+    Supervision,
+    Command,
+}
+
+impl Family {
+    /// One word, for the table and messages.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Logging => "logging",
+            Self::Connection => "connection",
+            Self::Files => "files",
+            Self::Identity => "identity",
+            Self::Provider => "provider",
+            Self::Diagnostics => "diagnostics",
+            Self::Supervision => "supervision",
+            Self::Command => "command",
+        }
+    }
+
+    /// What a flag of the family does that a run must not.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Logging => "it changes where or how CA logs; the environment keeps its log",
+            Self::Connection => {
+                "it changes whom CA connects to or how; the environment connects it to its \
+                 cluster and provider"
+            }
+            Self::Files => "it makes CA read or write a file on the environment's machine",
+            Self::Identity => {
+                "it changes who CA is in the cluster (leader election, namespace, names)"
+            }
+            Self::Provider => {
+                "it configures a cloud provider or its node groups; the environment's provider \
+                 and the run's --autoscaler-group define them"
+            }
+            Self::Diagnostics => {
+                "it opens a diagnostics endpoint or changes what CA reports, not what it decides"
+            }
+            Self::Supervision => "it makes CA restart itself; the environment supervises it",
+            Self::Command => "it is not a setting but a command",
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// The flags a run may set: each changes what CA decides, or the budget it decides in.
+pub const ALLOWED: &[&str] = &[
+    // The loop.
+    "scan-interval",
+    "frequent-loops-enabled",
+    "feature-gates",
+    // Scale-up: which group, how many nodes, when a pod counts.
+    "expander",
+    "estimator",
+    "max-nodes-per-scaleup",
+    "max-nodegroup-binpacking-duration",
+    "max-binpacking-time",
+    "new-pod-scale-up-delay",
+    "bypassed-scheduler-names",
+    "scale-up-from-zero",
+    "parallel-scale-up",
+    "enable-proactive-scaleup",
+    "pod-injection-limit",
+    "enforce-node-group-min-size",
+    "async-node-groups",
+    "force-ds",
+    "max-node-provision-time",
+    "max-node-startup-time",
+    // Node templates.
+    "startup-taint",
+    "status-taint",
+    "ignore-taint",
+    "scale-from-unschedulable",
+    "node-info-cache-expire-time",
+    // Cluster limits and health.
+    "max-nodes-total",
+    "cores-total",
+    "memory-total",
+    "gpu-total",
+    "max-total-unready-percentage",
+    "ok-total-unready-count",
+    // Balancing similar groups.
+    "balance-similar-node-groups",
+    "balancing-ignore-label",
+    "balancing-label",
+    "memory-difference-ratio",
+    "max-free-difference-ratio",
+    "max-allocatable-difference-ratio",
+    // Scale-down: which nodes, when, how.
+    "scale-down-enabled",
+    "scale-down-unready-enabled",
+    "scale-down-delay-after-add",
+    "scale-down-delay-after-delete",
+    "scale-down-delay-after-failure",
+    "scale-down-delay-type-local",
+    "scale-down-unneeded-time",
+    "scale-down-unready-time",
+    "scale-down-utilization-threshold",
+    "scale-down-gpu-utilization-threshold",
+    "scale-down-non-empty-candidates-count",
+    "scale-down-candidates-pool-ratio",
+    "scale-down-candidates-pool-min-count",
+    "scale-down-simulation-timeout",
+    "ignore-daemonsets-utilization",
+    "ignore-mirror-pods-utilization",
+    "skip-nodes-with-system-pods",
+    "skip-nodes-with-local-storage",
+    "skip-nodes-with-custom-controller-pods",
+    "min-replica-count",
+    "expendable-pods-priority-cutoff",
+    "blocking-system-pod-distruption-timeout",
+    "unremovable-node-recheck-timeout",
+    "max-scale-down-parallelism",
+    "max-drain-parallelism",
+    "max-graceful-termination-sec",
+    "drain-priority-config",
+    "max-pod-eviction-time",
+    "max-bulk-soft-taint-count",
+    "max-bulk-soft-taint-time",
+    "cordon-node-before-terminating",
+    "daemonset-eviction-for-empty-nodes",
+    "daemonset-eviction-for-occupied-nodes",
+    "node-delete-delay-after-taint",
+    "dynamic-node-delete-delay-after-taint-enabled",
+    "node-deletion-delay-timeout",
+    "node-deletion-batcher-interval",
+    "node-deletion-candidate-ttl",
+    "force-delete-unregistered-nodes",
+    "force-delete-failed-nodes",
+    // Backoff of a group whose nodes failed to come up.
+    "initial-node-group-backoff-duration",
+    "max-node-group-backoff-duration",
+    "node-group-backoff-reset-timeout",
+    // ProvisioningRequests, capacity buffers, DRA, CSI.
+    "enable-provisioning-requests",
+    "provisioning-request-initial-backoff-time",
+    "provisioning-request-max-backoff-time",
+    "provisioning-request-max-backoff-cache-size",
+    "check-capacity-batch-processing",
+    "check-capacity-provisioning-request-max-batch-size",
+    "check-capacity-provisioning-request-batch-timebox",
+    "check-capacity-processor-instance",
+    "capacity-buffer-controller-enabled",
+    "capacity-buffer-pod-injection-enabled",
+    "enable-dynamic-resource-allocation",
+    "enable-csi-node-aware-scheduling",
+    // How much CPU a decision may use.
+    "cluster-snapshot-parallelism",
+    "predicate-parallelism",
+    // The log's detail, not its place: a user reading why CA decided needs it.
+    "v",
+];
+
+/// Every other flag of the tested releases, by why a run may not set it.
+pub const REFUSED: &[(Family, &[&str])] = &[
+    (
+        Family::Logging,
+        &[
+            "log-file",
+            "log-dir",
+            "log-file-max-size",
+            "logtostderr",
+            "alsologtostderr",
+            "stderrthreshold",
+            "log-backtrace-at",
+            "add-dir-header",
+            "skip-headers",
+            "skip-log-headers",
+            "one-output",
+            "vmodule",
+            "log-flush-frequency",
+            "logging-format",
+        ],
+    ),
+    (
+        Family::Connection,
+        &[
+            "kubernetes",
+            "kubeconfig",
+            "address",
+            "kube-api-content-type",
+            "kube-client-qps",
+            "kube-client-burst",
+            "grpc-expander-url",
+            "user-agent",
+        ],
+    ),
+    (
+        Family::Files,
+        &[
+            "cloud-config",
+            "scheduler-config-file",
+            "grpc-expander-cert",
+        ],
+    ),
+    (
+        Family::Identity,
+        &[
+            "leader-elect",
+            "leader-elect-lease-duration",
+            "leader-elect-renew-deadline",
+            "leader-elect-resource-lock",
+            "leader-elect-resource-name",
+            "leader-elect-resource-namespace",
+            "leader-elect-retry-period",
+            "lease-resource-name",
+            "namespace",
+            "cluster-name",
+            "status-config-map-name",
+        ],
+    ),
+    (
+        Family::Provider,
+        &[
+            "cloud-provider",
+            "nodes",
+            "node-group-auto-discovery",
+            "regional",
+            "aws-use-static-instance-list",
+            "gce-concurrent-refreshes",
+            "gce-mig-instances-min-refresh-wait-time",
+            "bulk-mig-instances-listing-enabled",
+            "clusterapi-cloud-config-authoritative",
+        ],
+    ),
+    (
+        Family::Diagnostics,
+        &[
+            "profiling",
+            "debugging-snapshot-enabled",
+            "emit-per-nodegroup-metrics",
+            "record-duplicated-events",
+            "write-status-configmap",
+        ],
+    ),
+    (Family::Supervision, &["max-inactivity", "max-failing-time"]),
+    (Family::Command, &["help", "version"]),
+];
+
+/// Whether a run may set `name` (as CA spells it, with dashes).
+pub fn allowed(name: &str) -> bool {
+    ALLOWED.contains(&name)
+}
+
+/// The family of a refused flag. Go's flag sets of Kubernetes components take `_` for `-`, so
+/// `log_file` is `log-file` here too.
+pub fn refused(name: &str) -> Option<Family> {
+    let dashed = name.replace('_', "-");
+    REFUSED
+        .iter()
+        .find(|(_, names)| names.contains(&dashed.as_str()))
+        .map(|(family, _)| *family)
+}
+
+/// The allowed flag `name` most likely means, if one is close (a typo, `_` for `-`).
+pub fn suggestion(name: &str) -> Option<&'static str> {
+    let dashed = name.replace('_', "-");
+    ALLOWED
+        .iter()
+        .map(|candidate| (edit_distance(&dashed, candidate), *candidate))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance over bytes (flag names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn no_flag_is_both_allowed_and_refused_or_listed_twice() {
+        let mut seen = BTreeSet::new();
+        for name in ALLOWED
+            .iter()
+            .chain(REFUSED.iter().flat_map(|(_, names)| names.iter()))
+        {
+            assert!(seen.insert(*name), "--{name} is listed twice");
+        }
+    }
+
+    #[test]
+    fn every_dilated_flag_is_allowed() {
+        for name in super::super::dilated_flags() {
+            assert!(
+                allowed(name),
+                "--{name} is divided by the speed but not allowed"
+            );
+        }
+    }
+
+    #[test]
+    fn refused_flags_are_found_with_underscores_too() {
+        assert_eq!(refused("log-file"), Some(Family::Logging));
+        assert_eq!(refused("log_file"), Some(Family::Logging));
+        assert_eq!(refused("grpc-expander-url"), Some(Family::Connection));
+        assert_eq!(refused("expander"), None);
+    }
+
+    #[test]
+    fn a_typo_suggests_the_allowed_flag() {
+        assert_eq!(
+            suggestion("scale-down-unneded-time"),
+            Some("scale-down-unneeded-time")
+        );
+        assert_eq!(
+            suggestion("scale_down_unneeded_time"),
+            Some("scale-down-unneeded-time")
+        );
+        assert_eq!(suggestion("frobnicate"), None);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+}
