@@ -49,6 +49,7 @@ impl From<ProviderError> for Status {
             ProviderError::Plan(
                 PlanError::AboveMax { .. }
                 | PlanError::BelowMin { .. }
+                | PlanError::NotAMember { .. }
                 | PlanError::WouldRemoveRegistered { .. },
             )
             | ProviderError::InvalidSkeleton { .. }
@@ -116,7 +117,8 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
             .node
             .ok_or_else(|| Status::invalid_argument("node is required"))?;
         // Placeholder nodes carry only an instance id, as both name and provider ID: the
-        // provider ID alone decides. An empty id tells CA the node is not ours.
+        // provider ID says where to look, the index whether the node is there. An empty id
+        // tells CA the node is not ours.
         let group = self
             .provider
             .group_for_provider_id(&node.provider_id)
@@ -486,6 +488,14 @@ mod tests {
                     removing: 1,
                     left: 0,
                     min: 1,
+                }),
+                Code::FailedPrecondition,
+            ),
+            (
+                plan(PlanError::NotAMember {
+                    node: "n".into(),
+                    provider_id: "ksim://g/n".into(),
+                    group: "g".into(),
                 }),
                 Code::FailedPrecondition,
             ),

@@ -42,6 +42,15 @@ pub enum PlanError {
         requested: String,
     },
     #[error(
+        "node {node:?} (provider ID {provider_id:?}) is not a node of node group {group}: the \
+         provider knows no seat or node of that name in it"
+    )]
+    NotAMember {
+        node: String,
+        provider_id: String,
+        group: String,
+    },
+    #[error(
         "node group {group} has {unregistered} replica(s) without a registered node; cannot decrease its target size by {requested} (delete registered nodes with DeleteNodes)"
     )]
     WouldRemoveRegistered {
@@ -103,8 +112,17 @@ pub fn plan_increase(state: &GroupState, delta: i32) -> Result<i32, PlanError> {
 }
 
 /// Removes exactly the named nodes. Members already gone or going are skipped, so a retried
-/// request removes nothing twice; nodes of other groups or providers refuse the whole request.
-pub fn plan_delete_nodes(state: &GroupState, nodes: &[NodeRef]) -> Result<Removal, PlanError> {
+/// request removes nothing twice; a node that is not the group's refuses the whole request.
+///
+/// Membership is what the provider knows, never the provider ID alone (anyone can write one):
+/// a seat of the group, a Node the index holds as the group's (`orphan_nodes`: its seat went
+/// first), or a member it saw go, in `departed` (a retry after both went).
+pub fn plan_delete_nodes(
+    state: &GroupState,
+    nodes: &[NodeRef],
+    departed: &BTreeSet<String>,
+) -> Result<Removal, PlanError> {
+    let orphans: BTreeSet<&str> = state.orphan_nodes.iter().map(String::as_str).collect();
     let mut chosen = BTreeSet::new();
     let mut placeholders = 0;
     let mut node_objects = BTreeSet::new();
@@ -125,18 +143,23 @@ pub fn plan_delete_nodes(state: &GroupState, nodes: &[NodeRef]) -> Result<Remova
         match member {
             Member::Placeholder => placeholders += 1,
             Member::Seat(name) => {
-                match state.seat(&name) {
-                    Some(seat) if !seat.deleting => {
+                if let Some(seat) = state.seat(&name) {
+                    // A seat going already: a retry, or it was removed another way.
+                    if !seat.deleting {
                         chosen.insert(name.clone());
                     }
-                    // Gone or going already: a retry, or the seat was removed another way.
-                    _ => {}
-                }
-                let registered = state
-                    .seat(&name)
-                    .is_none_or(|seat| seat.node != NodeState::Absent);
-                if registered {
+                    if seat.node != NodeState::Absent {
+                        node_objects.insert(name);
+                    }
+                } else if orphans.contains(name.as_str()) {
+                    // The seat is gone and its Node, labelled as ours, is still there.
                     node_objects.insert(name);
+                } else if !departed.contains(&name) {
+                    return Err(PlanError::NotAMember {
+                        node: node.name.clone(),
+                        provider_id: node.provider_id.clone(),
+                        group: state.id.clone(),
+                    });
                 }
             }
         }
@@ -246,6 +269,10 @@ mod tests {
         }
     }
 
+    fn none() -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
     fn three_registered() -> GroupState {
         group(
             3,
@@ -281,7 +308,8 @@ mod tests {
 
     #[test]
     fn delete_removes_exactly_the_named_seats_and_their_nodes() {
-        let removal = plan_delete_nodes(&three_registered(), &[node("c"), node("a")]).unwrap();
+        let removal =
+            plan_delete_nodes(&three_registered(), &[node("c"), node("a")], &none()).unwrap();
         assert_eq!(removal.seats, vec!["a", "c"]);
         assert_eq!(removal.nodes, vec!["a", "c"]);
         assert_eq!(removal.replicas, 1);
@@ -290,8 +318,12 @@ mod tests {
 
     #[test]
     fn delete_below_min_is_refused_whole() {
-        let err =
-            plan_delete_nodes(&three_registered(), &[node("a"), node("b"), node("c")]).unwrap_err();
+        let err = plan_delete_nodes(
+            &three_registered(),
+            &[node("a"), node("b"), node("c")],
+            &none(),
+        )
+        .unwrap_err();
         assert!(matches!(
             err,
             PlanError::BelowMin {
@@ -311,14 +343,14 @@ mod tests {
             provider_id: "aws:///us-east-1a/i-1".to_owned(),
         };
         assert!(matches!(
-            plan_delete_nodes(&state, &[node("a"), foreign]),
+            plan_delete_nodes(&state, &[node("a"), foreign], &none()),
             Err(PlanError::NotKsim { .. })
         ));
         let other = NodeRef {
             name: "x".to_owned(),
             provider_id: "ksim://c5/x".to_owned(),
         };
-        let err = plan_delete_nodes(&state, &[other]).unwrap_err();
+        let err = plan_delete_nodes(&state, &[other], &none()).unwrap_err();
         assert!(
             err.to_string().contains("belongs to node group c5, not m5"),
             "{err}"
@@ -330,16 +362,63 @@ mod tests {
         let mut state = three_registered();
         state.replicas = 2;
         state.seats[0].deleting = true;
-        let removal = plan_delete_nodes(&state, &[node("a")]).unwrap();
+        let removal = plan_delete_nodes(&state, &[node("a")], &none()).unwrap();
         assert!(removal.seats.is_empty());
         assert_eq!(removal.replicas, 2);
         assert!(!removal.lowers_replicas(&state));
         // Its Node object may still be there: deleting it again is harmless.
         assert_eq!(removal.nodes, vec!["a"]);
         // Duplicates within one request count once.
-        let removal = plan_delete_nodes(&state, &[node("b"), node("b")]).unwrap();
+        let removal = plan_delete_nodes(&state, &[node("b"), node("b")], &none()).unwrap();
         assert_eq!(removal.seats, vec!["b"]);
         assert_eq!(removal.replicas, 1);
+    }
+
+    /// Issue 39, finding 1: a provider ID naming this group and a node the group does not
+    /// have (a pool-managed group's node, say) counted as "gone already", and the Node was
+    /// deleted.
+    #[test]
+    fn a_node_the_group_does_not_have_refuses_the_whole_request() {
+        let state = three_registered();
+        let forged = NodeRef {
+            name: "fixed-0".to_owned(),
+            provider_id: "ksim://m5/fixed-0".to_owned(),
+        };
+        let err = plan_delete_nodes(&state, &[node("a"), forged.clone()], &none()).unwrap_err();
+        assert_eq!(
+            err,
+            PlanError::NotAMember {
+                node: "fixed-0".to_owned(),
+                provider_id: "ksim://m5/fixed-0".to_owned(),
+                group: "m5".to_owned(),
+            }
+        );
+        assert!(err.to_string().contains("\"fixed-0\""), "{err}");
+        // What went from another group is no member of this one either.
+        let elsewhere: BTreeSet<String> = ["other".to_owned()].into();
+        assert!(plan_delete_nodes(&state, &[forged], &elsewhere).is_err());
+    }
+
+    #[test]
+    fn a_member_seen_going_is_cleaned_up_or_skipped_on_a_retry() {
+        // The seat went before its Node: the Node, the group's by its labels, is deleted.
+        let mut state = group(2, vec![seat("b", NodeState::Registered)]);
+        state.orphan_nodes.push("a".to_owned());
+        let removal = plan_delete_nodes(&state, &[node("a")], &none()).unwrap();
+        assert!(removal.seats.is_empty());
+        assert_eq!(removal.nodes, vec!["a"]);
+        assert!(!removal.lowers_replicas(&state));
+        // Both went: a retry is answered with nothing to do.
+        state.orphan_nodes.clear();
+        let departed: BTreeSet<String> = ["a".to_owned()].into();
+        let removal = plan_delete_nodes(&state, &[node("a")], &departed).unwrap();
+        assert_eq!(
+            removal,
+            Removal {
+                replicas: 2,
+                ..Removal::default()
+            }
+        );
     }
 
     #[test]
@@ -350,7 +429,7 @@ mod tests {
             name: placeholder.clone(),
             provider_id: placeholder,
         };
-        let removal = plan_delete_nodes(&state, &[request]).unwrap();
+        let removal = plan_delete_nodes(&state, &[request], &none()).unwrap();
         assert_eq!(removal.placeholders, 1);
         assert!(removal.seats.is_empty() && removal.nodes.is_empty());
         assert_eq!(removal.replicas, 2);
@@ -365,7 +444,7 @@ mod tests {
                 seat("b", NodeState::Absent),
             ],
         );
-        let removal = plan_delete_nodes(&state, &[node("b")]).unwrap();
+        let removal = plan_delete_nodes(&state, &[node("b")], &none()).unwrap();
         assert_eq!(removal.seats, vec!["b"]);
         assert!(removal.nodes.is_empty());
     }
@@ -374,7 +453,7 @@ mod tests {
     fn stale_marks_on_unchosen_seats_are_cleared() {
         let mut state = three_registered();
         state.seats[1].deletion_cost = CHOSEN_DELETION_COST;
-        let removal = plan_delete_nodes(&state, &[node("a")]).unwrap();
+        let removal = plan_delete_nodes(&state, &[node("a")], &none()).unwrap();
         assert_eq!(removal.unmark, vec!["b"]);
     }
 
@@ -440,7 +519,7 @@ mod tests {
             ],
         );
         state.seats[1].ready = false;
-        let removal = plan_delete_nodes(&state, &[node("a")]).unwrap();
+        let removal = plan_delete_nodes(&state, &[node("a")], &none()).unwrap();
         let hazards = removal_hazards(&state, &removal);
         assert_eq!(
             hazards,
@@ -451,7 +530,7 @@ mod tests {
         );
         state.seats[1].ready = true;
         state.replicas = 3;
-        let removal = plan_delete_nodes(&state, &[node("a")]).unwrap();
+        let removal = plan_delete_nodes(&state, &[node("a")], &none()).unwrap();
         assert!(removal_hazards(&state, &removal).is_empty());
     }
 }

@@ -3,7 +3,7 @@
 //! friends stay fast however often cluster-autoscaler asks. Tests apply objects directly.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque},
     sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard},
 };
 
@@ -11,7 +11,7 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
     labels::{
-        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_POOL, RELEASED_ANNOTATION,
+        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_POOL, OWNER_SEATS, RELEASED_ANNOTATION,
         RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
     },
     node::parse_provider_id,
@@ -21,7 +21,7 @@ use ksim_nodes::{
 use tokio::sync::watch;
 
 use crate::domain::{
-    group::{GroupState, NodeState, Seat},
+    group::{GroupState, Member, NodeState, Seat, member_of},
     limits::{LimitsError, SizeLimits},
 };
 
@@ -93,6 +93,10 @@ struct NodeEntry {
     removing: bool,
     /// Labelled as a node of the pool's pool-managed group of this name: never ours.
     pool_owned: bool,
+    /// Labelled as a seat Deployment's node (`ksim.io/group-owner=seats`) of the group its
+    /// provider ID names, under the name its provider ID names: only such a node is ever
+    /// counted, answered for or deleted as a group's.
+    ours: bool,
     /// Reports Ready=True.
     ready: bool,
 }
@@ -106,7 +110,40 @@ struct State {
     /// Group id -> node name -> entry; only nodes with a `ksim://` provider ID.
     nodes: HashMap<String, BTreeMap<String, NodeEntry>>,
     node_groups: HashMap<String, String>,
+    departed: Departed,
     synced: BTreeSet<Source>,
+}
+
+/// Members (group, name) whose seat or Node the index saw go, newest last, so a retried
+/// DeleteNodes naming one is told apart from a node the group never had.
+#[derive(Debug, Default)]
+struct Departed {
+    order: VecDeque<(String, String)>,
+    members: HashSet<(String, String)>,
+}
+
+/// Departed members remembered. CA retries a DeleteNodes within seconds, while far fewer
+/// nodes than this go; the bound keeps a long simulation's memory flat.
+const DEPARTED_KEPT: usize = 10_000;
+
+impl Departed {
+    fn record(&mut self, group: &str, name: &str) {
+        let member = (group.to_owned(), name.to_owned());
+        if self.members.contains(&member) {
+            return;
+        }
+        if self.order.len() == DEPARTED_KEPT
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.members.remove(&oldest);
+        }
+        self.order.push_back(member.clone());
+        self.members.insert(member);
+    }
+
+    fn contains(&self, group: &str, name: &str) -> bool {
+        self.members.contains(&(group.to_owned(), name.to_owned()))
+    }
 }
 
 /// Shared, cheaply cloned handle to the index.
@@ -243,21 +280,26 @@ impl Index {
 
     pub fn delete_pod(&self, namespace: &str, name: &str) {
         self.write()
-            .seats
-            .remove(&(namespace.to_owned(), name.to_owned()));
+            .forget_seat(&(namespace.to_owned(), name.to_owned()));
     }
 
     pub fn apply_node(&self, node: &Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let group = node
+        let parsed = node
             .spec
             .as_ref()
             .and_then(|spec| spec.provider_id.as_deref())
-            .and_then(parse_provider_id)
-            .map(|(group, _)| group);
+            .and_then(parse_provider_id);
+        let labels = node.metadata.labels.as_ref();
+        let label = |key: &str| {
+            labels
+                .and_then(|labels| labels.get(key))
+                .map(String::as_str)
+        };
         let mut state = self.write();
-        state.forget_node(&name);
-        if let Some(group) = group {
+        // An update, not a departure: the entry is replaced below.
+        state.remove_node(&name);
+        if let Some((group, id_name)) = parsed {
             let entry = NodeEntry {
                 deleting: node.metadata.deletion_timestamp.is_some(),
                 removing: node
@@ -266,12 +308,10 @@ impl Index {
                     .and_then(|spec| spec.taints.as_ref())
                     .is_some_and(|taints| taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT)),
                 ready: ksim_nodes::node::is_ready(node),
-                pool_owned: node
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|labels| labels.get(OWNER_LABEL))
-                    .is_some_and(|owner| owner == OWNER_POOL),
+                pool_owned: label(OWNER_LABEL) == Some(OWNER_POOL),
+                ours: label(OWNER_LABEL) == Some(OWNER_SEATS)
+                    && label(GROUP_LABEL) == Some(group.as_str())
+                    && id_name == name,
             };
             state
                 .nodes
@@ -302,7 +342,17 @@ impl Index {
                 }
                 state.regroup();
             }
-            Source::Seats => state.seats.retain(|key, _| seen.contains(key)),
+            Source::Seats => {
+                let gone: Vec<ObjectKey> = state
+                    .seats
+                    .keys()
+                    .filter(|key| !seen.contains(*key))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    state.forget_seat(&key);
+                }
+            }
             Source::Nodes => {
                 let gone: Vec<String> = state
                     .node_groups
@@ -385,7 +435,8 @@ impl Index {
         let state = self.read();
         let ((namespace, deployment), entry, limits) = state.served(id)?;
         let nodes = state.nodes.get(id);
-        let node_state = |name: &str| match nodes.and_then(|n| n.get(name)) {
+        let ours = |name: &str| nodes.and_then(|n| n.get(name)).filter(|node| node.ours);
+        let node_state = |name: &str| match ours(name) {
             None => NodeState::Absent,
             Some(node) if node.deleting => NodeState::Deleting,
             Some(_) => NodeState::Registered,
@@ -400,9 +451,7 @@ impl Index {
                 ready: seat.ready,
                 deletion_cost: seat.deletion_cost,
                 node: node_state(name),
-                node_ready: nodes
-                    .and_then(|n| n.get(name.as_str()))
-                    .is_some_and(|node| node.ready),
+                node_ready: ours(name).is_some_and(|node| node.ready),
             })
             .collect();
         // A set, not a scan of the seats per node: this runs for every answer CA gets about
@@ -410,9 +459,9 @@ impl Index {
         let seat_names: BTreeSet<&str> = seats.iter().map(|seat| seat.name.as_str()).collect();
         let orphan_nodes = nodes
             .into_iter()
-            .flat_map(|n| n.keys())
-            .filter(|node| !seat_names.contains(node.as_str()))
-            .cloned()
+            .flatten()
+            .filter(|(name, node)| node.ours && !seat_names.contains(name.as_str()))
+            .map(|(name, _)| name.clone())
             .collect();
         Some((
             GroupState {
@@ -426,6 +475,40 @@ impl Index {
             },
             entry.resource_version.clone(),
         ))
+    }
+
+    /// Of the seat `names` named in a request to group `id`, those the index saw go.
+    pub fn departed<'a>(
+        &self,
+        id: &str,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> BTreeSet<String> {
+        let state = self.read();
+        names
+            .into_iter()
+            .filter(|name| state.departed.contains(id, name))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The group of the node with `provider_id`, if this provider knows the node as a served
+    /// group's: a seat, a Node labelled as the group's, or a replica not seated yet. The
+    /// provider ID only says where to look; a pool-managed or unknown node has no group.
+    pub fn group_for_provider_id(&self, provider_id: &str) -> Option<GroupInfo> {
+        let (group, member) = member_of(provider_id)?;
+        let state = self.read();
+        let ((namespace, _), _, _) = state.served(&group)?;
+        let known = match member {
+            // Instance ids the provider made up for replicas without a seat pod; no Node has one.
+            Member::Placeholder => true,
+            Member::Seat(name) => {
+                let node = state.nodes.get(&group).and_then(|nodes| nodes.get(&name));
+                let seat = state.seats.get(&(namespace.clone(), name));
+                node.is_some_and(|node| node.ours)
+                    || seat.is_some_and(|seat| seat.group == group && !seat.terminated)
+            }
+        };
+        if known { state.offered(&group) } else { None }
     }
 
     /// Whether this provider serves group `id`: what [`Index::group_state`] answers `Some` for,
@@ -557,11 +640,23 @@ impl State {
         }
     }
 
+    fn remove_node(&mut self, name: &str) -> Option<(String, NodeEntry)> {
+        let group = self.node_groups.remove(name)?;
+        let node = self.nodes.get_mut(&group)?.remove(name)?;
+        Some((group, node))
+    }
+
     fn forget_node(&mut self, name: &str) {
-        if let Some(group) = self.node_groups.remove(name)
-            && let Some(nodes) = self.nodes.get_mut(&group)
+        if let Some((group, node)) = self.remove_node(name)
+            && node.ours
         {
-            nodes.remove(name);
+            self.departed.record(&group, name);
+        }
+    }
+
+    fn forget_seat(&mut self, key: &ObjectKey) {
+        if let Some(seat) = self.seats.remove(key) {
+            self.departed.record(&seat.group, &key.1);
         }
     }
 }

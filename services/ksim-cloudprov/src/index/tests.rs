@@ -8,7 +8,7 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use ksim_nodes::labels::GROUP_LABEL;
+use ksim_nodes::labels::{GROUP_LABEL, OWNER_SEATS};
 
 use super::*;
 use crate::domain::{
@@ -73,10 +73,15 @@ pub(crate) fn seat_pod(name: &str, group: &str, ready: bool) -> Pod {
     }
 }
 
+/// A Node as the pool registers a seat's: labelled with the group its `ksim://` provider ID
+/// names and owner `seats`.
 pub(crate) fn node(name: &str, provider_id: &str) -> Node {
+    let labels = parse_provider_id(provider_id)
+        .map(|(group, _)| map(&[(GROUP_LABEL, &group), (OWNER_LABEL, OWNER_SEATS)]));
     Node {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
+            labels,
             ..ObjectMeta::default()
         },
         spec: Some(NodeSpec {
@@ -306,4 +311,59 @@ fn a_seats_node_readiness_comes_from_its_ready_condition() {
     let (state, _) = index.group_state("m5").unwrap();
     assert!(!state.seat("seat-a").unwrap().node_ready);
     assert!(state.instances()[0].problem.is_some());
+}
+
+/// Issue 39, finding 1: the group of a node is what the index knows of it, never its provider
+/// ID alone.
+#[test]
+fn a_node_belongs_to_a_group_only_as_the_index_knows_it() {
+    let index = with_group();
+    let mut pool_node = node("fixed-0", "ksim://fixed/fixed-0");
+    pool_node.metadata.labels = Some(map(&[(GROUP_LABEL, "fixed"), (OWNER_LABEL, OWNER_POOL)]));
+    index.apply_node(&pool_node);
+    let group = |id: &str| index.group_for_provider_id(id).map(|g| g.id);
+    assert_eq!(
+        group("ksim://m5/seat-a"),
+        Some("m5".to_owned()),
+        "registered"
+    );
+    assert_eq!(
+        group("ksim://m5/seat-b"),
+        Some("m5".to_owned()),
+        "seat, no node yet"
+    );
+    let (state, _) = index.group_state("m5").unwrap();
+    let placeholder = state.instances().pop().unwrap().id;
+    assert_eq!(group(&placeholder), Some("m5".to_owned()));
+    // A pool-managed node under the group's provider ID, or a node nobody has.
+    assert_eq!(group("ksim://m5/fixed-0"), None);
+    assert_eq!(group("ksim://fixed/fixed-0"), None);
+    assert_eq!(group("ksim://m5/nobody"), None);
+
+    // A Node with the group's provider ID but not labelled as its seat node is not its member.
+    let index = with_group();
+    let mut unowned = node("seat-b", "ksim://m5/seat-b");
+    unowned.metadata.labels = Some(map(&[(GROUP_LABEL, "m5")]));
+    index.apply_node(&unowned);
+    index.apply_node(&node("renamed", "ksim://m5/other-name"));
+    let (state, _) = index.group_state("m5").unwrap();
+    assert_eq!(state.seat("seat-b").unwrap().node, NodeState::Absent);
+    assert!(state.orphan_nodes.is_empty(), "{:?}", state.orphan_nodes);
+    assert_eq!(index.group_for_provider_id("ksim://m5/other-name"), None);
+}
+
+#[test]
+fn members_seen_going_are_remembered_and_updates_are_not_departures() {
+    let index = with_group();
+    // Heartbeats re-apply a node: it has not gone.
+    index.apply_node(&node("seat-a", "ksim://m5/seat-a"));
+    assert!(index.departed("m5", ["seat-a"]).is_empty());
+    index.delete_pod("ksim-system", "seat-a");
+    index.delete_node("seat-a");
+    index.retain(Source::Seats, &BTreeSet::new());
+    assert_eq!(
+        index.departed("m5", ["seat-a", "seat-b", "seat-c"]),
+        ["seat-a".to_owned(), "seat-b".to_owned()].into()
+    );
+    assert!(index.departed("c5", ["seat-a"]).is_empty());
 }

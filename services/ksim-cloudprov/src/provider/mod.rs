@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use crate::{
     domain::{
-        group::{GroupState, Instance},
+        group::{GroupState, Instance, Member, member_of},
         options::{GroupOptions, ResolvedOptions},
         plan::{
             CHOSEN_DELETION_COST, NodeRef, PlanError, Removal, plan_decrease, plan_delete_nodes,
@@ -197,10 +197,10 @@ impl<C: Cluster> Provider<C> {
         self.index.groups()
     }
 
-    /// The group a provider ID belongs to; `None` for nodes that are not this provider's.
+    /// The group of the node with `provider_id`; `None` for nodes the provider does not know
+    /// as a served group's (see [`Index::group_for_provider_id`]).
     pub fn group_for_provider_id(&self, provider_id: &str) -> Option<GroupInfo> {
-        let (group, _) = ksim_nodes::node::parse_provider_id(provider_id)?;
-        self.index.group(&group)
+        self.index.group_for_provider_id(provider_id)
     }
 
     pub fn target_size(&self, id: &str) -> Result<i32, ProviderError> {
@@ -282,7 +282,15 @@ impl<C: Cluster> Provider<C> {
         let lock = self.lock(id);
         let _held = lock.lock().await;
         let (state, _) = self.state(id)?;
-        let removal = plan_delete_nodes(&state, nodes)?;
+        let named = nodes
+            .iter()
+            .filter_map(|node| match member_of(&node.provider_id)? {
+                (_, Member::Seat(name)) => Some(name),
+                (_, Member::Placeholder) => None,
+            })
+            .collect::<Vec<_>>();
+        let departed = self.index.departed(id, named.iter().map(String::as_str));
+        let removal = plan_delete_nodes(&state, nodes, &departed)?;
         tracing::info!(group = id, seats = ?removal.seats, placeholders = removal.placeholders,
             replicas = removal.replicas, "deleting nodes");
         self.remove(&state, &removal).await?;

@@ -14,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use ksim_nodes::labels::{
-    HELD_ANNOTATION, RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
+    GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_POOL, RELEASED_ANNOTATION,
+    RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
 };
 
 use super::*;
@@ -322,6 +323,63 @@ async fn refused_requests_write_nothing() {
             .all(|p| p.metadata.annotations.is_none())
     );
     assert_eq!(objects.resource_version, 1);
+}
+
+/// Issue 39, finding 1: a provider ID naming the group and a pool-managed node was trusted,
+/// and the pool's Node deleted.
+#[tokio::test]
+async fn a_node_the_group_does_not_have_is_refused_and_nothing_is_written() {
+    let (provider, cluster) = provider(3, ("0", "8"));
+    let mut pool_node = node("fixed-0", "ksim://fixed/fixed-0");
+    pool_node.metadata.labels = Some(
+        [(GROUP_LABEL, "fixed"), (OWNER_LABEL, OWNER_POOL)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    );
+    provider.index().apply_node(&pool_node);
+    let forged = NodeRef {
+        name: "fixed-0".to_owned(),
+        provider_id: "ksim://m5/fixed-0".to_owned(),
+    };
+    let err = provider
+        .delete_nodes("m5", &[node_ref("seat-0"), forged.clone()])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Plan(PlanError::NotAMember { .. })),
+        "{err}"
+    );
+    assert_eq!(provider.group_for_provider_id(&forged.provider_id), None);
+    assert!(provider.group_for_provider_id("ksim://m5/seat-0").is_some());
+    let objects = cluster.objects();
+    assert!(objects.deleted_nodes.is_empty());
+    assert!(
+        objects
+            .pods
+            .values()
+            .all(|p| p.metadata.annotations.is_none())
+    );
+    assert_eq!(objects.resource_version, 1);
+}
+
+#[tokio::test]
+async fn a_retry_after_the_seat_and_node_went_writes_nothing() {
+    let (provider, cluster) = provider(3, ("0", "8"));
+    provider
+        .delete_nodes("m5", &[node_ref("seat-0")])
+        .await
+        .unwrap();
+    // The ReplicaSet finishes: the seat pod goes too.
+    provider.index().delete_pod("ksim-system", "seat-0");
+    let version = cluster.objects().resource_version;
+    provider
+        .delete_nodes("m5", &[node_ref("seat-0")])
+        .await
+        .unwrap();
+    let objects = cluster.objects();
+    assert_eq!(objects.resource_version, version);
+    assert_eq!(objects.deleted_nodes, vec!["seat-0"]);
 }
 
 #[tokio::test]

@@ -404,3 +404,69 @@ async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_no
         .collect();
     assert_eq!(after, uids);
 }
+
+/// Issue 39, finding 1: DeleteNodes to a seat group naming a pool-managed node under the
+/// group's provider ID (`ksim://m5/<pool node>`) answered OK and deleted the pool's Node, and
+/// NodeGroupForNode claimed it for the group: the provider trusted the ID it was sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_provider_id_deletes_no_node_the_group_does_not_own() {
+    let env = start().await;
+    let (_server, mut ca) = plaintext_client(&env).await;
+    env.pool.create_group("fixed", SKELETON, 1).await.unwrap();
+    let fixed = ready_nodes(&env.client, "fixed", 1).await.remove(0);
+    let fixed_name = fixed.metadata.name.clone().unwrap();
+    let fixed_uid = fixed.metadata.uid.clone().unwrap();
+    create_deployment(&env.client, &seat_deployment("m5", 2, 0, 4)).await;
+    refreshed(&ca).await;
+    served(&ca, "m5").await;
+    let seats = ready_nodes(&env.client, "m5", 2).await;
+
+    let mut forged = grpc_node(&fixed);
+    forged.provider_id = format!("ksim://m5/{fixed_name}");
+    // The request also names a node the group does own: nothing of it is carried out.
+    let refused = ca
+        .node_group_delete_nodes(pb::NodeGroupDeleteNodesRequest {
+            id: "m5".to_owned(),
+            nodes: vec![grpc_node(&seats[0]), forged.clone()],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused.message().contains(&format!("{fixed_name:?}")),
+        "{}",
+        refused.message()
+    );
+    let group = ca
+        .node_group_for_node(pb::NodeGroupForNodeRequest { node: Some(forged) })
+        .await
+        .unwrap()
+        .into_inner()
+        .node_group;
+    assert!(
+        group.as_ref().is_none_or(|g| g.id.is_empty()),
+        "the pool's node was claimed by {group:?}"
+    );
+
+    // The pool's node is the same object, and the group lost nothing.
+    let still = Api::<k8s_openapi::api::core::v1::Node>::all(env.client.clone())
+        .get(&fixed_name)
+        .await
+        .unwrap();
+    assert_eq!(still.metadata.uid.as_deref(), Some(fixed_uid.as_str()));
+    assert!(still.metadata.deletion_timestamp.is_none());
+    let target = ca
+        .node_group_target_size(pb::NodeGroupTargetSizeRequest {
+            id: "m5".to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .target_size;
+    assert_eq!(target, 2);
+    let seat_names: BTreeSet<String> = seats
+        .iter()
+        .map(|n| n.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(live_seats(&env.client, "m5").await, seat_names);
+}
