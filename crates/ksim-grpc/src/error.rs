@@ -3,12 +3,9 @@ use std::{net::SocketAddr, path::PathBuf};
 /// Why a service could not start or keep serving.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read {what} from {path}: {source}")]
-    ReadFile {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file given by flag (a TLS certificate, key or CA) that cannot be read.
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
     #[error("TLS needs both --tls-cert and --tls-key (got only {given})")]
     IncompleteTls { given: &'static str },
     #[error("invalid TLS configuration: {0}")]

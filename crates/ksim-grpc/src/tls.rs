@@ -20,22 +20,21 @@ pub fn server_tls_config(args: &TlsArgs) -> Result<Option<ServerTlsConfig>, Erro
         (Some(cert), Some(key)) => (cert, key),
     };
     let identity = Identity::from_pem(
-        read("TLS certificate", cert)?,
-        read("TLS private key", key)?,
+        read("the TLS certificate", cert)?,
+        read("the TLS private key", key)?,
     );
     let mut config = ServerTlsConfig::new().identity(identity);
     if let Some(ca) = &args.tls_client_ca {
-        config = config.client_ca_root(Certificate::from_pem(read("client CA", ca)?));
+        config = config.client_ca_root(Certificate::from_pem(read("the client CA", ca)?));
     }
     Ok(Some(config))
 }
 
+/// PEM files of a few KiB; a bundle of many CAs stays far under this.
+const MAX_PEM_BYTES: usize = 1 << 20;
+
 fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|source| Error::ReadFile {
-        what,
-        path: path.to_owned(),
-        source,
-    })
+    Ok(crate::files::read_bounded(path, MAX_PEM_BYTES, what)?)
 }
 
 #[cfg(test)]

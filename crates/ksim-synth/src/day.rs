@@ -33,6 +33,14 @@ const MINUTE_MS: i64 = 60_000;
 /// 2026-01-05T00:00:00Z, a Monday: the default start.
 pub const MONDAY_MS: i64 = 1_767_571_200_000;
 
+/// The largest node the workload is sized for: beyond the biggest instances clouds sell, and
+/// small enough that a cluster's CPU and memory sums stay far inside u64.
+pub const MAX_NODE_CPU_MILLIS: u64 = 10_000 * 1000;
+pub const MAX_NODE_MEMORY_MIB: u64 = 64 << 20;
+/// The latest a recording may end: a day before the last time a trace can hold, so Job pods
+/// that outlive the recording still end inside it.
+pub const MAX_END_MS: i64 = ksim_trace::time::MAX_MS - DAY_MS;
+
 pub const NODES_PER_SERVICE: u32 = 5;
 pub const NODES_PER_TEAM: u32 = 100;
 /// How often a service's replicas are re-evaluated (the HPA's default sync is 15 s, but its
@@ -104,18 +112,18 @@ impl DayWorkload {
         if !(1..=100_000).contains(&self.nodes) {
             return bad("nodes", self.nodes.to_string(), "expected 1 to 100000");
         }
-        if self.node_cpu_millis < 500 {
+        if !(500..=MAX_NODE_CPU_MILLIS).contains(&self.node_cpu_millis) {
             return bad(
                 "node CPU",
                 format!("{}m", self.node_cpu_millis),
-                "expected at least 500m",
+                "expected 500m to 10000 cores",
             );
         }
-        if self.node_memory_mib < 512 {
+        if !(512..=MAX_NODE_MEMORY_MIB).contains(&self.node_memory_mib) {
             return bad(
                 "node memory",
                 format!("{}Mi", self.node_memory_mib),
-                "expected at least 512Mi",
+                "expected 512Mi to 64Ti",
             );
         }
         if !(MINUTE_MS..=31 * DAY_MS).contains(&self.length_ms) {
@@ -123,6 +131,14 @@ impl DayWorkload {
                 "length",
                 format!("{} ms", self.length_ms),
                 "expected 1 minute to 31 days",
+            );
+        }
+        // Checked as a difference: the sum of a start near i64::MAX and a length overflows.
+        if self.start_ms < 0 || self.start_ms > MAX_END_MS - self.length_ms {
+            return bad(
+                "start",
+                format!("{} ms", self.start_ms),
+                "expected 1970 or later, the recording ending a day before the end of 9999",
             );
         }
         Ok(())
@@ -1068,8 +1084,56 @@ mod tests {
                 node_cpu_millis: 100,
                 ..workload()
             }),
-            "node CPU is 100m: expected at least 500m"
+            "node CPU is 100m: expected 500m to 10000 cores"
         );
+        // Sizes whose products overflowed u64 (1e18 cores, 1Ei) are refused, not multiplied.
+        assert_eq!(
+            error(DayWorkload {
+                node_cpu_millis: u64::MAX,
+                node_memory_mib: 1 << 40,
+                ..workload()
+            }),
+            "node CPU is 18446744073709551615m: expected 500m to 10000 cores"
+        );
+        assert_eq!(
+            error(DayWorkload {
+                node_memory_mib: 1 << 40,
+                ..workload()
+            }),
+            "node memory is 1099511627776Mi: expected 512Mi to 64Ti"
+        );
+        // The largest sizes accepted write a trace without overflowing.
+        write(
+            &DayWorkload {
+                nodes: 100_000,
+                node_cpu_millis: MAX_NODE_CPU_MILLIS,
+                node_memory_mib: MAX_NODE_MEMORY_MIB,
+                length_ms: MINUTE_MS,
+                ..workload()
+            },
+            std::io::sink(),
+        )
+        .unwrap();
+        for start_ms in [-1, MAX_END_MS, i64::MAX] {
+            assert_eq!(
+                error(DayWorkload {
+                    start_ms,
+                    ..workload()
+                }),
+                format!(
+                    "start is {start_ms} ms: expected 1970 or later, the recording ending a day \
+                     before the end of 9999"
+                )
+            );
+        }
+        write(
+            &DayWorkload {
+                start_ms: MAX_END_MS - workload().length_ms,
+                ..workload()
+            },
+            std::io::sink(),
+        )
+        .unwrap();
         assert_eq!(
             error(DayWorkload {
                 length_ms: 1000,

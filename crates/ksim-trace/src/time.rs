@@ -1,6 +1,18 @@
 //! Trace times are milliseconds since the Unix epoch; the API and the header carry
 //! `google.protobuf.Timestamp`. These convert between the two and read the clock.
 
+/// The earliest time a trace's records may carry: the epoch. Times are written as RFC 3339,
+/// which has no way to say "before 1970" that every reader takes.
+pub const MIN_MS: i64 = 0;
+/// The latest: 9999-12-31T23:59:59.999Z, the last instant RFC 3339 (and so Kubernetes and
+/// `ksim trace inspect`) can write.
+pub const MAX_MS: i64 = 253_402_300_799_999;
+
+/// Whether `ms` lies in [`MIN_MS`]..=[`MAX_MS`], the times a trace ksim writes may hold.
+pub fn in_range(ms: i64) -> bool {
+    (MIN_MS..=MAX_MS).contains(&ms)
+}
+
 /// Now, in milliseconds since the epoch (0 for a clock set before 1970).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -48,5 +60,13 @@ mod tests {
             }),
             i64::MAX
         );
+    }
+
+    #[test]
+    fn the_range_is_the_epoch_to_the_end_of_9999() {
+        assert!(in_range(0) && in_range(MAX_MS) && in_range(1_767_225_600_000));
+        assert!(!in_range(-1) && !in_range(MAX_MS + 1) && !in_range(i64::MAX));
+        // 9999-12-31T23:59:59.999Z is the last millisecond of year 9999.
+        assert_eq!(MAX_MS + 1, 253_402_300_800 * 1000);
     }
 }

@@ -280,16 +280,30 @@ fn check(index: usize, line: u64, raw: RawRule, env: &cel::Env) -> Result<Rule, 
         ops.push((Op::ShiftTime(ms), format!("shiftTime {shift}")));
     }
     if let Some(factor) = raw.stretch_time {
+        let factor_text = number(factor);
         if !factor.is_finite() || factor <= 0.0 {
-            return Err(format!("stretchTime {factor} must be a number > 0").into());
+            return Err(format!("stretchTime {factor_text} must be a number > 0").into());
         }
-        ops.push((Op::StretchTime(factor), format!("stretchTime {factor}")));
+        ops.push((
+            Op::StretchTime(factor),
+            format!("stretchTime {factor_text}"),
+        ));
     }
     if let Some(rename) = raw.rename_namespace {
-        for (what, value) in [("from", &rename.from), ("to", &rename.to)] {
-            if value.is_empty() || value.contains('/') {
-                return Err(format!("renameNamespace: {what} {value:?} is not a namespace").into());
-            }
+        if rename.from.is_empty() || rename.from.contains('/') {
+            return Err(
+                format!("renameNamespace: from {:?} is not a namespace", rename.from).into(),
+            );
+        }
+        // `from` may be any name the trace holds; what it becomes must be one Kubernetes takes.
+        if !is_dns_label(&rename.to) {
+            return Err(format!(
+                "renameNamespace: to {:?} is not a namespace name (an RFC 1123 DNS label: at \
+                 most 63 lowercase letters, digits and '-', starting and ending with a letter or \
+                 digit)",
+                rename.to
+            )
+            .into());
         }
         let text = format!("renameNamespace {} -> {}", rename.from, rename.to);
         ops.push((
@@ -353,6 +367,16 @@ fn check(index: usize, line: u64, raw: RawRule, env: &cel::Env) -> Result<Rule, 
         op,
         op_text,
     })
+}
+
+/// `value` as a rule's text shows it: `2`, `0.5`, and `1e300` rather than its 301 digits.
+pub(crate) fn number(value: f64) -> String {
+    if value.is_finite() && value.abs() < 1e16 {
+        value.to_string()
+    } else {
+        // Debug switches to an exponent for large magnitudes; Display never does.
+        format!("{value:?}")
+    }
 }
 
 const OPERATIONS: [&str; 8] = [
@@ -585,6 +609,14 @@ rules:
             );
             assert!(error.to_string().contains(expected), "{yaml}: {error}");
         }
+    }
+
+    #[test]
+    fn factors_are_written_short() {
+        assert_eq!(number(2.0), "2");
+        assert_eq!(number(0.5), "0.5");
+        assert_eq!(number(1e300), "1e300");
+        assert_eq!(number(f64::NAN), "NaN");
     }
 
     #[test]

@@ -44,14 +44,14 @@ pub fn transform_trace<R: Read, W: Write>(
                 }
             }
             Record::Sample(sample) => {
-                if let Some(sample) = transformer.sample(sample) {
+                if let Some(sample) = transformer.sample(sample)? {
                     writer
                         .write_sample(&sample)
                         .map_err(TransformError::Write)?;
                 }
             }
             Record::Node(node) => {
-                if let Some(node) = transformer.node(node) {
+                if let Some(node) = transformer.node(node)? {
                     writer.write_node(&node).map_err(TransformError::Write)?;
                 }
             }

@@ -64,12 +64,15 @@ impl<'r> Transformer<'r> {
             };
             match &rule.op {
                 Op::ShiftTime(ms) => {
-                    start = start.map(|t| t.saturating_add(*ms));
-                    end = end.map(|t| t.saturating_add(*ms));
+                    let shift = |what, t: i64| checked(rule, what, t, t.saturating_add(*ms));
+                    start = start.map(|t| shift("the trace's start", t)).transpose()?;
+                    end = end.map(|t| shift("the trace's end", t)).transpose()?;
                 }
                 Op::StretchTime(factor) => {
                     let origin = start.ok_or_else(needs_start)?;
-                    end = end.map(|t| stretch(t, origin, *factor));
+                    end = end
+                        .map(|t| checked(rule, "the trace's end", t, stretch(t, origin, *factor)))
+                        .transpose()?;
                 }
                 Op::KeepWindow {
                     start: from,
@@ -92,8 +95,9 @@ impl<'r> Transformer<'r> {
                             message: format!("the window is empty (start {from} ms, end {to} ms)"),
                         });
                     }
-                    start = max_option(start, window.0);
-                    end = min_option(end, window.1);
+                    // A bound past the times a trace can hold is no bound for the header.
+                    start = max_option(start, window.0.filter(|t| time::in_range(*t)));
+                    end = min_option(end, window.1.filter(|t| time::in_range(*t)));
                 }
                 _ => {}
             }
@@ -151,11 +155,8 @@ impl<'r> Transformer<'r> {
         let had_objects = !items.is_empty();
         for (position, rule) in self.rules.rules.iter().enumerate() {
             match &rule.op {
-                Op::ShiftTime(ms) => time_ms = time_ms.saturating_add(*ms),
-                Op::StretchTime(factor) => {
-                    if let Some(origin) = self.starts[position] {
-                        time_ms = stretch(time_ms, origin, *factor);
-                    }
+                Op::ShiftTime(_) | Op::StretchTime(_) => {
+                    time_ms = self.moved(position, rule, "an event", time_ms)?;
                 }
                 Op::KeepWindow { .. } => {
                     if !inside(time_ms, self.windows[position]) {
@@ -206,18 +207,16 @@ impl<'r> Transformer<'r> {
         self.stats.lifecycles_in += 1;
         for (position, rule) in self.rules.rules.iter().enumerate() {
             match &rule.op {
-                Op::ShiftTime(ms) => {
-                    lifecycle.start_ms = lifecycle.start_ms.saturating_add(*ms);
+                Op::ShiftTime(_) | Op::StretchTime(_) => {
+                    lifecycle.start_ms = self.moved(
+                        position,
+                        rule,
+                        "a pod lifecycle's start",
+                        lifecycle.start_ms,
+                    )?;
                     if lifecycle.end_ms != 0 {
-                        lifecycle.end_ms = lifecycle.end_ms.saturating_add(*ms);
-                    }
-                }
-                Op::StretchTime(factor) => {
-                    if let Some(origin) = self.starts[position] {
-                        lifecycle.start_ms = stretch(lifecycle.start_ms, origin, *factor);
-                        if lifecycle.end_ms != 0 {
-                            lifecycle.end_ms = stretch(lifecycle.end_ms, origin, *factor);
-                        }
+                        lifecycle.end_ms =
+                            self.moved(position, rule, "a pod lifecycle's end", lifecycle.end_ms)?;
                     }
                 }
                 Op::KeepWindow { .. } => {
@@ -255,9 +254,16 @@ impl<'r> Transformer<'r> {
     /// A cluster sample (the recorded cluster's state) as the time rules leave it: shifted,
     /// stretched, dropped outside a window; and a namespace renamed by a rule without a selector
     /// counts its pods under the new name. Selectors are about objects; a sample is none.
-    pub fn sample(&self, mut sample: pb::ClusterSample) -> Option<pb::ClusterSample> {
+    pub fn sample(
+        &self,
+        mut sample: pb::ClusterSample,
+    ) -> Result<Option<pb::ClusterSample>, TransformError> {
         for (position, rule) in self.rules.rules.iter().enumerate() {
-            sample.timestamp_ms = self.moved(position, rule, sample.timestamp_ms)?;
+            sample.timestamp_ms =
+                self.moved(position, rule, "a cluster sample", sample.timestamp_ms)?;
+            if !self.kept(position, rule, sample.timestamp_ms) {
+                return Ok(None);
+            }
             if let Op::RenameNamespace { from, to } = &rule.op
                 && rule.selector.is_none()
                 && let Some(counts) = sample.pods.remove(from)
@@ -267,31 +273,45 @@ impl<'r> Transformer<'r> {
                 renamed.running += counts.running;
             }
         }
-        Some(sample)
+        Ok(Some(sample))
     }
 
     /// A recorded node as the time rules leave it (its record's time moved; a deletion time too).
-    pub fn node(&self, mut node: pb::RecordedNode) -> Option<pb::RecordedNode> {
+    pub fn node(
+        &self,
+        mut node: pb::RecordedNode,
+    ) -> Result<Option<pb::RecordedNode>, TransformError> {
         for (position, rule) in self.rules.rules.iter().enumerate() {
-            node.timestamp_ms = self.moved(position, rule, node.timestamp_ms)?;
+            node.timestamp_ms = self.moved(position, rule, "a recorded node", node.timestamp_ms)?;
+            if !self.kept(position, rule, node.timestamp_ms) {
+                return Ok(None);
+            }
             if node.deleted_ms != 0 {
                 node.deleted_ms = node.timestamp_ms;
             }
         }
-        Some(node)
+        Ok(Some(node))
     }
 
-    /// `time` after one time rule, or `None` when a window leaves it out.
-    fn moved(&self, position: usize, rule: &Rule, time: i64) -> Option<i64> {
-        match &rule.op {
-            Op::ShiftTime(ms) => Some(time.saturating_add(*ms)),
-            Op::StretchTime(factor) => Some(match self.starts[position] {
-                Some(origin) => stretch(time, origin, *factor),
-                None => time,
-            }),
-            Op::KeepWindow { .. } => inside(time, self.windows[position]).then_some(time),
-            _ => Some(time),
-        }
+    /// `time` (of `what`) after one rule: moved by a shift or a stretch, else unchanged.
+    fn moved(
+        &self,
+        position: usize,
+        rule: &Rule,
+        what: &str,
+        time: i64,
+    ) -> Result<i64, TransformError> {
+        let moved = match (&rule.op, self.starts[position]) {
+            (Op::ShiftTime(ms), _) => time.saturating_add(*ms),
+            (Op::StretchTime(factor), Some(origin)) => stretch(time, origin, *factor),
+            _ => return Ok(time),
+        };
+        checked(rule, what, time, moved)
+    }
+
+    /// Whether a record at `time` is inside the rule's window (always, for other rules).
+    fn kept(&self, position: usize, rule: &Rule, time: i64) -> bool {
+        !matches!(rule.op, Op::KeepWindow { .. }) || inside(time, self.windows[position])
     }
 
     fn owner_matches(
@@ -569,6 +589,25 @@ fn identity(gvk: &pb::GroupVersionKind, namespace: &str, name: &str) -> serde_js
         metadata.insert("namespace".to_owned(), namespace.into());
     }
     serde_json::json!({"apiVersion": api_version, "kind": gvk.kind, "metadata": metadata})
+}
+
+/// `moved`, the time a rule took `what` from `time` to, unless that is outside the times a trace
+/// can hold: a reader could not print it, and a replay would never reach it.
+fn checked(rule: &Rule, what: &str, time: i64, moved: i64) -> Result<i64, TransformError> {
+    if time::in_range(moved) || moved == time {
+        return Ok(moved);
+    }
+    Err(TransformError::Rule {
+        index: rule.index,
+        line: rule.line,
+        message: format!(
+            "{} moves {what} from {time} ms to {moved} ms, outside the times a trace can hold \
+             ({} to {} ms: 1970 to the end of 9999)",
+            rule.op_text,
+            time::MIN_MS,
+            time::MAX_MS
+        ),
+    })
 }
 
 /// `time` stretched by `factor` around `origin`, rounded to the millisecond. Monotonic, so
@@ -895,7 +934,7 @@ mod tests {
             ]
             .into(),
         };
-        let moved = transformer.sample(sample(1_000)).unwrap();
+        let moved = transformer.sample(sample(1_000)).unwrap().unwrap();
         assert_eq!(moved.timestamp_ms, T0 + 6_000);
         assert_eq!(moved.ready_nodes["m5"], 2);
         // Renamed into a namespace that had pods: the counts add up. A rule with a selector
@@ -906,9 +945,9 @@ mod tests {
             (1, 3)
         );
         // The window counts from the start the shift left: it ends at 25 s.
-        assert!(transformer.sample(sample(19_000)).is_some());
+        assert!(transformer.sample(sample(19_000)).unwrap().is_some());
         assert_eq!(
-            transformer.sample(sample(21_000)),
+            transformer.sample(sample(21_000)).unwrap(),
             None,
             "shifted past the window end"
         );
@@ -919,7 +958,7 @@ mod tests {
             deleted_ms: T0 + 2_000,
             ..Default::default()
         };
-        let moved = transformer.node(node).unwrap();
+        let moved = transformer.node(node).unwrap().unwrap();
         assert_eq!(
             (moved.timestamp_ms, moved.deleted_ms),
             (T0 + 7_000, T0 + 7_000)
@@ -1001,6 +1040,70 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(running.end_ms, 0);
+    }
+
+    #[test]
+    fn a_shift_or_stretch_past_the_times_a_trace_can_hold_is_refused_naming_the_rule() {
+        // The header's window is checked first, before any record is read.
+        for (yaml, message) in [
+            (
+                "rules:\n  - shiftTime: 100000000000h\n",
+                "rule 1 (line 2): shiftTime 100000000000h moves the trace's start from 1767225600000 ms to 360001767225600000 ms, outside the times a trace can hold (0 to 253402300799999 ms: 1970 to the end of 9999)",
+            ),
+            (
+                "rules:\n  - shiftTime: -1000000h\n",
+                "rule 1 (line 2): shiftTime -1000000h moves the trace's start",
+            ),
+            (
+                "rules:\n  - shiftTime: 1s\n  - stretchTime: 1e300\n",
+                "rule 2 (line 3): stretchTime 1e300 moves the trace's end from 1767225701000 ms to 9223372036854775807 ms",
+            ),
+        ] {
+            let rules = rules(yaml);
+            let error = Transformer::new(&rules, &header()).unwrap_err().to_string();
+            assert!(error.starts_with(message), "{yaml}: {error}");
+        }
+        // Without an end in the header, the records are: the one at the start stays put.
+        let rules = rules("rules:\n  - stretchTime: 1e300\n");
+        let open = pb::TraceHeader {
+            end_time: None,
+            ..header()
+        };
+        let mut transformer = Transformer::new(&rules, &open).unwrap();
+        assert!(transformer.event(event(0, vec![])).unwrap().is_some());
+        let error = transformer.event(event(1, vec![])).unwrap_err().to_string();
+        assert!(
+            error.contains("stretchTime 1e300 moves an event from"),
+            "{error}"
+        );
+        let error = transformer
+            .lifecycle(lifecycle("a", 0, 5))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("moves a pod lifecycle's end"), "{error}");
+        let sample = pb::ClusterSample {
+            timestamp_ms: T0 + 1,
+            ..Default::default()
+        };
+        let error = transformer.sample(sample).unwrap_err().to_string();
+        assert!(error.contains("moves a cluster sample"), "{error}");
+        let node = pb::RecordedNode {
+            timestamp_ms: T0 + 1,
+            ..Default::default()
+        };
+        let error = transformer.node(node).unwrap_err().to_string();
+        assert!(error.contains("moves a recorded node"), "{error}");
+    }
+
+    #[test]
+    fn a_window_bound_past_the_end_of_time_leaves_the_header_in_range() {
+        let rules = rules("rules:\n  - keepWindow: { end: 100000000000h }\n");
+        let open = pb::TraceHeader {
+            end_time: None,
+            ..header()
+        };
+        let transformer = Transformer::new(&rules, &open).unwrap();
+        assert_eq!(transformer.header().end_time, None);
     }
 
     #[test]

@@ -46,11 +46,9 @@ pub struct ProviderConfig {
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read provider config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// Unreadable, or over the size limit.
+    #[error(transparent)]
+    Read(#[from] ksim_grpc::files::FileError),
     #[error("provider config {path} is invalid: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -61,10 +59,8 @@ impl ProviderConfig {
     }
 
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        // Written by hand: a few KiB. Bounded, so a wrong path (a device) cannot exhaust memory.
+        let text = ksim_grpc::files::read_text_bounded(path, 1 << 20, "the provider config")?;
         Self::from_yaml(&text).map_err(|message| ConfigError::Invalid {
             path: path.to_owned(),
             message,

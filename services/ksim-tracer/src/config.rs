@@ -128,11 +128,9 @@ impl Default for TracerConfig {
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read tracer config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// Unreadable, or over the size limit.
+    #[error(transparent)]
+    Read(#[from] ksim_grpc::files::FileError),
     #[error("tracer config {path} is invalid: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -145,10 +143,8 @@ impl TracerConfig {
     }
 
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        // Written by hand: a few KiB. Bounded, so a wrong path (a device) cannot exhaust memory.
+        let text = ksim_grpc::files::read_text_bounded(path, 1 << 20, "the tracer config")?;
         Self::from_yaml(&text).map_err(|message| ConfigError::Invalid {
             path: path.to_owned(),
             message,

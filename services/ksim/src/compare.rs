@@ -31,6 +31,10 @@ pub struct CompareArgs {
 }
 
 pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
+    let svg_label = |path: &Path| format!("--svg {}", path.display());
+    if let Some(path) = &args.svg {
+        crate::files::check_output(&svg_label(path), path)?;
+    }
     let mut reports = Vec::new();
     for name in &args.reports {
         reports.push((name.clone(), load(name, &args.driver).await?));
@@ -38,7 +42,7 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
     let comparison = ksim_report::compare(&reports);
     if let Some(path) = &args.svg {
         let svg = ksim_report::render_comparison_svg(&reports)?;
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+        crate::files::write_whole(&svg_label(path), path, svg.as_bytes())?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -55,8 +59,9 @@ async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
     let dir = Path::new(name);
     if dir.is_dir() {
         let path = dir.join("report.json");
+        // As large as a report the driver may send.
         let bytes =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            crate::files::read_bounded(&path, crate::driver::MAX_RESPONSE_BYTES, "the report")?;
         return serde_json::from_slice(&bytes)
             .with_context(|| format!("{} is not a ksim report", path.display()));
     }

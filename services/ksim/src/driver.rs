@@ -8,7 +8,7 @@ use ksim_proto::ksim::driver::v1::{GetReportRequest, Report, driver_client::Driv
 use tonic::transport::{Channel, Endpoint};
 
 /// Reports carry a bucket per second of replay; hours of it exceed tonic's 4 MiB default.
-const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Where the driver's gRPC API is.
 #[derive(Debug, Clone, Args)]

@@ -53,8 +53,11 @@ pub struct ExperimentArgs {
 
 pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
     let ExperimentCommand::Run(args) = command;
-    let text = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("cannot read experiment {}", args.file.display()))?;
+    let text = crate::files::read_text_bounded(
+        &args.file,
+        crate::files::MAX_CONFIG_BYTES,
+        "the experiment",
+    )?;
     let experiment = Experiment::parse(&args.file.display().to_string(), &text)?;
     // Everything is checked before the first simulation: assertions, files, groups.
     let assertions = args
@@ -247,8 +250,8 @@ async fn run_all(
             let dir = output.join(name).join(round.to_string());
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let json = serde_json::to_vec_pretty(&report)?;
-            std::fs::write(dir.join("report.json"), json)
-                .with_context(|| format!("writing {}", dir.display()))?;
+            let path = dir.join("report.json");
+            crate::files::write_whole(&path.display().to_string(), &path, &json)?;
             let state = outcome.simulation.state();
             runs.push(Finished {
                 id: outcome.simulation.id.clone(),
@@ -281,7 +284,7 @@ fn write_comparison(runs: &[VariantRuns], output: &Path) -> anyhow::Result<Compa
     let comparison = ksim_report::compare_repeated(&repeated);
     let write = |name: &str, bytes: &[u8]| {
         let path = output.join(name);
-        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+        crate::files::write_whole(&path.display().to_string(), &path, bytes)
     };
     write("comparison.json", &serde_json::to_vec_pretty(&comparison)?)?;
     write("comparison.txt", comparison.table().as_bytes())?;

@@ -8,6 +8,7 @@ mod down;
 mod driver;
 mod env;
 mod experiment;
+mod files;
 mod kubectl;
 mod report;
 mod run;

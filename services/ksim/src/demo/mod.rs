@@ -33,8 +33,9 @@ const NO_AUTOSCALER_ENV: &str = "KSIM_DEMO_NO_AUTOSCALER";
 
 /// `ksim demo --write-trace FILE`: the bundled trace, for `ksim run` or an experiment.
 pub fn write_trace(path: &std::path::Path) -> anyhow::Result<()> {
+    let label = format!("--write-trace {}", path.display());
     let trace = example::example_trace().context("writing the demo trace")?;
-    std::fs::write(path, trace).with_context(|| format!("writing {}", path.display()))
+    crate::files::write_whole(&label, path, &trace)
 }
 
 pub async fn run(speed: f64) -> anyhow::Result<()> {
@@ -233,6 +234,7 @@ mod tests {
             group: GROUP.to_owned(),
             node: node.to_owned(),
             kind: kind.into(),
+            ..NodeChange::default()
         };
         let report = Report {
             peak_nodes: 4,

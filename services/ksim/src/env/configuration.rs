@@ -68,8 +68,11 @@ impl ProviderFile {
         use anyhow::Context;
         let canonical = std::fs::canonicalize(path)
             .with_context(|| format!("cannot read the provider config {}", path.display()))?;
-        let yaml = std::fs::read_to_string(&canonical)
-            .with_context(|| format!("cannot read the provider config {}", path.display()))?;
+        let yaml = crate::files::read_text_bounded(
+            &canonical,
+            crate::files::MAX_CONFIG_BYTES,
+            "the provider config",
+        )?;
         Ok(Self {
             source: path.display().to_string(),
             yaml,

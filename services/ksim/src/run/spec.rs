@@ -10,6 +10,8 @@ use ksim_proto::ksim::driver::v1::{
 };
 use ksim_proto::ksim::env::v1::{Configuration, ProviderConfig, SchedulerConfig};
 
+use crate::files::{MAX_CONFIG_BYTES, MAX_WHOLE_TRACE_BYTES, read_bounded, read_text_bounded};
+
 use super::{
     RunArgs,
     groups::{AutoscalerGroupArg, NodeGroupArg},
@@ -47,8 +49,7 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .context("give a TRACE_FILE, or --stored for a trace in the tracer store")?;
         let bytes = match &args.transform {
             Some(rules_path) => transformed(path, rules_path)?,
-            None => std::fs::read(path)
-                .with_context(|| format!("cannot read trace file {}", path.display()))?,
+            None => read_bounded(path, MAX_WHOLE_TRACE_BYTES, "the trace file")?,
         };
         TraceSource::TraceFile(bytes)
     };
@@ -96,18 +97,14 @@ fn configuration(args: &RunArgs) -> anyhow::Result<Option<Configuration>> {
     let scheduler = match &args.scheduler_config {
         Some(path) => Some(SchedulerConfig {
             source: path.display().to_string(),
-            yaml: std::fs::read_to_string(path).with_context(|| {
-                format!("cannot read the scheduler configuration {}", path.display())
-            })?,
+            yaml: read_text_bounded(path, MAX_CONFIG_BYTES, "the scheduler configuration")?,
         }),
         None => None,
     };
     let provider = match &args.provider_config {
         Some(path) => Some(ProviderConfig {
             source: path.display().to_string(),
-            yaml: std::fs::read_to_string(path).with_context(|| {
-                format!("cannot read the provider configuration {}", path.display())
-            })?,
+            yaml: read_text_bounded(path, MAX_CONFIG_BYTES, "the provider configuration")?,
         }),
         None => None,
     };
@@ -140,8 +137,19 @@ fn transformed(trace: &Path, rules_path: &Path) -> anyhow::Result<Vec<u8>> {
     );
     let mut bytes = Vec::new();
     file.rewind()
-        .and_then(|()| file.read_to_end(&mut bytes))
+        .and_then(|()| {
+            (&mut file)
+                .take(MAX_WHOLE_TRACE_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+        })
         .context("reading the transformed trace")?;
+    anyhow::ensure!(
+        bytes.len() <= MAX_WHOLE_TRACE_BYTES,
+        "{} transformed by {} is over the {} limit for a trace sent to the driver",
+        trace.display(),
+        rules_path.display(),
+        ksim_grpc::files::describe_bytes(MAX_WHOLE_TRACE_BYTES)
+    );
     Ok(bytes)
 }
 
@@ -167,13 +175,15 @@ fn deployment(group: &AutoscalerGroupArg) -> anyhow::Result<NodeGroupSpec> {
     })
 }
 
+/// The skeleton's text, refused here when it is over the limit the pool and the provider
+/// hold skeletons to, so the error names the file rather than the transport.
 fn skeleton(flag: &str, group: &str, path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "cannot read the node skeleton {} of {flag} {group}",
-            path.display()
-        )
-    })
+    read_text_bounded(
+        path,
+        ksim_nodes::skeleton::MAX_SKELETON_BYTES,
+        "the node skeleton",
+    )
+    .with_context(|| format!("{flag} {group}"))
 }
 
 fn timestamp(time: SystemTime) -> prost_types::Timestamp {
@@ -324,7 +334,7 @@ mod tests {
     fn unreadable_files_are_named() {
         let error = build(&args(&["/nonexistent/t.ksim"])).unwrap_err();
         assert!(
-            format!("{error:#}").contains("cannot read trace file /nonexistent/t.ksim"),
+            format!("{error:#}").contains("cannot read the trace file /nonexistent/t.ksim"),
             "{error:#}"
         );
         let error = build(&args(&[
@@ -334,9 +344,43 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(
-            format!("{error:#}").contains("/nonexistent/s.yaml of --node-group g"),
+            format!("{error:#}")
+                .contains("--node-group g: cannot read the node skeleton /nonexistent/s.yaml: "),
             "{error:#}"
         );
+    }
+
+    #[test]
+    fn files_over_their_limit_are_refused_naming_the_file_and_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("m5.yaml");
+        let padding = "#".repeat(ksim_nodes::skeleton::MAX_SKELETON_BYTES);
+        std::fs::write(&big, format!("kind: Node\n{padding}")).unwrap();
+        let big_group = format!("m5={}:3", big.display());
+        for (argv, message) in [
+            (
+                vec!["--stored", "--node-group", "m5=/dev/zero:3"],
+                "--node-group m5: /dev/zero: does not end within the 256 KiB limit for the node \
+                 skeleton"
+                    .to_owned(),
+            ),
+            (
+                vec!["--stored", "--node-group", &big_group],
+                format!(
+                    "--node-group m5: {}: 262155 bytes is over the 256 KiB limit for the node \
+                     skeleton",
+                    big.display()
+                ),
+            ),
+            (
+                vec!["--stored", "--scheduler-config", "/dev/zero"],
+                "/dev/zero: does not end within the 1 MiB limit for the scheduler configuration"
+                    .to_owned(),
+            ),
+        ] {
+            let error = build(&args(&argv)).unwrap_err();
+            assert_eq!(format!("{error:#}"), message, "{argv:?}");
+        }
     }
 
     #[test]

@@ -3,13 +3,18 @@ use std::path::Path;
 use anyhow::Context;
 
 pub fn run(input: &Path, output: &Path) -> anyhow::Result<()> {
-    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
-    let file = super::file_beside(output)?;
+    let label = output.display().to_string();
+    crate::files::check_output(&label, output)?;
+    let bytes = crate::files::read_bounded(
+        input,
+        crate::files::MAX_WHOLE_TRACE_BYTES,
+        "a SimKube trace",
+    )?;
+    let file = crate::files::file_beside(output)?;
     let created_by = format!("ksim {}", env!("CARGO_PKG_VERSION"));
     let (file, conversion) = ksim_trace::simkube::convert(&bytes, file, &created_by)
         .with_context(|| format!("{} is not a convertible SimKube trace", input.display()))?;
-    file.persist(output)
-        .with_context(|| format!("writing {}", output.display()))?;
+    crate::files::persist(file, &label, output)?;
     eprintln!(
         "wrote {}: {} events, {} object changes (applies and deletes), {} pod lifecycles ({} empty SimKube lifecycles skipped)",
         output.display(),

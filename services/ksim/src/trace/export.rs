@@ -13,7 +13,8 @@ pub struct ExportArgs {
     /// Start of the window: an RFC 3339 time, or a duration before now ("2h"); default: the oldest event.
     #[arg(long)]
     start: Option<String>,
-    /// End of the window (exclusive), as --start; default: now.
+    /// End of the window (exclusive), as --start; default: now, or where an imported trace's
+    /// recording ended (--trace-id).
     #[arg(long)]
     end: Option<String>,
     /// Keep only these namespaces (repeatable).
@@ -43,6 +44,8 @@ pub struct ExportArgs {
 }
 
 pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
+    let label = format!("--output {}", args.output.display());
+    crate::files::check_output(&label, &args.output)?;
     // Read first: bad rules fail before anything is asked of the tracer.
     let rules = args
         .transform
@@ -78,13 +81,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         .map_err(status_error)?
         .into_inner();
     // Written beside the target and renamed at the end: a failed export leaves no partial file.
-    let dir = args
-        .output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    let mut file = crate::files::file_beside(&args.output)?;
     let bar = progress::bytes(None, "exporting");
     let mut summary = None;
     while let Some(chunk) = stream.message().await.map_err(status_error)? {
@@ -99,12 +96,12 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         bail!("the export ended early (no summary received); nothing was written");
     };
     if let Some(rules) = &rules {
-        let transformed = super::transform::transform_file(file.path(), &args.output, rules)?;
+        let transformed =
+            super::transform::transform_file(file.path(), &args.output, &label, rules)?;
         super::transform::report(&args.output, rules, &transformed);
         return Ok(());
     }
-    file.persist(&args.output)
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    crate::files::persist(file, &label, &args.output)?;
     eprintln!(
         "wrote {}: {} events, {} object changes (applies and deletes), {} pod lifecycles",
         args.output.display(),

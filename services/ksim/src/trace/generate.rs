@@ -33,19 +33,31 @@ pub struct GenerateArgs {
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    let label = args.output.display().to_string();
+    crate::files::check_output(&label, &args.output)?;
+    let length_ms = i64::try_from(args.length.as_millis()).unwrap_or(i64::MAX);
+    // Checked before anything is written: a trace's times end with 9999.
+    if args.start > day::MAX_END_MS.saturating_sub(length_ms) {
+        bail!(
+            "--start {}: a recording of --length {} from it ends after {}, a day before the end \
+             of 9999, the latest a generated trace may end",
+            super::rfc3339_ms(args.start),
+            humantime::format_duration(args.length),
+            super::rfc3339_ms(day::MAX_END_MS)
+        );
+    }
     let workload = DayWorkload {
         nodes: args.nodes,
         node_cpu_millis: args.node_cpu,
         node_memory_mib: args.node_memory,
-        length_ms: i64::try_from(args.length.as_millis()).unwrap_or(i64::MAX),
+        length_ms,
         start_ms: args.start,
         seed: args.seed,
     };
     let output = &args.output;
-    let file = super::file_beside(output)?;
+    let file = crate::files::file_beside(output)?;
     let (file, summary) = day::write(&workload, file)?;
-    file.persist(output)
-        .with_context(|| format!("writing {}", output.display()))?;
+    crate::files::persist(file, &label, output)?;
     eprintln!(
         "wrote {}: {} services (Deployments), {} Jobs ({} pods), {} CronJobs ({} runs), {} events, \
          {} pod lifecycles",
@@ -84,9 +96,19 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+// Sizes past the generator's largest node are refused here, so clap names the flag.
 fn parse_cpu_millis(text: &str) -> Result<u64, String> {
     match ksim_nodes::skeleton::quantity_value(text) {
-        Some(cores) if cores > 0.0 => Ok((cores * 1000.0).round() as u64),
+        Some(cores) if cores > 0.0 => {
+            // `as` saturates: 1e18 cores is u64::MAX, refused below.
+            let millis = (cores * 1000.0).round() as u64;
+            if millis > day::MAX_NODE_CPU_MILLIS {
+                return Err(format!(
+                    "{text} is more CPU than the largest node generated (10000 cores)"
+                ));
+            }
+            Ok(millis)
+        }
         _ => Err(format!(
             "{text:?} is not a positive CPU quantity (4, 3920m)"
         )),
@@ -95,7 +117,15 @@ fn parse_cpu_millis(text: &str) -> Result<u64, String> {
 
 fn parse_memory_mib(text: &str) -> Result<u64, String> {
     match ksim_nodes::skeleton::quantity_value(text) {
-        Some(bytes) if bytes > 0.0 => Ok((bytes / f64::from(1u32 << 20)).round() as u64),
+        Some(bytes) if bytes > 0.0 => {
+            let mib = (bytes / f64::from(1u32 << 20)).round() as u64;
+            if mib > day::MAX_NODE_MEMORY_MIB {
+                return Err(format!(
+                    "{text} is more memory than the largest node generated (64Ti)"
+                ));
+            }
+            Ok(mib)
+        }
         _ => Err(format!(
             "{text:?} is not a positive memory quantity (16Gi, 15000Mi)"
         )),
@@ -130,5 +160,14 @@ mod tests {
             day::MONDAY_MS
         );
         assert!(parse_start_ms("monday").is_err());
+        // Sizes whose products overflowed the generator are refused by the parsers.
+        assert!(parse_cpu_millis("10000").is_ok());
+        assert!(
+            parse_cpu_millis("1e18")
+                .unwrap_err()
+                .contains("10000 cores")
+        );
+        assert!(parse_memory_mib("64Ti").is_ok());
+        assert!(parse_memory_mib("1E").unwrap_err().contains("64Ti"));
     }
 }

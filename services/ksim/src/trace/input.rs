@@ -24,8 +24,11 @@ impl TraceInput {
             .read_to_end(&mut prefix)
             .with_context(|| format!("reading {}", path.display()))?;
         if ksim_trace::detect_format(&prefix) == Some(pb::TraceFormat::SimkubeV2) {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let bytes = crate::files::read_bounded(
+                path,
+                crate::files::MAX_WHOLE_TRACE_BYTES,
+                "a SimKube trace",
+            )?;
             let (converted, conversion) = ksim_trace::simkube::convert(&bytes, Vec::new(), "ksim")
                 .with_context(|| format!("{} is not a valid SimKube trace", path.display()))?;
             return Ok(Self::Converted(

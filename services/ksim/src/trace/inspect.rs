@@ -17,8 +17,11 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
         .context("reading the trace")?;
     let inspection = match ksim_trace::detect_format(&prefix) {
         Some(pb::TraceFormat::SimkubeV2) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let bytes = crate::files::read_bounded(
+                path,
+                crate::files::MAX_WHOLE_TRACE_BYTES,
+                "a SimKube trace",
+            )?;
             let (converted, _) =
                 ksim_trace::simkube::convert(&bytes, Vec::new(), "ksim inspect")
                     .with_context(|| format!("{} is not a valid SimKube trace", path.display()))?;
@@ -61,16 +64,7 @@ fn cluster_state(inspection: &Inspection) -> String {
 fn render(inspection: &Inspection) -> String {
     let mut out = String::new();
     let header = &inspection.header;
-    let time = |ms: Option<i64>| {
-        ms.and_then(|ms| u64::try_from(ms).ok())
-            .map(|ms| {
-                humantime::format_rfc3339_millis(
-                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
-                )
-                .to_string()
-            })
-            .unwrap_or_else(|| "-".to_owned())
-    };
+    let time = |ms: Option<i64>| ms.map_or_else(|| "-".to_owned(), super::rfc3339_ms);
     let _ = writeln!(out, "format version  {}", header.format_version);
     let _ = writeln!(out, "created by      {}", header.created_by);
     if !header.origin.is_empty() {

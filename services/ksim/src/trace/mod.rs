@@ -94,16 +94,16 @@ pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
     }
 }
 
-/// A temporary file in `output`'s directory, for a command that writes the whole output or
-/// none of it: it persists the file onto `output` once everything is written.
-fn file_beside(output: &std::path::Path) -> anyhow::Result<tempfile::NamedTempFile> {
-    use anyhow::Context;
-    let dir = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))
+/// `ms` as an RFC 3339 time, or as the raw number where RFC 3339 has none (before 1970, after
+/// 9999): a trace file may carry any time, and printing one must not fail.
+fn rfc3339_ms(ms: i64) -> String {
+    match u64::try_from(ms) {
+        Ok(unsigned) if ksim_trace::time::in_range(ms) => humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(unsigned),
+        )
+        .to_string(),
+        _ => format!("{ms} ms (out of range)"),
+    }
 }
 
 async fn connect(
@@ -117,4 +117,21 @@ async fn connect(
     )
     .await
     .with_context(|| format!("connecting to the tracer store at {}", server.server))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_outside_rfc_3339_print_as_numbers() {
+        assert_eq!(rfc3339_ms(1_767_225_600_123), "2026-01-01T00:00:00.123Z");
+        assert_eq!(
+            rfc3339_ms(ksim_trace::time::MAX_MS),
+            "9999-12-31T23:59:59.999Z"
+        );
+        for ms in [ksim_trace::time::MAX_MS + 1, i64::MAX, -1, i64::MIN] {
+            assert_eq!(rfc3339_ms(ms), format!("{ms} ms (out of range)"));
+        }
+    }
 }

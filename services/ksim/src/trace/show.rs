@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -103,15 +103,6 @@ fn parse_time(text: &str, start_ms: Option<i64>, flag: &str) -> anyhow::Result<i
         Err(_) => bail!(
             "--{flag} {text:?} is neither an RFC 3339 time (2026-01-05T10:00:00Z) nor a duration (90s, 10m)"
         ),
-    }
-}
-
-fn rfc3339(ms: i64) -> String {
-    match u64::try_from(ms) {
-        Ok(ms) => {
-            humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-        }
-        Err(_) => format!("{ms} ms"),
     }
 }
 
@@ -253,7 +244,7 @@ impl View for Events {
         writeln!(
             out,
             "{event:<6}  {:<24}  {:>11}  {op:<6}  {kind:<28}  {name}",
-            rfc3339(ms),
+            super::rfc3339_ms(ms),
             offset(ms, start_ms).trim_start()
         )
         .context("writing to stdout")
@@ -327,8 +318,8 @@ impl View for Objects {
                 "{kind:<width$}  {name:<40}  {:>7}  {:>7}  {:<24}  {}",
                 seen.applies,
                 seen.deletes,
-                rfc3339(seen.first_ms),
-                rfc3339(seen.last_ms)
+                super::rfc3339_ms(seen.first_ms),
+                super::rfc3339_ms(seen.last_ms)
             )
             .context("writing to stdout")?;
         }
@@ -358,7 +349,11 @@ impl View for History {
         out: &mut dyn Write,
     ) -> anyhow::Result<()> {
         let (kind, name) = describe(object);
-        let when = format!("event {event} at {}{}", rfc3339(ms), offset(ms, start_ms));
+        let when = format!(
+            "event {event} at {}{}",
+            super::rfc3339_ms(ms),
+            offset(ms, start_ms)
+        );
         if op == "delete" {
             writeln!(out, "# {when}: deleted {kind} {name}\n").context("writing to stdout")?;
             self.previous.clear();

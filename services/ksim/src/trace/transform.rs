@@ -10,18 +10,26 @@ use ksim_transform::{Rules, Summary};
 
 /// Reads and checks a rules file; the error names the file, the rule and its line.
 pub fn load_rules(path: &Path) -> anyhow::Result<Rules> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the rules file {}", path.display()))?;
+    let text = crate::files::read_text_bounded(
+        path,
+        ksim_transform::rules::MAX_RULES_BYTES,
+        "the rules file",
+    )?;
     Rules::parse(&text).with_context(|| format!("{}", path.display()))
 }
 
 /// Transforms the trace file `input` (ksim or SimKube) into `output`, written beside it and
-/// renamed at the end, so a failure leaves no output file.
-pub fn transform_file(input: &Path, output: &Path, rules: &Rules) -> anyhow::Result<Summary> {
-    let file = super::file_beside(output)?;
+/// renamed at the end, so a failure leaves no output file. `label` names `output` in errors
+/// (with its flag, if it has one); callers check it with `files::check_output` first.
+pub fn transform_file(
+    input: &Path,
+    output: &Path,
+    label: &str,
+    rules: &Rules,
+) -> anyhow::Result<Summary> {
+    let file = crate::files::file_beside(output)?;
     let (file, summary) = transform_to(input, file, rules)?;
-    file.persist(output)
-        .with_context(|| format!("writing {}", output.display()))?;
+    crate::files::persist(file, label, output)?;
     Ok(summary)
 }
 
@@ -39,8 +47,11 @@ pub fn transform_to<W: Write>(input: &Path, out: W, rules: &Rules) -> anyhow::Re
     let result = match ksim_trace::detect_format(&prefix) {
         // A SimKube trace is one MessagePack document: converted in memory, as inspect does.
         Some(pb::TraceFormat::SimkubeV2) => {
-            let bytes =
-                std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+            let bytes = crate::files::read_bounded(
+                input,
+                crate::files::MAX_WHOLE_TRACE_BYTES,
+                "a SimKube trace",
+            )?;
             let (converted, _) = ksim_trace::simkube::convert(&bytes, Vec::new(), &created_by)
                 .with_context(|| format!("{} is not a valid SimKube trace", input.display()))?;
             ksim_transform::transform_trace(rules, converted.as_slice(), writer, &created_by)
@@ -80,8 +91,10 @@ pub fn report(output: &Path, rules: &Rules, summary: &Summary) {
 }
 
 pub fn run(input: &Path, output: &Path, rules_path: &Path) -> anyhow::Result<()> {
+    let label = output.display().to_string();
+    crate::files::check_output(&label, output)?;
     let rules = load_rules(rules_path)?;
-    let summary = transform_file(input, output, &rules)?;
+    let summary = transform_file(input, output, &label, &rules)?;
     report(output, &rules, &summary);
     Ok(())
 }

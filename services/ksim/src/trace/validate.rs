@@ -79,6 +79,9 @@ impl std::fmt::Display for FindingsRemain {
 impl std::error::Error for FindingsRemain {}
 
 pub async fn run(args: ValidateArgs) -> anyhow::Result<()> {
+    if let Some(fixed) = &args.fix {
+        crate::files::check_output(&fix_label(fixed), fixed)?;
+    }
     let input = TraceInput::open(&args.file)?;
     let mut options = Options {
         disabled: args.ignore.iter().map(|rule| rule.id).collect(),
@@ -138,6 +141,10 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<()> {
         }
         .into()),
     }
+}
+
+fn fix_label(path: &Path) -> String {
+    format!("--fix {}", path.display())
 }
 
 fn plural(n: u64) -> &'static str {
@@ -208,7 +215,7 @@ fn write_fixed(
     path: &Path,
     out: &mut impl Write,
 ) -> anyhow::Result<u64> {
-    let file = super::file_beside(path)?;
+    let file = crate::files::file_beside(path)?;
     let mut count = 0u64;
     let mut written = Ok(());
     let (file, _) = ksim_lint::fix(
@@ -229,8 +236,7 @@ fn write_fixed(
         .into_inner()
         .map_err(|error| error.into_error())
         .with_context(|| format!("writing {}", path.display()))?;
-    file.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
+    crate::files::persist(file, &fix_label(path), path)?;
     Ok(count)
 }
 

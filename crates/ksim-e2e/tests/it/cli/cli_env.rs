@@ -59,7 +59,7 @@ fn run_names_the_unreadable_trace_file() {
     let output = ksim(state.path(), &["run", missing.to_str().unwrap()]);
     assert_one_line_error(
         &output,
-        &format!("cannot read trace file {}", missing.display()),
+        &format!("cannot read the trace file {}", missing.display()),
     );
 }
 

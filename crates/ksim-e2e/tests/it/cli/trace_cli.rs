@@ -210,6 +210,160 @@ fn convert_turns_a_simkube_trace_into_a_ksim_trace() {
     );
 }
 
+/// A trace whose second event is at the largest time a file can hold, far past year 9999.
+fn write_extreme_trace(path: &Path) {
+    common::write_trace(
+        path,
+        [
+            (1_767_225_600_000, deployment("web", 2)),
+            (i64::MAX, deployment("web", 3)),
+        ],
+        &[],
+    );
+}
+
+fn fails_in_one_line(output: &Output) -> String {
+    let message = String::from_utf8(output.stderr.clone()).unwrap();
+    assert!(!output.status.success(), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(message.starts_with("ksim: error: "), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    message
+}
+
+#[test]
+fn inspect_and_validate_read_a_time_past_9999_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("far.ktrace");
+    write_extreme_trace(&trace);
+    let table = stdout(&ksim(&["trace", "inspect", trace.to_str().unwrap()]));
+    assert!(
+        table.contains(
+            "time range      2026-01-01T00:00:00.000Z .. 9223372036854775807 ms (out of range)"
+        ),
+        "{table}"
+    );
+    let validated = ksim(&["trace", "validate", trace.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&validated.stderr);
+    assert!(!said.contains("panicked"), "{said}");
+    assert_eq!(validated.status.code(), Some(0), "{said}");
+}
+
+#[test]
+fn generate_refuses_a_start_or_node_sizes_a_trace_cannot_hold_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("day.ksim");
+    let o = out.to_str().unwrap();
+    for (args, named) in [
+        (
+            vec!["--start", "9999-12-31T23:00:00Z"],
+            "--start 9999-12-31T23:00:00.000Z: a recording of --length 1day from it ends after",
+        ),
+        (
+            vec!["--node-cpu", "1e18"],
+            "'--node-cpu <NODE_CPU>': 1e18 is more CPU than the largest node generated (10000 cores)",
+        ),
+        (
+            vec!["--node-memory", "1E"],
+            "'--node-memory <NODE_MEMORY>': 1E is more memory than the largest node generated (64Ti)",
+        ),
+    ] {
+        let failed = ksim(&[&["trace", "generate", o][..], &args].concat());
+        let message = fails_in_one_line(&failed);
+        assert!(message.contains(named), "{args:?}: {message}");
+        assert!(!out.exists(), "nothing is written");
+    }
+}
+
+/// The output of every command that writes a trace is a regular file or a new path: a device,
+/// a directory or a FIFO (or a symlink to one) is refused by name before any work.
+#[test]
+fn trace_outputs_are_only_regular_files_or_new_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ktrace");
+    write_trace(&input);
+    let simkube = dir.path().join("in.sktrace");
+    common::write_simkube_trace(&simkube);
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, "rules:\n  - scaleReplicas: 2\n").unwrap();
+    // A symlink stands for /dev/null: were it replaced, only the link would go.
+    let device = dir.path().join("null");
+    std::os::unix::fs::symlink("/dev/null", &device).unwrap();
+    let directory = dir.path().join("a-directory");
+    std::fs::create_dir(&directory).unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let link_to_directory = dir.path().join("link-to-directory");
+    std::os::unix::fs::symlink(&directory, &link_to_directory).unwrap();
+    let (i, sk, r) = (
+        input.to_str().unwrap(),
+        simkube.to_str().unwrap(),
+        rules.to_str().unwrap(),
+    );
+    for (target, kind) in [
+        (&device, "a character device"),
+        (&directory, "a directory"),
+        (&fifo, "a FIFO"),
+        (&link_to_directory, "a directory"),
+    ] {
+        let t = target.to_str().unwrap();
+        let commands: [(Vec<&str>, String); 6] = [
+            (
+                vec!["trace", "validate", i, "--fix", t],
+                format!("--fix {t}"),
+            ),
+            (vec!["trace", "transform", i, t, "-f", r], t.to_owned()),
+            (vec!["trace", "convert", sk, t], t.to_owned()),
+            (vec!["trace", "generate", t, "--nodes", "5"], t.to_owned()),
+            (
+                vec!["trace", "export", "-o", t, "--server", "http://127.0.0.1:1"],
+                format!("--output {t}"),
+            ),
+            (
+                vec!["demo", "--write-trace", t],
+                format!("--write-trace {t}"),
+            ),
+        ];
+        for (args, label) in commands {
+            let message = fails_in_one_line(&ksim(&args));
+            assert_eq!(
+                message,
+                format!(
+                    "ksim: error: {label}: not a regular file ({kind}); ksim writes only regular \
+                     files or new paths\n"
+                ),
+                "{args:?}"
+            );
+        }
+        // Still what it was.
+        let file_type = std::fs::symlink_metadata(target).unwrap().file_type();
+        assert!(!file_type.is_file(), "{t} was replaced");
+    }
+    assert_eq!(std::fs::read_dir(&directory).unwrap().count(), 0);
+
+    // A regular file is replaced whole; a new path is created.
+    let existing = dir.path().join("existing.ktrace");
+    std::fs::write(&existing, b"old").unwrap();
+    let new = dir.path().join("new.ktrace");
+    for out in [&existing, &new] {
+        stdout(&ksim(&[
+            "trace",
+            "transform",
+            i,
+            out.to_str().unwrap(),
+            "-f",
+            r,
+        ]));
+        ksim_trace::read_trace(&std::fs::read(out).unwrap()).unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn import_then_export_round_trips_through_a_tracer_store() {
     let dir = tempfile::tempdir().unwrap();
