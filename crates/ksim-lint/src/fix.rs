@@ -255,6 +255,16 @@ impl Fixer<'_> {
                 );
             }
         }
+        let values = self.options.enabled(&rules::INVALID_VALUE);
+        if values
+            && let Some(value) = whole.as_object_mut()
+            && let Some((was, now)) = object::clamp_replicas(value)
+        {
+            change(
+                &rules::INVALID_VALUE,
+                format!("set spec.replicas from {was} to {now}"),
+            );
+        }
         let owners = self.options.enabled(&rules::ABSENT_OWNER);
         if owners && let Some(value) = whole.as_object_mut() {
             let removed = object::remove_owner_references(value, &object.namespace, |owner| {

@@ -162,6 +162,8 @@ pub struct Linter {
     references: Pending,
     owners: Pending,
     last_ms: Option<i64>,
+    /// Invalid namespace names already reported: each is reported once.
+    bad_namespaces: BTreeSet<String>,
 }
 
 impl Linter {
@@ -177,6 +179,7 @@ impl Linter {
             references: BTreeMap::new(),
             owners: BTreeMap::new(),
             last_ms: None,
+            bad_namespaces: BTreeSet::new(),
         }
     }
 
@@ -254,6 +257,9 @@ impl Linter {
                     object: Some(object::describe(object)),
                     ..at.clone()
                 });
+            if self.options.enabled(&rules::INVALID_VALUE) {
+                self.namespace_names(object, &at, sink);
+            }
         }
         for object in &event.applied {
             let key = ObjectKey::of(object);
@@ -266,6 +272,18 @@ impl Linter {
                 continue;
             }
             let value = parse(&object.object_json, &location)?;
+            if self.options.enabled(&rules::INVALID_VALUE)
+                && let Some(replicas) = object::invalid_replicas(&value)
+            {
+                let message = format!(
+                    "spec.replicas {replicas} is not an integer from 0 to {} (an int32)",
+                    ksim_trace::names::MAX_REPLICAS
+                );
+                self.emit(
+                    finding(&rules::INVALID_VALUE, location.clone(), message),
+                    sink,
+                );
+            }
             if self.options.enabled(&rules::SERVER_FIELDS) {
                 let fields = object::server_fields(&value);
                 if !fields.is_empty() {
@@ -305,6 +323,39 @@ impl Linter {
             self.applied.insert(key);
         }
         Ok(())
+    }
+
+    /// Reports the object's namespace, or a Namespace's own name, when it is not a DNS label
+    /// and was not reported before.
+    fn namespace_names(
+        &mut self,
+        object: &pb::TraceObject,
+        at: &Location,
+        sink: &mut impl FnMut(Finding),
+    ) {
+        let is_namespace = object
+            .gvk
+            .as_ref()
+            .is_some_and(|gvk| gvk.group.is_empty() && gvk.kind == "Namespace");
+        let names = [
+            Some(&object.namespace).filter(|namespace| !namespace.is_empty()),
+            Some(&object.name).filter(|_| is_namespace),
+        ];
+        for name in names.into_iter().flatten() {
+            if ksim_trace::names::is_dns_label(name) || self.bad_namespaces.contains(name) {
+                continue;
+            }
+            self.bad_namespaces.insert(name.clone());
+            let location = Location {
+                object: Some(object::describe(object)),
+                ..at.clone()
+            };
+            let message = format!(
+                "namespace {name:?} is not a DNS label (at most 63 lowercase letters, digits and \
+                 '-', starting and ending with a letter or digit)"
+            );
+            self.emit(finding(&rules::INVALID_VALUE, location, message), sink);
+        }
     }
 
     /// Reports what needed the whole trace (missing references, absent owners, unknown kinds),

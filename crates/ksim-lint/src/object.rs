@@ -404,6 +404,31 @@ pub fn remove_server_fields(object: &mut Map<String, Value>) -> Vec<String> {
     found
 }
 
+/// `spec.replicas` when it is set and not an integer in 0..=[`MAX_REPLICAS`] (an int32).
+///
+/// [`MAX_REPLICAS`]: ksim_trace::names::MAX_REPLICAS
+pub fn invalid_replicas(object: &Map<String, Value>) -> Option<&Value> {
+    let replicas = object.get("spec")?.get("replicas")?;
+    let valid = replicas.is_null()
+        || replicas
+            .as_i64()
+            .is_some_and(|n| (0..=ksim_trace::names::MAX_REPLICAS).contains(&n));
+    (!valid).then_some(replicas)
+}
+
+/// Sets numeric replicas that [`invalid_replicas`] finds to the nearest integer in range;
+/// returns (was, now). Replicas that are not a number are left: there is no nearest value.
+pub fn clamp_replicas(object: &mut Map<String, Value>) -> Option<(Value, i64)> {
+    let was = invalid_replicas(object)?.clone();
+    let now = was
+        .as_f64()?
+        .round()
+        .clamp(0.0, ksim_trace::names::MAX_REPLICAS as f64) as i64;
+    let spec = object.get_mut("spec")?.as_object_mut()?;
+    spec.insert("replicas".to_owned(), Value::from(now));
+    Some((was, now))
+}
+
 /// One owner reference: the owner's identity (in `namespace`, the owned object's) and a label.
 pub fn owner_references(object: &Map<String, Value>, namespace: &str) -> Vec<ObjectKey> {
     let Some(owners) = object

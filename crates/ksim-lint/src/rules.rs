@@ -125,13 +125,33 @@ the header's window to cover every event. Sorting keeps the events in memory, so
 events out of order is fixed in memory; every other fix streams.",
 };
 
+pub static INVALID_VALUE: Rule = Rule {
+    id: "KS006",
+    name: "invalid-value",
+    title: "an object carries replicas beyond an int32 or a namespace name that is not a DNS label",
+    severity: Severity::Error,
+    explanation: "\
+The API server refuses an object with a value its schema does not allow, so the replay cannot
+create it, and whatever depends on it is missing from the simulation. Checked: spec.replicas (of
+a Deployment, StatefulSet, ReplicaSet, ...) must be an integer from 0 to 2147483647, an int32; a
+namespace's name (an object's namespace, a Namespace's own name) must be an RFC 1123 DNS label:
+at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit. Each
+invalid namespace is reported once, where it is first seen. A transform that scales replicas or
+renames namespaces checks the same (`ksim trace transform`).
+
+--fix sets replicas outside the range to the nearest value inside it (a fraction is rounded).
+It does not rename namespaces, since a new name is a choice: give one with `ksim trace
+transform` and a renameNamespace rule.",
+};
+
 /// Every rule, in id order.
-pub static RULES: [&Rule; 5] = [
+pub static RULES: [&Rule; 6] = [
     &MISSING_REFERENCE,
     &ABSENT_OWNER,
     &SERVER_FIELDS,
     &UNKNOWN_KIND,
     &OUT_OF_ORDER,
+    &INVALID_VALUE,
 ];
 
 /// The rule with id (`KS001`) or name (`missing-reference`) `key`, case-insensitive.

@@ -316,6 +316,90 @@ fn server_fields_fire_per_object_and_are_removed() {
 }
 
 #[test]
+fn replicas_beyond_an_int32_fire_and_are_set_to_the_nearest_valid_value() {
+    let with = |replicas: Value| {
+        let mut d = deployment("web", json!({"containers": [container()]}));
+        d["spec"]["replicas"] = replicas;
+        d
+    };
+    // What `scaleReplicas: 1e300` wrote before it was refused, a negative count, a fraction.
+    let broken = file(&[
+        event(0, &[with(json!(9_223_372_036_854_775_807_i64))]),
+        event(1, &[with(json!(-3))]),
+        event(2, &[with(json!(2.5))]),
+        event(3, &[with(json!(2_147_483_647))]),
+    ]);
+    let (findings, summary) = check(&broken, Options::default());
+    assert_eq!(ids(&findings), ["KS006"; 3]);
+    assert_eq!(summary.errors, 3);
+    assert!(
+        findings[0].message.contains(
+            "spec.replicas 9223372036854775807 is not an integer from 0 to 2147483647 (an int32)"
+        ),
+        "{}",
+        findings[0]
+    );
+    let (out, changes) = fixed(&broken, &Options::default());
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    assert!(
+        changes[0]
+            .to_string()
+            .contains("set spec.replicas from 9223372036854775807 to 2147483647")
+    );
+    let replicas: Vec<Value> = (0..4)
+        .map(|event| applied_json(&out, event, 0)["spec"]["replicas"].clone())
+        .collect();
+    assert_eq!(
+        replicas,
+        [
+            json!(2_147_483_647),
+            json!(0),
+            json!(3),
+            json!(2_147_483_647)
+        ]
+    );
+}
+
+#[test]
+fn namespaces_that_are_not_dns_labels_fire_once_each() {
+    let mut bad = config_map("a");
+    bad["metadata"]["namespace"] = json!("Bad_Name!!");
+    let mut also_bad = config_map("b");
+    also_bad["metadata"]["namespace"] = json!("Bad_Name!!");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "-x"}});
+    let broken = file(&[
+        event(0, &[bad, config_map("fine")]),
+        event(1, &[also_bad, namespace]),
+    ]);
+    let (findings, _) = check(&broken, Options::default());
+    assert_eq!(ids(&findings), ["KS006", "KS006"], "{findings:?}");
+    assert!(
+        findings[0]
+            .to_string()
+            .starts_with("error KS006 invalid-value: event 0 at 1767225600000 ms, v1.ConfigMap Bad_Name!!/a: namespace \"Bad_Name!!\" is not a DNS label"),
+        "{}",
+        findings[0]
+    );
+    assert!(
+        findings[1].message.contains("namespace \"-x\""),
+        "{}",
+        findings[1]
+    );
+    // --fix does not choose names: the findings remain.
+    let (_, summary) = check(&broken, Options::default());
+    let reader = TraceReader::new(broken.as_slice()).unwrap().unordered();
+    let (out, _) = fix(
+        reader,
+        &summary,
+        &Options::default(),
+        Vec::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(ids(&check(&out, Options::default()).0), ["KS006", "KS006"]);
+}
+
+#[test]
 fn unknown_kinds_fire_only_with_a_cluster_and_their_objects_go() {
     let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "shop"}});
     let broken = file_with(

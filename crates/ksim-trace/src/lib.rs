@@ -15,6 +15,8 @@
 //! - [`time`] converts trace milliseconds to and from protobuf timestamps.
 //! - [`gvk`] names kinds as SimKube and kubectl write them ("apps/v1.Deployment").
 //! - [`hash`] hashes JSON values stably, and pod specs so that pods of one template match.
+//! - [`names`] the values the API server refuses that the trace tools check: namespace names,
+//!   replicas.
 //!
 //! Reading never panics and never trusts a length before checking it against
 //! [`MAX_RECORD_BYTES`]. `deploy/fuzz.sh` fuzzes the reader and the converter (the cargo-fuzz
@@ -26,6 +28,7 @@ mod framing;
 pub mod gvk;
 pub mod hash;
 pub mod inspect;
+pub mod names;
 mod reader;
 pub mod simkube;
 mod source;

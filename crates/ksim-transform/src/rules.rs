@@ -26,6 +26,8 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
+use ksim_trace::names::{MAX_REPLICAS, is_dns_label};
+
 use crate::error::RuleError;
 use crate::select::Selector;
 
@@ -246,10 +248,21 @@ fn check(index: usize, line: u64, raw: RawRule, env: &cel::Env) -> Result<Rule, 
         ops.push((Op::JsonPatch(patch), text));
     }
     if let Some(factor) = raw.scale_replicas {
+        let factor_text = number(factor);
         if !factor.is_finite() || factor < 0.0 {
-            return Err(format!("scaleReplicas {factor} must be a number >= 0").into());
+            return Err(format!("scaleReplicas {factor_text} must be a number >= 0").into());
         }
-        ops.push((Op::ScaleReplicas(factor), format!("scaleReplicas {factor}")));
+        // Any larger factor takes a single replica past what Kubernetes accepts.
+        if factor > MAX_REPLICAS as f64 {
+            return Err(format!(
+                "scaleReplicas {factor_text} must be at most {MAX_REPLICAS}: replicas are an int32"
+            )
+            .into());
+        }
+        ops.push((
+            Op::ScaleReplicas(factor),
+            format!("scaleReplicas {factor_text}"),
+        ));
     }
     if let Some(window) = raw.keep_window {
         let start = window
@@ -577,6 +590,12 @@ rules:
             ("rules:\n  - shiftTime: soon\n", "not a duration"),
             ("rules:\n  - stretchTime: 0\n", "must be a number > 0"),
             ("rules:\n  - scaleReplicas: -1\n", "must be a number >= 0"),
+            ("rules:\n  - scaleReplicas: .nan\n", "must be a number >= 0"),
+            ("rules:\n  - scaleReplicas: .inf\n", "must be a number >= 0"),
+            (
+                "rules:\n  - scaleReplicas: 1e300\n",
+                "scaleReplicas 1e300 must be at most 2147483647: replicas are an int32",
+            ),
             (
                 "rules:\n  - keepWindow: {}\n",
                 "needs a start, an end or both",
@@ -589,6 +608,14 @@ rules:
             (
                 "rules:\n  - renameNamespace: { from: a, to: '' }\n",
                 "is not a namespace",
+            ),
+            (
+                "rules:\n  - renameNamespace: { from: a, to: 'Bad_Name!!' }\n",
+                "renameNamespace: to \"Bad_Name!!\" is not a namespace name (an RFC 1123 DNS label",
+            ),
+            (
+                "rules:\n  - renameNamespace: { from: '', to: b }\n",
+                "from \"\" is not a namespace",
             ),
             (
                 "rules:\n  - jsonPatch: [ { op: frobnicate, path: /a } ]\n",

@@ -12,6 +12,7 @@
 //! window from the tracer (`ksim trace export --start`), which flattens the state at its start
 //! and renumbers launches, when a windowed replay must start from the recorded state.
 
+use ksim_trace::names::MAX_REPLICAS;
 use ksim_trace::{pb, time};
 
 use crate::error::TransformError;
@@ -447,8 +448,16 @@ impl<'r> Transformer<'r> {
                     Some(replicas) => match replicas.as_i64() {
                         Some(current) => {
                             // Rounded to nearest; f64 holds any replica count exactly.
-                            let scaled = (current as f64 * factor).round().max(0.0) as i64;
-                            *replicas = serde_json::Value::from(scaled);
+                            let scaled = (current as f64 * factor).round().max(0.0);
+                            if scaled > MAX_REPLICAS as f64 {
+                                return Err(fail(format!(
+                                    "{} makes spec.replicas {current} into {}, over \
+                                     {MAX_REPLICAS} (replicas are an int32)",
+                                    rule.op_text,
+                                    crate::rules::number(scaled)
+                                )));
+                            }
+                            *replicas = serde_json::Value::from(scaled as i64);
                             true
                         }
                         None => false,
@@ -770,6 +779,29 @@ mod tests {
             .map(|o| json_of(o)["spec"]["replicas"].clone())
             .collect();
         assert_eq!(replicas, [json!(2), json!(2), json!(0)]);
+    }
+
+    #[test]
+    fn scaling_past_an_int32_is_refused_naming_the_rule_and_the_object() {
+        let rules = rules("rules:\n  - scaleReplicas: 1000\n");
+        let mut transformer = Transformer::new(&rules, &header()).unwrap();
+        // 2147483 * 1000 fits; 2147484 * 1000 does not.
+        assert!(
+            transformer
+                .event(event(0, vec![deployment("shop", "web", 2_147_483)]))
+                .is_ok()
+        );
+        let error = transformer
+            .event(event(0, vec![deployment("shop", "web", 2_147_484)]))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "rule 1 (line 2): Deployment shop/web in the event at {T0} ms: scaleReplicas 1000 \
+                 makes spec.replicas 2147484 into 2147484000, over 2147483647 (replicas are an \
+                 int32)"
+            )
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ Rules (`ksim trace explain RULE` says why each matters and what --fix does):
   KS003 server-fields      warning  status and server-set metadata (uid, resourceVersion, ...)
   KS004 unknown-kind       error    kinds the cluster of --kubeconfig/--context does not serve (only then)
   KS005 out-of-order       error    events out of timestamp order or outside the header's window
+  KS006 invalid-value      error    replicas outside 0..2147483647, namespace names that are not DNS labels
 
 Exit status:
   0  no finding of error severity (warnings may remain); with --fix, the fixed trace was written

@@ -302,6 +302,48 @@ fn bad_rules_and_bad_input_fail_in_one_line_and_write_nothing() {
     assert!(stderr.contains("rule 1 (line 2)"), "{stderr}");
 }
 
+/// Rules whose output a reader could not print or Kubernetes would refuse fail, naming the
+/// rule, before anything is written; so does a rules file that does not end.
+#[test]
+fn rules_that_would_write_times_or_values_out_of_range_fail_naming_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ktrace");
+    write_trace(&input);
+    let out = dir.path().join("out.ktrace");
+    let rules = dir.path().join("rules.yaml");
+    for (text, expected) in [
+        (
+            "rules:\n  - shiftTime: 100000000000h\n",
+            "rule 1 (line 2): shiftTime 100000000000h moves the trace's start from 1767225600000 ms to 360001767225600000 ms, outside the times a trace can hold",
+        ),
+        (
+            "rules:\n  - stretchTime: 1e300\n",
+            "rule 1 (line 2): stretchTime 1e300 moves the trace's end from 1767225640000 ms to 9223372036854775807 ms",
+        ),
+        (
+            "rules:\n  - scaleReplicas: 1e300\n",
+            "rule 1 (line 2): scaleReplicas 1e300 must be at most 2147483647: replicas are an int32",
+        ),
+        (
+            "rules:\n  - scaleReplicas: 1000000000\n",
+            "rule 1 (line 2): Deployment shop/web in the event at 1767225610000 ms: scaleReplicas 1000000000 makes spec.replicas 20 into 20000000000, over 2147483647",
+        ),
+        (
+            "rules:\n  - renameNamespace: { from: shop, to: 'Bad_Name!!' }\n",
+            "rule 1 (line 2): renameNamespace: to \"Bad_Name!!\" is not a namespace name (an RFC 1123 DNS label",
+        ),
+    ] {
+        std::fs::write(&rules, text).unwrap();
+        let message = fails(&input, &out, &rules);
+        assert!(message.contains(expected), "{text}: {message}");
+    }
+    let message = fails(&input, &out, Path::new("/dev/zero"));
+    assert!(
+        message.contains("/dev/zero: does not end within the 1 MiB limit for the rules file"),
+        "{message}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_applies_the_rules_before_writing() {
     use ksim_grpc::{GrpcServer, ServeArgs};

@@ -311,6 +311,16 @@ fn each_rule_fires_on_a_ksim_trace_made_to_break_it() {
             0,
         ),
         (
+            "KS006",
+            vec![(
+                0,
+                vec![json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "shop"},
+                "spec": {"replicas": 9_223_372_036_854_775_807_i64}})],
+            )],
+            3,
+        ),
+        (
             "KS005",
             vec![
                 (
@@ -342,6 +352,35 @@ fn each_rule_fires_on_a_ksim_trace_made_to_break_it() {
             );
         }
     }
+}
+
+#[test]
+fn a_namespace_that_is_not_a_dns_label_is_an_error_that_fix_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("renamed.ktrace");
+    ksim_file(
+        &file,
+        vec![(
+            0,
+            vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "Bad_Name!!"}})],
+        )],
+    );
+    let (code, out, err) = validate(&file, &[]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        out.contains(
+            "error KS006 invalid-value: event 0 at 1767225600000 ms, v1.ConfigMap Bad_Name!!/c: namespace \"Bad_Name!!\" is not a DNS label"
+        ),
+        "{out}"
+    );
+    let fixed = dir.path().join("fixed.ktrace");
+    let (code, out, _) = validate(&file, &["--fix", fixed.to_str().unwrap()]);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("0 changes; it validates with 1 error"),
+        "{out}"
+    );
 }
 
 #[test]
