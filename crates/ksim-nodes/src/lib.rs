@@ -2,6 +2,7 @@
 //! node the pool registers is the node the autoscaler was promised:
 //!
 //! - [`labels`]: label, annotation and taint keys.
+//! - [`limits`]: the sizes the pool holds a node group to.
 //! - [`skeleton`]: node skeletons, the instance-type part of a Node read from YAML.
 //! - [`node`]: the Node object a virtual node registers, and `ksim://` provider IDs.
 //! - [`seats`]: how a seat Deployment names its group and carries its skeleton.
@@ -9,6 +10,7 @@
 //! Pure: no Kubernetes I/O, so every rule is unit-tested directly.
 
 pub mod labels;
+pub mod limits;
 pub mod node;
 pub mod seats;
 pub mod skeleton;

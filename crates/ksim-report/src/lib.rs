@@ -63,4 +63,6 @@ pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
 pub use svg::{render_comparison_svg, render_fidelity_svg, render_svg};
-pub use timeline::{MIN_SAMPLE_INTERVAL, bucket_width, recorded, sample_interval};
+pub use timeline::{
+    MAX_SPEED, MIN_SAMPLE_INTERVAL, MIN_SPEED, bucket_width, recorded, sample_interval,
+};

@@ -14,6 +14,12 @@ use super::model::Bucket;
 /// it tells.
 pub const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Speeds a replay may run at (the driver's spec check, the CLI's flags): beyond them every
+/// event of a trace lands in the same instant (or in a later year), and recorded offsets stop
+/// fitting a Duration.
+pub const MIN_SPEED: f64 = 0.001;
+pub const MAX_SPEED: f64 = 1000.0;
+
 /// A bucket's width at speeds where one second of recorded time can be sampled.
 const BUCKET: Duration = Duration::from_secs(1);
 

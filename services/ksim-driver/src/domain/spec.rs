@@ -2,16 +2,17 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use ksim_nodes::skeleton::NodeSkeleton;
+use ksim_nodes::{
+    limits::{MAX_NODES_PER_GROUP, MAX_POOL_GROUP_NAME_LEN},
+    skeleton::NodeSkeleton,
+};
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 
 /// Namespace prefix when the spec leaves it empty.
 pub const DEFAULT_NAMESPACE_PREFIX: &str = "virtual";
 
-/// Speeds outside these bounds are refused: beyond them every event of a trace lands in the same
-/// instant (or in a later year), and trace offsets times the speed stop fitting a Duration.
-pub const MIN_SPEED: f64 = 0.001;
-pub const MAX_SPEED: f64 = 1000.0;
+/// Speeds outside these bounds are refused (the CLI refuses them too).
+pub use ksim_report::{MAX_SPEED, MIN_SPEED};
 
 /// Longest wall-clock replay a spec may ask for (a year): timers past it overflow.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -235,6 +236,27 @@ fn node_groups(groups: &[pb::NodeGroupSpec]) -> Result<Vec<NodeGroup>, SpecError
                         format!("must not be negative, got {}", pool.count),
                     ));
                 }
+                // The pool's own limits: refused here, before the run creates anything.
+                if !fits_a_group(pool.count) {
+                    return Err(invalid(
+                        format!("{field}.pool_managed.count"),
+                        format!(
+                            "must be at most {MAX_NODES_PER_GROUP} (nodes per group), got {}",
+                            pool.count
+                        ),
+                    ));
+                }
+                if pool.name.len() > MAX_POOL_GROUP_NAME_LEN {
+                    return Err(invalid(
+                        format!("{field}.name"),
+                        format!(
+                            "{:?} is {} characters long; a pool-managed group's name has at most \
+                             {MAX_POOL_GROUP_NAME_LEN}",
+                            pool.name,
+                            pool.name.len()
+                        ),
+                    ));
+                }
                 NodeGroup::PoolManaged {
                     name: pool.name.clone(),
                     skeleton_yaml: pool.node_skeleton_yaml.clone(),
@@ -248,6 +270,15 @@ fn node_groups(groups: &[pb::NodeGroupSpec]) -> Result<Vec<NodeGroup>, SpecError
                         format!(
                             "need 0 <= min_size <= max_size and max_size >= 1, got min {} max {}",
                             d.min_size, d.max_size
+                        ),
+                    ));
+                }
+                if !fits_a_group(d.max_size) {
+                    return Err(invalid(
+                        format!("{field}.deployment.max_size"),
+                        format!(
+                            "must be at most {MAX_NODES_PER_GROUP} (nodes per group), got {}",
+                            d.max_size
                         ),
                     ));
                 }
@@ -303,6 +334,11 @@ fn node_groups(groups: &[pb::NodeGroupSpec]) -> Result<Vec<NodeGroup>, SpecError
         valid.push(group);
     }
     Ok(valid)
+}
+
+/// Whether a group of `nodes` nodes stays within the pool's limit.
+fn fits_a_group(nodes: i32) -> bool {
+    u32::try_from(nodes).is_ok_and(|nodes| nodes <= MAX_NODES_PER_GROUP)
 }
 
 /// RFC 1123 label: what Kubernetes accepts as a namespace or label value here.
@@ -426,6 +462,51 @@ mod tests {
             })
             .field,
             "spec.enable_autoscaler"
+        );
+    }
+
+    #[test]
+    fn groups_past_the_pools_limits_are_refused_before_anything_is_created() {
+        let at_limit = i32::try_from(MAX_NODES_PER_GROUP).unwrap();
+        assert!(
+            SimulationSpec::from_proto(Some(pb::SimulationSpec {
+                node_groups: vec![pool_group(&"a".repeat(MAX_POOL_GROUP_NAME_LEN), at_limit)],
+                ..uploaded()
+            }))
+            .is_ok()
+        );
+        let too_many = error(pb::SimulationSpec {
+            node_groups: vec![pool_group("ok", 1), pool_group("m5", 1_000_000)],
+            ..uploaded()
+        });
+        assert_eq!(too_many.field, "spec.node_groups[1].pool_managed.count");
+        assert!(
+            too_many.problem.contains("at most 10000") && too_many.problem.contains("1000000"),
+            "{too_many}"
+        );
+        let long_name = error(pb::SimulationSpec {
+            node_groups: vec![pool_group(&"a".repeat(MAX_POOL_GROUP_NAME_LEN + 1), 1)],
+            ..uploaded()
+        });
+        assert_eq!(long_name.field, "spec.node_groups[0].name");
+        let deployment = pb::NodeGroupSpec {
+            kind: Some(pb::node_group_spec::Kind::Deployment(
+                pb::DeploymentNodeGroup {
+                    name: "ca".to_owned(),
+                    node_skeleton_yaml: SKELETON.to_owned(),
+                    min_size: 0,
+                    max_size: at_limit + 1,
+                    initial_size: 1,
+                },
+            )),
+        };
+        assert_eq!(
+            error(pb::SimulationSpec {
+                node_groups: vec![deployment],
+                ..uploaded()
+            })
+            .field,
+            "spec.node_groups[0].deployment.max_size"
         );
     }
 

@@ -4,12 +4,8 @@ use std::collections::BTreeSet;
 
 use thiserror::Error;
 
-/// Longest group name: node names are `<group>-<index>` and must stay valid DNS labels (63).
-pub const MAX_GROUP_NAME_LEN: usize = 40;
-
-/// Most nodes one group may hold; larger counts are almost certainly typos, and each node costs a
-/// lease renewal every few seconds.
-pub const MAX_NODES_PER_GROUP: u32 = 10_000;
+// Shared with the driver and the CLI, which refuse a group past them before creating anything.
+pub use ksim_nodes::limits::{MAX_NODES_PER_GROUP, MAX_POOL_GROUP_NAME_LEN as MAX_GROUP_NAME_LEN};
 
 /// Why a group name or node count was rejected.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]

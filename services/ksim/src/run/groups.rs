@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use ksim_nodes::limits::{MAX_NODES_PER_GROUP, MAX_POOL_GROUP_NAME_LEN};
+
 /// A fixed-size group the pool creates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeGroupArg {
@@ -24,11 +26,19 @@ pub struct AutoscalerGroupArg {
 pub fn parse_node_group(value: &str) -> Result<NodeGroupArg, String> {
     const FORM: &str = "expected NAME=SKELETON.yaml:COUNT";
     let (name, rest) = name_and_rest(value, FORM)?;
+    // The pool's limits, checked here so a run past them is never started.
+    if name.len() > MAX_POOL_GROUP_NAME_LEN {
+        return Err(format!(
+            "group name {name:?} is {} characters long; a fixed-size group's name has at most \
+             {MAX_POOL_GROUP_NAME_LEN}",
+            name.len()
+        ));
+    }
     let (skeleton, count) = rest.rsplit_once(':').ok_or(FORM)?;
     Ok(NodeGroupArg {
         name,
         skeleton: skeleton_path(skeleton, FORM)?,
-        count: number("COUNT", count)?,
+        count: nodes("COUNT", count)?,
     })
 }
 
@@ -43,7 +53,7 @@ pub fn parse_autoscaler_group(value: &str) -> Result<AutoscalerGroupArg, String>
     };
     let (min, max, initial) = (
         number("MIN", min)?,
-        number("MAX", max)?,
+        nodes("MAX", max)?,
         number("INITIAL", initial)?,
     );
     if min > max || initial < min || initial > max {
@@ -91,6 +101,18 @@ fn number(what: &str, text: &str) -> Result<i32, String> {
         .ok_or_else(|| format!("{what} {text:?} is not a whole number >= 0"))
 }
 
+/// A group's node count: a number within the pool's limit per group.
+fn nodes(what: &str, text: &str) -> Result<i32, String> {
+    let count = number(what, text)?;
+    if u32::try_from(count).is_ok_and(|count| count <= MAX_NODES_PER_GROUP) {
+        Ok(count)
+    } else {
+        Err(format!(
+            "{what} {count} is more than {MAX_NODES_PER_GROUP}, the most nodes a group may hold"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +139,13 @@ mod tests {
             ("M5=x.yaml:1", "not a DNS label"),
             ("=x.yaml:1", "not a DNS label"),
             ("m5=:1", "skeleton path is empty"),
+            ("m5=x.yaml:10001", "COUNT 10001 is more than 10000"),
+            ("m5=x.yaml:1000000", "COUNT 1000000 is more than 10000"),
+            ("m5=x.yaml:99999999999", "COUNT \"99999999999\""),
+            (
+                format!("{}=x.yaml:1", "a".repeat(41)).as_str(),
+                "41 characters long; a fixed-size group's name has at most 40",
+            ),
         ] {
             let error = parse_node_group(value).unwrap_err();
             assert!(error.contains(expected), "{value}: {error}");
@@ -145,6 +174,12 @@ mod tests {
                 .unwrap_err()
                 .contains("MIN <= INITIAL <= MAX")
         );
+        assert!(
+            parse_autoscaler_group("big=s.yaml:0:10001:2")
+                .unwrap_err()
+                .contains("MAX 10001 is more than 10000")
+        );
+        assert!(parse_node_group("m5=x.yaml:10000").is_ok());
         assert!(
             parse_autoscaler_group("big=s.yaml:0:1:x")
                 .unwrap_err()

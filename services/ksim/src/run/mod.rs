@@ -133,9 +133,19 @@ fn parse_autoscaler_arg(text: &str) -> Result<String, String> {
 }
 
 fn parse_speed(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(speed) if speed.is_finite() && speed > 0.0 => Ok(speed),
-        _ => Err("expected a number > 0, e.g. 1 or 2.5".to_owned()),
+    check_speed(text.parse::<f64>().unwrap_or(f64::NAN))
+}
+
+/// The driver's bounds, so a speed it would refuse starts nothing (an experiment's later
+/// variant included).
+pub fn check_speed(speed: f64) -> Result<f64, String> {
+    use ksim_report::{MAX_SPEED, MIN_SPEED};
+    if (MIN_SPEED..=MAX_SPEED).contains(&speed) {
+        Ok(speed)
+    } else {
+        Err(format!(
+            "expected a number from {MIN_SPEED} to {MAX_SPEED}, e.g. 1 or 2.5"
+        ))
     }
 }
 
@@ -207,9 +217,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn speed_must_be_positive_and_finite() {
+    fn speed_must_be_within_the_drivers_bounds() {
         assert_eq!(parse_speed("2.5"), Ok(2.5));
-        for bad in ["0", "-1", "inf", "NaN", "fast"] {
+        assert_eq!(parse_speed("1000"), Ok(1000.0));
+        assert_eq!(parse_speed("0.001"), Ok(0.001));
+        for bad in ["0", "-1", "inf", "NaN", "fast", "1000.5", "0.0009"] {
             assert!(parse_speed(bad).is_err(), "{bad}");
         }
     }

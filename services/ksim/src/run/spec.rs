@@ -24,6 +24,9 @@ pub const DEFAULT_GROUP: &str = "default";
 pub const DEFAULT_NODES: i32 = 3;
 
 pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
+    // The flag's parser checks it too; an experiment's speeds come from its file.
+    super::check_speed(args.speed)
+        .map_err(|error| anyhow::anyhow!("speed {}: {error}", args.speed))?;
     // Checked here: clap's `requires` counts a boolean flag's default as given.
     if !args.stored && (args.trace_id.is_some() || args.start.is_some() || args.end.is_some()) {
         anyhow::bail!("--trace-id, --start and --end select a stored trace: add --stored");
@@ -320,6 +323,18 @@ mod tests {
         let error = build(&args(&["--stored", "--transform", rules])).unwrap_err();
         assert!(
             error.to_string().contains("not to --stored windows"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_speed_the_driver_would_refuse_is_refused_here() {
+        // An experiment file's speed reaches `build` without the flag's parser.
+        let mut run = args(&["--stored"]);
+        run.speed = 5000.0;
+        let error = build(&run).unwrap_err().to_string();
+        assert!(
+            error.contains("speed 5000") && error.contains("1000"),
             "{error}"
         );
     }
