@@ -57,17 +57,65 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
 /// A report directory's `report.json`, else the driver's report of that id.
 async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
     let dir = Path::new(name);
-    if dir.is_dir() {
-        let path = dir.join("report.json");
-        // As large as a report the driver may send.
-        let bytes =
-            crate::files::read_bounded(&path, crate::driver::MAX_RESPONSE_BYTES, "the report")?;
-        return serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not a ksim report", path.display()));
+    match std::fs::metadata(dir) {
+        Ok(metadata) if metadata.is_dir() => {
+            let path = dir.join("report.json");
+            // As large as a report the driver may send.
+            let bytes =
+                crate::files::read_bounded(&path, crate::driver::MAX_RESPONSE_BYTES, "the report")?;
+            return serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a ksim report", path.display()));
+        }
+        Ok(_) => {
+            anyhow::bail!("{name} is a file: give the report directory that holds its report.json")
+        }
+        // A simulation id has neither '/' nor '.': this was meant as a path, so it is named,
+        // not looked up on a driver.
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound || is_path(name) => {
+            return Err(error).with_context(|| format!("cannot read report directory {name}"));
+        }
+        Err(_) => {}
     }
-    let mut client = connect(&driver.url).await?;
+    let mut client = connect(&driver.url).await.with_context(|| {
+        format!("{name}: no such report directory; looked up as a simulation id")
+    })?;
     let report = get_report(&mut client, name)
         .await
         .with_context(|| format!("{name} is neither a report directory nor a simulation id"))?;
     Ok(Report::from_proto(&report))
+}
+
+/// Whether `name` can only be a path: simulation ids (`<hex>-<hex>`) have no '/' or '.'.
+fn is_path(name: &str) -> bool {
+    name.contains(['/', '.'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_path_is_named_and_no_driver_is_asked() {
+        // Port 9 (discard) on loopback: nothing answers, and it is never asked.
+        let driver = DriverArgs {
+            url: "http://127.0.0.1:9".to_owned(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let error = runtime
+            .block_on(load("/nonexistent/report", &driver))
+            .unwrap_err();
+        let said = format!("{error:#}");
+        assert!(
+            said.starts_with("cannot read report directory /nonexistent/report: "),
+            "{said}"
+        );
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let name = file.path().to_str().unwrap();
+        let error = runtime.block_on(load(name, &driver)).unwrap_err();
+        assert!(error.to_string().contains("is a file"), "{error}");
+        assert!(is_path("./r") && !is_path("reports") && !is_path("19a2b3c4d5e-00ff"));
+    }
 }
