@@ -34,6 +34,12 @@ pub const SEAT_HOST_LABEL: &str = "ksim.io/seat-host";
 /// Pod annotation: how long the pod runs, in milliseconds, before it completes.
 pub const LIFETIME_ANNOTATION: &str = "ksim.io/lifetime-ms";
 
+/// Pod annotation (value [`TRUE_VALUE`]): the driver gives this pod its own lifetime once it
+/// sees it start, and removes this annotation with that patch. Until then the pool starts no
+/// lifetime clock: a pod must not end on its template's lifetime before its own is known. The
+/// lifetime still counts from the pod's start, so a late patch does not lengthen it.
+pub const LIFETIME_PENDING_ANNOTATION: &str = "ksim.io/lifetime-pending";
+
 /// Seat pod template annotation holding the node skeleton as inline YAML.
 pub const SKELETON_ANNOTATION: &str = "ksim.io/node-skeleton";
 

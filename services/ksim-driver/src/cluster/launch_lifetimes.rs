@@ -3,10 +3,13 @@
 //! The observer hands over every simulation pod as it first sees it started. This task finds the
 //! pod's recorded owner by walking its controller references (a Deployment's pod is owned by a
 //! ReplicaSet the replay never applied, so each hop above the pod is read from the apiserver,
-//! once), counts the launch ([`Launches`]) and, when the pod's `ksim.io/lifetime-ms` (copied
-//! from its template) is not that launch's, patches it. The virtual node pool completes a pod at
-//! its start time plus the annotation, so a patch that lands after the start still counts from
-//! it. Pods are taken one at a time, in the order they started, which is the launch order.
+//! once), counts the launch ([`Launches`]) and patches the pod's `ksim.io/lifetime-ms` (copied
+//! from its template) to that launch's, removing `ksim.io/lifetime-pending` in the same patch.
+//! The pool starts no lifetime clock while that marker is on a pod, so a pod never ends on its
+//! template's lifetime however late the patch lands, and it completes at its start time plus
+//! the annotation, so a late patch does not lengthen it either. A pod that cannot be matched
+//! still loses the marker and keeps its template's lifetime. Pods are taken one at a time, in
+//! the order they started, which is the launch order.
 
 use std::collections::HashMap;
 
@@ -14,13 +17,13 @@ use k8s_openapi::{
     api::core::v1::Pod,
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
-use ksim_nodes::labels::LIFETIME_ANNOTATION;
+use ksim_nodes::labels::{LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams},
     discovery::Scope,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -65,7 +68,39 @@ impl Matcher {
                     %error,
                     "giving a replayed pod its recorded lifetime; it keeps its template's"
                 );
+                // Without the marker the pool runs the template's lifetime, not forever.
+                if pending(&pod)
+                    && let Err(error) = self.patch(&pod, None).await
+                {
+                    tracing::warn!(
+                        pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                        %error,
+                        "the pod runs until deleted"
+                    );
+                }
             }
+        }
+    }
+
+    /// Removes the pending marker, and sets the lifetime to `lifetime` when it is `Some`
+    /// (`Some(None)` removes the template's: the launch did not end on its own).
+    async fn patch(&self, pod: &Pod, lifetime: Option<Option<String>>) -> Result<(), kube::Error> {
+        let (Some(namespace), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
+            return Ok(());
+        };
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(LIFETIME_PENDING_ANNOTATION.to_owned(), Value::Null);
+        if let Some(lifetime) = lifetime {
+            annotations.insert(LIFETIME_ANNOTATION.to_owned(), json!(lifetime));
+        }
+        let patch = json!({ "metadata": { "annotations": annotations } });
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match pods
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
+            other => other.map(drop),
         }
     }
 
@@ -74,7 +109,7 @@ impl Matcher {
             return Ok(());
         };
         let Some(recorded_namespace) = self.rewriter.recorded_namespace(namespace) else {
-            return Ok(());
+            return self.release(pod).await;
         };
         let mut chain = vec![Owner::new(
             Gvk::new("", "v1", "Pod"),
@@ -92,7 +127,7 @@ impl Matcher {
             next = self.controller_of(gvk, namespace, &reference.name).await?;
         }
         let Some(owner) = self.launches.owner_of(&chain).cloned() else {
-            return Ok(());
+            return self.release(pod).await;
         };
         let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
         let spec_hash = ksim_trace::hash::pod_spec_hash(&json!({ "spec": spec }));
@@ -107,18 +142,19 @@ impl Matcher {
             .annotations
             .as_ref()
             .and_then(|annotations| annotations.get(LIFETIME_ANNOTATION));
-        if wanted.as_ref() == current {
+        if wanted.as_ref() == current && !pending(pod) {
             return Ok(());
         }
-        // null removes the template's value: this launch did not end on its own.
-        let patch = json!({ "metadata": { "annotations": { LIFETIME_ANNOTATION: wanted } } });
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        match pods
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
-            other => other.map(drop),
+        // None removes the template's value: this launch did not end on its own.
+        self.patch(pod, Some(wanted)).await
+    }
+
+    /// A pod no recorded launch is matched to keeps its template's lifetime.
+    async fn release(&self, pod: &Pod) -> Result<(), kube::Error> {
+        if pending(pod) {
+            self.patch(pod, None).await
+        } else {
+            Ok(())
         }
     }
 
@@ -159,6 +195,14 @@ impl Matcher {
             Scope::Cluster => Api::all_with(self.client.clone(), &resource),
         })
     }
+}
+
+/// Whether the pool waits for this pod's own lifetime.
+fn pending(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|annotations| annotations.contains_key(LIFETIME_PENDING_ANNOTATION))
 }
 
 fn controller(metadata: &ObjectMeta) -> Option<OwnerReference> {

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use ksim_nodes::labels::{
-    GROUP_LABEL, LIFETIME_ANNOTATION, NO_SCHEDULE, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
+    GROUP_LABEL, LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION, NO_SCHEDULE, TRUE_VALUE,
+    VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
 };
 use serde_json::{Map, Value, json};
 
@@ -267,9 +268,12 @@ impl Rewriter {
                 json!(self.options.simulation_id),
             );
         if let Some(ms) = lifetime_ms {
-            child_object(metadata, "annotations")
-                .ok_or("metadata/annotations")?
-                .insert(LIFETIME_ANNOTATION.to_owned(), json!(ms));
+            // The template's lifetime is a launch's, not necessarily this pod's: the pool waits
+            // for the driver to give the pod its own (cluster::launch_lifetimes).
+            let annotations =
+                child_object(metadata, "annotations").ok_or("metadata/annotations")?;
+            annotations.insert(LIFETIME_ANNOTATION.to_owned(), json!(ms));
+            annotations.insert(LIFETIME_PENDING_ANNOTATION.to_owned(), json!(TRUE_VALUE));
         }
 
         let spec = child_object(template, "spec").ok_or("spec")?;
@@ -668,6 +672,11 @@ mod tests {
         assert_eq!(
             template["metadata"]["annotations"][LIFETIME_ANNOTATION],
             "3000"
+        );
+        // Each pod waits for its own launch's lifetime before its clock runs.
+        assert_eq!(
+            template["metadata"]["annotations"][LIFETIME_PENDING_ANNOTATION],
+            "true"
         );
         assert_eq!(template["metadata"]["labels"][SIMULATION_LABEL], "sim-1");
         assert_eq!(template["spec"]["nodeSelector"][VIRTUAL_LABEL], "true");

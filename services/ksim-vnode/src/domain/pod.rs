@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use thiserror::Error;
 
-use super::labels::LIFETIME_ANNOTATION;
+use super::labels::{LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION};
 use super::node::stable_hex;
 
 pub const POD_SCHEDULED: &str = "PodScheduled";
@@ -126,17 +126,19 @@ pub fn awaits_only_deletion(pod: &Pod) -> bool {
 }
 
 /// How long after starting the pod completes: its lifetime annotation if set, else the default
-/// job duration for Job pods, else `None` (runs until deleted).
+/// job duration for Job pods, else `None` (runs until deleted). `None` too while the driver has
+/// yet to give the pod its own lifetime ([`LIFETIME_PENDING_ANNOTATION`]): its patch is a change
+/// the pool sees, and the deadline then counts from the pod's start.
 pub fn completion_delay(
     pod: &Pod,
     default_job_duration: Duration,
 ) -> Result<Option<Duration>, PodRuleError> {
-    if let Some(value) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(LIFETIME_ANNOTATION))
+    let annotations = pod.metadata.annotations.as_ref();
+    if annotations.is_some_and(|annotations| annotations.contains_key(LIFETIME_PENDING_ANNOTATION))
     {
+        return Ok(None);
+    }
+    if let Some(value) = annotations.and_then(|annotations| annotations.get(LIFETIME_ANNOTATION)) {
         return parse_lifetime(value).map(Some);
     }
     let owned_by_job = pod
@@ -1052,6 +1054,38 @@ mod tests {
     }
 
     const JOB: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_pending_lifetime_starts_no_clock_until_the_driver_gives_one() {
+        let pending = |owned_by_job: bool| {
+            let mut pod = if owned_by_job {
+                job_pod()
+            } else {
+                annotated("1")
+            };
+            pod.metadata.annotations.get_or_insert_default().extend([
+                ("ksim.io/lifetime-ms".to_owned(), "1".to_owned()),
+                ("ksim.io/lifetime-pending".to_owned(), "true".to_owned()),
+            ]);
+            running(pod, Some("2026-01-01T00:00:00Z"))
+        };
+        for owned_by_job in [false, true] {
+            let pod = pending(owned_by_job);
+            assert_eq!(completion_delay(&pod, JOB), Ok(None), "job: {owned_by_job}");
+            assert_eq!(completion_deadline(&pod, JOB), Ok(None));
+            // Nothing to write until the driver's patch, which is a change of its own.
+            assert!(awaits_only_deletion(&pod));
+        }
+        // The patch: the launch's lifetime, the marker gone; the clock counts from the start.
+        let mut given = pending(true);
+        let annotations = given.metadata.annotations.as_mut().unwrap();
+        annotations.remove("ksim.io/lifetime-pending");
+        annotations.insert("ksim.io/lifetime-ms".to_owned(), "5000".to_owned());
+        assert_eq!(
+            completion_deadline(&given, JOB),
+            Ok(Some(at("2026-01-01T00:00:05Z")))
+        );
+    }
 
     #[test]
     fn lifetime_annotation_sets_the_delay() {

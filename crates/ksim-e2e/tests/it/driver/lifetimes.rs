@@ -11,7 +11,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::{SignedDuration, Timestamp},
 };
-use ksim_nodes::labels::LIFETIME_ANNOTATION;
+use ksim_nodes::labels::{LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_testenv::wait;
 use ksim_trace::pb as trace;
@@ -32,13 +32,13 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
             ],
         )],
         vec![
-            // The Job's three pods, one after another: 3 s, 5 s, 2 s. The template carries the
-            // first launch's 3 s, the driver patches the second's 5 s in once it sees the pod
-            // start: the pod must not end on the template's lifetime meanwhile, so that lifetime
-            // leaves a loaded machine seconds, not one, to land the patch.
-            recorded(job(), "batch", 0, 0, 3_000),
-            recorded(job(), "batch", 1, 3_100, 8_100),
-            recorded(job(), "batch", 2, 8_200, 10_200),
+            // The Job's three pods, one after another: 1 ms, 5 s, 2 s. The template carries the
+            // first launch's 1 ms, the driver patches the second's 5 s in once it sees the pod
+            // start. No patch lands within a millisecond of a start: the second pod runs its
+            // 5 s only because the pool waits for the driver's word before its clock runs.
+            recorded(job(), "batch", 0, 0, 1),
+            recorded(job(), "batch", 1, 100, 5_100),
+            recorded(job(), "batch", 2, 5_200, 7_200),
             // The Deployment's first pod ended after 2 s; its replacement ran to the end.
             recorded(web(), "web", 0, 0, 2_000),
             ran_on(recorded(web(), "web", 1, 2_100, 0)),
@@ -69,17 +69,17 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
             .find(|pod| annotation(pod) == Some(value))
             .unwrap_or_else(|| panic!("no Job pod with lifetime {value}: {job_pods:#?}"))
     };
-    let (first, second, third) = (
-        lifetime_of("3000"),
-        lifetime_of("5000"),
-        lifetime_of("2000"),
+    let (first, second, third) = (lifetime_of("1"), lifetime_of("5000"), lifetime_of("2000"));
+    assert!(
+        job_pods.iter().all(|pod| !pending(pod)),
+        "every pod got its lifetime: {job_pods:#?}"
     );
     assert!(started(first) <= started(second), "launch 0 started first");
     assert!(started(second) < started(third), "launch 1 before launch 2");
     let ran = finished(second).duration_since(started(second));
     assert!(
         ran >= SignedDuration::from_secs(4),
-        "the 5 s launch ran {ran} (the template's 3 s would end it early)"
+        "the 5 s launch ran {ran} (the template's 1 ms would end it at once)"
     );
 
     // The Deployment: its first pod ended after 2 s, its replacement runs on.
@@ -125,6 +125,59 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
     let cancelled = mesh.cancel(&id).await;
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
     mesh.assert_nothing_left(&id, &["life"]).await;
+}
+
+/// Many pods start at once, each of them a launch whose lifetime the driver must give it while
+/// the template's (the first launch's, 1 ms) would end it at once: none ends early, on a run
+/// where the driver's patches queue behind each other and the Job controller's writes.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_replayed_pod_ends_on_its_templates_lifetime_under_load() {
+    const PODS: u32 = 16;
+    let mut mesh = start().await;
+    let mut job = sequential_job();
+    job["spec"]["completions"] = json!(PODS);
+    job["spec"]["parallelism"] = json!(PODS);
+    let mut launches = vec![recorded(self::job(), "batch", 0, 0, 1)];
+    launches.extend((1..PODS).map(|launch| recorded(self::job(), "batch", launch, 0, 3_000)));
+    let file = trace_file_with_lifecycles(
+        vec![(0, vec![("batch/v1.Job", "shop", "batch", job)])],
+        launches,
+        120_000,
+    );
+    let simulation = mesh
+        .start_simulation(pb::SimulationSpec {
+            trace_source: uploaded(file),
+            speed: 1.0,
+            namespace_prefix: "load".to_owned(),
+            node_groups: vec![pool_group("load", 2)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(mesh.client.clone(), "load-shop");
+    let done = until_pods(&pods, "job-name=batch", |pods| {
+        pods.len() == PODS as usize && pods.iter().all(|pod| phase(pod) == "Succeeded")
+    })
+    .await;
+    let mut lifetimes: Vec<&str> = done.iter().filter_map(annotation).collect();
+    lifetimes.sort_unstable();
+    let mut expected = vec!["1"];
+    expected.extend(std::iter::repeat_n("3000", PODS as usize - 1));
+    expected.sort_unstable();
+    assert_eq!(lifetimes, expected, "one launch each: {done:#?}");
+    for pod in done.iter().filter(|pod| annotation(pod) == Some("3000")) {
+        // Times are whole seconds: a 3 s run shows as 2 s at the least, a 1 ms one as 0 or 1.
+        let ran = finished(pod).duration_since(started(pod));
+        assert!(
+            ran >= SignedDuration::from_secs(2),
+            "{} ran {ran}, not its launch's 3 s",
+            name(pod)
+        );
+    }
+
+    let cancelled = mesh.cancel(&simulation.id).await;
+    assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    mesh.assert_nothing_left(&simulation.id, &["load"]).await;
 }
 
 /// A Job the trace deletes takes its pods with it, as `kubectl delete` and the TTL controller
@@ -249,6 +302,13 @@ fn annotation(pod: &Pod) -> Option<&str> {
         .as_ref()?
         .get(LIFETIME_ANNOTATION)
         .map(String::as_str)
+}
+
+fn pending(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|annotations| annotations.contains_key(LIFETIME_PENDING_ANNOTATION))
 }
 
 fn name(pod: &Pod) -> String {
