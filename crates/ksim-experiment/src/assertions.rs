@@ -2,12 +2,14 @@
 //! CA change in its own CI. `variants.<name>.<figure>` is the mean over the variant's runs that
 //! succeeded (`variants.packed.cost <= variants.baseline.cost * 0.95`), `.min.<figure>` and
 //! `.max.<figure>` the spread, `.failed` the runs that did not succeed; figures are doubles.
-//! Compiled before anything runs, so a typo costs no simulation.
+//! Compiled, and the variants and figures they name checked against the experiment, before
+//! anything runs, so a typo costs no simulation.
 
 use std::{collections::BTreeMap, collections::HashMap, sync::Arc};
 
+use cel::common::ast::{Expr, LiteralValue, operators};
 use cel::objects::{Key, Map};
-use cel::{Context, Program, Value};
+use cel::{Context, IdedExpr, Program, Value};
 
 /// A figure's mean and spread over a variant's runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,6 +42,8 @@ pub enum AssertionError {
     Evaluation { expression: String, message: String },
     #[error("--assert {expression:?} is {value}, not a bool")]
     NotBool { expression: String, value: String },
+    #[error("--assert {expression:?}: {message}")]
+    UnknownName { expression: String, message: String },
 }
 
 /// A compiled `--assert`.
@@ -79,6 +83,24 @@ impl Assertion {
         &self.source
     }
 
+    /// Whether every `variants.<name>.<figure>` it reads names one of `variants` and one of
+    /// `figures` (`min.`/`max.` before a figure, or `failed`), so a typo is refused before the
+    /// first run rather than after the last. Names chosen at run time (`variants[x]`) are left
+    /// to [`Assertion::holds`].
+    pub fn check_names(&self, variants: &[&str], figures: &[&str]) -> Result<(), AssertionError> {
+        let mut paths = Vec::new();
+        variant_paths(self.program.expression(), &mut paths);
+        for path in paths {
+            if let Some(message) = unknown_name(&path, variants, figures) {
+                return Err(AssertionError::UnknownName {
+                    expression: self.source.clone(),
+                    message,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Whether it holds over `variants`; an error says why it could not be decided (a variant
     /// or figure that is not there, a type mismatch).
     pub fn holds(
@@ -101,6 +123,108 @@ impl Assertion {
                 message: error.to_string(),
             }),
         }
+    }
+}
+
+/// The first name of `path` (after `variants`) that is not among those given, said as an error.
+fn unknown_name(path: &[String], variants: &[&str], figures: &[&str]) -> Option<String> {
+    let list = |names: &[&str]| names.join(", ");
+    let variant = path.first()?;
+    if !variants.contains(&variant.as_str()) {
+        return Some(format!(
+            "the experiment has no variant {variant:?} (it has {})",
+            list(variants)
+        ));
+    }
+    let figure = match path.get(1).map(String::as_str) {
+        None | Some("failed") => return None,
+        Some("min" | "max") => path.get(2)?,
+        Some(_) => &path[1],
+    };
+    (!figures.contains(&figure.as_str())).then(|| {
+        format!(
+            "variant {variant} has no figure {figure:?} (figures: {}; min.<figure>, \
+             max.<figure>, failed)",
+            list(figures)
+        )
+    })
+}
+
+/// Every path read from `variants` in `expr`, without its `variants` root: `variants.a.cost`
+/// and `variants["a"].cost` give `[a, cost]`. A macro whose own variable is named `variants`
+/// hides the outer one in its body, which is then not looked at.
+fn variant_paths(expr: &IdedExpr, paths: &mut Vec<Vec<String>>) {
+    if let Some(mut path) = constant_path(expr)
+        && path.first().map(String::as_str) == Some("variants")
+    {
+        path.remove(0);
+        paths.push(path);
+        return;
+    }
+    match &expr.expr {
+        Expr::Call(call) => {
+            call.target
+                .iter()
+                .for_each(|target| variant_paths(target, paths));
+            call.args.iter().for_each(|arg| variant_paths(arg, paths));
+        }
+        Expr::Select(select) => variant_paths(&select.operand, paths),
+        Expr::List(list) => list.elements.iter().for_each(|e| variant_paths(e, paths)),
+        Expr::Map(map) => map.entries.iter().for_each(|entry| match &entry.expr {
+            cel::common::ast::EntryExpr::MapEntry(entry) => {
+                variant_paths(&entry.key, paths);
+                variant_paths(&entry.value, paths);
+            }
+            cel::common::ast::EntryExpr::StructField(field) => variant_paths(&field.value, paths),
+        }),
+        Expr::Struct(fields) => fields.entries.iter().for_each(|entry| {
+            if let cel::common::ast::EntryExpr::StructField(field) = &entry.expr {
+                variant_paths(&field.value, paths);
+            }
+        }),
+        Expr::Comprehension(loop_) => {
+            variant_paths(&loop_.iter_range, paths);
+            variant_paths(&loop_.accu_init, paths);
+            let shadowed = [
+                Some(&loop_.iter_var),
+                loop_.iter_var2.as_ref(),
+                Some(&loop_.accu_var),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|var| var == "variants");
+            if !shadowed {
+                for part in [&loop_.loop_cond, &loop_.loop_step, &loop_.result] {
+                    variant_paths(part, paths);
+                }
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// The names `expr` reads, root first, when it is an identifier followed by fields and
+/// constant string indexes (`a.b["c"]`); `None` for anything else.
+fn constant_path(expr: &IdedExpr) -> Option<Vec<String>> {
+    match &expr.expr {
+        Expr::Ident(name) => Some(vec![name.clone()]),
+        Expr::Select(select) => {
+            let mut path = constant_path(&select.operand)?;
+            path.push(select.field.clone());
+            Some(path)
+        }
+        Expr::Call(call) if call.func_name == operators::INDEX && call.target.is_none() => {
+            let [operand, key] = call.args.as_slice() else {
+                return None;
+            };
+            let Expr::Literal(LiteralValue::String(key)) = &key.expr else {
+                return None;
+            };
+            let mut path = constant_path(operand)?;
+            path.push(key.inner().to_owned());
+            Some(path)
+        }
+        _ => None,
     }
 }
 
@@ -175,6 +299,54 @@ mod tests {
             Ok(false)
         );
         assert_eq!(holds("variants.packed.failed == 0"), Ok(false));
+    }
+
+    #[test]
+    fn unknown_variants_and_figures_are_named_before_anything_runs() {
+        const VARIANTS: &[&str] = &["baseline", "packed"];
+        const FIGURES: &[&str] = &["cost", "pending_p99_ms"];
+        let check = |source: &str| {
+            Assertion::compile(source)
+                .unwrap()
+                .check_names(VARIANTS, FIGURES)
+        };
+        for good in [
+            "variants.packed.cost <= variants.baseline.cost * 0.95",
+            "variants.packed.max.cost < variants.baseline.min.pending_p99_ms",
+            "variants.packed.failed == 0 && has(variants.baseline.cost)",
+            "variants[\"packed\"].cost < 1.0",
+            // A macro's variable named `variants` is its own, not the experiment's.
+            "[1, 2].all(variants, variants.zzz > 0)",
+        ] {
+            assert_eq!(check(good), Ok(()), "{good}");
+        }
+        for (bad, named) in [
+            (
+                "variants.zzz.cost <= 3.0",
+                "no variant \"zzz\" (it has baseline, packed)",
+            ),
+            (
+                "variants.packed.cost < variants[\"zzz\"].cost",
+                "no variant \"zzz\"",
+            ),
+            (
+                "variants.packed.costt <= 3.0",
+                "variant packed has no figure \"costt\"",
+            ),
+            ("variants.packed.min.cots <= 3.0", "no figure \"cots\""),
+            ("has(variants.zzz.cost)", "no variant \"zzz\""),
+            (
+                "[1].exists(variants, variants > 0) && variants.zzz.failed == 0",
+                "no variant \"zzz\"",
+            ),
+        ] {
+            let error = check(bad).unwrap_err();
+            assert!(
+                matches!(error, AssertionError::UnknownName { .. }),
+                "{bad}: {error}"
+            );
+            assert!(error.to_string().contains(named), "{bad}: {error}");
+        }
     }
 
     #[test]

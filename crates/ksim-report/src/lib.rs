@@ -43,7 +43,7 @@ mod timeline;
 mod fixtures;
 
 pub use build::build;
-pub use compare::{ComparedFigure, Comparison, compare, compare_repeated};
+pub use compare::{ComparedFigure, Comparison, FIGURES, compare, compare_repeated};
 pub use csv::{fidelity_to_csv, to_csv};
 pub use fidelity::{FIDELITY_BUCKET, group_series};
 pub use files::{

@@ -65,6 +65,14 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
         .iter()
         .map(|source| Assertion::compile(source))
         .collect::<Result<Vec<_>, _>>()?;
+    let variant_names: Vec<&str> = experiment
+        .variants
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    for assertion in &assertions {
+        assertion.check_names(&variant_names, &ksim_report::FIGURES)?;
+    }
     let base = args.file.parent().unwrap_or(Path::new("."));
     let mut specs = Vec::new();
     for variant in &experiment.variants {
