@@ -61,11 +61,18 @@ impl TraceStoreService {
             0 => DEFAULT_CHUNK_BYTES,
             n => n.min(MAX_CHUNK_BYTES),
         };
-        let (source, oldest_ms, origin) = if request.trace_id.is_empty() {
+        // Without an end: the live recording's is now (it is still being recorded), an
+        // imported trace's is where its recording ended.
+        let (source, oldest_ms, newest_ms, origin) = if request.trace_id.is_empty() {
             let snapshot = self.store.snapshot().map_err(store_status)?;
             let stats = self.store.log_stats().map_err(store_status)?;
             let oldest = stats.edge_ms.or(stats.oldest_ms).unwrap_or_else(now_ms);
-            (Source::Log(snapshot), oldest, self.origin.clone())
+            (
+                Source::Log(snapshot),
+                oldest,
+                now_ms() + 1,
+                self.origin.clone(),
+            )
         } else {
             let path = self
                 .imports
@@ -79,6 +86,7 @@ impl TraceStoreService {
             (
                 Source::Imported(path),
                 oldest,
+                meta.default_end_ms().unwrap_or(oldest.saturating_add(1)),
                 format!(
                     "imported trace {} ({})",
                     request.trace_id, meta.display_name
@@ -86,10 +94,7 @@ impl TraceStoreService {
             )
         };
         let start_ms = request.start_time.as_ref().map_or(oldest_ms, time::millis);
-        let end_ms = request
-            .end_time
-            .as_ref()
-            .map_or_else(|| now_ms() + 1, time::millis);
+        let end_ms = request.end_time.as_ref().map_or(newest_ms, time::millis);
         let window = Window::new(start_ms, end_ms)
             .map_err(|e| Status::invalid_argument(format!("start_time/end_time: {e}")))?;
         let header = pb::TraceHeader {

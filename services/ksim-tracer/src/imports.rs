@@ -51,7 +51,21 @@ pub struct Meta {
     pub lifecycles: u64,
     pub first_event_ms: Option<i64>,
     pub last_event_ms: Option<i64>,
+    /// The end of the window the file says it recorded (its header's `end_time`); absent in
+    /// the metadata of traces imported before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_end_ms: Option<i64>,
     pub bytes: u64,
+}
+
+impl Meta {
+    /// Where an export of this trace ends when no end is given (exclusive): where its recording
+    /// ended, never before its last event, not the time it is asked (a trace recorded months
+    /// ago would replay for months). `None` for a trace without events or a recorded end.
+    pub fn default_end_ms(&self) -> Option<i64> {
+        let after_last = self.last_event_ms.map(|ms| ms.saturating_add(1));
+        after_last.max(self.recorded_end_ms)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -205,6 +219,11 @@ fn meta(display_name: &str, source_format: &str, inspection: &Inspection, bytes:
         lifecycles: inspection.lifecycles,
         first_event_ms: inspection.first_event_ms,
         last_event_ms: inspection.last_event_ms,
+        recorded_end_ms: inspection
+            .header
+            .end_time
+            .as_ref()
+            .map(ksim_trace::time::millis),
         bytes,
     }
 }
@@ -240,4 +259,41 @@ fn hex(bytes: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(last_event_ms: Option<i64>, recorded_end_ms: Option<i64>) -> Meta {
+        Meta {
+            display_name: "t".to_owned(),
+            source_format: "ksim".to_owned(),
+            events: 0,
+            objects: 0,
+            lifecycles: 0,
+            first_event_ms: last_event_ms,
+            last_event_ms,
+            recorded_end_ms,
+            bytes: 0,
+        }
+    }
+
+    #[test]
+    fn an_imported_trace_ends_where_its_recording_did_never_before_its_last_event() {
+        assert_eq!(meta(Some(4_000), None).default_end_ms(), Some(4_001));
+        assert_eq!(meta(Some(4_000), Some(9_000)).default_end_ms(), Some(9_000));
+        // SimKube's converted header ends at its last event, which must stay in the window.
+        assert_eq!(meta(Some(4_000), Some(4_000)).default_end_ms(), Some(4_001));
+        assert_eq!(meta(None, None).default_end_ms(), None);
+    }
+
+    #[test]
+    fn metadata_written_before_the_recorded_end_was_kept_still_reads() {
+        let old = r#"{"displayName":"t","sourceFormat":"ksim","events":1,"objects":1,
+            "lifecycles":0,"firstEventMs":5,"lastEventMs":7,"bytes":10}"#;
+        let read: Meta = serde_json::from_str(old).unwrap();
+        assert_eq!(read.recorded_end_ms, None);
+        assert_eq!(read.default_end_ms(), Some(8));
+    }
 }

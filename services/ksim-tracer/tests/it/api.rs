@@ -211,6 +211,61 @@ async fn imported_traces_are_validated_whole_and_export_back() {
     );
 }
 
+/// A trace recorded long ago (its events in 1970) exported without an end ends where its
+/// recording ended, not now: replayed, it would otherwise run for decades.
+#[tokio::test]
+async fn an_imported_trace_exported_without_an_end_ends_where_its_recording_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let tracer = tracer(dir.path()).await;
+    let end_of = |trace: &ksim_trace::Trace| {
+        let header = &trace.header;
+        (
+            header.start_time.as_ref().map(ksim_trace::time::millis),
+            header.end_time.as_ref().map(ksim_trace::time::millis),
+        )
+    };
+
+    // No recorded end in its header: just after its last event (at 4 s).
+    let plain = import(&tracer, ksim_trace_file(), 1024).await.unwrap();
+    let whole = tracer
+        .export(pb::ExportRequest {
+            trace_id: plain.trace_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(end_of(&whole), (Some(1_000), Some(4_001)));
+    assert_eq!(changes(&whole).len(), 4, "the last event is in the window");
+
+    // A header that says the recording went on to 10 s: there.
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        start_time: Some(timestamp(1_000)),
+        end_time: Some(timestamp(10_000)),
+        ..Default::default()
+    };
+    let mut writer = TraceWriter::new(Vec::new(), &header).unwrap();
+    writer
+        .write_event(&pb::TraceEvent {
+            timestamp_ms: 2_000,
+            applied: vec![object("web", 1)],
+            deleted: vec![],
+        })
+        .unwrap();
+    let longer = import(&tracer, writer.finish().unwrap().0, 1024)
+        .await
+        .unwrap();
+    let windowed = tracer
+        .export(pb::ExportRequest {
+            trace_id: longer.trace_id,
+            start_time: Some(timestamp(1_500)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(end_of(&windowed), (Some(1_500), Some(10_000)));
+}
+
 #[tokio::test]
 async fn bad_files_and_requests_get_clear_errors_and_nothing_is_kept() {
     let dir = tempfile::tempdir().unwrap();

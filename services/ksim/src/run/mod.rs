@@ -100,7 +100,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "RFC3339", value_parser = humantime::parse_rfc3339_weak)]
     pub start: Option<SystemTime>,
 
-    /// With --stored: end of the window (exclusive), RFC 3339 in UTC.
+    /// With --stored: end of the window (exclusive), RFC 3339 in UTC; default: now for the
+    /// tracer's recording, where an imported trace's recording ended for --trace-id.
     #[arg(long, value_name = "RFC3339", value_parser = humantime::parse_rfc3339_weak)]
     pub end: Option<SystemTime>,
 
