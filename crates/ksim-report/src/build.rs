@@ -3,7 +3,7 @@
 use super::input::{NodeChange, Observations};
 use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
-use super::{costs, fidelity};
+use super::{attribution, costs, fidelity};
 
 /// The report of what was observed; see [`timeline`] for the buckets and [`Percentiles::of`]
 /// for the percentiles.
@@ -50,13 +50,16 @@ pub fn build(obs: &Observations) -> Report {
 fn node_changes(changes: &[NodeChange], speed: f64) -> Vec<ReportedNodeChange> {
     let mut changes: Vec<&NodeChange> = changes.iter().collect();
     changes.sort_by_key(|change| change.offset);
+    let causes = attribution::causes(&changes);
     changes
         .into_iter()
-        .map(|change| ReportedNodeChange {
+        .zip(causes)
+        .map(|(change, cause)| ReportedNodeChange {
             offset_ms: millis(recorded(change.offset, speed)),
             group: change.group.clone(),
             node: change.node.clone(),
             kind: Some(change.kind),
+            cause,
         })
         .collect()
 }
@@ -137,6 +140,7 @@ mod tests {
             group: "m5".into(),
             node: node.into(),
             kind,
+            owner: None,
         };
         let obs = Observations {
             // At 10x the resize and its node are 2.5 s into the replay, 25 s into the trace:

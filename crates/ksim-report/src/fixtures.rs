@@ -215,6 +215,7 @@ fn node_change(ms: u64, node: &str, kind: NodeChangeKind) -> NodeChange {
         group: "group-b".into(),
         node: node.into(),
         kind,
+        owner: Some(crate::GroupOwner::Seats),
     }
 }
 

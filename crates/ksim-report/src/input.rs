@@ -165,6 +165,20 @@ pub struct NodeChange {
     pub group: String,
     pub node: String,
     pub kind: NodeChangeKind,
+    /// Who sizes the node's group, from its `ksim.io/group-owner` label. Defaulted: a node
+    /// without the label, or observations saved before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<GroupOwner>,
+}
+
+/// Who sizes a node group (`ksim.io/group-owner`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupOwner {
+    /// A fixed-size group of the pool: no autoscaler resizes it.
+    Pool,
+    /// A seat Deployment, resized by cluster-autoscaler through the cloud provider.
+    Seats,
 }
 
 /// Whether a node joined or left.

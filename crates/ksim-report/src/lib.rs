@@ -4,7 +4,8 @@
 //!
 //! - [`input`]: what the driver observes ([`Observations`]).
 //! - [`build()`]: observations into a [`Report`] (buckets in `timeline`, percentiles, and
-//!   recorded against simulated in `fidelity` when the trace held the recorded cluster).
+//!   recorded against simulated in `fidelity` when the trace held the recorded cluster);
+//!   `attribution` says who made each node change (the autoscaler, the pool, a re-registration).
 //! - [`Report::to_proto`] / [`Report::from_proto`]: the gRPC form, both ways.
 //! - [`write_files`] (with [`to_csv`] and [`render_svg`]) and [`summary`]; [`repeat_summary`]
 //!   for the runs of `ksim run --repeat`.
@@ -22,6 +23,7 @@ pub fn is_terminal(state: SimulationState) -> bool {
     )
 }
 
+mod attribution;
 mod build;
 mod compare;
 mod costs;
@@ -51,13 +53,13 @@ pub use files::{
     ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
 pub use input::{
-    ClusterState, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord,
-    Observations, PodCounts, RecordedState, Sample, ScaleEvent, Usage,
+    ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount,
+    ObjectErrorRecord, Observations, PodCounts, RecordedState, Sample, ScaleEvent, Usage,
 };
 pub use model::{
-    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost, Percentiles,
-    ProviderConfiguration, Report, ReportedError, ReportedNodeChange, SchedulerConfiguration,
-    SeriesFidelity, WaitReason,
+    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
+    NodeChangeCause, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
+    SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};

@@ -221,6 +221,24 @@ pub struct ReportedNodeChange {
     pub node: String,
     /// `None` only for a report read from a proto that left the kind unspecified.
     pub kind: Option<NodeChangeKind>,
+    /// Who made it. Defaulted: reports written before it was kept counted every change as
+    /// the autoscaler's.
+    #[serde(default)]
+    pub cause: NodeChangeCause,
+}
+
+/// Who added or removed a node (see the `attribution` module).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeChangeCause {
+    /// cluster-autoscaler, through the cloud provider's seat groups.
+    #[default]
+    Autoscaler,
+    /// The pool, in a fixed-size group no autoscaler resizes.
+    Pool,
+    /// The same node gone and back under its name: the pool registering it again (after a
+    /// restart), not a scale-down and a scale-up.
+    Reregistration,
 }
 
 /// How close the simulated cluster came to the recorded one (see [`crate::fidelity`]).

@@ -12,9 +12,9 @@ use ksim_trace::time::{millis, timestamp};
 
 use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use super::model::{
-    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost, Percentiles,
-    ProviderConfiguration, Report, ReportedError, ReportedNodeChange, SchedulerConfiguration,
-    SeriesFidelity, WaitReason,
+    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
+    NodeChangeCause, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
+    SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
@@ -440,11 +440,17 @@ fn node_change_to_proto(change: &ReportedNodeChange) -> pb::NodeChange {
         Some(NodeChangeKind::Removed) => pb::NodeChangeKind::Removed,
         None => pb::NodeChangeKind::Unspecified,
     };
+    let cause = match change.cause {
+        NodeChangeCause::Autoscaler => pb::NodeChangeCause::Autoscaler,
+        NodeChangeCause::Pool => pb::NodeChangeCause::Pool,
+        NodeChangeCause::Reregistration => pb::NodeChangeCause::Reregistration,
+    };
     pb::NodeChange {
         offset: Some(duration_to_proto(Duration::from_millis(change.offset_ms))),
         group: change.group.clone(),
         node: change.node.clone(),
         kind: kind.into(),
+        cause: cause.into(),
     }
 }
 
@@ -454,6 +460,19 @@ fn node_change_from_proto(change: &pb::NodeChange) -> ReportedNodeChange {
         group: change.group.clone(),
         node: change.node.clone(),
         kind: node_change_kind(change),
+        cause: node_change_cause(change),
+    }
+}
+
+/// Who made a change in the proto; an older driver's (unspecified) counted them all as the
+/// autoscaler's.
+pub(super) fn node_change_cause(change: &pb::NodeChange) -> NodeChangeCause {
+    match pb::NodeChangeCause::try_from(change.cause) {
+        Ok(pb::NodeChangeCause::Pool) => NodeChangeCause::Pool,
+        Ok(pb::NodeChangeCause::Reregistration) => NodeChangeCause::Reregistration,
+        Ok(pb::NodeChangeCause::Autoscaler | pb::NodeChangeCause::Unspecified) | Err(_) => {
+            NodeChangeCause::Autoscaler
+        }
     }
 }
 

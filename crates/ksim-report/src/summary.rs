@@ -6,7 +6,8 @@ use std::time::Duration;
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 
 use super::input::NodeChangeKind;
-use super::proto::{duration_from_proto, node_change_kind};
+use super::model::NodeChangeCause;
+use super::proto::{duration_from_proto, node_change_cause, node_change_kind};
 use crate::Gvk;
 
 /// Object errors listed one by one; the rest are counted.
@@ -80,6 +81,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     )?;
 
     writeln!(out, "  autoscaler:        {}", autoscaler_nodes(report))?;
+    for line in pool_nodes(report) {
+        writeln!(out, "  {line}")?;
+    }
     if let Some(costs) = &report.costs {
         for line in cost_lines(costs) {
             writeln!(out, "  {line}")?;
@@ -180,20 +184,16 @@ fn trimmed(value: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
-/// The nodes that joined and left the groups during the replay, by name:
+/// The nodes the autoscaler added to and removed from the groups during the replay, by name:
 /// `2 nodes added (a, b), 1 removed (a)`. Where the timeline's resizes count differently
 /// (nodes asked for but not registered by the end, or a report from before nodes were
-/// named), that is said too: `...; resizes asked for 3 and 1`.
+/// named), that is said too: `...; resizes asked for 3 and 1`. The pool's changes are not
+/// among them (see [`pool_nodes`]).
 pub fn autoscaler_nodes(report: &pb::Report) -> String {
-    let named = |wanted: NodeChangeKind| -> Vec<&str> {
-        report
-            .node_changes
-            .iter()
-            .filter(|change| node_change_kind(change) == Some(wanted))
-            .map(|change| change.node.as_str())
-            .collect()
-    };
-    let (added, removed) = (named(NodeChangeKind::Added), named(NodeChangeKind::Removed));
+    let (added, removed) = (
+        changed_nodes(report, NodeChangeCause::Autoscaler, NodeChangeKind::Added),
+        changed_nodes(report, NodeChangeCause::Autoscaler, NodeChangeKind::Removed),
+    );
     let plural = if added.len() == 1 { "node" } else { "nodes" };
     let mut text = format!(
         "{} {plural} added{}, {} removed{}",
@@ -207,6 +207,53 @@ pub fn autoscaler_nodes(report: &pb::Report) -> String {
         let _ = write!(text, "; resizes asked for {ups} and {downs}");
     }
     text
+}
+
+/// What the pool, not the autoscaler, did to the nodes during the replay, when it did
+/// anything: `node re-registrations (pool restart): 2 (a, b)` for nodes that left and came
+/// back under their names, and `pool nodes: 1 added (c), 0 removed` for a fixed-size group's.
+pub fn pool_nodes(report: &pb::Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    let back = changed_nodes(
+        report,
+        NodeChangeCause::Reregistration,
+        NodeChangeKind::Added,
+    );
+    let gone = changed_nodes(
+        report,
+        NodeChangeCause::Reregistration,
+        NodeChangeKind::Removed,
+    );
+    if !gone.is_empty() {
+        lines.push(format!(
+            "node re-registrations (pool restart): {}{}",
+            back.len(),
+            listed(&back)
+        ));
+    }
+    let added = changed_nodes(report, NodeChangeCause::Pool, NodeChangeKind::Added);
+    let removed = changed_nodes(report, NodeChangeCause::Pool, NodeChangeKind::Removed);
+    if !added.is_empty() || !removed.is_empty() {
+        lines.push(format!(
+            "pool nodes:        {} added{}, {} removed{}",
+            added.len(),
+            listed(&added),
+            removed.len(),
+            listed(&removed)
+        ));
+    }
+    lines
+}
+
+/// The names of the nodes `cause` added or removed, in time order.
+fn changed_nodes(report: &pb::Report, cause: NodeChangeCause, kind: NodeChangeKind) -> Vec<&str> {
+    report
+        .node_changes
+        .iter()
+        .filter(|change| node_change_kind(change) == Some(kind))
+        .filter(|change| node_change_cause(change) == cause)
+        .map(|change| change.node.as_str())
+        .collect()
 }
 
 /// ` (a, b, c)`, at most [`LISTED_NODES`] names then `and N more`; empty for no names.
@@ -508,7 +555,44 @@ mod tests {
             group: "m5".into(),
             node: node.into(),
             kind: kind.into(),
+            cause: pb::NodeChangeCause::Unspecified.into(),
         }
+    }
+
+    fn caused(node: &str, kind: pb::NodeChangeKind, cause: pb::NodeChangeCause) -> pb::NodeChange {
+        pb::NodeChange {
+            cause: cause.into(),
+            ..change(node, kind)
+        }
+    }
+
+    #[test]
+    fn the_pools_changes_are_not_the_autoscalers() {
+        use pb::{NodeChangeCause as Cause, NodeChangeKind as Kind};
+        let changes = vec![
+            caused("seats-a", Kind::Added, Cause::Autoscaler),
+            caused("seats-b", Kind::Removed, Cause::Reregistration),
+            caused("seats-b", Kind::Added, Cause::Reregistration),
+            caused("fixed-0", Kind::Removed, Cause::Pool),
+        ];
+        let report = scaled(1, 0, changes);
+        assert_eq!(
+            autoscaler_nodes(&report),
+            "1 node added (seats-a), 0 removed"
+        );
+        assert_eq!(
+            pool_nodes(&report),
+            [
+                "node re-registrations (pool restart): 1 (seats-b)",
+                "pool nodes:        0 added, 1 removed (fixed-0)"
+            ]
+        );
+        let text = summary(&report);
+        assert!(
+            text.contains("\n  node re-registrations (pool restart): 1 (seats-b)\n"),
+            "{text}"
+        );
+        assert!(pool_nodes(&scaled(0, 0, Vec::new())).is_empty());
     }
 
     /// A report whose timeline asked for `ups` and `downs` nodes and saw `changes`.

@@ -19,7 +19,7 @@ use k8s_openapi::api::{
     core::v1::{Event, Node, Pod},
 };
 use ksim_nodes::{
-    labels::{GROUP_LABEL, TRUE_VALUE, VIRTUAL_LABEL},
+    labels::{GROUP_LABEL, OWNER_LABEL, OWNER_POOL, OWNER_SEATS, TRUE_VALUE, VIRTUAL_LABEL},
     node::takes_pods,
     skeleton::quantity_value,
 };
@@ -32,8 +32,8 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 use crate::domain::{
     SIMULATION_LABEL,
     report::{
-        NeverRan, NodeChange, NodeChangeKind, NodeCount, PodCounts, Sample, ScaleEvent, Usage,
-        WaitReason,
+        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PodCounts, Sample, ScaleEvent,
+        Usage, WaitReason,
     },
     waits,
 };
@@ -82,6 +82,9 @@ const MAX_UNCLAIMED: usize = 10_000;
 #[derive(Debug)]
 struct NodeSeen {
     group: String,
+    /// Who sizes its group (`ksim.io/group-owner`): the report tells the pool's changes from
+    /// the autoscaler's by it.
+    owner: Option<GroupOwner>,
     /// Ready with the control plane's not-ready taint lifted: a replay that starts on a node
     /// still tainted would see its first pods crowd onto the nodes that are not.
     ready: bool,
@@ -519,20 +522,26 @@ impl Seen {
         if present && let Some(listed) = &mut self.relisted_nodes {
             listed.insert(name.clone());
         }
-        let group = node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|labels| labels.get(GROUP_LABEL).cloned());
+        let labels = node.metadata.labels.as_ref();
+        let group = labels.and_then(|labels| labels.get(GROUP_LABEL).cloned());
+        let owner = match labels
+            .and_then(|labels| labels.get(OWNER_LABEL))
+            .map(String::as_str)
+        {
+            Some(OWNER_POOL) => Some(GroupOwner::Pool),
+            Some(OWNER_SEATS) => Some(GroupOwner::Seats),
+            _ => None,
+        };
         match group {
             Some(group) if present => {
                 if !self.nodes.contains_key(&name) {
-                    self.node_changed(&name, &group, NodeChangeKind::Added);
+                    self.node_changed(&name, &group, owner, NodeChangeKind::Added);
                 }
                 let allocatable =
                     Resources::of(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
                 let seen = NodeSeen {
                     group,
+                    owner,
                     ready: takes_pods(node),
                     allocatable,
                 };
@@ -540,7 +549,7 @@ impl Seen {
             }
             _ => {
                 if let Some(gone) = self.nodes.remove(&name) {
-                    self.node_changed(&name, &gone.group, NodeChangeKind::Removed);
+                    self.node_changed(&name, &gone.group, gone.owner, NodeChangeKind::Removed);
                 }
             }
         }
@@ -563,7 +572,7 @@ impl Seen {
                     .collect();
                 for name in gone {
                     if let Some(node) = self.nodes.remove(&name) {
-                        self.node_changed(&name, &node.group, NodeChangeKind::Removed);
+                        self.node_changed(&name, &node.group, node.owner, NodeChangeKind::Removed);
                     }
                 }
             }
@@ -571,7 +580,13 @@ impl Seen {
     }
 
     /// Records a node joining or leaving one of the simulation's groups once the replay runs.
-    fn node_changed(&mut self, node: &str, group: &str, kind: NodeChangeKind) {
+    fn node_changed(
+        &mut self,
+        node: &str,
+        group: &str,
+        owner: Option<GroupOwner>,
+        kind: NodeChangeKind,
+    ) {
         if !self.replaying || !self.groups.contains(group) {
             return;
         }
@@ -580,6 +595,7 @@ impl Seen {
             group: group.to_owned(),
             node: node.to_owned(),
             kind,
+            owner,
         });
     }
 
@@ -680,6 +696,47 @@ mod tests {
         let mut left: Vec<&String> = seen.nodes.keys().collect();
         left.sort();
         assert_eq!(left, ["m5-c", "m5-d"]);
+    }
+
+    #[test]
+    fn a_change_carries_its_groups_owner_also_when_the_node_is_gone() {
+        let owned = |name: &str, owner: &str| {
+            let mut node = node(name, "m5");
+            if let Some(labels) = node.metadata.labels.as_mut() {
+                labels.insert(OWNER_LABEL.to_owned(), owner.to_owned());
+            }
+            node
+        };
+        let mut seen = seen(&["m5"]);
+        seen.node(&owned("seats-m5-a", OWNER_SEATS), true);
+        seen.replaying = true;
+        seen.node(&owned("m5-0", OWNER_POOL), true);
+        seen.node(&node("unlabelled", "m5"), true);
+        // A delete carries the last state the watch had; the relist's none at all.
+        seen.node(&node("m5-0", "m5"), false);
+        seen.nodes_relisted(Relist::Started);
+        seen.node(&owned("m5-0", OWNER_POOL), true);
+        seen.node(&node("unlabelled", "m5"), true);
+        seen.nodes_relisted(Relist::Done);
+        let owners: Vec<(&str, NodeChangeKind, Option<GroupOwner>)> = seen
+            .node_changes
+            .iter()
+            .map(|c| (c.node.as_str(), c.kind, c.owner))
+            .collect();
+        assert_eq!(
+            owners,
+            [
+                ("m5-0", NodeChangeKind::Added, Some(GroupOwner::Pool)),
+                ("unlabelled", NodeChangeKind::Added, None),
+                ("m5-0", NodeChangeKind::Removed, Some(GroupOwner::Pool)),
+                ("m5-0", NodeChangeKind::Added, Some(GroupOwner::Pool)),
+                (
+                    "seats-m5-a",
+                    NodeChangeKind::Removed,
+                    Some(GroupOwner::Seats)
+                ),
+            ]
+        );
     }
 
     #[test]
