@@ -65,7 +65,10 @@ pub enum FlagError {
     NotFlagValue(String),
     #[error("cluster-autoscaler flag --{flag}: {error}")]
     BadDuration { flag: String, error: DurationError },
-    #[error("cluster-autoscaler flag --{flag}: {value:?} is not a whole number of seconds")]
+    #[error(
+        "cluster-autoscaler flag --{flag}: {value:?} is not a whole number of seconds up to {}",
+        go_duration::MAX.as_secs()
+    )]
     BadSeconds { flag: String, value: String },
     #[error("cluster-autoscaler has no flag --{0} (see cluster-autoscaler --help)")]
     Unknown(String),
@@ -158,11 +161,16 @@ impl AutoscalerFlag {
         Ok(())
     }
 
+    /// Go counts them in an int64 of nanoseconds: a longer wait would overflow in CA.
     fn seconds(&self) -> Result<u64, FlagError> {
-        self.value.parse().map_err(|_| FlagError::BadSeconds {
-            flag: self.name.clone(),
-            value: self.value.clone(),
-        })
+        self.value
+            .parse()
+            .ok()
+            .filter(|seconds| *seconds <= go_duration::MAX.as_secs())
+            .ok_or_else(|| FlagError::BadSeconds {
+                flag: self.name.clone(),
+                value: self.value.clone(),
+            })
     }
 
     /// The flag as CA runs it at `speed`; `speed` must be finite and > 0 (1 otherwise).
@@ -191,14 +199,17 @@ impl AutoscalerFlag {
             if given.is_zero() {
                 return as_run(self.value.clone(), false);
             }
-            let scaled = Duration::try_from_secs_f64(given.as_secs_f64() / speed).unwrap_or(given);
+            // Below 1x a duration grows: it stops at Go's longest, which CA still takes.
+            let scaled = Duration::try_from_secs_f64(given.as_secs_f64() / speed)
+                .map_or(go_duration::MAX, |scaled| scaled.min(go_duration::MAX));
             return as_run(go_duration::format(scaled.max(*floor)), scaled < *floor);
         }
         if DILATED_SECONDS.contains(&self.name.as_str())
             && let Ok(given) = self.seconds()
             && given > 0
         {
-            let scaled = (given as f64 / speed).ceil().max(1.0) as u64;
+            let scaled =
+                ((given as f64 / speed).ceil().max(1.0) as u64).min(go_duration::MAX.as_secs());
             return as_run(scaled.to_string(), false);
         }
         as_run(self.value.clone(), false)
@@ -527,6 +538,23 @@ mod tests {
             "0s"
         );
         assert!(!flag("scan-interval=10s").at_speed(1.0).dilated());
+    }
+
+    #[test]
+    fn below_1x_a_duration_stops_at_gos_longest() {
+        let run = flag("node-group-backoff-reset-timeout=2000000h").at_speed(0.001);
+        assert_eq!(run.as_run.value, go_duration::format(go_duration::MAX));
+        assert!(go_duration::parse(&run.as_run.value).is_ok());
+        let run = flag("max-graceful-termination-sec=9000000000").at_speed(0.001);
+        assert_eq!(run.as_run.value, go_duration::MAX.as_secs().to_string());
+        assert!(matches!(
+            "max-graceful-termination-sec=9223372037".parse::<AutoscalerFlag>(),
+            Err(FlagError::BadSeconds { .. })
+        ));
+        assert!(matches!(
+            "scale-down-unneeded-time=3000000h".parse::<AutoscalerFlag>(),
+            Err(FlagError::BadDuration { .. })
+        ));
     }
 
     #[test]

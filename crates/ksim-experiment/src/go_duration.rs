@@ -11,7 +11,13 @@ pub enum DurationError {
     Invalid(String),
     #[error("{0:?} is negative: a duration flag must not be")]
     Negative(String),
+    #[error("{0:?} is longer than Go's longest duration (2562047h47m16s)")]
+    TooLong(String),
 }
+
+/// Go's longest duration (`math.MaxInt64` nanoseconds): CA refuses a longer flag, and a
+/// duration divided by a speed below 1 stops here.
+pub const MAX: Duration = Duration::new(9_223_372_036, 854_775_807);
 
 const UNITS: [(&str, f64); 8] = [
     ("ns", 1e-9),
@@ -56,7 +62,11 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
         seconds += number * scale;
         rest = &rest[unit_len..];
     }
-    Duration::try_from_secs_f64(seconds).map_err(|_| invalid())
+    let duration = Duration::try_from_secs_f64(seconds).map_err(|_| invalid())?;
+    if duration > MAX {
+        return Err(DurationError::TooLong(text.to_owned()));
+    }
+    Ok(duration)
 }
 
 /// The shortest Go text for `duration` to the millisecond: `12s`, `1m30s`, `1.5s`, `250ms`.
@@ -116,6 +126,13 @@ mod tests {
             );
         }
         assert_eq!(parse("-1s"), Err(DurationError::Negative("-1s".to_owned())));
+        // Go's int64 nanoseconds end at 2562047h47m16.854775807s.
+        assert!(parse("2562047h").is_ok());
+        assert_eq!(
+            parse("2562048h"),
+            Err(DurationError::TooLong("2562048h".to_owned()))
+        );
+        assert!(matches!(parse("1e400h"), Err(DurationError::Invalid(_))));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use ksim_proto::ksim::env::v1::{
     self as pb,
     environment_server::{Environment, EnvironmentServer},
 };
+use ksim_report::{MAX_SPEED, MIN_SPEED};
 use ksim_testenv::autoscaler::{
     CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
     default_flags,
@@ -375,7 +376,6 @@ impl Components {
                 .check_known(known)
                 .map_err(|error| Status::invalid_argument(error.to_string()))?;
         }
-        let speed = if speed > 0.0 { speed } else { 1.0 };
         Ok(AutoscalerRun { flags, speed })
     }
 
@@ -496,14 +496,20 @@ impl EnvironmentService {
     }
 }
 
+/// The run, its speed within the driver's and the CLI's bounds (0 means 1): Check and Apply
+/// refuse alike, before anything is judged or restarted, and no duration is divided by a speed
+/// that would overflow it.
 fn run_of(run: Option<pb::Run>) -> Result<pb::Run, Status> {
-    let run = run.ok_or_else(|| Status::invalid_argument("run: is required"))?;
-    if !(run.speed.is_finite() && run.speed >= 0.0) {
-        return Err(Status::invalid_argument(format!(
-            "run.speed: must be > 0 (0 means 1), got {}",
-            run.speed
-        )));
-    }
+    let mut run = run.ok_or_else(|| Status::invalid_argument("run: is required"))?;
+    run.speed = match run.speed {
+        0.0 => 1.0,
+        speed if (MIN_SPEED..=MAX_SPEED).contains(&speed) => speed,
+        speed => {
+            return Err(Status::invalid_argument(format!(
+                "run.speed: must be between {MIN_SPEED} and {MAX_SPEED} (0 means 1), got {speed}"
+            )));
+        }
+    };
     Ok(run)
 }
 
@@ -551,6 +557,25 @@ impl Environment for EnvironmentService {
 mod tests {
     use super::*;
     use ksim_experiment::AutoscalerFlag;
+
+    #[test]
+    fn a_speed_outside_the_drivers_bounds_is_refused_naming_it() {
+        let run = |speed| {
+            Some(pb::Run {
+                speed,
+                ..Default::default()
+            })
+        };
+        for speed in [1e-300, 0.0009, 1000.5, 1e300, -1.0, f64::NAN, f64::INFINITY] {
+            let status = run_of(run(speed)).unwrap_err();
+            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{speed}");
+            assert!(status.message().starts_with("run.speed: "), "{status:?}");
+        }
+        assert_eq!(run_of(run(0.0)).unwrap().speed, 1.0);
+        for speed in [MIN_SPEED, 2.5, MAX_SPEED] {
+            assert_eq!(run_of(run(speed)).unwrap().speed, speed);
+        }
+    }
 
     #[test]
     fn flags_as_run_list_the_defaults_and_the_given_ones_divided_by_the_speed() {
