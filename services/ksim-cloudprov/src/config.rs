@@ -54,8 +54,25 @@ pub enum ConfigError {
 }
 
 impl ProviderConfig {
+    /// Parses and judges the file: a value no setting can mean (a negative or NaN price, a
+    /// threshold outside 0 to 1) is refused here, before the provider serves anything.
     pub fn from_yaml(text: &str) -> Result<Self, String> {
-        serde_saphyr::from_str(text).map_err(|e| e.to_string())
+        let config: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The first bad value, by name; groups in name order, so the same file names the same one.
+    fn validate(&self) -> Result<(), String> {
+        if let Some(pricing) = &self.pricing {
+            pricing.validate().map_err(|e| e.to_string())?;
+        }
+        let mut groups: Vec<_> = self.node_groups.iter().collect();
+        groups.sort_unstable_by_key(|(group, _)| *group);
+        for (group, options) in groups {
+            options.validate(group).map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
@@ -115,6 +132,51 @@ mod tests {
         assert_eq!(
             config.node_groups["m5"].scale_down_unneeded_time,
             Some(Duration::from_secs(120))
+        );
+    }
+
+    /// Issue 39, finding 8: a negative or NaN price was taken, and served to the price expander.
+    #[test]
+    fn absurd_numbers_are_refused_at_load_naming_field_and_group() {
+        for (yaml, named) in [
+            (
+                "pricing:\n  instanceTypes:\n    m5.large: -0.096\n",
+                r#"pricing.instanceTypes["m5.large"] is -0.096: a price must be"#,
+            ),
+            (
+                "pricing:\n  instanceTypes:\n    c5.xlarge: .nan\n",
+                r#"pricing.instanceTypes["c5.xlarge"] is NaN"#,
+            ),
+            (
+                "pricing:\n  pod: {cpuPerHour: .inf, memoryGiBPerHour: 0.004}\n",
+                "pricing.pod.cpuPerHour is inf",
+            ),
+            (
+                "nodeGroups:\n  a: {}\n  m5:\n    scaleDownUtilizationThreshold: -1\n",
+                r#"nodeGroups["m5"].scaleDownUtilizationThreshold is -1"#,
+            ),
+        ] {
+            let err = ProviderConfig::from_yaml(yaml).unwrap_err();
+            assert!(err.contains(named), "{yaml}: {err}");
+        }
+        // What the provider starts from (and `--check` judges) refuses it too.
+        use clap::Parser;
+        let path = std::env::temp_dir().join(format!(
+            "ksim-cloudprov-negative-price-{}.yaml",
+            std::process::id()
+        ));
+        std::fs::write(&path, "pricing:\n  instanceTypes:\n    m5.large: -1\n").unwrap();
+        let cli = Cli::try_parse_from([
+            "ksim-cloudprov".as_ref(),
+            "--provider-config".as_ref(),
+            path.as_os_str(),
+        ])
+        .unwrap();
+        let err = cli.provider.settings().unwrap_err().to_string();
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(r#"["m5.large"] is -1"#),
+            "{err}"
         );
     }
 

@@ -39,7 +39,47 @@ pub enum PricingError {
     BadQuantity { resource: String, value: String },
 }
 
+/// A configured price that is no price: negative, NaN or infinite. CA's price expander would
+/// rank groups by it (a negative price makes the dearest group look cheapest), so the
+/// configuration is refused before anything is served.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[error("{field} is {value}: a price must be a finite number, zero or more")]
+pub struct BadPrice {
+    /// Where in the configuration, e.g. `pricing.instanceTypes["m5.large"]`.
+    pub field: String,
+    pub value: f64,
+}
+
+fn price(field: impl FnOnce() -> String, value: f64) -> Result<(), BadPrice> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(())
+    } else {
+        Err(BadPrice {
+            field: field(),
+            value,
+        })
+    }
+}
+
 impl Pricing {
+    /// The first price that is no price, by where it is written.
+    pub fn validate(&self) -> Result<(), BadPrice> {
+        for (instance_type, per_hour) in &self.instance_types {
+            price(
+                || format!("pricing.instanceTypes[{instance_type:?}]"),
+                *per_hour,
+            )?;
+        }
+        if let Some(pod) = &self.pod {
+            price(|| "pricing.pod.cpuPerHour".to_owned(), pod.cpu_per_hour)?;
+            price(
+                || "pricing.pod.memoryGiBPerHour".to_owned(),
+                pod.memory_gib_per_hour,
+            )?;
+        }
+        Ok(())
+    }
+
     /// The price of running a node of `instance_type` for `seconds`.
     pub fn node_price(
         &self,
@@ -154,6 +194,40 @@ mod tests {
         assert_eq!(
             pricing.node_price(Some("m5.large"), -1.0),
             Err(PricingError::NegativeRange)
+        );
+    }
+
+    /// Issue 39, finding 8: such prices were served, and ranked groups for the price expander.
+    #[test]
+    fn negative_nan_and_infinite_prices_are_refused_by_name() {
+        let valid: Pricing = serde_saphyr::from_str(
+            "instanceTypes:\n  m5.large: 0.096\n  free: 0\npod: {cpuPerHour: 0.03, memoryGiBPerHour: 0}\n",
+        )
+        .unwrap();
+        assert_eq!(valid.validate(), Ok(()));
+        for (value, shown) in [
+            ("-0.5", "-0.5"),
+            (".nan", "NaN"),
+            (".inf", "inf"),
+            ("-.inf", "-inf"),
+        ] {
+            let pricing: Pricing =
+                serde_saphyr::from_str(&format!("instanceTypes:\n  m5.large: {value}\n")).unwrap();
+            let err = pricing.validate().unwrap_err();
+            assert_eq!(err.field, r#"pricing.instanceTypes["m5.large"]"#, "{value}");
+            assert!(err.to_string().contains(&format!("is {shown}:")), "{err}");
+        }
+        let mut pricing = valid.clone();
+        pricing.pod.as_mut().unwrap().cpu_per_hour = -1.0;
+        assert_eq!(
+            pricing.validate().unwrap_err().field,
+            "pricing.pod.cpuPerHour"
+        );
+        let mut pricing = valid;
+        pricing.pod.as_mut().unwrap().memory_gib_per_hour = f64::NAN;
+        assert_eq!(
+            pricing.validate().unwrap_err().field,
+            "pricing.pod.memoryGiBPerHour"
         );
     }
 
