@@ -364,7 +364,8 @@ pub fn run_flags(
 }
 
 /// The flag names a `cluster-autoscaler --help` output lists (Go's pflag layout: lines
-/// starting with `--name`, or `-v, --name` for a flag with a shorthand).
+/// starting with `--name`, or `-v, --name` for a flag with a shorthand), dotted ones
+/// (`ginkgo.dry-run`) whole.
 pub fn flags_in_help(help: &str) -> BTreeSet<String> {
     help.lines()
         .filter_map(|line| {
@@ -377,7 +378,7 @@ pub fn flags_in_help(help: &str) -> BTreeSet<String> {
         .filter_map(|rest| {
             let name: String = rest
                 .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
                 .collect();
             (!name.is_empty()).then_some(name)
         })
@@ -606,11 +607,11 @@ mod tests {
     fn allowed_flags_this_release_lacks_are_named() {
         let help = "Usage of cluster-autoscaler:\n      --expander string   Type of node group \
                     expander\n      --scan-interval duration   How often\n  -v, --v Level  \
-                    number\n";
+                    number\n      --ginkgo.dry-run   If set\n";
         let known = flags_in_help(help);
         assert_eq!(
             known.iter().map(String::as_str).collect::<Vec<_>>(),
-            ["expander", "scan-interval", "v"]
+            ["expander", "ginkgo.dry-run", "scan-interval", "v"]
         );
         // Allowed, but this release (say 1.34) does not have it.
         let flags =

@@ -20,7 +20,7 @@ pub enum Family {
     Provider,
     Diagnostics,
     Supervision,
-    Command,
+    Testing,
 }
 
 impl Family {
@@ -34,7 +34,7 @@ impl Family {
             Self::Provider => "provider",
             Self::Diagnostics => "diagnostics",
             Self::Supervision => "supervision",
-            Self::Command => "command",
+            Self::Testing => "testing",
         }
     }
 
@@ -58,7 +58,7 @@ impl Family {
                 "it opens a diagnostics endpoint or changes what CA reports, not what it decides"
             }
             Self::Supervision => "it makes CA restart itself; the environment supervises it",
-            Self::Command => "it is not a setting but a command",
+            Self::Testing => "it configures Ginkgo, a test framework linked into CA, not CA",
         }
     }
 }
@@ -78,6 +78,7 @@ pub const ALLOWED: &[&str] = &[
     // Scale-up: which group, how many nodes, when a pod counts.
     "expander",
     "estimator",
+    "allowed-scheduler-names",
     "max-nodes-per-scaleup",
     "max-nodegroup-binpacking-duration",
     "max-binpacking-time",
@@ -89,11 +90,16 @@ pub const ALLOWED: &[&str] = &[
     "pod-injection-limit",
     "enforce-node-group-min-size",
     "async-node-groups",
+    "salvo-scale-up",
+    "salvo-scale-up-budget",
+    "fastpath-binpacking-enabled",
+    "scaleup-simulation-for-skipped-node-groups-enabled",
     "force-ds",
     "max-node-provision-time",
     "max-node-startup-time",
     // Node templates.
     "startup-taint",
+    "startup-taint-prefix",
     "status-taint",
     "ignore-taint",
     "scale-from-unschedulable",
@@ -157,7 +163,7 @@ pub const ALLOWED: &[&str] = &[
     "initial-node-group-backoff-duration",
     "max-node-group-backoff-duration",
     "node-group-backoff-reset-timeout",
-    // ProvisioningRequests, capacity buffers, DRA, CSI.
+    // ProvisioningRequests, capacity buffers and quotas, DRA, CSI.
     "enable-provisioning-requests",
     "provisioning-request-initial-backoff-time",
     "provisioning-request-max-backoff-time",
@@ -168,6 +174,8 @@ pub const ALLOWED: &[&str] = &[
     "check-capacity-processor-instance",
     "capacity-buffer-controller-enabled",
     "capacity-buffer-pod-injection-enabled",
+    "capacity-buffer-pod-dry-run-enabled",
+    "capacity-quotas-enabled",
     "enable-dynamic-resource-allocation",
     "enable-csi-node-aware-scheduling",
     // How much CPU a decision may use.
@@ -188,6 +196,8 @@ pub const REFUSED: &[(Family, &[&str])] = &[
             "logtostderr",
             "alsologtostderr",
             "stderrthreshold",
+            "alsologtostderrthreshold",
+            "legacy-stderr-threshold-behavior",
             "log-backtrace-at",
             "add-dir-header",
             "skip-headers",
@@ -196,6 +206,10 @@ pub const REFUSED: &[(Family, &[&str])] = &[
             "vmodule",
             "log-flush-frequency",
             "logging-format",
+            "log-json-info-buffer-size",
+            "log-json-split-stream",
+            "log-text-info-buffer-size",
+            "log-text-split-stream",
         ],
     ),
     (
@@ -229,7 +243,6 @@ pub const REFUSED: &[(Family, &[&str])] = &[
             "leader-elect-resource-name",
             "leader-elect-resource-namespace",
             "leader-elect-retry-period",
-            "lease-resource-name",
             "namespace",
             "cluster-name",
             "status-config-map-name",
@@ -257,11 +270,19 @@ pub const REFUSED: &[(Family, &[&str])] = &[
             "emit-per-nodegroup-metrics",
             "record-duplicated-events",
             "write-status-configmap",
+            "max-node-skip-eval-time-tracker-enabled",
+            "node-removal-latency-tracking-enabled",
         ],
     ),
-    (Family::Supervision, &["max-inactivity", "max-failing-time"]),
-    (Family::Command, &["help", "version"]),
+    (
+        Family::Supervision,
+        &["max-inactivity", "max-failing-time", "max-startup-time"],
+    ),
 ];
+
+/// Refused families by prefix: Ginkgo's flags (`--ginkgo.junit-report=FILE`, ...) come with
+/// CA's build, dozens of them, all of Ginkgo.
+pub const REFUSED_PREFIXES: &[(Family, &str)] = &[(Family::Testing, "ginkgo.")];
 
 /// Whether a run may set `name` (as CA spells it, with dashes).
 pub fn allowed(name: &str) -> bool {
@@ -276,6 +297,12 @@ pub fn refused(name: &str) -> Option<Family> {
         .iter()
         .find(|(_, names)| names.contains(&dashed.as_str()))
         .map(|(family, _)| *family)
+        .or_else(|| {
+            REFUSED_PREFIXES
+                .iter()
+                .find(|(_, prefix)| dashed.starts_with(prefix))
+                .map(|(family, _)| *family)
+        })
 }
 
 /// The allowed flag `name` most likely means, if one is close (a typo, `_` for `-`).
@@ -339,6 +366,7 @@ mod tests {
         assert_eq!(refused("log-file"), Some(Family::Logging));
         assert_eq!(refused("log_file"), Some(Family::Logging));
         assert_eq!(refused("grpc-expander-url"), Some(Family::Connection));
+        assert_eq!(refused("ginkgo.junit-report"), Some(Family::Testing));
         assert_eq!(refused("expander"), None);
     }
 

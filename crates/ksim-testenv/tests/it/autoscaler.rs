@@ -86,7 +86,7 @@ fn real_ca_knows_every_flag_ksim_dilates() {
 /// `ksim_experiment::autoscaler::policy`, and a listed flag no tested release knows is stale.
 #[test]
 fn real_ca_flags_are_each_allowed_or_refused() {
-    use ksim_experiment::autoscaler::policy::{ALLOWED, REFUSED};
+    use ksim_experiment::autoscaler::policy::{ALLOWED, REFUSED, REFUSED_PREFIXES};
 
     let mut known_anywhere = std::collections::BTreeSet::new();
     let mut unreviewed = Vec::new();
@@ -97,7 +97,10 @@ fn real_ca_flags_are_each_allowed_or_refused() {
             let listed = ALLOWED.contains(&flag.as_str())
                 || REFUSED
                     .iter()
-                    .any(|(_, names)| names.contains(&flag.as_str()));
+                    .any(|(_, names)| names.contains(&flag.as_str()))
+                || REFUSED_PREFIXES
+                    .iter()
+                    .any(|(_, prefix)| flag.starts_with(prefix));
             if !listed {
                 unreviewed.push(format!("{version}: --{flag}"));
             }
@@ -109,12 +112,18 @@ fn real_ca_flags_are_each_allowed_or_refused() {
         "flags in neither ALLOWED nor REFUSED (decide, in \
          crates/ksim-experiment/src/autoscaler/policy.rs): {unreviewed:#?}"
     );
-    let stale: Vec<&str> = ALLOWED
+    let mut stale: Vec<&str> = ALLOWED
         .iter()
         .chain(REFUSED.iter().flat_map(|(_, names)| names.iter()))
         .copied()
         .filter(|flag| !known_anywhere.contains(*flag))
         .collect();
+    stale.extend(
+        REFUSED_PREFIXES
+            .iter()
+            .map(|(_, prefix)| *prefix)
+            .filter(|prefix| !known_anywhere.iter().any(|flag| flag.starts_with(prefix))),
+    );
     assert!(
         stale.is_empty(),
         "listed, but no tested release has them: {stale:?}"
