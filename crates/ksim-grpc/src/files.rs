@@ -134,9 +134,9 @@ pub fn describe_bytes(bytes: usize) -> String {
     const GIB: usize = 1024 * 1024 * 1024;
     match bytes {
         0 => "0 bytes".to_owned(),
-        _ if bytes % GIB == 0 => format!("{} GiB", bytes / GIB),
-        _ if bytes % MIB == 0 => format!("{} MiB", bytes / MIB),
-        _ if bytes % KIB == 0 => format!("{} KiB", bytes / KIB),
+        _ if bytes.is_multiple_of(GIB) => format!("{} GiB", bytes / GIB),
+        _ if bytes.is_multiple_of(MIB) => format!("{} MiB", bytes / MIB),
+        _ if bytes.is_multiple_of(KIB) => format!("{} KiB", bytes / KIB),
         _ => format!("{bytes} bytes"),
     }
 }

@@ -439,13 +439,15 @@ async fn import_then_export_round_trips_through_a_tracer_store() {
     );
     assert_eq!(trace.lifecycles.len(), 1);
 
+    // A new path: /dev/null would be refused before the server is asked.
+    let unwritten = dir.path().join("unwritten.ktrace");
     let refused = tokio::task::spawn_blocking(move || {
         ksim(&[
             "trace",
             "export",
             "--server=http://127.0.0.1:1",
             "-o",
-            "/dev/null",
+            unwritten.to_str().unwrap(),
         ])
     })
     .await
