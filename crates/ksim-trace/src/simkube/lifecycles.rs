@@ -28,11 +28,15 @@ pub(super) fn convert(lifecycles: &Lifecycles) -> Result<(Vec<pb::PodLifecycle>,
                 let launch_index = u32::try_from(position)
                     .map_err(|_| fail(format!("more than {} pods of one spec", u32::MAX)))?;
                 let seconds_to_ms = |seconds: i64| {
-                    seconds.checked_mul(1000).ok_or_else(|| {
-                        fail(format!(
-                            "entry {position} of hash {hash}: time {seconds} s is out of range"
-                        ))
-                    })
+                    seconds
+                        .checked_mul(1000)
+                        .filter(|ms| crate::time::in_range(*ms))
+                        .ok_or_else(|| {
+                            fail(format!(
+                                "entry {position} of hash {hash}: time {seconds} s is out of \
+                                 range (1970 to 9999)"
+                            ))
+                        })
                 };
                 let (start_ms, end_ms, outcome) = match *entry {
                     PodLifecycleData::Empty => {

@@ -55,12 +55,17 @@ impl<'a> EventConverter<'a> {
         position: usize,
         event: model::TraceEvent,
     ) -> Result<pb::TraceEvent, TraceError> {
-        let timestamp_ms = event.ts.checked_mul(1000).ok_or_else(|| {
-            TraceError::simkube(format!(
-                "event {position}: timestamp {} s is out of range",
-                event.ts
-            ))
-        })?;
+        // Refused past what a trace can hold (1970 to 9999): readers could not print it.
+        let timestamp_ms = event
+            .ts
+            .checked_mul(1000)
+            .filter(|ms| crate::time::in_range(*ms))
+            .ok_or_else(|| {
+                TraceError::simkube(format!(
+                    "event {position}: timestamp {} s is out of range (1970 to 9999)",
+                    event.ts
+                ))
+            })?;
         let place = |list, object| Place {
             event: position,
             ts: event.ts,

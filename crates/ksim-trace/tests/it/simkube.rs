@@ -310,4 +310,12 @@ fn a_timestamp_out_of_range_is_refused_not_overflowed() {
     trace.events[1].ts = i64::MAX;
     let reason = simkube_reason(convert(&encode(&trace), Vec::new(), "t"));
     assert!(reason.contains("out of range"), "{reason}");
+    // Past 9999 without overflowing: still more than a trace can hold, so printed nowhere.
+    let mut trace = sample();
+    trace.events[1].ts = 253_402_300_800;
+    let reason = simkube_reason(convert(&encode(&trace), Vec::new(), "t"));
+    assert!(
+        reason.contains("timestamp 253402300800 s is out of range (1970 to 9999)"),
+        "{reason}"
+    );
 }
