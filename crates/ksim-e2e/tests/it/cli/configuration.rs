@@ -7,6 +7,7 @@
 use std::{collections::BTreeSet, path::Path, time::Duration};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use ksim_proto::ksim::env::v1::{self as env, environment_client::EnvironmentClient};
 use kube::{Api, Client, api::ListParams};
 use serde_json::{Value, json};
 
@@ -18,6 +19,7 @@ use super::common::{
 
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 const DRIVER: &str = "http://127.0.0.1:7064";
+const ENVIRONMENT: &str = "http://127.0.0.1:7065";
 const HEADER: &str =
     "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
 
@@ -357,6 +359,12 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
 
 /// The command line of the cluster-autoscaler `ksim up` (pid `parent`) runs now, if one runs.
 fn autoscaler_command_line(parent: u32) -> Option<String> {
+    autoscaler_process(parent).map(|(_, args)| args.join(" "))
+}
+
+/// The pid and arguments of the cluster-autoscaler `ksim up` (pid `parent`) runs now, if one
+/// runs (a dead one, a zombie until reaped, has no command line).
+fn autoscaler_process(parent: u32) -> Option<(u32, Vec<String>)> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -382,10 +390,100 @@ fn autoscaler_command_line(parent: u32) -> Option<String> {
             .first()
             .is_some_and(|binary| binary.ends_with("cluster-autoscaler"))
         {
-            return Some(args.join(" "));
+            return Some((pid, args));
         }
     }
     None
+}
+
+/// Whether the CA with these arguments answers 200 on `/health-check` at its `--address`.
+async fn autoscaler_healthy(args: &[String]) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let Some(address) = args.iter().rev().find_map(|a| a.strip_prefix("--address=")) else {
+        return false;
+    };
+    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
+        return false;
+    };
+    let request = "GET /health-check HTTP/1.0\r\nHost: ca\r\n\r\n";
+    let mut response = Vec::new();
+    if stream.write_all(request.as_bytes()).await.is_err()
+        || stream.read_to_end(&mut response).await.is_err()
+    {
+        return false;
+    }
+    let text = String::from_utf8_lossy(&response);
+    text.lines()
+        .next()
+        .is_some_and(|status| status.contains(" 200"))
+}
+
+fn env_run(speed: f64, autoscaler_args: &[&str]) -> Option<env::Run> {
+    Some(env::Run {
+        configuration: Some(env::Configuration {
+            autoscaler_args: autoscaler_args.iter().map(|a| (*a).to_owned()).collect(),
+            ..Default::default()
+        }),
+        speed,
+        autoscaler: true,
+    })
+}
+
+/// The environment API refuses an absurd speed and a flag that would make CA write a file, in
+/// Check and Apply alike, with INVALID_ARGUMENT naming the field or flag; a refused Apply
+/// leaves the running CA as it was, and the file is never written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_configuration_leaves_the_running_autoscaler_alone() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
+    let (pid, args) = autoscaler_process(up.pid()).unwrap();
+    let mut environment = EnvironmentClient::connect(ENVIRONMENT).await.unwrap();
+    let written = up.state.path().join("ca-wrote-this.log");
+    let log_file = format!("log-file={}", written.display());
+    let refused = [
+        (env_run(1e-300, &[]), "run.speed"),
+        (env_run(f64::INFINITY, &[]), "run.speed"),
+        (env_run(-1.0, &[]), "run.speed"),
+        (
+            env_run(1.0, &[&log_file, "logtostderr=false"]),
+            "--log-file is not a flag a run may set (logging)",
+        ),
+        (
+            env_run(1.0, &["kubernetes=https://10.0.0.1:6443"]),
+            "--kubernetes is not a flag a run may set (connection)",
+        ),
+        (
+            env_run(1.0, &["grpc-expander-url=10.0.0.1:443"]),
+            "--grpc-expander-url is not a flag a run may set (connection)",
+        ),
+    ];
+    for (run, needle) in refused {
+        let check = environment
+            .check_configuration(env::CheckConfigurationRequest { run: run.clone() })
+            .await
+            .unwrap_err();
+        let apply = environment
+            .apply_configuration(env::ApplyConfigurationRequest { run: run.clone() })
+            .await
+            .unwrap_err();
+        for status in [check, apply] {
+            assert_eq!(
+                status.code(),
+                tonic::Code::InvalidArgument,
+                "{run:?}: {status:?}"
+            );
+            assert!(status.message().contains(needle), "{needle}: {status:?}");
+        }
+    }
+    // The CA that ran before runs still, unrestarted, and serves.
+    let (after, after_args) = autoscaler_process(up.pid()).unwrap();
+    assert_eq!(after, pid, "a refused Apply restarted CA");
+    assert_eq!(after_args, args);
+    assert!(autoscaler_healthy(&after_args).await);
+    assert!(!written.exists(), "CA wrote {}", written.display());
 }
 
 #[tokio::test(flavor = "multi_thread")]
