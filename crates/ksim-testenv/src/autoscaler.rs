@@ -512,6 +512,17 @@ impl ClusterAutoscaler {
         self.process.check_running()
     }
 
+    /// CA's exit status, once it has exited: for a supervisor.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.exited()
+    }
+
+    /// Keeps CA's directory (its log, its cloud-config) after the drop, and says where: the
+    /// post-mortem of a CA that died.
+    pub fn keep_dir(&mut self) -> Option<PathBuf> {
+        self.dir.take().map(TempDir::keep)
+    }
+
     /// Whether CA has logged `needle` so far, e.g. `"Error on gRPC call Refresh"`.
     pub fn log_contains(&self, needle: &str) -> bool {
         std::fs::read(self.log_path())

@@ -66,6 +66,11 @@ impl Process {
         &self.log
     }
 
+    /// The exit status, once the process has exited (reaped, so no zombie is left).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// An error if the process has already exited, with the end of its log.
     pub fn check_running(&mut self) -> Result<(), Error> {
         match self.child.try_wait() {

@@ -47,7 +47,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         tokio::select! {
             signal = &mut signal => break signal,
             _ = check.tick() => {
-                for event in env.supervise() {
+                for event in env.supervise().await {
                     writeln!(out, "ksim: {event}")?;
                 }
             }

@@ -9,7 +9,7 @@ use std::{
     ffi::OsString,
     path::{Path, PathBuf},
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant, SystemTime},
 };
 
 use ksim_experiment::{AutoscalerFlags, FlagSource, autoscaler::run_flags, scheduler};
@@ -25,7 +25,7 @@ use ksim_testenv::autoscaler::{
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
-use super::{cluster::Cluster, services::ServiceProcess};
+use super::{backoff::Backoff, cluster::Cluster, services::ServiceProcess};
 
 /// What the scheduler runs with besides its defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +158,10 @@ pub struct Components {
     /// What the environment started with.
     defaults: Setup,
     files_written: u32,
+    /// When a CA that died is started again.
+    autoscaler_backoff: Backoff,
+    /// CA's outages, oldest first.
+    outages: Vec<Outage>,
 }
 
 impl Components {
@@ -175,6 +179,8 @@ impl Components {
             running: Setup::default(),
             defaults: Setup::default(),
             files_written: 0,
+            autoscaler_backoff: Backoff::new(Instant::now()),
+            outages: Vec::new(),
         }
     }
 
@@ -445,22 +451,138 @@ impl Components {
             self.running.provider = wanted.provider.clone();
         }
         if wanted.autoscaler != self.running.autoscaler {
+            // Located before the running CA stops, so a missing binary leaves it running.
+            let binary = match wanted.autoscaler {
+                Some(_) => Some(self.autoscaler_binary()?),
+                None => None,
+            };
             // The old CA must be gone first: two would act on the same groups.
+            let previous = self.running.autoscaler.take();
             self.autoscaler = None;
-            self.running.autoscaler = None;
-            if let Some(run) = &wanted.autoscaler {
-                let binary = self.autoscaler_binary()?;
-                let started =
-                    start_autoscaler(&self.kubeconfig, &self.cloud_provider_address, binary, run)
-                        .await
-                        .map_err(|error| Status::internal(format!("{error:#}")))?;
-                tracing::info!(args = ?started.args(), "cluster-autoscaler restarted");
-                self.autoscaler = Some(started);
-                self.running.autoscaler = wanted.autoscaler;
+            self.autoscaler_backoff = Backoff::new(Instant::now());
+            if let (Some(run), Some(binary)) = (&wanted.autoscaler, binary) {
+                match start_autoscaler(
+                    &self.kubeconfig,
+                    &self.cloud_provider_address,
+                    binary.clone(),
+                    run,
+                )
+                .await
+                {
+                    Ok(started) => {
+                        tracing::info!(args = ?started.args(), "cluster-autoscaler restarted");
+                        self.autoscaler = Some(started);
+                        self.running.autoscaler = wanted.autoscaler;
+                    }
+                    Err(error) => {
+                        // CA as it ran before (a flag value only CA judges, say): a failed
+                        // start leaves CA as it was, or to supervision if that fails too.
+                        let restored = match &previous {
+                            Some(run) => start_autoscaler(
+                                &self.kubeconfig,
+                                &self.cloud_provider_address,
+                                binary,
+                                run,
+                            )
+                            .await
+                            .map(Some),
+                            None => Ok(None),
+                        };
+                        self.running.autoscaler = previous;
+                        let again = match restored {
+                            Ok(started) => {
+                                self.autoscaler = started;
+                                String::new()
+                            }
+                            Err(again) => {
+                                self.autoscaler_backoff.died(Instant::now());
+                                format!("; starting it as it ran before failed too: {again:#}")
+                            }
+                        };
+                        return Err(Status::internal(format!("{error:#}{again}")));
+                    }
+                }
             }
         }
         Ok(())
     }
+
+    /// CA, while the configuration asks for one: one that exited is reported (exit status,
+    /// log) and started again after its backoff, with the configuration applied now; each
+    /// outage is recorded. What happened goes to `events`.
+    pub async fn supervise_autoscaler(&mut self, now: Instant, events: &mut Vec<String>) {
+        let Some(run) = self.running.autoscaler.clone() else {
+            return;
+        };
+        if !self.autoscaler_backoff.waiting() {
+            let exited = match self.autoscaler.as_mut() {
+                Some(autoscaler) => match autoscaler.exited() {
+                    Some(status) => {
+                        // Its log outlives it: the new CA writes another.
+                        let log = autoscaler.log_path().to_owned();
+                        autoscaler.keep_dir();
+                        Some(format!("exited ({status}); log {}", log.display()))
+                    }
+                    None => None,
+                },
+                None => Some("is not running".to_owned()),
+            };
+            let Some(what) = exited else {
+                return;
+            };
+            self.autoscaler = None;
+            self.outages.push(Outage {
+                down_at: SystemTime::now(),
+                up_at: None,
+            });
+            let delay = self.autoscaler_backoff.died(now);
+            events.push(format!(
+                "cluster-autoscaler {what}; restarting it{}",
+                if delay.is_zero() {
+                    String::new()
+                } else {
+                    format!(" in {}s", delay.as_secs())
+                }
+            ));
+        }
+        if !self.autoscaler_backoff.due(now) {
+            return;
+        }
+        let restarted = match self.autoscaler_binary() {
+            Ok(binary) => {
+                start_autoscaler(&self.kubeconfig, &self.cloud_provider_address, binary, &run).await
+            }
+            Err(status) => Err(anyhow::anyhow!("{}", status.message())),
+        };
+        match restarted {
+            Ok(autoscaler) => {
+                events.push(format!(
+                    "cluster-autoscaler restarted (pid {})",
+                    autoscaler.pid()
+                ));
+                self.autoscaler = Some(autoscaler);
+                self.autoscaler_backoff.restarted(Instant::now());
+                if let Some(outage) = self.outages.last_mut() {
+                    outage.up_at.get_or_insert_with(SystemTime::now);
+                }
+            }
+            Err(error) => {
+                self.autoscaler_backoff.died(Instant::now());
+                events.push(format!(
+                    "cluster-autoscaler could not be restarted: {error:#}"
+                ));
+            }
+        }
+    }
+}
+
+/// A time CA was not running although the configuration asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    /// When supervision found it gone.
+    pub down_at: SystemTime,
+    /// When it answered its health check again; `None` while it is down.
+    pub up_at: Option<SystemTime>,
 }
 
 async fn start_autoscaler(

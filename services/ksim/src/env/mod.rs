@@ -268,20 +268,22 @@ impl LocalEnv {
 
     /// Stops cluster-autoscaler, then the services in reverse start order (the driver first,
     /// so it can clean up while the rest still runs), then the cluster; removes `env.json`.
-    /// Checks every service: one that exited is reported (name, exit status, log) and started
-    /// again after its backoff. Returns what happened, one line each, also appended to
-    /// [`state::SUPERVISION_FILE`] so `ksim down` can say what had died.
-    pub fn supervise(&mut self) -> Vec<String> {
+    /// Checks every service and cluster-autoscaler: one that exited is reported (name, exit
+    /// status, log) and started again after its backoff, CA with the configuration applied now.
+    /// Returns what happened, one line each, also appended to [`state::SUPERVISION_FILE`] so
+    /// `ksim down` can say what had died.
+    pub async fn supervise(&mut self) -> Vec<String> {
         let now = std::time::Instant::now();
         let mut events = Vec::new();
         for service in &mut self.services {
             supervise(service, now, &mut events);
         }
-        // Busy only while a configuration restarts it: then it is looked at next time.
-        if let Ok(mut components) = self.components.try_lock()
-            && let Some(provider) = components.provider.as_mut()
-        {
-            supervise(provider, now, &mut events);
+        // Busy only while a configuration restarts them: then they are looked at next time.
+        if let Ok(mut components) = self.components.try_lock() {
+            if let Some(provider) = components.provider.as_mut() {
+                supervise(provider, now, &mut events);
+            }
+            components.supervise_autoscaler(now, &mut events).await;
         }
         if !events.is_empty() {
             state::append_supervision(&self.state_dir, &events);

@@ -486,6 +486,78 @@ async fn a_refused_configuration_leaves_the_running_autoscaler_alone() {
     assert!(!written.exists(), "CA wrote {}", written.display());
 }
 
+/// A cluster-autoscaler that dies under `ksim up` is reported on its output, started again (a
+/// new process that serves its health check), and listed by `ksim down`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
+    let (pid, args) = autoscaler_process(up.pid()).unwrap();
+    assert!(autoscaler_healthy(&args).await);
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+
+    let parent = up.pid();
+    let (new_pid, new_args) = ksim_testenv::wait::until(
+        "a new cluster-autoscaler serving",
+        Duration::from_secs(120),
+        || async move {
+            match autoscaler_process(parent) {
+                Some((new, args)) if new != pid && autoscaler_healthy(&args).await => {
+                    Ok((new, args))
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert_ne!(new_pid, pid);
+    // The environment's own flags, as before.
+    assert!(
+        new_args
+            .iter()
+            .any(|a| a == "--scale-down-unneeded-time=5s"),
+        "{new_args:?}"
+    );
+    let said = ksim_testenv::wait::until(
+        "ksim up reporting the restart",
+        Duration::from_secs(60),
+        || {
+            let said = up.said();
+            async move {
+                if said.contains(&format!("cluster-autoscaler restarted (pid {new_pid})")) {
+                    Ok(said)
+                } else {
+                    Err(said)
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        said.contains("ksim: cluster-autoscaler exited (signal: 9"),
+        "{said}"
+    );
+
+    let down = up.ksim(&["down"]);
+    let listed = String::from_utf8_lossy(&down.stdout);
+    assert!(
+        listed.contains("cluster-autoscaler exited (signal: 9"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("cluster-autoscaler restarted (pid {new_pid})")),
+        "{listed}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_in_the_replay() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
