@@ -242,3 +242,84 @@ fn batch() -> serde_json::Value {
         }
     })
 }
+
+/// A trace recorded long ago (November 2023), imported into the tracer store and replayed from
+/// it without an end: the replay ends where the recording did, after its last event, not now
+/// (it would replay for years). Its header ends at the last event, as a converted SimKube
+/// trace's does, so the window must still hold that event.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_imported_trace_replays_its_own_span_when_no_end_is_given() {
+    use ksim_proto::ksim::trace::v1::{
+        ExportRequest, ImportRequest, trace_store_client::TraceStoreClient,
+    };
+
+    let mut mesh = start().await;
+    let app = |name: &'static str, replicas| {
+        let object = deployment(name, replicas);
+        vec![("apps/v1.Deployment", "shop", name, object)]
+    };
+    let file = trace_file(
+        vec![
+            (0, app("web", 1)),
+            (2_000, app("web", 2)),
+            (4_000, app("api", 1)),
+        ],
+        4_000,
+    );
+    let mut tracer = TraceStoreClient::connect(mesh.tracer_url.clone())
+        .await
+        .unwrap();
+    let imported = tracer
+        .import(tokio_stream::iter([ImportRequest {
+            data: file,
+            format: 0,
+            display_name: "long ago".to_owned(),
+        }]))
+        .await
+        .unwrap()
+        .into_inner();
+    let trace_id = imported.trace_id;
+
+    let spec = pb::SimulationSpec {
+        trace_source: Some(pb::simulation_spec::TraceSource::StoredTrace(
+            pb::StoredTrace {
+                trace_id: trace_id.clone(),
+                ..Default::default()
+            },
+        )),
+        speed: 10.0,
+        node_groups: vec![pool_group("sim", 1)],
+        ..Default::default()
+    };
+    let id = mesh.start_simulation(spec).await.unwrap().id;
+    let ended = mesh.until_done(&id).await;
+    assert_eq!(
+        ended.state(),
+        pb::SimulationState::Succeeded,
+        "{}",
+        ended.error_message
+    );
+    // Every event of the window given an end well after the last event was replayed: the
+    // last event was in the default window too.
+    let mut export = tracer
+        .export(ExportRequest {
+            trace_id: trace_id.clone(),
+            end_time: Some(ksim_trace::time::timestamp(1_700_000_000_000 + 3_600_000)),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = export.message().await.unwrap() {
+        bytes.extend_from_slice(&chunk.data);
+    }
+    let whole = ksim_trace::read_trace(&bytes).unwrap().events.len() as u64;
+    let progress = ended.progress.unwrap();
+    assert_eq!(
+        (progress.events_applied, progress.events_total),
+        (whole, whole),
+        "the last event is in the window"
+    );
+    mesh.assert_nothing_left(&id, &["sim"]).await;
+}
