@@ -7,6 +7,7 @@ mod demo;
 mod experiment;
 mod fidelity;
 mod mesh_telemetry;
+mod pool_restart;
 mod refusals;
 mod show;
 mod trace_cli;
