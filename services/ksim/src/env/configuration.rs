@@ -585,6 +585,21 @@ pub struct Outage {
     pub up_at: Option<SystemTime>,
 }
 
+/// The outages that had not ended by `since` (all without it), as the API gives them.
+fn outages_since(outages: &[Outage], since: Option<SystemTime>) -> Vec<pb::AutoscalerOutage> {
+    outages
+        .iter()
+        .filter(|outage| match (since, outage.up_at) {
+            (Some(since), Some(up_at)) => up_at >= since,
+            _ => true,
+        })
+        .map(|outage| pb::AutoscalerOutage {
+            down_time: Some(outage.down_at.into()),
+            up_time: outage.up_at.map(Into::into),
+        })
+        .collect()
+}
+
 async fn start_autoscaler(
     kubeconfig: &Path,
     cloud_provider_address: &str,
@@ -662,6 +677,22 @@ impl Environment for EnvironmentService {
         }))
     }
 
+    async fn list_autoscaler_outages(
+        &self,
+        request: Request<pb::ListAutoscalerOutagesRequest>,
+    ) -> Result<Response<pb::ListAutoscalerOutagesResponse>, Status> {
+        let since = match request.into_inner().since {
+            Some(since) => Some(SystemTime::try_from(since).map_err(|error| {
+                Status::invalid_argument(format!("since: not a time: {error}"))
+            })?),
+            None => None,
+        };
+        let components = self.components.lock().await;
+        Ok(Response::new(pb::ListAutoscalerOutagesResponse {
+            outages: outages_since(&components.outages, since),
+        }))
+    }
+
     async fn restore_defaults(
         &self,
         _request: Request<pb::RestoreDefaultsRequest>,
@@ -679,6 +710,36 @@ impl Environment for EnvironmentService {
 mod tests {
     use super::*;
     use ksim_experiment::AutoscalerFlag;
+
+    #[test]
+    fn outages_since_a_time_are_those_not_over_by_then() {
+        let at = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let outages = [
+            Outage {
+                down_at: at(10),
+                up_at: Some(at(20)),
+            },
+            Outage {
+                down_at: at(30),
+                up_at: Some(at(40)),
+            },
+            Outage {
+                down_at: at(50),
+                up_at: None,
+            },
+        ];
+        let downs = |since| -> Vec<i64> {
+            outages_since(&outages, since)
+                .iter()
+                .map(|o| o.down_time.unwrap_or_default().seconds)
+                .collect()
+        };
+        assert_eq!(downs(None), [10, 30, 50]);
+        assert_eq!(downs(Some(at(35))), [30, 50]);
+        assert_eq!(downs(Some(at(41))), [50]);
+        let open = &outages_since(&outages, Some(at(60)))[0];
+        assert_eq!(open.up_time, None);
+    }
 
     #[test]
     fn a_speed_outside_the_drivers_bounds_is_refused_naming_it() {

@@ -545,6 +545,32 @@ async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
         said.contains("ksim: cluster-autoscaler exited (signal: 9"),
         "{said}"
     );
+    // The environment API hands the outage to a driver: down, then up again.
+    let mut environment = EnvironmentClient::connect(ENVIRONMENT).await.unwrap();
+    let outages = environment
+        .list_autoscaler_outages(env::ListAutoscalerOutagesRequest { since: None })
+        .await
+        .unwrap()
+        .into_inner()
+        .outages;
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    let (down, up_again) = (outages[0].down_time.unwrap(), outages[0].up_time.unwrap());
+    assert!(
+        (down.seconds, down.nanos) <= (up_again.seconds, up_again.nanos),
+        "{outages:?}"
+    );
+    // One that ended before `since` is not listed.
+    let later = prost_types::Timestamp {
+        seconds: up_again.seconds + 1,
+        nanos: 0,
+    };
+    let after = environment
+        .list_autoscaler_outages(env::ListAutoscalerOutagesRequest { since: Some(later) })
+        .await
+        .unwrap()
+        .into_inner()
+        .outages;
+    assert!(after.is_empty(), "{after:?}");
 
     let down = up.ksim(&["down"]);
     let listed = String::from_utf8_lossy(&down.stdout);
