@@ -6,6 +6,7 @@ use anyhow::Context;
 use ksim_proto::ksim::driver::v1::{
     CancelSimulationRequest, GetSimulationRequest, Report, Simulation, SimulationSpec,
     SimulationState, StartSimulationRequest, WatchSimulationRequest, driver_client::DriverClient,
+    simulation_spec::TraceSource,
 };
 use tonic::transport::Channel;
 
@@ -34,12 +35,24 @@ pub async fn run_simulation(
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
     let mut client = connect(driver_url).await?;
+    let uploaded = match &spec.trace_source {
+        Some(TraceSource::TraceFile(bytes)) => Some(bytes.len()),
+        _ => None,
+    };
     // Listening from before the start: a signal while the trace uploads is not lost.
     let mut interrupts = Interrupts::new()?;
     let started = client
         .start_simulation(StartSimulationRequest { spec: Some(spec) })
         .await
-        .map_err(|status| status_error("starting the simulation", &status))?
+        .map_err(|status| match uploaded {
+            Some(bytes) if too_large(&status) => anyhow::anyhow!(
+                "starting the simulation: the trace file ({bytes} bytes) is larger than the driver \
+                 takes in one request ({}); import it into the tracer store (`ksim trace import \
+                 FILE`) and replay it with `--stored --trace-id ID`",
+                status.message()
+            ),
+            _ => status_error("starting the simulation", &status),
+        })?
         .into_inner()
         .simulation
         .context("the driver answered without a simulation")?;
@@ -154,4 +167,12 @@ impl Interrupts {
             _ = self.interrupt.recv() => {}
         }
     }
+}
+
+/// Whether the driver refused a request for its size (tonic's own check of the message limit).
+fn too_large(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::OutOfRange | tonic::Code::ResourceExhausted
+    ) && status.message().contains("message length too large")
 }

@@ -37,7 +37,24 @@ pub struct ImportArgs {
 pub async fn run(args: ImportArgs) -> anyhow::Result<()> {
     let mut file = std::fs::File::open(&args.file)
         .with_context(|| format!("opening {}", args.file.display()))?;
-    let size = file.metadata().map(|m| m.len()).ok();
+    let metadata = file
+        .metadata()
+        .with_context(|| format!("reading {}", args.file.display()))?;
+    // Refused here, by name, rather than after a device or a pipe streamed the tracer's whole
+    // import limit into it.
+    anyhow::ensure!(
+        metadata.is_file(),
+        "{}: not a regular file; ksim imports regular files only",
+        args.file.display()
+    );
+    anyhow::ensure!(
+        metadata.len() <= crate::files::MAX_WHOLE_TRACE_BYTES as u64,
+        "{}: {} bytes is over the {} limit for an import",
+        args.file.display(),
+        metadata.len(),
+        ksim_grpc::files::describe_bytes(crate::files::MAX_WHOLE_TRACE_BYTES)
+    );
+    let size = Some(metadata.len());
     let display_name = args.name.unwrap_or_else(|| {
         args.file
             .file_name()
@@ -84,7 +101,10 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<()> {
     let response = client.import(ReceiverStream::new(receiver)).await;
     bar.finish_and_clear();
     reading.await.context("reading the trace")??;
-    let response = response.map_err(status_error)?.into_inner();
+    let response = response
+        .map_err(status_error)
+        .with_context(|| format!("importing {}", args.file.display()))?
+        .into_inner();
     let summary = response.summary.unwrap_or_default();
     // The id alone on stdout, for scripts: `id=$(ksim trace import f.ktrace)`.
     writeln!(std::io::stdout(), "{}", response.trace_id).context("writing to stdout")?;

@@ -14,7 +14,7 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
     open()?
         .take(16)
         .read_to_end(&mut prefix)
-        .context("reading the trace")?;
+        .with_context(|| format!("reading {}", path.display()))?;
     let inspection = match ksim_trace::detect_format(&prefix) {
         Some(pb::TraceFormat::SimkubeV2) => {
             let bytes = crate::files::read_bounded(
