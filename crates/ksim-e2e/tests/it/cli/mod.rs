@@ -8,6 +8,7 @@ mod experiment;
 mod fidelity;
 mod mesh_telemetry;
 mod pool_restart;
+mod probe;
 mod refusals;
 mod show;
 mod trace_cli;
