@@ -1,7 +1,11 @@
 //! Observations into the report.
 
-use super::input::{NodeChange, Observations};
-use super::model::{Bucket, Percentiles, Report, ReportedError, ReportedNodeChange};
+use std::time::Duration;
+
+use super::input::{AutoscalerOutage, NodeChange, Observations};
+use super::model::{
+    Bucket, Percentiles, Report, ReportedError, ReportedNodeChange, ReportedOutage,
+};
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
 use super::{attribution, costs, fidelity};
 
@@ -42,7 +46,43 @@ pub fn build(obs: &Observations) -> Report {
         configuration: obs.configuration.clone(),
         costs,
         waits: costs::waits(&obs.waits),
+        autoscaler_outages: obs
+            .autoscaler_outages
+            .as_ref()
+            .map(|outages| autoscaler_outages(outages, replay_end(obs), obs.speed)),
     }
+}
+
+/// The last moment the driver observed, wall clock since the start: an outage still open
+/// counts to here.
+fn replay_end(obs: &Observations) -> Duration {
+    obs.samples
+        .last()
+        .map(|sample| sample.offset)
+        .unwrap_or_default()
+}
+
+/// In time order, in recorded time, each cut to the replay's end (CA missing after the end
+/// cost the run nothing).
+fn autoscaler_outages(
+    outages: &[AutoscalerOutage],
+    end: Duration,
+    speed: f64,
+) -> Vec<ReportedOutage> {
+    let mut outages: Vec<&AutoscalerOutage> = outages.iter().collect();
+    outages.sort_by_key(|outage| outage.down);
+    outages
+        .into_iter()
+        .map(|outage| {
+            let down = outage.down.min(end);
+            let up = outage.up.unwrap_or(end).clamp(down, end);
+            ReportedOutage {
+                offset_ms: millis(recorded(down, speed)),
+                duration_ms: millis(recorded(up - down, speed)),
+                ongoing: outage.up.is_none(),
+            }
+        })
+        .collect()
 }
 
 /// In time order (the watch delivers them in order; stable, so ties keep it), to the
@@ -116,7 +156,7 @@ mod tests {
         let mut obs = Observations::default();
         for (ms, a, b) in [(0, 3, 0), (1_000, 1, 3), (2_000, 1, 1)] {
             obs.samples.push(super::super::input::Sample {
-                offset: std::time::Duration::from_millis(ms),
+                offset: Duration::from_millis(ms),
                 nodes: [("a", a), ("b", b)]
                     .into_iter()
                     .map(|(group, nodes)| {
@@ -136,7 +176,7 @@ mod tests {
     fn node_changes_are_in_time_order_on_the_timeline_clock() {
         use super::super::input::{NodeChangeKind, ScaleEvent};
         let change = |ms, node: &str, kind| NodeChange {
-            offset: std::time::Duration::from_micros(ms),
+            offset: Duration::from_micros(ms),
             group: "m5".into(),
             node: node.into(),
             kind,
@@ -146,7 +186,7 @@ mod tests {
             // At 10x the resize and its node are 2.5 s into the replay, 25 s into the trace:
             // both land in the timeline's bucket of second 2.
             scale_events: vec![ScaleEvent {
-                offset: std::time::Duration::from_millis(2_500),
+                offset: Duration::from_millis(2_500),
                 group: "m5".into(),
                 delta: 1,
             }],
@@ -172,6 +212,48 @@ mod tests {
             report.timeline[second].offset_ms, 2_000,
             "the bucket's offset is on the same clock"
         );
+    }
+
+    #[test]
+    fn autoscaler_outages_are_recorded_time_and_an_open_one_counts_to_the_end() {
+        let secs = Duration::from_secs;
+        let mut obs = fixtures::observations();
+        obs.speed = 10.0;
+        let end = obs.samples.last().unwrap().offset;
+        obs.autoscaler_outages = Some(vec![
+            AutoscalerOutage {
+                down: end - secs(1),
+                up: None,
+            },
+            AutoscalerOutage {
+                down: Duration::from_millis(500),
+                up: Some(Duration::from_millis(1_700)),
+            },
+        ]);
+        let outages = build(&obs).autoscaler_outages.unwrap();
+        assert_eq!(
+            outages,
+            [
+                ReportedOutage {
+                    offset_ms: 5_000,
+                    duration_ms: 12_000,
+                    ongoing: false,
+                },
+                ReportedOutage {
+                    offset_ms: millis(end - secs(1)) * 10,
+                    duration_ms: 10_000,
+                    ongoing: true,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_outages_stay_unknown_and_none_are_none() {
+        let mut obs = fixtures::observations();
+        assert_eq!(build(&obs).autoscaler_outages, None);
+        obs.autoscaler_outages = Some(Vec::new());
+        assert_eq!(build(&obs).autoscaler_outages, Some(Vec::new()));
     }
 
     #[test]

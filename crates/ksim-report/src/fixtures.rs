@@ -195,6 +195,7 @@ pub fn observations() -> Observations {
             owner: "Deployment/web".into(),
             count: 3,
         }],
+        autoscaler_outages: None,
     }
 }
 

@@ -58,6 +58,20 @@ pub struct Observations {
     /// Why pods waited, as the scheduler's and CA's events said.
     #[serde(default)]
     pub waits: Vec<crate::WaitReason>,
+    /// When cluster-autoscaler was down during the replay, as the environment listed it.
+    /// `None`: unknown (no environment, or one that does not list them), which is not "none".
+    /// Defaulted: observations saved before it was kept do not know.
+    #[serde(default)]
+    pub autoscaler_outages: Option<Vec<AutoscalerOutage>>,
+}
+
+/// One time cluster-autoscaler was down, wall clock since the replay start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoscalerOutage {
+    /// Found down; zero when it was already down at the start.
+    pub down: Duration,
+    /// Serving again; `None`: still down when the observations were taken.
+    pub up: Option<Duration>,
 }
 
 /// A node group's price.

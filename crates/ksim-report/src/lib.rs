@@ -53,13 +53,14 @@ pub use files::{
     ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
 pub use input::{
-    ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount,
-    ObjectErrorRecord, Observations, PodCounts, RecordedState, Sample, ScaleEvent, Usage,
+    AutoscalerOutage, ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind,
+    NodeCount, ObjectErrorRecord, Observations, PodCounts, RecordedState, Sample, ScaleEvent,
+    Usage,
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
     NodeChangeCause, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
-    SchedulerConfiguration, SeriesFidelity, WaitReason,
+    ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};

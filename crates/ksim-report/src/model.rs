@@ -56,6 +56,22 @@ pub struct Report {
     /// Why pods waited, most frequent first. Defaulted like `costs`.
     #[serde(default)]
     pub waits: Vec<WaitReason>,
+    /// When cluster-autoscaler was down during the replay, in time order: it made no decisions
+    /// then. `None`: unknown (no environment, or one that does not list them); also the
+    /// default for reports written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler_outages: Option<Vec<ReportedOutage>>,
+}
+
+/// One time cluster-autoscaler was down, recorded time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedOutage {
+    /// Since the replay start, like the timeline's offsets.
+    pub offset_ms: u64,
+    /// How long it was down; one still down at the end counts to the end.
+    pub duration_ms: u64,
+    /// Still down at the end.
+    pub ongoing: bool,
 }
 
 /// What a team pays and waits.

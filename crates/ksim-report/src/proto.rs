@@ -14,7 +14,7 @@ use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use super::model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
     NodeChangeCause, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
-    SchedulerConfiguration, SeriesFidelity, WaitReason,
+    ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
@@ -39,6 +39,11 @@ impl Report {
             configuration: self.configuration.as_ref().map(Configuration::to_proto),
             costs: Some(costs_to_proto(&self.costs)),
             waits: self.waits.iter().map(wait_to_proto).collect(),
+            autoscaler_outages: self.autoscaler_outages.as_ref().map(|outages| {
+                pb::AutoscalerOutages {
+                    outages: outages.iter().map(outage_to_proto).collect(),
+                }
+            }),
         }
     }
 
@@ -78,6 +83,10 @@ impl Report {
                 .map(costs_from_proto)
                 .unwrap_or_default(),
             waits: report.waits.iter().map(wait_from_proto).collect(),
+            autoscaler_outages: report
+                .autoscaler_outages
+                .as_ref()
+                .map(|outages| outages.outages.iter().map(outage_from_proto).collect()),
         }
     }
 }
@@ -346,6 +355,22 @@ fn costs_from_proto(costs: &pb::Costs) -> Costs {
     }
 }
 
+fn outage_to_proto(outage: &ReportedOutage) -> pb::AutoscalerOutage {
+    pb::AutoscalerOutage {
+        offset: Some(duration_to_proto(Duration::from_millis(outage.offset_ms))),
+        duration: Some(duration_to_proto(Duration::from_millis(outage.duration_ms))),
+        ongoing: outage.ongoing,
+    }
+}
+
+fn outage_from_proto(outage: &pb::AutoscalerOutage) -> ReportedOutage {
+    ReportedOutage {
+        offset_ms: duration_millis(outage.offset.as_ref()),
+        duration_ms: duration_millis(outage.duration.as_ref()),
+        ongoing: outage.ongoing,
+    }
+}
+
 fn wait_to_proto(wait: &WaitReason) -> pb::WaitReason {
     pb::WaitReason {
         source: wait.source.clone(),
@@ -603,6 +628,27 @@ mod tests {
             i32::from(pb::NodeChangeKind::Removed)
         );
 
+        assert_eq!(Report::from_proto(&proto), report);
+    }
+
+    #[test]
+    fn autoscaler_outages_round_trip_and_unknown_is_absent() {
+        let mut report = fixtures::report();
+        assert_eq!(report.to_proto().autoscaler_outages, None);
+        report.autoscaler_outages = Some(vec![ReportedOutage {
+            offset_ms: 1_500,
+            duration_ms: 37_250,
+            ongoing: true,
+        }]);
+        let proto = report.to_proto();
+        let outage = &proto.autoscaler_outages.as_ref().unwrap().outages[0];
+        assert_eq!(
+            outage.duration,
+            Some(prost_types::Duration {
+                seconds: 37,
+                nanos: 250_000_000
+            })
+        );
         assert_eq!(Report::from_proto(&proto), report);
     }
 

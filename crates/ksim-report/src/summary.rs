@@ -7,7 +7,7 @@ use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 
 use super::input::NodeChangeKind;
 use super::model::NodeChangeCause;
-use super::proto::{duration_from_proto, node_change_cause, node_change_kind};
+use super::proto::{duration_from_proto, duration_to_proto, node_change_cause, node_change_kind};
 use crate::Gvk;
 
 /// Object errors listed one by one; the rest are counted.
@@ -81,6 +81,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     )?;
 
     writeln!(out, "  autoscaler:        {}", autoscaler_nodes(report))?;
+    if let Some(line) = autoscaler_outages(report) {
+        writeln!(out, "  {line}")?;
+    }
     for line in pool_nodes(report) {
         writeln!(out, "  {line}")?;
     }
@@ -182,6 +185,31 @@ fn human(duration: Option<&prost_types::Duration>) -> String {
 fn trimmed(value: f64) -> String {
     let text = format!("{value:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// One line when cluster-autoscaler was down during the replay: how often and how long in all.
+/// Nothing when it never was, or when that is unknown.
+pub fn autoscaler_outages(report: &pb::Report) -> Option<String> {
+    let outages = &report.autoscaler_outages.as_ref()?.outages;
+    if outages.is_empty() {
+        return None;
+    }
+    let total: Duration = outages
+        .iter()
+        .map(|outage| duration_from_proto(outage.duration.as_ref()))
+        .sum();
+    let times = if outages.len() == 1 { "time" } else { "times" };
+    let ongoing = if outages.iter().any(|outage| outage.ongoing) {
+        ", still down at the end"
+    } else {
+        ""
+    };
+    Some(format!(
+        "cluster-autoscaler: down {} {times}, {} in all (recorded time){ongoing}; its decisions \
+         in those spans are missing",
+        outages.len(),
+        human(Some(&duration_to_proto(total))),
+    ))
 }
 
 /// The nodes the autoscaler added to and removed from the groups during the replay, by name:
@@ -660,6 +688,37 @@ mod tests {
                 "autoscaler:        0 nodes added, 0 removed; resizes asked for 2 and 1\n"
             ),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn autoscaler_outages_are_one_line_and_none_or_unknown_are_silent() {
+        let outage = |secs, ongoing| pb::AutoscalerOutage {
+            offset: None,
+            duration: Some(prost_types::Duration {
+                seconds: secs,
+                nanos: 0,
+            }),
+            ongoing,
+        };
+        let mut report = pb::Report::default();
+        assert!(!summary(&report).contains("cluster-autoscaler"), "unknown");
+        report.autoscaler_outages = Some(pb::AutoscalerOutages::default());
+        assert!(!summary(&report).contains("cluster-autoscaler"), "none");
+        report.autoscaler_outages = Some(pb::AutoscalerOutages {
+            outages: vec![outage(30, false), outage(7, false)],
+        });
+        assert!(summary(&report).contains(
+            "  cluster-autoscaler: down 2 times, 37s in all (recorded time); its decisions in \
+             those spans are missing\n"
+        ));
+        report.autoscaler_outages = Some(pb::AutoscalerOutages {
+            outages: vec![outage(75, true)],
+        });
+        assert_eq!(
+            autoscaler_outages(&report).unwrap(),
+            "cluster-autoscaler: down 1 time, 1m15s in all (recorded time), still down at the \
+             end; its decisions in those spans are missing"
         );
     }
 

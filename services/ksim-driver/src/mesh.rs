@@ -9,7 +9,8 @@ use ksim_proto::{
     ksim::{
         env::v1::{
             self as env, ApplyConfigurationRequest, CheckConfigurationRequest,
-            RestoreDefaultsRequest, environment_client::EnvironmentClient,
+            ListAutoscalerOutagesRequest, RestoreDefaultsRequest,
+            environment_client::EnvironmentClient,
         },
         trace::v1::{ExportRequest, trace_store_client::TraceStoreClient},
         vnode::v1::{
@@ -216,6 +217,19 @@ impl Mesh {
             .await
             .map_err(environment_error)?;
         Ok(())
+    }
+
+    /// cluster-autoscaler's outages not over by `since`, oldest first.
+    pub async fn autoscaler_outages(
+        &self,
+        since: prost_types::Timestamp,
+    ) -> Result<Vec<env::AutoscalerOutage>, MeshError> {
+        let response = self
+            .environment()?
+            .list_autoscaler_outages(ListAutoscalerOutagesRequest { since: Some(since) })
+            .await
+            .map_err(environment_error)?;
+        Ok(response.into_inner().outages)
     }
 
     fn environment(&self) -> Result<EnvironmentClient<Traced>, MeshError> {

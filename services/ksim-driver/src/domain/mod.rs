@@ -6,12 +6,14 @@
 //! - [`spec`] checks a simulation spec whole, naming the field at fault.
 //! - [`waits`] reads why pods waited from the scheduler's and CA's events.
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
+//! - [`outages`] puts cluster-autoscaler's outages on the replay's clock for the report.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
 pub mod bare_pods;
 pub mod cron;
 pub mod launches;
 pub mod lifetimes;
+pub mod outages;
 pub mod plan;
 pub mod recorded;
 pub mod rewrite;

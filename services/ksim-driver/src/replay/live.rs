@@ -106,6 +106,8 @@ impl Live {
             pods_evicted,
             pods_preempted,
             waits: self.observer.waits(),
+            // Asked of the environment once, for the final report (`run::final_report`).
+            autoscaler_outages: None,
         }
     }
 

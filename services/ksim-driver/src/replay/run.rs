@@ -12,7 +12,10 @@ use std::{
 use futures::FutureExt;
 use ksim_nodes::skeleton::NodeSkeleton;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_trace::{Trace, time::now_ms};
+use ksim_trace::{
+    Trace,
+    time::{now_ms, timestamp},
+};
 use tokio::{sync::mpsc, time::Instant};
 
 pub use super::context::RunContext;
@@ -32,9 +35,10 @@ use crate::{
     domain::{
         launches::Launches,
         lifetimes::Lifetimes,
+        outages,
         plan::{Step, StepKind, plan, template_paths},
         recorded::recorded_states,
-        report::{self, GroupPrice},
+        report::{self, AutoscalerOutage, GroupPrice},
         rewrite::{RewriteOptions, Rewriter},
         spec::{OnError, SimulationSpec},
     },
@@ -66,7 +70,12 @@ pub async fn run(
         Ok(Err(error)) => Ending::Failed(error.to_string()),
         Err(panic) => Ending::Failed(format!("the replay panicked: {}", panic_message(&*panic))),
     };
-    let reported = std::panic::catch_unwind(AssertUnwindSafe(|| final_report(&ctx, &handle)));
+    let outages = match handle.live() {
+        Some(live) => autoscaler_outages(&ctx, live.started_at_ms).await,
+        None => None,
+    };
+    let reported =
+        std::panic::catch_unwind(AssertUnwindSafe(|| final_report(&ctx, &handle, outages)));
     let ending = match (ending, reported) {
         (ending, Ok(())) => ending,
         (Ending::Failed(message), Err(_)) => Ending::Failed(message),
@@ -123,18 +132,50 @@ pub fn write_outcome(ctx: &RunContext, handle: &Handle) {
 }
 
 /// Builds the final report from what the replay saw and writes its files.
-fn final_report(ctx: &RunContext, handle: &Handle) {
+fn final_report(ctx: &RunContext, handle: &Handle, outages: Option<Vec<AutoscalerOutage>>) {
     let Some(live) = handle.live() else {
         return;
     };
     let complete = true;
-    let report = report::build(&live.observations(&handle.id, complete));
+    let mut observations = live.observations(&handle.id, complete);
+    observations.autoscaler_outages = outages;
+    let report = report::build(&observations);
     let mut proto = report.to_proto();
     match report::write_files(&report, &ctx.settings.report_dir.join(&handle.id)) {
         Ok(files) => proto.artifacts = Some(files.to_proto()),
         Err(error) => tracing::warn!(%error, "writing the report files"),
     }
     handle.set_report(proto);
+}
+
+/// How long the environment may take to list CA's outages before they are left unknown.
+const OUTAGES_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// cluster-autoscaler's outages since the replay start. `None` (unknown) without an
+/// environment, or when it does not answer (an older one: UNIMPLEMENTED): the report then says
+/// nothing of them; the run does not fail for it.
+async fn autoscaler_outages(ctx: &RunContext, started_at_ms: i64) -> Option<Vec<AutoscalerOutage>> {
+    if !ctx.mesh.has_environment() {
+        return None;
+    }
+    let listed = tokio::time::timeout(
+        OUTAGES_TIMEOUT,
+        ctx.mesh.autoscaler_outages(timestamp(started_at_ms)),
+    )
+    .await;
+    match listed {
+        Ok(Ok(listed)) => Some(outages::since_start(started_at_ms, &listed)),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "cluster-autoscaler's outages are unknown");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                "cluster-autoscaler's outages are unknown: the environment did not answer"
+            );
+            None
+        }
+    }
 }
 
 /// Each node group's instance type (from its skeleton) and the cloud provider's price of it.

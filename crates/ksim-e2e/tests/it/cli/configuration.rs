@@ -960,3 +960,120 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
         waste["costs"]
     );
 }
+
+/// A cluster-autoscaler killed with -9 while a run replays is in that run's report: one
+/// outage with a length, on the summary's own line; a run in which CA stays up has none.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
+    let dir = up.state.path();
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let t0 = 1_767_225_600_000;
+    let trace = |name: &str, recorded_ms: i64| {
+        let path = dir.join(name);
+        write_trace(
+            &path,
+            [
+                (t0, deployment(&web(1, "100m", "a"))),
+                (t0 + recorded_ms, deployment(&web(1, "100m", "b"))),
+            ],
+            &[],
+        );
+        path.to_str().unwrap().to_owned()
+    };
+    let group = format!("--autoscaler-group=m5={}:1:4:1", skeleton.display());
+    let run_args = |trace: &str| {
+        args(&[
+            "run",
+            trace,
+            "--driver",
+            DRIVER,
+            "--speed",
+            "2",
+            "--autoscaler",
+            &group,
+        ])
+    };
+
+    let parent = up.pid();
+    let client = up.client().await;
+    let (output, killed) = run_while(&up, run_args(&trace("kill.ksim", 80_000)), async move {
+        // A replayed pod exists once the replay has begun: the CA running now is the run's.
+        let pods: Api<Pod> = Api::namespaced(client, "virtual-shop");
+        ksim_testenv::wait::until(
+            "the replay's first pod",
+            Duration::from_secs(120),
+            || async {
+                let listed = pods
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if listed.items.is_empty() {
+                    Err("no pod yet".to_owned())
+                } else {
+                    Ok(())
+                }
+            },
+        )
+        .await
+        .unwrap();
+        let (pid, _) = autoscaler_process(parent).unwrap();
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        pid
+    })
+    .await;
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    assert!(
+        printed.contains("cluster-autoscaler: down 1 time, ")
+            && printed.contains("(recorded time); its decisions in those spans are missing"),
+        "killed pid {killed}: {printed}"
+    );
+    let report = report_of(&printed);
+    let outages = report["autoscaler_outages"].as_array().unwrap();
+    assert_eq!(outages.len(), 1, "{report:#}");
+    assert!(
+        outages[0]["duration_ms"].as_u64().unwrap() > 0,
+        "{outages:?}"
+    );
+
+    // Once CA serves again and the outage is over, a run it stays up for has none.
+    ksim_testenv::wait::until(
+        "cluster-autoscaler serving again",
+        Duration::from_secs(120),
+        || async move {
+            let mut environment = EnvironmentClient::connect(ENVIRONMENT)
+                .await
+                .map_err(|e| e.to_string())?;
+            let outages = environment
+                .list_autoscaler_outages(env::ListAutoscalerOutagesRequest { since: None })
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner()
+                .outages;
+            match autoscaler_process(parent) {
+                Some((_, args))
+                    if outages.iter().all(|o| o.up_time.is_some())
+                        && autoscaler_healthy(&args).await =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?} {outages:?}")),
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let quiet_trace = trace("quiet.ksim", 20_000);
+    let printed = tokio::task::block_in_place(|| run_ok(&up, &run_args(&quiet_trace)));
+    assert!(!printed.contains("cluster-autoscaler: down"), "{printed}");
+    assert_eq!(report_of(&printed)["autoscaler_outages"], json!([]));
+}
