@@ -647,11 +647,11 @@ rules:
     }
 
     #[test]
-    fn the_readme_example_is_valid() {
-        let readme = include_str!("../../../README.md");
+    fn the_manuals_example_is_valid() {
+        let readme = include_str!("../../../docs/tracer.md");
         let start = readme
             .find("```yaml\nrules:")
-            .expect("the README has a rules example")
+            .expect("the tracer manual has a rules example")
             + 8;
         let end = start + readme[start..].find("```").unwrap();
         let rules = Rules::parse(&readme[start..end]).unwrap();

@@ -58,7 +58,7 @@ pub enum TraceCommand {
         input: PathBuf,
         /// The ksim trace file to write (written whole or not at all).
         output: PathBuf,
-        /// The rules file (YAML; see the README's trace tools section).
+        /// The rules file (YAML; see docs/tracer.md).
         #[arg(long = "rules", short = 'f', value_name = "RULES.yaml")]
         rules: PathBuf,
     },
