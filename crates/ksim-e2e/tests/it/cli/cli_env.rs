@@ -321,15 +321,7 @@ async fn up_serves_every_service_until_down() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let signalled = Command::new("kill")
-        .args(["-TERM", &running.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(signalled.success());
-    let ended = tokio::task::spawn_blocking(move || running.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let ended = common::up::terminate(running).await;
     let said = std::fs::read_to_string(&run_log).unwrap();
     assert!(!ended.status.success(), "{said}");
     assert!(

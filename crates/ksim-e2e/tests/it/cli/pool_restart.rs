@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::common::{
     self,
-    up::{Up, report_dir},
+    up::{Up, report_dir, terminate},
 };
 
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
@@ -159,15 +159,7 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
     .await;
 
     // SIGTERM cancels the run; its report is written all the same.
-    let signalled = Command::new("kill")
-        .args(["-TERM", &running.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(signalled.success());
-    let ended = tokio::task::spawn_blocking(move || running.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let ended = terminate(running).await;
     let printed = std::fs::read_to_string(&run_log).unwrap();
     assert!(
         String::from_utf8_lossy(&ended.stderr).contains("was cancelled"),

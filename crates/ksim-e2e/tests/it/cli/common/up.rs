@@ -117,6 +117,19 @@ pub fn ksim_in(state: &Path, args: &[String]) -> Output {
         .unwrap()
 }
 
+/// SIGTERMs a running `ksim` (as Ctrl-C would end it) and waits for its output.
+pub async fn terminate(running: Child) -> Output {
+    let signalled = Command::new("kill")
+        .args(["-TERM", &running.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    tokio::task::spawn_blocking(move || running.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// The directory of the report files the summary lists.
 pub fn report_dir(printed: &str) -> &str {
     let json = printed
