@@ -6,12 +6,15 @@
 //!   the simulated cluster, leader election off); the real kube-scheduler judges the rest.
 //! - [`experiment`]: an experiment file (a trace, its speed and repeats, the variants).
 //! - [`assertions`]: `--assert` CEL expressions over the variants' figures.
+//! - [`provisioning`]: how long nodes take to come and go and pods to start, in recorded
+//!   time: distributions, the model file, seeded draws.
 //! - [`go_duration`]: the duration syntax Go's flags take (`1h30m`, `1.5s`, `300ms`).
 
 pub mod assertions;
 pub mod autoscaler;
 pub mod experiment;
 pub mod go_duration;
+pub mod provisioning;
 pub mod scheduler;
 
 pub use autoscaler::{AutoscalerFlag, AutoscalerFlags, FlagError, FlagSource};
