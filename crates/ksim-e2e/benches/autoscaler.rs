@@ -403,6 +403,7 @@ fn seat_deployment(
         skeleton: SkeletonSource::Inline(skeleton.to_owned()),
         min_size: Some(i32::try_from(min).unwrap()),
         max_size: Some(i32::try_from(max).unwrap()),
+        provisioning: None,
     }
     .to_deployment()
 }

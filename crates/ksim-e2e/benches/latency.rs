@@ -79,6 +79,7 @@ fn seat_deployment(group: &str, replicas: i32) -> Deployment {
         skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
         min_size: Some(0),
         max_size: Some(1000),
+        provisioning: None,
     }
     .to_deployment()
 }

@@ -66,6 +66,20 @@ pub const RETIRING_ANNOTATION: &str = "ksim.io/retiring";
 /// so deleting it fails nothing on CA's side.
 pub const RELEASED_ANNOTATION: &str = "ksim.io/released";
 
+/// Seat Deployment annotation: the group's provisioning model, as
+/// `ksim_experiment::provisioning::GroupProvisioning::to_json` writes it (the delays from a
+/// scale-up to the Node existing and to Ready, and from a scale-down to the node being gone).
+/// Absent: no delays. The pool applies it; the cloud provider reads whether nodes linger.
+pub const PROVISIONING_ANNOTATION: &str = "ksim.io/provisioning";
+
+/// Node annotation: the node is booting by its group's provisioning model and turns Ready at
+/// this RFC 3339 time. Written at registration, so a restarted pool knows when.
+pub const BOOTING_UNTIL_ANNOTATION: &str = "ksim.io/booting-until";
+
+/// Node annotation: the node's seat is gone (or its pool-managed group shrank) and the node is
+/// shutting down by its group's provisioning model; the pool deletes it at this RFC 3339 time.
+pub const TERMINATING_UNTIL_ANNOTATION: &str = "ksim.io/terminating-until";
+
 /// Taint cluster-autoscaler puts on a node it is removing, before it asks the provider to.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 
@@ -126,6 +140,9 @@ mod tests {
             SKELETON_CONFIGMAP_ANNOTATION,
             MIN_SIZE_ANNOTATION,
             MAX_SIZE_ANNOTATION,
+            PROVISIONING_ANNOTATION,
+            BOOTING_UNTIL_ANNOTATION,
+            TERMINATING_UNTIL_ANNOTATION,
             INSTANCE_TYPE_LABEL,
             HOSTNAME_LABEL,
         ] {

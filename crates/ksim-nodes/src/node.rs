@@ -59,6 +59,30 @@ pub fn is_ready(node: &Node) -> bool {
         })
 }
 
+/// The reason of the node's Ready condition, if it has one.
+fn ready_reason(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?
+        .reason
+        .as_deref()
+}
+
+/// Whether the node is NotReady because it is booting by its group's provisioning model (and
+/// its pool is still posting that: a pool gone quiet lets the lifecycle controller turn the
+/// condition Unknown, with its own reason).
+pub fn is_booting(node: &Node) -> bool {
+    !is_ready(node) && ready_reason(node) == Some(BOOTING_REASON)
+}
+
+/// Whether the node is shutting down by its group's provisioning model.
+pub fn is_shutting_down(node: &Node) -> bool {
+    !is_ready(node) && ready_reason(node) == Some(SHUTTING_DOWN_REASON)
+}
+
 /// Taints the control plane keeps on a node until it has seen the node Ready: the
 /// TaintNodesByCondition admission plugin puts not-ready on every new node, and the node
 /// lifecycle controller lifts it some time after the kubelet reports Ready.
@@ -227,8 +251,57 @@ pub fn node_status(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) -
     }
 }
 
+/// Reason of the Ready=False condition of a node booting by its group's provisioning model:
+/// the cloud provider reports no problem for it (a NotReady node whose reason is anything else,
+/// say the lifecycle controller's once its pool stopped, is one).
+pub const BOOTING_REASON: &str = "KsimNodeBooting";
+
+/// Reason of the Ready=False condition of a node shutting down by its group's provisioning
+/// model: its seat is gone, it is unschedulable and goes when its termination delay has passed.
+pub const SHUTTING_DOWN_REASON: &str = "KsimNodeShuttingDown";
+
+/// Where a virtual node is in its life, as its Ready condition tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Registered, not Ready yet ([`BOOTING_REASON`]).
+    Booting,
+    Ready,
+    /// Going away ([`SHUTTING_DOWN_REASON`]).
+    ShuttingDown,
+}
+
 /// The conditions of a healthy kubelet, as of `heartbeat`, unchanged since `transition`.
 pub fn node_conditions(heartbeat: Timestamp, transition: Timestamp) -> Vec<NodeCondition> {
+    phase_conditions(Phase::Ready, heartbeat, transition)
+}
+
+/// The conditions a node in `phase` reports, as of `heartbeat`, its Ready condition unchanged
+/// since `transition`; the other conditions are a healthy kubelet's in every phase.
+pub fn phase_conditions(
+    phase: Phase,
+    heartbeat: Timestamp,
+    transition: Timestamp,
+) -> Vec<NodeCondition> {
+    let ready = match phase {
+        Phase::Ready => (
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+        ),
+        Phase::Booting => (
+            "Ready",
+            "False",
+            BOOTING_REASON,
+            "virtual node is booting: Ready when its group's provisioning model says",
+        ),
+        Phase::ShuttingDown => (
+            "Ready",
+            "False",
+            SHUTTING_DOWN_REASON,
+            "virtual node is shutting down: gone when its group's provisioning model says",
+        ),
+    };
     [
         (
             "NetworkUnavailable",
@@ -254,12 +327,7 @@ pub fn node_conditions(heartbeat: Timestamp, transition: Timestamp) -> Vec<NodeC
             "KubeletHasSufficientPID",
             "kubelet has sufficient PID available",
         ),
-        (
-            "Ready",
-            "True",
-            "KubeletReady",
-            "kubelet is posting ready status",
-        ),
+        ready,
     ]
     .into_iter()
     .map(|(type_, status, reason, message)| NodeCondition {
@@ -695,6 +763,41 @@ status:
             ready.message.as_deref(),
             Some("kubelet is posting ready status")
         );
+    }
+
+    #[test]
+    fn booting_and_shutting_down_nodes_say_so_in_their_ready_condition() {
+        let mut node = virtual_node(&skeleton(), &identity(), now());
+        assert!(is_ready(&node) && !is_booting(&node) && !is_shutting_down(&node));
+        for (phase, booting, shutting_down) in [
+            (Phase::Booting, true, false),
+            (Phase::ShuttingDown, false, true),
+        ] {
+            let conditions = phase_conditions(phase, now(), now());
+            node.status.as_mut().unwrap().conditions = Some(conditions.clone());
+            assert!(!is_ready(&node), "{phase:?}");
+            assert_eq!(is_booting(&node), booting, "{phase:?}");
+            assert_eq!(is_shutting_down(&node), shutting_down, "{phase:?}");
+            // Only Ready changes: the other conditions stay a healthy kubelet's.
+            let others = |c: &[NodeCondition]| -> Vec<NodeCondition> {
+                c.iter().filter(|c| c.type_ != "Ready").cloned().collect()
+            };
+            assert_eq!(others(&conditions), others(&node_conditions(now(), now())));
+        }
+        // NotReady for any other reason (the lifecycle controller's Unknown) is neither.
+        let ready = node
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        ready.status = "Unknown".to_owned();
+        ready.reason = Some("NodeStatusUnknown".to_owned());
+        assert!(!is_booting(&node) && !is_shutting_down(&node));
     }
 
     #[test]

@@ -10,8 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use thiserror::Error;
 
 use crate::labels::{
-    GROUP_LABEL, MAX_SIZE_ANNOTATION, MIN_SIZE_ANNOTATION, NO_SCHEDULE, SEAT_HOST_LABEL,
-    SKELETON_ANNOTATION, SKELETON_CONFIGMAP_ANNOTATION, TRUE_VALUE, VIRTUAL_TAINT_KEY,
+    GROUP_LABEL, MAX_SIZE_ANNOTATION, MIN_SIZE_ANNOTATION, NO_SCHEDULE, PROVISIONING_ANNOTATION,
+    SEAT_HOST_LABEL, SKELETON_ANNOTATION, SKELETON_CONFIGMAP_ANNOTATION, TRUE_VALUE,
+    VIRTUAL_TAINT_KEY,
 };
 
 /// Image of the seat container; the pool plays its kubelet, so it is never pulled.
@@ -47,18 +48,22 @@ pub struct SeatDeployment {
     /// Limits for cluster-autoscaler; unset ones are the provider's defaults.
     pub min_size: Option<i32>,
     pub max_size: Option<i32>,
+    /// The group's provisioning model as JSON (`GroupProvisioning::to_json`), written to the
+    /// Deployment's [`PROVISIONING_ANNOTATION`]; `None`: no delays.
+    pub provisioning: Option<String>,
 }
 
 impl SeatDeployment {
     /// The Deployment `seats-<group>`, as `deploy/vnode/examples/seat-deployment.yaml` shows it.
     pub fn to_deployment(&self) -> Deployment {
         let group_labels = BTreeMap::from([(GROUP_LABEL.to_owned(), self.group.clone())]);
-        let limits: BTreeMap<String, String> = [
-            (MIN_SIZE_ANNOTATION, self.min_size),
-            (MAX_SIZE_ANNOTATION, self.max_size),
+        let annotations: BTreeMap<String, String> = [
+            (MIN_SIZE_ANNOTATION, self.min_size.map(|n| n.to_string())),
+            (MAX_SIZE_ANNOTATION, self.max_size.map(|n| n.to_string())),
+            (PROVISIONING_ANNOTATION, self.provisioning.clone()),
         ]
         .into_iter()
-        .filter_map(|(key, value)| Some((key.to_owned(), value?.to_string())))
+        .filter_map(|(key, value)| Some((key.to_owned(), value?)))
         .collect();
         let skeleton = match &self.skeleton {
             SkeletonSource::Inline(yaml) => (SKELETON_ANNOTATION, yaml),
@@ -75,7 +80,7 @@ impl SeatDeployment {
                 name: Some(format!("seats-{}", self.group)),
                 namespace: Some(self.namespace.clone()),
                 labels: Some(group_labels.clone()),
-                annotations: (!limits.is_empty()).then_some(limits),
+                annotations: (!annotations.is_empty()).then_some(annotations),
                 ..ObjectMeta::default()
             },
             spec: Some(DeploymentSpec {
@@ -125,6 +130,16 @@ pub fn group_of(deployment: &Deployment) -> Option<&str> {
         .labels
         .as_ref()?
         .get(GROUP_LABEL)
+        .map(String::as_str)
+}
+
+/// The provisioning model a seat Deployment carries ([`PROVISIONING_ANNOTATION`]), unparsed.
+pub fn provisioning_of(deployment: &Deployment) -> Option<&str> {
+    deployment
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(PROVISIONING_ANNOTATION)
         .map(String::as_str)
 }
 
@@ -189,9 +204,11 @@ mod tests {
             skeleton: SkeletonSource::ConfigMap("m5-shape".to_owned()),
             min_size: Some(1),
             max_size: None,
+            provisioning: Some("{\"model\":\"m\"}".to_owned()),
         };
         let deployment = seats.to_deployment();
         assert_eq!(group_of(&deployment), Some("m5"));
+        assert_eq!(provisioning_of(&deployment), seats.provisioning.as_deref());
         assert_eq!(skeleton_source(&deployment), Ok(seats.skeleton.clone()));
         let annotations = deployment.metadata.annotations.clone().unwrap();
         assert_eq!(

@@ -114,6 +114,7 @@ impl Mesh {
                 name: name.to_owned(),
                 node_skeleton_yaml: skeleton_yaml.to_owned(),
                 count,
+                provisioning_json: String::new(),
             })
             .await
             .map_err(|status| MeshError::Call {

@@ -342,6 +342,7 @@ async fn create_nodes(args: &Args, provider: &Provider, client: &Client) -> anyh
                 name: "bench".to_owned(),
                 node_skeleton_yaml: SKELETON.to_owned(),
                 count: i32::try_from(args.nodes)?,
+                provisioning_json: String::new(),
             })
             .await?;
             Ok(())

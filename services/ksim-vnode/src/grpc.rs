@@ -213,6 +213,7 @@ fn group_message(group: &GroupView) -> pb::NodeGroup {
             kubelet_version: skeleton.node_info.kubelet_version.clone(),
         }),
         create_time: Some(timestamp(group.created)),
+        provisioning_model: String::new(),
     }
 }
 

@@ -42,6 +42,7 @@ pub async fn create(
         skeleton: SkeletonSource::Inline(group.skeleton_yaml.to_owned()),
         min_size: Some(group.min_size),
         max_size: Some(group.max_size),
+        provisioning: None,
     }
     .to_deployment();
     deployment.metadata.owner_references = Some(vec![OwnerReference {

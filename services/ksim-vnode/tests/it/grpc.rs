@@ -27,6 +27,7 @@ fn create(name: &str, yaml: &str, count: i32) -> pb::CreateNodeGroupRequest {
         name: name.to_owned(),
         node_skeleton_yaml: yaml.to_owned(),
         count,
+        provisioning_json: String::new(),
     }
 }
 

@@ -21,6 +21,7 @@ fn seat_deployment(replicas: i32) -> Deployment {
         skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
         min_size: None,
         max_size: None,
+        provisioning: None,
     }
     .to_deployment()
 }

@@ -451,6 +451,7 @@ async fn node_lease_seconds(kubeconfig: &str) -> u32 {
         )
         .to_owned(),
         count: 1,
+        provisioning_json: String::new(),
     })
     .await
     .unwrap();

@@ -165,6 +165,7 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
         skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
         min_size: Some(1),
         max_size: Some(6),
+        provisioning: None,
     }
     .to_deployment();
     let seats_api = Api::<Deployment>::namespaced(client.clone(), SEATS_NAMESPACE);

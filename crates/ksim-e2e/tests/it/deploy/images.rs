@@ -315,6 +315,7 @@ async fn every_image_builds_and_runs_as_non_root_serving_health_and_reflection()
         name: "image".to_owned(),
         node_skeleton_yaml: SKELETON.to_owned(),
         count: 2,
+        provisioning_json: String::new(),
     })
     .await
     .unwrap();

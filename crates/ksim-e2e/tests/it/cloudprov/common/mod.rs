@@ -278,6 +278,7 @@ pub fn seat_deployment_with(
         skeleton,
         min_size: Some(min),
         max_size: Some(max),
+        provisioning: None,
     }
     .to_deployment()
 }
