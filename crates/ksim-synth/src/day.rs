@@ -698,6 +698,7 @@ fn lifecycles(
                     pb::PodOutcome::Running
                 } as i32,
                 pod_name: format!("{name}-{launch_index}"),
+                ..Default::default()
             }
         })
         .collect()

@@ -81,6 +81,7 @@ pub(crate) fn sample_lifecycle(owner: &str, launch_index: u32) -> pb::PodLifecyc
         end_ms: 1_700_000_002_000,
         outcome: pb::PodOutcome::Succeeded.into(),
         pod_name: format!("{owner}-{launch_index}"),
+        ..Default::default()
     }
 }
 

@@ -219,6 +219,15 @@ impl<'r> Transformer<'r> {
                         lifecycle.end_ms =
                             self.moved(position, rule, "a pod lifecycle's end", lifecycle.end_ms)?;
                     }
+                    // Bound and Ready move with the start, so its delays stretch with it.
+                    for (what, time) in [
+                        ("a pod's binding", &mut lifecycle.bound_ms),
+                        ("a pod's readiness", &mut lifecycle.ready_ms),
+                    ] {
+                        if *time != 0 {
+                            *time = self.moved(position, rule, what, *time)?;
+                        }
+                    }
                 }
                 Op::KeepWindow { .. } => {
                     let (from, to) = self.windows[position];
@@ -228,8 +237,13 @@ impl<'r> Transformer<'r> {
                     if starts_after || ended_before {
                         return Ok(None);
                     }
-                    if let Some(from) = from {
-                        lifecycle.start_ms = lifecycle.start_ms.max(from);
+                    if let Some(from) = from
+                        && lifecycle.start_ms < from
+                    {
+                        // Cut at the window: how this pod came to run is before it, unknown.
+                        lifecycle.start_ms = from;
+                        lifecycle.bound_ms = 0;
+                        lifecycle.ready_ms = 0;
                     }
                 }
                 Op::Drop | Op::RenameNamespace { .. } => {
@@ -277,7 +291,8 @@ impl<'r> Transformer<'r> {
         Ok(Some(sample))
     }
 
-    /// A recorded node as the time rules leave it (its record's time moved; a deletion time too).
+    /// A recorded node as the time rules leave it (its record's time moved; its creation,
+    /// removal and deletion times too).
     pub fn node(
         &self,
         mut node: pb::RecordedNode,
@@ -289,6 +304,18 @@ impl<'r> Transformer<'r> {
             }
             if node.deleted_ms != 0 {
                 node.deleted_ms = node.timestamp_ms;
+            }
+            // Creation and removal move with the record, so a node's delays stay its own. A
+            // node created long before the trace may move out of range: its creation is then
+            // unknown (0), as it was before it was recorded at all.
+            if node.created_ms != 0 {
+                node.created_ms = self
+                    .moved(position, rule, "a node's creation", node.created_ms)
+                    .unwrap_or(0);
+            }
+            if node.removal_started_ms != 0 {
+                node.removal_started_ms =
+                    self.moved(position, rule, "a node's removal", node.removal_started_ms)?;
             }
         }
         Ok(Some(node))
@@ -987,13 +1014,20 @@ mod tests {
         let node = pb::RecordedNode {
             timestamp_ms: T0 + 2_000,
             name: "n1".into(),
+            created_ms: T0 - 1_000,
+            removal_started_ms: T0 + 1_500,
             deleted_ms: T0 + 2_000,
             ..Default::default()
         };
         let moved = transformer.node(node).unwrap().unwrap();
         assert_eq!(
-            (moved.timestamp_ms, moved.deleted_ms),
-            (T0 + 7_000, T0 + 7_000)
+            (
+                moved.created_ms,
+                moved.removal_started_ms,
+                moved.timestamp_ms,
+                moved.deleted_ms
+            ),
+            (T0 + 4_000, T0 + 6_500, T0 + 7_000, T0 + 7_000)
         );
     }
 
@@ -1026,12 +1060,33 @@ mod tests {
             None
         );
         let clipped = transformer
-            .lifecycle(lifecycle("a", 5_000, 25_000))
+            .lifecycle(pb::PodLifecycle {
+                bound_ms: T0 + 4_000,
+                ready_ms: T0 + 6_000,
+                ..lifecycle("a", 5_000, 25_000)
+            })
             .unwrap()
             .unwrap();
         assert_eq!(
             (clipped.start_ms - T0, clipped.end_ms - T0),
             (10_000, 25_000)
+        );
+        assert_eq!(
+            (clipped.bound_ms, clipped.ready_ms),
+            (0, 0),
+            "cut at the window: how it started is unknown"
+        );
+        let inside = transformer
+            .lifecycle(pb::PodLifecycle {
+                bound_ms: T0 + 11_000,
+                ready_ms: T0 + 13_000,
+                ..lifecycle("a", 12_000, 25_000)
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (inside.bound_ms - T0, inside.ready_ms - T0),
+            (11_000, 13_000)
         );
         let running = transformer
             .lifecycle(lifecycle("a", 0, 0))
@@ -1060,12 +1115,21 @@ mod tests {
             .collect();
         assert_eq!(times, [0, 2, 2, 10_000, 29_998]);
         let moved = transformer
-            .lifecycle(lifecycle("b", 1_000, 2_000))
+            .lifecycle(pb::PodLifecycle {
+                bound_ms: T0 + 500,
+                ready_ms: T0 + 1_500,
+                ..lifecycle("b", 1_000, 2_000)
+            })
             .unwrap()
             .unwrap();
         assert_eq!(
             (moved.start_ms - T0 - hour, moved.end_ms - T0 - hour),
             (2_000, 4_000)
+        );
+        assert_eq!(
+            (moved.bound_ms - T0 - hour, moved.ready_ms - T0 - hour),
+            (1_000, 3_000),
+            "bound and ready stretch with the start"
         );
         let running = transformer
             .lifecycle(lifecycle("b", 1_000, 0))

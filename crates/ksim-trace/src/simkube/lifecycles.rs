@@ -63,6 +63,7 @@ pub(super) fn convert(lifecycles: &Lifecycles) -> Result<(Vec<pb::PodLifecycle>,
                     end_ms,
                     outcome: outcome.into(),
                     pod_name: String::new(),
+                    ..Default::default()
                 });
             }
         }

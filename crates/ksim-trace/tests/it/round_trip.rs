@@ -143,6 +143,7 @@ fn node(name: &str, deleted_ms: i64) -> pb::RecordedNode {
         ready: true,
         created_ms: 100,
         deleted_ms,
+        ..Default::default()
     }
 }
 

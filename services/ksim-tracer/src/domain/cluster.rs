@@ -23,6 +23,10 @@ pub const GROUP_LABELS: [&str; 6] = [
     "node.kubernetes.io/instance-type",
 ];
 
+/// The taint cluster-autoscaler puts on a node it is about to remove; its value is when, in
+/// seconds since the epoch.
+pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+
 /// Samples are written at most this often, so a burst of pod changes is one record.
 pub const SAMPLE_INTERVAL_MS: i64 = 1_000;
 
@@ -46,7 +50,17 @@ pub struct ClusterState {
 impl ClusterState {
     /// A node exists in this state: its record when it differs from the last one recorded.
     pub fn node_applied(&mut self, node: &Value, now_ms: i64) -> Option<pb::RecordedNode> {
-        let record = recorded_node(node, now_ms)?;
+        let mut record = recorded_node(node, now_ms)?;
+        // A removal keeps the time it began at; seen beginning, that is now (the taint's value
+        // counts only for a node first seen tainted); one undone is forgotten.
+        if record.removal_started_ms != 0
+            && let Some(last) = self.nodes.get(&record.name)
+        {
+            record.removal_started_ms = match last.removal_started_ms {
+                0 => now_ms,
+                began => began,
+            };
+        }
         let unchanged = self
             .nodes
             .get(&record.name)
@@ -183,6 +197,7 @@ pub fn recorded_node(node: &Value, now_ms: i64) -> Option<pb::RecordedNode> {
         });
     Some(pb::RecordedNode {
         timestamp_ms: now_ms,
+        removal_started_ms: removal_since(node, now_ms),
         name,
         group,
         labels: labels.into_iter().collect(),
@@ -201,8 +216,32 @@ pub fn recorded_node(node: &Value, now_ms: i64) -> Option<pb::RecordedNode> {
     })
 }
 
+/// When the node's removal began, as far as this one object tells: cluster-autoscaler's taint
+/// says when it was put (seconds, so only when that is not later than now), a cordon only that
+/// it holds now; 0 when neither holds.
+fn removal_since(node: &Value, now_ms: i64) -> i64 {
+    let taint = node
+        .pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|taint| taint.get("key").and_then(Value::as_str) == Some(TO_BE_DELETED_TAINT));
+    if let Some(taint) = taint {
+        let put_ms = taint
+            .get("value")
+            .and_then(Value::as_str)
+            .and_then(|value| value.parse::<i64>().ok())
+            .and_then(|secs| secs.checked_mul(1_000))
+            .filter(|ms| *ms > 0 && *ms <= now_ms);
+        return put_ms.unwrap_or(now_ms);
+    }
+    let cordoned = node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true);
+    if cordoned { now_ms } else { 0 }
+}
+
 fn same_node(a: &pb::RecordedNode, b: &pb::RecordedNode) -> bool {
-    a.group == b.group
+    a.removal_started_ms == b.removal_started_ms
+        && a.group == b.group
         && a.labels == b.labels
         && a.capacity == b.capacity
         && a.allocatable == b.allocatable
@@ -305,6 +344,53 @@ mod tests {
         let gone = state.nodes_listed(&HashSet::new(), 7_000);
         assert_eq!(gone.len(), 1);
         assert_eq!(gone[0].name, "n2");
+    }
+
+    #[test]
+    fn a_node_records_when_its_removal_began() {
+        let mut state = ClusterState::default();
+        let mut n = node("n1", true, json!({"ksim.io/node-group": "m5"}));
+        assert_eq!(state.node_applied(&n, 1_000).unwrap().removal_started_ms, 0);
+        n["spec"]["taints"] =
+            json!([{"key": TO_BE_DELETED_TAINT, "value": "1", "effect": "NoSchedule"}]);
+        let tainted = state.node_applied(&n, 2_500).unwrap();
+        assert_eq!(
+            tainted.removal_started_ms, 2_500,
+            "seen tainted: the tracer's time"
+        );
+        n["spec"]["unschedulable"] = json!(true);
+        assert_eq!(state.node_applied(&n, 3_000), None, "a removal begins once");
+        assert_eq!(
+            state.node_deleted("n1", 9_000).unwrap().removal_started_ms,
+            2_500
+        );
+
+        // First seen tainted: the taint's own time (seconds); first seen cordoned: now.
+        let mut late = node("n2", true, json!({}));
+        late["spec"]["taints"] =
+            json!([{"key": TO_BE_DELETED_TAINT, "value": "5", "effect": "NoSchedule"}]);
+        assert_eq!(
+            state.node_applied(&late, 7_000).unwrap().removal_started_ms,
+            5_000
+        );
+        let mut cordoned = node("n3", true, json!({}));
+        cordoned["spec"]["unschedulable"] = json!(true);
+        assert_eq!(
+            state
+                .node_applied(&cordoned, 7_000)
+                .unwrap()
+                .removal_started_ms,
+            7_000
+        );
+        // Uncordoned: the removal is undone.
+        cordoned["spec"]["unschedulable"] = json!(false);
+        assert_eq!(
+            state
+                .node_applied(&cordoned, 8_000)
+                .unwrap()
+                .removal_started_ms,
+            0
+        );
     }
 
     #[test]

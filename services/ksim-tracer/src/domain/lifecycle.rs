@@ -60,6 +60,32 @@ pub fn reported_end_ms(pod: &Value) -> Option<i64> {
         .max()
 }
 
+/// When the pod's condition `kind` (`PodScheduled`, `Ready`) turned True, if it is True now.
+pub fn condition_true_ms(pod: &Value, kind: &str) -> Option<i64> {
+    let condition = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|condition| condition.get("type").and_then(Value::as_str) == Some(kind))?;
+    if condition.get("status").and_then(Value::as_str) != Some("True") {
+        return None;
+    }
+    // A True condition without a time still says it holds: the caller's clock times it.
+    Some(
+        condition
+            .get("lastTransitionTime")
+            .and_then(parse_time_ms)
+            .unwrap_or(0),
+    )
+}
+
+/// The node the pod is bound to.
+pub fn node_name(pod: &Value) -> Option<&str> {
+    pod.pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty())
+}
+
 fn container_states(pod: &Value) -> impl Iterator<Item = &Value> {
     pod.pointer("/status/containerStatuses")
         .and_then(Value::as_array)

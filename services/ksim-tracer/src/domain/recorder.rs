@@ -62,6 +62,9 @@ pub struct Recorder {
     open: HashMap<(String, String), pb::PodLifecycle>,
     /// Pods that ended but still exist, so a relist does not record them again.
     ended: HashSet<(String, String)>,
+    /// Pods bound to a node and not yet running: when the tracer saw them bound, so a start
+    /// delay is timed by one clock in milliseconds (conditions carry whole seconds).
+    bound: HashMap<(String, String), i64>,
     /// Nodes and pod phases, when the kinds include Nodes.
     cluster: ClusterState,
     records_cluster: bool,
@@ -78,6 +81,7 @@ impl Recorder {
             objects: HashMap::new(),
             open: HashMap::new(),
             ended: HashSet::new(),
+            bound: HashMap::new(),
             last_ms: 0,
         }
     }
@@ -254,6 +258,7 @@ impl Recorder {
                         self.end_lifecycle(&pod, now_ms, pb::PodOutcome::Deleted, &mut out);
                     }
                     self.ended.retain(|pod| listed_pods.contains(pod));
+                    self.bound.retain(|pod, _| listed_pods.contains(pod));
                 }
             }
         }
@@ -342,10 +347,35 @@ impl Recorder {
         let Some(id) = pod_id(pod) else {
             return;
         };
+        // A live transition is timed by the tracer's clock; one that happened while it was not
+        // watching by the condition's own time.
+        let seen = |condition: &str| {
+            lifecycle::condition_true_ms(pod, condition)
+                .map(|at| if listed && at != 0 { at } else { now_ms })
+        };
         match lifecycle::stage(pod) {
-            Stage::Waiting => {}
+            Stage::Waiting => {
+                if lifecycle::node_name(pod).is_some() && !self.bound.contains_key(&id) {
+                    let at = seen("PodScheduled").unwrap_or(now_ms);
+                    self.bound.insert(id, at);
+                }
+            }
             Stage::Running => {
-                if self.open.contains_key(&id) || self.ended.contains(&id) {
+                if self.ended.contains(&id) {
+                    return;
+                }
+                if let Some(open) = self.open.get_mut(&id) {
+                    // Ready after it started: the lifetime again, with its ready time (an
+                    // export keeps the later record of a pod).
+                    if open.ready_ms == 0
+                        && let Some(ready_ms) = seen("Ready")
+                    {
+                        open.ready_ms = ready_ms.max(open.start_ms);
+                        out.push(Recorded {
+                            timestamp_ms: now_ms,
+                            record: Record::Lifecycle(open.clone()),
+                        });
+                    }
                     return;
                 }
                 let Some(mut record) = self.lifecycle_owner(pod) else {
@@ -356,6 +386,10 @@ impl Recorder {
                 } else {
                     now_ms
                 };
+                self.placement(&id, pod, &mut record);
+                if let Some(ready_ms) = seen("Ready") {
+                    record.ready_ms = ready_ms.max(record.start_ms);
+                }
                 record.outcome = pb::PodOutcome::Running.into();
                 self.open.insert(id, record.clone());
                 out.push(Recorded {
@@ -373,6 +407,7 @@ impl Recorder {
                         return;
                     };
                     record.start_ms = lifecycle::reported_start_ms(pod).unwrap_or(now_ms);
+                    self.placement(&id, pod, &mut record);
                     self.open.insert(id.clone(), record);
                 }
                 let end_ms = if listed {
@@ -391,7 +426,17 @@ impl Recorder {
             return;
         };
         self.ended.remove(&id);
+        self.bound.remove(&id);
         self.end_lifecycle(&id, now_ms, pb::PodOutcome::Deleted, out);
+    }
+
+    /// Where and when a starting pod was bound: the node, and the bind time seen while it
+    /// waited, else its PodScheduled condition's (never after it started).
+    fn placement(&mut self, id: &(String, String), pod: &Value, record: &mut pb::PodLifecycle) {
+        let seen = self.bound.remove(id);
+        record.node_name = lifecycle::node_name(pod).unwrap_or_default().to_owned();
+        let bound_ms = seen.or_else(|| lifecycle::condition_true_ms(pod, "PodScheduled"));
+        record.bound_ms = bound_ms.map_or(0, |at| at.min(record.start_ms));
     }
 
     fn end_lifecycle(
@@ -456,6 +501,7 @@ impl Recorder {
             end_ms: 0,
             outcome: pb::PodOutcome::Unspecified.into(),
             pod_name: name,
+            ..Default::default()
         })
     }
 

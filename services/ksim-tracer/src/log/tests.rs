@@ -61,6 +61,7 @@ fn lifecycle(ts: i64, owner: &str, pod: &str, end_ms: i64) -> LogEntry {
                     pb::PodOutcome::Succeeded as i32
                 },
                 pod_name: pod.into(),
+                ..Default::default()
             })),
         },
     }

@@ -54,6 +54,7 @@ pub fn example_trace() -> Result<Vec<u8>, TraceError> {
             end_ms: start_ms + JOB_POD_RUN_MS,
             outcome: pb::PodOutcome::Succeeded as i32,
             pod_name: format!("{JOB}-{suffix}"),
+            ..Default::default()
         })?;
     }
     let (bytes, _trailer) = writer.finish()?;

@@ -77,6 +77,7 @@ async fn cronjobs_run_at_their_recorded_minutes_with_their_policies() {
                         end_ms: start_ms + lifetime,
                         outcome: trace::PodOutcome::Succeeded as i32,
                         pod_name: format!("{name}-{launch}"),
+                        ..Default::default()
                     }
                 })
             })

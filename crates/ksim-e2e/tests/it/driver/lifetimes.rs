@@ -247,6 +247,7 @@ fn recorded(
         end_ms,
         outcome: trace::PodOutcome::Succeeded as i32,
         pod_name: format!("{name}-{launch_index}"),
+        ..Default::default()
     }
 }
 

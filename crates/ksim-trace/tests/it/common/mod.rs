@@ -84,6 +84,7 @@ pub fn lifecycle(owner: &str, launch_index: u32, end_ms: i64) -> pb::PodLifecycl
             pb::PodOutcome::Failed.into()
         },
         pod_name: format!("{owner}-abc{launch_index}"),
+        ..Default::default()
     }
 }
 

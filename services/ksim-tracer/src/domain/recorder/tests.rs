@@ -439,3 +439,116 @@ fn without_nodes_in_the_kinds_no_cluster_state_is_recorded() {
     );
     assert_eq!(recorder.sample(5_000), None);
 }
+
+fn bound_pod(name: &str, node: &str, status: Value) -> Value {
+    let mut pod = pod(name, "web-abc", status);
+    pod["spec"]["nodeName"] = json!(node);
+    pod
+}
+
+#[test]
+fn a_lifetime_says_when_its_pod_was_bound_and_ready_and_where_it_ran() {
+    let mut rec = recorder();
+    rec.observe(applied(DEPLOYMENT, deployment("web", 1)), 1_000);
+    rec.observe(applied(REPLICASET, replicaset("web-abc", "web")), 1_000);
+    let scheduled = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    assert!(
+        rec.observe(
+            applied(
+                POD,
+                bound_pod(
+                    "p1",
+                    "n1",
+                    json!({"phase": "Pending", "conditions": scheduled})
+                )
+            ),
+            2_250
+        )
+        .is_empty()
+    );
+    let started = lifecycles(&rec.observe(
+        applied(
+            POD,
+            bound_pod(
+                "p1",
+                "n1",
+                json!({"phase": "Running", "conditions": scheduled}),
+            ),
+        ),
+        5_500,
+    ));
+    assert_eq!(
+        (
+            started[0].bound_ms,
+            started[0].start_ms,
+            started[0].ready_ms,
+            started[0].node_name.as_str()
+        ),
+        (2_250, 5_500, 0, "n1"),
+        "bound when the tracer saw it bound, in milliseconds"
+    );
+    let ready =
+        json!([{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:07Z"}]);
+    let became_ready = lifecycles(&rec.observe(
+        applied(
+            POD,
+            bound_pod("p1", "n1", json!({"phase": "Running", "conditions": ready})),
+        ),
+        7_125,
+    ));
+    assert_eq!(
+        became_ready.len(),
+        1,
+        "turning Ready records the lifetime again"
+    );
+    assert_eq!(
+        (became_ready[0].bound_ms, became_ready[0].ready_ms),
+        (2_250, 7_125)
+    );
+    assert!(
+        rec.observe(
+            applied(
+                POD,
+                bound_pod("p1", "n1", json!({"phase": "Running", "conditions": ready}))
+            ),
+            8_000
+        )
+        .is_empty(),
+        "still Ready is nothing new"
+    );
+    let ended = lifecycles(&rec.observe(
+        Observation::Deleted {
+            kind: POD,
+            object: bound_pod("p1", "n1", json!({})),
+        },
+        9_000,
+    ));
+    assert_eq!(
+        (ended[0].bound_ms, ended[0].ready_ms, ended[0].end_ms),
+        (2_250, 7_125, 9_000)
+    );
+
+    // Seen first running (a relist): the conditions' own times.
+    let base = 1_767_225_600_000;
+    let status = json!({"phase": "Running", "conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"}],
+        "containerStatuses": [{"state": {"running": {"startedAt": "2026-01-01T00:00:03Z"}}}]});
+    let listed = lifecycles(&rec.observe(
+        Observation::Applied {
+            kind: POD,
+            object: bound_pod("p2", "n2", status),
+            listed: true,
+        },
+        base + 60_000,
+    ));
+    assert_eq!(
+        (
+            listed[0].bound_ms - base,
+            listed[0].start_ms - base,
+            listed[0].ready_ms - base
+        ),
+        (1_000, 3_000, 4_000)
+    );
+    assert_eq!(listed[0].node_name, "n2");
+}
