@@ -7,7 +7,8 @@
 //! - [`experiment`]: an experiment file (a trace, its speed and repeats, the variants).
 //! - [`assertions`]: `--assert` CEL expressions over the variants' figures.
 //! - [`provisioning`]: how long nodes take to come and go and pods to start, in recorded
-//!   time: distributions, the model file, seeded draws.
+//!   time: distributions, the model file, seeded draws, and learning one from a recording
+//!   (`provisioning::calibrate`).
 //! - [`go_duration`]: the duration syntax Go's flags take (`1h30m`, `1.5s`, `300ms`).
 
 pub mod assertions;

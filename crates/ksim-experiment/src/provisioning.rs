@@ -25,6 +25,7 @@
 //! models that need no file: `instant` (no delays) and `published` (the figures
 //! docs/provisioning.md gives, for traces that hold no nodes to learn from).
 
+pub mod calibrate;
 pub mod delay;
 
 use std::collections::BTreeMap;
