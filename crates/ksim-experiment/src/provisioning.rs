@@ -435,6 +435,61 @@ impl GroupProvisioning {
     }
 }
 
+/// What travels with a replayed pod to the pool that starts it: its owner's start delays, the
+/// stream they are drawn from, and the speed that divides them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodProvisioning {
+    /// The model's name, for the pool's logs.
+    pub model: String,
+    pub seed: u64,
+    pub speed: f64,
+    pub pods: PodDelays,
+}
+
+impl PodProvisioning {
+    /// The part of `model` for pods of `owner` (`Kind/namespace/name` as recorded) at `speed`;
+    /// `None` when they start at once.
+    pub fn of(model: &Model, owner: &str, speed: f64) -> Option<Self> {
+        let pods = model.pod_delays(owner);
+        (!pods.is_zero()).then(|| Self {
+            model: model.name.clone(),
+            seed: model.seed,
+            speed,
+            pods: pods.clone(),
+        })
+    }
+
+    /// Reads what [`Self::to_json`] wrote (a pod annotation), checked.
+    pub fn from_json(text: &str) -> Result<Self, ModelError> {
+        let parsed: Self = serde_json::from_str(text).map_err(|error| ModelError::Parse {
+            file: "pod provisioning".to_owned(),
+            message: error.to_string(),
+        })?;
+        if !(parsed.speed.is_finite() && parsed.speed > 0.0) {
+            return Err(ModelError::field(
+                "speed",
+                format!("must be a number > 0, got {}", parsed.speed),
+            ));
+        }
+        for (name, delay) in [("start", &parsed.pods.start), ("firstPull", &parsed.pods.first_pull)] {
+            delay
+                .check()
+                .map_err(|error| ModelError::field(format!("pods.{name}"), error))?;
+        }
+        Ok(parsed)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// `delay` in the simulation's time: divided by the speed.
+    pub fn as_run(&self, delay: Duration) -> Duration {
+        Duration::try_from_secs_f64(delay.as_secs_f64() / self.speed).unwrap_or(MAX_DELAY)
+    }
+}
+
 /// A seeded stream of draws for one thing (a group's nodes, a node's pods): the same seed and
 /// name give the same delays in the same order, whatever else the run does.
 #[derive(Debug, Clone)]
@@ -573,6 +628,17 @@ pods:
                 .to_string()
                 .contains("speed")
         );
+    }
+
+    #[test]
+    fn a_pod_carries_its_owners_delays_or_nothing() {
+        let model = Model::parse("m.yaml", FILE).unwrap();
+        let web = PodProvisioning::of(&model, "Deployment/shop/web", 2.0).unwrap();
+        assert_eq!(web.pods.start, Delay::fixed_secs(5));
+        assert_eq!(PodProvisioning::from_json(&web.to_json()).unwrap(), web);
+        assert_eq!(web.as_run(Duration::from_secs(5)), Duration::from_millis(2500));
+        assert_eq!(PodProvisioning::of(&Model::instant(), "Job/a/b", 1.0), None);
+        assert!(PodProvisioning::from_json("{}").is_err());
     }
 
     #[test]

@@ -72,6 +72,12 @@ pub const RELEASED_ANNOTATION: &str = "ksim.io/released";
 /// Absent: no delays. The pool applies it; the cloud provider reads whether nodes linger.
 pub const PROVISIONING_ANNOTATION: &str = "ksim.io/provisioning";
 
+/// Pod annotation the driver puts on the pods it replays: their owner's start delays, as
+/// `ksim_experiment::provisioning::PodProvisioning::to_json` writes them (from bound to Running,
+/// plus the first pull of an image on a node). Absent: the pod starts at once. The pool
+/// applies it.
+pub const POD_PROVISIONING_ANNOTATION: &str = "ksim.io/pod-provisioning";
+
 /// Node annotation: the node is booting by its group's provisioning model and turns Ready at
 /// this RFC 3339 time. Written at registration, so a restarted pool knows when.
 pub const BOOTING_UNTIL_ANNOTATION: &str = "ksim.io/booting-until";
@@ -141,6 +147,7 @@ mod tests {
             MIN_SIZE_ANNOTATION,
             MAX_SIZE_ANNOTATION,
             PROVISIONING_ANNOTATION,
+            POD_PROVISIONING_ANNOTATION,
             BOOTING_UNTIL_ANNOTATION,
             TERMINATING_UNTIL_ANNOTATION,
             INSTANCE_TYPE_LABEL,
