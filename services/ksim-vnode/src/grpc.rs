@@ -36,6 +36,7 @@ impl From<PoolError> for Status {
         match error {
             PoolError::InvalidGroup(_)
             | PoolError::Skeleton(_)
+            | PoolError::Provisioning(_)
             | PoolError::CidrExhausted { .. } => Status::invalid_argument(message),
             // As the cloud provider answers for a group it does not know.
             PoolError::UnknownGroup(_) => Status::not_found(message),
@@ -64,7 +65,12 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         let request = request.into_inner();
         let group = self
             .pool
-            .create_group(&request.name, &request.node_skeleton_yaml, request.count)
+            .create_provisioned_group(
+                &request.name,
+                &request.node_skeleton_yaml,
+                request.count,
+                &request.provisioning_json,
+            )
             .await?;
         Ok(Response::new(pb::CreateNodeGroupResponse {
             node_group: Some(group_message(&group)),
@@ -213,7 +219,7 @@ fn group_message(group: &GroupView) -> pb::NodeGroup {
             kubelet_version: skeleton.node_info.kubelet_version.clone(),
         }),
         create_time: Some(timestamp(group.created)),
-        provisioning_model: String::new(),
+        provisioning_model: group.provisioning_model.clone().unwrap_or_default(),
     }
 }
 

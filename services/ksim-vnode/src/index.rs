@@ -6,18 +6,26 @@ use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     net::Ipv4Addr,
     sync::Arc,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use ipnet::Ipv4Net;
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
 
+use ksim_experiment::provisioning::GroupProvisioning;
+
 use crate::domain::{
     cidr::{CidrError, NodeIpam, PodCidrPool},
-    groups::scale_plan,
-    labels::{GROUP_LABEL, OWNER_POOL, OWNER_SEATS, POOL_LABEL},
-    node::NodeIdentity,
+    groups::scale_plan_avoiding,
+    labels::{
+        BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, OWNER_POOL, OWNER_SEATS, POOL_LABEL,
+        TERMINATING_UNTIL_ANNOTATION,
+    },
+    node::{NodeIdentity, Phase},
     pod::PodPhase,
+    provisioning::{
+        GroupModel, NodeDelays, NodeTimes, after, annotated_time, next_wait, register_at,
+    },
     skeleton::NodeSkeleton,
 };
 
@@ -25,12 +33,17 @@ use crate::domain::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupSource {
     /// Created through the gRPC API; the pool keeps `desired` nodes.
-    PoolManaged { desired: u32 },
+    PoolManaged {
+        desired: u32,
+        /// When a request last raised `desired`: the scale-up its new nodes count from.
+        scaled_up: Timestamp,
+    },
     /// One node per seat pod of a Deployment labelled with the group.
     Deployment {
         namespace: String,
         name: String,
-        seats: BTreeSet<String>,
+        /// Seat name -> its creationTimestamp, the scale-up its node counts from.
+        seats: BTreeMap<String, Timestamp>,
     },
 }
 
@@ -40,11 +53,16 @@ pub struct Group {
     pub skeleton: Arc<NodeSkeleton>,
     pub source: GroupSource,
     pub created: Timestamp,
+    /// The provisioning model the group's nodes follow; `None`: no delays.
+    pub provisioning: Option<GroupProvisioning>,
 }
 
 /// Where a node is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeState {
+    /// A podCIDR is reserved; the Node object is created at `register_at` (the model's
+    /// registration delay after the scale-up).
+    Waiting,
     /// A podCIDR is reserved and the Node object is being created.
     Creating,
     Registered,
@@ -63,6 +81,19 @@ pub struct NodeEntry {
     pub last_heartbeat: Option<Timestamp>,
     pub next_renewal: Option<Instant>,
     pub next_status: Option<Instant>,
+    /// Drawn from the group's model when the node was planned (zero without one).
+    pub delays: NodeDelays,
+    /// When a [`NodeState::Waiting`] node is to be created.
+    pub register_at: Option<Timestamp>,
+    /// When the node turns Ready by its model; `None`: Ready from its registration.
+    pub ready_at: Option<Timestamp>,
+    /// The apiserver shows the node booting: its Ready write is still to come.
+    pub booting: bool,
+    /// Shutting down since, gone at: its seat went or its group shrank.
+    pub terminating: Option<(Timestamp, Timestamp)>,
+    /// A status write for the node is in flight: one writer at a time, so a heartbeat's
+    /// booting conditions never land after the write that made the node Ready.
+    pub status_busy: bool,
 }
 
 impl NodeEntry {
@@ -71,7 +102,45 @@ impl NodeEntry {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.state == NodeState::Registered && self.last_heartbeat.is_some()
+        self.state == NodeState::Registered
+            && self.last_heartbeat.is_some()
+            && !self.booting
+            && self.terminating.is_none()
+    }
+
+    /// When the node's life changes by its model.
+    pub fn times(&self) -> NodeTimes {
+        NodeTimes {
+            created: self.created,
+            ready_at: self.ready_at,
+            terminating: self.terminating,
+        }
+    }
+
+    /// The node's phase at `now`, and since when its Ready condition says so.
+    pub fn phase(&self, now: Timestamp) -> (Phase, Timestamp) {
+        self.times().phase(now)
+    }
+
+    fn new(name: String, group: String, cidr: Ipv4Net, created: Timestamp) -> Self {
+        Self {
+            name,
+            group,
+            pod_cidr: cidr,
+            ipam: NodeIpam::new(cidr),
+            state: NodeState::Creating,
+            uid: None,
+            created,
+            last_heartbeat: None,
+            next_renewal: None,
+            next_status: None,
+            delays: NodeDelays::default(),
+            register_at: None,
+            ready_at: None,
+            booting: false,
+            terminating: None,
+            status_busy: false,
+        }
     }
 }
 
@@ -109,13 +178,26 @@ impl PhaseCounts {
     }
 }
 
-/// Nodes to create and delete to reach the groups' desired state.
+/// A node to register now.
+#[derive(Debug, Clone)]
+pub struct NewNode {
+    pub identity: NodeIdentity,
+    pub skeleton: Arc<NodeSkeleton>,
+    /// Registered booting, Ready at this time; `None`: Ready at once.
+    pub ready_at: Option<Timestamp>,
+}
+
+/// Nodes to create, delete and change to reach the groups' desired state.
 #[derive(Debug, Default)]
 pub struct NodeChanges {
-    pub create: Vec<(NodeIdentity, Arc<NodeSkeleton>)>,
+    pub create: Vec<NewNode>,
     pub delete: Vec<String>,
     /// Nodes that could not get a podCIDR.
     pub exhausted: Vec<(String, CidrError)>,
+    /// Nodes to mark shutting down (unschedulable, NotReady), with when they go.
+    pub terminate: Vec<(String, Timestamp)>,
+    /// Booting nodes whose time to be Ready came, with that time.
+    pub ready: Vec<(String, Timestamp)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +219,8 @@ pub struct PoolIndex {
     internal_groups: BTreeSet<String>,
     /// Nodes whose pods all take the node's own IP (the seat host).
     host_network_nodes: BTreeSet<String>,
+    /// The provisioning model of each group that has one, with its draws so far.
+    models: HashMap<String, GroupModel>,
 }
 
 impl PoolIndex {
@@ -149,6 +233,7 @@ impl PoolIndex {
             pods: HashMap::new(),
             internal_groups: BTreeSet::new(),
             host_network_nodes: BTreeSet::new(),
+            models: HashMap::new(),
         }
     }
 
@@ -158,7 +243,26 @@ impl PoolIndex {
 
     // ---- groups ----
 
+    /// Adds or replaces a group. Its model's stream goes on while the model stays the same,
+    /// and starts again when the model changes.
     pub fn upsert_group(&mut self, group: Group) {
+        match &group.provisioning {
+            Some(provisioning) => {
+                let same = self
+                    .models
+                    .get(&group.name)
+                    .is_some_and(|model| model.provisioning() == provisioning);
+                if !same {
+                    self.models.insert(
+                        group.name.clone(),
+                        GroupModel::new(provisioning.clone(), &group.name),
+                    );
+                }
+            }
+            None => {
+                self.models.remove(&group.name);
+            }
+        }
         self.groups.insert(group.name.clone(), group);
     }
 
@@ -170,6 +274,7 @@ impl PoolIndex {
     }
 
     pub fn remove_group(&mut self, name: &str) -> Option<Group> {
+        self.models.remove(name);
         self.groups.remove(name)
     }
 
@@ -255,109 +360,239 @@ impl PoolIndex {
             .creation_timestamp
             .as_ref()
             .map_or_else(Timestamp::now, |time| time.0);
-        self.nodes.insert(
-            name.clone(),
-            NodeEntry {
-                name,
-                group: group.clone(),
-                pod_cidr: cidr,
-                ipam: NodeIpam::new(cidr),
-                state: NodeState::Registered,
-                uid: node.metadata.uid.clone(),
-                created,
-                // Renew at once: the previous process may have been gone a while.
-                last_heartbeat: None,
-                next_renewal: Some(Instant::now()),
-                next_status: Some(Instant::now()),
-            },
-        );
+        let mut entry = NodeEntry::new(name.clone(), group.clone(), cidr, created);
+        entry.state = NodeState::Registered;
+        entry.uid = node.metadata.uid.clone();
+        // Renew at once: the previous process may have been gone a while.
+        entry.next_renewal = Some(Instant::now());
+        entry.next_status = Some(Instant::now());
+        // What the model decided before the restart is on the node; the first status
+        // refresh writes the phase these times give now.
+        entry.ready_at = annotated_time(node, BOOTING_UNTIL_ANNOTATION);
+        entry.booting = entry.ready_at.is_some_and(|at| Timestamp::now() < at);
+        entry.terminating = annotated_time(node, TERMINATING_UNTIL_ANNOTATION)
+            .map(|gone| (Timestamp::now().min(gone), gone));
+        self.nodes.insert(name, entry);
         Ok(())
     }
 
-    /// What to create and delete so every group has exactly its desired nodes. Nodes to
-    /// create get their podCIDR reserved here, so concurrent plans never collide.
-    pub fn plan_node_changes(&mut self) -> NodeChanges {
+    /// What to create, delete and change at `now` so every group has exactly its desired
+    /// nodes. Nodes to create get their podCIDR reserved here, so concurrent plans never
+    /// collide, and their delays drawn from their group's model, in the order they are
+    /// created (scale-up time, then name).
+    pub fn plan_node_changes(&mut self, now: Timestamp) -> NodeChanges {
         let mut changes = NodeChanges::default();
-        let mut desired: BTreeMap<String, String> = BTreeMap::new();
+        // Node name -> (group, the scale-up it counts from).
+        let mut desired: BTreeMap<String, (String, Timestamp)> = BTreeMap::new();
         for group in self.groups.values() {
-            let existing: BTreeSet<String> = self
-                .nodes_of(&group.name)
-                .filter(|node| node.state != NodeState::Deleting)
-                .map(|node| node.name.clone())
-                .collect();
-            let names: BTreeSet<String> = match &group.source {
-                GroupSource::PoolManaged { desired } => {
-                    let plan = scale_plan(&group.name, *desired, &existing);
+            match &group.source {
+                GroupSource::PoolManaged {
+                    desired: count,
+                    scaled_up,
+                } => {
+                    let existing: BTreeSet<String> = self
+                        .nodes_of(&group.name)
+                        .filter(|node| {
+                            node.state != NodeState::Deleting && node.terminating.is_none()
+                        })
+                        .map(|node| node.name.clone())
+                        .collect();
+                    // A node shutting down keeps its name until it is gone.
+                    let taken: BTreeSet<String> = self
+                        .nodes_of(&group.name)
+                        .filter(|node| node.terminating.is_some())
+                        .map(|node| node.name.clone())
+                        .collect();
+                    let plan = scale_plan_avoiding(&group.name, *count, &existing, &taken);
                     let deleting: BTreeSet<&String> = plan.delete.iter().collect();
-                    existing
+                    let names = existing
                         .iter()
                         .filter(|name| !deleting.contains(name))
                         .cloned()
-                        .chain(plan.create)
-                        .collect()
+                        .chain(plan.create);
+                    for name in names {
+                        desired.insert(name, (group.name.clone(), *scaled_up));
+                    }
                 }
-                GroupSource::Deployment { seats, .. } => seats.clone(),
-            };
-            for name in names {
-                desired.insert(name, group.name.clone());
+                GroupSource::Deployment { seats, .. } => {
+                    for (seat, created) in seats {
+                        desired.insert(seat.clone(), (group.name.clone(), *created));
+                    }
+                }
             }
         }
+        let lingers = |index: &Self, group: &str| {
+            index.groups.contains_key(group)
+                && index.models.get(group).is_some_and(GroupModel::lingers)
+        };
+        let mut forget = Vec::new();
         for node in self.nodes.values() {
-            let wanted = desired.get(&node.name) == Some(&node.group);
-            if !wanted && node.state == NodeState::Registered {
-                changes.delete.push(node.name.clone());
+            let wanted = desired
+                .get(&node.name)
+                .is_some_and(|(group, _)| *group == node.group);
+            match (node.state, node.terminating) {
+                (NodeState::Waiting, _) if !wanted => forget.push(node.name.clone()),
+                // Gone when its time comes, or at once when its group (or its group's model)
+                // went: a run's cleanup removes nodes without waiting.
+                (NodeState::Registered, Some((_, gone)))
+                    if gone <= now || !lingers(self, &node.group) =>
+                {
+                    changes.delete.push(node.name.clone());
+                }
+                (NodeState::Registered, None) if !wanted => {
+                    let termination = node.delays.termination;
+                    if termination.is_zero() || !lingers(self, &node.group) {
+                        changes.delete.push(node.name.clone());
+                    } else {
+                        changes
+                            .terminate
+                            .push((node.name.clone(), after(now, termination)));
+                    }
+                }
+                (NodeState::Registered, None)
+                    if node.booting
+                        && !node.status_busy
+                        && node.ready_at.is_some_and(|at| at <= now) =>
+                {
+                    changes
+                        .ready
+                        .push((node.name.clone(), node.ready_at.unwrap_or(now)));
+                }
+                _ => {}
             }
+        }
+        for name in forget {
+            self.remove_node(&name);
         }
         for name in &changes.delete {
             if let Some(node) = self.nodes.get_mut(name) {
                 node.state = NodeState::Deleting;
             }
         }
-        for (name, group) in desired {
-            if self.nodes.contains_key(&name) {
+        for (name, gone) in &changes.terminate {
+            if let Some(node) = self.nodes.get_mut(name) {
+                node.terminating = Some((now, *gone));
+                node.booting = false;
+            }
+        }
+        for (name, _) in &changes.ready {
+            if let Some(node) = self.nodes.get_mut(name) {
+                node.status_busy = true;
+            }
+        }
+        // Waiting nodes whose registration came.
+        let due: Vec<String> = self
+            .nodes
+            .values()
+            .filter(|node| {
+                node.state == NodeState::Waiting && node.register_at.is_some_and(|at| at <= now)
+            })
+            .map(|node| node.name.clone())
+            .collect();
+        for name in due {
+            if let Some(new) = self.start_creating(&name, now) {
+                changes.create.push(new);
+            }
+        }
+        // New nodes, in the order their groups scaled up.
+        let mut new: Vec<(String, Timestamp, String)> = desired
+            .into_iter()
+            .filter(|(name, _)| !self.nodes.contains_key(name))
+            .map(|(name, (group, scaled_up))| (group, scaled_up, name))
+            .collect();
+        new.sort();
+        for (group, scaled_up, name) in new {
+            if !self.groups.contains_key(&group) {
                 continue;
             }
-            let Some((skeleton, owner)) = self.groups.get(&group).map(|g| {
-                let owner = match g.source {
-                    GroupSource::PoolManaged { .. } => OWNER_POOL,
-                    GroupSource::Deployment { .. } => OWNER_SEATS,
-                };
-                (g.skeleton.clone(), owner)
-            }) else {
-                continue;
-            };
             match self.cidrs.allocate() {
                 Ok(cidr) => {
-                    let ipam = NodeIpam::new(cidr);
-                    let identity = NodeIdentity {
-                        name: name.clone(),
-                        group: group.clone(),
-                        pool: self.pool.clone(),
-                        owner,
-                        pod_cidr: cidr,
-                        internal_ip: ipam.node_ip(),
-                    };
-                    self.nodes.insert(
-                        name.clone(),
-                        NodeEntry {
-                            name,
-                            group,
-                            pod_cidr: cidr,
-                            ipam,
-                            state: NodeState::Creating,
-                            uid: None,
-                            created: Timestamp::now(),
-                            last_heartbeat: None,
-                            next_renewal: None,
-                            next_status: None,
-                        },
-                    );
-                    changes.create.push((identity, skeleton));
+                    let delays = self
+                        .models
+                        .get_mut(&group)
+                        .map(GroupModel::next_node)
+                        .unwrap_or_default();
+                    let mut entry = NodeEntry::new(name.clone(), group, cidr, now);
+                    entry.delays = delays;
+                    entry.state = NodeState::Waiting;
+                    let due = register_at(scaled_up, &delays);
+                    entry.register_at = Some(due);
+                    self.nodes.insert(name.clone(), entry);
+                    // Without a registration delay, on this very pass, as without a model.
+                    if (delays.registration.is_zero() || due <= now)
+                        && let Some(new) = self.start_creating(&name, now)
+                    {
+                        changes.create.push(new);
+                    }
                 }
                 Err(error) => changes.exhausted.push((name, error)),
             }
         }
         changes
+    }
+
+    /// A waiting node is registered now: booting until its ready delay has passed.
+    fn start_creating(&mut self, name: &str, now: Timestamp) -> Option<NewNode> {
+        let node = self.nodes.get(name)?;
+        let group = self.groups.get(&node.group)?;
+        let owner = match group.source {
+            GroupSource::PoolManaged { .. } => OWNER_POOL,
+            GroupSource::Deployment { .. } => OWNER_SEATS,
+        };
+        let skeleton = group.skeleton.clone();
+        let node = self.nodes.get_mut(name)?;
+        let ready_at = (!node.delays.ready.is_zero()).then(|| after(now, node.delays.ready));
+        node.state = NodeState::Creating;
+        node.register_at = None;
+        node.created = now;
+        node.ready_at = ready_at;
+        node.booting = ready_at.is_some();
+        Some(NewNode {
+            identity: NodeIdentity {
+                name: node.name.clone(),
+                group: node.group.clone(),
+                pool: self.pool.clone(),
+                owner,
+                pod_cidr: node.pod_cidr,
+                internal_ip: node.ipam.node_ip(),
+            },
+            skeleton,
+            ready_at,
+        })
+    }
+
+    /// How long until the next node is due to register, turn Ready or go; `None` if none is.
+    pub fn next_wait(&self, now: Timestamp) -> Option<Duration> {
+        next_wait(
+            now,
+            self.nodes.values().filter_map(|node| match node.state {
+                NodeState::Waiting => node.register_at,
+                NodeState::Registered => match node.terminating {
+                    Some((_, gone)) => Some(gone),
+                    // A Ready write in flight wakes the controller when it ends.
+                    None if node.booting && !node.status_busy => node.ready_at,
+                    None => None,
+                },
+                NodeState::Creating | NodeState::Deleting => None,
+            }),
+        )
+    }
+
+    /// The write that made a booting node Ready ended.
+    pub fn ready_written(&mut self, name: &str, written: bool) {
+        if let Some(node) = self.nodes.get_mut(name) {
+            node.status_busy = false;
+            if written {
+                node.booting = false;
+            }
+        }
+    }
+
+    /// Marking a node shutting down failed: it is planned again.
+    pub fn termination_failed(&mut self, name: &str) {
+        if let Some(node) = self.nodes.get_mut(name) {
+            node.terminating = None;
+        }
     }
 
     /// The Node object exists: heartbeats start now.
@@ -532,32 +767,247 @@ status:
         Group {
             name: name.to_owned(),
             skeleton: Arc::new(NodeSkeleton::from_yaml(SKELETON).unwrap()),
-            source: GroupSource::PoolManaged { desired },
-            created: Timestamp::now(),
+            source: GroupSource::PoolManaged {
+                desired,
+                scaled_up: start(),
+            },
+            created: start(),
+            provisioning: None,
         }
     }
 
+    fn start() -> Timestamp {
+        "2026-03-01T12:00:00Z".parse().unwrap()
+    }
+
+    fn secs(n: i64) -> Timestamp {
+        start() + k8s_openapi::jiff::SignedDuration::from_secs(n)
+    }
+
+    fn set_desired(index: &mut PoolIndex, group: &str, count: u32, at: Timestamp) {
+        index.group_mut(group).unwrap().source = GroupSource::PoolManaged {
+            desired: count,
+            scaled_up: at,
+        };
+    }
+
     fn register_all(index: &mut PoolIndex, changes: &NodeChanges) {
-        for (identity, _) in &changes.create {
-            index.node_registered(&identity.name, Some(format!("uid-{}", identity.name)));
+        for new in &changes.create {
+            let name = &new.identity.name;
+            index.node_registered(name, Some(format!("uid-{name}")));
         }
+    }
+
+    fn created(changes: &NodeChanges) -> Vec<&str> {
+        changes
+            .create
+            .iter()
+            .map(|new| new.identity.name.as_str())
+            .collect()
+    }
+
+    fn model(registration: u64, ready: u64, termination: u64) -> GroupProvisioning {
+        use ksim_experiment::provisioning::{Delay, NodeDelays as ModelDelays};
+        GroupProvisioning {
+            model: "test-model".to_owned(),
+            seed: 7,
+            speed: 2.0,
+            nodes: ModelDelays {
+                registration: Delay::fixed_secs(registration),
+                ready: Delay::fixed_secs(ready),
+                termination: Delay::fixed_secs(termination),
+            },
+        }
+    }
+
+    fn modelled(name: &str, desired: u32, provisioning: GroupProvisioning) -> Group {
+        Group {
+            provisioning: Some(provisioning),
+            ..pool_group(name, desired)
+        }
+    }
+
+    #[test]
+    fn a_node_registers_then_turns_ready_when_its_model_says() {
+        let mut index = index("10.0.0.0/16");
+        // Recorded 60 s, 30 s and 20 s at speed 2.
+        index.upsert_group(modelled("g", 1, model(60, 30, 20)));
+        let changes = index.plan_node_changes(start());
+        assert!(
+            changes.create.is_empty(),
+            "not before its registration delay"
+        );
+        assert_eq!(index.node("g-0").unwrap().state, NodeState::Waiting);
+        assert_eq!(index.next_wait(start()), Some(Duration::from_secs(30)));
+        assert!(index.plan_node_changes(secs(29)).create.is_empty());
+        let changes = index.plan_node_changes(secs(30));
+        assert_eq!(created(&changes), ["g-0"]);
+        assert_eq!(changes.create[0].ready_at, Some(secs(45)));
+        register_all(&mut index, &changes);
+        let node = index.node("g-0").unwrap();
+        assert!(node.booting && !node.is_ready());
+        assert_eq!(node.phase(secs(40)), (Phase::Booting, secs(30)));
+        assert_eq!(index.next_wait(secs(40)), Some(Duration::from_secs(5)));
+        assert!(index.plan_node_changes(secs(44)).ready.is_empty());
+        let changes = index.plan_node_changes(secs(45));
+        assert_eq!(changes.ready, [("g-0".to_owned(), secs(45))]);
+        // The write is in flight: not planned twice, not waited for.
+        assert!(index.plan_node_changes(secs(46)).ready.is_empty());
+        assert_eq!(index.next_wait(secs(46)), None);
+        index.ready_written("g-0", true);
+        assert!(!index.node("g-0").unwrap().booting);
+        assert_eq!(
+            index.node("g-0").unwrap().phase(secs(50)),
+            (Phase::Ready, secs(45))
+        );
+    }
+
+    #[test]
+    fn a_removed_node_shuts_down_then_goes_and_keeps_its_name_meanwhile() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(modelled("g", 1, model(0, 0, 20)));
+        let changes = index.plan_node_changes(start());
+        assert_eq!(created(&changes), ["g-0"]);
+        register_all(&mut index, &changes);
+        set_desired(&mut index, "g", 0, start());
+        let changes = index.plan_node_changes(secs(100));
+        assert!(changes.delete.is_empty());
+        assert_eq!(changes.terminate, [("g-0".to_owned(), secs(110))]);
+        assert_eq!(
+            index.node("g-0").unwrap().phase(secs(101)),
+            (Phase::ShuttingDown, secs(100))
+        );
+        assert_eq!(index.next_wait(secs(105)), Some(Duration::from_secs(5)));
+        // Scaled up again meanwhile: a new node, under another name.
+        set_desired(&mut index, "g", 1, secs(105));
+        let changes = index.plan_node_changes(secs(105));
+        assert_eq!(created(&changes), ["g-1"]);
+        assert!(changes.terminate.is_empty() && changes.delete.is_empty());
+        let changes = index.plan_node_changes(secs(110));
+        assert_eq!(changes.delete, ["g-0"]);
+    }
+
+    #[test]
+    fn nodes_shutting_down_go_at_once_when_their_model_does() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(modelled("g", 1, model(0, 0, 20)));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        set_desired(&mut index, "g", 0, start());
+        assert_eq!(index.plan_node_changes(secs(1)).terminate.len(), 1);
+        // The run's cleanup takes the model away: no more waiting.
+        index.upsert_group(pool_group("g", 0));
+        assert_eq!(index.plan_node_changes(secs(2)).delete, ["g-0"]);
+    }
+
+    #[test]
+    fn a_node_still_waiting_to_register_is_dropped_without_a_write() {
+        let mut index = index("10.0.0.0/23"); // two /24s
+        index.upsert_group(modelled("g", 1, model(86_400, 0, 0)));
+        assert!(index.plan_node_changes(start()).create.is_empty());
+        assert_eq!(index.free_cidrs(), 1, "its podCIDR is reserved");
+        set_desired(&mut index, "g", 0, start());
+        let changes = index.plan_node_changes(secs(1));
+        assert!(changes.delete.is_empty() && changes.terminate.is_empty());
+        assert!(index.node("g-0").is_none());
+        assert_eq!(index.free_cidrs(), 2);
+    }
+
+    #[test]
+    fn zero_delays_plan_exactly_as_no_model() {
+        let plan = |group: Group| {
+            let mut index = index("10.0.0.0/16");
+            index.upsert_group(group);
+            let changes = index.plan_node_changes(start());
+            let first: Vec<(String, Option<Timestamp>)> = changes
+                .create
+                .iter()
+                .map(|new| (new.identity.name.clone(), new.ready_at))
+                .collect();
+            register_all(&mut index, &changes);
+            set_desired(&mut index, "g", 1, start());
+            let changes = index.plan_node_changes(start());
+            let wait = index.next_wait(start());
+            (first, changes.delete, changes.terminate, wait)
+        };
+        let without = plan(pool_group("g", 3));
+        assert_eq!(plan(modelled("g", 3, model(0, 0, 0))), without);
+        assert_eq!(without.0.len(), 3);
+        assert_eq!(without.1, ["g-1", "g-2"]);
+        assert_eq!(without.3, None, "nothing to wake up for");
+    }
+
+    #[test]
+    fn delays_are_drawn_in_the_order_the_seats_scaled_up() {
+        use ksim_experiment::provisioning::{Delay, NodeDelays as ModelDelays};
+        let spread = Delay::Samples((1..=50).map(Duration::from_secs).collect());
+        let provisioning = GroupProvisioning {
+            model: "spread".to_owned(),
+            seed: 3,
+            speed: 1.0,
+            nodes: ModelDelays {
+                registration: spread.clone(),
+                ready: spread.clone(),
+                termination: spread,
+            },
+        };
+        let mut group = modelled("s", 0, provisioning.clone());
+        // Named against their creation order.
+        group.source = GroupSource::Deployment {
+            namespace: "ns".into(),
+            name: "d".into(),
+            seats: [
+                ("seat-z", start()),
+                ("seat-a", secs(5)),
+                ("seat-m", secs(9)),
+            ]
+            .map(|(name, at)| (name.to_owned(), at))
+            .into(),
+        };
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(group.clone());
+        index.plan_node_changes(start());
+        let mut expected = GroupModel::new(provisioning, "s");
+        for seat in ["seat-z", "seat-a", "seat-m"] {
+            assert_eq!(
+                index.node(seat).unwrap().delays,
+                expected.next_node(),
+                "{seat}"
+            );
+        }
+        // The same group again (the next watch event) goes on with the same stream.
+        index.upsert_group(group);
+        if let GroupSource::Deployment { seats, .. } = &mut index.group_mut("s").unwrap().source {
+            seats.insert("seat-b".to_owned(), secs(20));
+        }
+        index.plan_node_changes(secs(20));
+        assert_eq!(index.node("seat-b").unwrap().delays, expected.next_node());
+        // A seat's registration counts from its creation, not from when the pool saw it.
+        let node = index.node("seat-z").unwrap();
+        assert_eq!(
+            node.register_at,
+            Some(
+                start()
+                    + k8s_openapi::jiff::SignedDuration::try_from(node.delays.registration)
+                        .unwrap()
+            )
+        );
     }
 
     #[test]
     fn a_group_gets_its_nodes_with_distinct_cidrs() {
         let mut index = index("10.0.0.0/16");
         index.upsert_group(pool_group("small", 3));
-        let changes = index.plan_node_changes();
-        let names: Vec<_> = changes
+        let changes = index.plan_node_changes(start());
+        assert_eq!(created(&changes), ["small-0", "small-1", "small-2"]);
+        let cidrs: BTreeSet<_> = changes
             .create
             .iter()
-            .map(|(id, _)| id.name.as_str())
+            .map(|new| new.identity.pod_cidr)
             .collect();
-        assert_eq!(names, ["small-0", "small-1", "small-2"]);
-        let cidrs: BTreeSet<_> = changes.create.iter().map(|(id, _)| id.pod_cidr).collect();
         assert_eq!(cidrs.len(), 3);
         // Planned again before registration: nothing new, nothing twice.
-        let again = index.plan_node_changes();
+        let again = index.plan_node_changes(start());
         assert!(again.create.is_empty() && again.delete.is_empty());
     }
 
@@ -565,16 +1015,16 @@ status:
     fn scaling_down_deletes_the_highest_nodes_and_frees_their_cidrs() {
         let mut index = index("10.0.0.0/22"); // four /24s
         index.upsert_group(pool_group("g", 4));
-        let changes = index.plan_node_changes();
+        let changes = index.plan_node_changes(start());
         register_all(&mut index, &changes);
-        index.group_mut("g").unwrap().source = GroupSource::PoolManaged { desired: 2 };
-        let changes = index.plan_node_changes();
+        set_desired(&mut index, "g", 2, start());
+        let changes = index.plan_node_changes(start());
         assert_eq!(changes.delete, ["g-2", "g-3"]);
         for name in &changes.delete {
             index.remove_node(name);
         }
-        index.group_mut("g").unwrap().source = GroupSource::PoolManaged { desired: 4 };
-        let changes = index.plan_node_changes();
+        set_desired(&mut index, "g", 4, start());
+        let changes = index.plan_node_changes(start());
         assert_eq!(changes.create.len(), 2, "freed CIDRs are reused");
         assert!(changes.exhausted.is_empty());
     }
@@ -583,7 +1033,7 @@ status:
     fn cidr_exhaustion_is_reported_per_node() {
         let mut index = index("10.0.0.0/23"); // two /24s
         index.upsert_group(pool_group("g", 3));
-        let changes = index.plan_node_changes();
+        let changes = index.plan_node_changes(start());
         assert_eq!(changes.create.len(), 2);
         assert_eq!(changes.exhausted.len(), 1);
     }
@@ -595,26 +1045,26 @@ status:
         group.source = GroupSource::Deployment {
             namespace: "ns".into(),
             name: "d".into(),
-            seats: ["seat-a", "seat-b"].map(String::from).into(),
+            seats: ["seat-a", "seat-b"].map(|s| (s.to_owned(), start())).into(),
         };
         index.upsert_group(group);
-        let changes = index.plan_node_changes();
+        let changes = index.plan_node_changes(start());
         register_all(&mut index, &changes);
         assert_eq!(changes.create.len(), 2);
         if let GroupSource::Deployment { seats, .. } = &mut index.group_mut("seats").unwrap().source
         {
             seats.remove("seat-a");
         }
-        assert_eq!(index.plan_node_changes().delete, ["seat-a"]);
+        assert_eq!(index.plan_node_changes(start()).delete, ["seat-a"]);
     }
 
     #[test]
     fn pod_ips_are_stable_unique_and_released() {
         let mut index = index("10.0.0.0/16");
         index.upsert_group(pool_group("g", 1));
-        let changes = index.plan_node_changes();
+        let changes = index.plan_node_changes(start());
         register_all(&mut index, &changes);
-        let cidr = changes.create[0].0.pod_cidr;
+        let cidr = changes.create[0].identity.pod_cidr;
         let a = index.assign_pod_ip("ns/a", "uid-a", "g-0", false).unwrap();
         let b = index.assign_pod_ip("ns/b", "uid-b", "g-0", false).unwrap();
         assert_ne!(a, b);
@@ -633,7 +1083,7 @@ status:
     fn adopted_pods_keep_their_ips() {
         let mut index = index("10.0.0.0/16");
         index.upsert_group(pool_group("g", 1));
-        let changes = index.plan_node_changes();
+        let changes = index.plan_node_changes(start());
         register_all(&mut index, &changes);
         let node_ip = index.node("g-0").unwrap().internal_ip();
         let existing = Ipv4Addr::from(u32::from(node_ip) + 1);

@@ -8,6 +8,7 @@ use std::{
 
 use ipnet::Ipv4Net;
 use k8s_openapi::jiff::Timestamp;
+use ksim_experiment::provisioning::{GroupProvisioning, ModelError};
 use kube::Client;
 use tokio::{sync::Notify, task::JoinSet};
 
@@ -19,6 +20,7 @@ use crate::{
         cidr::{CidrError, PodCidrPool},
         groups::{GroupError, validate_count, validate_group_name},
         node::{provider_id, seat_host_skeleton},
+        provisioning,
         skeleton::{NodeSkeleton, SkeletonError},
     },
     index::{Group, GroupSource, NodeState, PhaseCounts, PoolIndex},
@@ -31,6 +33,8 @@ pub enum PoolError {
     InvalidGroup(#[from] GroupError),
     #[error("invalid node skeleton: {0}")]
     Skeleton(#[from] SkeletonError),
+    #[error("provisioning_json: {0}")]
+    Provisioning(#[from] ModelError),
     #[error("unknown node group {0:?}")]
     UnknownGroup(String),
     #[error("node group {0:?} already exists")]
@@ -61,6 +65,8 @@ pub struct GroupView {
     pub ready: u32,
     pub skeleton: Arc<NodeSkeleton>,
     pub created: Timestamp,
+    /// The name of the provisioning model the group's nodes follow, if any.
+    pub provisioning_model: Option<String>,
 }
 
 /// A node as the API shows it.
@@ -104,19 +110,31 @@ impl Pool {
         let mut index = PoolIndex::new(&config.pool_name, cidrs);
         let store = GroupStore::new(client.clone(), &config.namespace, &config.pool_name);
         for stored in store.load().await? {
-            match NodeSkeleton::from_yaml(&stored.skeleton_yaml) {
-                Ok(skeleton) => index.upsert_group(Group {
-                    name: stored.name,
-                    skeleton: Arc::new(skeleton),
-                    source: GroupSource::PoolManaged {
-                        desired: stored.desired,
-                    },
-                    created: Timestamp::now(),
-                }),
+            let skeleton = match NodeSkeleton::from_yaml(&stored.skeleton_yaml) {
+                Ok(skeleton) => skeleton,
                 Err(error) => {
-                    tracing::warn!(group = stored.name, %error, "stored node group skipped")
+                    tracing::warn!(group = stored.name, %error, "stored node group skipped");
+                    continue;
                 }
-            }
+            };
+            // Checked when the group was created; a model unreadable now runs no delays.
+            let provisioning =
+                provisioning::parse(&stored.provisioning_json).unwrap_or_else(|error| {
+                    tracing::warn!(group = stored.name, %error,
+                        "stored provisioning model unreadable; the group runs without delays");
+                    None
+                });
+            index.upsert_group(Group {
+                name: stored.name,
+                skeleton: Arc::new(skeleton),
+                // Nodes not registered before the restart count their delay from now.
+                source: GroupSource::PoolManaged {
+                    desired: stored.desired,
+                    scaled_up: Timestamp::now(),
+                },
+                created: Timestamp::now(),
+                provisioning,
+            });
         }
         if config.seat_host {
             let group = config.seat_host_group();
@@ -124,8 +142,12 @@ impl Pool {
             index.upsert_internal_group(Group {
                 name: group,
                 skeleton: Arc::new(seat_host_skeleton()),
-                source: GroupSource::PoolManaged { desired: 1 },
+                source: GroupSource::PoolManaged {
+                    desired: 1,
+                    scaled_up: Timestamp::now(),
+                },
                 created: Timestamp::now(),
+                provisioning: None,
             });
         }
         let nodes = NodeClient::new(client.clone());
@@ -170,9 +192,23 @@ impl Pool {
         skeleton_yaml: &str,
         count: i32,
     ) -> Result<GroupView, PoolError> {
+        self.create_provisioned_group(name, skeleton_yaml, count, "")
+            .await
+    }
+
+    /// [`Self::create_group`] with the group's provisioning model
+    /// (`GroupProvisioning::to_json`; empty for none), checked before anything is written.
+    pub async fn create_provisioned_group(
+        &self,
+        name: &str,
+        skeleton_yaml: &str,
+        count: i32,
+        provisioning_json: &str,
+    ) -> Result<GroupView, PoolError> {
         validate_group_name(name)?;
         let desired = validate_count(count)?;
         let skeleton = Arc::new(NodeSkeleton::from_yaml(skeleton_yaml)?);
+        let provisioning: Option<GroupProvisioning> = provisioning::parse(provisioning_json)?;
         let _serial = self.changes.lock().await;
         {
             let index = self.ctx.index();
@@ -186,13 +222,21 @@ impl Pool {
                 name: name.to_owned(),
                 skeleton_yaml: skeleton_yaml.to_owned(),
                 desired,
+                provisioning_json: provisioning
+                    .as_ref()
+                    .map(GroupProvisioning::to_json)
+                    .unwrap_or_default(),
             })
             .await?;
         self.ctx.index().upsert_group(Group {
             name: name.to_owned(),
             skeleton,
-            source: GroupSource::PoolManaged { desired },
+            source: GroupSource::PoolManaged {
+                desired,
+                scaled_up: Timestamp::now(),
+            },
             created: Timestamp::now(),
+            provisioning,
         });
         self.ctx.reconcile_nodes.notify_one();
         self.group(name)
@@ -204,12 +248,25 @@ impl Pool {
         {
             let index = self.ctx.index();
             self.pool_managed(&index, name)?;
-            let current = index.nodes_of(name).count();
+            // Nodes shutting down are on their way out: they hold a podCIDR but not a place.
+            let current = index
+                .nodes_of(name)
+                .filter(|node| node.terminating.is_none())
+                .count();
             check_cidrs(&index, name, (desired as usize).saturating_sub(current))?;
         }
         self.store.set_desired(name, desired).await?;
-        if let Some(group) = self.ctx.index().group_mut(name) {
-            group.source = GroupSource::PoolManaged { desired };
+        if let Some(group) = self.ctx.index().group_mut(name)
+            && let GroupSource::PoolManaged {
+                desired: before,
+                scaled_up,
+            } = &mut group.source
+        {
+            // New nodes count their registration delay from the request that asked for them.
+            if desired > *before {
+                *scaled_up = Timestamp::now();
+            }
+            *before = desired;
         }
         self.ctx.reconcile_nodes.notify_one();
         self.group(name)
@@ -322,7 +379,7 @@ fn group_view(index: &PoolIndex, group: &Group) -> GroupView {
         .filter(|node| node.state == NodeState::Registered)
         .collect();
     let desired = match &group.source {
-        GroupSource::PoolManaged { desired } => *desired,
+        GroupSource::PoolManaged { desired, .. } => *desired,
         GroupSource::Deployment { seats, .. } => seats.len() as u32,
     };
     GroupView {
@@ -333,5 +390,6 @@ fn group_view(index: &PoolIndex, group: &Group) -> GroupView {
         ready: nodes.iter().filter(|node| node.is_ready()).count() as u32,
         skeleton: group.skeleton.clone(),
         created: group.created,
+        provisioning_model: group.provisioning.as_ref().map(|p| p.model.clone()),
     }
 }

@@ -33,6 +33,9 @@ pub struct Seat {
     pub node: NodeState,
     /// The registered node reports Ready=True (false while NotReady or unreachable).
     pub node_ready: bool,
+    /// The registered node is NotReady because it is booting by its group's provisioning
+    /// model (`ksim_nodes::node::is_booting`): not a problem, what a new instance does.
+    pub node_booting: bool,
 }
 
 /// A snapshot of one group.
@@ -45,8 +48,12 @@ pub struct GroupState {
     /// The Deployment's `spec.replicas`: the target size.
     pub replicas: i32,
     pub seats: Vec<Seat>,
-    /// Nodes with this group's provider IDs whose seat is gone (the pool is removing them).
+    /// Nodes with this group's provider IDs whose seat is gone (the pool is removing them,
+    /// at once or after the termination delay of the group's provisioning model).
     pub orphan_nodes: Vec<String>,
+    /// The group's provisioning model keeps removed nodes for a while: the pool deletes them
+    /// when their termination delay has passed, so the provider must not delete them itself.
+    pub nodes_linger: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +111,10 @@ impl GroupState {
                 };
                 Instance {
                     id: provider_id(&self.id, &seat.name),
-                    problem: (state == InstanceState::Running && !seat.node_ready).then(|| {
+                    problem: (state == InstanceState::Running
+                        && !seat.node_ready
+                        && !seat.node_booting)
+                        .then(|| {
                         format!(
                             "node {} is not Ready (NotReady or unreachable: is its pool running?)",
                             seat.name
@@ -158,6 +168,7 @@ pub(crate) mod tests {
             deletion_cost: 0,
             node,
             node_ready: true,
+            node_booting: false,
         }
     }
 
@@ -170,6 +181,7 @@ pub(crate) mod tests {
             replicas,
             seats,
             orphan_nodes: Vec::new(),
+            nodes_linger: false,
         }
     }
 
@@ -253,5 +265,16 @@ pub(crate) mod tests {
                 .is_some_and(|p| p.contains("node b is not Ready")),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn a_node_booting_by_its_model_is_no_problem() {
+        let mut booting = seat("b", NodeState::Registered);
+        booting.node_ready = false;
+        booting.node_booting = true;
+        let state = group(1, vec![booting]);
+        let instances = state.instances();
+        assert_eq!(instances[0].state, InstanceState::Running);
+        assert_eq!(instances[0].problem, None);
     }
 }

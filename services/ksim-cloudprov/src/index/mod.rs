@@ -11,8 +11,8 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
     labels::{
-        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_POOL, OWNER_SEATS, RELEASED_ANNOTATION,
-        RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
+        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_POOL, OWNER_SEATS,
+        PROVISIONING_ANNOTATION, RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
     },
     node::parse_provider_id,
     seats::group_of,
@@ -74,6 +74,8 @@ struct DeploymentEntry {
     /// Deleted after its release; still answered for until CA's next Refresh, since the loop
     /// under way holds the group (see [`Index::purge_gone`]).
     gone: bool,
+    /// Its provisioning model has a termination delay: the pool deletes removed nodes.
+    nodes_linger: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +101,8 @@ struct NodeEntry {
     ours: bool,
     /// Reports Ready=True.
     ready: bool,
+    /// NotReady because it is booting by its group's provisioning model.
+    booting: bool,
 }
 
 #[derive(Debug, Default)]
@@ -218,6 +222,7 @@ impl Index {
             retiring: annotated(RETIRING_ANNOTATION),
             released: annotated(RELEASED_ANNOTATION),
             gone: false,
+            nodes_linger: nodes_linger(annotations.and_then(|a| a.get(PROVISIONING_ANNOTATION))),
         };
         let result = entry.limits.clone().map(|_| ());
         let mut state = self.write();
@@ -308,6 +313,7 @@ impl Index {
                     .and_then(|spec| spec.taints.as_ref())
                     .is_some_and(|taints| taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT)),
                 ready: ksim_nodes::node::is_ready(node),
+                booting: ksim_nodes::node::is_booting(node),
                 pool_owned: label(OWNER_LABEL) == Some(OWNER_POOL),
                 ours: label(OWNER_LABEL) == Some(OWNER_SEATS)
                     && label(GROUP_LABEL) == Some(group.as_str())
@@ -452,6 +458,7 @@ impl Index {
                 deletion_cost: seat.deletion_cost,
                 node: node_state(name),
                 node_ready: ours(name).is_some_and(|node| node.ready),
+                node_booting: ours(name).is_some_and(|node| node.booting),
             })
             .collect();
         // A set, not a scan of the seats per node: this runs for every answer CA gets about
@@ -472,6 +479,7 @@ impl Index {
                 replicas: entry.replicas,
                 seats,
                 orphan_nodes,
+                nodes_linger: entry.nodes_linger,
             },
             entry.resource_version.clone(),
         ))
@@ -659,6 +667,14 @@ impl State {
             self.departed.record(&seat.group, &key.1);
         }
     }
+}
+
+/// Whether a provisioning annotation keeps removed nodes a while. One the pool cannot read
+/// runs without delays there, so none here either.
+fn nodes_linger(annotation: Option<&String>) -> bool {
+    annotation
+        .and_then(|text| ksim_experiment::provisioning::GroupProvisioning::from_json(text).ok())
+        .is_some_and(|provisioning| !provisioning.nodes.termination.is_zero())
 }
 
 /// The key [`Index::retain`] expects for an object: (namespace, name), namespace empty for nodes.

@@ -367,3 +367,36 @@ fn members_seen_going_are_remembered_and_updates_are_not_departures() {
     );
     assert!(index.departed("c5", ["seat-a"]).is_empty());
 }
+
+#[test]
+fn a_node_booting_by_its_model_is_no_problem_but_one_gone_quiet_is() {
+    use ksim_nodes::node::{Phase, phase_conditions};
+    let index = with_group();
+    let mut booting = node("seat-a", "ksim://m5/seat-a");
+    let now = Timestamp::now();
+    booting.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+        conditions: Some(phase_conditions(Phase::Booting, now, now)),
+        ..Default::default()
+    });
+    index.apply_node(&booting);
+    let (state, _) = index.group_state("m5").unwrap();
+    let seat = state.seat("seat-a").unwrap();
+    assert!(!seat.node_ready && seat.node_booting);
+    assert_eq!(state.instances()[0].problem, None);
+    // The lifecycle controller's Unknown (its pool stopped) is a problem again.
+    let ready = booting
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    ready.status = "Unknown".to_owned();
+    ready.reason = Some("NodeStatusUnknown".to_owned());
+    index.apply_node(&booting);
+    let (state, _) = index.group_state("m5").unwrap();
+    assert!(state.instances()[0].problem.is_some());
+}

@@ -294,8 +294,12 @@ impl<C: Cluster> Provider<C> {
         tracing::info!(group = id, seats = ?removal.seats, placeholders = removal.placeholders,
             replicas = removal.replicas, "deleting nodes");
         self.remove(&state, &removal).await?;
-        for node in &removal.nodes {
-            self.cluster.delete_node(node).await?;
+        // With a termination delay the pool deletes them when it has passed; until then they
+        // are Deleting instances (their seats are gone), as a cloud's instances shutting down.
+        if !state.nodes_linger {
+            for node in &removal.nodes {
+                self.cluster.delete_node(node).await?;
+            }
         }
         self.emit(ScaleEvent::NodesDeleted {
             group: id.to_owned(),

@@ -661,3 +661,58 @@ async fn a_resize_whose_call_is_cancelled_still_runs_to_its_end() {
     );
     assert_eq!(cluster.objects().deleted_nodes, ["seat-2"]);
 }
+
+/// A provisioning model whose nodes take `termination` to go, as the driver annotates it.
+fn provisioning_json(termination: &str) -> String {
+    format!(r#"{{"model":"m","seed":1,"speed":1.0,"nodes":{{"termination":"{termination}"}}}}"#)
+}
+
+#[tokio::test]
+async fn nodes_that_linger_by_the_model_are_left_to_the_pool_to_delete() {
+    let (provider, cluster) = provider(3, ("0", "10"));
+    let json = provisioning_json("30s");
+    annotate(
+        &provider,
+        &cluster,
+        ksim_nodes::labels::PROVISIONING_ANNOTATION,
+        Some(&json),
+    );
+    provider
+        .delete_nodes("m5", &[node_ref("seat-1")])
+        .await
+        .unwrap();
+    assert_eq!(deleting_seats(&cluster), vec!["seat-1"]);
+    assert!(
+        cluster.objects().deleted_nodes.is_empty(),
+        "the pool deletes it when its termination delay has passed"
+    );
+    // Its seat gone, the node that stays is an instance being deleted.
+    provider.index().delete_pod("ksim-system", "seat-1");
+    let instances = provider.instances("m5").unwrap();
+    let seat_1: Vec<_> = instances
+        .iter()
+        .filter(|instance| instance.id == "ksim://m5/seat-1")
+        .collect();
+    assert_eq!(seat_1.len(), 1);
+    assert_eq!(
+        seat_1[0].state,
+        crate::domain::group::InstanceState::Deleting
+    );
+
+    // No termination delay (or an unreadable model): deleted at once, as without a model.
+    for json in [provisioning_json("0s"), "{not json".to_owned()] {
+        annotate(
+            &provider,
+            &cluster,
+            ksim_nodes::labels::PROVISIONING_ANNOTATION,
+            Some(&json),
+        );
+        let before = cluster.objects().deleted_nodes.len();
+        let seat = if before == 0 { "seat-2" } else { "seat-0" };
+        provider
+            .delete_nodes("m5", &[node_ref(seat)])
+            .await
+            .unwrap();
+        assert_eq!(cluster.objects().deleted_nodes.len(), before + 1, "{json}");
+    }
+}

@@ -13,6 +13,8 @@ use ksim_kube::is_not_found;
 
 const SKELETON_KEY: &str = "skeleton.yaml";
 const DESIRED_KEY: &str = "desired";
+/// The group's provisioning model as JSON; absent in groups stored before models existed.
+const PROVISIONING_KEY: &str = "provisioning.json";
 
 /// A pool-managed group as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +22,8 @@ pub struct StoredGroup {
     pub name: String,
     pub skeleton_yaml: String,
     pub desired: u32,
+    /// Empty: no provisioning model.
+    pub provisioning_json: String,
 }
 
 #[derive(Debug, Clone)]
@@ -51,10 +55,17 @@ impl GroupStore {
                 ])),
                 ..ObjectMeta::default()
             },
-            data: Some(BTreeMap::from([
-                (SKELETON_KEY.to_owned(), group.skeleton_yaml.clone()),
-                (DESIRED_KEY.to_owned(), group.desired.to_string()),
-            ])),
+            data: Some(
+                [
+                    (SKELETON_KEY, group.skeleton_yaml.clone()),
+                    (DESIRED_KEY, group.desired.to_string()),
+                    (PROVISIONING_KEY, group.provisioning_json.clone()),
+                ]
+                .into_iter()
+                .filter(|(_, value)| !value.is_empty())
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect(),
+            ),
             ..ConfigMap::default()
         };
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -106,6 +117,7 @@ impl GroupStore {
                     name: name.clone(),
                     skeleton_yaml: skeleton.clone(),
                     desired,
+                    provisioning_json: data.get(PROVISIONING_KEY).cloned().unwrap_or_default(),
                 }),
                 _ => tracing::warn!(
                     config_map = config_map.metadata.name.as_deref().unwrap_or_default(),

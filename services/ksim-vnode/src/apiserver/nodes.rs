@@ -14,7 +14,7 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::domain::labels::{FIELD_MANAGER, POOL_LABEL};
+use crate::domain::labels::{FIELD_MANAGER, POOL_LABEL, TERMINATING_UNTIL_ANNOTATION};
 use ksim_kube::{is_conflict, is_not_found};
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -68,6 +68,19 @@ impl NodeClient {
             Err(error) if !is_not_found(&error) => Err(error),
             _ => Ok(()),
         }
+    }
+
+    /// A node shutting down: unschedulable at once, and when it goes on the node itself, so a
+    /// restarted pool knows it too. One write.
+    pub async fn mark_terminating(&self, name: &str, gone_at: &str) -> Result<(), kube::Error> {
+        let patch = json!({
+            "metadata": { "annotations": { TERMINATING_UNTIL_ANNOTATION: gone_at } },
+            "spec": { "unschedulable": true },
+        });
+        self.nodes
+            .patch(name, &patch_params(), &Patch::Merge(patch))
+            .await
+            .map(drop)
     }
 
     /// Rewrites the kubelet-owned conditions; other writers' conditions are kept because a

@@ -9,9 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 use super::Context;
 use crate::{
     apiserver::Renewal,
+    domain::node::Phase,
     domain::{
         heartbeat::{initial_offset, jittered, renew_interval},
-        node::node_conditions,
+        node::phase_conditions,
     },
     index::NodeState,
 };
@@ -52,8 +53,11 @@ async fn beat_due_nodes(ctx: &Context, interval: Duration) {
                 });
                 due.push((node.name.clone(), Beat::Renew));
             }
-            if node.next_status.is_some_and(|at| at <= now) {
+            // A status write already in flight (a booting node turning Ready) goes first;
+            // this one comes on a later tick.
+            if node.next_status.is_some_and(|at| at <= now) && !node.status_busy {
                 node.next_status = Some(now + jittered(status_period, fastrand::f64()));
+                node.status_busy = true;
                 due.push((node.name.clone(), Beat::Status));
             }
         }
@@ -71,12 +75,25 @@ async fn beat_one(ctx: &Context, name: String, beat: Beat) {
     let result = match beat {
         Beat::Renew => ctx.nodes.renew_lease(&name).await,
         Beat::Status => {
-            // Ready since registration: the transition time stays put across refreshes.
-            let registered = ctx.index().node(&name).map_or(now, |node| node.created);
-            ctx.nodes
-                .refresh_conditions(&name, &node_conditions(now, registered))
+            // The phase the node's model gives now (Ready since registration without one):
+            // the transition time stays put across refreshes.
+            let phase = ctx.index().node(&name).map(|node| node.phase(now));
+            let (phase, since) = phase.unwrap_or((Phase::Ready, now));
+            let written = ctx
+                .nodes
+                .refresh_conditions(&name, &phase_conditions(phase, now, since))
                 .await
-                .map(|()| Renewal::Renewed)
+                .map(|()| Renewal::Renewed);
+            let mut index = ctx.index();
+            if let Some(node) = index.node_mut(&name) {
+                node.status_busy = false;
+                if node.booting {
+                    // Its Ready write may have waited for this one.
+                    ctx.reconcile_nodes.notify_one();
+                }
+            }
+            drop(index);
+            written
         }
     };
     match result {

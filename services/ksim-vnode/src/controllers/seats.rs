@@ -3,8 +3,8 @@
 //! after it, and deletes the node when its seat goes.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
 };
 
 use futures::StreamExt;
@@ -25,9 +25,18 @@ use tokio::{sync::Notify, task::JoinSet};
 
 use super::Context;
 use crate::{
-    domain::{labels::GROUP_LABEL, pod::is_terminal, seats::group_of},
+    domain::{
+        labels::GROUP_LABEL,
+        pod::is_terminal,
+        provisioning,
+        seats::{group_of, provisioning_of},
+    },
     index::{Group, GroupSource},
 };
+
+/// The unreadable provisioning annotations already warned about, by Deployment, so each is
+/// logged once rather than on every watch event.
+type Warned = Mutex<BTreeMap<(String, String), String>>;
 
 pub async fn run(ctx: Context) {
     let client = ctx.client.clone();
@@ -61,8 +70,9 @@ pub async fn run(ctx: Context) {
         return;
     }
     let skeletons = SkeletonResolver::new(ctx.client.clone());
+    let warned = Warned::default();
     loop {
-        sync_groups(&ctx, &deployments, &seats, &skeletons).await;
+        sync_groups(&ctx, &deployments, &seats, &skeletons, &warned).await;
         // A notification that came during the sync is kept as a permit, so none is lost.
         changed.notified().await;
     }
@@ -87,6 +97,7 @@ async fn sync_groups(
     deployments: &Store<Deployment>,
     seats: &Store<Pod>,
     skeletons: &SkeletonResolver,
+    warned: &Warned,
 ) {
     let mut wanted: BTreeMap<String, Group> = BTreeMap::new();
     for deployment in deployments.state() {
@@ -106,7 +117,8 @@ async fn sync_groups(
                 continue;
             }
         };
-        let seat_names: BTreeSet<String> = seats
+        // A seat's creation is its node's scale-up: the registration delay counts from it.
+        let seat_names: BTreeMap<String, Timestamp> = seats
             .state()
             .iter()
             .filter(|pod| {
@@ -115,8 +127,12 @@ async fn sync_groups(
                     && pod.metadata.deletion_timestamp.is_none()
                     && !is_terminal(pod)
             })
-            .map(|pod| pod.name_any())
+            .map(|pod| {
+                let created = pod.metadata.creation_timestamp.as_ref();
+                (pod.name_any(), created.map_or_else(Timestamp::now, |t| t.0))
+            })
             .collect();
+        let provisioning = group_provisioning(&deployment, warned);
         wanted.insert(
             group.clone(),
             Group {
@@ -132,6 +148,7 @@ async fn sync_groups(
                     .creation_timestamp
                     .as_ref()
                     .map_or_else(Timestamp::now, |t| t.0),
+                provisioning,
             },
         );
     }
@@ -160,4 +177,32 @@ async fn sync_groups(
         }
     }
     ctx.reconcile_nodes.notify_one();
+}
+
+/// The Deployment's provisioning model. An unreadable one runs the group with no delays, and
+/// says so (once per annotation text) naming the Deployment and what is wrong.
+fn group_provisioning(
+    deployment: &Deployment,
+    warned: &Warned,
+) -> Option<ksim_experiment::provisioning::GroupProvisioning> {
+    let text = provisioning_of(deployment)?;
+    match provisioning::parse(text) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let key = (
+                deployment.namespace().unwrap_or_default(),
+                deployment.name_any(),
+            );
+            let mut warned = warned.lock().unwrap_or_else(|e| e.into_inner());
+            if warned.get(&key).map(String::as_str) != Some(text) {
+                tracing::warn!(
+                    deployment = format!("{}/{}", key.0, key.1),
+                    %error,
+                    "the ksim.io/provisioning annotation cannot be read; the group runs without delays"
+                );
+                warned.insert(key, text.to_owned());
+            }
+            None
+        }
+    }
 }

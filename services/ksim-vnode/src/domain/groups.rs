@@ -105,7 +105,22 @@ impl ScalePlan {
 /// lowest unused indexes (names stay compact after churn); shrinking removes the highest indexes
 /// first, like a StatefulSet. Names that are not this group's pool node names are ignored.
 pub fn scale_plan(group: &str, desired: u32, existing: &BTreeSet<String>) -> ScalePlan {
+    scale_plan_avoiding(group, desired, existing, &BTreeSet::new())
+}
+
+/// [`scale_plan`], creating none of the names in `taken` (nodes still shutting down: they
+/// neither count toward `desired` nor give up their names).
+pub fn scale_plan_avoiding(
+    group: &str,
+    desired: u32,
+    existing: &BTreeSet<String>,
+    taken: &BTreeSet<String>,
+) -> ScalePlan {
     let indexes: BTreeSet<u32> = existing
+        .iter()
+        .filter_map(|node| parse_pool_node_index(group, node))
+        .collect();
+    let taken: BTreeSet<u32> = taken
         .iter()
         .filter_map(|node| parse_pool_node_index(group, node))
         .collect();
@@ -114,7 +129,7 @@ pub fn scale_plan(group: &str, desired: u32, existing: &BTreeSet<String>) -> Sca
     let mut plan = ScalePlan::default();
     if desired > current {
         plan.create = (0..=u32::MAX)
-            .filter(|index| !indexes.contains(index))
+            .filter(|index| !indexes.contains(index) && !taken.contains(index))
             .take(desired - current)
             .map(|index| pool_node_name(group, index))
             .collect();
@@ -274,5 +289,14 @@ mod tests {
         assert_eq!(plan.create, ["g-1"]);
         let plan = scale_plan("g", 0, &existing);
         assert_eq!(plan.delete, ["g-0"]);
+    }
+
+    #[test]
+    fn names_of_nodes_shutting_down_are_not_reused() {
+        let existing: BTreeSet<String> = ["g-0".to_owned()].into();
+        let taken: BTreeSet<String> = ["g-1".to_owned()].into();
+        let plan = scale_plan_avoiding("g", 3, &existing, &taken);
+        assert_eq!(plan.create, ["g-2", "g-3"]);
+        assert!(plan.delete.is_empty());
     }
 }

@@ -5,5 +5,6 @@ pub mod cidr;
 pub mod groups;
 pub mod heartbeat;
 pub mod pod;
+pub mod provisioning;
 
 pub use ksim_nodes::{labels, node, seats, skeleton};
