@@ -378,10 +378,12 @@ fn print_calls(
 }
 
 async fn start_ca(env: &Env, flags: &[String]) -> anyhow::Result<ClusterAutoscaler> {
+    // The tests' fast flags, as the figures in docs/benchmarks.md were measured with.
     let mut builder = ClusterAutoscaler::builder(
         &env.control_plane,
         CloudConfig::plaintext(env.address.to_string()),
-    );
+    )
+    .fast();
     for flag in flags {
         builder = builder.arg(flag);
     }

@@ -12,6 +12,7 @@
 //! `--help`); see [`AutoscalerFlags::check_known`].
 
 pub mod policy;
+pub mod recorded;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -23,7 +24,7 @@ use crate::go_duration::{self, DurationError};
 /// CA's duration flags that measure time in the simulated cluster, each with the shortest
 /// value it is run with at any speed. The scan interval stops at 100 ms: below, CA would spend
 /// the whole interval in its loop. The others stop at 1 ms so a non-zero wait stays non-zero.
-const DILATED_DURATIONS: [(&str, Duration); 20] = [
+const DILATED_DURATIONS: [(&str, Duration); 21] = [
     ("scan-interval", Duration::from_millis(100)),
     ("scale-down-delay-after-add", Duration::from_millis(1)),
     ("scale-down-delay-after-delete", Duration::from_millis(1)),
@@ -51,6 +52,11 @@ const DILATED_DURATIONS: [(&str, Duration); 20] = [
     ),
     (
         "provisioning-request-max-backoff-time",
+        Duration::from_millis(1),
+    ),
+    // How long a kube-system pod keeps its node (with skip-nodes-with-system-pods).
+    (
+        "blocking-system-pod-distruption-timeout",
         Duration::from_millis(1),
     ),
 ];
@@ -309,42 +315,80 @@ pub fn defaults_in_help(help: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Where a flag CA runs with comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where the value of a flag CA runs with comes from, lowest layer first: each layer's flags
+/// replace those of the same name below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FlagSource {
-    /// The environment's own flags.
+    /// The binary's own default, as its `--help` says.
+    CaDefault,
+    /// The recorded cluster's CA (its Deployment in the trace, or a file of its flags).
+    Recording,
+    /// The environment's own flags (`ksim up --autoscaler-flag`).
     Environment,
-    /// The configuration under test.
-    Given,
-    /// The binary's built-in default of a dilated flag, passed because the speed changes it.
-    Binary,
+    /// The configuration under test (`--autoscaler-arg`, an experiment variant).
+    Run,
 }
 
-/// Every flag CA runs with at `speed` that a configuration may set: `environment`'s flags, then
-/// `given` over them, then, when the speed changes them, the binary's own defaults
-/// (`binary_defaults`, see [`defaults_in_help`]) of the dilated flags neither sets.
+impl FlagSource {
+    /// The word the report uses.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::CaDefault => "ca-default",
+            Self::Recording => "recording",
+            Self::Environment => "environment",
+            Self::Run => "run",
+        }
+    }
+}
+
+/// The flags over CA's defaults, lowest first: the environment's, then the recording's, then
+/// the run's. The recording sits over the environment because it says how this trace's cluster
+/// ran; the run's flags are the what-if.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlagLayers {
+    pub environment: AutoscalerFlags,
+    pub recording: AutoscalerFlags,
+    pub run: AutoscalerFlags,
+}
+
+impl FlagLayers {
+    /// Every layer merged, each flag with the layer its value came from, in CA's order.
+    fn merged(&self) -> Vec<(AutoscalerFlag, FlagSource)> {
+        let layers = [
+            (&self.environment, FlagSource::Environment),
+            (&self.recording, FlagSource::Recording),
+            (&self.run, FlagSource::Run),
+        ];
+        let mut merged: Vec<(AutoscalerFlag, FlagSource)> = Vec::new();
+        for (flags, source) in layers {
+            let names: BTreeSet<&str> = flags.flags.iter().map(|f| f.name.as_str()).collect();
+            merged.retain(|(flag, _)| !names.contains(flag.name.as_str()));
+            merged.extend(flags.flags.iter().map(|flag| (flag.clone(), source)));
+        }
+        merged
+    }
+}
+
+/// Every flag CA runs with at `speed` that a configuration may set: the `layers` (see
+/// [`FlagLayers`]), then the binary's own defaults (`binary_defaults`, see [`defaults_in_help`])
+/// of the flags no layer sets: each dilated flag (passed when the speed changes it) and each
+/// flag a run may set, so the report says what CA ran with even where nobody chose.
 pub fn run_flags(
-    environment: &AutoscalerFlags,
-    given: &AutoscalerFlags,
+    layers: &FlagLayers,
     binary_defaults: &BTreeMap<String, String>,
     speed: f64,
 ) -> Vec<(RunFlag, FlagSource)> {
-    let given_names: BTreeSet<&str> = given.flags.iter().map(|f| f.name.as_str()).collect();
-    let mut flags: Vec<(RunFlag, FlagSource)> = given
-        .over(environment)
-        .at_speed(speed)
+    let mut flags: Vec<(RunFlag, FlagSource)> = layers
+        .merged()
         .into_iter()
-        .map(|flag| {
-            let source = if given_names.contains(flag.given.name.as_str()) {
-                FlagSource::Given
-            } else {
-                FlagSource::Environment
-            };
-            (flag, source)
-        })
+        .map(|(flag, source)| (flag.at_speed(speed), source))
         .collect();
     let set: BTreeSet<String> = flags.iter().map(|(f, _)| f.given.name.clone()).collect();
-    for name in dilated_flags().filter(|name| !set.contains(*name)) {
+    let defaults = dilated_flags()
+        .chain(policy::ALLOWED.iter().copied())
+        .filter(|name| !set.contains(*name))
+        .collect::<BTreeSet<_>>();
+    for name in defaults {
         let Some(value) = binary_defaults.get(name) else {
             continue;
         };
@@ -352,16 +396,30 @@ pub fn run_flags(
             name: name.to_owned(),
             value: value.clone(),
         };
-        // A default that does not parse, or that the speed leaves alone, is not passed.
+        // A default that does not parse is left to the binary and not listed.
         if flag.check_value().is_ok() {
-            let run = flag.at_speed(speed);
-            if run.dilated() {
-                flags.push((run, FlagSource::Binary));
-            }
+            flags.push((flag.at_speed(speed), FlagSource::CaDefault));
         }
     }
     flags
 }
+
+/// A flag ksim runs CA with where production would not, for the simulation to work; CA's
+/// connection flags (cloud provider, kubeconfig, address) aside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimulationFlag {
+    pub name: &'static str,
+    pub value: &'static str,
+    pub reason: &'static str,
+}
+
+/// Every flag ksim sets differently from production; none of them a run may set.
+pub const SIMULATION_FLAGS: &[SimulationFlag] = &[SimulationFlag {
+    name: "leader-elect",
+    value: "false",
+    reason: "one CA runs per environment; one restarted after a crash or for a run's \
+             configuration must act at once, not wait out the dead one's lease",
+}];
 
 /// The flag names a `cluster-autoscaler --help` output lists (Go's pflag layout: lines
 /// starting with `--name`, or `-v, --name` for a flag with a shorthand), dotted ones
@@ -645,11 +703,14 @@ mod tests {
     }
 
     #[test]
-    fn the_binarys_own_dilated_defaults_run_divided_too() {
+    fn the_binarys_own_defaults_are_listed_and_the_dilated_ones_run_divided() {
         let defaults = defaults_in_help(HELP);
-        let environment = AutoscalerFlags::parse(&["scan-interval=1s"]).unwrap();
-        let given = AutoscalerFlags::parse(&["scale-down-unneeded-time=2m"]).unwrap();
-        let run = run_flags(&environment, &given, &defaults, 10.0);
+        let layers = FlagLayers {
+            environment: AutoscalerFlags::parse(&["scan-interval=1s"]).unwrap(),
+            run: AutoscalerFlags::parse(&["scale-down-unneeded-time=2m"]).unwrap(),
+            ..FlagLayers::default()
+        };
+        let run = run_flags(&layers, &defaults, 10.0);
         let find = |name: &str| {
             run.iter()
                 .find(|(flag, _)| flag.given.name == name)
@@ -661,24 +722,73 @@ mod tests {
         );
         assert_eq!(
             find("scale-down-unneeded-time"),
-            Some(("12s", FlagSource::Given))
+            Some(("12s", FlagSource::Run))
         );
         assert_eq!(
             find("node-delete-delay-after-taint"),
-            Some(("500ms", FlagSource::Binary))
+            Some(("500ms", FlagSource::CaDefault))
         );
         assert_eq!(
             find("max-graceful-termination-sec"),
-            Some(("60", FlagSource::Binary))
+            Some(("60", FlagSource::CaDefault))
         );
-        // Not dilated, or not a duration the speed changes: left to the binary.
-        assert_eq!(find("expander"), None);
-        // At 1x nothing of the binary's is passed.
-        let at_1x = run_flags(&environment, &given, &defaults, 1.0);
+        // Not dilated: listed as CA's default, unchanged.
+        assert_eq!(find("expander"), Some(("random", FlagSource::CaDefault)));
+        // No default in the help: not listed.
+        assert_eq!(find("new-pod-scale-up-delay"), None);
+        // At 1x every CA default runs as it is.
+        let at_1x = run_flags(&layers, &defaults, 1.0);
         assert!(
             at_1x
                 .iter()
-                .all(|(_, source)| *source != FlagSource::Binary)
+                .filter(|(_, source)| *source == FlagSource::CaDefault)
+                .all(|(flag, _)| !flag.dilated())
         );
+    }
+
+    #[test]
+    fn each_layer_replaces_the_flags_below_it_and_says_so() {
+        let defaults = defaults_in_help(HELP);
+        let layers = FlagLayers {
+            environment: AutoscalerFlags::parse(&["scan-interval=1s", "expander=least-waste"])
+                .unwrap(),
+            recording: AutoscalerFlags::parse(&["scan-interval=10s", "max-nodes-total=40"])
+                .unwrap(),
+            run: AutoscalerFlags::parse(&["max-nodes-total=20"]).unwrap(),
+        };
+        let run = run_flags(&layers, &defaults, 1.0);
+        let listed: Vec<(String, &str)> = run
+            .iter()
+            .map(|(flag, source)| (flag.given.to_string(), source.word()))
+            .collect();
+        let expected = [
+            ("--expander=least-waste", "environment"),
+            ("--scan-interval=10s", "recording"),
+            ("--max-nodes-total=20", "run"),
+            ("--node-delete-delay-after-taint=5s", "ca-default"),
+            ("--max-graceful-termination-sec=600", "ca-default"),
+        ];
+        for (flag, source) in expected {
+            assert!(
+                listed.contains(&(flag.to_owned(), source)),
+                "{flag} from {source} in {listed:?}"
+            );
+        }
+        // One entry per flag: the layer on top.
+        for name in ["scan-interval", "max-nodes-total", "expander"] {
+            assert_eq!(
+                run.iter().filter(|(f, _)| f.given.name == name).count(),
+                1,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_simulation_flag_is_one_a_run_may_set() {
+        for flag in SIMULATION_FLAGS {
+            assert!(!policy::allowed(flag.name), "{}", flag.name);
+            assert!(policy::refused(flag.name).is_some(), "{}", flag.name);
+        }
     }
 }

@@ -170,11 +170,13 @@ pub fn observations() -> Observations {
                 as_run: "price".into(),
                 from_defaults: false,
                 floored: false,
+                source: "run".into(),
             }],
             provider: Some(crate::ProviderConfiguration {
                 source: "prices.yaml".into(),
                 yaml: "pricing: {instanceTypes: {m5.large: 0.096}}".into(),
             }),
+            ..Default::default()
         }),
         prices: BTreeMap::from([(
             "group-a".to_owned(),

@@ -132,12 +132,37 @@ pub struct Configuration {
     pub autoscaler: bool,
     /// The speed CA's durations were divided by.
     pub speed: f64,
-    /// CA's flags a configuration may set: the environment's defaults and the given ones.
+    /// CA's flags a configuration may set, each with where its value came from.
     pub autoscaler_flags: Vec<AutoscalerFlag>,
     /// The cloud provider's configuration (pricing, per-group options) it ran with; `None`:
     /// none. Defaulted for reports written before it was kept.
     #[serde(default)]
     pub provider: Option<ProviderConfiguration>,
+    /// Where the recorded cluster's CA flags came from; empty: none were recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub autoscaler_recorded_source: String,
+    /// The recorded CA flags the run did not apply, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub autoscaler_not_applied: Vec<AutoscalerFlagNotApplied>,
+    /// The flags ksim ran CA with differently from production, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub autoscaler_simulation_flags: Vec<AutoscalerSimulationFlag>,
+}
+
+/// A recorded CA flag a run did not apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoscalerFlagNotApplied {
+    /// As recorded, `--name=value`.
+    pub flag: String,
+    pub reason: String,
+}
+
+/// A flag ksim runs CA with differently from production, for the simulation to work.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoscalerSimulationFlag {
+    pub name: String,
+    pub value: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,10 +186,14 @@ pub struct AutoscalerFlag {
     pub name: String,
     pub given: String,
     pub as_run: String,
-    /// The environment's default rather than a given flag.
+    /// Not given by the run (kept for readers older than `source`).
     pub from_defaults: bool,
     /// Divided below the shortest value CA runs it with, so it runs at that.
     pub floored: bool,
+    /// Where its value came from: `ca-default`, `recording`, `environment` or `run`; empty in
+    /// reports written before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
 }
 
 fn one() -> f64 {

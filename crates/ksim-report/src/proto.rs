@@ -114,12 +114,31 @@ impl Configuration {
                     as_run: flag.as_run.clone(),
                     from_defaults: flag.from_defaults,
                     floored: flag.floored,
+                    source: flag_source_to_proto(&flag.source).into(),
                 })
                 .collect(),
             provider: self.provider.as_ref().map(|p| env::ProviderConfig {
                 source: p.source.clone(),
                 yaml: p.yaml.clone(),
             }),
+            autoscaler_recorded_source: self.autoscaler_recorded_source.clone(),
+            autoscaler_not_applied: self
+                .autoscaler_not_applied
+                .iter()
+                .map(|n| env::AutoscalerFlagNotApplied {
+                    flag: n.flag.clone(),
+                    reason: n.reason.clone(),
+                })
+                .collect(),
+            autoscaler_simulation_flags: self
+                .autoscaler_simulation_flags
+                .iter()
+                .map(|f| env::AutoscalerSimulationFlag {
+                    name: f.name.clone(),
+                    value: f.value.clone(),
+                    reason: f.reason.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -144,12 +163,31 @@ impl Configuration {
                     as_run: flag.as_run.clone(),
                     from_defaults: flag.from_defaults,
                     floored: flag.floored,
+                    source: flag_source_word(flag.source()).to_owned(),
                 })
                 .collect(),
             provider: applied.provider.as_ref().map(|p| ProviderConfiguration {
                 source: p.source.clone(),
                 yaml: p.yaml.clone(),
             }),
+            autoscaler_recorded_source: applied.autoscaler_recorded_source.clone(),
+            autoscaler_not_applied: applied
+                .autoscaler_not_applied
+                .iter()
+                .map(|n| crate::model::AutoscalerFlagNotApplied {
+                    flag: n.flag.clone(),
+                    reason: n.reason.clone(),
+                })
+                .collect(),
+            autoscaler_simulation_flags: applied
+                .autoscaler_simulation_flags
+                .iter()
+                .map(|f| crate::model::AutoscalerSimulationFlag {
+                    name: f.name.clone(),
+                    value: f.value.clone(),
+                    reason: f.reason.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -530,6 +568,27 @@ pub(super) fn duration_from_proto(duration: Option<&prost_types::Duration>) -> D
 
 fn duration_millis(duration: Option<&prost_types::Duration>) -> u64 {
     u64::try_from(duration_from_proto(duration).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The report's word for where a CA flag's value came from; empty when unknown.
+pub fn flag_source_word(source: env::AutoscalerFlagSource) -> &'static str {
+    match source {
+        env::AutoscalerFlagSource::Unspecified => "",
+        env::AutoscalerFlagSource::CaDefault => "ca-default",
+        env::AutoscalerFlagSource::Recording => "recording",
+        env::AutoscalerFlagSource::Environment => "environment",
+        env::AutoscalerFlagSource::Run => "run",
+    }
+}
+
+fn flag_source_to_proto(word: &str) -> env::AutoscalerFlagSource {
+    match word {
+        "ca-default" => env::AutoscalerFlagSource::CaDefault,
+        "recording" => env::AutoscalerFlagSource::Recording,
+        "environment" => env::AutoscalerFlagSource::Environment,
+        "run" => env::AutoscalerFlagSource::Run,
+        _ => env::AutoscalerFlagSource::Unspecified,
+    }
 }
 
 #[cfg(test)]

@@ -369,8 +369,10 @@ pub fn waits(waits: &[pb::WaitReason]) -> String {
     listed.join("; ")
 }
 
-/// The configuration under test: the scheduler file, and CA's given flags as given and as run
-/// (the environment's own flags only counted, unless the speed changed them).
+/// The configuration under test: the scheduler file, and CA's flags as given and as run, by
+/// where each came from (the run's, the recording's, the environment's; CA's own defaults only
+/// where the speed changed them), the recorded flags not applied, and what ksim set otherwise
+/// than production.
 pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<String> {
     let scheduler = match &configuration.scheduler_given {
         Some(given) => format!("scheduler:         {}", given.source),
@@ -397,32 +399,70 @@ pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<Str
             )
         }
     };
-    let given: Vec<String> = configuration
-        .autoscaler_flags
-        .iter()
-        .filter(|flag| !flag.from_defaults)
-        .map(as_run)
-        .collect();
-    lines.push(format!(
-        "autoscaler flags:  {}",
-        if given.is_empty() {
-            "the environment's".to_owned()
-        } else {
-            given.join(", ")
+    // Reports from before `source` say only whether the run gave the flag.
+    let source = |flag: &env::AutoscalerFlag| match flag.source() {
+        env::AutoscalerFlagSource::Unspecified if flag.from_defaults => {
+            env::AutoscalerFlagSource::Environment
         }
-    ));
+        env::AutoscalerFlagSource::Unspecified => env::AutoscalerFlagSource::Run,
+        known => known,
+    };
+    let mut chosen = Vec::new();
+    for (wanted, label) in [
+        (env::AutoscalerFlagSource::Run, "run"),
+        (env::AutoscalerFlagSource::Recording, "recording"),
+        (env::AutoscalerFlagSource::Environment, "environment"),
+    ] {
+        let flags: Vec<String> = configuration
+            .autoscaler_flags
+            .iter()
+            .filter(|flag| source(flag) == wanted)
+            .map(as_run)
+            .collect();
+        if !flags.is_empty() {
+            chosen.push(format!("{label}: {}", flags.join(", ")));
+        }
+    }
+    if chosen.is_empty() {
+        chosen.push("CA's own defaults".to_owned());
+    }
+    let mut chosen = chosen.into_iter();
+    if let Some(first) = chosen.next() {
+        lines.push(format!("autoscaler flags:  {first}"));
+    }
+    lines.extend(chosen.map(|line| format!("{:19}{line}", "")));
     let dilated: Vec<String> = configuration
         .autoscaler_flags
         .iter()
-        .filter(|flag| flag.from_defaults && flag.given != flag.as_run)
+        .filter(|flag| {
+            source(flag) == env::AutoscalerFlagSource::CaDefault && flag.given != flag.as_run
+        })
         .map(as_run)
         .collect();
     if !dilated.is_empty() {
         lines.push(format!(
-            "{:19}at {}x the defaults run as: {}",
+            "{:19}CA's defaults at {}x: {}",
             "",
             speed_text(speed),
             dilated.join(", ")
+        ));
+    }
+    if !configuration.autoscaler_recorded_source.is_empty() {
+        lines.push(format!(
+            "recorded CA:       {}",
+            configuration.autoscaler_recorded_source
+        ));
+        for not_applied in &configuration.autoscaler_not_applied {
+            lines.push(format!(
+                "{:19}not applied: {}: {}",
+                "", not_applied.flag, not_applied.reason
+            ));
+        }
+    }
+    for flag in &configuration.autoscaler_simulation_flags {
+        lines.push(format!(
+            "ksim sets:         {}={} (production differs): {}",
+            flag.name, flag.value, flag.reason
         ));
     }
     lines
@@ -734,14 +774,15 @@ mod tests {
     }
     #[test]
     fn the_configuration_says_what_was_given_and_how_it_ran() {
-        let flag =
-            |name: &str, given: &str, as_run: &str, from_defaults: bool| env::AutoscalerFlag {
-                name: name.into(),
-                given: given.into(),
-                as_run: as_run.into(),
-                from_defaults,
-                floored: name == "scan-interval",
-            };
+        use env::AutoscalerFlagSource as Source;
+        let flag = |name: &str, given: &str, as_run: &str, source: Source| env::AutoscalerFlag {
+            name: name.into(),
+            given: given.into(),
+            as_run: as_run.into(),
+            from_defaults: source != Source::Run,
+            floored: name == "scan-interval",
+            source: source.into(),
+        };
         let configuration = env::AppliedConfiguration {
             scheduler_given: Some(env::SchedulerConfig {
                 source: "packed.yaml".into(),
@@ -751,23 +792,71 @@ mod tests {
             autoscaler: true,
             speed: 10.0,
             autoscaler_flags: vec![
-                flag("scan-interval", "1s", "100ms", true),
-                flag("write-status-configmap", "false", "false", true),
-                flag("scale-down-unneeded-time", "2m", "12s", false),
-                flag("expander", "price", "price", false),
+                flag("v", "4", "4", Source::Environment),
+                flag("scan-interval", "30s", "3s", Source::Recording),
+                flag("scale-down-unneeded-time", "2m", "12s", Source::Run),
+                flag("expander", "price", "price", Source::Run),
+                flag(
+                    "max-node-provision-time",
+                    "15m0s",
+                    "1m30s",
+                    Source::CaDefault,
+                ),
+                flag(
+                    "skip-nodes-with-system-pods",
+                    "true",
+                    "true",
+                    Source::CaDefault,
+                ),
             ],
             provider: Some(env::ProviderConfig {
                 source: "prices.yaml".into(),
                 yaml: String::new(),
             }),
+            autoscaler_recorded_source: "Deployment kube-system/cluster-autoscaler in the trace"
+                .into(),
+            autoscaler_not_applied: vec![env::AutoscalerFlagNotApplied {
+                flag: "--cloud-provider=aws".into(),
+                reason: "not a flag a run may set (provider)".into(),
+            }],
+            autoscaler_simulation_flags: vec![env::AutoscalerSimulationFlag {
+                name: "leader-elect".into(),
+                value: "false".into(),
+                reason: "one CA runs".into(),
+            }],
         };
         assert_eq!(
             configuration_lines(&configuration),
             [
                 "scheduler:         packed.yaml",
                 "provider config:   prices.yaml",
-                "autoscaler flags:  scale-down-unneeded-time=2m (runs 12s), expander=price",
-                "                   at 10x the defaults run as: scan-interval=1s (runs 100ms, CA's floor)",
+                "autoscaler flags:  run: scale-down-unneeded-time=2m (runs 12s), expander=price",
+                "                   recording: scan-interval=30s (runs 3s, CA's floor)",
+                "                   environment: v=4",
+                "                   CA's defaults at 10x: max-node-provision-time=15m0s (runs 1m30s)",
+                "recorded CA:       Deployment kube-system/cluster-autoscaler in the trace",
+                "                   not applied: --cloud-provider=aws: not a flag a run may set (provider)",
+                "ksim sets:         leader-elect=false (production differs): one CA runs",
+            ]
+        );
+        // A report from before `source`: the run's flags and the environment's.
+        let old = env::AppliedConfiguration {
+            autoscaler: true,
+            speed: 1.0,
+            autoscaler_flags: vec![
+                flag("scan-interval", "1s", "1s", Source::Unspecified),
+                flag("expander", "price", "price", Source::Unspecified),
+            ],
+            ..Default::default()
+        };
+        let mut old = old;
+        old.autoscaler_flags[1].from_defaults = false;
+        assert_eq!(
+            configuration_lines(&old),
+            [
+                "scheduler:         its defaults",
+                "autoscaler flags:  run: expander=price",
+                "                   environment: scan-interval=1s",
             ]
         );
         let defaults = env::AppliedConfiguration {

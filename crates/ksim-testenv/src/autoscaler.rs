@@ -22,7 +22,8 @@ use std::{
 };
 
 use ksim_experiment::autoscaler::{
-    AutoscalerFlag, AutoscalerFlags, defaults_in_help, flags_in_help, run_flags,
+    AutoscalerFlag, AutoscalerFlags, FlagLayers, SIMULATION_FLAGS, defaults_in_help, flags_in_help,
+    run_flags,
 };
 use tempfile::TempDir;
 
@@ -242,34 +243,43 @@ fn go_duration(duration: Duration) -> String {
     }
 }
 
-/// The flags every test CA starts with; see [`ClusterAutoscalerBuilder::arg`] to change one.
-/// CA's production defaults wait minutes between decisions; a test wants them in seconds.
-const DEFAULT_FLAGS: &[&str] = &[
-    "--cloud-provider=externalgrpc",
-    "--leader-elect=false",
-    "--scan-interval=1s",
-    "--scale-down-delay-after-add=0s",
-    "--scale-down-delay-after-delete=0s",
-    "--scale-down-delay-after-failure=1s",
-    "--scale-down-unneeded-time=5s",
-    "--scale-down-unready-time=5s",
-    "--max-node-provision-time=2m",
+/// The flags a fast test or the demo runs CA with (see [`ClusterAutoscalerBuilder::fast`]), each
+/// one a run may set, in recorded time. CA's production defaults wait minutes between
+/// decisions; a test wants them in seconds. Never what a user's replay runs with unasked.
+pub const FAST_FLAGS: &[&str] = &[
+    "scan-interval=1s",
+    "scale-down-delay-after-add=0s",
+    "scale-down-delay-after-delete=0s",
+    "scale-down-delay-after-failure=1s",
+    "scale-down-unneeded-time=5s",
+    "scale-down-unready-time=5s",
+    "max-node-provision-time=2m",
     // Virtual nodes run no real pods worth protecting: let every node be a scale-down candidate.
-    "--skip-nodes-with-local-storage=false",
-    "--skip-nodes-with-system-pods=false",
-    // Tests read CA's decisions from the cluster and the provider, not from its status ConfigMap.
-    "--write-status-configmap=false",
-    "--v=4",
+    "skip-nodes-with-local-storage=false",
+    "skip-nodes-with-system-pods=false",
+    "v=4",
 ];
 
-/// The default flags a configuration may change (those a run may set, see
-/// [`ksim_experiment::autoscaler::policy`]), in recorded time: what a run's flags go over.
-pub fn default_flags() -> AutoscalerFlags {
-    let flags = DEFAULT_FLAGS
+/// [`FAST_FLAGS`] as flags.
+pub fn fast_flags() -> AutoscalerFlags {
+    let flags = FAST_FLAGS
         .iter()
         .filter_map(|arg| arg.parse::<AutoscalerFlag>().ok())
         .collect();
     AutoscalerFlags { flags }
+}
+
+/// What every CA started here runs with besides where it connects: the externalgrpc provider,
+/// and the flags ksim sets differently from production
+/// ([`ksim_experiment::autoscaler::SIMULATION_FLAGS`]).
+fn base_flags() -> Vec<String> {
+    std::iter::once("--cloud-provider=externalgrpc".to_owned())
+        .chain(
+            SIMULATION_FLAGS
+                .iter()
+                .map(|flag| format!("--{}={}", flag.name, flag.value)),
+        )
+        .collect()
 }
 
 /// Options for [`ClusterAutoscaler`]; see [`ClusterAutoscaler::builder`].
@@ -279,6 +289,8 @@ pub struct ClusterAutoscalerBuilder {
     kubeconfig: PathBuf,
     cloud_config: CloudConfig,
     args: Vec<String>,
+    /// [`FAST_FLAGS`] under the args.
+    fast: bool,
     ready_timeout: Duration,
     speed: f64,
     /// The binary's own flag defaults, read when it starts at a speed other than 1x.
@@ -293,6 +305,7 @@ impl ClusterAutoscalerBuilder {
             kubeconfig: kubeconfig.into(),
             cloud_config,
             args: Vec::new(),
+            fast: false,
             // CA serves its health endpoint before it talks to anyone; a minute is generous.
             ready_timeout: Duration::from_secs(60),
             speed: 1.0,
@@ -306,6 +319,13 @@ impl ClusterAutoscalerBuilder {
     /// `12s`; so are the binary's own defaults of those flags, passed explicitly.
     pub fn speed(mut self, speed: f64) -> Self {
         self.speed = speed;
+        self
+    }
+
+    /// CA with [`FAST_FLAGS`] (under [`Self::arg`]s) rather than its own defaults: decisions
+    /// in seconds, every node a scale-down candidate.
+    pub fn fast(mut self) -> Self {
+        self.fast = true;
         self
     }
 
@@ -330,9 +350,13 @@ impl ClusterAutoscalerBuilder {
     }
 
     /// The command line for a CA that serves diagnostics on `address` and reads its
-    /// cloud-config from `cloud_config`: the defaults, less those overridden, then [`Self::arg`]s.
+    /// cloud-config from `cloud_config`: the base flags (and the fast ones if asked), less those
+    /// overridden, then [`Self::arg`]s, then the binary's own defaults the speed changes.
     pub fn command_line(&self, address: &str, cloud_config: &Path) -> Vec<String> {
-        let mut defaults: Vec<String> = DEFAULT_FLAGS.iter().map(|&f| f.to_owned()).collect();
+        let mut defaults = base_flags();
+        if self.fast {
+            defaults.extend(FAST_FLAGS.iter().map(|flag| format!("--{flag}")));
+        }
         defaults.push(format!("--cloud-config={}", cloud_config.display()));
         defaults.push(format!("--kubeconfig={}", self.kubeconfig.display()));
         defaults.push(format!("--address={address}"));
@@ -343,10 +367,10 @@ impl ClusterAutoscalerBuilder {
             .chain(self.args.iter().cloned())
             .map(|arg| self.at_speed(arg))
             .collect();
-        let none = AutoscalerFlags::default();
-        let binary = run_flags(&none, &none, &self.binary_defaults, self.speed);
+        let binary = run_flags(&FlagLayers::default(), &self.binary_defaults, self.speed);
         for (flag, _) in binary {
-            if !args.iter().any(|arg| flag_name(arg) == flag.as_run.name) {
+            // CA's own value, unless the speed changes it.
+            if flag.dilated() && !args.iter().any(|arg| flag_name(arg) == flag.as_run.name) {
                 args.push(flag.as_run.to_string());
             }
         }
@@ -739,13 +763,14 @@ mod tests {
     #[test]
     fn at_a_speed_the_durations_in_simulated_time_are_divided() {
         let args = builder()
+            .fast()
             .arg("--scale-down-unneeded-time=2m")
             .arg("--expander=price")
             .speed(10.0)
             .command_line("127.0.0.1:9000", Path::new("/d/cloud.yaml"));
         for expected in [
             "--scale-down-unneeded-time=12s",
-            // The environment's own 1 s scan interval, at its floor.
+            // The fast 1 s scan interval, at its floor.
             "--scan-interval=100ms",
             "--max-node-provision-time=12s",
             "--expander=price",
@@ -757,24 +782,49 @@ mod tests {
     }
 
     #[test]
-    fn the_default_command_line_is_complete() {
+    fn the_default_command_line_leaves_cas_own_defaults_alone() {
         let args = builder().command_line("127.0.0.1:9000", Path::new("/d/cloud.yaml"));
-        for expected in [
-            "--cloud-provider=externalgrpc",
-            "--cloud-config=/d/cloud.yaml",
-            "--kubeconfig=/k/admin.kubeconfig",
-            "--address=127.0.0.1:9000",
-            "--leader-elect=false",
-            "--scan-interval=1s",
-        ] {
-            assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
-        }
-        assert_eq!(args.len(), DEFAULT_FLAGS.len() + 3);
+        assert_eq!(
+            args,
+            [
+                "--cloud-provider=externalgrpc",
+                "--leader-elect=false",
+                "--cloud-config=/d/cloud.yaml",
+                "--kubeconfig=/k/admin.kubeconfig",
+                "--address=127.0.0.1:9000",
+            ]
+        );
+        let fast = builder()
+            .fast()
+            .command_line("127.0.0.1:9000", Path::new("/d/cloud.yaml"));
+        assert!(fast.iter().any(|a| a == "--scan-interval=1s"), "{fast:?}");
+        assert_eq!(fast.len(), args.len() + FAST_FLAGS.len());
+        assert_eq!(fast_flags().flags.len(), FAST_FLAGS.len());
+    }
+
+    #[test]
+    fn at_a_speed_cas_own_defaults_run_divided() {
+        let mut builder = builder().speed(60.0);
+        builder.binary_defaults = BTreeMap::from([
+            ("scale-down-unneeded-time".to_owned(), "10m0s".to_owned()),
+            ("expander".to_owned(), "random".to_owned()),
+        ]);
+        let args = builder.command_line("127.0.0.1:9000", Path::new("/d/cloud.yaml"));
+        assert!(
+            args.iter().any(|a| a == "--scale-down-unneeded-time=10s"),
+            "{args:?}"
+        );
+        // Not changed by the speed: left to the binary.
+        assert!(
+            !args.iter().any(|a| a.starts_with("--expander")),
+            "{args:?}"
+        );
     }
 
     #[test]
     fn a_later_flag_replaces_the_default_of_the_same_name() {
         let args = builder()
+            .fast()
             .arg("--scan-interval=10s")
             .arg("-v=2")
             .arg("--nodes=0:5:a")
@@ -783,6 +833,7 @@ mod tests {
         let named =
             |name: &str| -> Vec<&String> { args.iter().filter(|a| flag_name(a) == name).collect() };
         assert_eq!(named("scan-interval"), ["--scan-interval=10s"]);
+        // The fast preset's --v=4 is replaced by klog's single-dash spelling too.
         assert_eq!(named("v"), ["-v=2"]);
         assert_eq!(named("nodes"), ["--nodes=0:5:a", "--nodes=0:5:b"]);
         assert_eq!(named("leader-elect"), ["--leader-elect=false"]);

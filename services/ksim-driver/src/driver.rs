@@ -28,7 +28,7 @@ use crate::{
         cleanup::{Created, cleanup},
         handle::{Handle, is_terminal},
         run::{RunContext, run, write_outcome},
-        source::{LoadError, load},
+        source::{LoadError, load, recorded_autoscaler},
     },
 };
 
@@ -86,9 +86,27 @@ impl Driver {
         &self,
         spec: Option<pb::SimulationSpec>,
     ) -> Result<pb::Simulation, DriverError> {
-        let spec = SimulationSpec::from_proto(spec)?;
+        let mut spec = SimulationSpec::from_proto(spec)?;
         if let Some(running) = self.running() {
             return Err(DriverError::Busy(running));
+        }
+        if !self.ctx.mesh.has_environment() && spec.configuration.is_some() {
+            return Err(DriverError::NoEnvironment);
+        }
+        let trace = load(&spec.source, &self.ctx.mesh).await?;
+        // CA runs as the recorded cluster ran it, unless the user gave its flags as a file.
+        let given = spec
+            .configuration
+            .as_ref()
+            .is_some_and(|c| c.recorded_autoscaler.is_some());
+        if spec.enable_autoscaler
+            && !given
+            && self.ctx.mesh.has_environment()
+            && let Some(recorded) = recorded_autoscaler(&trace)
+        {
+            spec.configuration
+                .get_or_insert_with(Default::default)
+                .recorded_autoscaler = Some(recorded);
         }
         // The real binaries judge the configuration before anything is created.
         if self.ctx.mesh.has_environment() {
@@ -106,10 +124,7 @@ impl Driver {
                         message: other.to_string(),
                     },
                 })?;
-        } else if spec.configuration.is_some() {
-            return Err(DriverError::NoEnvironment);
         }
-        let trace = load(&spec.source, &self.ctx.mesh).await?;
         let id = new_id();
         namespaces::ensure(&self.ctx.client, &self.ctx.settings.namespace)
             .await

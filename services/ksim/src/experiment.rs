@@ -201,6 +201,8 @@ fn run_args(
         scheduler_config: variant.scheduler_config.as_deref().map(path),
         provider_config: variant.provider_config.as_deref().map(path),
         autoscaler_args: variant.autoscaler_args.clone(),
+        // A stored trace's recorded CA Deployment still applies (the driver reads it).
+        autoscaler_flags_file: None,
         reschedule_bare_pods: false,
         settle: experiment.settle,
         repeat: 1,

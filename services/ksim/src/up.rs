@@ -21,6 +21,10 @@ pub struct UpArgs {
     /// reports' costs) and per-group options, as YAML (`pricing:`, `nodeGroups:`).
     #[arg(long, value_name = "FILE")]
     pub provider_config: Option<PathBuf>,
+    /// A cluster-autoscaler flag of the environment as FLAG=VALUE (repeatable), over CA's own
+    /// defaults and under a recording's and a run's flags; only flags a run may set.
+    #[arg(long = "autoscaler-flag", value_name = "FLAG=VALUE")]
+    pub autoscaler_flags: Vec<String>,
 }
 
 /// How often `ksim up` checks that its services are still running.
@@ -35,6 +39,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         context: args.context,
         state_dir: None,
         provider_config: args.provider_config,
+        autoscaler_flags: args.autoscaler_flags,
     })
     .await?;
     print(&env, &mut out).await?;

@@ -20,6 +20,7 @@ async fn start_passes_defaults_overrides_and_files_and_reports_an_early_exit() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("admin.kubeconfig");
     let err = ClusterAutoscalerBuilder::new(&kubeconfig, CloudConfig::plaintext("127.0.0.1:1"))
+        .fast()
         .binary(ClusterAutoscalerBinary::at("/bin/echo"))
         .arg("--scan-interval=3s")
         .ready_timeout(DEADLINE)
@@ -140,6 +141,7 @@ async fn real_ca_starts_without_a_provider_and_keeps_serving_diagnostics() {
     let nowhere = format!("127.0.0.1:{}", free_port().unwrap());
     let cloud_config = CloudConfig::plaintext(nowhere);
     let mut ca = ClusterAutoscaler::builder(&control_plane, cloud_config.clone())
+        .fast()
         .binary(binary)
         .arg("--scale-down-unneeded-time=2m")
         .speed(10.0)

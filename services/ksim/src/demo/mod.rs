@@ -14,7 +14,7 @@ use ksim_proto::ksim::driver::v1::{
     DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, Report,
     SimulationSpec, SimulationState, node_group_spec::Kind, simulation_spec::TraceSource,
 };
-use ksim_testenv::autoscaler::ClusterAutoscalerBinary;
+use ksim_testenv::autoscaler::{ClusterAutoscalerBinary, FAST_FLAGS};
 
 use crate::{
     env::{EnvOptions, LocalEnv},
@@ -73,6 +73,8 @@ pub async fn run(speed: f64) -> anyhow::Result<()> {
     )?;
     let options = EnvOptions {
         autoscaler,
+        // A demo of minutes shows CA's decisions in seconds, set here, not CA's defaults.
+        autoscaler_flags: FAST_FLAGS.iter().map(|&flag| flag.to_owned()).collect(),
         ..Default::default()
     };
     // Before the replay installs its own handler, Ctrl-C would kill ksim and leave the
@@ -157,7 +159,7 @@ async fn replay(
         reschedule_bare_pods: false,
         // The demo's first instant is one small Deployment: nothing to settle.
         settle_start: false,
-        // The environment's own; CA's durations are still divided by the speed.
+        // The environment's own (the fast flags); CA's durations are still divided by the speed.
         configuration: None,
     };
     let show_progress = std::io::stdout().is_terminal();

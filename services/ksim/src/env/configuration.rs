@@ -12,7 +12,15 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use ksim_experiment::{AutoscalerFlags, FlagSource, autoscaler::run_flags, scheduler};
+use ksim_experiment::{
+    AutoscalerFlags, FlagSource,
+    autoscaler::{
+        FlagError, FlagLayers, SIMULATION_FLAGS,
+        recorded::{self, NotApplied},
+        run_flags,
+    },
+    scheduler,
+};
 use ksim_proto::ksim::env::v1::{
     self as pb,
     environment_server::{Environment, EnvironmentServer},
@@ -20,7 +28,6 @@ use ksim_proto::ksim::env::v1::{
 use ksim_report::{MAX_SPEED, MIN_SPEED};
 use ksim_testenv::autoscaler::{
     CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
-    default_flags,
 };
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
@@ -37,18 +44,40 @@ struct SchedulerRun {
     as_run_yaml: String,
 }
 
-/// How cluster-autoscaler runs: the user's flags over the environment's, at a speed.
+/// How cluster-autoscaler runs: over CA's own defaults, the environment's flags, the recorded
+/// cluster's, then the run's, at a speed.
 #[derive(Debug, Clone, PartialEq)]
 struct AutoscalerRun {
+    environment: AutoscalerFlags,
+    /// The recorded flags that apply.
+    recorded: AutoscalerFlags,
+    /// Where the recorded flags came from; empty: none.
+    recorded_source: String,
+    /// The recorded flags that do not apply, each with why.
+    not_applied: Vec<NotApplied>,
+    /// The run's flags (the configuration under test).
     flags: AutoscalerFlags,
     speed: f64,
 }
 
 impl AutoscalerRun {
-    fn defaults() -> Self {
+    /// The environment's own CA: its flags over CA's defaults, at 1x.
+    fn defaults(environment: &AutoscalerFlags) -> Self {
         Self {
+            environment: environment.clone(),
+            recorded: AutoscalerFlags::default(),
+            recorded_source: String::new(),
+            not_applied: Vec::new(),
             flags: AutoscalerFlags::default(),
             speed: 1.0,
+        }
+    }
+
+    fn layers(&self) -> FlagLayers {
+        FlagLayers {
+            environment: self.environment.clone(),
+            recording: self.recorded.clone(),
+            run: self.flags.clone(),
         }
     }
 }
@@ -103,6 +132,19 @@ impl Setup {
             None => (false, 1.0, Vec::new()),
             Some(run) => (true, run.speed, flags_as_run(run, binary_defaults)),
         };
+        let recorded = self.autoscaler.as_ref();
+        let autoscaler_simulation_flags = if autoscaler {
+            SIMULATION_FLAGS
+                .iter()
+                .map(|flag| pb::AutoscalerSimulationFlag {
+                    name: flag.name.to_owned(),
+                    value: flag.value.to_owned(),
+                    reason: flag.reason.to_owned(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         pb::AppliedConfiguration {
             scheduler_given: self.scheduler.as_ref().map(|run| run.given.clone()),
             scheduler_as_run_yaml: self
@@ -114,20 +156,42 @@ impl Setup {
             speed,
             autoscaler_flags,
             provider: self.provider.as_ref().map(ProviderFile::to_proto),
+            autoscaler_recorded_source: recorded
+                .map(|run| run.recorded_source.clone())
+                .unwrap_or_default(),
+            autoscaler_not_applied: recorded
+                .map(|run| {
+                    run.not_applied
+                        .iter()
+                        .map(|n| pb::AutoscalerFlagNotApplied {
+                            flag: n.flag.clone(),
+                            reason: n.reason.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            autoscaler_simulation_flags,
         }
     }
 }
 
-/// Every flag a configuration may set, as given and as run: the environment's, the given ones
-/// over them, and the binary's own defaults the speed changes (`binary_defaults`).
+/// Every flag a configuration may set, as given and as run, with where it came from: the
+/// layers of `run`, then the binary's own defaults (`binary_defaults`) of the rest.
 fn flags_as_run(
     run: &AutoscalerRun,
     binary_defaults: &BTreeMap<String, String>,
 ) -> Vec<pb::AutoscalerFlag> {
-    run_flags(&default_flags(), &run.flags, binary_defaults, run.speed)
+    run_flags(&run.layers(), binary_defaults, run.speed)
         .into_iter()
         .map(|(flag, source)| pb::AutoscalerFlag {
-            from_defaults: source != FlagSource::Given,
+            from_defaults: source != FlagSource::Run,
+            source: match source {
+                FlagSource::CaDefault => pb::AutoscalerFlagSource::CaDefault,
+                FlagSource::Recording => pb::AutoscalerFlagSource::Recording,
+                FlagSource::Environment => pb::AutoscalerFlagSource::Environment,
+                FlagSource::Run => pb::AutoscalerFlagSource::Run,
+            }
+            .into(),
             floored: flag.floored,
             name: flag.given.name,
             given: flag.given.value,
@@ -154,6 +218,8 @@ pub struct Components {
     autoscaler_binary: Option<ClusterAutoscalerBinary>,
     /// The flags the binary lists in its `--help`, and their defaults, read once.
     known_flags: Option<(BTreeSet<String>, BTreeMap<String, String>)>,
+    /// The environment's own CA flags (`ksim up --autoscaler-flag`), over CA's defaults.
+    autoscaler_flags: AutoscalerFlags,
     running: Setup,
     /// What the environment started with.
     defaults: Setup,
@@ -176,6 +242,7 @@ impl Components {
             config_dir,
             autoscaler_binary: None,
             known_flags: None,
+            autoscaler_flags: AutoscalerFlags::default(),
             running: Setup::default(),
             defaults: Setup::default(),
             files_written: 0,
@@ -198,6 +265,12 @@ impl Components {
         self.running.provider = config;
     }
 
+    /// The environment's own CA flags, over CA's defaults and under every run's: set before
+    /// CA first starts.
+    pub fn set_autoscaler_flags(&mut self, flags: AutoscalerFlags) {
+        self.autoscaler_flags = flags;
+    }
+
     /// The environment started CA (see [`Self::start_default_autoscaler`]): it is part of its
     /// defaults, restored after every simulation.
     pub fn started_with_autoscaler(
@@ -207,21 +280,23 @@ impl Components {
     ) {
         self.autoscaler = Some(autoscaler);
         self.autoscaler_binary = Some(binary);
-        self.defaults.autoscaler = Some(AutoscalerRun::defaults());
-        self.running.autoscaler = Some(AutoscalerRun::defaults());
+        let defaults = AutoscalerRun::defaults(&self.autoscaler_flags);
+        self.defaults.autoscaler = Some(defaults.clone());
+        self.running.autoscaler = Some(defaults);
     }
 
-    /// CA started with the environment's own flags at 1x.
+    /// CA started with the environment's own flags (`flags`) at 1x.
     pub async fn start_default_autoscaler(
         kubeconfig: &Path,
         cloud_provider_address: &str,
         binary: ClusterAutoscalerBinary,
+        flags: &AutoscalerFlags,
     ) -> anyhow::Result<ClusterAutoscaler> {
         start_autoscaler(
             kubeconfig,
             cloud_provider_address,
             binary,
-            &AutoscalerRun::defaults(),
+            &AutoscalerRun::defaults(flags),
         )
         .await
     }
@@ -237,7 +312,11 @@ impl Components {
             _ => None,
         };
         let autoscaler = if run.autoscaler {
-            Some(self.check_autoscaler(&configuration.autoscaler_args, run.speed)?)
+            Some(self.check_autoscaler(
+                &configuration.autoscaler_args,
+                configuration.recorded_autoscaler.as_ref(),
+                run.speed,
+            )?)
         } else if !configuration.autoscaler_args.is_empty() {
             return Err(Status::invalid_argument(
                 "autoscaler_args: the simulation does not run cluster-autoscaler (enable_autoscaler is off)",
@@ -366,7 +445,15 @@ impl Components {
         })
     }
 
-    fn check_autoscaler(&mut self, args: &[String], speed: f64) -> Result<AutoscalerRun, Status> {
+    /// The run's flags (`args`, each one a run may set and the binary knows, else refused) over
+    /// the recorded cluster's (those that apply; the others listed with why) over the
+    /// environment's.
+    fn check_autoscaler(
+        &mut self,
+        args: &[String],
+        recorded: Option<&pb::RecordedAutoscalerFlags>,
+        speed: f64,
+    ) -> Result<AutoscalerRun, Status> {
         let flags = AutoscalerFlags::parse(args)
             .map_err(|error| Status::invalid_argument(error.to_string()))?;
         if self.known_flags.is_none() {
@@ -377,12 +464,34 @@ impl Components {
                 binary.defaults().map_err(internal)?,
             ));
         }
+        let (mut applied, mut not_applied) = match recorded {
+            Some(recorded) => recorded::sort(&recorded.args),
+            None => Default::default(),
+        };
         if let Some((known, _)) = &self.known_flags {
             flags
                 .check_known(known)
                 .map_err(|error| Status::invalid_argument(error.to_string()))?;
+            // The recorded cluster may run another release: a flag this one lacks cannot apply.
+            let (kept, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut applied.flags)
+                .into_iter()
+                .partition(|flag| known.contains(&flag.name));
+            applied.flags = kept;
+            not_applied.extend(unknown.into_iter().map(|flag| NotApplied {
+                reason: FlagError::Unknown(flag.name.clone()).to_string(),
+                flag: flag.to_string(),
+            }));
         }
-        Ok(AutoscalerRun { flags, speed })
+        Ok(AutoscalerRun {
+            environment: self.autoscaler_flags.clone(),
+            recorded: applied,
+            recorded_source: recorded
+                .map(|recorded| recorded.source.clone())
+                .unwrap_or_default(),
+            not_applied,
+            flags,
+            speed,
+        })
     }
 
     fn autoscaler_binary(&mut self) -> Result<ClusterAutoscalerBinary, Status> {
@@ -611,7 +720,9 @@ async fn start_autoscaler(
     let mut builder = ClusterAutoscalerBuilder::new(kubeconfig, cloud_config)
         .binary(binary)
         .speed(run.speed);
-    for flag in &run.flags.flags {
+    let layers = run.layers();
+    let merged = layers.run.over(&layers.recording.over(&layers.environment));
+    for flag in &merged.flags {
         builder = builder.arg(flag.to_string());
     }
     builder.start().await.context("starting cluster-autoscaler")
@@ -709,7 +820,6 @@ impl Environment for EnvironmentService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ksim_experiment::AutoscalerFlag;
 
     #[test]
     fn outages_since_a_time_are_those_not_over_by_then() {
@@ -761,25 +871,21 @@ mod tests {
     }
 
     #[test]
-    fn flags_as_run_list_the_defaults_and_the_given_ones_divided_by_the_speed() {
+    fn flags_as_run_list_every_layer_and_cas_defaults_divided_by_the_speed() {
+        let parse = |texts: &[&str]| AutoscalerFlags::parse(texts).unwrap();
+        let (recorded, not_applied) = recorded::sort(&["scan-interval=30s", "cloud-provider=aws"]);
         let run = AutoscalerRun {
-            flags: AutoscalerFlags {
-                flags: vec![
-                    AutoscalerFlag {
-                        name: "scale-down-unneeded-time".into(),
-                        value: "2m".into(),
-                    },
-                    AutoscalerFlag {
-                        name: "expander".into(),
-                        value: "price".into(),
-                    },
-                ],
-            },
+            environment: parse(&["scan-interval=1s", "v=4"]),
+            recorded,
+            recorded_source: "file prod.flags".into(),
+            not_applied,
+            flags: parse(&["scale-down-unneeded-time=2m", "expander=price"]),
             speed: 20.0,
         };
         let binary = BTreeMap::from([
             ("node-delete-delay-after-taint".to_owned(), "5s".to_owned()),
             ("expander".to_owned(), "random".to_owned()),
+            ("skip-nodes-with-system-pods".to_owned(), "true".to_owned()),
         ]);
         let flags = flags_as_run(&run, &binary);
         let find = |name: &str| flags.iter().find(|flag| flag.name == name).unwrap();
@@ -788,16 +894,18 @@ mod tests {
             (unneeded.given.as_str(), unneeded.as_run.as_str()),
             ("2m", "6s")
         );
+        assert_eq!(unneeded.source(), pb::AutoscalerFlagSource::Run);
         assert!(!unneeded.from_defaults);
         let expander = find("expander");
         assert_eq!(
             (expander.given.as_str(), expander.as_run.as_str()),
             ("price", "price")
         );
-        // The environment's own 1s scan interval, at 20x, stops at CA's floor.
+        // The recording's 30s over the environment's 1s, divided by 20.
         let scan = find("scan-interval");
-        assert_eq!((scan.given.as_str(), scan.as_run.as_str()), ("1s", "100ms"));
-        assert!(scan.from_defaults && scan.floored);
+        assert_eq!((scan.given.as_str(), scan.as_run.as_str()), ("30s", "1.5s"));
+        assert_eq!(scan.source(), pb::AutoscalerFlagSource::Recording);
+        assert_eq!(find("v").source(), pb::AutoscalerFlagSource::Environment);
         assert_eq!(
             flags
                 .iter()
@@ -806,11 +914,33 @@ mod tests {
             1
         );
         assert!(flags.iter().all(|flag| flag.name != "cloud-provider"));
-        // The binary's own 5s, left alone by the user, runs divided as well.
+        // CA's own defaults: the durations divided, the rest as they are.
         let taint = find("node-delete-delay-after-taint");
         assert_eq!(
-            (taint.as_run.as_str(), taint.from_defaults),
-            ("250ms", true)
+            (taint.as_run.as_str(), taint.source()),
+            ("250ms", pb::AutoscalerFlagSource::CaDefault)
+        );
+        let system = find("skip-nodes-with-system-pods");
+        assert_eq!(
+            (system.as_run.as_str(), system.source()),
+            ("true", pb::AutoscalerFlagSource::CaDefault)
+        );
+        let applied = Setup {
+            autoscaler: Some(run),
+            ..Setup::default()
+        }
+        .to_proto(&binary);
+        assert_eq!(applied.autoscaler_recorded_source, "file prod.flags");
+        assert_eq!(applied.autoscaler_not_applied.len(), 1);
+        assert_eq!(
+            applied.autoscaler_not_applied[0].flag,
+            "--cloud-provider=aws"
+        );
+        assert!(
+            applied
+                .autoscaler_simulation_flags
+                .iter()
+                .any(|flag| flag.name == "leader-elect" && flag.value == "false")
         );
     }
 }

@@ -18,6 +18,7 @@ use std::{
 };
 
 use anyhow::Context;
+use ksim_experiment::AutoscalerFlags;
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_testenv::autoscaler::ClusterAutoscalerBinary;
 use tokio::sync::Mutex;
@@ -50,6 +51,9 @@ pub struct EnvOptions {
     pub state_dir: Option<PathBuf>,
     /// The cloud provider's pricing and per-group options (its `--provider-config`).
     pub provider_config: Option<PathBuf>,
+    /// The environment's own cluster-autoscaler flags (`FLAG=VALUE`, each one a run may
+    /// set), over CA's defaults and under every run's: the tests' and the demo's fast flags.
+    pub autoscaler_flags: Vec<String>,
 }
 
 /// A running local environment, stopped by [`LocalEnv::shutdown`] or, failing that, on drop.
@@ -89,10 +93,19 @@ impl LocalEnv {
             .map(|spec| services::locate(spec.binary, &dirs).map(|path| (spec, path)));
         let [tracer, pool, cloud_provider, driver] = binaries;
         let (tracer, pool, cloud_provider, driver) = (tracer?, pool?, cloud_provider?, driver?);
+        let autoscaler_flags = AutoscalerFlags::parse(&options.autoscaler_flags)
+            .map_err(|error| anyhow::anyhow!("--autoscaler-flag: {error}"))?;
         let autoscaler_binary = if options.autoscaler {
-            Some(ClusterAutoscalerBinary::locate().context(
+            let binary = ClusterAutoscalerBinary::locate().context(
                 "--autoscaler needs the cluster-autoscaler binary (deploy/cluster-autoscaler/build.sh)",
-            )?)
+            )?;
+            // The binary judges whether its release has the flag, before anything starts.
+            if !autoscaler_flags.flags.is_empty() {
+                autoscaler_flags
+                    .check_known(&binary.flags()?)
+                    .map_err(|error| anyhow::anyhow!("--autoscaler-flag: {error}"))?;
+            }
+            Some(binary)
         } else {
             None
         };
@@ -207,11 +220,16 @@ impl LocalEnv {
             driver.wait_healthy(HEALTH_DEADLINE).await?;
         }
 
+        env.components
+            .lock()
+            .await
+            .set_autoscaler_flags(autoscaler_flags.clone());
         if let Some(binary) = autoscaler_binary {
             let autoscaler = Components::start_default_autoscaler(
                 &env.kubeconfig,
                 &cloud_provider_address,
                 binary.clone(),
+                &autoscaler_flags,
             )
             .await?;
             env.components

@@ -72,6 +72,13 @@ pub struct RunArgs {
     #[arg(long = "autoscaler-arg", value_name = "FLAG=VALUE", value_parser = parse_autoscaler_arg)]
     pub autoscaler_args: Vec<String>,
 
+    /// The recorded cluster's cluster-autoscaler flags, one FLAG=VALUE a line ('#' comments),
+    /// in place of those of a cluster-autoscaler Deployment the trace holds: they run over
+    /// the environment's and under --autoscaler-arg; those a run may not set are not applied,
+    /// and the report says so.
+    #[arg(long, value_name = "FILE")]
+    pub autoscaler_flags_file: Option<PathBuf>,
+
     /// Recreate a pod the trace holds without an owner when the simulation removes it (a
     /// scale-down, an eviction), as `<name>-clone-<n>`.
     #[arg(long)]

@@ -8,7 +8,9 @@ use ksim_proto::ksim::driver::v1::{
     DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, SimulationSpec,
     StoredTrace, node_group_spec::Kind, simulation_spec::TraceSource,
 };
-use ksim_proto::ksim::env::v1::{Configuration, ProviderConfig, SchedulerConfig};
+use ksim_proto::ksim::env::v1::{
+    Configuration, ProviderConfig, RecordedAutoscalerFlags, SchedulerConfig,
+};
 
 use crate::files::{MAX_CONFIG_BYTES, MAX_WHOLE_TRACE_BYTES, read_bounded, read_text_bounded};
 
@@ -97,6 +99,23 @@ fn configuration(args: &RunArgs) -> anyhow::Result<Option<Configuration>> {
     if !args.autoscaler_args.is_empty() && !args.autoscaler {
         anyhow::bail!("--autoscaler-arg configures cluster-autoscaler: add --autoscaler");
     }
+    if args.autoscaler_flags_file.is_some() && !args.autoscaler {
+        anyhow::bail!("--autoscaler-flags-file configures cluster-autoscaler: add --autoscaler");
+    }
+    let recorded_autoscaler = match &args.autoscaler_flags_file {
+        Some(path) => {
+            let text = read_text_bounded(path, MAX_CONFIG_BYTES, "the autoscaler flags file")?;
+            let args =
+                ksim_experiment::autoscaler::recorded::parse_file(&text).map_err(|error| {
+                    anyhow::anyhow!("--autoscaler-flags-file {}: {error}", path.display())
+                })?;
+            Some(RecordedAutoscalerFlags {
+                source: format!("file {}", path.display()),
+                args,
+            })
+        }
+        None => None,
+    };
     let scheduler = match &args.scheduler_config {
         Some(path) => Some(SchedulerConfig {
             source: path.display().to_string(),
@@ -111,13 +130,18 @@ fn configuration(args: &RunArgs) -> anyhow::Result<Option<Configuration>> {
         }),
         None => None,
     };
-    if scheduler.is_none() && provider.is_none() && args.autoscaler_args.is_empty() {
+    if scheduler.is_none()
+        && provider.is_none()
+        && args.autoscaler_args.is_empty()
+        && recorded_autoscaler.is_none()
+    {
         return Ok(None);
     }
     Ok(Some(Configuration {
         scheduler,
         autoscaler_args: args.autoscaler_args.clone(),
         provider,
+        recorded_autoscaler,
     }))
 }
 
@@ -396,6 +420,49 @@ mod tests {
             let error = build(&args(&argv)).unwrap_err();
             assert_eq!(format!("{error:#}"), message, "{argv:?}");
         }
+    }
+
+    #[test]
+    fn a_recorded_flags_file_reaches_the_configuration_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ca.flags");
+        std::fs::write(
+            &file,
+            "# production\n--scale-down-unneeded-time=3m\ncloud-provider=aws\n",
+        )
+        .unwrap();
+        let path = file.display().to_string();
+        let given = configuration(&args(&[
+            "t.ksim",
+            "--autoscaler",
+            "--autoscaler-flags-file",
+            &path,
+        ]))
+        .unwrap()
+        .unwrap();
+        let recorded = given.recorded_autoscaler.unwrap();
+        assert_eq!(recorded.source, format!("file {path}"));
+        assert_eq!(
+            recorded.args,
+            ["scale-down-unneeded-time=3m", "cloud-provider=aws"]
+        );
+        std::fs::write(&file, "expander price\n").unwrap();
+        let error = configuration(&args(&[
+            "t",
+            "--autoscaler",
+            "--autoscaler-flags-file",
+            &path,
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "--autoscaler-flags-file {path}: line 1: \"expander price\" is not FLAG=VALUE \
+                 (e.g. scale-down-unneeded-time=10m)"
+            )
+        );
+        let error = configuration(&args(&["t", "--autoscaler-flags-file", &path])).unwrap_err();
+        assert!(error.to_string().contains("add --autoscaler"), "{error}");
     }
 
     #[test]

@@ -491,7 +491,7 @@ async fn a_refused_configuration_leaves_the_running_autoscaler_alone() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
-    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
     let (pid, args) = autoscaler_process(up.pid()).unwrap();
@@ -587,7 +587,7 @@ async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
 #[tokio::test(flavor = "multi_thread")]
 async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_in_the_replay() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
-    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
     let dir = up.state.path();
@@ -703,7 +703,7 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
     .unwrap();
     let provider_config = pricing.to_str().unwrap().to_owned();
     let up = tokio::task::spawn_blocking(move || {
-        Up::start(&["--autoscaler", "--provider-config", &provider_config])
+        Up::with_fast_autoscaler(&["--provider-config", &provider_config])
     })
     .await
     .unwrap();
@@ -876,7 +876,7 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
     .unwrap();
     // The prices come with each run, not with the environment.
     let provider_config = pricing.to_str().unwrap().to_owned();
-    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
     let dir = up.state.path();
@@ -966,7 +966,7 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
 #[tokio::test(flavor = "multi_thread")]
 async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
-    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
     let dir = up.state.path();
@@ -1076,4 +1076,270 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
     let printed = tokio::task::block_in_place(|| run_ok(&up, &run_args(&quiet_trace)));
     assert!(!printed.contains("cluster-autoscaler: down"), "{printed}");
     assert_eq!(report_of(&printed)["autoscaler_outages"], json!([]));
+}
+
+/// The flag `name` of a report's configuration: (given, as run, source).
+fn flag_of(report: &Value, name: &str) -> (String, String, String) {
+    let flag = report["configuration"]["autoscaler_flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|flag| flag["name"] == name)
+        .unwrap_or_else(|| panic!("no flag {name}: {:#}", report["configuration"]));
+    let text = |key: &str| flag[key].as_str().unwrap_or_default().to_owned();
+    (text("given"), text("as_run"), text("source"))
+}
+
+/// A movable kube-system pod (a one-replica Deployment, no PodDisruptionBudget) on group `m5`.
+fn kube_system_keeper() -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "keeper", "namespace": "kube-system"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "keeper"}},
+            "template": {
+                "metadata": {"labels": {"app": "keeper"}},
+                "spec": {
+                    "nodeSelector": {"ksim.io/node-group": "m5"},
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{
+                        "name": "keeper",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
+                    }]
+                }
+            }
+        }
+    }))
+    .unwrap()
+}
+
+/// `ksim up --autoscaler` with no autoscaler arguments runs CA as production does: its own
+/// defaults, durations divided by the speed. So of two equally empty nodes, the one holding a
+/// kube-system pod is kept (`skip-nodes-with-system-pods` defaults to true) and the other is
+/// removed after CA's 10 minutes (10 s at 60x). A trace holding the recorded cluster's CA
+/// Deployment runs with its flags: its `--scale-down-unneeded-time=3m` as given, its cloud
+/// provider's flags not applied and named.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_deployments_flags() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
+    let client = up.client().await;
+    let dir = up.state.path();
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let group = format!("--autoscaler-group=m5={}:0:4:2", skeleton.display());
+    let environment_ca = autoscaler_command_line(up.pid()).unwrap();
+    for production in [
+        "--scale-down-unneeded-time",
+        "--skip-nodes-with",
+        "--scan-interval",
+    ] {
+        assert!(!environment_ca.contains(production), "{environment_ca}");
+    }
+    assert!(
+        environment_ca.contains("--leader-elect=false"),
+        "{environment_ca}"
+    );
+
+    // Nothing replayed: 30 recorded minutes of two empty nodes, 30 s at 60x.
+    let t0 = 1_767_225_600_000;
+    let quiet = dir.join("quiet.ksim");
+    write_trace(
+        &quiet,
+        [
+            (t0, deployment(&web(0, "100m", "a"))),
+            (t0 + 30 * 60_000, deployment(&web(0, "100m", "b"))),
+        ],
+        &[],
+    );
+    let parent = up.pid();
+    let (output, (kept, during)) = run_while(
+        &up,
+        args(&[
+            "run",
+            quiet.to_str().unwrap(),
+            "--driver",
+            DRIVER,
+            "--speed",
+            "60",
+            "--autoscaler",
+            &group,
+        ]),
+        {
+            let client = client.clone();
+            async move {
+                let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+                ksim_testenv::wait::until("two m5 nodes", Duration::from_secs(120), || {
+                    let nodes = nodes.clone();
+                    async move {
+                        let listed = nodes
+                            .list(&ListParams::default().labels("ksim.io/node-group=m5"))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        (listed.items.len() >= 2)
+                            .then_some(())
+                            .ok_or_else(|| format!("{} nodes", listed.items.len()))
+                    }
+                })
+                .await
+                .unwrap();
+                let during = autoscaler_command_line(parent).unwrap_or_default();
+                Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+                    client.clone(),
+                    "kube-system",
+                )
+                .create(&Default::default(), &kube_system_keeper())
+                .await
+                .unwrap();
+                let pods: Api<Pod> = Api::namespaced(client, "kube-system");
+                let kept = ksim_testenv::wait::until(
+                    "the kube-system pod running",
+                    Duration::from_secs(60),
+                    || {
+                        let pods = pods.clone();
+                        async move {
+                            let listed = pods
+                                .list(&ListParams::default().labels("app=keeper"))
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            listed
+                                .items
+                                .iter()
+                                .find(|pod| {
+                                    pod.status.as_ref().and_then(|s| s.phase.as_deref())
+                                        == Some("Running")
+                                })
+                                .and_then(|pod| pod.spec.as_ref()?.node_name.clone())
+                                .ok_or_else(|| format!("{:?}", listed.items.len()))
+                        }
+                    },
+                )
+                .await
+                .unwrap();
+                (kept, during)
+            }
+        },
+    )
+    .await;
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    // CA's own defaults, divided by 60; the skip-nodes flags left to CA.
+    assert!(
+        during.contains("--scale-down-unneeded-time=10s"),
+        "{during}"
+    );
+    assert!(
+        during.contains("--blocking-system-pod-distruption-timeout=1m"),
+        "{during}"
+    );
+    assert!(!during.contains("--skip-nodes-with"), "{during}");
+    let report = report_of(&printed);
+    assert_eq!(
+        flag_of(&report, "scale-down-unneeded-time"),
+        ("10m0s".into(), "10s".into(), "ca-default".into())
+    );
+    assert_eq!(
+        flag_of(&report, "skip-nodes-with-system-pods"),
+        ("true".into(), "true".into(), "ca-default".into())
+    );
+    let simulation_flags = &report["configuration"]["autoscaler_simulation_flags"];
+    assert_eq!(
+        simulation_flags[0]["name"], "leader-elect",
+        "{simulation_flags:#}"
+    );
+    assert!(
+        printed.contains("ksim sets:         leader-elect=false (production differs)"),
+        "{printed}"
+    );
+    let removed: Vec<String> = report["node_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|change| change["kind"] == "removed")
+        .map(|change| change["node"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(removed.len(), 1, "{report:#}");
+    assert_ne!(
+        removed[0], kept,
+        "the node with a kube-system pod was removed"
+    );
+
+    // The recorded cluster's CA, as a Deployment in the trace.
+    let recorded = dir.join("recorded.ksim");
+    let mut ca = deployment(&json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "cluster-autoscaler", "namespace": "kube-system"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "cluster-autoscaler"}},
+            "template": {
+                "metadata": {"labels": {"app": "cluster-autoscaler"}},
+                "spec": {"containers": [{
+                    "name": "cluster-autoscaler",
+                    "image": "registry.k8s.io/autoscaling/cluster-autoscaler:v1.35.2",
+                    "command": ["./cluster-autoscaler", "--cloud-provider=aws",
+                                "--nodes=1:10:prod-asg", "--scale-down-unneeded-time=3m",
+                                "--expander=least-waste"]
+                }]}
+            }
+        }
+    }));
+    ca.namespace = "kube-system".into();
+    write_trace(
+        &recorded,
+        [(t0, ca), (t0 + 60_000, deployment(&web(0, "100m", "a")))],
+        &[],
+    );
+    let printed = run_ok(
+        &up,
+        &args(&[
+            "run",
+            recorded.to_str().unwrap(),
+            "--driver",
+            DRIVER,
+            "--speed",
+            "60",
+            "--autoscaler",
+            &group,
+        ]),
+    );
+    let report = report_of(&printed);
+    assert_eq!(
+        flag_of(&report, "scale-down-unneeded-time"),
+        ("3m".into(), "3s".into(), "recording".into())
+    );
+    assert_eq!(
+        flag_of(&report, "expander"),
+        (
+            "least-waste".into(),
+            "least-waste".into(),
+            "recording".into()
+        )
+    );
+    let configuration = &report["configuration"];
+    assert_eq!(
+        configuration["autoscaler_recorded_source"],
+        "Deployment kube-system/cluster-autoscaler in the trace"
+    );
+    let not_applied: Vec<&str> = configuration["autoscaler_not_applied"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["flag"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        not_applied,
+        ["--cloud-provider=aws", "--nodes=1:10:prod-asg"],
+        "{configuration:#}"
+    );
+    assert!(
+        printed.contains("recording: scale-down-unneeded-time=3m (runs 3s)"),
+        "{printed}"
+    );
 }

@@ -152,7 +152,7 @@ fn series<'a>(fidelity: &'a Value, name: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recording() {
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
-    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
     let client = up.client().await;

@@ -32,9 +32,9 @@ use tokio::sync::broadcast::{Receiver, error::TryRecvError};
 /// running, unneeded time, drain, deletion) adds up on a loaded machine.
 const CA_DEADLINE: Duration = Duration::from_secs(240);
 
-/// CA with the test environment's fast defaults; change flags with `.arg`.
+/// CA with the tests' fast flags (set here, not CA's defaults); change flags with `.arg`.
 fn autoscaler(env: &Env, cloud_config: CloudConfig) -> ClusterAutoscalerBuilder {
-    ClusterAutoscaler::builder(&env.control_plane, cloud_config)
+    ClusterAutoscaler::builder(&env.control_plane, cloud_config).fast()
 }
 
 fn plaintext(address: SocketAddr) -> CloudConfig {

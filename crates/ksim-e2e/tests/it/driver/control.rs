@@ -197,6 +197,7 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
         scheduler: None,
         autoscaler_args: vec!["expander=price".to_owned()],
         provider: None,
+        recorded_autoscaler: None,
     });
     let configured = mesh.start_simulation(configured).await.unwrap_err();
     assert_eq!(configured.code(), tonic::Code::FailedPrecondition);

@@ -18,6 +18,17 @@ pub struct Up {
     child: Option<Child>,
 }
 
+/// `--autoscaler` and one `--autoscaler-flag` per fast flag.
+pub fn fast_autoscaler_args() -> Vec<String> {
+    std::iter::once("--autoscaler".to_owned())
+        .chain(
+            ksim_testenv::autoscaler::FAST_FLAGS
+                .iter()
+                .flat_map(|flag| ["--autoscaler-flag".to_owned(), (*flag).to_owned()]),
+        )
+        .collect()
+}
+
 impl Up {
     /// Starts it and waits until its environment file says it is up.
     pub fn start(args: &[&str]) -> Self {
@@ -45,6 +56,19 @@ impl Up {
             std::thread::sleep(Duration::from_millis(200));
         }
         up
+    }
+
+    /// `ksim up --autoscaler ARGS` with the tests' fast CA flags
+    /// (`ksim_testenv::autoscaler::FAST_FLAGS`) as the environment's own, set here explicitly:
+    /// without them CA runs with its production defaults (minutes between decisions).
+    pub fn with_fast_autoscaler(args: &[&str]) -> Self {
+        let fast = fast_autoscaler_args();
+        let all: Vec<&str> = fast
+            .iter()
+            .map(String::as_str)
+            .chain(args.iter().copied())
+            .collect();
+        Self::start(&all)
     }
 
     /// What it printed.
