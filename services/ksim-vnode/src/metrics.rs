@@ -5,7 +5,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use prometheus_client::{metrics::counter::Counter, registry::Registry};
+use prometheus_client::{
+    metrics::{
+        counter::Counter,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
 
 use crate::domain::heartbeat::RenewalRate;
 
@@ -18,6 +24,10 @@ pub struct Metrics {
     pub pods_started: Counter,
     pub pods_completed: Counter,
     pub pods_deleted: Counter,
+    /// Seconds from bound to Running of pods with a start model, in the simulation's time.
+    pub pod_start_delays: Histogram,
+    /// First pulls of an image on a node begun by the pod start model.
+    pub image_pulls: Counter,
     renewal_rate: Mutex<RenewalRate>,
 }
 
@@ -31,6 +41,9 @@ impl Default for Metrics {
             pods_started: Counter::default(),
             pods_completed: Counter::default(),
             pods_deleted: Counter::default(),
+            // 50 ms to about 14 h.
+            pod_start_delays: Histogram::new(exponential_buckets(0.05, 2.0, 21)),
+            image_pulls: Counter::default(),
             renewal_rate: Mutex::new(RenewalRate::new(Duration::from_secs(30))),
         }
     }
@@ -73,6 +86,16 @@ impl Metrics {
             "pods_deleted",
             "Pods deleted after their deletion was requested",
             self.pods_deleted.clone(),
+        );
+        registry.register(
+            "pod_start_delay_seconds",
+            "Delay from bound to Running applied to pods with a start model (simulation time)",
+            self.pod_start_delays.clone(),
+        );
+        registry.register(
+            "image_pulls",
+            "First pulls of an image on a node, by the pod start model",
+            self.image_pulls.clone(),
         );
     }
 

@@ -1,10 +1,14 @@
 //! Plays the kubelet for pods bound to the pool's nodes: one cluster-wide watch of bound
 //! pods, filtered in memory, its changes handled oldest first by `api_concurrency` workers
-//! (see `work_queue`). Pending pods get an IP and a Running status, pods with a
-//! lifetime (or owned by a Job) complete when it ends, and pods whose deletion was requested
-//! are finished and deleted once their finalizers are gone.
+//! (see `work_queue`). Pending pods get an IP and a Running status (at once, or when their
+//! start model says: `domain::pod_start`), pods with a lifetime (or owned by a Job) complete
+//! when it ends, and pods whose deletion was requested are finished and deleted once their
+//! finalizers are gone.
 
-use std::time::Duration;
+use std::{
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
@@ -23,9 +27,12 @@ use super::{
     work_queue::WorkQueue,
 };
 use crate::{
-    domain::pod::{
-        PodPhase, SANDBOX_FAILED_REASON, completed_status, completion_deadline, is_host_network,
-        phase, pod_ip, ready_to_delete, running_status, sandbox_failed_status,
+    domain::{
+        pod::{
+            PodPhase, SANDBOX_FAILED_REASON, completed_status, completion_deadline,
+            is_host_network, phase, pod_ip, ready_to_delete, running_status, sandbox_failed_status,
+        },
+        pod_start::{self, Due, PodStarts},
     },
     index::AssignError,
 };
@@ -79,12 +86,18 @@ pub async fn run(ctx: Context) {
         .reflect(writer)
         .applied_objects();
     let queue = WorkQueue::default();
+    let starts = Starts::default();
     // Owned here, so aborting this controller aborts its workers and sweeper too.
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..ctx.config.api_concurrency {
-        tasks.spawn(work(ctx.clone(), store.clone(), queue.clone()));
+        tasks.spawn(work(
+            ctx.clone(),
+            store.clone(),
+            queue.clone(),
+            starts.clone(),
+        ));
     }
-    tasks.spawn(sweep_deleted(ctx.clone(), store));
+    tasks.spawn(sweep_deleted(ctx.clone(), store, starts));
     pods.for_each(|pod| {
         match pod {
             Ok(pod) => queue.add(ObjectRef::from_obj(&pod)),
@@ -96,12 +109,17 @@ pub async fn run(ctx: Context) {
 }
 
 /// One worker: takes the oldest changed pod and brings it where it should be.
-async fn work(ctx: Context, store: Store<BoundPod>, queue: WorkQueue<ObjectRef<BoundPod>>) {
+async fn work(
+    ctx: Context,
+    store: Store<BoundPod>,
+    queue: WorkQueue<ObjectRef<BoundPod>>,
+    starts: Starts,
+) {
     loop {
         let key = queue.next().await;
         // Gone from the store: deleted, and the sweeper releases what it held.
         if let Some(pod) = store.get(&key) {
-            match reconcile(&pod, &ctx).await {
+            match reconcile(&pod, &ctx, &starts).await {
                 Ok(Next::AwaitChange) => {}
                 Ok(Next::After(delay)) => queue.add_after(key.clone(), delay),
                 Err(error) => {
@@ -112,6 +130,20 @@ async fn work(ctx: Context, store: Store<BoundPod>, queue: WorkQueue<ObjectRef<B
             }
         }
         queue.done(&key);
+    }
+}
+
+/// The images on the nodes and the pods waiting to start, shared by the workers and the
+/// sweeper. Never locked together with the index.
+#[derive(Debug, Clone, Default)]
+struct Starts(Arc<Mutex<PodStarts>>);
+
+impl Starts {
+    fn lock(&self) -> MutexGuard<'_, PodStarts> {
+        // No method leaves the bookkeeping half-updated, so a panic elsewhere does not spoil it.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -143,9 +175,13 @@ fn failed(operation: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError
     move |source| ReconcileError { operation, source }
 }
 
-async fn reconcile(bound: &BoundPod, ctx: &Context) -> Result<Next, ReconcileError> {
+async fn reconcile(
+    bound: &BoundPod,
+    ctx: &Context,
+    starts: &Starts,
+) -> Result<Next, ReconcileError> {
     match &bound.kept {
-        Kept::Unsettled(pod) => reconcile_unsettled(pod, ctx).await,
+        Kept::Unsettled(pod) => reconcile_unsettled(pod, ctx, starts).await,
         Kept::Settled { phase, ip } => {
             if let Some(node) = bound.node.as_deref() {
                 let key = bound.key();
@@ -160,7 +196,11 @@ async fn reconcile(bound: &BoundPod, ctx: &Context) -> Result<Next, ReconcileErr
     }
 }
 
-async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Next, ReconcileError> {
+async fn reconcile_unsettled(
+    pod: &Pod,
+    ctx: &Context,
+    starts: &Starts,
+) -> Result<Next, ReconcileError> {
     let Some(node) = node_name(pod) else {
         return Ok(Next::AwaitChange);
     };
@@ -221,6 +261,14 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Next, Reconcile
             }
         }
         PodPhase::Pending | PodPhase::Unknown => {
+            let due = start_due(pod, &key, node, now, starts);
+            if let Some(due) = due {
+                ctx.metrics.image_pulls.inc_by(due.pulls_begun as u64);
+                if due.at > now {
+                    // Still starting: the delayed look is the only one due before then.
+                    return Ok(Next::After(pod_start::until(now, due.at)));
+                }
+            }
             let assigned = ctx
                 .index()
                 .assign_pod_ip(&key, uid(pod), node, is_host_network(pod));
@@ -231,6 +279,12 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Next, Reconcile
                         .await
                         .map_err(failed("start pod"))?;
                     ctx.metrics.pods_started.inc();
+                    if let Some(due) = due {
+                        ctx.metrics
+                            .pod_start_delays
+                            .observe(due.delay().as_secs_f64());
+                        starts.lock().forget_pod(&key);
+                    }
                     ctx.index()
                         .observe_pod(&key, uid(pod), node, Some(ip), PodPhase::Running);
                     // The Running pod comes back through the watch to schedule its end.
@@ -255,9 +309,24 @@ async fn reconcile_unsettled(pod: &Pod, ctx: &Context) -> Result<Next, Reconcile
     }
 }
 
+/// When a Pending pod with a start model runs (`None`: at once, as every pod without one).
+/// A model that cannot be read is reported and the pod starts at once.
+fn start_due(pod: &Pod, key: &str, node: &str, now: Timestamp, starts: &Starts) -> Option<Due> {
+    let provisioning = match pod_start::provisioning(pod) {
+        Ok(provisioning) => provisioning?,
+        Err(error) => {
+            tracing::warn!(pod = key, %error, "ignoring the pod's start model: starting it at once");
+            return None;
+        }
+    };
+    let delays = pod_start::draw(&provisioning, key, pod);
+    let scheduled = pod_start::scheduled_at(pod);
+    Some(starts.lock().due(key, node, scheduled, now, &delays))
+}
+
 /// Deleted pods never reach `reconcile`; their IPs are released once the watch's store no
-/// longer has them.
-async fn sweep_deleted(ctx: Context, store: Store<BoundPod>) {
+/// longer has them. The start model forgets gone nodes and pods here too.
+async fn sweep_deleted(ctx: Context, store: Store<BoundPod>, starts: Starts) {
     if store.wait_until_ready().await.is_err() {
         return;
     }
@@ -278,7 +347,29 @@ async fn sweep_deleted(ctx: Context, store: Store<BoundPod>) {
                 index.forget_pod(&key);
             }
         }
+        forget_gone(&ctx, &store, &starts);
     }
+}
+
+/// Drops the images of nodes no longer the pool's and the first-seen times of pods gone.
+fn forget_gone(ctx: &Context, store: &Store<BoundPod>, starts: &Starts) {
+    // The two locks are taken one after the other, never together.
+    let nodes = starts.lock().nodes();
+    let gone: Vec<String> = {
+        let index = ctx.index();
+        nodes
+            .into_iter()
+            .filter(|node| !index.is_ours(node))
+            .collect()
+    };
+    let mut starts = starts.lock();
+    for node in &gone {
+        starts.forget_node(node);
+    }
+    starts.retain_pods(|key| {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        store.get(&ObjectRef::new(name).within(namespace)).is_some()
+    });
 }
 
 fn reported_no_ip(pod: &Pod) -> bool {

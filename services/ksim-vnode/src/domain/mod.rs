@@ -5,6 +5,7 @@ pub mod cidr;
 pub mod groups;
 pub mod heartbeat;
 pub mod pod;
+pub mod pod_start;
 pub mod provisioning;
 
 pub use ksim_nodes::{labels, node, seats, skeleton};

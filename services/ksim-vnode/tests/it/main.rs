@@ -4,6 +4,7 @@
 mod common;
 mod grpc;
 mod nodes;
+mod pod_start;
 mod pods;
 mod rbac;
 mod seats;

@@ -1,0 +1,494 @@
+//! The pod start model as the pool applies it: a pod whose `ksim.io/pod-provisioning`
+//! annotation gives it start delays runs `start` after it was bound, plus, if one of its images
+//! is not yet on its node, the time to pull it. The first pod of an image on a node pulls it
+//! (`firstPull`); a pod of that image arriving while the pull is under way waits for the same
+//! pull; later pods pay nothing. Images are pulled in parallel, so a pod waits for its slowest.
+//!
+//! Each pod's delays come from its own seeded stream (`Draws::new(seed, "namespace/name")`):
+//! `start` first, then one `firstPull` per distinct image in spec order, drawn whether or not the
+//! node has the image, so a pod's draws never depend on its neighbours. All run divided by the
+//! speed. Pure: the caller passes the time in.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::{
+    api::core::v1::Pod,
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::{SignedDuration, Timestamp},
+};
+use ksim_experiment::provisioning::{Draws, ModelError, PodProvisioning};
+
+use super::labels::POD_PROVISIONING_ANNOTATION;
+use super::pod::POD_SCHEDULED;
+
+/// The most images remembered per node. Past it the oldest pull is forgotten, as a kubelet's
+/// image garbage collection would, and a later pod of that image pulls it again.
+pub const MAX_IMAGES_PER_NODE: usize = 256;
+
+/// The pod's start model from its annotation; `None` when it has none (it starts at once).
+pub fn provisioning(pod: &Pod) -> Result<Option<PodProvisioning>, ModelError> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(POD_PROVISIONING_ANNOTATION))
+        .map(|text| PodProvisioning::from_json(text))
+        .transpose()
+}
+
+/// One pod's delays in the simulation's time (the model's draws divided by the speed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartDelays {
+    /// From bound to its containers starting, its images present.
+    pub start: Duration,
+    /// Per distinct image, in spec order: how long its pull takes if the node lacks it.
+    pub pulls: Vec<(String, Duration)>,
+}
+
+/// The delays of the pod `key` (`namespace/name`, the stream's name).
+pub fn draw(provisioning: &PodProvisioning, key: &str, pod: &Pod) -> StartDelays {
+    let mut draws = Draws::new(provisioning.seed, key);
+    let start = provisioning.as_run(draws.next(&provisioning.pods.start));
+    let pulls = images(pod)
+        .into_iter()
+        .map(|image| {
+            let pull = provisioning.as_run(draws.next(&provisioning.pods.first_pull));
+            (image, pull)
+        })
+        .collect();
+    StartDelays { start, pulls }
+}
+
+/// The pod's distinct images, init containers first, in spec order.
+pub fn images(pod: &Pod) -> Vec<String> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let mut images: Vec<String> = Vec::new();
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
+    for image in containers.filter_map(|container| container.image.as_deref()) {
+        if !image.is_empty() && !images.iter().any(|seen| seen == image) {
+            images.push(image.to_owned());
+        }
+    }
+    images
+}
+
+/// When the scheduler bound the pod: its PodScheduled condition's last transition to True.
+pub fn scheduled_at(pod: &Pod) -> Option<Timestamp> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let scheduled = conditions
+        .iter()
+        .find(|c| c.type_ == POD_SCHEDULED && c.status == "True")?;
+    let Time(at) = scheduled.last_transition_time.clone()?;
+    Some(at)
+}
+
+/// When a pod may run, and what that cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due {
+    /// When it was bound: the clock its delays count from.
+    pub bound: Timestamp,
+    /// When it runs.
+    pub at: Timestamp,
+    /// Pulls this look began (0 when its images were there or being pulled already).
+    pub pulls_begun: usize,
+}
+
+impl Due {
+    /// How long the pod waits from bound to Running.
+    pub fn delay(&self) -> Duration {
+        until(self.bound, self.at)
+    }
+}
+
+/// The images on each node (or being pulled to it), and when pods bound without a PodScheduled
+/// condition were first seen. The pods controller holds one.
+#[derive(Debug, Default)]
+pub struct PodStarts {
+    /// Node -> image -> when it is (or was) on the node.
+    nodes: HashMap<String, HashMap<String, Timestamp>>,
+    /// Pods with no PodScheduled time: when the pool first saw them bound.
+    first_seen: HashMap<String, Timestamp>,
+}
+
+impl PodStarts {
+    /// When the pod `key` on `node` runs, given its delays. Bound at `scheduled`, else when this
+    /// was first asked at `now`. Asking again gives the same answer: the pull a pod began is
+    /// the one it waits for.
+    pub fn due(
+        &mut self,
+        key: &str,
+        node: &str,
+        scheduled: Option<Timestamp>,
+        now: Timestamp,
+        delays: &StartDelays,
+    ) -> Due {
+        let bound = match scheduled {
+            Some(at) => at,
+            None => *self.first_seen.entry(key.to_owned()).or_insert(now),
+        };
+        // Images are needed once the sandbox is up, `start` after the bind.
+        let needed = after(bound, delays.start);
+        let mut at = needed;
+        let mut pulls_begun = 0;
+        if !delays.pulls.is_empty() {
+            let images = self.nodes.entry(node.to_owned()).or_default();
+            for (image, pull) in &delays.pulls {
+                let present = match images.get(image) {
+                    Some(present) => *present,
+                    None => {
+                        forget_oldest_past(images, MAX_IMAGES_PER_NODE - 1);
+                        let present = after(needed, *pull);
+                        images.insert(image.clone(), present);
+                        pulls_begun += 1;
+                        present
+                    }
+                };
+                at = at.max(present);
+            }
+        }
+        Due {
+            bound,
+            at,
+            pulls_begun,
+        }
+    }
+
+    /// The pod started (or is gone): its first-seen time is no longer needed.
+    pub fn forget_pod(&mut self, key: &str) {
+        self.first_seen.remove(key);
+    }
+
+    /// Keeps the first-seen times of the pods `keep` says still wait.
+    pub fn retain_pods(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.first_seen.retain(|key, _| keep(key));
+    }
+
+    /// The nodes images are remembered for.
+    pub fn nodes(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    /// The node is gone: a node of the same name later starts empty.
+    pub fn forget_node(&mut self, node: &str) {
+        self.nodes.remove(node);
+    }
+
+    /// How many images are remembered on `node`.
+    pub fn images_on(&self, node: &str) -> usize {
+        self.nodes.get(node).map_or(0, HashMap::len)
+    }
+
+    /// How many pods' first-seen times are kept.
+    pub fn pods_seen(&self) -> usize {
+        self.first_seen.len()
+    }
+}
+
+/// Drops the images present longest until at most `keep` remain.
+fn forget_oldest_past(images: &mut HashMap<String, Timestamp>, keep: usize) {
+    while images.len() > keep {
+        let Some(oldest) = images
+            .iter()
+            .min_by_key(|(image, present)| (**present, (*image).clone()))
+            .map(|(image, _)| image.clone())
+        else {
+            return;
+        };
+        images.remove(&oldest);
+    }
+}
+
+/// `at` plus `delay`, saturating at the latest time jiff holds.
+pub fn after(at: Timestamp, delay: Duration) -> Timestamp {
+    SignedDuration::try_from(delay)
+        .ok()
+        .and_then(|delay| at.checked_add(delay).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// How long from `now` until `at`; zero if it has come.
+pub fn until(now: Timestamp, at: Timestamp) -> Duration {
+    Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use ksim_experiment::provisioning::{Delay, PodDelays};
+    use serde_json::json;
+
+    use super::*;
+
+    const BOUND: &str = "2026-03-01T12:00:00Z";
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn plus(s: u64) -> Timestamp {
+        after(at(BOUND), secs(s))
+    }
+
+    fn delays(start: u64, pulls: &[(&str, u64)]) -> StartDelays {
+        StartDelays {
+            start: secs(start),
+            pulls: pulls
+                .iter()
+                .map(|(image, pull)| ((*image).to_owned(), secs(*pull)))
+                .collect(),
+        }
+    }
+
+    fn model(start: Delay, first_pull: Delay, speed: f64) -> PodProvisioning {
+        PodProvisioning {
+            model: "m".to_owned(),
+            seed: 7,
+            speed,
+            pods: PodDelays { start, first_pull },
+        }
+    }
+
+    fn pod(annotations: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "annotations": annotations},
+            "spec": {
+                "nodeName": "n-0",
+                "initContainers": [{"name": "migrate", "image": "web:1"}],
+                "containers": [
+                    {"name": "app", "image": "web:1"},
+                    {"name": "proxy", "image": "envoy:1"},
+                    {"name": "blank"}
+                ]
+            },
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": BOUND}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_first_pod_of_an_image_pays_the_pull_and_later_ones_do_not() {
+        let mut starts = PodStarts::default();
+        let first = starts.due(
+            "a",
+            "n",
+            Some(at(BOUND)),
+            at(BOUND),
+            &delays(2, &[("web", 10)]),
+        );
+        assert_eq!(first.at, plus(12));
+        assert_eq!(first.delay(), secs(12));
+        assert_eq!(first.pulls_begun, 1);
+
+        // Bound after the pull ended: only its own start.
+        let later = starts.due(
+            "b",
+            "n",
+            Some(plus(20)),
+            plus(20),
+            &delays(2, &[("web", 10)]),
+        );
+        assert_eq!((later.at, later.pulls_begun), (plus(22), 0));
+
+        // Another node pulls for itself.
+        let elsewhere = starts.due(
+            "c",
+            "m",
+            Some(plus(20)),
+            plus(20),
+            &delays(1, &[("web", 5)]),
+        );
+        assert_eq!((elsewhere.at, elsewhere.pulls_begun), (plus(26), 1));
+    }
+
+    #[test]
+    fn a_pod_arriving_during_a_pull_waits_for_that_pull_not_a_second() {
+        let mut starts = PodStarts::default();
+        starts.due(
+            "a",
+            "n",
+            Some(at(BOUND)),
+            at(BOUND),
+            &delays(2, &[("web", 10)]),
+        );
+        // Needs the image at 5 s, the pull ends at 12 s; its own (longer) pull is not drawn on.
+        let second = starts.due("b", "n", Some(plus(4)), plus(4), &delays(1, &[("web", 60)]));
+        assert_eq!((second.at, second.pulls_begun), (plus(12), 0));
+        assert_eq!(second.delay(), secs(8));
+    }
+
+    #[test]
+    fn a_pod_waits_for_its_slowest_image() {
+        let mut starts = PodStarts::default();
+        starts.due(
+            "a",
+            "n",
+            Some(at(BOUND)),
+            at(BOUND),
+            &delays(0, &[("envoy", 30)]),
+        );
+        let due = starts.due(
+            "b",
+            "n",
+            Some(plus(1)),
+            plus(1),
+            &delays(2, &[("web", 10), ("envoy", 5)]),
+        );
+        // web is pulled from 3 s to 13 s, envoy is there at 30 s.
+        assert_eq!((due.at, due.pulls_begun), (plus(30), 1));
+        let quick = starts.due(
+            "c",
+            "n",
+            Some(plus(40)),
+            plus(40),
+            &delays(2, &[("web", 1), ("envoy", 1)]),
+        );
+        assert_eq!((quick.at, quick.pulls_begun), (plus(42), 0));
+    }
+
+    #[test]
+    fn asking_again_gives_the_same_answer() {
+        let mut starts = PodStarts::default();
+        let d = delays(3, &[("web", 10), ("envoy", 4)]);
+        let first = starts.due("a", "n", Some(at(BOUND)), at(BOUND), &d);
+        let again = starts.due("a", "n", Some(at(BOUND)), plus(5), &d);
+        assert_eq!(again.at, first.at);
+        assert_eq!(again.pulls_begun, 0);
+        assert_eq!(starts.images_on("n"), 2);
+    }
+
+    #[test]
+    fn without_a_schedule_time_the_clock_starts_when_first_seen() {
+        let mut starts = PodStarts::default();
+        let d = delays(5, &[]);
+        assert_eq!(starts.due("a", "n", None, plus(1), &d).at, plus(6));
+        assert_eq!(starts.due("a", "n", None, plus(4), &d).at, plus(6));
+        assert_eq!(starts.pods_seen(), 1);
+        // A pod with no images remembers nothing of its node.
+        assert_eq!(starts.images_on("n"), 0);
+        starts.forget_pod("a");
+        assert_eq!(starts.pods_seen(), 0);
+
+        starts.due("b", "n", None, plus(1), &d);
+        starts.due("c", "n", None, plus(1), &d);
+        starts.retain_pods(|key| key == "c");
+        assert_eq!(starts.pods_seen(), 1);
+    }
+
+    #[test]
+    fn memory_stays_bounded_per_node_and_goes_with_the_node() {
+        let mut starts = PodStarts::default();
+        for n in 0..(MAX_IMAGES_PER_NODE as u64 + 10) {
+            let image = format!("image-{n}");
+            starts.due(
+                &format!("p{n}"),
+                "n",
+                Some(plus(n)),
+                plus(n),
+                &delays(0, &[(&image, 1)]),
+            );
+        }
+        assert_eq!(starts.images_on("n"), MAX_IMAGES_PER_NODE);
+        // The oldest went first: image-0 is pulled again.
+        let again = starts.due(
+            "q",
+            "n",
+            Some(plus(1000)),
+            plus(1000),
+            &delays(0, &[("image-0", 1)]),
+        );
+        assert_eq!(again.pulls_begun, 1);
+        let newest = format!("image-{}", MAX_IMAGES_PER_NODE + 9);
+        let kept = starts.due(
+            "r",
+            "n",
+            Some(plus(1000)),
+            plus(1000),
+            &delays(0, &[(&newest, 1)]),
+        );
+        assert_eq!(kept.pulls_begun, 0);
+
+        assert_eq!(starts.nodes(), vec!["n".to_owned()]);
+        starts.forget_node("n");
+        assert_eq!(starts.images_on("n"), 0);
+        assert!(starts.nodes().is_empty());
+    }
+
+    #[test]
+    fn a_pods_delays_come_from_its_own_stream_divided_by_the_speed() {
+        let provisioning = model(
+            Delay::Percentiles {
+                p50: secs(2),
+                p90: Some(secs(4)),
+                p99: None,
+            },
+            Delay::Samples(vec![secs(10), secs(20), secs(40)]),
+            4.0,
+        );
+        let pod = pod(json!({}));
+        let d = draw(&provisioning, "shop/web-1", &pod);
+        assert_eq!(d, draw(&provisioning, "shop/web-1", &pod), "seeded");
+        assert_ne!(d, draw(&provisioning, "shop/web-2", &pod), "per pod");
+
+        // The same stream by hand: start first, then one pull per distinct image.
+        let mut draws = Draws::new(7, "shop/web-1");
+        let start = draws.next(&provisioning.pods.start);
+        let web = draws.next(&provisioning.pods.first_pull);
+        let envoy = draws.next(&provisioning.pods.first_pull);
+        assert_eq!(d.start, start.div_f64(4.0));
+        assert_eq!(
+            d.pulls,
+            vec![
+                ("web:1".to_owned(), web.div_f64(4.0)),
+                ("envoy:1".to_owned(), envoy.div_f64(4.0))
+            ]
+        );
+    }
+
+    #[test]
+    fn fixed_delays_draw_themselves() {
+        let provisioning = model(Delay::fixed_secs(3), Delay::fixed_secs(8), 2.0);
+        let d = draw(&provisioning, "shop/web-1", &pod(json!({})));
+        assert_eq!(d.start, Duration::from_millis(1500));
+        assert_eq!(d.pulls, delays(0, &[("web:1", 4), ("envoy:1", 4)]).pulls);
+    }
+
+    #[test]
+    fn the_annotation_is_read_and_checked() {
+        assert_eq!(provisioning(&pod(json!({}))), Ok(None));
+        let given = model(Delay::fixed_secs(1), Delay::default(), 1.0);
+        let annotated = pod(json!({"ksim.io/pod-provisioning": given.to_json()}));
+        assert_eq!(provisioning(&annotated), Ok(Some(given)));
+        for bad in ["", "soon", r#"{"model":"m","seed":1,"speed":0,"pods":{}}"#] {
+            let annotated = pod(json!({ "ksim.io/pod-provisioning": bad }));
+            assert!(provisioning(&annotated).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_bind_time_is_the_pod_scheduled_transition() {
+        assert_eq!(scheduled_at(&pod(json!({}))), Some(at(BOUND)));
+        let mut unscheduled = pod(json!({}));
+        unscheduled.status = None;
+        assert_eq!(scheduled_at(&unscheduled), None);
+        assert_eq!(images(&unscheduled), vec!["web:1", "envoy:1"]);
+    }
+
+    #[test]
+    fn times_saturate() {
+        assert_eq!(after(Timestamp::MAX, secs(1)), Timestamp::MAX);
+        assert_eq!(until(plus(5), at(BOUND)), Duration::ZERO);
+        assert_eq!(until(at(BOUND), plus(5)), secs(5));
+    }
+}
