@@ -1,5 +1,6 @@
 //! `ksim trace ...`: move traces in and out of a tracer store, and look inside trace files.
 
+pub mod calibrate;
 mod convert;
 mod export;
 mod generate;
@@ -19,6 +20,10 @@ use clap::{Args, Subcommand};
 
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
+    /// Learn a provisioning model from a recording: per node group and instance type the
+    /// scale-up-to-Ready and deletion delays, per owner the pod start delays; -o writes the
+    /// model file `ksim run --provisioning FILE` takes.
+    Calibrate(calibrate::CalibrateArgs),
     /// Export a time window of the tracer's log (or of an imported trace) to a trace file.
     Export(export::ExportArgs),
     /// Write a synthetic day of a cluster as a trace: service Deployments that follow the
@@ -78,6 +83,7 @@ pub struct ServerArgs {
 
 pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
     match command {
+        TraceCommand::Calibrate(args) => calibrate::run(args),
         TraceCommand::Export(args) => export::run(args).await,
         TraceCommand::Generate(args) => generate::run(args),
         TraceCommand::Import(args) => import::run(args).await,
