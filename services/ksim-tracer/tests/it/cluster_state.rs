@@ -151,3 +151,189 @@ async fn nodes_and_pod_phases_are_recorded_as_cluster_state() {
         "{points:?}"
     );
 }
+
+/// The latest record of `pod`'s lifetime in an export, if it has one that `done` accepts.
+fn lifetime<'a>(
+    trace: &'a ksim_trace::Trace,
+    pod: &str,
+    done: impl Fn(&pb::PodLifecycle) -> bool,
+) -> Option<&'a pb::PodLifecycle> {
+    trace
+        .lifecycles
+        .iter()
+        .rfind(|l| l.pod_name == pod)
+        .filter(|l| done(l))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_removal_and_a_pods_binding_readiness_and_node_are_recorded() {
+    let control_plane = ControlPlane::start().await.unwrap();
+    let client = control_plane.client();
+    let data = tempfile::tempdir().unwrap();
+    let tracer = Tracer::start(
+        control_plane.kubeconfig_path(),
+        &data.path().join("tracer"),
+        None,
+        &["--fsync=always"],
+    )
+    .await;
+    tracer.wait_watching(&["Pod", "Node"]).await;
+    let export = || async {
+        tracer
+            .export(pb::ExportRequest::default())
+            .await
+            .map_err(|e| e.to_string())
+    };
+
+    // A node CA is about to remove: its taint is when its removal began.
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in ["n1", "n2"] {
+        let node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"ksim.io/node-group": "m5"}},
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let now = k8s_openapi::jiff::Timestamp::now();
+    nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler",
+                "value": now.as_second().to_string(), "effect": "NoSchedule"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let trace = wait::until("n1's removal to be recorded", DEADLINE, || async {
+        let trace = export().await?;
+        let removal = trace
+            .nodes
+            .iter()
+            .rfind(|n| n.name == "n1")
+            .map_or(0, |n| n.removal_started_ms);
+        (removal > 0).then_some(trace).ok_or(format!("{removal}"))
+    })
+    .await
+    .unwrap();
+    let tainted = trace.nodes.iter().rfind(|n| n.name == "n1").unwrap();
+    assert!(
+        tainted.removal_started_ms >= tainted.created_ms,
+        "{tainted:?}"
+    );
+    nodes.delete("n1", &DeleteParams::default()).await.unwrap();
+    let trace = wait::until("n1's deletion", DEADLINE, || async {
+        let trace = export().await?;
+        let gone = trace.nodes.iter().rfind(|n| n.name == "n1").cloned();
+        gone.clone()
+            .filter(|n| n.deleted_ms > 0)
+            .ok_or_else(|| format!("{gone:?}"))
+    })
+    .await
+    .unwrap();
+    assert!(
+        trace.deleted_ms >= trace.removal_started_ms && trace.removal_started_ms > 0,
+        "termination = deleted - removal began: {trace:?}"
+    );
+    // A cordon is a removal beginning too.
+    nodes
+        .patch(
+            "n2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    wait::until("n2's cordon to be recorded", DEADLINE, || async {
+        let trace = export().await?;
+        let cordoned = trace.nodes.iter().rfind(|n| n.name == "n2").cloned();
+        cordoned
+            .clone()
+            .filter(|n| n.removal_started_ms > 0)
+            .ok_or_else(|| format!("{cordoned:?}"))
+    })
+    .await
+    .unwrap();
+
+    // A pod bound as a scheduler binds it (the binding subresource), then Running, then Ready,
+    // as a kubelet reports them.
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "shop");
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        // No scheduler takes it: the test binds it.
+        "spec": {"schedulerName": "by-the-test", "containers": [{"name": "c", "image": "web:1"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n2"}});
+    let _: serde_json::Value = pods
+        .create_subresource("binding", "web", &PostParams::default(), &binding)
+        .await
+        .unwrap();
+    // Seen bound before it runs, so the bind is timed by the tracer's clock.
+    wait::until("the pod to be seen bound", DEADLINE, || async {
+        let pod = pods.get("web").await.map_err(|e| e.to_string())?;
+        pod.spec
+            .and_then(|s| s.node_name)
+            .ok_or_else(|| "unbound".to_owned())
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let started = k8s_openapi::jiff::Timestamp::now().to_string();
+    pods.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"status": {"phase": "Running",
+            "containerStatuses": [{"name": "c", "image": "web:1", "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"running": {"startedAt": started}}}]}})),
+    )
+    .await
+    .unwrap();
+    let running = wait::until("the pod's start", DEADLINE, || async {
+        let trace = export().await?;
+        lifetime(&trace, "web", |l| l.start_ms > 0)
+            .cloned()
+            .ok_or_else(|| "not started".to_owned())
+    })
+    .await
+    .unwrap();
+    assert_eq!(running.node_name, "n2");
+    assert!(
+        running.bound_ms > 0 && running.bound_ms < running.start_ms,
+        "bound before it started: {running:?}"
+    );
+    assert_eq!(running.ready_ms, 0, "not Ready yet");
+    let ready_at = k8s_openapi::jiff::Timestamp::now().to_string();
+    pods.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": ready_at}]}})),
+    )
+    .await
+    .unwrap();
+    let ready = wait::until("the pod's readiness", DEADLINE, || async {
+        let trace = export().await?;
+        lifetime(&trace, "web", |l| l.ready_ms > 0)
+            .cloned()
+            .ok_or_else(|| "not Ready".to_owned())
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (ready.bound_ms, ready.start_ms, ready.node_name.as_str()),
+        (running.bound_ms, running.start_ms, "n2"),
+        "the same lifetime, Ready now"
+    );
+    assert!(ready.ready_ms >= ready.start_ms, "{ready:?}");
+}
