@@ -6,5 +6,6 @@ mod grpc;
 mod nodes;
 mod pod_start;
 mod pods;
+mod provisioning;
 mod rbac;
 mod seats;
