@@ -30,6 +30,9 @@ pub struct Experiment {
     /// Every run starts from a settled cluster, as `ksim run --settle`.
     #[serde(default)]
     pub settle: bool,
+    /// The provisioning model of every variant that names none, as `ksim run --provisioning`
+    /// (a model file relative to the experiment file, or `instant` / `published`).
+    pub provisioning: Option<String>,
     /// What is compared: at least one; the first is the baseline.
     pub variants: Vec<Variant>,
 }
@@ -57,9 +60,18 @@ pub struct Variant {
     /// slowest, show how fast the trace replays before it drifts from the baseline
     /// (`nodes_agree_with_baseline`, `lateness_p99_ms`).
     pub speed: Option<f64>,
+    /// Replaces the experiment's provisioning model for this variant.
+    pub provisioning: Option<String>,
 }
 
 impl Variant {
+    /// The provisioning model it runs with in `experiment`, as given (`None`: the run's default).
+    pub fn provisioning_in<'a>(&'a self, experiment: &'a Experiment) -> Option<&'a str> {
+        self.provisioning
+            .as_deref()
+            .or(experiment.provisioning.as_deref())
+    }
+
     /// The speed it runs at in `experiment`.
     pub fn speed_in(&self, experiment: &Experiment) -> f64 {
         self.speed.unwrap_or(experiment.speed)

@@ -472,7 +472,10 @@ impl PodProvisioning {
                 format!("must be a number > 0, got {}", parsed.speed),
             ));
         }
-        for (name, delay) in [("start", &parsed.pods.start), ("firstPull", &parsed.pods.first_pull)] {
+        for (name, delay) in [
+            ("start", &parsed.pods.start),
+            ("firstPull", &parsed.pods.first_pull),
+        ] {
             delay
                 .check()
                 .map_err(|error| ModelError::field(format!("pods.{name}"), error))?;
@@ -636,7 +639,10 @@ pods:
         let web = PodProvisioning::of(&model, "Deployment/shop/web", 2.0).unwrap();
         assert_eq!(web.pods.start, Delay::fixed_secs(5));
         assert_eq!(PodProvisioning::from_json(&web.to_json()).unwrap(), web);
-        assert_eq!(web.as_run(Duration::from_secs(5)), Duration::from_millis(2500));
+        assert_eq!(
+            web.as_run(Duration::from_secs(5)),
+            Duration::from_millis(2500)
+        );
         assert_eq!(PodProvisioning::of(&Model::instant(), "Job/a/b", 1.0), None);
         assert!(PodProvisioning::from_json("{}").is_err());
     }

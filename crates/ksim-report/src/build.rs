@@ -50,6 +50,7 @@ pub fn build(obs: &Observations) -> Report {
             .autoscaler_outages
             .as_ref()
             .map(|outages| autoscaler_outages(outages, replay_end(obs), obs.speed)),
+        provisioning: obs.provisioning.clone(),
     }
 }
 

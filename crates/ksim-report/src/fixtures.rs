@@ -198,6 +198,7 @@ pub fn observations() -> Observations {
             count: 3,
         }],
         autoscaler_outages: None,
+        provisioning: None,
     }
 }
 

@@ -63,6 +63,10 @@ pub struct Observations {
     /// Defaulted: observations saved before it was kept do not know.
     #[serde(default)]
     pub autoscaler_outages: Option<Vec<AutoscalerOutage>>,
+    /// The provisioning model the run used. Defaulted: observations saved before it was kept
+    /// do not know.
+    #[serde(default)]
+    pub provisioning: Option<crate::ProvisioningUsed>,
 }
 
 /// One time cluster-autoscaler was down, wall clock since the replay start.

@@ -59,8 +59,8 @@ pub use input::{
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
-    NodeChangeCause, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
-    ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
+    NodeChangeCause, Percentiles, ProviderConfiguration, ProvisioningUsed, Report, ReportedError,
+    ReportedNodeChange, ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};

@@ -61,6 +61,25 @@ pub struct Report {
     /// default for reports written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaler_outages: Option<Vec<ReportedOutage>>,
+    /// The provisioning model the run's node and pod start times came from. `None` in
+    /// reports written before models existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<ProvisioningUsed>,
+}
+
+/// The provisioning model a run used and how it got it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvisioningUsed {
+    pub name: String,
+    /// Where its figures came from (the model's own source line).
+    pub source: String,
+    /// `given` (the run's), `learned` (from the trace's recording) or `default` (the built-in
+    /// model for a trace without recorded nodes).
+    pub origin: String,
+    /// One line: the default delays.
+    pub summary: String,
+    /// The whole model, as a model file.
+    pub yaml: String,
 }
 
 /// One time cluster-autoscaler was down, recorded time.

@@ -44,6 +44,13 @@ impl Report {
                     outages: outages.iter().map(outage_to_proto).collect(),
                 }
             }),
+            provisioning: self.provisioning.as_ref().map(|used| pb::Provisioning {
+                name: used.name.clone(),
+                source: used.source.clone(),
+                origin: used.origin.clone(),
+                summary: used.summary.clone(),
+                yaml: used.yaml.clone(),
+            }),
         }
     }
 
@@ -87,6 +94,16 @@ impl Report {
                 .autoscaler_outages
                 .as_ref()
                 .map(|outages| outages.outages.iter().map(outage_from_proto).collect()),
+            provisioning: report
+                .provisioning
+                .as_ref()
+                .map(|used| crate::ProvisioningUsed {
+                    name: used.name.clone(),
+                    source: used.source.clone(),
+                    origin: used.origin.clone(),
+                    summary: used.summary.clone(),
+                    yaml: used.yaml.clone(),
+                }),
         }
     }
 }
@@ -708,6 +725,22 @@ mod tests {
                 nanos: 250_000_000
             })
         );
+        assert_eq!(Report::from_proto(&proto), report);
+    }
+
+    #[test]
+    fn the_provisioning_model_round_trips_and_unknown_is_absent() {
+        let mut report = fixtures::report();
+        assert_eq!(report.to_proto().provisioning, None);
+        report.provisioning = Some(crate::ProvisioningUsed {
+            name: "prod".into(),
+            source: "ksim trace calibrate prod.ksimtrace".into(),
+            origin: "learned".into(),
+            summary: "prod (...): node registration p50 40s".into(),
+            yaml: "name: prod\n".into(),
+        });
+        let proto = report.to_proto();
+        assert_eq!(proto.provisioning.as_ref().unwrap().origin, "learned");
         assert_eq!(Report::from_proto(&proto), report);
     }
 

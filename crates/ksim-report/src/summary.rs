@@ -96,6 +96,7 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
         writeln!(out, "  why pods waited:   {}", waits(&report.waits))?;
     }
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
+    writeln!(out, "  provisioning:      {}", provisioning(report))?;
     if let Some(configuration) = &report.configuration {
         for line in configuration_lines(configuration) {
             writeln!(out, "  {line}")?;
@@ -185,6 +186,17 @@ fn human(duration: Option<&prost_types::Duration>) -> String {
 fn trimmed(value: f64) -> String {
     let text = format!("{value:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// Which provisioning model produced the node and pod start times, how the run got it and
+/// its default delays; reports from before models say they had none.
+pub fn provisioning(report: &pb::Report) -> String {
+    match &report.provisioning {
+        Some(used) => format!("{} [{}]", used.summary, used.origin),
+        None => "none recorded (a report from before provisioning models: nodes and pods came \
+                 at once)"
+            .to_owned(),
+    }
 }
 
 /// One line when cluster-autoscaler was down during the replay: how often and how long in all.
@@ -759,6 +771,25 @@ mod tests {
             autoscaler_outages(&report).unwrap(),
             "cluster-autoscaler: down 1 time, 1m15s in all (recorded time), still down at the \
              end; its decisions in those spans are missing"
+        );
+    }
+
+    #[test]
+    fn the_summary_names_the_provisioning_model_and_how_the_run_got_it() {
+        let mut report = pb::Report::default();
+        assert!(summary(&report).contains("  provisioning:      none recorded"));
+        report.provisioning = Some(pb::Provisioning {
+            name: "published".into(),
+            summary: "published (built in): node registration p50 1m".into(),
+            origin: "default".into(),
+            ..pb::Provisioning::default()
+        });
+        assert!(
+            summary(&report).contains(
+                "  provisioning:      published (built in): node registration p50 1m [default]\n"
+            ),
+            "{}",
+            summary(&report)
         );
     }
 

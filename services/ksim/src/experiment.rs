@@ -200,6 +200,13 @@ fn run_args(
         autoscaler: experiment.autoscaler,
         scheduler_config: variant.scheduler_config.as_deref().map(path),
         provider_config: variant.provider_config.as_deref().map(path),
+        // A built-in model by name; a file relative to the experiment file.
+        provisioning: variant.provisioning_in(experiment).map(|given| {
+            match ksim_experiment::provisioning::Model::builtin(given) {
+                Ok(_) => given.to_owned(),
+                Err(_) => path(given).display().to_string(),
+            }
+        }),
         autoscaler_args: variant.autoscaler_args.clone(),
         // A stored trace's recorded CA Deployment still applies (the driver reads it).
         autoscaler_flags_file: None,

@@ -4,7 +4,10 @@
 
 use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::OwnerReference};
 use ksim_nodes::{
-    labels::{GROUP_LABEL, HELD_ANNOTATION, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
+    labels::{
+        GROUP_LABEL, HELD_ANNOTATION, PROVISIONING_ANNOTATION, RELEASED_ANNOTATION,
+        RETIRING_ANNOTATION,
+    },
     seats::{SeatDeployment, SkeletonSource},
 };
 use kube::{
@@ -92,18 +95,32 @@ async fn of_simulation(
 /// Lifts the hold on the simulation's seat groups as the replay's clock starts: until then
 /// their nodes wait, empty, for a replay that has not begun, and cluster-autoscaler would
 /// count that time as unneeded time and remove them.
+///
+/// Each group gets its provisioning model here (`provisioning(group)`, the JSON the pool reads,
+/// see [`PROVISIONING_ANNOTATION`]): the nodes it starts with are the recording's first
+/// instant and came at once; only what CA asks for later boots and lingers by the model.
 pub async fn release(
     client: &Client,
     namespace: &str,
     simulation_id: &str,
+    provisioning: impl Fn(&str) -> Option<String>,
 ) -> Result<(), ClusterError> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let patch = json!({ "metadata": { "annotations": { HELD_ANNOTATION: null } } });
     let failed = |e| ClusterError::new("releasing", "the simulation's seat groups", e);
     for deployment in of_simulation(client, namespace, simulation_id)
         .await
         .map_err(failed)?
     {
+        let group = deployment
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(GROUP_LABEL))
+            .and_then(|group| provisioning(group));
+        let patch = json!({ "metadata": { "annotations": {
+            HELD_ANNOTATION: null,
+            PROVISIONING_ANNOTATION: group,
+        } } });
         let name = deployment.metadata.name.unwrap_or_default();
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -120,7 +137,11 @@ pub async fn retire(
     simulation_id: &str,
 ) -> Result<(), kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let patch = json!({ "metadata": { "annotations": { RETIRING_ANNOTATION: "true" } } });
+    // The model goes with the run: the cleanup's scale-down removes nodes at once.
+    let patch = json!({ "metadata": { "annotations": {
+        RETIRING_ANNOTATION: "true",
+        PROVISIONING_ANNOTATION: null,
+    } } });
     for deployment in of_simulation(client, namespace, simulation_id).await? {
         let name = deployment.metadata.name.unwrap_or_default();
         match api

@@ -6,6 +6,8 @@
 //! - [`spec`] checks a simulation spec whole, naming the field at fault.
 //! - [`waits`] reads why pods waited from the scheduler's and CA's events.
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
+//! - [`provisioning`] chooses a run's provisioning model: given, learned from the trace, or
+//!   the published default.
 //! - [`outages`] puts cluster-autoscaler's outages on the replay's clock for the report.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
@@ -15,6 +17,7 @@ pub mod launches;
 pub mod lifetimes;
 pub mod outages;
 pub mod plan;
+pub mod provisioning;
 pub mod recorded;
 pub mod rewrite;
 pub mod spec;

@@ -398,6 +398,7 @@ mod tests {
                 },
                 template_paths: HashMap::new(),
                 node_groups: Vec::new(),
+                provisioning: None,
             },
             &Lifetimes::default(),
         )

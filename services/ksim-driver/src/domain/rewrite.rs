@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
+use ksim_experiment::provisioning::{Model, PodProvisioning};
 use ksim_nodes::labels::{
-    GROUP_LABEL, LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION, NO_SCHEDULE, TRUE_VALUE,
-    VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
+    GROUP_LABEL, LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION, NO_SCHEDULE,
+    POD_PROVISIONING_ANNOTATION, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
 };
 use serde_json::{Map, Value, json};
 
@@ -45,6 +46,9 @@ pub struct RewriteOptions {
     /// The node groups the run created: its pods may run only there, never on another group's
     /// virtual nodes. Empty: any virtual node (the run created none).
     pub node_groups: Vec<String>,
+    /// The run's provisioning model: each pod template gets its owner's start delays (see
+    /// [`POD_PROVISIONING_ANNOTATION`]). `None`: pods start at once.
+    pub provisioning: Option<Model>,
 }
 
 /// Why a recorded object cannot be applied.
@@ -194,6 +198,11 @@ impl Rewriter {
             .lifetimes
             .recorded(gvk, recorded_namespace, name)
             .map(|lifetime| annotation_value(lifetime, self.options.speed));
+        // Keyed as recorded (`Kind/namespace/name`), as calibration learns them.
+        let start_delays = self.options.provisioning.as_ref().and_then(|model| {
+            let owner = format!("{}/{recorded_namespace}/{name}", gvk.kind);
+            PodProvisioning::of(model, &owner, self.options.speed).map(|pods| pods.to_json())
+        });
         for path in self.template_paths(gvk) {
             let Some(template) = object.pointer_mut(&path) else {
                 continue;
@@ -206,7 +215,7 @@ impl Rewriter {
                         name: err_name.clone(),
                         path: path.clone(),
                     })?;
-            self.rewrite_template(template, lifetime_ms.as_deref())
+            self.rewrite_template(template, lifetime_ms.as_deref(), start_delays.as_deref())
                 .map_err(|field| malformed(&format!("{path}/{field}"), "object or list"))?;
         }
         Ok((target, object))
@@ -259,6 +268,7 @@ impl Rewriter {
         &self,
         template: &mut Map<String, Value>,
         lifetime_ms: Option<&str>,
+        start_delays: Option<&str>,
     ) -> Result<(), &'static str> {
         let metadata = child_object(template, "metadata").ok_or("metadata")?;
         child_object(metadata, "labels")
@@ -274,6 +284,11 @@ impl Rewriter {
                 child_object(metadata, "annotations").ok_or("metadata/annotations")?;
             annotations.insert(LIFETIME_ANNOTATION.to_owned(), json!(ms));
             annotations.insert(LIFETIME_PENDING_ANNOTATION.to_owned(), json!(TRUE_VALUE));
+        }
+        if let Some(delays) = start_delays {
+            child_object(metadata, "annotations")
+                .ok_or("metadata/annotations")?
+                .insert(POD_PROVISIONING_ANNOTATION.to_owned(), json!(delays));
         }
 
         let spec = child_object(template, "spec").ok_or("spec")?;
@@ -442,6 +457,7 @@ mod tests {
                 root: root(),
                 template_paths: HashMap::new(),
                 node_groups: Vec::new(),
+                provisioning: None,
             },
             lifetimes,
         )
@@ -602,6 +618,38 @@ mod tests {
         assert!(spec["initContainers"][0].get("ports").is_none());
         // No recorded lifetime, no annotation.
         assert!(template["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn templates_carry_their_owners_start_delays_at_the_speed() {
+        let model = Model::parse(
+            "m.yaml",
+            "name: m\npods: {default: {start: 2s}, owners: {Deployment/shop/api: {start: 0s}}}",
+        )
+        .unwrap();
+        let mut options = rewriter().options.clone();
+        options.provisioning = Some(model);
+        options.speed = 4.0;
+        let rewriter = Rewriter::new(options, &Lifetimes::default());
+        let (_, web) = rewriter
+            .apply(&deployment(), "shop", "web", recorded_deployment())
+            .unwrap();
+        let carried = web["spec"]["template"]["metadata"]["annotations"]
+            [POD_PROVISIONING_ANNOTATION]
+            .as_str()
+            .unwrap();
+        let carried = PodProvisioning::from_json(carried).unwrap();
+        assert_eq!((carried.model.as_str(), carried.speed), ("m", 4.0));
+        assert_eq!(carried.pods.start.median(), Duration::from_secs(2));
+        // An owner whose pods start at once carries nothing.
+        let (_, api) = rewriter
+            .apply(&deployment(), "shop", "api", recorded_deployment())
+            .unwrap();
+        assert!(
+            api["spec"]["template"]["metadata"]
+                .get("annotations")
+                .is_none()
+        );
     }
 
     #[test]

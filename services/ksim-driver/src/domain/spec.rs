@@ -2,6 +2,7 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
+use ksim_experiment::provisioning::Model;
 use ksim_nodes::{
     limits::{MAX_NODES_PER_GROUP, MAX_POOL_GROUP_NAME_LEN},
     skeleton::NodeSkeleton,
@@ -106,6 +107,9 @@ pub struct SimulationSpec {
     pub settle_start: bool,
     /// The scheduler and CA configuration under test, as given; `None`: the environment's.
     pub configuration: Option<env::Configuration>,
+    /// The provisioning model given, checked against the groups; `None`: the trace's own, or
+    /// the published default (see `domain::provisioning`).
+    pub provisioning: Option<Model>,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
     pub echo: pb::SimulationSpec,
 }
@@ -190,6 +194,11 @@ impl SimulationSpec {
                 "needs at least one deployment node group for cluster-autoscaler to resize",
             ));
         }
+        let provisioning = spec
+            .provisioning
+            .as_ref()
+            .map(|given| provisioning(given, &node_groups))
+            .transpose()?;
         let mut echo = spec.clone();
         if matches!(source, TraceSource::Uploaded(_)) {
             echo.trace_source = Some(pb::simulation_spec::TraceSource::TraceFile(Vec::new()));
@@ -206,6 +215,7 @@ impl SimulationSpec {
             enable_autoscaler: spec.enable_autoscaler,
             reschedule_bare_pods: spec.reschedule_bare_pods,
             settle_start: spec.settle_start,
+            provisioning,
             configuration: spec
                 .configuration
                 .filter(|c| *c != env::Configuration::default()),
@@ -221,6 +231,26 @@ impl SimulationSpec {
             autoscaler: self.enable_autoscaler,
         }
     }
+}
+
+/// The given model, parsed and checked; one that names a group the spec lacks is refused.
+fn provisioning(given: &pb::ProvisioningModel, groups: &[NodeGroup]) -> Result<Model, SpecError> {
+    let source = if given.source.is_empty() {
+        "the provisioning model"
+    } else {
+        given.source.as_str()
+    };
+    let refused = |error: ksim_experiment::provisioning::ModelError| {
+        invalid("spec.provisioning", error.to_string())
+    };
+    let mut model = Model::parse(source, &given.yaml).map_err(refused)?;
+    model
+        .check_groups(groups.iter().map(NodeGroup::name))
+        .map_err(refused)?;
+    if model.source.is_empty() {
+        model.source = source.to_owned();
+    }
+    Ok(model)
 }
 
 fn node_groups(groups: &[pb::NodeGroupSpec]) -> Result<Vec<NodeGroup>, SpecError> {
@@ -392,6 +422,41 @@ mod tests {
             spec.echo.trace_source,
             Some(pb::simulation_spec::TraceSource::TraceFile(Vec::new()))
         );
+    }
+
+    #[test]
+    fn a_provisioning_model_is_checked_against_the_groups() {
+        let given = |yaml: &str| pb::SimulationSpec {
+            node_groups: vec![pool_group("a", 1)],
+            provisioning: Some(pb::ProvisioningModel {
+                source: "model.yaml".into(),
+                yaml: yaml.into(),
+            }),
+            ..uploaded()
+        };
+        let spec =
+            SimulationSpec::from_proto(Some(given("name: m\nnodes: {groups: {a: {ready: 5s}}}")))
+                .unwrap();
+        let model = spec.provisioning.unwrap();
+        assert_eq!(
+            (model.name.as_str(), model.source.as_str()),
+            ("m", "model.yaml")
+        );
+        for (yaml, says) in [
+            (
+                "name: m\nnodes: {groups: {b: {ready: 5s}}}",
+                "nodes.groups.b: the run has no node group b (it has: a)",
+            ),
+            (
+                "name: m\nnodes: {default: {ready: {p50: 1m, p90: 10s}}}",
+                "nodes.default.ready: p90 (10s) is shorter than p50 (1m)",
+            ),
+            ("name: m\nnodes: {default: {ready: -1s}}", "model.yaml: "),
+        ] {
+            let error = error(given(yaml));
+            assert_eq!(error.field, "spec.provisioning");
+            assert!(error.problem.contains(says), "{yaml}: {}", error.problem);
+        }
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Live {
     recorded: Option<Vec<RecordedState>>,
     /// The scheduler and CA configuration the environment ran the simulation with.
     configuration: Option<ksim_report::Configuration>,
+    /// The provisioning model the run uses.
+    provisioning: Option<ksim_report::ProvisioningUsed>,
     /// Per node group: its instance type and price.
     prices: BTreeMap<String, GroupPrice>,
 }
@@ -53,6 +55,7 @@ impl Live {
             speed,
             recorded,
             configuration: None,
+            provisioning: None,
             prices: BTreeMap::new(),
         }
     }
@@ -66,6 +69,12 @@ impl Live {
     /// The configuration the environment applied, for the report.
     pub fn with_configuration(mut self, configuration: Option<ksim_report::Configuration>) -> Self {
         self.configuration = configuration;
+        self
+    }
+
+    /// The provisioning model the run uses, for the report.
+    pub fn with_provisioning(mut self, provisioning: ksim_report::ProvisioningUsed) -> Self {
+        self.provisioning = Some(provisioning);
         self
     }
 
@@ -108,6 +117,7 @@ impl Live {
             waits: self.observer.waits(),
             // Asked of the environment once, for the final report (`run::final_report`).
             autoscaler_outages: None,
+            provisioning: self.provisioning.clone(),
         }
     }
 

@@ -37,6 +37,7 @@ use crate::{
         lifetimes::Lifetimes,
         outages,
         plan::{Step, StepKind, plan, template_paths},
+        provisioning::Chosen,
         recorded::recorded_states,
         report::{self, AutoscalerOutage, GroupPrice},
         rewrite::{RewriteOptions, Rewriter},
@@ -231,6 +232,13 @@ async fn replay(
     } else {
         None
     };
+    let provisioning = Chosen::of(spec.provisioning.as_ref(), trace, |_| None);
+    tracing::info!(
+        simulation = %handle.id,
+        model = %provisioning.model.name,
+        origin = ?provisioning.origin,
+        "provisioning model chosen"
+    );
     root::ensure_crd(&ctx.client, ctx.settings.ready_deadline).await?;
     let root = root::create(&ctx.client, &handle.id).await?;
     created.root = Some(root.clone());
@@ -249,6 +257,7 @@ async fn replay(
                 .iter()
                 .map(|g| g.name().to_owned())
                 .collect(),
+            provisioning: Some(provisioning.model.clone()),
         },
         &lifetimes,
     );
@@ -334,7 +343,10 @@ async fn replay(
             ending = early;
         }
     }
-    seats::release(&ctx.client, &ctx.settings.namespace, &handle.id).await?;
+    seats::release(&ctx.client, &ctx.settings.namespace, &handle.id, |group| {
+        provisioning.for_group(group, spec.speed)
+    })
+    .await?;
 
     let origin = Instant::now();
     observer.set_origin(origin);
@@ -348,6 +360,7 @@ async fn replay(
             recorded_states(trace),
         )
         .with_configuration(configuration)
+        .with_provisioning(provisioning.used())
         .with_prices(prices),
     );
     handle.set_live(Some(live.clone()));

@@ -11,8 +11,8 @@ use std::{
 
 use anyhow::Context;
 use ksim_proto::ksim::driver::v1::{
-    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, Report,
-    SimulationSpec, SimulationState, node_group_spec::Kind, simulation_spec::TraceSource,
+    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, ProvisioningModel,
+    Report, SimulationSpec, SimulationState, node_group_spec::Kind, simulation_spec::TraceSource,
 };
 use ksim_testenv::autoscaler::{ClusterAutoscalerBinary, FAST_FLAGS};
 
@@ -36,6 +36,26 @@ pub fn write_trace(path: &std::path::Path) -> anyhow::Result<()> {
     let label = format!("--write-trace {}", path.display());
     let trace = example::example_trace().context("writing the demo trace")?;
     crate::files::write_whole(&label, path, &trace)
+}
+
+/// The demo's provisioning model: nodes boot in tens of seconds (recorded time), a fraction of
+/// a real cloud's minutes so the demo stays short, and linger briefly when removed.
+const DEMO_PROVISIONING: &str = "\
+name: demo
+source: ksim demo (short cloud delays, docs/provisioning.md)
+seed: 1
+nodes:
+  default:
+    registration: {p50: 20s, p90: 35s}
+    ready: 5s
+    termination: 10s
+";
+
+fn demo_provisioning() -> ProvisioningModel {
+    ProvisioningModel {
+        source: "ksim demo".to_owned(),
+        yaml: DEMO_PROVISIONING.to_owned(),
+    }
 }
 
 pub async fn run(speed: f64) -> anyhow::Result<()> {
@@ -159,6 +179,9 @@ async fn replay(
         reschedule_bare_pods: false,
         // The demo's first instant is one small Deployment: nothing to settle.
         settle_start: false,
+        // Nodes that take a while to boot, as in a cloud, set here like the demo's other fast
+        // settings: the summary names the model.
+        provisioning: Some(demo_provisioning()),
         // The environment's own (the fast flags); CA's durations are still divided by the speed.
         configuration: None,
     };
@@ -228,6 +251,13 @@ mod tests {
     use ksim_proto::ksim::driver::v1::{NodeChange, NodeChangeKind, TimelineBucket};
 
     use super::*;
+
+    #[test]
+    fn the_demo_model_is_a_valid_model_with_node_delays() {
+        let model = ksim_experiment::provisioning::Model::parse("demo", DEMO_PROVISIONING).unwrap();
+        assert_eq!(model.name, "demo");
+        assert!(!model.nodes.default.is_zero());
+    }
 
     #[test]
     fn explain_names_the_nodes_cluster_autoscaler_added_and_removed() {

@@ -66,6 +66,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub provider_config: Option<PathBuf>,
 
+    /// How long nodes take to boot and go and pods to start, in recorded time: a model file
+    /// (`ksim trace calibrate -o`), or a built-in model: `instant` (no delays) or `published`.
+    /// Default: the model learned from the trace's recorded nodes, else `published`
+    /// (docs/provisioning.md).
+    #[arg(long, value_name = "FILE|instant|published")]
+    pub provisioning: Option<String>,
+
     /// A cluster-autoscaler flag for the simulation, over the environment's defaults
     /// (repeatable), durations in recorded time: at --speed S they run divided by S, e.g.
     /// `--autoscaler-arg scale-down-unneeded-time=2m` runs as 12s at 10x.

@@ -5,8 +5,8 @@ use std::{path::Path, time::SystemTime};
 
 use anyhow::Context;
 use ksim_proto::ksim::driver::v1::{
-    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, SimulationSpec,
-    StoredTrace, node_group_spec::Kind, simulation_spec::TraceSource,
+    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, ProvisioningModel,
+    SimulationSpec, StoredTrace, node_group_spec::Kind, simulation_spec::TraceSource,
 };
 use ksim_proto::ksim::env::v1::{
     Configuration, ProviderConfig, RecordedAutoscalerFlags, SchedulerConfig,
@@ -90,6 +90,31 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
         reschedule_bare_pods: args.reschedule_bare_pods,
         settle_start: args.settle,
         configuration: configuration(args)?,
+        provisioning: args
+            .provisioning
+            .as_deref()
+            .map(provisioning_model)
+            .transpose()?,
+    })
+}
+
+/// `--provisioning`: a built-in model's name, else a model file, checked here so a bad one is
+/// named before the driver is asked anything (the driver checks its groups).
+pub fn provisioning_model(given: &str) -> anyhow::Result<ProvisioningModel> {
+    use ksim_experiment::provisioning::{INSTANT, Model, PUBLISHED};
+    if given == INSTANT || given == PUBLISHED {
+        let model = Model::builtin(given)?;
+        return Ok(ProvisioningModel {
+            source: "built in".to_owned(),
+            yaml: model.to_yaml(),
+        });
+    }
+    let path = Path::new(given);
+    let yaml = read_text_bounded(path, MAX_CONFIG_BYTES, "the provisioning model")?;
+    Model::parse(given, &yaml).map_err(|error| anyhow::anyhow!("--provisioning {error}"))?;
+    Ok(ProvisioningModel {
+        source: given.to_owned(),
+        yaml,
     })
 }
 

@@ -185,7 +185,8 @@ async fn until_ended(driver: &mut DriverProcess, id: &str) -> pb::Simulation {
 }
 
 /// Starts `spec`, retrying while the driver is busy (ending what a killed driver left).
-async fn started(driver: &mut DriverProcess, spec: pb::SimulationSpec) -> String {
+async fn started(driver: &mut DriverProcess, mut spec: pb::SimulationSpec) -> String {
+    spec.provisioning.get_or_insert_with(instant_provisioning);
     wait::until("a simulation to start", DEADLINE, || {
         let mut client = driver.client.clone();
         let spec = spec.clone();

@@ -114,6 +114,14 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
     }
 }
 
+/// The provisioning model without delays: nodes and pods come at once.
+pub fn instant_provisioning() -> pb::ProvisioningModel {
+    pb::ProvisioningModel {
+        source: "built in".to_owned(),
+        yaml: "name: instant\n".to_owned(),
+    }
+}
+
 pub fn pool_group(name: &str, count: i32) -> pb::NodeGroupSpec {
     pb::NodeGroupSpec {
         kind: Some(pb::node_group_spec::Kind::PoolManaged(
@@ -127,10 +135,13 @@ pub fn pool_group(name: &str, count: i32) -> pb::NodeGroupSpec {
 }
 
 impl TestMesh {
+    /// Starts `spec`; one that names no provisioning model runs the instant one: these tests
+    /// are about the replay, and the default (the published model) would delay every pod.
     pub async fn start_simulation(
         &mut self,
-        spec: pb::SimulationSpec,
+        mut spec: pb::SimulationSpec,
     ) -> Result<pb::Simulation, tonic::Status> {
+        spec.provisioning.get_or_insert_with(instant_provisioning);
         self.driver
             .start_simulation(pb::StartSimulationRequest { spec: Some(spec) })
             .await

@@ -1,0 +1,136 @@
+//! Which provisioning model a run uses: the one given, else the one its trace's recording
+//! teaches, else the published default; and what the report says of it.
+
+use ksim_experiment::provisioning::{GroupProvisioning, Model};
+use ksim_trace::Trace;
+
+use super::report::ProvisioningUsed;
+
+/// How a run got its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The spec's.
+    Given,
+    /// Learned from the trace's recorded nodes and pods.
+    Learned,
+    /// The built-in model from published figures: the trace recorded no nodes.
+    Default,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Given => "given",
+            Self::Learned => "learned",
+            Self::Default => "default",
+        }
+    }
+}
+
+/// The model a run uses and how it got it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chosen {
+    pub model: Model,
+    pub origin: Origin,
+}
+
+impl Chosen {
+    /// The given model, else `learned` (what the trace's recording teaches, when it recorded
+    /// nodes), else the published default.
+    pub fn of(
+        given: Option<&Model>,
+        trace: &Trace,
+        learn: impl FnOnce(&Trace) -> Option<Model>,
+    ) -> Self {
+        if let Some(model) = given {
+            return Self {
+                model: model.clone(),
+                origin: Origin::Given,
+            };
+        }
+        match learn(trace) {
+            Some(model) => Self {
+                model,
+                origin: Origin::Learned,
+            },
+            None => Self {
+                model: Model::published(),
+                origin: Origin::Default,
+            },
+        }
+    }
+
+    /// What a seat group carries to the pool (its delays at the replay's speed); `None` when
+    /// the model delays its nodes by nothing, so such a group runs exactly as before models.
+    pub fn for_group(&self, group: &str, speed: f64) -> Option<String> {
+        let group = GroupProvisioning::of(&self.model, group, speed);
+        (!group.nodes.is_zero()).then(|| group.to_json())
+    }
+
+    /// What the report says of it.
+    pub fn used(&self) -> ProvisioningUsed {
+        ProvisioningUsed {
+            name: self.model.name.clone(),
+            source: self.model.source.clone(),
+            origin: self.origin.as_str().to_owned(),
+            summary: self.model.summary(),
+            yaml: self.model.to_yaml(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn model(yaml: &str) -> Model {
+        Model::parse("m.yaml", yaml).unwrap()
+    }
+
+    #[test]
+    fn given_beats_learned_beats_the_default() {
+        let trace = Trace {
+            header: Default::default(),
+            events: Vec::new(),
+            lifecycles: Vec::new(),
+            samples: Vec::new(),
+            nodes: Vec::new(),
+            trailer: Default::default(),
+        };
+        let given = model("name: given");
+        let learned = || Some(model("name: learned"));
+        let chosen = Chosen::of(Some(&given), &trace, |_| learned());
+        assert_eq!(
+            (chosen.model.name.as_str(), chosen.origin),
+            ("given", Origin::Given)
+        );
+        let chosen = Chosen::of(None, &trace, |_| learned());
+        assert_eq!(
+            (chosen.model.name.as_str(), chosen.origin),
+            ("learned", Origin::Learned)
+        );
+        let chosen = Chosen::of(None, &trace, |_| None);
+        assert_eq!(
+            (&chosen.model, chosen.origin),
+            (&Model::published(), Origin::Default)
+        );
+        assert_eq!(chosen.used().origin, "default");
+        assert_eq!(
+            Model::parse("back", &chosen.used().yaml).unwrap(),
+            Model::published()
+        );
+    }
+
+    #[test]
+    fn a_group_without_node_delays_carries_nothing() {
+        let chosen = Chosen {
+            model: model("name: m\nnodes: {groups: {slow: {registration: 1m}}}"),
+            origin: Origin::Given,
+        };
+        assert_eq!(chosen.for_group("fast", 10.0), None);
+        let slow = GroupProvisioning::from_json(&chosen.for_group("slow", 10.0).unwrap()).unwrap();
+        assert_eq!(slow.speed, 10.0);
+        assert_eq!(slow.model, "m");
+    }
+}
