@@ -8,7 +8,7 @@ if ! git rev-parse --git-dir >/dev/null 2>&1; then
   echo "buf breaking: not a git checkout, skipped" >&2
   exit 0
 fi
-revisions=$(git log --format=%H -- proto buf.yaml | head -n 20)
+revisions=$(git log -n 20 --format=%H -- proto buf.yaml)
 checked=0
 for rev in $revisions; do
   buf breaking --against ".git#ref=$rev,subdir=."
