@@ -1090,12 +1090,14 @@ fn flag_of(report: &Value, name: &str) -> (String, String, String) {
     (text("given"), text("as_run"), text("source"))
 }
 
-/// A movable kube-system pod (a one-replica Deployment, no PodDisruptionBudget) on group `m5`.
-fn kube_system_keeper() -> k8s_openapi::api::apps::v1::Deployment {
+/// A small movable pod in `namespace` (a one-replica Deployment, no PodDisruptionBudget) on
+/// group `m5`, placed off node `avoid` where it can be (a preference, which CA's scale-down
+/// simulation does not hold it to).
+fn keeper(namespace: &str, avoid: &str) -> k8s_openapi::api::apps::v1::Deployment {
     serde_json::from_value(json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "keeper", "namespace": "kube-system"},
+        "metadata": {"name": "keeper", "namespace": namespace},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": "keeper"}},
@@ -1103,6 +1105,16 @@ fn kube_system_keeper() -> k8s_openapi::api::apps::v1::Deployment {
                 "metadata": {"labels": {"app": "keeper"}},
                 "spec": {
                     "nodeSelector": {"ksim.io/node-group": "m5"},
+                    "affinity": {"nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [{
+                            "weight": 100,
+                            "preference": {"matchExpressions": [{
+                                "key": "kubernetes.io/hostname",
+                                "operator": "NotIn",
+                                "values": [avoid]
+                            }]}
+                        }]
+                    }},
                     "tolerations": [{"operator": "Exists"}],
                     "containers": [{
                         "name": "keeper",
@@ -1116,10 +1128,38 @@ fn kube_system_keeper() -> k8s_openapi::api::apps::v1::Deployment {
     .unwrap()
 }
 
+/// Creates [`keeper`] in `namespace` and waits until its pod runs: the node it runs on.
+async fn place_keeper(client: &Client, namespace: &str, avoid: &str) -> String {
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), namespace)
+        .create(&Default::default(), &keeper(namespace, avoid))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    ksim_testenv::wait::until("the keeper pod running", Duration::from_secs(60), || {
+        let pods = pods.clone();
+        async move {
+            let listed = pods
+                .list(&ListParams::default().labels("app=keeper"))
+                .await
+                .map_err(|e| e.to_string())?;
+            listed
+                .items
+                .iter()
+                .find(|pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .and_then(|pod| pod.spec.as_ref()?.node_name.clone())
+                .ok_or_else(|| format!("{} pods", listed.items.len()))
+        }
+    })
+    .await
+    .unwrap()
+}
+
 /// `ksim up --autoscaler` with no autoscaler arguments runs CA as production does: its own
-/// defaults, durations divided by the speed. So of two equally empty nodes, the one holding a
-/// kube-system pod is kept (`skip-nodes-with-system-pods` defaults to true) and the other is
-/// removed after CA's 10 minutes (10 s at 60x). A trace holding the recorded cluster's CA
+/// defaults, durations divided by the speed. Of three nodes, one empty, one holding a small
+/// movable pod in `default` and one holding the same pod in kube-system, only the last is kept
+/// (`skip-nodes-with-system-pods` defaults to true): the other two are removed after CA's 10
+/// minutes (10 s at 60x), the `default` pod moving to the kept node. The two pods differ only
+/// in their namespace. A trace holding the recorded cluster's CA
 /// Deployment runs with its flags: its `--scale-down-unneeded-time=3m` as given, its cloud
 /// provider's flags not applied and named.
 #[tokio::test(flavor = "multi_thread")]
@@ -1132,7 +1172,7 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
     let dir = up.state.path();
     let skeleton = dir.join("m5.yaml");
     std::fs::write(&skeleton, SKELETON).unwrap();
-    let group = format!("--autoscaler-group=m5={}:0:4:2", skeleton.display());
+    let group = format!("--autoscaler-group=m5={}:0:4:3", skeleton.display());
     let environment_ca = autoscaler_command_line(up.pid()).unwrap();
     for production in [
         "--scale-down-unneeded-time",
@@ -1146,7 +1186,7 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
         "{environment_ca}"
     );
 
-    // Nothing replayed: 30 recorded minutes of two empty nodes, 30 s at 60x.
+    // Nothing replayed: 30 recorded minutes of three nodes, 30 s at 60x.
     let t0 = 1_767_225_600_000;
     let quiet = dir.join("quiet.ksim");
     write_trace(
@@ -1158,7 +1198,7 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
         &[],
     );
     let parent = up.pid();
-    let (output, (kept, during)) = run_while(
+    let (output, (kept, moved, during)) = run_while(
         &up,
         args(&[
             "run",
@@ -1174,14 +1214,14 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
             let client = client.clone();
             async move {
                 let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-                ksim_testenv::wait::until("two m5 nodes", Duration::from_secs(120), || {
+                ksim_testenv::wait::until("three m5 nodes", Duration::from_secs(120), || {
                     let nodes = nodes.clone();
                     async move {
                         let listed = nodes
                             .list(&ListParams::default().labels("ksim.io/node-group=m5"))
                             .await
                             .map_err(|e| e.to_string())?;
-                        (listed.items.len() >= 2)
+                        (listed.items.len() >= 3)
                             .then_some(())
                             .ok_or_else(|| format!("{} nodes", listed.items.len()))
                     }
@@ -1189,39 +1229,9 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
                 .await
                 .unwrap();
                 let during = autoscaler_command_line(parent).unwrap_or_default();
-                Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
-                    client.clone(),
-                    "kube-system",
-                )
-                .create(&Default::default(), &kube_system_keeper())
-                .await
-                .unwrap();
-                let pods: Api<Pod> = Api::namespaced(client, "kube-system");
-                let kept = ksim_testenv::wait::until(
-                    "the kube-system pod running",
-                    Duration::from_secs(60),
-                    || {
-                        let pods = pods.clone();
-                        async move {
-                            let listed = pods
-                                .list(&ListParams::default().labels("app=keeper"))
-                                .await
-                                .map_err(|e| e.to_string())?;
-                            listed
-                                .items
-                                .iter()
-                                .find(|pod| {
-                                    pod.status.as_ref().and_then(|s| s.phase.as_deref())
-                                        == Some("Running")
-                                })
-                                .and_then(|pod| pod.spec.as_ref()?.node_name.clone())
-                                .ok_or_else(|| format!("{:?}", listed.items.len()))
-                        }
-                    },
-                )
-                .await
-                .unwrap();
-                (kept, during)
+                let kept = place_keeper(&client, "kube-system", "none").await;
+                let moved = place_keeper(&client, "default", &kept).await;
+                (kept, moved, during)
             }
         },
     )
@@ -1263,11 +1273,13 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
         .filter(|change| change["kind"] == "removed")
         .map(|change| change["node"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(removed.len(), 1, "{report:#}");
-    assert_ne!(
-        removed[0], kept,
+    assert_ne!(moved, kept, "the two pods share a node");
+    assert_eq!(removed.len(), 2, "{removed:?} {report:#}");
+    assert!(
+        !removed.contains(&kept),
         "the node with a kube-system pod was removed"
     );
+    assert!(removed.contains(&moved), "{removed:?}");
 
     // The recorded cluster's CA, as a Deployment in the trace.
     let recorded = dir.join("recorded.ksim");
