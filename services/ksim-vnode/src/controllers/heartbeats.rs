@@ -87,6 +87,15 @@ async fn beat_one(ctx: &Context, name: String, beat: Beat) {
             let mut index = ctx.index();
             if let Some(node) = index.node_mut(&name) {
                 node.status_busy = false;
+                if written.is_ok() && phase == Phase::Ready {
+                    // Its Ready write is done.
+                    node.booting = false;
+                }
+                if written.is_ok() && node.phase(Timestamp::now()).0 != phase {
+                    // The node changed phase (shutting down) while this write was under way
+                    // and may have landed after that change's: written again on the next tick.
+                    node.next_status = Some(Instant::now());
+                }
                 if node.booting {
                     // Its Ready write may have waited for this one.
                     ctx.reconcile_nodes.notify_one();

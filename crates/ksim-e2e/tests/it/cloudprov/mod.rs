@@ -2,6 +2,7 @@
 
 mod autoscaler;
 mod common;
+mod provisioning;
 mod rbac;
 mod scaling;
 mod transport;
