@@ -285,7 +285,7 @@ impl Observations {
                 continue;
             };
             let created = node.created();
-            if node.created_ms < self.recorded_from_ms {
+            if node.created_ms <= 0 || node.created_ms < self.recorded_from_ms {
                 continue;
             }
             let Some(list) = slots.get_mut(node.group.as_str()) else {
@@ -405,7 +405,8 @@ pub fn calibrate(observations: &Observations, name: &str, source: &str) -> Calib
             .or_default();
         samples.nodes += 1;
         let created = node.created();
-        let seen_coming = node.created_ms >= observations.recorded_from_ms;
+        // A creation of 0 is unknown, not 1970.
+        let seen_coming = node.created_ms > 0 && node.created_ms >= observations.recorded_from_ms;
         if seen_coming {
             fresh.insert(node.name.as_str());
             if let Some(ready) = node.ready_ms {
@@ -549,6 +550,12 @@ pub fn calibrate(observations: &Observations, name: &str, source: &str) -> Calib
     let pod_default = all_pods.delays();
     if observations.pods.is_empty() {
         notes.push("the trace holds no pod lifetimes: no pod start could be learned".to_owned());
+    } else if all_pods.first.0.is_empty() {
+        notes.push(
+            "no pod ran on a node created inside the recording: no first pull can be told, \
+             first pull left at 0"
+                .to_owned(),
+        );
     } else if pod_default.first_pull.is_zero() {
         notes.push(
             "no first pull could be told apart (an owner's first pods on new nodes started no \

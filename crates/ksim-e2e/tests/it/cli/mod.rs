@@ -1,5 +1,6 @@
 //! The `ksim` binary as a user runs it, against the real control plane and service binaries.
 
+mod calibrate;
 mod cli_env;
 mod common;
 mod configuration;

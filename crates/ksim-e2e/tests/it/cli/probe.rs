@@ -523,12 +523,20 @@ fn verb_cases(dir: &Path) -> Vec<Case> {
         case(&["trace", "show", "/dev/zero"], "/dev/zero"),
         case(&["trace", "validate", &missing], "missing"),
         case(&["trace", "convert", &missing, &out], "missing"),
+        case(&["trace", "calibrate", "/dev/zero"], "/dev/zero"),
+        case(&["trace", "calibrate", &missing], "missing"),
+        // The demo's trace holds no recorded nodes: nothing to learn, and it says so.
+        case(&["trace", "calibrate", &trace], "holds no recorded nodes"),
         // Outputs only to regular files or new paths.
         case(
             &["trace", "validate", &trace, "--fix", "/dev/null"],
             "/dev/null",
         ),
         case(&["trace", "convert", &trace, tmp], tmp),
+        case(
+            &["trace", "calibrate", &trace, "-o", "/dev/null"],
+            "/dev/null",
+        ),
         // Times and sizes out of range where they are made.
         case(
             &["trace", "transform", &trace, &out, "-f", &shift],
