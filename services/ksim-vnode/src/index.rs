@@ -1105,6 +1105,43 @@ status:
     }
 
     #[test]
+    fn a_restarted_pool_takes_booting_and_shutting_down_times_from_the_nodes() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(modelled("g", 1, model(0, 3600, 3600)));
+        let later = Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_hours(1);
+        let node = |name: &str, cidr: &str, key: &str| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": name,
+                    "labels": { GROUP_LABEL: "g", POOL_LABEL: "test" },
+                    "annotations": { key: later.to_string() },
+                },
+                "spec": { "podCIDR": cidr }
+            }))
+            .unwrap()
+        };
+        index
+            .adopt_node(&node("g-0", "10.0.1.0/24", BOOTING_UNTIL_ANNOTATION))
+            .unwrap();
+        index
+            .adopt_node(&node("g-1", "10.0.2.0/24", TERMINATING_UNTIL_ANNOTATION))
+            .unwrap();
+        let booting = index.node("g-0").unwrap();
+        assert!(booting.booting);
+        assert_eq!(booting.ready_at, Some(later));
+        assert_eq!(booting.phase(Timestamp::now()).0, Phase::Booting);
+        let going = index.node("g-1").unwrap();
+        assert_eq!(going.terminating.map(|(_, gone)| gone), Some(later));
+        // Still wanted (g-0) or still going (g-1): neither is touched before its time.
+        let changes = index.plan_node_changes(Timestamp::now());
+        assert!(changes.delete.is_empty() && changes.ready.is_empty());
+        assert!(changes.terminate.is_empty() && changes.create.is_empty());
+        let changes = index.plan_node_changes(later);
+        assert_eq!(changes.delete, ["g-1"]);
+        assert_eq!(changes.ready, [("g-0".to_owned(), later)]);
+    }
+
+    #[test]
     fn nodes_of_other_pools_are_not_adopted() {
         let mut index = index("10.0.0.0/16");
         let node: Node = serde_json::from_value(serde_json::json!({
