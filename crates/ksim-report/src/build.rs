@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::input::{AutoscalerOutage, NodeChange, Observations};
 use super::model::{
-    Bucket, Percentiles, Report, ReportedError, ReportedNodeChange, ReportedOutage,
+    Bucket, PendingPodSeconds, Percentiles, Report, ReportedError, ReportedNodeChange,
+    ReportedOutage,
 };
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
 use super::{attribution, costs, fidelity};
@@ -51,7 +52,34 @@ pub fn build(obs: &Observations) -> Report {
             .as_ref()
             .map(|outages| autoscaler_outages(outages, replay_end(obs), obs.speed)),
         provisioning: obs.provisioning.clone(),
+        pending_split: pending_split(obs),
+        pod_start_time: Percentiles::of(
+            &obs.pending_splits
+                .iter()
+                .map(|split| recorded(split.start, obs.speed))
+                .collect::<Vec<_>>(),
+        ),
+        node_ready_time: Percentiles::of(
+            &obs.node_ready_times
+                .iter()
+                .map(|&wall| recorded(wall, obs.speed))
+                .collect::<Vec<_>>(),
+        ),
     }
+}
+
+/// The pods' pending pod-seconds by cause, recorded time.
+fn pending_split(obs: &Observations) -> PendingPodSeconds {
+    let seconds = |wall: Duration| recorded(wall, obs.speed).as_secs_f64();
+    obs.pending_splits
+        .iter()
+        .fold(PendingPodSeconds::default(), |mut sum, split| {
+            sum.pods += 1;
+            sum.scheduling += seconds(split.scheduling);
+            sum.node_boot += seconds(split.node_boot);
+            sum.start += seconds(split.start);
+            sum
+        })
 }
 
 /// The last moment the driver observed, wall clock since the start: an outage still open
@@ -247,6 +275,39 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn pending_time_by_cause_and_start_and_ready_times_are_recorded_time() {
+        let mut obs = fixtures::observations();
+        obs.speed = 2.0;
+        let secs = Duration::from_secs;
+        obs.pending_splits = vec![
+            crate::PendingSplit {
+                scheduling: secs(1),
+                node_boot: secs(30),
+                start: secs(2),
+            },
+            crate::PendingSplit {
+                scheduling: secs(3),
+                node_boot: Duration::ZERO,
+                start: secs(4),
+            },
+        ];
+        obs.node_ready_times = vec![secs(5)];
+        let report = build(&obs);
+        assert_eq!(
+            report.pending_split,
+            PendingPodSeconds {
+                pods: 2,
+                scheduling: 8.0,
+                node_boot: 60.0,
+                start: 12.0
+            }
+        );
+        assert_eq!(report.pod_start_time.count, 2);
+        assert_eq!(report.pod_start_time.max_ms, 8_000.0);
+        assert_eq!(report.node_ready_time.p50_ms, 10_000.0);
     }
 
     #[test]

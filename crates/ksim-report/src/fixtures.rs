@@ -199,6 +199,8 @@ pub fn observations() -> Observations {
         }],
         autoscaler_outages: None,
         provisioning: None,
+        pending_splits: Vec::new(),
+        node_ready_times: Vec::new(),
     }
 }
 

@@ -67,6 +67,24 @@ pub struct Observations {
     /// do not know.
     #[serde(default)]
     pub provisioning: Option<crate::ProvisioningUsed>,
+    /// Per pod that ran, where its pending time went (wall clock). Defaulted: observations
+    /// saved before it was kept have none.
+    #[serde(default)]
+    pub pending_splits: Vec<PendingSplit>,
+    /// Per node that joined a group during the replay: from the Node existing to Ready (wall).
+    #[serde(default)]
+    pub node_ready_times: Vec<Duration>,
+}
+
+/// Where one pod's pending time went, wall clock; the three add up to its pending time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingSplit {
+    /// First seen to bound, less `node_boot`.
+    pub scheduling: Duration,
+    /// Cluster-autoscaler's TriggeredScaleUp for it to bound.
+    pub node_boot: Duration,
+    /// Bound to Running.
+    pub start: Duration,
 }
 
 /// One time cluster-autoscaler was down, wall clock since the replay start.

@@ -54,13 +54,14 @@ pub use files::{
 };
 pub use input::{
     AutoscalerOutage, ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind,
-    NodeCount, ObjectErrorRecord, Observations, PodCounts, RecordedState, Sample, ScaleEvent,
-    Usage,
+    NodeCount, ObjectErrorRecord, Observations, PendingSplit, PodCounts, RecordedState, Sample,
+    ScaleEvent, Usage,
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
-    NodeChangeCause, Percentiles, ProviderConfiguration, ProvisioningUsed, Report, ReportedError,
-    ReportedNodeChange, ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
+    NodeChangeCause, PendingPodSeconds, Percentiles, ProviderConfiguration, ProvisioningUsed,
+    Report, ReportedError, ReportedNodeChange, ReportedOutage, SchedulerConfiguration,
+    SeriesFidelity, WaitReason,
 };
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};

@@ -65,6 +65,29 @@ pub struct Report {
     /// reports written before models existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning: Option<ProvisioningUsed>,
+    /// Where the pending time of the pods that ran went, recorded time. Defaulted: reports
+    /// written before it was kept have zeros.
+    #[serde(default)]
+    pub pending_split: PendingPodSeconds,
+    /// Per pod that ran: bound to Running, recorded time.
+    #[serde(default)]
+    pub pod_start_time: Percentiles,
+    /// Per node that joined a group during the replay: the Node existing to Ready, recorded
+    /// time.
+    #[serde(default)]
+    pub node_ready_time: Percentiles,
+}
+
+/// The pending pod-seconds of the pods that ran, by what they waited for, recorded time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PendingPodSeconds {
+    pub pods: u64,
+    /// The scheduler, and cluster-autoscaler until it asked for a node.
+    pub scheduling: f64,
+    /// A node cluster-autoscaler asked for booting.
+    pub node_boot: f64,
+    /// The pod starting on its node.
+    pub start: f64,
 }
 
 /// The provisioning model a run used and how it got it.

@@ -51,6 +51,14 @@ impl Report {
                 summary: used.summary.clone(),
                 yaml: used.yaml.clone(),
             }),
+            pending_split: Some(pb::PendingSplit {
+                pods: self.pending_split.pods,
+                scheduling_pod_seconds: self.pending_split.scheduling,
+                node_boot_pod_seconds: self.pending_split.node_boot,
+                start_pod_seconds: self.pending_split.start,
+            }),
+            pod_start_time: Some(percentiles_to_proto(&self.pod_start_time)),
+            node_ready_time: Some(percentiles_to_proto(&self.node_ready_time)),
         }
     }
 
@@ -104,6 +112,18 @@ impl Report {
                     summary: used.summary.clone(),
                     yaml: used.yaml.clone(),
                 }),
+            pending_split: report
+                .pending_split
+                .as_ref()
+                .map(|split| crate::PendingPodSeconds {
+                    pods: split.pods,
+                    scheduling: split.scheduling_pod_seconds,
+                    node_boot: split.node_boot_pod_seconds,
+                    start: split.start_pod_seconds,
+                })
+                .unwrap_or_default(),
+            pod_start_time: percentiles_from_proto(report.pod_start_time.as_ref()),
+            node_ready_time: percentiles_from_proto(report.node_ready_time.as_ref()),
         }
     }
 }

@@ -71,6 +71,33 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
         human(pending.p99.as_ref()),
         pending.count
     )?;
+    if let Some(line) = pending_split(report) {
+        writeln!(out, "  pending, by cause: {line}")?;
+    }
+    for (label, percentiles, what) in [
+        (
+            "pod start time:   ",
+            report.pod_start_time,
+            "pods, bound to Running",
+        ),
+        (
+            "node ready time:  ",
+            report.node_ready_time,
+            "nodes, registered to Ready",
+        ),
+    ] {
+        let Some(p) = percentiles.filter(|p| p.count > 0) else {
+            continue;
+        };
+        writeln!(
+            out,
+            "  {label} p50 {}, p90 {}, p99 {} ({} {what})",
+            human(p.p50.as_ref()),
+            human(p.p90.as_ref()),
+            human(p.p99.as_ref()),
+            p.count
+        )?;
+    }
     let lateness = report.lateness.unwrap_or_default();
     writeln!(
         out,
@@ -186,6 +213,27 @@ fn human(duration: Option<&prost_types::Duration>) -> String {
 fn trimmed(value: f64) -> String {
     let text = format!("{value:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// Where the pending pod-seconds of the pods that ran went: `12s scheduling, 5m40s node boot,
+/// 45s pod start (pod-seconds of the 9 pods that ran)`; nothing when no pod ran.
+pub fn pending_split(report: &pb::Report) -> Option<String> {
+    let split = report
+        .pending_split
+        .as_ref()
+        .filter(|split| split.pods > 0)?;
+    let seconds = |value: f64| {
+        human(Some(&duration_to_proto(
+            Duration::try_from_secs_f64(value).unwrap_or_default(),
+        )))
+    };
+    Some(format!(
+        "{} scheduling, {} node boot, {} pod start (pod-seconds of the {} pods that ran)",
+        seconds(split.scheduling_pod_seconds),
+        seconds(split.node_boot_pod_seconds),
+        seconds(split.start_pod_seconds),
+        split.pods
+    ))
 }
 
 /// Which provisioning model produced the node and pod start times, how the run got it and
@@ -772,6 +820,38 @@ mod tests {
             "cluster-autoscaler: down 1 time, 1m15s in all (recorded time), still down at the \
              end; its decisions in those spans are missing"
         );
+    }
+
+    #[test]
+    fn pending_time_is_split_by_cause_and_start_and_ready_times_are_shown() {
+        let mut report = pb::Report::default();
+        assert!(!summary(&report).contains("by cause"), "no pods ran");
+        report.pending_split = Some(pb::PendingSplit {
+            pods: 9,
+            scheduling_pod_seconds: 12.0,
+            node_boot_pod_seconds: 340.0,
+            start_pod_seconds: 45.5,
+        });
+        report.pod_start_time = Some(pb::DurationPercentiles {
+            count: 9,
+            p50: Some(duration_to_proto(Duration::from_secs(3))),
+            ..pb::DurationPercentiles::default()
+        });
+        let text = summary(&report);
+        assert!(
+            text.contains(
+                "  pending, by cause: 12s scheduling, 5m40s node boot, 45.5s pod start \
+                 (pod-seconds of the 9 pods that ran)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  pod start time:    p50 3s, p90 0ms, p99 0ms (9 pods, bound to Running)\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("node ready time"), "{text}");
     }
 
     #[test]

@@ -32,8 +32,8 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 use crate::domain::{
     SIMULATION_LABEL,
     report::{
-        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PodCounts, Sample, ScaleEvent,
-        Usage, WaitReason,
+        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PendingSplit, PodCounts,
+        Sample, ScaleEvent, Usage, WaitReason,
     },
     waits,
 };
@@ -53,6 +53,10 @@ struct Seen {
     groups: BTreeSet<String>,
     pods: HashMap<String, PodSeen>,
     pending_times: Vec<Duration>,
+    /// Per pod that ran: where its pending time went.
+    pending_splits: Vec<PendingSplit>,
+    /// Per node that joined during the replay: first seen to Ready.
+    node_ready_times: Vec<Duration>,
     /// Per node name: its group, whether it is Ready, and what it can allocate.
     nodes: HashMap<String, NodeSeen>,
     /// Node names listed so far while the node watch (re)lists, if it does.
@@ -88,6 +92,9 @@ struct NodeSeen {
     /// Ready with the control plane's not-ready taint lifted: a replay that starts on a node
     /// still tainted would see its first pods crowd onto the nodes that are not.
     ready: bool,
+    /// When the observer first saw it, if that was during the replay (a node that joined):
+    /// its time to Ready is timed from there, once.
+    joined_at: Option<Instant>,
     allocatable: Resources,
 }
 
@@ -98,6 +105,11 @@ struct PodSeen {
     node: Option<String>,
     bound_ever: bool,
     first_seen: Instant,
+    /// When first seen bound.
+    bound_at: Option<Instant>,
+    /// When cluster-autoscaler's first TriggeredScaleUp for it was seen: from then it waited
+    /// for a node to boot.
+    triggered_at: Option<Instant>,
     ran: bool,
     requests: Resources,
 }
@@ -281,6 +293,14 @@ impl Observer {
         self.lock().pending_times.clone()
     }
 
+    pub fn pending_splits(&self) -> Vec<PendingSplit> {
+        self.lock().pending_splits.clone()
+    }
+
+    pub fn node_ready_times(&self) -> Vec<Duration> {
+        self.lock().node_ready_times.clone()
+    }
+
     pub fn scale_events(&self) -> Vec<ScaleEvent> {
         self.lock().scale_events.clone()
     }
@@ -305,6 +325,21 @@ impl Drop for Observer {
 }
 
 /// The owner a pod's waits count for (see [`waits::owner`]).
+/// Where a pod that runs `now` spent its pending time: up to bound (less the wait for a node
+/// cluster-autoscaler asked for), the node booting, and starting once bound.
+fn split(pod: &PodSeen, now: Instant) -> PendingSplit {
+    let bound = pod.bound_at.unwrap_or(now).max(pod.first_seen);
+    let node_boot = pod
+        .triggered_at
+        .filter(|at| *at < bound)
+        .map_or(Duration::ZERO, |at| bound - at.max(pod.first_seen));
+    PendingSplit {
+        scheduling: (bound - pod.first_seen).saturating_sub(node_boot),
+        node_boot,
+        start: now.saturating_duration_since(bound),
+    }
+}
+
 fn owner_of(pod: &Pod) -> String {
     let controller = pod
         .metadata
@@ -370,6 +405,8 @@ impl Seen {
             groups,
             pods: HashMap::new(),
             pending_times: Vec::new(),
+            pending_splits: Vec::new(),
+            node_ready_times: Vec::new(),
             nodes: HashMap::new(),
             relisted_nodes: None,
             node_changes: Vec::new(),
@@ -420,14 +457,20 @@ impl Seen {
             node: None,
             bound_ever: false,
             first_seen: Instant::now(),
+            bound_at: None,
+            triggered_at: None,
             ran: false,
             requests: pod_requests(pod),
         });
         entry.bound_ever |= node.is_some();
+        if node.is_some() && entry.bound_at.is_none() {
+            entry.bound_at = Some(Instant::now());
+        }
         entry.node = node;
         if !entry.ran && matches!(phase.as_str(), "Running" | "Succeeded" | "Failed") {
             entry.ran = true;
             self.pending_times.push(entry.first_seen.elapsed());
+            self.pending_splits.push(split(entry, Instant::now()));
             if let Some(starts) = &self.starts {
                 // The receiver goes with the simulation; a start after it is of no use.
                 let _ = starts.send(pod.clone());
@@ -470,6 +513,11 @@ impl Seen {
             return;
         }
         let pod_uid = event.involved_object.uid.as_deref().unwrap_or_default();
+        if reason == waits::TRIGGERED_SCALE_UP
+            && let Some(pod) = self.pods.get_mut(pod_uid)
+        {
+            pod.triggered_at.get_or_insert_with(Instant::now);
+        }
         let Some(event_uid) = event.metadata.uid.clone() else {
             return;
         };
@@ -539,11 +587,25 @@ impl Seen {
                 }
                 let allocatable =
                     Resources::of(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+                let ready = takes_pods(node);
+                let joined_at = match self.nodes.get(&name) {
+                    Some(known) => known.joined_at,
+                    None => self.replaying.then(Instant::now),
+                };
+                // Timed once: the first time a node that joined is seen Ready.
+                let joined_at = match joined_at {
+                    Some(at) if ready => {
+                        self.node_ready_times.push(at.elapsed());
+                        None
+                    }
+                    other => other,
+                };
                 let seen = NodeSeen {
                     group,
                     owner,
-                    ready: takes_pods(node),
+                    ready,
                     allocatable,
+                    joined_at,
                 };
                 self.nodes.insert(name, seen);
             }
@@ -780,6 +842,69 @@ mod tests {
             ])}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_pods_pending_time_splits_into_scheduling_node_boot_and_start() {
+        let t0 = Instant::now();
+        let secs = Duration::from_secs;
+        let mut pod = PodSeen {
+            phase: "Pending".to_owned(),
+            node: None,
+            bound_ever: true,
+            first_seen: t0,
+            bound_at: Some(t0 + secs(70)),
+            triggered_at: Some(t0 + secs(10)),
+            ran: false,
+            requests: Resources::default(),
+        };
+        assert_eq!(
+            split(&pod, t0 + secs(73)),
+            PendingSplit {
+                scheduling: secs(10),
+                node_boot: secs(60),
+                start: secs(3),
+            }
+        );
+        // Without CA's help all of it before the binding is scheduling.
+        pod.triggered_at = None;
+        assert_eq!(split(&pod, t0 + secs(73)).scheduling, secs(70));
+        // Bound and running at once: nothing to start.
+        pod.bound_at = None;
+        assert_eq!(
+            split(&pod, t0 + secs(5)),
+            PendingSplit {
+                scheduling: secs(5),
+                node_boot: Duration::ZERO,
+                start: Duration::ZERO,
+            }
+        );
+    }
+
+    #[test]
+    fn a_node_that_joins_is_timed_to_ready_once_and_initial_ones_not_at_all() {
+        let mut seen = seen(&["m5"]);
+        seen.node(&ready_node("m5-a", "m5", true), true);
+        seen.replaying = true;
+        seen.node(&ready_node("m5-b", "m5", false), true);
+        assert!(seen.node_ready_times.is_empty());
+        seen.node(&ready_node("m5-b", "m5", true), true);
+        seen.node(&ready_node("m5-b", "m5", true), true);
+        seen.node(&ready_node("m5-a", "m5", true), true);
+        assert_eq!(seen.node_ready_times.len(), 1);
+    }
+
+    fn ready_node(name: &str, group: &str, ready: bool) -> Node {
+        let mut node = node(name, group);
+        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            conditions: Some(vec![k8s_openapi::api::core::v1::NodeCondition {
+                type_: "Ready".to_owned(),
+                status: if ready { "True" } else { "False" }.to_owned(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        node
     }
 
     #[test]

@@ -118,6 +118,8 @@ impl Live {
             // Asked of the environment once, for the final report (`run::final_report`).
             autoscaler_outages: None,
             provisioning: self.provisioning.clone(),
+            pending_splits: self.observer.pending_splits(),
+            node_ready_times: self.observer.node_ready_times(),
         }
     }
 
