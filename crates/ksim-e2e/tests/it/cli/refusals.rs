@@ -141,3 +141,45 @@ fn compare_names_a_missing_report_directory() {
         &["cannot read report directory /nonexistent"],
     );
 }
+
+/// An environment CA flag a run could not set is one line naming `--autoscaler-flag`, and
+/// nothing starts; a malformed recorded-flags file is one line naming the file and its line.
+#[test]
+fn up_refuses_an_autoscaler_flag_a_run_may_not_set_and_run_a_malformed_flags_file() {
+    let state = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(ksim_e2e::binary("ksim"))
+        .args(["up", "--autoscaler", "--autoscaler-flag", "log-file=/tmp/x"])
+        .env("KSIM_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    refused(
+        &output,
+        &[
+            "--autoscaler-flag",
+            "--log-file is not a flag a run may set (logging)",
+        ],
+    );
+    assert!(!state.path().join("env.json").exists());
+
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, skeleton) = files(dir.path());
+    let flags = dir.path().join("ca.flags");
+    std::fs::write(
+        &flags,
+        "# recorded\nscan-interval=10s\n--expander least-waste\n",
+    )
+    .unwrap();
+    let group = format!("m5={skeleton}:0:2:1");
+    refused(
+        &ksim(&[
+            "run",
+            &trace,
+            "--autoscaler",
+            "--autoscaler-group",
+            &group,
+            "--autoscaler-flags-file",
+            flags.to_str().unwrap(),
+        ]),
+        &["--autoscaler-flags-file", "line 3", "is not FLAG=VALUE"],
+    );
+}
