@@ -1,7 +1,7 @@
 //! Which provisioning model a run uses: the one given, else the one its trace's recording
 //! teaches, else the published default; and what the report says of it.
 
-use ksim_experiment::provisioning::{GroupProvisioning, Model};
+use ksim_experiment::provisioning::{GroupProvisioning, Model, calibrate, observe};
 use ksim_trace::Trace;
 
 use super::report::ProvisioningUsed;
@@ -25,6 +25,21 @@ impl Origin {
             Self::Default => "default",
         }
     }
+}
+
+/// The model the trace's recording teaches, as `ksim trace calibrate` would learn it; `None`
+/// when it recorded no nodes (a SimKube trace, or one recorded without them).
+pub fn learn(trace: &Trace) -> Option<Model> {
+    let observations = observe::observe(trace);
+    if observations.nodes.is_empty() {
+        return None;
+    }
+    let source = format!(
+        "learned from the trace's recording ({} nodes, {} pods)",
+        observations.nodes.len(),
+        observations.pods.len()
+    );
+    Some(calibrate::calibrate(&observations, "learned", &source).model)
 }
 
 /// The model a run uses and how it got it.
@@ -119,6 +134,36 @@ mod tests {
         assert_eq!(
             Model::parse("back", &chosen.used().yaml).unwrap(),
             Model::published()
+        );
+    }
+
+    #[test]
+    fn a_trace_without_recorded_nodes_teaches_nothing_and_one_with_them_a_model() {
+        let mut trace = Trace {
+            header: Default::default(),
+            events: Vec::new(),
+            lifecycles: Vec::new(),
+            samples: Vec::new(),
+            nodes: Vec::new(),
+            trailer: Default::default(),
+        };
+        assert_eq!(learn(&trace), None);
+        // A node created inside the recording and Ready 30 s later.
+        let node = |at: i64, ready: bool| ksim_trace::pb::RecordedNode {
+            timestamp_ms: at,
+            name: "m5-a".into(),
+            group: "m5".into(),
+            ready,
+            created_ms: 10_000,
+            ..Default::default()
+        };
+        trace.nodes = vec![node(10_000, false), node(40_000, true)];
+        let model = learn(&trace).unwrap();
+        assert_eq!(model.name, "learned");
+        assert!(model.source.contains("1 nodes"), "{}", model.source);
+        assert_eq!(
+            model.node_delays("m5").ready.median(),
+            std::time::Duration::from_secs(30)
         );
     }
 

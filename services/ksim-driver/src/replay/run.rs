@@ -37,7 +37,7 @@ use crate::{
         lifetimes::Lifetimes,
         outages,
         plan::{Step, StepKind, plan, template_paths},
-        provisioning::Chosen,
+        provisioning::{Chosen, learn},
         recorded::recorded_states,
         report::{self, AutoscalerOutage, GroupPrice},
         rewrite::{RewriteOptions, Rewriter},
@@ -232,7 +232,7 @@ async fn replay(
     } else {
         None
     };
-    let provisioning = Chosen::of(spec.provisioning.as_ref(), trace, |_| None);
+    let provisioning = Chosen::of(spec.provisioning.as_ref(), trace, learn);
     tracing::info!(
         simulation = %handle.id,
         model = %provisioning.model.name,
