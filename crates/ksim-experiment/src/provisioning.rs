@@ -408,16 +408,7 @@ impl GroupProvisioning {
 
     /// Reads what [`Self::to_json`] wrote (an annotation, a request field), checked.
     pub fn from_json(text: &str) -> Result<Self, ModelError> {
-        let parsed: Self = serde_json::from_str(text).map_err(|error| ModelError::Parse {
-            file: "provisioning".to_owned(),
-            message: error.to_string(),
-        })?;
-        if !(parsed.speed.is_finite() && parsed.speed > 0.0) {
-            return Err(ModelError::field(
-                "speed",
-                format!("must be a number > 0, got {}", parsed.speed),
-            ));
-        }
+        let parsed: Self = carried("provisioning", text, |parsed: &Self| parsed.speed)?;
         for (name, delay) in parsed.nodes.fields() {
             delay
                 .check()
@@ -432,7 +423,7 @@ impl GroupProvisioning {
 
     /// `delay` in the simulation's time: divided by the speed.
     pub fn as_run(&self, delay: Duration) -> Duration {
-        Duration::try_from_secs_f64(delay.as_secs_f64() / self.speed).unwrap_or(MAX_DELAY)
+        divided(delay, self.speed)
     }
 }
 
@@ -463,16 +454,7 @@ impl PodProvisioning {
 
     /// Reads what [`Self::to_json`] wrote (a pod annotation), checked.
     pub fn from_json(text: &str) -> Result<Self, ModelError> {
-        let parsed: Self = serde_json::from_str(text).map_err(|error| ModelError::Parse {
-            file: "pod provisioning".to_owned(),
-            message: error.to_string(),
-        })?;
-        if !(parsed.speed.is_finite() && parsed.speed > 0.0) {
-            return Err(ModelError::field(
-                "speed",
-                format!("must be a number > 0, got {}", parsed.speed),
-            ));
-        }
+        let parsed: Self = carried("pod provisioning", text, |parsed: &Self| parsed.speed)?;
         for (name, delay) in [
             ("start", &parsed.pods.start),
             ("firstPull", &parsed.pods.first_pull),
@@ -490,8 +472,33 @@ impl PodProvisioning {
 
     /// `delay` in the simulation's time: divided by the speed.
     pub fn as_run(&self, delay: Duration) -> Duration {
-        Duration::try_from_secs_f64(delay.as_secs_f64() / self.speed).unwrap_or(MAX_DELAY)
+        divided(delay, self.speed)
     }
+}
+
+/// What a group or a pod carries (`what`), read from its JSON, its speed checked.
+fn carried<T: serde::de::DeserializeOwned>(
+    what: &str,
+    text: &str,
+    speed: impl Fn(&T) -> f64,
+) -> Result<T, ModelError> {
+    let parsed: T = serde_json::from_str(text).map_err(|error| ModelError::Parse {
+        file: what.to_owned(),
+        message: error.to_string(),
+    })?;
+    let speed = speed(&parsed);
+    if !(speed.is_finite() && speed > 0.0) {
+        return Err(ModelError::field(
+            "speed",
+            format!("must be a number > 0, got {speed}"),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// `delay` at `speed`, at most [`MAX_DELAY`].
+fn divided(delay: Duration, speed: f64) -> Duration {
+    Duration::try_from_secs_f64(delay.as_secs_f64() / speed).unwrap_or(MAX_DELAY)
 }
 
 /// A seeded stream of draws for one thing (a group's nodes, a node's pods): the same seed and

@@ -57,6 +57,14 @@ pub struct NodeObservation {
 }
 
 impl NodeObservation {
+    /// Whether the recording, from `recorded_from_ms` on, saw it created: its creation, as
+    /// precisely as known, is not before. (A creationTimestamp has whole seconds: a node
+    /// created just after the start can carry a second before it.) A creation of 0 is unknown,
+    /// not 1970.
+    fn seen_coming(&self, recorded_from_ms: i64) -> bool {
+        self.created_ms > 0 && self.created() >= recorded_from_ms
+    }
+
     /// When it was created, as precisely as the recording says.
     fn created(&self) -> i64 {
         let sight = self.first_seen_ms - self.created_ms;
@@ -285,7 +293,7 @@ impl Observations {
                 continue;
             };
             let created = node.created();
-            if node.created_ms <= 0 || node.created_ms < self.recorded_from_ms {
+            if !node.seen_coming(self.recorded_from_ms) {
                 continue;
             }
             let Some(list) = slots.get_mut(node.group.as_str()) else {
@@ -406,8 +414,7 @@ pub fn calibrate(observations: &Observations, name: &str, source: &str) -> Calib
         samples.nodes += 1;
         let created = node.created();
         // A creation of 0 is unknown, not 1970.
-        let seen_coming = node.created_ms > 0 && node.created_ms >= observations.recorded_from_ms;
-        if seen_coming {
+        if node.seen_coming(observations.recorded_from_ms) {
             fresh.insert(node.name.as_str());
             if let Some(ready) = node.ready_ms {
                 samples.ready.push(created, ready);

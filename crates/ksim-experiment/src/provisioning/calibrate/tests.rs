@@ -325,3 +325,44 @@ fn delays_of_a_few_or_zero_samples() {
     assert!(matches!(delay_of(&mostly_zero), Delay::Samples(_)));
     assert!(delay_of(&mostly_zero).check().is_ok());
 }
+
+#[test]
+fn a_node_created_just_after_the_start_counts_though_its_second_is_before() {
+    // The recording starts at T0 + 600 ms; the node's creationTimestamp says T0 (whole
+    // seconds), the tracer first saw it at T0 + 800 ms and Ready 10 s later.
+    let node = NodeObservation {
+        name: "m5-a".into(),
+        group: "m5".into(),
+        created_ms: T0,
+        first_seen_ms: T0 + 800,
+        ready_ms: Some(T0 + 10_800),
+        ..NodeObservation::default()
+    };
+    let observations = Observations {
+        recorded_from_ms: T0 + 600,
+        nodes: vec![node.clone()],
+        ..Observations::default()
+    };
+    let model = calibrate(&observations, "m", "test").model;
+    assert_eq!(
+        model.node_delays("m5").ready,
+        Delay::Samples(vec![Duration::from_secs(10)])
+    );
+    // One that existed before the start (created a minute earlier) is not seen coming.
+    let before = Observations {
+        recorded_from_ms: T0 + 60_000,
+        nodes: vec![NodeObservation {
+            first_seen_ms: T0 + 60_000,
+            ready_ms: Some(T0 + 60_000),
+            ..node
+        }],
+        ..Observations::default()
+    };
+    assert!(
+        calibrate(&before, "m", "test")
+            .model
+            .node_delays("m5")
+            .ready
+            .is_zero()
+    );
+}
