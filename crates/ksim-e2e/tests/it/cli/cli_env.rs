@@ -18,7 +18,7 @@ use tonic_health::pb::{
 
 fn ksim(state_dir: &Path, args: &[&str]) -> Output {
     Command::new(ksim_e2e::binary("ksim"))
-        .args(args)
+        .args(common::up::pinned(args))
         .env("KSIM_STATE_DIR", state_dir)
         // Nothing may reach a driver a developer left running.
         .env("KSIM_DRIVER_URL", "http://127.0.0.1:1")

@@ -71,6 +71,15 @@ fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
     assert!(added >= 1, "{line}");
     assert!(removed >= 1, "{line}");
     assert!(line.contains("seats-m5-large-"), "nodes not named: {line}");
+    // Its nodes boot by a model of its own, and the summary says which.
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.trim_start().starts_with("provisioning:")
+                && line.contains("demo (ksim demo")
+                && line.ends_with("[given]")),
+        "{stdout}"
+    );
 
     // The group was retired before it went: CA logged no error on the way out (klog's error
     // lines start with E).

@@ -28,6 +28,7 @@ trace: demo.ktrace
 speed: 10
 repeats: 2
 nodeGroups: [\"small=m5.yaml:4\"]
+provisioning: instant
 variants:
 - name: baseline
 - name: packed

@@ -115,6 +115,7 @@ async fn a_simulation_is_one_trace_across_driver_tracer_pool_and_cloud_provider(
         .args(["--node-group", &format!("fixed={skeleton}:1")])
         .args(["--autoscaler-group", &format!("scaled={skeleton}:1:2:1")])
         .args(["--autoscaler", "--driver", "http://127.0.0.1:7064"])
+        .args(["--provisioning", "instant"])
         .output()
         .unwrap();
     assert!(

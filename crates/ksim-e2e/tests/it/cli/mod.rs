@@ -10,6 +10,7 @@ mod fidelity;
 mod mesh_telemetry;
 mod pool_restart;
 mod probe;
+mod provisioning;
 mod refusals;
 mod show;
 mod trace_cli;

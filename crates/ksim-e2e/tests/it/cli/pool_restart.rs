@@ -93,7 +93,7 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
     let group = format!("m5={}:1:4:2", skeleton.display());
     let running = Command::new(ksim_e2e::binary("ksim"))
         .args(["run", trace.to_str().unwrap(), "--autoscaler-group", &group])
-        .args(["--driver", DRIVER])
+        .args(["--driver", DRIVER, "--provisioning", "instant"])
         .env("KSIM_STATE_DIR", dir)
         .stdout(std::fs::File::create(&run_log).unwrap())
         .stderr(Stdio::piped())

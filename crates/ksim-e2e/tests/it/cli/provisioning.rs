@@ -1,0 +1,427 @@
+//! The provisioning model end to end: nodes that take time to boot and to go, pods that take
+//! time to start, learned from a recording and used by the what-if question they exist for.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, Node, Pod},
+};
+use ksim_experiment::provisioning::{
+    Delay, Draws, GroupProvisioning, Model, NodeDelays, PodDelays, PodProvisioning,
+    calibrate::Figures,
+};
+use ksim_nodes::{
+    labels::{GROUP_LABEL, POD_PROVISIONING_ANNOTATION, VIRTUAL_TAINT_KEY},
+    node::is_ready,
+    seats::{SeatDeployment, SkeletonSource},
+};
+use ksim_trace::time::{now_ms, timestamp};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+
+use super::common::{deployment, up::Up, write_trace};
+
+const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+
+/// Nodes take 20 to 30 s to register and 5 s more to be Ready, and linger 40 s when removed,
+/// in recorded time (a cloud's figures scaled down so the test replays in a minute and a half).
+const BOOTING: &str = "\
+name: booting
+source: the what-if test
+seed: 3
+nodes:
+  default:
+    registration: {p50: 20s, p90: 30s}
+    ready: 5s
+    termination: 40s
+";
+
+/// CA's unready time as in production: a node still booting is not taken for a broken one.
+const EXPERIMENT: &str = "\
+trace: bursts.ksim
+speed: 5
+autoscaler: true
+autoscalerGroups: [\"m5=m5.yaml:0:4:0\"]
+provisioning: booting.yaml
+variants:
+- name: short
+  autoscalerArgs: [scale-down-unneeded-time=20s, scale-down-unready-time=20m]
+- name: long
+  autoscalerArgs: [scale-down-unneeded-time=5m, scale-down-unready-time=20m]
+";
+
+/// The termination delay of [`BOOTING`], in ms.
+const TERMINATION_MS: u64 = 40_000;
+
+/// Deployment `burst` in `shop`: `replicas` pods of one CPU, one per m5.large.
+fn burst(replicas: i32, revision: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "burst", "namespace": "shop", "labels": {"revision": revision}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "burst"}},
+            "template": {
+                "metadata": {"labels": {"app": "burst"}},
+                "spec": {
+                    "containers": [{"name": "work", "image": "registry.example/work:1",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
+                }
+            }
+        }
+    })
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The what-if the model is for: with nodes that take time to boot, giving them back soon after
+/// a burst saves node-hours and costs pending time at the next burst, which waits for nodes to
+/// boot again; and a removed node counts until its termination delay has passed.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_booting_nodes_a_short_unneeded_time_trades_node_hours_for_pending_time() {
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
+        .await
+        .unwrap();
+    let dir = up.state.path().join("what-if");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Three bursts of three one-CPU pods, a minute each, two minutes apart.
+    let t0 = 1_767_225_600_000;
+    let minute = 60_000;
+    let mut applies = Vec::new();
+    for (n, at) in [0, 3, 6].into_iter().enumerate() {
+        applies.push((t0 + at * minute, deployment(&burst(3, &format!("up-{n}")))));
+        applies.push((
+            t0 + (at + 1) * minute,
+            deployment(&burst(0, &format!("down-{n}"))),
+        ));
+    }
+    applies.push((t0 + 7 * minute + 30_000, deployment(&burst(0, "end"))));
+    write_trace(&dir.join("bursts.ksim"), applies, &[]);
+    std::fs::write(dir.join("m5.yaml"), SKELETON).unwrap();
+    std::fs::write(dir.join("booting.yaml"), BOOTING).unwrap();
+    let file = dir.join("experiment.yaml");
+    std::fs::write(&file, EXPERIMENT).unwrap();
+
+    let assertions = [
+        "variants.short.node_hours < variants.long.node_hours",
+        "variants.short.pending_pod_seconds > variants.long.pending_pod_seconds",
+    ];
+    let mut args: Vec<String> = ["experiment", "run", "-f", file.to_str().unwrap()]
+        .map(str::to_owned)
+        .to_vec();
+    for assertion in assertions {
+        args.extend(["--assert".to_owned(), assertion.to_owned()]);
+    }
+    let output = tokio::task::block_in_place(|| up.ksim_any(&args));
+    let printed = text(&output.stdout);
+    assert!(output.status.success(), "{printed}{}", text(&output.stderr));
+    for assertion in assertions {
+        assert!(
+            printed.contains(&format!("assert ok:     {assertion}")),
+            "{printed}"
+        );
+    }
+
+    let results = dir.join("experiment-results");
+    let report = |variant: &str| -> Value {
+        let path = results.join(variant).join("1").join("report.json");
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    };
+    let (short, long) = (report("short"), report("long"));
+    // Each report says which model ran and how the run got it.
+    for report in [&short, &long] {
+        let provisioning = &report["provisioning"];
+        assert_eq!(provisioning["name"], "booting", "{provisioning}");
+        assert_eq!(provisioning["origin"], "given", "{provisioning}");
+        assert!(
+            provisioning["yaml"]
+                .as_str()
+                .unwrap()
+                .contains("termination: 40s")
+        );
+    }
+    // The short variant's bursts waited for nodes to boot, and the report says so apart.
+    let node_boot = short["pending_split"]["node_boot"].as_f64().unwrap();
+    assert!(node_boot > 0.0, "{:#}", short["pending_split"]);
+    // A node CA removed stayed (and counted) until its termination delay had passed: the
+    // first removal comes at least most of that delay after the group first shrank.
+    let first_shrink = short["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|bucket| bucket["scale_downs"].as_u64().unwrap_or(0) > 0)
+        .map(|bucket| bucket["offset_ms"].as_u64().unwrap())
+        .unwrap_or_else(|| panic!("CA never shrank the group: {:#}", short["timeline"]));
+    let first_removal = short["node_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|change| change["kind"] == "removed")
+        .filter_map(|change| change["offset_ms"].as_u64())
+        .min()
+        .unwrap_or_else(|| panic!("no node removed: {:#}", short["node_changes"]));
+    assert!(
+        first_removal >= first_shrink + TERMINATION_MS * 8 / 10,
+        "shrank at {first_shrink} ms, first node gone at {first_removal} ms"
+    );
+}
+
+/// The recorded group, its nodes and the model its pool plays.
+const GROUP: &str = "boot";
+const NODES: usize = 30;
+/// Seed 6 draws its 30 nodes' Ready delays within 5% of the model's p50 and p90 (asserted
+/// below), so what calibration learns is held against the model itself.
+const SEED: u64 = 6;
+/// The pool plays the recorded cluster's node delays at 2x, so the recording takes a minute;
+/// calibration learns them as they were recorded (halved).
+const RECORDING_SPEED: f64 = 2.0;
+const DEADLINE: Duration = Duration::from_secs(300);
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// Node Ready after p50 40 s / p90 70 s, gone 30 s after its removal; pods start in 10 s
+/// (a pod's bind and start are recorded in whole seconds, so a start of a few seconds could
+/// not be learned to 15%).
+fn known_nodes() -> NodeDelays {
+    NodeDelays {
+        registration: Delay::default(),
+        ready: Delay::Percentiles {
+            p50: secs(40),
+            p90: Some(secs(70)),
+            p99: None,
+        },
+        termination: Delay::Fixed(secs(30)),
+    }
+}
+
+fn known_pods() -> PodDelays {
+    PodDelays {
+        start: Delay::Fixed(secs(10)),
+        first_pull: Delay::default(),
+    }
+}
+
+/// Whether `learned` is within 15% of `configured`.
+fn close(learned: Duration, configured: Duration) -> bool {
+    (learned.as_secs_f64() / configured.as_secs_f64() - 1.0).abs() <= 0.15
+}
+
+/// `replicas` small pods of `web` in `shop` on the group's nodes, each starting by the model.
+fn web(replicas: i32) -> Deployment {
+    let start = PodProvisioning {
+        model: "known".to_owned(),
+        seed: SEED,
+        speed: 1.0,
+        pods: known_pods(),
+    };
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"},
+                    "annotations": {POD_PROVISIONING_ANNOTATION: start.to_json()}},
+                "spec": {
+                    "nodeSelector": {GROUP_LABEL: GROUP},
+                    "tolerations": [{"key": VIRTUAL_TAINT_KEY, "operator": "Exists",
+                        "effect": "NoSchedule"}],
+                    "containers": [{"name": "web", "image": "registry.example/web:1",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]
+                }
+            }
+        }
+    }))
+    .unwrap()
+}
+
+/// Waits until `done` holds of the group's Ready nodes and web's Running pods.
+async fn until(client: &Client, what: &str, done: impl Fn(usize, usize) -> bool) {
+    let started = Instant::now();
+    loop {
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&ListParams::default().labels(&format!("{GROUP_LABEL}={GROUP}")))
+            .await;
+        let pods = Api::<Pod>::namespaced(client.clone(), "shop")
+            .list(&ListParams::default())
+            .await;
+        if let (Ok(nodes), Ok(pods)) = (nodes, pods) {
+            let ready = nodes.items.iter().filter(|node| is_ready(node)).count();
+            let running = pods
+                .items
+                .iter()
+                .filter(|pod| {
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .count();
+            if done(ready, running) {
+                return;
+            }
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{what}: not within {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn scale<K>(api: &Api<K>, name: &str, replicas: usize)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// The issue's first test: a recording of a pool that plays a known model, calibrated, gives
+/// that model back within 15%.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recording_of_a_known_model_calibrates_back_within_15_percent() {
+    // The seed's own draws are near the model, so the comparison below is with the model.
+    let mut draws = Draws::new(SEED, GROUP);
+    let known = known_nodes();
+    let ready: Vec<Duration> = (0..NODES)
+        .map(|_| {
+            draws.next(&known.registration);
+            let ready = draws.next(&known.ready);
+            draws.next(&known.termination);
+            ready
+        })
+        .collect();
+    let drawn = Figures::of(&ready).unwrap();
+    assert!(
+        (drawn.p50.as_secs_f64() / 40.0 - 1.0).abs() < 0.05
+            && (drawn.p90.as_secs_f64() / 70.0 - 1.0).abs() < 0.05,
+        "{drawn:?}"
+    );
+
+    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
+    let up = tokio::task::spawn_blocking(|| Up::start(&[]))
+        .await
+        .unwrap();
+    let client = up.client().await;
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let seats = SeatDeployment {
+        group: GROUP.to_owned(),
+        namespace: "ksim-system".to_owned(),
+        replicas: 0,
+        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
+        min_size: Some(0),
+        max_size: Some(NODES as i32),
+        provisioning: Some(
+            GroupProvisioning {
+                model: "known".to_owned(),
+                seed: SEED,
+                speed: RECORDING_SPEED,
+                nodes: known,
+            }
+            .to_json(),
+        ),
+    }
+    .to_deployment();
+    let seats_api = Api::<Deployment>::namespaced(client.clone(), "ksim-system");
+    seats_api
+        .create(&PostParams::default(), &seats)
+        .await
+        .unwrap();
+
+    // The recording: the group grows to 30 nodes, web runs a pod on each, then both go.
+    let start_ms = now_ms();
+    scale(&seats_api, &format!("seats-{GROUP}"), NODES).await;
+    until(&client, "30 nodes Ready", |nodes, _| nodes == NODES).await;
+    let web_api = Api::<Deployment>::namespaced(client.clone(), "shop");
+    web_api
+        .create(&PostParams::default(), &web(NODES as i32))
+        .await
+        .unwrap();
+    until(&client, "30 pods running", |_, running| running == NODES).await;
+    scale(&web_api, "web", 0).await;
+    until(&client, "web gone", |_, running| running == 0).await;
+    scale(&seats_api, &format!("seats-{GROUP}"), 0).await;
+    let nodes_api = Api::<Node>::all(client.clone());
+    let started = Instant::now();
+    loop {
+        let left = nodes_api
+            .list(&ListParams::default().labels(&format!("{GROUP_LABEL}={GROUP}")))
+            .await
+            .map_or(usize::MAX, |list| list.items.len());
+        if left == 0 {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "{left} nodes left");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The tracer samples at most once a second: its last records are in by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let end_ms = now_ms();
+
+    let trace = up.state.path().join("recorded.ksim");
+    up.ksim(&[
+        "trace",
+        "export",
+        "--server",
+        "http://127.0.0.1:7061",
+        "--start",
+        &timestamp(start_ms).to_string(),
+        "--end",
+        &timestamp(end_ms).to_string(),
+        "-n",
+        "shop",
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    let model_file = up.state.path().join("learned.yaml");
+    let calibrated = up.ksim(&[
+        "trace",
+        "calibrate",
+        trace.to_str().unwrap(),
+        "-o",
+        model_file.to_str().unwrap(),
+    ]);
+    let table = String::from_utf8_lossy(&calibrated.stdout).into_owned();
+    assert!(table.contains(GROUP), "{table}");
+    let learned = Model::parse(
+        "learned.yaml",
+        &std::fs::read_to_string(&model_file).unwrap(),
+    )
+    .unwrap();
+
+    // Recorded time at the recording's speed: the model's delays halved.
+    let recorded = |d: Duration| d.div_f64(RECORDING_SPEED);
+    let nodes = learned.node_delays(GROUP);
+    let Delay::Percentiles { p50, p90, .. } = nodes.ready else {
+        panic!("30 nodes make percentiles: {:?}\n{table}", nodes.ready);
+    };
+    assert!(close(p50, recorded(secs(40))), "ready p50 {p50:?}\n{table}");
+    let p90 = p90.unwrap();
+    assert!(close(p90, recorded(secs(70))), "ready p90 {p90:?}\n{table}");
+    let termination = nodes.termination.median();
+    assert!(
+        close(termination, recorded(secs(30))),
+        "termination {termination:?}\n{table}"
+    );
+    let start = learned.pod_delays("Deployment/shop/web").start.median();
+    assert!(close(start, secs(10)), "pod start {start:?}\n{table}");
+}
