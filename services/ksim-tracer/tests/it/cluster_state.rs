@@ -3,10 +3,10 @@
 //! recorded node and samples of Ready nodes per group and pods by phase; the node's deletion
 //! too. Nothing of it is replayable: no Node object is in the trace's events.
 
-use crate::common::{DEADLINE, Tracer};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use crate::common::{DEADLINE, Recorded, create_namespace};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::{ControlPlane, wait};
+use ksim_testenv::wait;
 use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams, PostParams},
@@ -30,17 +30,13 @@ fn curve(trace: &ksim_trace::Trace) -> Vec<(u32, u32)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_and_pod_phases_are_recorded_as_cluster_state() {
-    let control_plane = ControlPlane::start().await.unwrap();
-    let client = control_plane.client();
-    let data = tempfile::tempdir().unwrap();
     // The default kinds: workloads, pods and nodes.
-    let tracer = Tracer::start(
-        control_plane.kubeconfig_path(),
-        &data.path().join("tracer"),
-        None,
-        &["--fsync=always"],
-    )
-    .await;
+    let Recorded {
+        control_plane,
+        tracer,
+        ..
+    } = &Recorded::start(None).await;
+    let client = control_plane.client();
     tracer.wait_watching(&["Deployment", "Pod", "Node"]).await;
 
     // A node that says it is Ready, in group m5, with no room for the pod below.
@@ -66,13 +62,7 @@ async fn nodes_and_pod_phases_are_recorded_as_cluster_state() {
         )
         .await
         .unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(&client, "shop").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "shop");
     let pod = serde_json::from_value(json!({
         "metadata": {"name": "big"},
@@ -167,16 +157,12 @@ fn lifetime<'a>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nodes_removal_and_a_pods_binding_readiness_and_node_are_recorded() {
-    let control_plane = ControlPlane::start().await.unwrap();
+    let Recorded {
+        control_plane,
+        tracer,
+        ..
+    } = &Recorded::start(None).await;
     let client = control_plane.client();
-    let data = tempfile::tempdir().unwrap();
-    let tracer = Tracer::start(
-        control_plane.kubeconfig_path(),
-        &data.path().join("tracer"),
-        None,
-        &["--fsync=always"],
-    )
-    .await;
     tracer.wait_watching(&["Pod", "Node"]).await;
     let export = || async {
         tracer
@@ -258,13 +244,7 @@ async fn a_nodes_removal_and_a_pods_binding_readiness_and_node_are_recorded() {
 
     // A pod bound as a scheduler binds it (the binding subresource), then Running, then Ready,
     // as a kubelet reports them.
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(&client, "shop").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "shop");
     let pod = serde_json::from_value(json!({
         "metadata": {"name": "web"},

@@ -5,15 +5,12 @@
 
 use std::time::Duration;
 
-use crate::common::{Tracer, changes, object_json};
+use crate::common::{Recorded, changes, create_namespace, object_json};
 use k8s_openapi::api::{
-    apps::v1::Deployment,
-    batch::v1::CronJob,
-    core::v1::{Namespace, Pod},
-    scheduling::v1::PriorityClass,
+    apps::v1::Deployment, batch::v1::CronJob, core::v1::Pod, scheduling::v1::PriorityClass,
 };
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::{ControlPlane, wait};
+use ksim_testenv::wait;
 use ksim_trace::time::timestamp;
 use kube::{
     Api, Client,
@@ -66,16 +63,12 @@ async fn scale(client: &Client, name: &str, replicas: i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_export_holds_exactly_the_changes_made_in_order() {
-    let control_plane = ControlPlane::start().await.unwrap();
+    let Recorded {
+        control_plane,
+        tracer,
+        ..
+    } = &Recorded::start(Some(CONFIG)).await;
     let client = control_plane.client();
-    let data = tempfile::tempdir().unwrap();
-    let tracer = Tracer::start(
-        control_plane.kubeconfig_path(),
-        &data.path().join("tracer"),
-        Some(CONFIG),
-        &["--fsync=always"],
-    )
-    .await;
     tracer
         .wait_watching(&["Deployment", "CronJob", "PriorityClass", "Pod"])
         .await;
@@ -98,14 +91,7 @@ async fn the_export_holds_exactly_the_changes_made_in_order() {
         .unwrap();
     assert_eq!(deployments.config.as_ref().unwrap().plural, "deployments");
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(&client, "shop").await;
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "shop");
     deploys
         .create(&PostParams::default(), &deployment("web", 1, "web:1"))

@@ -10,7 +10,7 @@ use std::{
 
 use ksim_grpc::BoundAddrs;
 use ksim_proto::ksim::trace::v1::{self as pb, trace_store_client::TraceStoreClient};
-use ksim_testenv::wait;
+use ksim_testenv::{ControlPlane, wait};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 
@@ -20,6 +20,44 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 fn unique() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A real control plane and a tracer recording it with `--fsync=always`, its data in a
+/// directory of its own that lives as long as the tracer.
+pub struct Recorded {
+    pub control_plane: ControlPlane,
+    pub tracer: Tracer,
+    _data: tempfile::TempDir,
+}
+
+impl Recorded {
+    /// `config` is the tracer's recording rules; `None` records its default kinds.
+    pub async fn start(config: Option<&str>) -> Self {
+        let control_plane = ControlPlane::start().await.unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let tracer = Tracer::start(
+            control_plane.kubeconfig_path(),
+            &data.path().join("tracer"),
+            config,
+            &["--fsync=always"],
+        )
+        .await;
+        Self {
+            control_plane,
+            tracer,
+            _data: data,
+        }
+    }
+}
+
+/// Creates namespace `name`, as its owner would before the workloads recorded in it.
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    kube::Api::all(client.clone())
+        .create(&kube::api::PostParams::default(), &namespace)
+        .await
+        .unwrap();
 }
 
 #[derive(Debug)]
