@@ -239,6 +239,17 @@ mod tests {
         after(at(BOUND), secs(s))
     }
 
+    /// `pod`'s start on `node` when it is first seen as it is bound, at `t`.
+    fn bound_at(
+        starts: &mut PodStarts,
+        pod: &str,
+        node: &str,
+        t: Timestamp,
+        d: &StartDelays,
+    ) -> Due {
+        starts.due(pod, node, Some(t), t, d)
+    }
+
     fn delays(start: u64, pulls: &[(&str, u64)]) -> StartDelays {
         StartDelays {
             start: secs(start),
@@ -280,50 +291,26 @@ mod tests {
     #[test]
     fn the_first_pod_of_an_image_pays_the_pull_and_later_ones_do_not() {
         let mut starts = PodStarts::default();
-        let first = starts.due(
-            "a",
-            "n",
-            Some(at(BOUND)),
-            at(BOUND),
-            &delays(2, &[("web", 10)]),
-        );
+        let first = bound_at(&mut starts, "a", "n", at(BOUND), &delays(2, &[("web", 10)]));
         assert_eq!(first.at, plus(12));
         assert_eq!(first.delay(), secs(12));
         assert_eq!(first.pulls_begun, 1);
 
         // Bound after the pull ended: only its own start.
-        let later = starts.due(
-            "b",
-            "n",
-            Some(plus(20)),
-            plus(20),
-            &delays(2, &[("web", 10)]),
-        );
+        let later = bound_at(&mut starts, "b", "n", plus(20), &delays(2, &[("web", 10)]));
         assert_eq!((later.at, later.pulls_begun), (plus(22), 0));
 
         // Another node pulls for itself.
-        let elsewhere = starts.due(
-            "c",
-            "m",
-            Some(plus(20)),
-            plus(20),
-            &delays(1, &[("web", 5)]),
-        );
+        let elsewhere = bound_at(&mut starts, "c", "m", plus(20), &delays(1, &[("web", 5)]));
         assert_eq!((elsewhere.at, elsewhere.pulls_begun), (plus(26), 1));
     }
 
     #[test]
     fn a_pod_arriving_during_a_pull_waits_for_that_pull_not_a_second() {
         let mut starts = PodStarts::default();
-        starts.due(
-            "a",
-            "n",
-            Some(at(BOUND)),
-            at(BOUND),
-            &delays(2, &[("web", 10)]),
-        );
+        bound_at(&mut starts, "a", "n", at(BOUND), &delays(2, &[("web", 10)]));
         // Needs the image at 5 s, the pull ends at 12 s; its own (longer) pull is not drawn on.
-        let second = starts.due("b", "n", Some(plus(4)), plus(4), &delays(1, &[("web", 60)]));
+        let second = bound_at(&mut starts, "b", "n", plus(4), &delays(1, &[("web", 60)]));
         assert_eq!((second.at, second.pulls_begun), (plus(12), 0));
         assert_eq!(second.delay(), secs(8));
     }
@@ -331,26 +318,26 @@ mod tests {
     #[test]
     fn a_pod_waits_for_its_slowest_image() {
         let mut starts = PodStarts::default();
-        starts.due(
+        bound_at(
+            &mut starts,
             "a",
             "n",
-            Some(at(BOUND)),
             at(BOUND),
             &delays(0, &[("envoy", 30)]),
         );
-        let due = starts.due(
+        let due = bound_at(
+            &mut starts,
             "b",
             "n",
-            Some(plus(1)),
             plus(1),
             &delays(2, &[("web", 10), ("envoy", 5)]),
         );
         // web is pulled from 3 s to 13 s, envoy is there at 30 s.
         assert_eq!((due.at, due.pulls_begun), (plus(30), 1));
-        let quick = starts.due(
+        let quick = bound_at(
+            &mut starts,
             "c",
             "n",
-            Some(plus(40)),
             plus(40),
             &delays(2, &[("web", 1), ("envoy", 1)]),
         );
@@ -361,7 +348,7 @@ mod tests {
     fn asking_again_gives_the_same_answer() {
         let mut starts = PodStarts::default();
         let d = delays(3, &[("web", 10), ("envoy", 4)]);
-        let first = starts.due("a", "n", Some(at(BOUND)), at(BOUND), &d);
+        let first = bound_at(&mut starts, "a", "n", at(BOUND), &d);
         let again = starts.due("a", "n", Some(at(BOUND)), plus(5), &d);
         assert_eq!(again.at, first.at);
         assert_eq!(again.pulls_begun, 0);
@@ -391,29 +378,29 @@ mod tests {
         let mut starts = PodStarts::default();
         for n in 0..(MAX_IMAGES_PER_NODE as u64 + 10) {
             let image = format!("image-{n}");
-            starts.due(
+            bound_at(
+                &mut starts,
                 &format!("p{n}"),
                 "n",
-                Some(plus(n)),
                 plus(n),
                 &delays(0, &[(&image, 1)]),
             );
         }
         assert_eq!(starts.images_on("n"), MAX_IMAGES_PER_NODE);
         // The oldest went first: image-0 is pulled again.
-        let again = starts.due(
+        let again = bound_at(
+            &mut starts,
             "q",
             "n",
-            Some(plus(1000)),
             plus(1000),
             &delays(0, &[("image-0", 1)]),
         );
         assert_eq!(again.pulls_begun, 1);
         let newest = format!("image-{}", MAX_IMAGES_PER_NODE + 9);
-        let kept = starts.due(
+        let kept = bound_at(
+            &mut starts,
             "r",
             "n",
-            Some(plus(1000)),
             plus(1000),
             &delays(0, &[(&newest, 1)]),
         );
