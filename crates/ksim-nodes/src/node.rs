@@ -83,6 +83,30 @@ pub fn is_shutting_down(node: &Node) -> bool {
     !is_ready(node) && ready_reason(node) == Some(SHUTTING_DOWN_REASON)
 }
 
+/// What the node lifecycle controller does to a node whose pool stopped posting its status:
+/// Ready turns Unknown, with the controller's own reason. For the tests of what reads nodes.
+#[cfg(any(test, feature = "testing"))]
+pub fn lose_contact(node: &mut Node) {
+    let conditions = node
+        .status
+        .get_or_insert_with(Default::default)
+        .conditions
+        .get_or_insert_with(Vec::new);
+    let unknown = NodeCondition {
+        type_: "Ready".to_owned(),
+        status: "Unknown".to_owned(),
+        reason: Some("NodeStatusUnknown".to_owned()),
+        ..Default::default()
+    };
+    match conditions.iter_mut().find(|c| c.type_ == "Ready") {
+        Some(ready) => {
+            ready.status = unknown.status;
+            ready.reason = unknown.reason;
+        }
+        None => conditions.push(unknown),
+    }
+}
+
 /// Taints the control plane keeps on a node until it has seen the node Ready: the
 /// TaintNodesByCondition admission plugin puts not-ready on every new node, and the node
 /// lifecycle controller lifts it some time after the kubelet reports Ready.
@@ -570,11 +594,7 @@ status:
     fn a_registered_node_is_ready_until_its_ready_condition_is_not_true() {
         let mut node = virtual_node(&skeleton(), &identity(), now());
         assert!(is_ready(&node));
-        for condition in node.status.as_mut().unwrap().conditions.as_mut().unwrap() {
-            if condition.type_ == "Ready" {
-                condition.status = "Unknown".to_owned();
-            }
-        }
+        lose_contact(&mut node);
         assert!(!is_ready(&node));
         node.status = None;
         assert!(!is_ready(&node));
@@ -785,18 +805,7 @@ status:
             assert_eq!(others(&conditions), others(&node_conditions(now(), now())));
         }
         // NotReady for any other reason (the lifecycle controller's Unknown) is neither.
-        let ready = node
-            .status
-            .as_mut()
-            .unwrap()
-            .conditions
-            .as_mut()
-            .unwrap()
-            .iter_mut()
-            .find(|c| c.type_ == "Ready")
-            .unwrap();
-        ready.status = "Unknown".to_owned();
-        ready.reason = Some("NodeStatusUnknown".to_owned());
+        lose_contact(&mut node);
         assert!(!is_booting(&node) && !is_shutting_down(&node));
     }
 

@@ -370,7 +370,7 @@ fn members_seen_going_are_remembered_and_updates_are_not_departures() {
 
 #[test]
 fn a_node_booting_by_its_model_is_no_problem_but_one_gone_quiet_is() {
-    use ksim_nodes::node::{Phase, phase_conditions};
+    use ksim_nodes::node::{Phase, lose_contact, phase_conditions};
     let index = with_group();
     let mut booting = node("seat-a", "ksim://m5/seat-a");
     let now = Timestamp::now();
@@ -384,18 +384,7 @@ fn a_node_booting_by_its_model_is_no_problem_but_one_gone_quiet_is() {
     assert!(!seat.node_ready && seat.node_booting);
     assert_eq!(state.instances()[0].problem, None);
     // The lifecycle controller's Unknown (its pool stopped) is a problem again.
-    let ready = booting
-        .status
-        .as_mut()
-        .unwrap()
-        .conditions
-        .as_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|c| c.type_ == "Ready")
-        .unwrap();
-    ready.status = "Unknown".to_owned();
-    ready.reason = Some("NodeStatusUnknown".to_owned());
+    lose_contact(&mut booting);
     index.apply_node(&booting);
     let (state, _) = index.group_state("m5").unwrap();
     assert!(state.instances()[0].problem.is_some());
