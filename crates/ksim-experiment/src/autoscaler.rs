@@ -13,6 +13,7 @@
 
 pub mod policy;
 pub mod recorded;
+pub mod unremovable;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -434,7 +434,10 @@ impl ClusterAutoscalerBuilder {
         let started = Instant::now();
         loop {
             process.check_running()?;
-            if matches!(http_get(address, "/health-check").await, Ok((200, _))) {
+            if matches!(
+                http_get(address, "/health-check", 1 << 16).await,
+                Ok((200, _))
+            ) {
                 tracing::debug!(elapsed = ?started.elapsed(), pid = process.pid(), "cluster-autoscaler ready");
                 return Ok((process, address, cloud_config, args));
             }
@@ -561,7 +564,13 @@ impl ClusterAutoscaler {
 
     /// Status and body of `GET path` on CA's diagnostics address.
     pub async fn get(&self, path: &str) -> Result<(u16, String), Error> {
-        http_get(self.address, path).await
+        http_get(self.address, path, usize::MAX).await
+    }
+
+    /// CA's Prometheus metrics text, refused when over `max_bytes`: for a reader that must
+    /// bound what it holds.
+    pub async fn metrics_bounded(&self, max_bytes: usize) -> Result<String, Error> {
+        metrics_at(self.address, max_bytes).await
     }
 
     /// CA's Prometheus metrics text.
@@ -589,8 +598,25 @@ impl Drop for ClusterAutoscaler {
     }
 }
 
-/// Status and body of `GET path` on CA's plain-HTTP diagnostics server.
-async fn http_get(address: SocketAddr, path: &str) -> Result<(u16, String), Error> {
+/// The Prometheus metrics text of the CA serving diagnostics on `address`, refused when over
+/// `max_bytes`: for a reader that must not hold a lock on the [`ClusterAutoscaler`] meanwhile.
+pub async fn metrics_at(address: SocketAddr, max_bytes: usize) -> Result<String, Error> {
+    match http_get(address, "/metrics", max_bytes).await? {
+        (200, body) => Ok(body),
+        (status, _) => Err(Error::Http {
+            url: format!("http://{address}/metrics"),
+            reason: format!("status {status}"),
+        }),
+    }
+}
+
+/// Status and body (at most `max_bytes`, else an error) of `GET path` on CA's plain-HTTP
+/// diagnostics server.
+async fn http_get(
+    address: SocketAddr,
+    path: &str,
+    max_bytes: usize,
+) -> Result<(u16, String), Error> {
     use http_body_util::BodyExt;
 
     let url = format!("http://{address}{path}");
@@ -609,11 +635,10 @@ async fn http_get(address: SocketAddr, path: &str) -> Result<(u16, String), Erro
             .await
             .map_err(|e| fail(e.to_string()))?;
         let status = response.status().as_u16();
-        let body = response
-            .into_body()
+        let body = http_body_util::Limited::new(response.into_body(), max_bytes)
             .collect()
             .await
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| fail(format!("{e} (at most {max_bytes} bytes are read)")))?
             .to_bytes();
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     };
@@ -651,15 +676,36 @@ mod tests {
                 .unwrap();
         });
         assert_eq!(
-            http_get(address, "/health-check").await.unwrap(),
+            http_get(address, "/health-check", 4).await.unwrap(),
             (503, "busy".to_owned())
         );
-        let err = http_get(address, "/metrics").await.unwrap_err();
+        let err = http_get(address, "/metrics", usize::MAX).await.unwrap_err();
         assert!(
             err.to_string()
                 .contains(&format!("http://{address}/metrics")),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_an_error_saying_so() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = socket.read(&mut request).await.unwrap();
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n0123456789")
+                .await
+                .unwrap();
+        });
+        let err = http_get(address, "/metrics", 4).await.unwrap_err();
+        assert!(err.to_string().contains("at most 4 bytes"), "{err}");
     }
 
     #[test]

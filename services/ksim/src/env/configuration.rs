@@ -17,7 +17,7 @@ use ksim_experiment::{
     autoscaler::{
         FlagError, FlagLayers, SIMULATION_FLAGS,
         recorded::{self, NotApplied},
-        run_flags,
+        run_flags, unremovable,
     },
     scheduler,
 };
@@ -28,6 +28,7 @@ use ksim_proto::ksim::env::v1::{
 use ksim_report::{MAX_SPEED, MIN_SPEED};
 use ksim_testenv::autoscaler::{
     CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
+    cluster_autoscaler_version, metrics_at,
 };
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
@@ -728,6 +729,26 @@ async fn start_autoscaler(
     builder.start().await.context("starting cluster-autoscaler")
 }
 
+/// Most of CA's `/metrics` read for its unremovable counts: its text runs to some hundred KB.
+const MAX_METRICS_BYTES: usize = 4 << 20;
+
+/// The answer of `GetUnremovableNodes` from CA's metrics `text`.
+fn unremovable_nodes(text: &str) -> Result<pb::GetUnremovableNodesResponse, Status> {
+    let read = unremovable::parse(text).map_err(|error| Status::internal(error.to_string()))?;
+    Ok(pb::GetUnremovableNodesResponse {
+        counts: read
+            .counts
+            .into_iter()
+            .map(|(reason, nodes)| pb::UnremovableCount { reason, nodes })
+            .collect(),
+        autoscaler_release: cluster_autoscaler_version().to_owned(),
+        autoscaler_start_time: read
+            .process_start_seconds
+            .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+            .map(|since_epoch| (SystemTime::UNIX_EPOCH + since_epoch).into()),
+    })
+}
+
 /// The `ksim.env.v1.Environment` API over an environment's components.
 #[derive(Debug, Clone)]
 pub struct EnvironmentService {
@@ -804,6 +825,27 @@ impl Environment for EnvironmentService {
         }))
     }
 
+    async fn get_unremovable_nodes(
+        &self,
+        _request: Request<pb::GetUnremovableNodesRequest>,
+    ) -> Result<Response<pb::GetUnremovableNodesResponse>, Status> {
+        // Read without the lock: a slow CA must not hold up a configuration's restart.
+        let address = self
+            .components
+            .lock()
+            .await
+            .autoscaler
+            .as_ref()
+            .map(ClusterAutoscaler::address)
+            .ok_or_else(|| {
+                Status::failed_precondition("no cluster-autoscaler runs in this environment")
+            })?;
+        let text = metrics_at(address, MAX_METRICS_BYTES)
+            .await
+            .map_err(|error| Status::unavailable(error.to_string()))?;
+        Ok(Response::new(unremovable_nodes(&text)?))
+    }
+
     async fn restore_defaults(
         &self,
         _request: Request<pb::RestoreDefaultsRequest>,
@@ -849,6 +891,29 @@ mod tests {
         assert_eq!(downs(Some(at(41))), [50]);
         let open = &outages_since(&outages, Some(at(60)))[0];
         assert_eq!(open.up_time, None);
+    }
+
+    #[test]
+    fn unremovable_nodes_carry_the_gauge_the_release_and_the_start() {
+        let answer = unremovable_nodes(
+            "# TYPE cluster_autoscaler_unremovable_nodes_count gauge\n\
+             cluster_autoscaler_unremovable_nodes_count{reason=\"15\"} 1\n\
+             cluster_autoscaler_unremovable_nodes_count{reason=\"4\"} 2\n\
+             process_start_time_seconds 1767225600\n",
+        )
+        .unwrap();
+        let counts: Vec<(u32, u64)> = answer.counts.iter().map(|c| (c.reason, c.nodes)).collect();
+        assert_eq!(counts, [(4, 2), (15, 1)]);
+        assert_eq!(answer.autoscaler_release, cluster_autoscaler_version());
+        assert_eq!(
+            answer.autoscaler_start_time.map(|t| t.seconds),
+            Some(1_767_225_600)
+        );
+        let status =
+            unremovable_nodes("cluster_autoscaler_unremovable_nodes_count{reason=\"x\"} 1\n")
+                .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert!(status.message().contains("line 1"), "{status:?}");
     }
 
     #[test]
