@@ -16,7 +16,7 @@ use k8s_openapi::api::{
     core::v1::{Namespace, Node, Pod},
 };
 use ksim_nodes::{
-    labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY},
+    labels::GROUP_LABEL,
     node::is_ready,
     seats::{SeatDeployment, SkeletonSource},
 };
@@ -27,7 +27,11 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use super::common::up::{Up, ksim_in, report_dir};
+use super::common::{
+    series,
+    up::{Up, ksim_in, report_dir},
+    web,
+};
 
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 const GROUP: &str = "m5";
@@ -96,28 +100,6 @@ async fn until(client: &Client, what: &str, done: impl Fn(&Seen) -> bool) {
     }
 }
 
-/// One pod per node: an m5.large has 1930m allocatable.
-fn web(replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "nodeSelector": {GROUP_LABEL: GROUP},
-                    "tolerations": [{"key": VIRTUAL_TAINT_KEY, "operator": "Exists",
-                        "effect": "NoSchedule"}],
-                    "containers": [{"name": "web", "image": "registry.example/web:1",
-                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
-                }
-            }
-        }
-    }))
-    .unwrap()
-}
-
 async fn scale(client: &Client, replicas: i32) {
     Api::<Deployment>::namespaced(client.clone(), "shop")
         .patch(
@@ -138,15 +120,6 @@ fn seen_near(curve: &[Seen], at_ms: i64, value: fn(&Seen) -> u64) -> Vec<u64> {
         .collect();
     values.dedup();
     values
-}
-
-fn series<'a>(fidelity: &'a Value, name: &str) -> &'a Value {
-    fidelity["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|series| series["name"] == name)
-        .unwrap_or_else(|| panic!("no series {name} in {fidelity:#}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -196,7 +169,7 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
         .await
         .unwrap();
     Api::<Deployment>::namespaced(client.clone(), "shop")
-        .create(&PostParams::default(), &web(1))
+        .create(&PostParams::default(), &web(GROUP, 1, json!({})))
         .await
         .unwrap();
     until(&client, "web's first pod running", |s| s.running == 1).await;

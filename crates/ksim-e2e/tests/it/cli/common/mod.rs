@@ -4,11 +4,46 @@ pub mod up;
 
 use std::path::Path;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use ksim_nodes::labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY};
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_trace::TraceWriter;
+use serde_json::{Value, json};
+
+/// Deployment `web` in `shop`: `replicas` pods of one CPU on group `group`'s virtual nodes, one
+/// per m5.large (1930m allocatable), so each pod CA sees pending asks for a node of its own;
+/// `annotations` go on the pod template (`{}` for none).
+pub fn web(group: &str, replicas: i32, annotations: Value) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}, "annotations": annotations},
+                "spec": {
+                    "nodeSelector": {GROUP_LABEL: group},
+                    "tolerations": [{"key": VIRTUAL_TAINT_KEY, "operator": "Exists",
+                        "effect": "NoSchedule"}],
+                    "containers": [{"name": "web", "image": "registry.example/web:1",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
+                }
+            }
+        }
+    }))
+    .expect("web is a valid Deployment")
+}
+
+/// The fidelity series `name` of a report's `fidelity`.
+pub fn series<'a>(fidelity: &'a Value, name: &str) -> &'a Value {
+    fidelity["series"]
+        .as_array()
+        .and_then(|all| all.iter().find(|series| series["name"] == name))
+        .unwrap_or_else(|| panic!("no series {name} in {fidelity:#}"))
+}
 
 /// A Deployment in namespace `shop`, applied.
-pub fn deployment(object: &serde_json::Value) -> pb::TraceObject {
+pub fn deployment(object: &Value) -> pb::TraceObject {
     pb::TraceObject {
         gvk: Some(pb::GroupVersionKind {
             group: "apps".into(),
