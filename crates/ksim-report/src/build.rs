@@ -65,6 +65,7 @@ pub fn build(obs: &Observations) -> Report {
                 .map(|&wall| recorded(wall, obs.speed))
                 .collect::<Vec<_>>(),
         ),
+        nodes_kept: obs.nodes_kept.clone(),
     }
 }
 

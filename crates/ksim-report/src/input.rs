@@ -74,6 +74,10 @@ pub struct Observations {
     /// Per node that joined a group during the replay: from the Node existing to Ready (wall).
     #[serde(default)]
     pub node_ready_times: Vec<Duration>,
+    /// Why cluster-autoscaler kept nodes, folded by the driver from CA's gauge (already in
+    /// recorded time). `None`: no autoscaler was read; also for observations saved before it.
+    #[serde(default)]
+    pub nodes_kept: Option<crate::NodesKept>,
 }
 
 /// Where one pod's pending time went, wall clock; the three add up to its pending time.

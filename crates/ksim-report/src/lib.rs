@@ -33,6 +33,7 @@ mod fidelity;
 mod files;
 pub mod input;
 mod model;
+mod nodes_kept;
 mod object;
 mod percentiles;
 pub mod proto;
@@ -63,6 +64,7 @@ pub use model::{
     Report, ReportedError, ReportedNodeChange, ReportedOutage, SchedulerConfiguration,
     SeriesFidelity, WaitReason,
 };
+pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};

@@ -76,6 +76,11 @@ pub struct Report {
     /// time.
     #[serde(default)]
     pub node_ready_time: Percentiles,
+    /// Why cluster-autoscaler kept nodes it did not remove, per unremovable reason (see
+    /// `nodes_kept`). `None`: the run had no autoscaler to read; also the default for reports
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes_kept: Option<crate::NodesKept>,
 }
 
 /// The pending pod-seconds of the pods that ran, by what they waited for, recorded time.

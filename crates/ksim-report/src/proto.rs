@@ -59,6 +59,7 @@ impl Report {
             }),
             pod_start_time: Some(percentiles_to_proto(&self.pod_start_time)),
             node_ready_time: Some(percentiles_to_proto(&self.node_ready_time)),
+            nodes_kept: self.nodes_kept.as_ref().map(crate::NodesKept::to_proto),
         }
     }
 
@@ -124,6 +125,7 @@ impl Report {
                 .unwrap_or_default(),
             pod_start_time: percentiles_from_proto(report.pod_start_time.as_ref()),
             node_ready_time: percentiles_from_proto(report.node_ready_time.as_ref()),
+            nodes_kept: report.nodes_kept.as_ref().map(crate::NodesKept::from_proto),
         }
     }
 }

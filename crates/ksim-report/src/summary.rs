@@ -122,6 +122,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     if !report.waits.is_empty() {
         writeln!(out, "  why pods waited:   {}", waits(&report.waits))?;
     }
+    if let Some(line) = crate::nodes_kept_line(report) {
+        writeln!(out, "  why nodes stayed:  {line}")?;
+    }
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
     writeln!(out, "  provisioning:      {}", provisioning(report))?;
     if let Some(configuration) = &report.configuration {

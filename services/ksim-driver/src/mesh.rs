@@ -9,7 +9,7 @@ use ksim_proto::{
     ksim::{
         env::v1::{
             self as env, ApplyConfigurationRequest, CheckConfigurationRequest,
-            ListAutoscalerOutagesRequest, RestoreDefaultsRequest,
+            GetUnremovableNodesRequest, ListAutoscalerOutagesRequest, RestoreDefaultsRequest,
             environment_client::EnvironmentClient,
         },
         trace::v1::{ExportRequest, trace_store_client::TraceStoreClient},
@@ -231,6 +231,30 @@ impl Mesh {
             .await
             .map_err(environment_error)?;
         Ok(response.into_inner().outages)
+    }
+
+    /// cluster-autoscaler's unremovable nodes per reason, as its gauge stands now. `None`: the
+    /// environment runs no CA (FAILED_PRECONDITION), or is older than the call
+    /// (UNIMPLEMENTED): there is nothing to read.
+    pub async fn unremovable_nodes(
+        &self,
+    ) -> Result<Option<env::GetUnremovableNodesResponse>, MeshError> {
+        match self
+            .environment()?
+            .get_unremovable_nodes(GetUnremovableNodesRequest {})
+            .await
+        {
+            Ok(response) => Ok(Some(response.into_inner())),
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::FailedPrecondition | tonic::Code::Unimplemented
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(status) => Err(environment_error(status)),
+        }
     }
 
     fn environment(&self) -> Result<EnvironmentClient<Traced>, MeshError> {

@@ -9,12 +9,15 @@
 //! - [`provisioning`] chooses a run's provisioning model: given, learned from the trace, or
 //!   the published default.
 //! - [`outages`] puts cluster-autoscaler's outages on the replay's clock for the report.
+//! - [`nodes_kept`] folds cluster-autoscaler's unremovable counts, read during the replay,
+//!   into why nodes stayed: per reason the peak and the first reading.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
 pub mod bare_pods;
 pub mod cron;
 pub mod launches;
 pub mod lifetimes;
+pub mod nodes_kept;
 pub mod outages;
 pub mod plan;
 pub mod provisioning;

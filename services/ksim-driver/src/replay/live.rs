@@ -7,11 +7,12 @@ use std::{
     time::Duration,
 };
 
-use ksim_proto::ksim::driver::v1 as pb;
+use ksim_proto::ksim::{driver::v1 as pb, env::v1::GetUnremovableNodesResponse};
 
 use super::progress::Progress;
 use crate::{
     cluster::observer::Observer,
+    domain::nodes_kept::NodesKeptFold,
     domain::report::{
         GroupPrice, Observations, RecordedState, Sample,
         proto::{node_counts_to_proto, pod_counts_to_proto},
@@ -35,6 +36,8 @@ pub struct Live {
     provisioning: Option<ksim_report::ProvisioningUsed>,
     /// Per node group: its instance type and price.
     prices: BTreeMap<String, GroupPrice>,
+    /// cluster-autoscaler's unremovable counts read so far; `None` in a run without CA.
+    nodes_kept: Mutex<Option<NodesKeptFold>>,
 }
 
 impl Live {
@@ -57,6 +60,29 @@ impl Live {
             configuration: None,
             provisioning: None,
             prices: BTreeMap::new(),
+            nodes_kept: Mutex::new(None),
+        }
+    }
+
+    /// Reads of cluster-autoscaler's unremovable counts are to be folded (a run with CA).
+    pub fn with_nodes_kept(self, fold: NodesKeptFold) -> Self {
+        *self
+            .nodes_kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(fold);
+        self
+    }
+
+    /// One read of cluster-autoscaler's unremovable counts, taken now (`now_ms`, unix).
+    pub fn add_nodes_kept(&self, now_ms: i64, reading: &GetUnremovableNodesResponse) {
+        let offset = Duration::from_millis(u64::try_from(now_ms - self.started_at_ms).unwrap_or(0));
+        if let Some(fold) = self
+            .nodes_kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            fold.add(offset, reading);
         }
     }
 
@@ -120,6 +146,12 @@ impl Live {
             provisioning: self.provisioning.clone(),
             pending_splits: self.observer.pending_splits(),
             node_ready_times: self.observer.node_ready_times(),
+            nodes_kept: self
+                .nodes_kept
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .and_then(|fold| fold.report(self.speed)),
         }
     }
 

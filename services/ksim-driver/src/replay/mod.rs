@@ -6,6 +6,7 @@ pub mod cleanup;
 pub mod context;
 pub mod handle;
 pub mod live;
+pub mod nodes_kept;
 pub mod prepare;
 pub mod progress;
 pub mod queue;

@@ -24,6 +24,7 @@ use super::{
     cleanup::{Created, cleanup},
     handle::Handle,
     live::Live,
+    nodes_kept,
     prepare::{PrepareError, create_namespaces, create_node_groups, wait_for_nodes},
     progress::Progress,
     queue::{Job, OpQueue},
@@ -35,6 +36,7 @@ use crate::{
     domain::{
         launches::Launches,
         lifetimes::Lifetimes,
+        nodes_kept::NodesKeptFold,
         outages,
         plan::{Step, StepKind, plan, template_paths},
         provisioning::{Chosen, learn},
@@ -221,6 +223,8 @@ async fn replay(
 ) -> Result<Ending, PrepareError> {
     // First, so no object of the simulation meets the scheduler or CA of another configuration
     // (a run without one gets the environment's own, restarting nothing that already runs so).
+    // A CA started before this moment may hold an earlier run's counts (`domain::nodes_kept`).
+    let applied_at_ms = now_ms();
     let configuration = if ctx.mesh.has_environment() {
         created.configured = true;
         let applied = ctx
@@ -350,19 +354,22 @@ async fn replay(
 
     let origin = Instant::now();
     observer.set_origin(origin);
-    let live = Arc::new(
-        Live::new(
-            observer,
-            progress.clone(),
-            now_ms(),
-            plan.events_total,
-            spec.speed,
-            recorded_states(trace),
-        )
-        .with_configuration(configuration)
-        .with_provisioning(provisioning.used())
-        .with_prices(prices),
-    );
+    let reads_autoscaler = spec.enable_autoscaler && ctx.mesh.has_environment();
+    let mut live = Live::new(
+        observer,
+        progress.clone(),
+        now_ms(),
+        plan.events_total,
+        spec.speed,
+        recorded_states(trace),
+    )
+    .with_configuration(configuration)
+    .with_provisioning(provisioning.used())
+    .with_prices(prices);
+    if reads_autoscaler {
+        live = live.with_nodes_kept(NodesKeptFold::new(applied_at_ms));
+    }
+    let live = Arc::new(live);
     handle.set_live(Some(live.clone()));
     // A run cancelled while it settled never replays: it stays Pending through its cleanup.
     if matches!(ending, Ending::Finished) {
@@ -370,6 +377,8 @@ async fn replay(
         ctx.metrics.set_running(true);
     }
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
+    let reading = reads_autoscaler
+        .then(|| tokio::spawn(nodes_kept::read_every_second(ctx.clone(), live.clone())));
 
     let limit = spec.duration.map_or(plan.end, |d| d.min(plan.end));
     for (number, step) in steps {
@@ -408,6 +417,9 @@ async fn replay(
         ending = stop_reason(&progress).unwrap_or(Ending::Finished);
     }
     sampling.abort();
+    if let Some(reading) = reading {
+        reading.abort();
+    }
     // The last sample is the one GetSimulation keeps: it must agree with the report.
     handle.set_progress(live.sample());
     Ok(ending)
