@@ -1159,7 +1159,8 @@ async fn place_keeper(client: &Client, namespace: &str, avoid: &str) -> String {
 /// movable pod in `default` and one holding the same pod in kube-system, only the last is kept
 /// (`skip-nodes-with-system-pods` defaults to true): the other two are removed after CA's 10
 /// minutes (10 s at 60x), the `default` pod moving to the kept node. The two pods differ only
-/// in their namespace. A trace holding the recorded cluster's CA
+/// in their namespace. The report says why from CA's own gauge: the kept node was
+/// BlockedByPod (CA's drain rule for kube-system pods). A trace holding the recorded cluster's CA
 /// Deployment runs with its flags: its `--scale-down-unneeded-time=3m` as given, its cloud
 /// provider's flags not applied and named.
 #[tokio::test(flavor = "multi_thread")]
@@ -1280,6 +1281,27 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
         "the node with a kube-system pod was removed"
     );
     assert!(removed.contains(&moved), "{removed:?}");
+    // Why the kept node stayed, as CA's unremovable_nodes_count{reason} said: 15, BlockedByPod.
+    let nodes_kept = &report["nodes_kept"];
+    assert!(
+        nodes_kept["source"]
+            .as_str()
+            .is_some_and(|source| source.contains("cluster_autoscaler_unremovable_nodes_count")),
+        "{nodes_kept:#}"
+    );
+    let blocked = nodes_kept["reasons"]
+        .as_array()
+        .and_then(|reasons| reasons.iter().find(|reason| reason["code"] == 15))
+        .unwrap_or_else(|| panic!("no BlockedByPod in {nodes_kept:#}"));
+    assert_eq!(blocked["name"], "BlockedByPod", "{nodes_kept:#}");
+    assert!(
+        blocked["peak_nodes"].as_u64().is_some_and(|peak| peak >= 1),
+        "{nodes_kept:#}"
+    );
+    assert!(
+        printed.contains("why nodes stayed:  ") && printed.contains("BlockedByPod "),
+        "{printed}"
+    );
 
     // The recorded cluster's CA, as a Deployment in the trace.
     let recorded = dir.join("recorded.ksim");
