@@ -21,6 +21,11 @@
 //! 3. Scale-down: a group of `--scale-down` nodes, one pod each, min size 0; the workload is
 //!    deleted and CA removes the nodes; seconds until the group is at 0, and whether the nodes
 //!    that went are exactly the nodes CA named in DeleteNodes.
+//! 4. Provisioning (`--parts provisioning`, not in the default run): the same scale-up from 0 to
+//!    `--nodes` nodes (one pod each), a hold, and the scale-down, run twice in one bench run:
+//!    with no delays (`instant`) and with `--model` at `--speed`; per side the pool's and the
+//!    provider's CPU per phase, the pool's lateness against the model's due times, the times to
+//!    all Ready / Running / gone, and the provider's handler time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::{
@@ -37,6 +42,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Node, Pod},
 };
+use k8s_openapi::jiff::Timestamp;
 use ksim_cloudprov::{
     apiserver::ApiCluster,
     grpc::CloudProviderService,
@@ -44,9 +50,13 @@ use ksim_cloudprov::{
     provider::{Provider, ScaleEvent, Settings},
     watches,
 };
+use ksim_experiment::provisioning::{GroupProvisioning, Model, PodProvisioning};
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_nodes::{
-    labels::{GROUP_LABEL, SEAT_HOST_LABEL, VIRTUAL_TAINT_KEY},
+    labels::{
+        BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, POD_PROVISIONING_ANNOTATION, SEAT_HOST_LABEL,
+        TERMINATING_UNTIL_ANNOTATION, VIRTUAL_TAINT_KEY,
+    },
     node::is_ready,
     seats::{SeatDeployment, SkeletonSource},
 };
@@ -55,7 +65,11 @@ use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     cloud_provider_server::{CloudProvider, CloudProviderServer},
 };
 use ksim_testenv::{CloudConfig, ClusterAutoscaler, ControlPlane};
-use ksim_vnode::{config::PoolConfig, pool::Pool};
+use ksim_vnode::{
+    config::PoolConfig,
+    domain::pod_start::{self, PodStarts, StartDelays},
+    pool::Pool,
+};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, PostParams},
@@ -74,6 +88,8 @@ const DEADLINE: Duration = Duration::from_secs(1800);
 const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
 /// The provider runtime's thread name (at most 15 bytes: Linux truncates longer ones).
 const PROVIDER_THREAD: &str = "ksim-cloudprov";
+/// The pool runtime's thread name, so the pool's CPU time is its threads'.
+const POOL_THREAD: &str = "ksim-vnode";
 
 /// The m5.large of the tests: 1930m CPU allocatable, 29 pods.
 const M5_LARGE: &str = include_str!("../tests/it/cloudprov/common/m5-large.yaml");
@@ -118,7 +134,8 @@ struct Args {
     /// Part up: pods (each needing a node of its own) per scale-up run, one run per value.
     #[arg(long, value_delimiter = ',', default_value = "1,10,100")]
     scale_up: Vec<usize>,
-    /// Part loop: virtual nodes, created at size through the seat Deployments' replicas.
+    /// Parts loop and provisioning: virtual nodes (part loop creates them at size through the
+    /// seat Deployments' replicas; part provisioning has CA scale a group from 0 to this).
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
     /// Part loop: node groups the nodes are split over.
@@ -140,6 +157,17 @@ struct Args {
     /// Parts up and down: CA's --scan-interval (the tests' 1s; unneeded time 5s).
     #[arg(long, default_value = "1s")]
     scan_interval: String,
+    /// Part provisioning: the model with delays, run beside `instant` (`published`, or a model
+    /// file as `ksim run --provisioning` takes).
+    #[arg(long, default_value = "published")]
+    model: String,
+    /// Part provisioning: the speed that divides the model's delays (recorded time / speed);
+    /// 2 puts the published model's scale-up tail near 2 minutes.
+    #[arg(long, default_value_t = 2.0)]
+    speed: f64,
+    /// Part provisioning: seconds to hold the N nodes and pods between scale-up and scale-down.
+    #[arg(long, default_value_t = 30)]
+    hold_secs: u64,
     /// `cargo bench` passes this to every benchmark binary.
     #[arg(long, hide = true)]
     bench: bool,
@@ -150,6 +178,7 @@ enum Part {
     Up,
     Loop,
     Down,
+    Provisioning,
 }
 
 #[tokio::main]
@@ -173,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
             Part::Up => scale_up(&args).await.context("part up")?,
             Part::Loop => loop_time(&args).await.context("part loop")?,
             Part::Down => scale_down(&args).await.context("part down")?,
+            Part::Provisioning => provisioning(&args).await.context("part provisioning")?,
         }
     }
     Ok(())
@@ -190,15 +220,40 @@ struct Env {
     address: SocketAddr,
     _watches: JoinSet<()>,
     provider_runtime: Option<tokio::runtime::Runtime>,
+    pool_runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
-        // A runtime cannot be dropped inside another; this one is only let go.
-        if let Some(runtime) = self.provider_runtime.take() {
+        // A runtime cannot be dropped inside another; these are only let go.
+        for runtime in [self.provider_runtime.take(), self.pool_runtime.take()]
+            .into_iter()
+            .flatten()
+        {
             runtime.shutdown_background();
         }
     }
+}
+
+/// A 2-worker runtime whose threads carry `name`, so their CPU time can be told apart.
+fn named_runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        // Threads that exit take their CPU time with them; keep blocking threads around.
+        .thread_keep_alive(Duration::from_secs(24 * 3600))
+        .enable_all()
+        .build()?)
+}
+
+/// A client of its own, made on the runtime that calls this, so its connections live there.
+async fn own_client(kubeconfig: &std::path::Path) -> anyhow::Result<Client> {
+    let config = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(kubeconfig)?,
+        &KubeConfigOptions::default(),
+    )
+    .await?;
+    Ok(Client::try_from(config)?)
 }
 
 fn settings() -> Settings {
@@ -214,34 +269,31 @@ fn settings() -> Settings {
 async fn start_env() -> anyhow::Result<Env> {
     let control_plane = ControlPlane::start().await?;
     let client = control_plane.client();
-    let pool = Pool::start(
-        client.clone(),
-        PoolConfig {
-            pool_name: POOL_NAME.to_owned(),
-            namespace: NAMESPACE.to_owned(),
-            ..PoolConfig::default()
-        },
-    )
-    .await?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(PROVIDER_THREAD)
-        // Threads that exit take their CPU time with them; keep blocking threads around.
-        .thread_keep_alive(Duration::from_secs(24 * 3600))
-        .enable_all()
-        .build()?;
+    // The pool on a runtime of its own too, so part provisioning can tell its CPU time.
+    let pool_runtime = named_runtime(POOL_THREAD)?;
+    let kubeconfig = control_plane.kubeconfig_path().to_owned();
+    let pool = pool_runtime
+        .spawn(async move {
+            let pool = Pool::start(
+                own_client(&kubeconfig).await?,
+                PoolConfig {
+                    pool_name: POOL_NAME.to_owned(),
+                    namespace: NAMESPACE.to_owned(),
+                    ..PoolConfig::default()
+                },
+            )
+            .await?;
+            anyhow::Ok(pool)
+        })
+        .await??;
+    let runtime = named_runtime(PROVIDER_THREAD)?;
     let kubeconfig = control_plane.kubeconfig_path().to_owned();
     // Its own client, so even the provider's HTTP connections live on its runtime.
     let calls = Arc::new(Calls::default());
     let counted = calls.clone();
     let (provider, address, watches) = runtime
         .spawn(async move {
-            let config = kube::Config::from_custom_kubeconfig(
-                Kubeconfig::read_from(&kubeconfig)?,
-                &KubeConfigOptions::default(),
-            )
-            .await?;
-            let client = Client::try_from(config)?;
+            let client = own_client(&kubeconfig).await?;
             let index = Index::new(1000);
             let watches = watches::spawn(client.clone(), index.clone());
             let provider = Arc::new(Provider::new(index, ApiCluster::new(client), settings()));
@@ -266,6 +318,7 @@ async fn start_env() -> anyhow::Result<Env> {
         address,
         _watches: watches,
         provider_runtime: Some(runtime),
+        pool_runtime: Some(pool_runtime),
     })
 }
 
@@ -762,6 +815,9 @@ fn cpu_seconds(stat_path: &str) -> Option<(String, f64)> {
     Some((name, ticks / CLOCK_TICKS_PER_SECOND))
 }
 
+const PROVIDER_CPU: &str = "provider (its runtime)";
+const POOL_CPU: &str = "pool (its runtime)";
+
 /// CPU seconds so far of CA, each control plane process, the provider's runtime threads and
 /// this whole process.
 fn cpu_snapshot(env: &Env, ca: &ClusterAutoscaler) -> BTreeMap<String, f64> {
@@ -774,18 +830,21 @@ fn cpu_snapshot(env: &Env, ca: &ClusterAutoscaler) -> BTreeMap<String, f64> {
             out.insert(component.to_owned(), cpu);
         }
     }
-    let mut provider = 0.0;
+    let (mut provider, mut pool) = (0.0, 0.0);
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
             let path = format!("{}/stat", task.path().display());
-            if let Some((name, cpu)) = cpu_seconds(&path)
-                && name.starts_with(PROVIDER_THREAD)
-            {
-                provider += cpu;
+            if let Some((name, cpu)) = cpu_seconds(&path) {
+                if name.starts_with(PROVIDER_THREAD) {
+                    provider += cpu;
+                } else if name.starts_with(POOL_THREAD) {
+                    pool += cpu;
+                }
             }
         }
     }
-    out.insert("provider (its runtime)".to_owned(), provider);
+    out.insert(PROVIDER_CPU.to_owned(), provider);
+    out.insert(POOL_CPU.to_owned(), pool);
     if let Some((_, cpu)) = cpu_seconds("/proc/self/stat") {
         out.insert("bench process (pool + provider + watches)".to_owned(), cpu);
     }
@@ -1288,4 +1347,378 @@ async fn scale_down(args: &Args) -> anyhow::Result<()> {
     print_cpu("CPU during the scale-down", &cpu_start, &cpu_end, cpu_wall);
     drop(ca);
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part provisioning: what the provisioning model's delays cost the pool and the provider.
+
+const PROVISIONING_GROUP: &str = "prov";
+
+/// One side of part provisioning: the figures of one scale-up, hold and scale-down.
+#[derive(Debug)]
+struct ProvisioningFigures {
+    label: String,
+    /// Seconds from the workload's creation.
+    all_ready: f64,
+    all_running: f64,
+    /// Seconds from the workload's deletion.
+    all_gone: f64,
+    /// Seconds after the due time (negative: before it), per node or pod.
+    ready_late: Vec<f64>,
+    running_late: Vec<f64>,
+    gone_late: Vec<f64>,
+    /// Per phase (scale-up, hold, scale-down): wall seconds, pool CPU, provider CPU.
+    phases: [(f64, f64, f64); 3],
+    calls: (
+        BTreeMap<&'static str, CallStats>,
+        BTreeMap<&'static str, CallStats>,
+    ),
+    ca_log: String,
+}
+
+async fn provisioning(args: &Args) -> anyhow::Result<()> {
+    let n = args.nodes;
+    ensure!(
+        args.speed.is_finite() && args.speed > 0.0,
+        "--speed must be a number > 0"
+    );
+    let delayed = match Model::builtin(&args.model) {
+        Ok(model) => model,
+        Err(_) => {
+            let yaml = std::fs::read_to_string(&args.model)
+                .with_context(|| format!("reading the model file {}", args.model))?;
+            Model::parse(&args.model, &yaml)?
+        }
+    };
+    ensure!(
+        !delayed.is_instant(),
+        "--model {} has no delays: nothing to compare with instant",
+        args.model
+    );
+    println!(
+        "\n== part provisioning: a group from 0 to {n} nodes (one pod each), held {} s, back to 0; \
+         instant, then {} at speed {} (its delays / {}), CA --scan-interval={}",
+        args.hold_secs, delayed.name, args.speed, args.speed, args.scan_interval
+    );
+    println!("  model: {}", delayed.summary());
+    let mut sides = Vec::new();
+    for model in [Model::instant(), delayed] {
+        let figures = provisioning_side(args, &model)
+            .await
+            .with_context(|| format!("side {}", model.name))?;
+        println!(
+            "  {}: all {n} Ready {:.1} s, Running {:.1} s, gone {:.1} s after the scale-down",
+            figures.label, figures.all_ready, figures.all_running, figures.all_gone
+        );
+        sides.push(figures);
+    }
+    print_provisioning(args, &sides);
+    Ok(())
+}
+
+/// `model`'s side: a fresh environment, the scale-up, the hold, the scale-down.
+async fn provisioning_side(args: &Args, model: &Model) -> anyhow::Result<ProvisioningFigures> {
+    let n = args.nodes;
+    let group = PROVISIONING_GROUP;
+    let app = "work-prov";
+    let instant = model.is_instant();
+    let label = if instant {
+        model.name.clone()
+    } else {
+        format!("{} at speed {}", model.name, args.speed)
+    };
+    let env = start_env().await?;
+    let mut seats = SeatDeployment {
+        group: group.to_owned(),
+        namespace: NAMESPACE.to_owned(),
+        replicas: 0,
+        skeleton: SkeletonSource::Inline(M5_LARGE.to_owned()),
+        min_size: Some(0),
+        max_size: Some(i32::try_from(n)?),
+        provisioning: None,
+    };
+    // The instant side carries nothing, as a group without a model.
+    if !instant {
+        seats.provisioning = Some(GroupProvisioning::of(model, group, args.speed).to_json());
+    }
+    create(&env.client, &seats.to_deployment()).await?;
+    served(&env, &[group.to_owned()]).await?;
+    let ca = start_ca(
+        &env,
+        &[
+            format!("--scan-interval={}", args.scan_interval),
+            // A booting node is not a broken one (production's value), and a slow boot is not
+            // a failed scale-up.
+            "--scale-down-unready-time=20m".to_owned(),
+            "--max-node-provision-time=15m".to_owned(),
+            // CA's default of 10 nodes in deletion at a time would pace the scale-down, the
+            // same on both sides; all at once puts the delays' cost in front.
+            format!("--max-scale-down-parallelism={n}"),
+        ],
+    )
+    .await?;
+    after_loops(&ca, 2).await?;
+
+    let mut pods = Box::pin(watcher(
+        Api::<Pod>::namespaced(env.client.clone(), NAMESPACE),
+        watcher::Config::default().labels(&format!("app={app}")),
+    ));
+    let mut nodes = Box::pin(watcher(
+        Api::<Node>::all(env.client.clone()),
+        watcher::Config::default().labels(&format!("{GROUP_LABEL}={group}")),
+    ));
+    synced(&mut pods).await?;
+    synced(&mut nodes).await?;
+
+    let mut workload = workload(app, "provisioning", n, "1500m", "1Gi", group);
+    let owner = format!("Deployment/{NAMESPACE}/{app}");
+    if let Some(pod) = PodProvisioning::of(model, &owner, args.speed) {
+        workload
+            .spec
+            .as_mut()
+            .context("workload without spec")?
+            .template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(POD_PROVISIONING_ANNOTATION.to_owned(), pod.to_json());
+    }
+    let cpu_start = cpu_snapshot(&env, &ca);
+    let calls_start = env.calls.snapshot();
+    let started = Instant::now();
+    create(&env.client, &workload).await?;
+
+    // Each node's Ready due time as first annotated, and when the watch saw it Ready.
+    let mut booting_until: HashMap<String, Timestamp> = HashMap::new();
+    let mut ready: HashMap<String, Timestamp> = HashMap::new();
+    let mut running: HashSet<String> = HashSet::new();
+    let mut starts = PodStarts::default();
+    let mut running_late = Vec::new();
+    let mut all_ready = None;
+    let deadline = tokio::time::sleep(DEADLINE);
+    tokio::pin!(deadline);
+    while running.len() < n || ready.len() < n {
+        tokio::select! {
+            () = &mut deadline => bail!("{} nodes Ready, {} of {n} pods Running", ready.len(), running.len()),
+            event = pods.try_next() => {
+                let Some(event) = event? else { bail!("pod watch ended") };
+                let now = Timestamp::now();
+                let Some(pod) = applied(event) else { continue };
+                if phase(&pod) != Some("Running") {
+                    continue;
+                }
+                let key = format!("{NAMESPACE}/{}", pod.metadata.name.as_deref().unwrap_or_default());
+                if !running.insert(key.clone()) {
+                    continue;
+                }
+                // The due time as the pool computes it: bound (PodScheduled) plus the drawn
+                // start and first pull; a pod without a model is due when bound.
+                let delays = match pod_start::provisioning(&pod)? {
+                    Some(given) => pod_start::draw(&given, &key, &pod),
+                    None => StartDelays { start: Duration::ZERO, pulls: Vec::new() },
+                };
+                let node = node_of(&pod).context("a Running pod without a node")?;
+                let due = starts.due(&key, node, pod_start::scheduled_at(&pod), now, &delays);
+                running_late.push(late(now, due.at));
+            }
+            event = nodes.try_next() => {
+                let Some(event) = event? else { bail!("node watch ended") };
+                let now = Timestamp::now();
+                let Some(node) = applied(event) else { continue };
+                let name = node.metadata.name.clone().unwrap_or_default();
+                if let Some(at) = annotated(&node, BOOTING_UNTIL_ANNOTATION) {
+                    booting_until.entry(name.clone()).or_insert(at);
+                }
+                if is_ready(&node) {
+                    ready.entry(name).or_insert(now);
+                    if ready.len() == n && all_ready.is_none() {
+                        all_ready = Some(started.elapsed());
+                    }
+                }
+            }
+        }
+    }
+    let all_running = started.elapsed();
+    let up_wall = started.elapsed();
+    let cpu_up = cpu_snapshot(&env, &ca);
+    let ready_late: Vec<f64> = ready
+        .iter()
+        .filter_map(|(name, &at)| booting_until.get(name).map(|&due| late(at, due)))
+        .collect();
+
+    tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
+    let cpu_held = cpu_snapshot(&env, &ca);
+
+    let down_started = Instant::now();
+    Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
+        .delete(app, &DeleteParams::background())
+        .await?;
+    let mut terminating_until: HashMap<String, Timestamp> = HashMap::new();
+    let mut gone: HashSet<String> = HashSet::new();
+    let mut gone_late = Vec::new();
+    // A watch that relists would miss deletions; a listing ends the wait as well.
+    let mut check = tokio::time::interval(Duration::from_secs(2));
+    while gone.len() < n {
+        tokio::select! {
+            () = &mut deadline => bail!("{} of {n} nodes gone", gone.len()),
+            _ = check.tick() => {
+                if node_names(&env.client, group).await?.is_empty() {
+                    break;
+                }
+            }
+            event = nodes.try_next() => {
+                let Some(event) = event? else { bail!("node watch ended") };
+                let now = Timestamp::now();
+                match event {
+                    watcher::Event::Delete(node) => {
+                        let name = node.metadata.name.clone().unwrap_or_default();
+                        let due = annotated(&node, TERMINATING_UNTIL_ANNOTATION)
+                            .or_else(|| terminating_until.get(&name).copied());
+                        if gone.insert(name) && let Some(due) = due {
+                            gone_late.push(late(now, due));
+                        }
+                    }
+                    watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                        if let Some(at) = annotated(&node, TERMINATING_UNTIL_ANNOTATION) {
+                            terminating_until
+                                .entry(node.metadata.name.clone().unwrap_or_default())
+                                .or_insert(at);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let all_gone = down_started.elapsed();
+    let cpu_down = cpu_snapshot(&env, &ca);
+    let calls_end = env.calls.snapshot();
+    let phase_of = |before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, wall: f64| {
+        let used = |name: &str| after.get(name).unwrap_or(&0.0) - before.get(name).unwrap_or(&0.0);
+        (wall, used(POOL_CPU), used(PROVIDER_CPU))
+    };
+    let ca_log = [
+        "Error on gRPC call",
+        "Failed to scale up",
+        "Failed to delete",
+        "Cluster is not ready",
+    ]
+    .into_iter()
+    .map(|needle| format!("\"{needle}\": {}", log_count(&ca, needle)))
+    .collect::<Vec<_>>()
+    .join(", ");
+    drop(ca);
+    Ok(ProvisioningFigures {
+        label,
+        all_ready: all_ready.unwrap_or(all_running).as_secs_f64(),
+        all_running: all_running.as_secs_f64(),
+        all_gone: all_gone.as_secs_f64(),
+        ready_late: sorted(ready_late),
+        running_late: sorted(running_late),
+        gone_late: sorted(gone_late),
+        phases: [
+            phase_of(&cpu_start, &cpu_up, up_wall.as_secs_f64()),
+            phase_of(&cpu_up, &cpu_held, args.hold_secs as f64),
+            phase_of(&cpu_held, &cpu_down, all_gone.as_secs_f64()),
+        ],
+        calls: (calls_start, calls_end),
+        ca_log,
+    })
+}
+
+/// Seconds from `due` to `at` (negative when `at` came first).
+fn late(at: Timestamp, due: Timestamp) -> f64 {
+    at.duration_since(due).as_secs_f64()
+}
+
+fn annotated(node: &Node, key: &str) -> Option<Timestamp> {
+    node.metadata.annotations.as_ref()?.get(key)?.parse().ok()
+}
+
+/// p50 / p99 / max in milliseconds, or `-` when nothing was due.
+fn lateness(values: &[f64]) -> String {
+    if values.is_empty() {
+        return "- (no due times)".to_owned();
+    }
+    format!(
+        "{:.0} / {:.0} / {:.0} ({})",
+        percentile(values, 0.5) * 1e3,
+        percentile(values, 0.99) * 1e3,
+        values.last().copied().unwrap_or(f64::NAN) * 1e3,
+        values.len()
+    )
+}
+
+fn print_provisioning(args: &Args, sides: &[ProvisioningFigures]) {
+    println!(
+        "\nprovisioning delays at {} nodes, side by side (one run; CA --scan-interval={}, \
+         --max-scale-down-parallelism={}, --scale-down-unready-time=20m)",
+        args.nodes, args.scan_interval, args.nodes
+    );
+    let header: Vec<&str> = sides.iter().map(|s| s.label.as_str()).collect();
+    println!("| figure | {} |", header.join(" | "));
+    println!("|---|{}", "---|".repeat(sides.len()));
+    let row = |name: &str, cell: &dyn Fn(&ProvisioningFigures) -> String| {
+        let cells: Vec<String> = sides.iter().map(cell).collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    };
+    row("all nodes Ready (s after the workload)", &|s| {
+        format!("{:.1}", s.all_ready)
+    });
+    row("all pods Running (s after the workload)", &|s| {
+        format!("{:.1}", s.all_running)
+    });
+    row("all nodes gone (s after its deletion)", &|s| {
+        format!("{:.1}", s.all_gone)
+    });
+    for (i, phase) in ["scale-up", "hold", "scale-down"].iter().enumerate() {
+        row(&format!("pool CPU, {phase} (s; cores)"), &|s| {
+            let (wall, pool, _) = s.phases[i];
+            format!("{pool:.1}; {:.2}", pool / wall)
+        });
+        row(&format!("provider CPU, {phase} (s; cores)"), &|s| {
+            let (wall, _, provider) = s.phases[i];
+            format!("{provider:.1}; {:.2}", provider / wall)
+        });
+    }
+    row("node Ready late p50 / p99 / max ms (nodes)", &|s| {
+        lateness(&s.ready_late)
+    });
+    row("pod Running late p50 / p99 / max ms (pods)", &|s| {
+        lateness(&s.running_late)
+    });
+    row("node gone late p50 / p99 / max ms (nodes)", &|s| {
+        lateness(&s.gone_late)
+    });
+    row("provider handler: calls, total s, slowest ms", &|s| {
+        let (before, after) = &s.calls;
+        let (mut count, mut total, mut max) = (0, Duration::ZERO, Duration::ZERO);
+        for (method, end) in after {
+            let start = before.get(method).copied().unwrap_or_default();
+            count += end.count - start.count;
+            total += end.total.saturating_sub(start.total);
+            max = max.max(end.max);
+        }
+        format!(
+            "{count}, {:.2}, {:.1}",
+            total.as_secs_f64(),
+            max.as_secs_f64() * 1e3
+        )
+    });
+    row("CA log", &|s| s.ca_log.clone());
+    println!(
+        "(late: watch-observed time minus the due time: the node's ksim.io/booting-until for \
+         Ready, its ksim.io/terminating-until for gone, and for a pod its PodScheduled time, \
+         whole seconds, plus its drawn start and first pull, as the pool computes it; the \
+         instant side's nodes carry no due times and its pods are due when bound)"
+    );
+    for side in sides {
+        print_calls(
+            &format!("provider calls, {}", side.label),
+            &side.calls.0,
+            &side.calls.1,
+            None,
+        );
+    }
 }
