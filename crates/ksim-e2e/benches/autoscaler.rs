@@ -165,6 +165,11 @@ struct Args {
     /// 2 puts the published model's scale-up tail near 2 minutes.
     #[arg(long, default_value_t = 2.0)]
     speed: f64,
+    /// Part provisioning: CA's --max-scale-down-parallelism. Its default 10 paces the removal
+    /// the same on both sides; far more puts DeleteNodes calls, serialised per group, past CA's
+    /// 5 s gRPC timeout.
+    #[arg(long, default_value_t = 40)]
+    down_parallelism: usize,
     /// Part provisioning: seconds to hold the N nodes and pods between scale-up and scale-down.
     #[arg(long, default_value_t = 30)]
     hold_secs: u64,
@@ -1451,9 +1456,7 @@ async fn provisioning_side(args: &Args, model: &Model) -> anyhow::Result<Provisi
             // a failed scale-up.
             "--scale-down-unready-time=20m".to_owned(),
             "--max-node-provision-time=15m".to_owned(),
-            // CA's default of 10 nodes in deletion at a time would pace the scale-down, the
-            // same on both sides; all at once puts the delays' cost in front.
-            format!("--max-scale-down-parallelism={n}"),
+            format!("--max-scale-down-parallelism={}", args.down_parallelism),
         ],
     )
     .await?;
@@ -1654,7 +1657,7 @@ fn print_provisioning(args: &Args, sides: &[ProvisioningFigures]) {
     println!(
         "\nprovisioning delays at {} nodes, side by side (one run; CA --scan-interval={}, \
          --max-scale-down-parallelism={}, --scale-down-unready-time=20m)",
-        args.nodes, args.scan_interval, args.nodes
+        args.nodes, args.scan_interval, args.down_parallelism
     );
     let header: Vec<&str> = sides.iter().map(|s| s.label.as_str()).collect();
     println!("| figure | {} |", header.join(" | "));
