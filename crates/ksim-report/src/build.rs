@@ -66,6 +66,7 @@ pub fn build(obs: &Observations) -> Report {
                 .collect::<Vec<_>>(),
         ),
         nodes_kept: obs.nodes_kept.clone(),
+        warnings: obs.warnings.clone(),
     }
 }
 

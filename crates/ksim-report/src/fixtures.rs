@@ -201,6 +201,7 @@ pub fn observations() -> Observations {
         provisioning: None,
         pending_splits: Vec::new(),
         node_ready_times: Vec::new(),
+        warnings: Vec::new(),
         nodes_kept: None,
     }
 }

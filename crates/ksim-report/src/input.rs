@@ -78,6 +78,10 @@ pub struct Observations {
     /// recorded time). `None`: no autoscaler was read; also for observations saved before it.
     #[serde(default)]
     pub nodes_kept: Option<crate::NodesKept>,
+    /// The run's warnings (see `Report::warnings`), as the driver decided them. Defaulted:
+    /// observations saved before it was kept have none.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// Where one pod's pending time went, wall clock; the three add up to its pending time.

@@ -81,6 +81,10 @@ pub struct Report {
     /// written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes_kept: Option<crate::NodesKept>,
+    /// Conditions of this run known to make its figures differ from what the recorded cluster
+    /// would show, one sentence each. Defaulted: reports written before it was kept have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The pending pod-seconds of the pods that ran, by what they waited for, recorded time.

@@ -60,6 +60,7 @@ impl Report {
             pod_start_time: Some(percentiles_to_proto(&self.pod_start_time)),
             node_ready_time: Some(percentiles_to_proto(&self.node_ready_time)),
             nodes_kept: self.nodes_kept.as_ref().map(crate::NodesKept::to_proto),
+            warnings: self.warnings.clone(),
         }
     }
 
@@ -126,6 +127,7 @@ impl Report {
             pod_start_time: percentiles_from_proto(report.pod_start_time.as_ref()),
             node_ready_time: percentiles_from_proto(report.node_ready_time.as_ref()),
             nodes_kept: report.nodes_kept.as_ref().map(crate::NodesKept::from_proto),
+            warnings: report.warnings.clone(),
         }
     }
 }
@@ -764,6 +766,21 @@ mod tests {
         let proto = report.to_proto();
         assert_eq!(proto.provisioning.as_ref().unwrap().origin, "learned");
         assert_eq!(Report::from_proto(&proto), report);
+    }
+
+    #[test]
+    fn warnings_go_through_the_proto_and_the_json_and_none_are_absent() {
+        let mut report = fixtures::report();
+        assert!(report.to_proto().warnings.is_empty());
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json.get("warnings").is_none(), "{json}");
+        report.warnings = vec!["node group gpu answers GetOptions".into()];
+        let proto = report.to_proto();
+        assert_eq!(proto.warnings, report.warnings);
+        assert_eq!(Report::from_proto(&proto), report);
+        let json = serde_json::to_string(&report).unwrap();
+        let read: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.warnings, report.warnings);
     }
 
     #[test]

@@ -41,6 +41,10 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
             human(report.bucket_width.as_ref())
         )?;
     }
+    // First, so a run whose figures are known to be off says so before them.
+    for warning in &report.warnings {
+        writeln!(out, "  warning: {warning}")?;
+    }
     writeln!(out, "  events applied:    {}", report.events_applied)?;
     writeln!(out, "  peak nodes:        {}", report.peak_nodes)?;
 
@@ -658,6 +662,19 @@ mod tests {
             "the fixture's resizes match its nodes:\n{text}"
         );
         assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn each_warning_has_its_own_line() {
+        let text = summary(&pb::Report {
+            simulation_id: "s".into(),
+            warnings: vec!["first thing".into(), "second thing".into()],
+            ..pb::Report::default()
+        });
+        assert!(text.contains("\n  warning: first thing\n"), "{text}");
+        assert!(text.contains("\n  warning: second thing\n"), "{text}");
+        let none = summary(&pb::Report::default());
+        assert!(!none.contains("warning"), "{none}");
     }
 
     #[test]

@@ -3,8 +3,8 @@
 
 use ksim_proto::{
     clusterautoscaler::cloudprovider::v1::externalgrpc::{
-        ExternalGrpcNode, NodeGroupsRequest, PricingNodePriceRequest,
-        cloud_provider_client::CloudProviderClient,
+        ExternalGrpcNode, NodeGroupAutoscalingOptions, NodeGroupAutoscalingOptionsRequest,
+        NodeGroupsRequest, PricingNodePriceRequest, cloud_provider_client::CloudProviderClient,
     },
     ksim::{
         env::v1::{
@@ -277,6 +277,26 @@ impl Mesh {
             })?
             .into_inner();
         Ok(Some(groups.node_groups.into_iter().map(|g| g.id).collect()))
+    }
+
+    /// Whether the cloud provider answers GetOptions for `group` with options, as CA asks it;
+    /// `false` when it answers UNIMPLEMENTED (CA then uses its flags), fails, or there is no
+    /// provider.
+    pub async fn answers_group_options(&self, group: &str) -> bool {
+        let Some(mut cloud_provider) = self.cloud_provider.clone() else {
+            return false;
+        };
+        let request = NodeGroupAutoscalingOptionsRequest {
+            id: group.to_owned(),
+            defaults: Some(NodeGroupAutoscalingOptions::default()),
+        };
+        match cloud_provider.node_group_get_options(request).await {
+            Ok(_) => true,
+            Err(status) => {
+                tracing::debug!(group, %status, "no per-group options");
+                false
+            }
+        }
     }
 }
 

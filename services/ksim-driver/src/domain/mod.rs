@@ -8,6 +8,8 @@
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
 //! - [`provisioning`] chooses a run's provisioning model: given, learned from the trace, or
 //!   the published default.
+//! - [`warnings`] decides what a run's report warns of (CA 1.35+'s startup time of 0 for a
+//!   group that answers GetOptions, when the model gives its nodes a ready delay).
 //! - [`outages`] puts cluster-autoscaler's outages on the replay's clock for the report.
 //! - [`nodes_kept`] folds cluster-autoscaler's unremovable counts, read during the replay,
 //!   into why nodes stayed: per reason the peak and the first reading.
@@ -25,6 +27,7 @@ pub mod recorded;
 pub mod rewrite;
 pub mod spec;
 pub mod waits;
+pub mod warnings;
 
 /// The report model lives in its own crate, shared with the CLI; the objects it speaks of too.
 pub use ksim_report::{self as report, Gvk, Operation, Target};

@@ -38,6 +38,8 @@ pub struct Live {
     prices: BTreeMap<String, GroupPrice>,
     /// cluster-autoscaler's unremovable counts read so far; `None` in a run without CA.
     nodes_kept: Mutex<Option<NodesKeptFold>>,
+    /// What the report warns of (`domain::warnings`).
+    warnings: Vec<String>,
 }
 
 impl Live {
@@ -59,6 +61,7 @@ impl Live {
             recorded,
             configuration: None,
             provisioning: None,
+            warnings: Vec::new(),
             prices: BTreeMap::new(),
             nodes_kept: Mutex::new(None),
         }
@@ -101,6 +104,12 @@ impl Live {
     /// The provisioning model the run uses, for the report.
     pub fn with_provisioning(mut self, provisioning: ksim_report::ProvisioningUsed) -> Self {
         self.provisioning = Some(provisioning);
+        self
+    }
+
+    /// The report's warnings, decided when the replay starts.
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
         self
     }
 
@@ -152,6 +161,7 @@ impl Live {
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
                 .and_then(|fold| fold.report(self.speed)),
+            warnings: self.warnings.clone(),
         }
     }
 

@@ -10,6 +10,7 @@ use std::{
 };
 
 use futures::FutureExt;
+use ksim_experiment::provisioning::Model;
 use ksim_nodes::skeleton::NodeSkeleton;
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::{
@@ -43,7 +44,8 @@ use crate::{
         recorded::recorded_states,
         report::{self, AutoscalerOutage, GroupPrice},
         rewrite::{RewriteOptions, Rewriter},
-        spec::{OnError, SimulationSpec},
+        spec::{NodeGroup, OnError, SimulationSpec},
+        warnings::{self, OfferedGroup, StartupTime},
     },
 };
 
@@ -205,6 +207,29 @@ async fn prices(ctx: &RunContext, spec: &SimulationSpec) -> BTreeMap<String, Gro
     prices
 }
 
+/// What the report warns of: the facts from the environment's configuration, the provider's
+/// GetOptions answers and the model, decided by `domain::warnings`.
+async fn report_warnings(
+    ctx: &RunContext,
+    spec: &SimulationSpec,
+    configuration: Option<&ksim_report::Configuration>,
+    model: &Model,
+) -> Vec<String> {
+    let startup = StartupTime::of(configuration);
+    if !spec.enable_autoscaler || startup == StartupTime::Unknown {
+        return Vec::new();
+    }
+    let mut groups = Vec::new();
+    for group in &spec.node_groups {
+        // Only seat groups are offered to CA; the pool's fixed groups never answer it.
+        if let NodeGroup::Deployment { name, .. } = group {
+            let answers = ctx.mesh.answers_group_options(name).await;
+            groups.push(OfferedGroup::new(name, answers, model));
+        }
+    }
+    warnings::warnings(&startup, &groups)
+}
+
 /// The text a panic carried (`panic!` gives a `&str` or a `String`).
 fn panic_message(panic: &(dyn Any + Send)) -> String {
     panic
@@ -304,6 +329,7 @@ async fn replay(
     }
     wait_for_nodes(ctx, handle, spec, &observer).await?;
     let prices = prices(ctx, spec).await;
+    let warnings = report_warnings(ctx, spec, configuration.as_ref(), &provisioning.model).await;
 
     let progress = Arc::new(Progress::new(ctx.metrics.clone()));
     let rescheduler = spec
@@ -365,7 +391,8 @@ async fn replay(
     )
     .with_configuration(configuration)
     .with_provisioning(provisioning.used())
-    .with_prices(prices);
+    .with_prices(prices)
+    .with_warnings(warnings);
     if reads_autoscaler {
         live = live.with_nodes_kept(NodesKeptFold::new(applied_at_ms));
     }
