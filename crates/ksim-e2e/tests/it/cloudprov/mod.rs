@@ -5,4 +5,5 @@ mod common;
 mod provisioning;
 mod rbac;
 mod scaling;
+mod startup;
 mod transport;

@@ -1,0 +1,250 @@
+//! Booting nodes (a provisioning model's `ready` delay) in a group that answers GetOptions,
+//! against one that does not, on every tested cluster-autoscaler (CA) release: CA 1.35+ takes
+//! a startup time of 0 for the first (the externalgrpc answer has no field for it), so its
+//! booting nodes count as unready, not upcoming (docs/compatibility.md). Counts and log lines,
+//! never timings.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{collections::BTreeSet, time::Duration};
+
+use super::common::*;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use ksim_cloudprov::{domain::options::GroupOptions, provider::ScaleEvent};
+use ksim_grpc::ServeArgs;
+use ksim_nodes::{
+    labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY},
+    seats::{SeatDeployment, SkeletonSource},
+};
+use ksim_testenv::{CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, wait};
+use kube::{
+    Api,
+    api::{ListParams, PostParams},
+};
+use serde_json::json;
+use tokio::sync::broadcast::{Receiver, error::TryRecvError};
+
+/// The booting nodes' 45 s and CA's scale-ups and removals around them, on a loaded machine.
+const CA_DEADLINE: Duration = Duration::from_secs(300);
+/// What CA logs, at warning level, for each loop it skips because too many nodes are unready.
+const UNHEALTHY: &str = "Cluster is not ready for autoscaling";
+
+/// Registered at once, Ready 3 recorded minutes later at 4x: 45 s, long against CA's 1 s loop.
+fn booting() -> String {
+    json!({
+        "model": "e2e-booting",
+        "seed": 5,
+        "speed": 4.0,
+        "nodes": { "registration": "0s", "ready": "3m", "termination": "0s" },
+    })
+    .to_string()
+}
+
+fn group(name: &str) -> Deployment {
+    SeatDeployment {
+        group: name.to_owned(),
+        namespace: NAMESPACE.to_owned(),
+        replicas: 0,
+        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
+        min_size: Some(0),
+        max_size: Some(8),
+        provisioning: Some(booting()),
+    }
+    .to_deployment()
+}
+
+/// Two pods of `group`, each needing a node of its own (1.5 of a node's 1.93 CPUs).
+fn work(group: &str) -> Deployment {
+    let name = format!("work-{group}");
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 2,
+            "selector": { "matchLabels": { "app": name } },
+            "template": { "metadata": { "labels": { "app": name } }, "spec": {
+                "nodeSelector": { GROUP_LABEL: group },
+                "tolerations": [
+                    { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
+                    { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
+                ],
+                "containers": [{ "name": "work", "image": "registry.example/work:1",
+                    "resources": { "requests": { "cpu": "1500m", "memory": "1Gi" } } }]
+            } }
+        }
+    }))
+    .unwrap()
+}
+
+/// Per group: nodes CA added, and the nodes it named in DeleteNodes.
+#[derive(Default)]
+struct Resizes {
+    seen: Vec<ScaleEvent>,
+}
+
+impl Resizes {
+    fn poll(&mut self, events: &mut Receiver<ScaleEvent>) {
+        loop {
+            match events.try_recv() {
+                Ok(event) => self.seen.push(event),
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+                Err(TryRecvError::Lagged(n)) => panic!("missed {n} scale events"),
+            }
+        }
+    }
+
+    fn added(&self, group: &str) -> i32 {
+        self.seen
+            .iter()
+            .map(|event| match event {
+                ScaleEvent::Increased { group: g, delta } if g == group => *delta,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    fn deleted(&self, group: &str) -> BTreeSet<String> {
+        self.seen
+            .iter()
+            .filter_map(|event| match event {
+                ScaleEvent::NodesDeleted { group: g, nodes } if g == group => Some(nodes),
+                _ => None,
+            })
+            .flatten()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The nodes the Running pods of `group`'s workload are on.
+async fn hosts(env: &Env, group: &str) -> BTreeSet<String> {
+    Api::<Pod>::namespaced(env.client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels(&format!("app=work-{group}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .filter_map(|pod| pod.spec.and_then(|s| s.node_name))
+        .collect()
+}
+
+/// Whether CA `version` takes a group's startup time from GetOptions (1.35 on).
+fn startup_time_comes_from_options(version: &str) -> bool {
+    let minor: u32 = version.split('.').nth(1).unwrap().parse().unwrap();
+    minor >= 35
+}
+
+/// Two groups whose nodes boot for 45 s, two pods pending on each; only `opts` answers
+/// GetOptions. Before 1.35 each group gets one node per pod. From 1.35 `plain` still does,
+/// while `opts` is scaled up again for the same pods, the cluster is unhealthy until its nodes
+/// are Ready (CA skips those loops), and the extra nodes go only after, named by CA.
+async fn booting_nodes_in_a_group_with_options(version: &str) {
+    let binary = ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
+        panic!("{e} (for this release: deploy/cluster-autoscaler/build.sh {version})")
+    });
+    let mut settings = settings();
+    // CA's own global value (the fast flags'): only the answer itself differs between groups.
+    settings.group_options.insert(
+        "opts".to_owned(),
+        GroupOptions {
+            scale_down_unneeded_time: Some(Duration::from_secs(5)),
+            ..GroupOptions::default()
+        },
+    );
+    let env = start_with(settings).await;
+    let mut events = env.provider.subscribe();
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    for name in ["opts", "plain"] {
+        create_deployment(&env.client, &group(name)).await;
+    }
+    let ca = ClusterAutoscaler::builder(
+        &env.control_plane,
+        CloudConfig::plaintext(server.grpc_addr().to_string()),
+    )
+    .fast()
+    .binary(binary)
+    // 1.36 logs the startup time it took at level 5 (1.35 at level 1).
+    .arg("--v=5")
+    .start()
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    for name in ["opts", "plain"] {
+        Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
+            .create(&PostParams::default(), &work(name))
+            .await
+            .unwrap();
+    }
+
+    // Settled: both pods of each group run, each group has exactly their two nodes, and every
+    // node CA added beyond them is one it named for removal.
+    let mut resizes = Resizes::default();
+    wait::until("both groups down to their pods' nodes", CA_DEADLINE, || {
+        resizes.poll(&mut events);
+        let added = (resizes.added("opts"), resizes.added("plain"));
+        let deleted = (resizes.deleted("opts"), resizes.deleted("plain"));
+        let env = &env;
+        async move {
+            let mut state = Vec::new();
+            let mut settled = true;
+            for (name, added, deleted) in [
+                ("opts", added.0, &deleted.0),
+                ("plain", added.1, &deleted.1),
+            ] {
+                let nodes = node_names(&env.client, name).await;
+                let hosts = hosts(env, name).await;
+                settled &= hosts.len() == 2
+                    && nodes == hosts
+                    && usize::try_from(added).unwrap() == 2 + deleted.len();
+                state.push(format!(
+                    "{name}: nodes {nodes:?}, pods on {hosts:?}, added {added}, named {deleted:?}"
+                ));
+            }
+            settled.then_some(()).ok_or(state.join("; "))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", ca.log_tail()));
+    resizes.poll(&mut events);
+
+    // Without options a booting node is upcoming on every release: one node per pod.
+    assert_eq!(resizes.added("plain"), 2, "{}", ca.log_tail());
+    assert_eq!(resizes.deleted("plain"), BTreeSet::new());
+    let kept = node_names(&env.client, "opts").await;
+    assert!(resizes.deleted("opts").is_disjoint(&kept));
+    if startup_time_comes_from_options(version) {
+        // Unready, not upcoming: the same two pods got more nodes while the first booted
+        // (4 on 1.35.2, 5 on 1.36.1 when measured), the group stopping only as unhealthy.
+        assert!(
+            resizes.added("opts") > 2,
+            "added {}\n{}",
+            resizes.added("opts"),
+            ca.log_tail()
+        );
+        assert!(
+            ca.log_contains("using maxNodeStartupTime = 0s"),
+            "{}",
+            ca.log_tail()
+        );
+        // More than ok-total-unready-count (3) and 45% of the nodes unready: CA skipped whole
+        // loops, scale-down and every other group's scale-up with them.
+        assert!(ca.log_contains(UNHEALTHY), "{}", ca.log_tail());
+    } else {
+        assert_eq!(resizes.added("opts"), 2, "{}", ca.log_tail());
+        assert_eq!(resizes.deleted("opts"), BTreeSet::new());
+        assert!(!ca.log_contains(UNHEALTHY), "{}", ca.log_tail());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_34_5_counts_booting_nodes_as_upcoming_with_or_without_options() {
+    booting_nodes_in_a_group_with_options("1.34.5").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_35_2_scales_a_group_with_options_up_again_while_its_nodes_boot() {
+    booting_nodes_in_a_group_with_options("1.35.2").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_1_36_1_scales_a_group_with_options_up_again_while_its_nodes_boot() {
+    booting_nodes_in_a_group_with_options("1.36.1").await;
+}
