@@ -2,7 +2,10 @@
 //! time to start, learned from a recording and used by the what-if question they exist for.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -13,18 +16,25 @@ use ksim_experiment::provisioning::{
     calibrate::Figures,
 };
 use ksim_nodes::{
-    labels::{GROUP_LABEL, POD_PROVISIONING_ANNOTATION, VIRTUAL_TAINT_KEY},
+    labels::{GROUP_LABEL, POD_PROVISIONING_ANNOTATION},
     node::is_ready,
     seats::{SeatDeployment, SkeletonSource},
 };
-use ksim_trace::time::{now_ms, timestamp};
+use ksim_trace::{
+    Record, TraceReader,
+    time::{now_ms, timestamp},
+};
 use kube::{
     Api, Client,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
-use super::common::{deployment, up::Up, write_trace};
+use super::common::{
+    deployment, series,
+    up::{Up, fast_autoscaler_args, ksim_in, report_dir},
+    web, write_trace,
+};
 
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 
@@ -217,33 +227,19 @@ fn close(learned: Duration, configured: Duration) -> bool {
     (learned.as_secs_f64() / configured.as_secs_f64() - 1.0).abs() <= 0.15
 }
 
-/// `replicas` small pods of `web` in `shop` on the group's nodes, each starting by the model.
-fn web(replicas: i32) -> Deployment {
+/// `replicas` pods of web, one per node of the group, each starting by the model.
+fn known_web(replicas: i32) -> Deployment {
     let start = PodProvisioning {
         model: "known".to_owned(),
         seed: SEED,
         speed: 1.0,
         pods: known_pods(),
     };
-    serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"},
-                    "annotations": {POD_PROVISIONING_ANNOTATION: start.to_json()}},
-                "spec": {
-                    "nodeSelector": {GROUP_LABEL: GROUP},
-                    "tolerations": [{"key": VIRTUAL_TAINT_KEY, "operator": "Exists",
-                        "effect": "NoSchedule"}],
-                    "containers": [{"name": "web", "image": "registry.example/web:1",
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]
-                }
-            }
-        }
-    }))
-    .unwrap()
+    web(
+        GROUP,
+        replicas,
+        json!({POD_PROVISIONING_ANNOTATION: start.to_json()}),
+    )
 }
 
 /// Waits until `done` holds of the group's Ready nodes and web's Running pods.
@@ -290,10 +286,43 @@ where
     .unwrap();
 }
 
-/// The issue's first test: a recording of a pool that plays a known model, calibrated, gives
-/// that model back within 15%.
+/// `ksim up --autoscaler` with the tests' fast CA flags but production's unready time: a node
+/// still booting (NotReady for up to a minute here) is not a broken one to remove.
+fn booting_autoscaler_args() -> Vec<String> {
+    fast_autoscaler_args()
+        .into_iter()
+        .map(|arg| {
+            if arg.starts_with("scale-down-unready-time=") {
+                "scale-down-unready-time=20m".to_owned()
+            } else {
+                arg
+            }
+        })
+        .collect()
+}
+
+/// The pending time of each recorded pod: from when the test created web (its ReplicaSet makes
+/// the pods within about a second of it) to the pod's start in the trace's pod lifecycles.
+fn recorded_pending(trace: &Path, created_ms: i64) -> Vec<Duration> {
+    let file = std::fs::File::open(trace).expect("the exported trace");
+    let mut reader = TraceReader::new(file).expect("a trace");
+    let mut pending = Vec::new();
+    while let Some(record) = reader.next_record().expect("a record") {
+        if let Record::Lifecycle(pod) = record
+            && pod.start_ms > 0
+        {
+            let ms = u64::try_from(pod.start_ms - created_ms).unwrap_or(0);
+            pending.push(Duration::from_millis(ms));
+        }
+    }
+    pending
+}
+
+/// The issue's first two tests. A recording of a pool that plays a known model, calibrated,
+/// gives that model back within 15%; replayed with that learned model it looks like the
+/// recording (nodes, pods running, pending p50), replayed with no delays it does not.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_recording_of_a_known_model_calibrates_back_within_15_percent() {
+async fn a_recording_of_a_known_model_calibrates_back_and_replays_close_only_with_the_model() {
     // The seed's own draws are near the model, so the comparison below is with the model.
     let mut draws = Draws::new(SEED, GROUP);
     let known = known_nodes();
@@ -313,9 +342,12 @@ async fn a_recording_of_a_known_model_calibrates_back_within_15_percent() {
     );
 
     let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
-    let up = tokio::task::spawn_blocking(|| Up::start(&[]))
-        .await
-        .unwrap();
+    let up = tokio::task::spawn_blocking(|| {
+        let args = booting_autoscaler_args();
+        Up::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
     let client = up.client().await;
     let namespace: Namespace =
         serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
@@ -323,6 +355,7 @@ async fn a_recording_of_a_known_model_calibrates_back_within_15_percent() {
         .create(&PostParams::default(), &namespace)
         .await
         .unwrap();
+    // The recorded cluster: a group CA grows from none, whose pool plays the known model.
     let seats = SeatDeployment {
         group: GROUP.to_owned(),
         namespace: "ksim-system".to_owned(),
@@ -347,19 +380,26 @@ async fn a_recording_of_a_known_model_calibrates_back_within_15_percent() {
         .await
         .unwrap();
 
-    // The recording: the group grows to 30 nodes, web runs a pod on each, then both go.
+    // The recording: web wants 30 pods, one per node, CA grows the group to 30 nodes that
+    // come Ready by the model, the pods start (CA's nodes, so a replay with CA can play the
+    // same); then web and the group go to none at once, before CA's unneeded time, so each
+    // node's removal begins with the pool's cordon and lingers by the model (CA's own taint
+    // comes seconds before the pool sees its removal, and calibration would count those).
     let start_ms = now_ms();
-    scale(&seats_api, &format!("seats-{GROUP}"), NODES).await;
-    until(&client, "30 nodes Ready", |nodes, _| nodes == NODES).await;
     let web_api = Api::<Deployment>::namespaced(client.clone(), "shop");
+    let created_ms = now_ms();
     web_api
-        .create(&PostParams::default(), &web(NODES as i32))
+        .create(&PostParams::default(), &known_web(NODES as i32))
         .await
         .unwrap();
-    until(&client, "30 pods running", |_, running| running == NODES).await;
+    until(&client, "30 pods running on 30 nodes", |nodes, running| {
+        nodes == NODES && running == NODES
+    })
+    .await;
+    let scaled_down_ms = now_ms();
     scale(&web_api, "web", 0).await;
-    until(&client, "web gone", |_, running| running == 0).await;
     scale(&seats_api, &format!("seats-{GROUP}"), 0).await;
+    until(&client, "web gone", |_, running| running == 0).await;
     let nodes_api = Api::<Node>::all(client.clone());
     let started = Instant::now();
     loop {
@@ -424,4 +464,108 @@ async fn a_recording_of_a_known_model_calibrates_back_within_15_percent() {
     );
     let start = learned.pod_delays("Deployment/shop/web").start.median();
     assert!(close(start, secs(10)), "pod start {start:?}\n{table}");
+
+    // The recording's pending p50, from the trace itself (the report of a replay has only the
+    // simulation's): CA's reaction, the node's boot and the pod's start.
+    let pending = recorded_pending(&trace, created_ms);
+    assert_eq!(pending.len(), NODES, "{pending:?}");
+    let recorded_p50 = Figures::of(&pending).unwrap().p50.as_secs_f64();
+
+    // The recorded group and workload go, so each replay brings its own group of that name.
+    seats_api
+        .delete(&format!("seats-{GROUP}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<Namespace>::all(client.clone())
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
+    let skeleton = up.state.path().join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    // Each replay stops where the recording scaled down (wall clock at 1x is recorded time):
+    // the replay's CA removes nodes its own way after its unneeded time, the recording's test
+    // did it at once, and that end would weigh on both replays alike.
+    let duration = format!("{}ms", scaled_down_ms - start_ms);
+    let with_model = replay(
+        &up,
+        &trace,
+        &skeleton,
+        model_file.to_str().unwrap(),
+        &duration,
+    )
+    .await;
+    // Its cleanup took its nodes away before the next brings a group of the same name.
+    until(&client, "the replay's nodes gone", |nodes, _| nodes == 0).await;
+    let instant = replay(&up, &trace, &skeleton, "instant", &duration).await;
+    let figures = |report: &Value| {
+        let fidelity = &report["fidelity"];
+        let nodes = series(fidelity, &format!("nodes/{GROUP}"));
+        let running = series(fidelity, "pods_running");
+        (
+            nodes["within_tolerance"].as_f64().unwrap(),
+            nodes["mean_abs_error"].as_f64().unwrap(),
+            running["within_tolerance"].as_f64().unwrap(),
+            report["pod_pending_time"]["p50_ms"].as_f64().unwrap() / 1000.0,
+        )
+    };
+    let (model_nodes, model_node_error, model_running, model_p50) = figures(&with_model);
+    let (instant_nodes, instant_node_error, instant_running, instant_p50) = figures(&instant);
+    let said = format!(
+        "recorded pending p50 {recorded_p50:.1} s; with the model: nodes within ±1 in \
+         {model_nodes:.2} of the buckets (mean error {model_node_error:.2}), pods running \
+         within 5% in {model_running:.2}, pending p50 {model_p50:.1} s; instant: nodes \
+         {instant_nodes:.2} (mean error {instant_node_error:.2}), pods running \
+         {instant_running:.2}, pending p50 {instant_p50:.1} s"
+    );
+    eprintln!("{said}");
+    assert_eq!(with_model["provisioning"]["origin"], "given", "{said}");
+    assert_eq!(instant["provisioning"]["name"], "instant", "{said}");
+    // The thresholds, from a passing run (2026-11-26, 2 shared cores): recorded p50 32.7 s;
+    // model nodes 0.69 (mean error 1.15), pods 0.77, p50 29.5 s; instant nodes 0.23 (10.77),
+    // pods 0.23, p50 12.9 s. The model's replay draws its own 30 Ready delays from the learned
+    // log-normal, so on the ramp (a node a second) some buckets miss by 2: not every bucket is
+    // within ±1, but most are and the mean error is about a node. Instant has all 30 nodes
+    // while the recording still boots them, off by ten on average.
+    assert!(model_nodes >= 0.5 && model_node_error <= 3.0, "{said}");
+    assert!(instant_nodes <= 0.45 && instant_node_error >= 5.0, "{said}");
+    assert!(model_running >= 0.5 && instant_running <= 0.45, "{said}");
+    // Pending p50 within 30% with the model (it was 10% under); under 60% of it instant, which
+    // still waits the 10 s pod start the recording's pod template carries (the driver leaves a
+    // recorded `ksim.io/pod-provisioning` in place when the model has no pod delays).
+    assert!(
+        (model_p50 / recorded_p50 - 1.0).abs() <= 0.3,
+        "model pending p50 not near the recording's: {said}"
+    );
+    assert!(
+        instant_p50 < recorded_p50 * 0.6,
+        "instant pending p50 near the recording's: {said}"
+    );
+}
+
+/// `ksim run` of the recording at 1x with CA resizing a group like the recorded one and the
+/// provisioning model `model`, stopped after `duration`; its report.
+async fn replay(up: &Up, trace: &Path, skeleton: &Path, model: &str, duration: &str) -> Value {
+    let args: Vec<String> = [
+        "run",
+        trace.to_str().unwrap(),
+        "--autoscaler",
+        &format!(
+            "--autoscaler-group={GROUP}={}:0:{NODES}:0",
+            skeleton.display()
+        ),
+        "--provisioning",
+        model,
+        "--duration",
+        duration,
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let state = up.state.path().to_owned();
+    let run = tokio::task::spawn_blocking(move || ksim_in(&state, &args))
+        .await
+        .unwrap();
+    let printed = text(&run.stdout);
+    assert!(run.status.success(), "{printed}{}", text(&run.stderr));
+    let json = Path::new(report_dir(&printed)).join("report.json");
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
 }
