@@ -271,6 +271,14 @@ impl Rewriter {
         start_delays: Option<&str>,
     ) -> Result<(), &'static str> {
         let metadata = child_object(template, "metadata").ok_or("metadata")?;
+        // A cluster that ksim simulated has its pool's start delays on its pods: this run's
+        // model decides them, instant included.
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove(POD_PROVISIONING_ANNOTATION);
+        }
         child_object(metadata, "labels")
             .ok_or("metadata/labels")?
             .insert(
@@ -650,6 +658,33 @@ mod tests {
                 .get("annotations")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_recorded_simulations_start_delays_give_way_to_the_runs_model() {
+        let mut recorded = recorded_deployment();
+        recorded["spec"]["template"]["metadata"]["annotations"] =
+            json!({POD_PROVISIONING_ANNOTATION: "{\"model\":\"recorded\"}", "team": "shop"});
+        // Instant: no delays at all, the recording's gone too.
+        let (_, web) = rewriter()
+            .apply(&deployment(), "shop", "web", recorded.clone())
+            .unwrap();
+        assert_eq!(
+            web["spec"]["template"]["metadata"]["annotations"],
+            json!({"team": "shop"})
+        );
+        // A model: its own delays, not the recording's.
+        let mut options = rewriter().options.clone();
+        options.provisioning =
+            Some(Model::parse("m.yaml", "name: m\npods: {default: {start: 2s}}").unwrap());
+        let (_, web) = Rewriter::new(options, &Lifetimes::default())
+            .apply(&deployment(), "shop", "web", recorded)
+            .unwrap();
+        let carried = web["spec"]["template"]["metadata"]["annotations"]
+            [POD_PROVISIONING_ANNOTATION]
+            .as_str()
+            .unwrap();
+        assert_eq!(PodProvisioning::from_json(carried).unwrap().model, "m");
     }
 
     #[test]
