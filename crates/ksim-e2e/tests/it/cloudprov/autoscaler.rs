@@ -13,14 +13,12 @@ use std::{
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_cloudprov::{domain::options::GroupOptions, provider::ScaleEvent};
+use ksim_cloudprov::provider::ScaleEvent;
 use ksim_grpc::ServeArgs;
 use ksim_nodes::labels::{
     GROUP_LABEL, MIN_SIZE_ANNOTATION, TO_BE_DELETED_TAINT, VIRTUAL_TAINT_KEY,
 };
-use ksim_testenv::{
-    CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder, wait,
-};
+use ksim_testenv::{CloudConfig, ClusterAutoscaler, ClusterAutoscalerBuilder, wait};
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},
@@ -48,12 +46,6 @@ async fn started(builder: ClusterAutoscalerBuilder) -> ClusterAutoscaler {
 }
 
 /// CA release `version`, as `deploy/cluster-autoscaler/build.sh VERSION` caches it.
-fn release(version: &str) -> ClusterAutoscalerBinary {
-    ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
-        panic!("{e} (for this release: deploy/cluster-autoscaler/build.sh {version})")
-    })
-}
-
 /// `replicas` pods labelled `app=<name>` asking for `cpu` each, tolerating the virtual nodes'
 /// taints (not the seat host's), on `group`'s nodes or, without one, on any group's.
 fn workload(name: &str, replicas: i32, cpu: &str, group: Option<&str>) -> Deployment {
@@ -564,15 +556,7 @@ fn startup_time_comes_from_options(version: &str) -> bool {
 /// own 10 minutes keep the other group's; when it grows for pending pods, one node per pod stays.
 async fn applies_the_options_get_options_answers_per_group(version: &str) {
     let binary = release(version);
-    let mut settings = settings();
-    settings.group_options.insert(
-        "fast".to_owned(),
-        GroupOptions {
-            scale_down_unneeded_time: Some(Duration::from_secs(5)),
-            ..GroupOptions::default()
-        },
-    );
-    let env = start_with(settings).await;
+    let env = start_with(settings_answering_options_for("fast")).await;
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();

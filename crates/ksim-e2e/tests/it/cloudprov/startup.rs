@@ -9,13 +9,13 @@ use std::{collections::BTreeSet, time::Duration};
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_cloudprov::{domain::options::GroupOptions, provider::ScaleEvent};
+use ksim_cloudprov::provider::ScaleEvent;
 use ksim_grpc::ServeArgs;
 use ksim_nodes::{
     labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY},
     seats::{SeatDeployment, SkeletonSource},
 };
-use ksim_testenv::{CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, wait};
+use ksim_testenv::{CloudConfig, ClusterAutoscaler, wait};
 use kube::{
     Api,
     api::{ListParams, PostParams},
@@ -138,19 +138,8 @@ fn startup_time_comes_from_options(version: &str) -> bool {
 /// while `opts` is scaled up again for the same pods, the cluster is unhealthy until its nodes
 /// are Ready (CA skips those loops), and the extra nodes go only after, named by CA.
 async fn booting_nodes_in_a_group_with_options(version: &str) {
-    let binary = ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
-        panic!("{e} (for this release: deploy/cluster-autoscaler/build.sh {version})")
-    });
-    let mut settings = settings();
-    // CA's own global value (the fast flags'): only the answer itself differs between groups.
-    settings.group_options.insert(
-        "opts".to_owned(),
-        GroupOptions {
-            scale_down_unneeded_time: Some(Duration::from_secs(5)),
-            ..GroupOptions::default()
-        },
-    );
-    let env = start_with(settings).await;
+    let binary = release(version);
+    let env = start_with(settings_answering_options_for("opts")).await;
     let mut events = env.provider.subscribe();
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     for name in ["opts", "plain"] {

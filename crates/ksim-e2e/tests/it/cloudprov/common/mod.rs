@@ -110,6 +110,27 @@ pub fn settings() -> Settings {
     }
 }
 
+/// [`settings`], with GetOptions answering for `group` (a 5 s scale-down-unneeded time, the
+/// tests' fast global value too, so the answer itself is what differs between groups).
+pub fn settings_answering_options_for(group: &str) -> Settings {
+    let mut settings = settings();
+    settings.group_options.insert(
+        group.to_owned(),
+        ksim_cloudprov::domain::options::GroupOptions {
+            scale_down_unneeded_time: Some(Duration::from_secs(5)),
+            ..Default::default()
+        },
+    );
+    settings
+}
+
+/// The cluster-autoscaler release `version`, built by deploy/cluster-autoscaler/build.sh.
+pub fn release(version: &str) -> ksim_testenv::ClusterAutoscalerBinary {
+    ksim_testenv::ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
+        panic!("{e} (for this release: deploy/cluster-autoscaler/build.sh {version})")
+    })
+}
+
 /// Serves the provider with `args` (an ephemeral port unless they name one) until the handle
 /// drops.
 pub async fn serve(provider: Arc<Provider<ApiCluster>>, args: ServeArgs) -> Running {
