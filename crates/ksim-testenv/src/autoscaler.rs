@@ -657,8 +657,8 @@ mod tests {
         ClusterAutoscalerBuilder::new("/k/admin.kubeconfig", CloudConfig::plaintext("p:1"))
     }
 
-    #[tokio::test]
-    async fn http_get_returns_status_and_body_and_names_the_url_on_failure() {
+    /// A server on a loopback port that answers one request for `path` with `response`.
+    async fn answer_once(path: &'static str, response: &'static [u8]) -> SocketAddr {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
@@ -669,12 +669,20 @@ mod tests {
             let (mut socket, _) = listener.accept().await.unwrap();
             let mut request = [0u8; 1024];
             let n = socket.read(&mut request).await.unwrap();
-            assert!(String::from_utf8_lossy(&request[..n]).starts_with("GET /health-check "));
-            socket
-                .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy")
-                .await
-                .unwrap();
+            let request = String::from_utf8_lossy(&request[..n]).into_owned();
+            assert!(request.starts_with(&format!("GET {path} ")), "{request}");
+            socket.write_all(response).await.unwrap();
         });
+        address
+    }
+
+    #[tokio::test]
+    async fn http_get_returns_status_and_body_and_names_the_url_on_failure() {
+        let address = answer_once(
+            "/health-check",
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy",
+        )
+        .await;
         assert_eq!(
             http_get(address, "/health-check", 4).await.unwrap(),
             (503, "busy".to_owned())
@@ -689,21 +697,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_over_the_limit_is_an_error_saying_so() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .unwrap();
-        let address = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = [0u8; 1024];
-            let _ = socket.read(&mut request).await.unwrap();
-            socket
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n0123456789")
-                .await
-                .unwrap();
-        });
+        let address = answer_once(
+            "/metrics",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n0123456789",
+        )
+        .await;
         let err = http_get(address, "/metrics", 4).await.unwrap_err();
         assert!(err.to_string().contains("at most 4 bytes"), "{err}");
     }
