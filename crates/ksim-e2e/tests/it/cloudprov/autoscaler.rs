@@ -543,15 +543,6 @@ async fn one_node_per_pod(
     .unwrap()
 }
 
-/// Whether CA `version` takes MaxNodeStartupTime per group from GetOptions, whose externalgrpc
-/// answer has no field for it (kubernetes/autoscaler#10245): from 1.35 on, a group whose
-/// options are answered gets 0, so its nodes count as unready, not as starting, from the moment
-/// they register, and a scale-up can be repeated before they turn Ready.
-fn startup_time_comes_from_options(version: &str) -> bool {
-    let minor: u32 = version.split('.').nth(1).unwrap().parse().unwrap();
-    minor >= 35
-}
-
 /// One group's options (answered by GetOptions) make its empty nodes go after 5 s while CA's
 /// own 10 minutes keep the other group's; when it grows for pending pods, one node per pod stays.
 async fn applies_the_options_get_options_answers_per_group(version: &str) {

@@ -127,12 +127,6 @@ async fn hosts(env: &Env, group: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether CA `version` takes a group's startup time from GetOptions (1.35 on).
-fn startup_time_comes_from_options(version: &str) -> bool {
-    let minor: u32 = version.split('.').nth(1).unwrap().parse().unwrap();
-    minor >= 35
-}
-
 /// Two groups whose nodes boot for 45 s, two pods pending on each; only `opts` answers
 /// GetOptions. Before 1.35 each group gets one node per pod. From 1.35 `plain` still does,
 /// while `opts` is scaled up again for the same pods, the cluster is unhealthy until its nodes

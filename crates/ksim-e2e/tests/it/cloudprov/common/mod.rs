@@ -124,6 +124,15 @@ pub fn settings_answering_options_for(group: &str) -> Settings {
     settings
 }
 
+/// Whether CA `version` takes MaxNodeStartupTime per group from GetOptions, whose externalgrpc
+/// answer has no field for it (kubernetes/autoscaler#10245): from 1.35 on, a group whose
+/// options are answered gets 0, so its nodes count as unready, not as starting, from the moment
+/// they register, and a scale-up can be repeated before they turn Ready.
+pub fn startup_time_comes_from_options(version: &str) -> bool {
+    let minor: u32 = version.split('.').nth(1).unwrap().parse().unwrap();
+    minor >= 35
+}
+
 /// The cluster-autoscaler release `version`, built by deploy/cluster-autoscaler/build.sh.
 pub fn release(version: &str) -> ksim_testenv::ClusterAutoscalerBinary {
     ksim_testenv::ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
