@@ -23,12 +23,12 @@ use ksim_nodes::{
 use ksim_trace::time::{now_ms, timestamp};
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
 use super::common::{
-    series,
+    forget_recording, series,
     up::{Up, ksim_in, report_dir},
     web,
 };
@@ -222,15 +222,7 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
     let inspected = String::from_utf8_lossy(&inspected.stdout);
     assert!(inspected.contains("cluster state"), "{inspected}");
 
-    // The recorded group and workload go, so the replay brings its own group of that name.
-    seats_api
-        .delete(&format!("seats-{GROUP}"), &DeleteParams::default())
-        .await
-        .unwrap();
-    Api::<Namespace>::all(client.clone())
-        .delete("shop", &DeleteParams::default())
-        .await
-        .unwrap();
+    forget_recording(&client, GROUP).await;
     until(&client, "the recorded group gone", |s| s.nodes == 0).await;
 
     let skeleton = up.state.path().join("m5.yaml");

@@ -26,12 +26,12 @@ use ksim_trace::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
 use super::common::{
-    deployment, series,
+    deployment, forget_recording, series,
     up::{Up, fast_autoscaler_args, ksim_in, report_dir},
     web, write_trace,
 };
@@ -471,15 +471,7 @@ async fn a_recording_of_a_known_model_calibrates_back_and_replays_close_only_wit
     assert_eq!(pending.len(), NODES, "{pending:?}");
     let recorded_p50 = Figures::of(&pending).unwrap().p50.as_secs_f64();
 
-    // The recorded group and workload go, so each replay brings its own group of that name.
-    seats_api
-        .delete(&format!("seats-{GROUP}"), &DeleteParams::default())
-        .await
-        .unwrap();
-    Api::<Namespace>::all(client.clone())
-        .delete("shop", &DeleteParams::default())
-        .await
-        .unwrap();
+    forget_recording(&client, GROUP).await;
     let skeleton = up.state.path().join("m5.yaml");
     std::fs::write(&skeleton, SKELETON).unwrap();
     // Each replay stops where the recording scaled down (wall clock at 1x is recorded time):

@@ -42,6 +42,22 @@ pub fn series<'a>(fidelity: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no series {name} in {fidelity:#}"))
 }
 
+/// Deletes what a recording made, group `group`'s seats and namespace `shop`, so a replay can
+/// bring its own group of that name.
+pub async fn forget_recording(client: &kube::Client, group: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::{Api, api::DeleteParams};
+
+    Api::<Deployment>::namespaced(client.clone(), "ksim-system")
+        .delete(&format!("seats-{group}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<Namespace>::all(client.clone())
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
 /// A Deployment in namespace `shop`, applied.
 pub fn deployment(object: &Value) -> pb::TraceObject {
     pb::TraceObject {
