@@ -31,6 +31,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     net::SocketAddr,
+    pin::Pin,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -538,6 +539,29 @@ async fn synced<K>(
     bail!("watch ended before its initial list")
 }
 
+/// A watch of one kind, boxed so the parts can hold it.
+type Watch<K> = Pin<Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>>;
+
+/// Watches of the pods labelled `app=<app>` and of group `group`'s nodes, past their initial
+/// lists, so every later change is seen.
+async fn watch_workload(
+    env: &Env,
+    app: &str,
+    group: &str,
+) -> anyhow::Result<(Watch<Pod>, Watch<Node>)> {
+    let mut pods: Watch<Pod> = Box::pin(watcher(
+        Api::<Pod>::namespaced(env.client.clone(), NAMESPACE),
+        watcher::Config::default().labels(&format!("app={app}")),
+    ));
+    let mut nodes: Watch<Node> = Box::pin(watcher(
+        Api::<Node>::all(env.client.clone()),
+        watcher::Config::default().labels(&format!("{GROUP_LABEL}={group}")),
+    ));
+    synced(&mut pods).await?;
+    synced(&mut nodes).await?;
+    Ok((pods, nodes))
+}
+
 fn applied<K>(event: watcher::Event<K>) -> Option<K> {
     match event {
         watcher::Event::Apply(object) | watcher::Event::InitApply(object) => Some(object),
@@ -950,16 +974,7 @@ async fn scale_up_once(env: &Env, n: usize) -> anyhow::Result<UpFigures> {
     let group = format!("up{n}");
     let app = format!("work-{group}");
     let mut scale_events = env.provider.subscribe();
-    let mut pods = Box::pin(watcher(
-        Api::<Pod>::namespaced(env.client.clone(), NAMESPACE),
-        watcher::Config::default().labels(&format!("app={app}")),
-    ));
-    let mut nodes = Box::pin(watcher(
-        Api::<Node>::all(env.client.clone()),
-        watcher::Config::default().labels(&format!("{GROUP_LABEL}={group}")),
-    ));
-    synced(&mut pods).await?;
-    synced(&mut nodes).await?;
+    let (mut pods, mut nodes) = watch_workload(env, &app, &group).await?;
 
     let started = Instant::now();
     create(
@@ -1462,16 +1477,7 @@ async fn provisioning_side(args: &Args, model: &Model) -> anyhow::Result<Provisi
     .await?;
     after_loops(&ca, 2).await?;
 
-    let mut pods = Box::pin(watcher(
-        Api::<Pod>::namespaced(env.client.clone(), NAMESPACE),
-        watcher::Config::default().labels(&format!("app={app}")),
-    ));
-    let mut nodes = Box::pin(watcher(
-        Api::<Node>::all(env.client.clone()),
-        watcher::Config::default().labels(&format!("{GROUP_LABEL}={group}")),
-    ));
-    synced(&mut pods).await?;
-    synced(&mut nodes).await?;
+    let (mut pods, mut nodes) = watch_workload(&env, app, group).await?;
 
     let mut workload = workload(app, "provisioning", n, "1500m", "1Gi", group);
     let owner = format!("Deployment/{NAMESPACE}/{app}");
