@@ -13,7 +13,6 @@ use std::{
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_cloudprov::provider::ScaleEvent;
 use ksim_grpc::ServeArgs;
 use ksim_nodes::labels::{
     GROUP_LABEL, MIN_SIZE_ANNOTATION, TO_BE_DELETED_TAINT, VIRTUAL_TAINT_KEY,
@@ -24,7 +23,6 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use tokio::sync::broadcast::{Receiver, error::TryRecvError};
 
 /// CA decides within seconds, but a node's life (pending pods, scale-up, registration, pods
 /// running, unneeded time, drain, deletion) adds up on a loaded machine.
@@ -203,74 +201,6 @@ async fn set_min_size(env: &Env, group: &str, min: i32) {
     })
     .await
     .unwrap();
-}
-
-/// The resizes the provider carried out for CA, from [`Provider::subscribe`].
-struct Resizes {
-    events: Receiver<ScaleEvent>,
-    seen: Vec<ScaleEvent>,
-}
-
-impl Resizes {
-    fn new(env: &Env) -> Self {
-        Self {
-            events: env.provider.subscribe(),
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits for CA's first completed DeleteNodes on `group` from now on.
-    async fn next_deletion(&mut self, group: &str) {
-        self.poll();
-        let deletion = async {
-            loop {
-                let event = self.events.recv().await.unwrap();
-                let done =
-                    matches!(&event, ScaleEvent::NodesDeleted { group: g, .. } if g == group);
-                self.seen.push(event);
-                if done {
-                    return;
-                }
-            }
-        };
-        tokio::time::timeout(CA_DEADLINE, deletion)
-            .await
-            .unwrap_or_else(|_| panic!("no DeleteNodes on {group} within {CA_DEADLINE:?}"));
-    }
-
-    fn poll(&mut self) -> &[ScaleEvent] {
-        loop {
-            match self.events.try_recv() {
-                Ok(event) => self.seen.push(event),
-                Err(TryRecvError::Empty | TryRecvError::Closed) => return &self.seen,
-                Err(TryRecvError::Lagged(n)) => panic!("missed {n} scale events"),
-            }
-        }
-    }
-
-    /// The nodes CA had deleted from `group`, each once.
-    fn deleted(&mut self, group: &str) -> BTreeSet<String> {
-        self.poll()
-            .iter()
-            .filter_map(|event| match event {
-                ScaleEvent::NodesDeleted { group: g, nodes } if g == group => Some(nodes),
-                _ => None,
-            })
-            .flatten()
-            .cloned()
-            .collect()
-    }
-
-    /// How many nodes CA added to `group` in all.
-    fn increased(&mut self, group: &str) -> i32 {
-        self.poll()
-            .iter()
-            .map(|event| match event {
-                ScaleEvent::Increased { group: g, delta } if g == group => *delta,
-                _ => 0,
-            })
-            .sum()
-    }
 }
 
 /// Waits until `group` is down to `count` nodes, each with a live seat and the target size
@@ -741,7 +671,7 @@ async fn restarted_mid_scale_down(kill: Kill) {
             .unwrap();
             assert_eq!(resizes.deleted("m5"), BTreeSet::new());
         }
-        Kill::WhileDeleting => resizes.next_deletion("m5").await,
+        Kill::WhileDeleting => resizes.next_deletion("m5", CA_DEADLINE).await,
     }
     drop(first);
 

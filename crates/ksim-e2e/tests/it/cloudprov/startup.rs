@@ -9,7 +9,6 @@ use std::{collections::BTreeSet, time::Duration};
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_cloudprov::provider::ScaleEvent;
 use ksim_grpc::ServeArgs;
 use ksim_nodes::{
     labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY},
@@ -21,7 +20,6 @@ use kube::{
     api::{ListParams, PostParams},
 };
 use serde_json::json;
-use tokio::sync::broadcast::{Receiver, error::TryRecvError};
 
 /// The booting nodes' 45 s and CA's scale-ups and removals around them, on a loaded machine.
 const CA_DEADLINE: Duration = Duration::from_secs(300);
@@ -74,46 +72,6 @@ fn work(group: &str) -> Deployment {
     .unwrap()
 }
 
-/// Per group: nodes CA added, and the nodes it named in DeleteNodes.
-#[derive(Default)]
-struct Resizes {
-    seen: Vec<ScaleEvent>,
-}
-
-impl Resizes {
-    fn poll(&mut self, events: &mut Receiver<ScaleEvent>) {
-        loop {
-            match events.try_recv() {
-                Ok(event) => self.seen.push(event),
-                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
-                Err(TryRecvError::Lagged(n)) => panic!("missed {n} scale events"),
-            }
-        }
-    }
-
-    fn added(&self, group: &str) -> i32 {
-        self.seen
-            .iter()
-            .map(|event| match event {
-                ScaleEvent::Increased { group: g, delta } if g == group => *delta,
-                _ => 0,
-            })
-            .sum()
-    }
-
-    fn deleted(&self, group: &str) -> BTreeSet<String> {
-        self.seen
-            .iter()
-            .filter_map(|event| match event {
-                ScaleEvent::NodesDeleted { group: g, nodes } if g == group => Some(nodes),
-                _ => None,
-            })
-            .flatten()
-            .cloned()
-            .collect()
-    }
-}
-
 /// The nodes the Running pods of `group`'s workload are on.
 async fn hosts(env: &Env, group: &str) -> BTreeSet<String> {
     Api::<Pod>::namespaced(env.client.clone(), NAMESPACE)
@@ -134,7 +92,7 @@ async fn hosts(env: &Env, group: &str) -> BTreeSet<String> {
 async fn booting_nodes_in_a_group_with_options(version: &str) {
     let binary = release(version);
     let env = start_with(settings_answering_options_for("opts")).await;
-    let mut events = env.provider.subscribe();
+    let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     for name in ["opts", "plain"] {
         create_deployment(&env.client, &group(name)).await;
@@ -159,10 +117,9 @@ async fn booting_nodes_in_a_group_with_options(version: &str) {
 
     // Settled: both pods of each group run, each group has exactly their two nodes, and every
     // node CA added beyond them is one it named for removal.
-    let mut resizes = Resizes::default();
     wait::until("both groups down to their pods' nodes", CA_DEADLINE, || {
-        resizes.poll(&mut events);
-        let added = (resizes.added("opts"), resizes.added("plain"));
+        resizes.poll();
+        let added = (resizes.increased("opts"), resizes.increased("plain"));
         let deleted = (resizes.deleted("opts"), resizes.deleted("plain"));
         let env = &env;
         async move {
@@ -186,10 +143,10 @@ async fn booting_nodes_in_a_group_with_options(version: &str) {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", ca.log_tail()));
-    resizes.poll(&mut events);
+    resizes.poll();
 
     // Without options a booting node is upcoming on every release: one node per pod.
-    assert_eq!(resizes.added("plain"), 2, "{}", ca.log_tail());
+    assert_eq!(resizes.increased("plain"), 2, "{}", ca.log_tail());
     assert_eq!(resizes.deleted("plain"), BTreeSet::new());
     let kept = node_names(&env.client, "opts").await;
     assert!(resizes.deleted("opts").is_disjoint(&kept));
@@ -197,9 +154,9 @@ async fn booting_nodes_in_a_group_with_options(version: &str) {
         // Unready, not upcoming: the same two pods got more nodes while the first booted
         // (4 on 1.35.2, 5 on 1.36.1 when measured), the group stopping only as unhealthy.
         assert!(
-            resizes.added("opts") > 2,
+            resizes.increased("opts") > 2,
             "added {}\n{}",
-            resizes.added("opts"),
+            resizes.increased("opts"),
             ca.log_tail()
         );
         assert!(
@@ -211,7 +168,7 @@ async fn booting_nodes_in_a_group_with_options(version: &str) {
         // loops, scale-down and every other group's scale-up with them.
         assert!(ca.log_contains(UNHEALTHY), "{}", ca.log_tail());
     } else {
-        assert_eq!(resizes.added("opts"), 2, "{}", ca.log_tail());
+        assert_eq!(resizes.increased("opts"), 2, "{}", ca.log_tail());
         assert_eq!(resizes.deleted("opts"), BTreeSet::new());
         assert!(!ca.log_contains(UNHEALTHY), "{}", ca.log_tail());
     }

@@ -10,7 +10,7 @@ use k8s_openapi::api::{
 };
 use ksim_cloudprov::{
     apiserver::ApiCluster,
-    provider::{Provider, Settings},
+    provider::{Provider, ScaleEvent, Settings},
     runtime,
 };
 use ksim_grpc::{Running, ServeArgs, TlsArgs};
@@ -28,6 +28,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
+use tokio::sync::broadcast::{Receiver, error::TryRecvError};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub const DEADLINE: Duration = Duration::from_secs(120);
@@ -405,4 +406,72 @@ pub async fn released(client: &Client, group: &str) -> Result<(), String> {
         .contains_key(RELEASED_ANNOTATION)
         .then_some(())
         .ok_or(format!("{annotations:?}"))
+}
+
+/// The resizes the provider carried out for CA, from [`Provider::subscribe`].
+pub struct Resizes {
+    events: Receiver<ScaleEvent>,
+    seen: Vec<ScaleEvent>,
+}
+
+impl Resizes {
+    pub fn new(env: &Env) -> Self {
+        Self {
+            events: env.provider.subscribe(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for CA's first completed DeleteNodes on `group` from now on, for at most `within`.
+    pub async fn next_deletion(&mut self, group: &str, within: Duration) {
+        self.poll();
+        let deletion = async {
+            loop {
+                let event = self.events.recv().await.unwrap();
+                let done =
+                    matches!(&event, ScaleEvent::NodesDeleted { group: g, .. } if g == group);
+                self.seen.push(event);
+                if done {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(within, deletion)
+            .await
+            .unwrap_or_else(|_| panic!("no DeleteNodes on {group} within {within:?}"));
+    }
+
+    pub fn poll(&mut self) -> &[ScaleEvent] {
+        loop {
+            match self.events.try_recv() {
+                Ok(event) => self.seen.push(event),
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return &self.seen,
+                Err(TryRecvError::Lagged(n)) => panic!("missed {n} scale events"),
+            }
+        }
+    }
+
+    /// The nodes CA had deleted from `group`, each once.
+    pub fn deleted(&mut self, group: &str) -> BTreeSet<String> {
+        self.poll()
+            .iter()
+            .filter_map(|event| match event {
+                ScaleEvent::NodesDeleted { group: g, nodes } if g == group => Some(nodes),
+                _ => None,
+            })
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    /// How many nodes CA added to `group` in all.
+    pub fn increased(&mut self, group: &str) -> i32 {
+        self.poll()
+            .iter()
+            .map(|event| match event {
+                ScaleEvent::Increased { group: g, delta } if g == group => *delta,
+                _ => 0,
+            })
+            .sum()
+    }
 }
