@@ -9,6 +9,9 @@ use std::{
 
 use serde_json::Value;
 
+mod docs;
+mod modules;
+
 /// The libraries ARCHITECTURE.md calls pure: no Kubernetes client, no gRPC, no async runtime.
 const PURE: [&str; 7] = [
     "ksim-nodes",

@@ -13,26 +13,8 @@ use kube::{
     discovery::Scope,
 };
 
+use super::ApplyError;
 use crate::domain::{FIELD_MANAGER, Gvk, Target};
-
-/// Why an object was not applied or deleted. The report's object error names the object and
-/// the operation beside this message.
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    /// Discovery did not resolve the kind: looked up once, shared by every object of it.
-    #[error("the cluster does not serve kind {gvk}: {source}")]
-    Unserved { gvk: Gvk, source: Arc<kube::Error> },
-    #[error("kind {0} was not looked up")]
-    NotLookedUp(Gvk),
-    #[error("{gvk} is namespaced but the trace gives {name} no namespace")]
-    NoNamespace { gvk: Gvk, name: String },
-    /// The apiserver refused the request, or it did not reach the apiserver.
-    #[error("{}", describe(.0))]
-    Request(#[source] kube::Error),
-    /// A CronJob run could not start its Job.
-    #[error("{0}")]
-    CronRun(String),
-}
 
 #[derive(Clone)]
 pub struct Applier {
@@ -126,13 +108,5 @@ impl Applier {
             }),
             (Scope::Cluster, _) => Ok(Api::all_with(self.client.clone(), resource)),
         }
-    }
-}
-
-/// The apiserver's own message for API errors (it names the field at fault), else the error.
-fn describe(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => other.to_string(),
     }
 }

@@ -12,7 +12,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::applier::ApplyError;
+use super::ApplyError;
 use crate::domain::{
     Target,
     cron::{self, CRONJOB_LABEL, Decision},

@@ -13,6 +13,8 @@ pub mod removed_pods;
 pub mod root;
 pub mod seats;
 
+use crate::domain::Gvk;
+
 /// A request to the apiserver that failed, naming what it did to which object; the apiserver's
 /// answer (or the transport error) is its source.
 #[derive(Debug, thiserror::Error)]
@@ -44,5 +46,35 @@ impl ClusterError {
     /// The apiserver's answer alone, for a caller that says itself what it was doing.
     pub fn answer(&self) -> &kube::Error {
         &self.source
+    }
+}
+
+/// Why an object was not applied or deleted. The report's object error names the object and
+/// the operation beside this message.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Discovery did not resolve the kind: looked up once, shared by every object of it.
+    #[error("the cluster does not serve kind {gvk}: {source}")]
+    Unserved {
+        gvk: Gvk,
+        source: std::sync::Arc<kube::Error>,
+    },
+    #[error("kind {0} was not looked up")]
+    NotLookedUp(Gvk),
+    #[error("{gvk} is namespaced but the trace gives {name} no namespace")]
+    NoNamespace { gvk: Gvk, name: String },
+    /// The apiserver refused the request, or it did not reach the apiserver.
+    #[error("{}", describe(.0))]
+    Request(#[source] kube::Error),
+    /// A CronJob run could not start its Job.
+    #[error("{0}")]
+    CronRun(String),
+}
+
+/// The apiserver's own message for API errors (it names the field at fault), else the error.
+fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => other.to_string(),
     }
 }
