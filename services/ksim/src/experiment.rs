@@ -31,9 +31,9 @@ pub enum ExperimentCommand {
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
-    /// `autoscalerGroups`, and `variants` (each `name` and any of `schedulerConfig`,
-    /// `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`,
-    /// `speed`). Paths are relative to it.
+    /// `autoscalerGroups`, `settle`, `provisioning`, and `variants` (each `name` and any of
+    /// `schedulerConfig`, `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`,
+    /// `autoscalerGroups`, `speed`, `provisioning`). Paths are relative to it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
