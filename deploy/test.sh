@@ -10,6 +10,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*" >&2; }
 started=$SECONDS
 
+step "disk"
+# A cold run writes about 8 GiB (cargo's target directory, the Go builds); when the disk fills,
+# the linker fails and every end-to-end test fails with it, so say so at the start.
+free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+echo "$((free_kib / 1024 / 1024)) GiB free here" >&2
+if [[ $free_kib -lt $((12 * 1024 * 1024)) ]]; then
+  echo "warning: under 12 GiB free; a cold run may fill the disk (df -h .)" >&2
+fi
+
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
 
