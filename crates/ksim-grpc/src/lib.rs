@@ -20,5 +20,5 @@ pub use limits::LimitedService;
 pub use propagation::{inject_trace_context, server_span};
 pub use server::{BoundAddrs, BoundServer, GrpcServer, Running};
 pub use shutdown::shutdown_signal;
-pub use telemetry::{TelemetryGuard, init_telemetry, otel_layer};
+pub use telemetry::{TelemetryGuard, init_cli_telemetry, init_telemetry, otel_layer};
 pub use tls::server_tls_config;

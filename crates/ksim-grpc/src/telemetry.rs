@@ -1,10 +1,13 @@
 //! Logs through `tracing`, and OpenTelemetry traces exported over OTLP/gRPC when the
 //! standard `OTEL_EXPORTER_OTLP_ENDPOINT` variable is set.
 
+use std::io::IsTerminal;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::{Resource, propagation::TraceContextPropagator, trace::SdkTracerProvider};
 use tracing_subscriber::{
-    EnvFilter, Layer, Registry, layer::SubscriberExt, util::SubscriberInitExt,
+    EnvFilter, Layer, Registry, fmt::writer::BoxMakeWriter, layer::SubscriberExt,
+    util::SubscriberInitExt,
 };
 
 use crate::{Error, LogArgs, LogFormat};
@@ -28,9 +31,25 @@ impl Drop for TelemetryGuard {
     }
 }
 
-/// Installs the process-wide log subscriber and, if an OTLP endpoint is configured, the
-/// trace exporter. W3C trace-context becomes the propagation format either way.
+/// Installs the process-wide log subscriber, writing to stdout, and, if an OTLP endpoint is
+/// configured, the trace exporter. W3C trace-context becomes the propagation format either way.
 pub fn init_telemetry(service_name: &str, args: &LogArgs) -> Result<TelemetryGuard, Error> {
+    init(service_name, args, Output::Stdout)
+}
+
+/// As [`init_telemetry`], for a command line: log records go to stderr, so stdout holds only
+/// what the command prints.
+pub fn init_cli_telemetry(service_name: &str, args: &LogArgs) -> Result<TelemetryGuard, Error> {
+    init(service_name, args, Output::Stderr)
+}
+
+#[derive(Clone, Copy)]
+enum Output {
+    Stdout,
+    Stderr,
+}
+
+fn init(service_name: &str, args: &LogArgs, output: Output) -> Result<TelemetryGuard, Error> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let filter = EnvFilter::try_new(&args.log_filter).map_err(|source| Error::LogFilter {
         filter: args.log_filter.clone(),
@@ -40,9 +59,21 @@ pub fn init_telemetry(service_name: &str, args: &LogArgs) -> Result<TelemetryGua
         Some(_) => Some(otlp_provider(service_name)?),
         None => None,
     };
+    // Colours only for a terminal: a log file or a pipe gets plain text.
+    let (ansi, writer) = match output {
+        Output::Stdout => (
+            std::io::stdout().is_terminal(),
+            BoxMakeWriter::new(std::io::stdout),
+        ),
+        Output::Stderr => (
+            std::io::stderr().is_terminal(),
+            BoxMakeWriter::new(std::io::stderr),
+        ),
+    };
+    let fmt = tracing_subscriber::fmt::layer().with_writer(writer);
     let fmt = match args.log_format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer().json().boxed(),
+        LogFormat::Text => fmt.with_ansi(ansi).boxed(),
+        LogFormat::Json => fmt.json().boxed(),
     };
     Registry::default()
         .with(provider.as_ref().map(|p| otel_layer(p, service_name)))

@@ -9,7 +9,43 @@ pub struct Cli {
     pub command: Command,
 
     #[command(flatten)]
-    pub log: ksim_grpc::LogArgs,
+    pub log: LogArgs,
+}
+
+/// Log records, on stderr: stdout holds only what a command prints (progress, reports).
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// Log what the environment and the commands do: `-v` info, `-vv` debug (default: warnings
+    /// only), before the command (`ksim -v demo`; after `kubectl`, `-v` is kubectl's). The
+    /// services `ksim up` starts log to the files it names.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Log line format.
+    #[arg(long, env = "KSIM_LOG_FORMAT", value_enum, default_value_t = ksim_grpc::LogFormat::Text)]
+    pub log_format: ksim_grpc::LogFormat,
+
+    /// Which logs to keep, in `RUST_LOG` syntax; instead of `-v`.
+    #[arg(long, env = "RUST_LOG")]
+    pub log_filter: Option<String>,
+}
+
+impl LogArgs {
+    /// As the shared telemetry setup takes them.
+    pub fn telemetry(&self) -> ksim_grpc::LogArgs {
+        let by_verbosity = match self.verbose {
+            0 => "warn",
+            1 => "info",
+            _ => "debug",
+        };
+        ksim_grpc::LogArgs {
+            log_format: self.log_format,
+            log_filter: self
+                .log_filter
+                .clone()
+                .unwrap_or_else(|| by_verbosity.to_owned()),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -25,7 +25,7 @@ async fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(error),
     };
-    let _telemetry = match ksim_grpc::init_telemetry("ksim", &cli.log) {
+    let _telemetry = match ksim_grpc::init_cli_telemetry("ksim", &cli.log.telemetry()) {
         Ok(guard) => guard,
         Err(error) => return fail(&error.into()),
     };

@@ -61,6 +61,17 @@ fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
         !stdout.contains("runs without cluster-autoscaler"),
         "{stdout}"
     );
+    // Progress and the summary only: no log record (they start with a timestamp), no colour.
+    let records: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.get(..5).is_some_and(|year| year.ends_with('-')))
+        .filter(|line| line[..4].bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert!(records.is_empty(), "log records on stdout: {records:#?}");
+    assert!(
+        !stdout.contains('\x1b'),
+        "terminal escapes on stdout:\n{stdout}"
+    );
 
     let line = stdout
         .lines()
