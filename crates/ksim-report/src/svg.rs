@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use plotters::chart::DualCoordChartContext;
 use plotters::coord::{Shift, types::RangedCoordf64};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::error::ReportError;
 use super::fidelity::Measure;
@@ -19,6 +20,8 @@ type Value = fn(&Bucket) -> u64;
 
 const SIZE: (u32, u32) = (1200, 640);
 const FONT: &str = "sans-serif";
+/// Width of the right axis' tick labels and title, pixels.
+const RIGHT_LABEL_AREA: i32 = 64;
 /// Node group lines, dark enough to read on white and unlike the other series' colors.
 const GROUP_COLORS: [RGBColor; 6] = [
     RGBColor(0, 150, 136),
@@ -324,7 +327,7 @@ fn frame<'a, DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64)
-        .right_y_label_area_size(64)
+        .right_y_label_area_size(RIGHT_LABEL_AREA)
         .build_cartesian_2d(0.0..x_max, 0.0..headroom(nodes_max))?
         .set_secondary_coord(0.0..x_max, 0.0..headroom(pods_max));
     chart
@@ -337,10 +340,20 @@ fn frame<'a, DB: DrawingBackend>(
         .draw()?;
     chart
         .configure_secondary_axes()
-        .y_desc("pods")
         .y_label_formatter(&|y| tick_label(*y))
-        .axis_desc_style((FONT, 16))
         .draw()?;
+    // plotters turns a right axis title clockwise, which reads as "spod" beside the left one;
+    // this one is drawn as the left is, read from the bottom up, at the right edge.
+    let (plot_x, plot_y) = chart.plotting_area().get_pixel_range();
+    let title = TextStyle::from((FONT, 16).into_font())
+        .transform(FontTransform::Rotate270)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    let right_edge = plot_x.end + RIGHT_LABEL_AREA - 20;
+    root.draw_text(
+        "pods",
+        &title,
+        (right_edge, (plot_y.start + plot_y.end) / 2),
+    )?;
     Ok(chart)
 }
 
@@ -401,6 +414,12 @@ mod tests {
             "nodes removed by autoscaler",
         ] {
             assert!(svg.contains(text), "missing {text:?}");
+        }
+        // Both axis titles read from the bottom up (a right one turned clockwise read "spod").
+        for title in ["nodes", "pods"] {
+            let at = svg.find(&format!(">\n{title}\n<")).unwrap();
+            let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+            assert!(tag.contains("transform=\"rotate(270,"), "{title}: {tag}");
         }
         // Total, two groups and three pod lines, plus their legend samples.
         assert!(svg.matches("<polyline").count() >= 6 * 2);
