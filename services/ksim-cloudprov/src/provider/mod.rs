@@ -280,7 +280,7 @@ impl<C: Cluster> Provider<C> {
 
     pub async fn delete_nodes(&self, id: &str, nodes: &[NodeRef]) -> Result<(), ProviderError> {
         let lock = self.lock(id);
-        let _held = lock.lock().await;
+        let held = lock.lock().await;
         let (state, _) = self.state(id)?;
         let named = nodes
             .iter()
@@ -294,6 +294,10 @@ impl<C: Cluster> Provider<C> {
         tracing::info!(group = id, seats = ?removal.seats, placeholders = removal.placeholders,
             replicas = removal.replicas, "deleting nodes");
         self.remove(&state, &removal).await?;
+        // The group's size is settled once its seats are gone: the Node deletions need no lock,
+        // and CA's next IncreaseSize or DeleteNodes on the group must not wait behind them (at
+        // CA's scale-down parallelism they queued past its gRPC timeout).
+        drop(held);
         // With a termination delay the pool deletes them when it has passed; until then they
         // are Deleting instances (their seats are gone), as a cloud's instances shutting down.
         if !state.nodes_linger {

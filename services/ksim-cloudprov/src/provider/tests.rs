@@ -36,6 +36,10 @@ struct Objects {
 struct FakeCluster {
     index: Index,
     objects: Arc<Mutex<Objects>>,
+    /// One permit per Node deletion; unlimited unless a test holds them.
+    node_deletes: Arc<tokio::sync::Semaphore>,
+    /// Signalled as each Node deletion begins.
+    node_delete_begun: Arc<tokio::sync::Notify>,
 }
 
 impl FakeCluster {
@@ -137,6 +141,8 @@ impl Cluster for FakeCluster {
     }
 
     async fn delete_node(&self, name: &str) -> Result<(), ClusterError> {
+        self.node_delete_begun.notify_one();
+        self.node_deletes.acquire().await.unwrap().forget();
         self.objects().deleted_nodes.push(name.to_owned());
         self.index.delete_node(name);
         Ok(())
@@ -165,6 +171,10 @@ fn provider(seats: usize, limits: (&str, &str)) -> (Arc<Provider<FakeCluster>>, 
     let cluster = FakeCluster {
         index: index.clone(),
         objects: Arc::new(Mutex::new(objects)),
+        node_deletes: Arc::new(tokio::sync::Semaphore::new(
+            tokio::sync::Semaphore::MAX_PERMITS,
+        )),
+        node_delete_begun: Arc::new(tokio::sync::Notify::new()),
     };
     let settings = Settings {
         pool_name: "ksim".to_owned(),
@@ -253,6 +263,31 @@ async fn concurrent_deletes_never_go_below_min_nor_remove_unasked_seats() {
         provider.target_size("m5").unwrap(),
         6 - i32::try_from(removed.len()).unwrap()
     );
+}
+
+/// CA's next IncreaseSize on a group must not wait while a DeleteNodes it made removes the Nodes
+/// of seats already gone: at CA's scale-down parallelism such waits passed its gRPC timeout.
+#[tokio::test]
+async fn a_scale_up_does_not_wait_while_a_delete_removes_its_nodes() {
+    let (provider, cluster) = provider(3, ("0", "10"));
+    cluster
+        .node_deletes
+        .forget_permits(tokio::sync::Semaphore::MAX_PERMITS);
+    let deleting = tokio::spawn({
+        let provider = provider.clone();
+        async move { provider.delete_nodes("m5", &[node_ref("seat-0")]).await }
+    });
+    cluster.node_delete_begun.notified().await;
+    // Its seat is gone and its Node's deletion is held: the group is free to grow.
+    tokio::time::timeout(Duration::from_secs(60), provider.increase_size("m5", 1))
+        .await
+        .expect("IncreaseSize waited for the Node deletions of a DeleteNodes")
+        .unwrap();
+    assert_eq!(provider.target_size("m5").unwrap(), 3);
+    assert_eq!(cluster.objects().deleted_nodes, Vec::<String>::new());
+    cluster.node_deletes.add_permits(1);
+    deleting.await.unwrap().unwrap();
+    assert_eq!(cluster.objects().deleted_nodes, ["seat-0"]);
 }
 
 #[tokio::test]
