@@ -131,13 +131,27 @@ pub enum ConfigError {
     /// Unreadable, or over the size limit.
     #[error(transparent)]
     Read(#[from] ksim_grpc::files::FileError),
-    #[error("tracer config {path} is invalid: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("tracer config {path} is invalid: {problem}")]
+    Invalid {
+        path: PathBuf,
+        problem: ConfigProblem,
+    },
+}
+
+/// What is wrong with a tracer config's text.
+#[derive(Debug, Error)]
+pub enum ConfigProblem {
+    /// Not YAML of the config's shape: the parser's message, which names the key.
+    #[error("{0}")]
+    Shape(String),
+    #[error(transparent)]
+    Kinds(#[from] kinds::KindsError),
 }
 
 impl TracerConfig {
-    pub fn from_yaml(text: &str) -> Result<Self, String> {
-        let config: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_yaml(text: &str) -> Result<Self, ConfigProblem> {
+        let config: Self =
+            serde_saphyr::from_str(text).map_err(|e| ConfigProblem::Shape(e.to_string()))?;
         kinds::validate(&config.tracked_kinds)?;
         Ok(config)
     }
@@ -145,9 +159,9 @@ impl TracerConfig {
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
         // Written by hand: a few KiB. Bounded, so a wrong path (a device) cannot exhaust memory.
         let text = ksim_grpc::files::read_text_bounded(path, 1 << 20, "the tracer config")?;
-        Self::from_yaml(&text).map_err(|message| ConfigError::Invalid {
+        Self::from_yaml(&text).map_err(|problem| ConfigError::Invalid {
             path: path.to_owned(),
-            message,
+            problem,
         })
     }
 }
@@ -227,12 +241,15 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_field() {
-        let unknown = TracerConfig::from_yaml("trackedKind: []").unwrap_err();
+        let unknown = TracerConfig::from_yaml("trackedKind: []")
+            .unwrap_err()
+            .to_string();
         assert!(unknown.contains("trackedKind"), "{unknown}");
         let duplicate = TracerConfig::from_yaml(
             "trackedKinds:\n- {apiVersion: v1, kind: Pod}\n- {apiVersion: v1, kind: Pod}\n",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(duplicate.contains("twice"), "{duplicate}");
     }
 }

@@ -55,8 +55,8 @@ impl TraceStoreService {
     }
 
     fn plan_export(&self, request: &pb::ExportRequest) -> Result<Export, Status> {
-        let filter =
-            Filter::from_proto(request.filter.as_ref()).map_err(Status::invalid_argument)?;
+        let filter = Filter::from_proto(request.filter.as_ref())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let chunk_bytes = match request.chunk_size_bytes as usize {
             0 => DEFAULT_CHUNK_BYTES,
             n => n.min(MAX_CHUNK_BYTES),

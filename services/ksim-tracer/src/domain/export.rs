@@ -33,6 +33,19 @@ use super::{
     key::{ObjectKey, owner_references},
 };
 
+/// An export window whose start is not before its end. Shown in RFC 3339, as the times were
+/// given: epoch milliseconds mean nothing to a reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the window is empty: start {} is not before end {}",
+    ksim_trace::time::timestamp(*.start_ms),
+    ksim_trace::time::timestamp(*.end_ms)
+)]
+pub struct EmptyWindow {
+    pub start_ms: i64,
+    pub end_ms: i64,
+}
+
 /// `[start_ms, end_ms)`, in ms since the epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
@@ -41,14 +54,9 @@ pub struct Window {
 }
 
 impl Window {
-    pub fn new(start_ms: i64, end_ms: i64) -> Result<Self, String> {
+    pub fn new(start_ms: i64, end_ms: i64) -> Result<Self, EmptyWindow> {
         if start_ms >= end_ms {
-            // RFC 3339, as the times were given; epoch milliseconds meant nothing to a reader.
-            return Err(format!(
-                "the window is empty: start {} is not before end {}",
-                ksim_trace::time::timestamp(start_ms),
-                ksim_trace::time::timestamp(end_ms)
-            ));
+            return Err(EmptyWindow { start_ms, end_ms });
         }
         Ok(Self { start_ms, end_ms })
     }

@@ -5,7 +5,19 @@ use std::collections::BTreeMap;
 use ksim_proto::ksim::trace::v1 as pb;
 use serde_json::Value;
 
-use super::selector::Selector;
+use super::selector::{Selector, SelectorError};
+
+/// Why a request's filter was refused, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("filter.{field}: {source}")]
+    Selector {
+        field: &'static str,
+        source: SelectorError,
+    },
+    #[error("filter.include_kinds[{index}]: kind is required")]
+    KindRequired { index: usize },
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -19,14 +31,16 @@ pub struct Filter {
 
 impl Filter {
     /// Parses the request's filter; an unset filter keeps everything.
-    pub fn from_proto(filter: Option<&pb::TraceFilter>) -> Result<Self, String> {
+    pub fn from_proto(filter: Option<&pb::TraceFilter>) -> Result<Self, FilterError> {
         let Some(filter) = filter else {
             return Ok(Self::default());
         };
-        let parse_all = |texts: &[String], field: &str| {
+        let parse_all = |texts: &[String], field: &'static str| {
             texts
                 .iter()
-                .map(|t| Selector::parse(t).map_err(|e| format!("filter.{field}: {e}")))
+                .map(|t| {
+                    Selector::parse(t).map_err(|source| FilterError::Selector { field, source })
+                })
                 .collect::<Result<Vec<_>, _>>()
         };
         let include_kinds = filter
@@ -35,7 +49,7 @@ impl Filter {
             .enumerate()
             .map(|(i, gvk)| {
                 if gvk.kind.is_empty() {
-                    Err(format!("filter.include_kinds[{i}]: kind is required"))
+                    Err(FilterError::KindRequired { index: i })
                 } else {
                     Ok((gvk.group.clone(), gvk.kind.clone()))
                 }
@@ -187,7 +201,9 @@ mod tests {
         }))
         .unwrap_err();
         assert!(
-            error.starts_with("filter.exclude_label_selectors"),
+            error
+                .to_string()
+                .starts_with("filter.exclude_label_selectors"),
             "{error}"
         );
     }

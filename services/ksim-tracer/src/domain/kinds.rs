@@ -103,37 +103,63 @@ pub fn default_kinds() -> Vec<TrackedKind> {
     ]
 }
 
+/// The first bad entry of a kind list, by its index in `trackedKinds`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KindsError {
+    #[error("trackedKinds[{index}]: apiVersion and kind are required")]
+    Incomplete { index: usize },
+    #[error("trackedKinds[{index}]: {api_version}/{kind} is listed twice")]
+    Twice {
+        index: usize,
+        api_version: String,
+        kind: String,
+    },
+    #[error(
+        "trackedKinds[{index}] ({kind}): pod template path {path:?} is not a JSON pointer (it must start with '/')"
+    )]
+    NotAPointer {
+        index: usize,
+        kind: String,
+        path: String,
+    },
+    #[error(
+        "{kind} sets trackLifecycles, which needs the v1 Pod kind in trackedKinds \
+         (with skipOwned: true, pods made by a controller are not recorded as objects)"
+    )]
+    LifecyclesWithoutPods { kind: String },
+}
+
 /// Checks a kind list before any watch starts, naming the first bad entry.
-pub fn validate(kinds: &[TrackedKind]) -> Result<(), String> {
+pub fn validate(kinds: &[TrackedKind]) -> Result<(), KindsError> {
     let mut seen = std::collections::HashSet::new();
-    for (i, kind) in kinds.iter().enumerate() {
+    for (index, kind) in kinds.iter().enumerate() {
         if kind.kind.is_empty() || kind.version().is_empty() {
-            return Err(format!(
-                "trackedKinds[{i}]: apiVersion and kind are required"
-            ));
+            return Err(KindsError::Incomplete { index });
         }
         if !seen.insert((kind.group().to_owned(), kind.kind.clone())) {
-            return Err(format!(
-                "trackedKinds[{i}]: {}/{} is listed twice",
-                kind.api_version, kind.kind
-            ));
+            return Err(KindsError::Twice {
+                index,
+                api_version: kind.api_version.clone(),
+                kind: kind.kind.clone(),
+            });
         }
-        for path in &kind.pod_template_paths {
-            if !path.is_empty() && !path.starts_with('/') {
-                return Err(format!(
-                    "trackedKinds[{i}] ({}): pod template path {path:?} is not a JSON pointer (it must start with '/')",
-                    kind.kind
-                ));
-            }
+        if let Some(path) = kind
+            .pod_template_paths
+            .iter()
+            .find(|path| !path.is_empty() && !path.starts_with('/'))
+        {
+            return Err(KindsError::NotAPointer {
+                index,
+                kind: kind.kind.clone(),
+                path: path.clone(),
+            });
         }
     }
     let pods_watched = kinds.iter().any(TrackedKind::is_pod);
     if let Some(kind) = kinds.iter().find(|k| k.track_lifecycles && !pods_watched) {
-        return Err(format!(
-            "{} sets trackLifecycles, which needs the v1 Pod kind in trackedKinds \
-             (with skipOwned: true, pods made by a controller are not recorded as objects)",
-            kind.kind
-        ));
+        return Err(KindsError::LifecyclesWithoutPods {
+            kind: kind.kind.clone(),
+        });
     }
     Ok(())
 }
@@ -175,7 +201,7 @@ mod tests {
     fn validation_names_the_bad_entry() {
         let mut kinds = default_kinds();
         kinds.push(TrackedKind::new("apps/v1", "Deployment", &[], false, false));
-        let error = validate(&kinds).unwrap_err();
+        let error = validate(&kinds).unwrap_err().to_string();
         assert!(
             error.contains("trackedKinds[8]") && error.contains("twice"),
             "{error}"
@@ -188,7 +214,7 @@ mod tests {
             true,
             false,
         )];
-        let error = validate(&no_pods).unwrap_err();
+        let error = validate(&no_pods).unwrap_err().to_string();
         assert!(
             error.contains("Deployment sets trackLifecycles") && error.contains("Pod"),
             "{error}"
@@ -201,7 +227,7 @@ mod tests {
             false,
             false,
         )];
-        let error = validate(&bad_path).unwrap_err();
+        let error = validate(&bad_path).unwrap_err().to_string();
         assert!(error.contains("JSON pointer"), "{error}");
     }
 }

@@ -12,12 +12,41 @@ enum Requirement {
     NotExists(String),
 }
 
+/// Why a selector's text is not a selector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("label selector {selector:?}: unbalanced ')'")]
+    Unbalanced { selector: String },
+    #[error("label selector {selector:?}: unclosed '('")]
+    Unclosed { selector: String },
+    #[error("label selector requirement {requirement:?}: {problem}")]
+    Requirement {
+        requirement: String,
+        problem: RequirementProblem,
+    },
+}
+
+/// What is wrong with one requirement of a selector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementProblem {
+    #[error("empty requirement")]
+    Empty,
+    #[error("expected '=', '==', '!=', 'in' or 'notin'")]
+    NoOperator,
+    #[error("values must be in parentheses")]
+    Unparenthesised,
+    #[error("{0:?} is not a valid label key")]
+    Key(String),
+    #[error("{0:?} is not a valid label value")]
+    Value(String),
+}
+
 /// A parsed selector; it matches when every requirement holds. The empty selector matches everything.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Selector(Vec<Requirement>);
 
 impl Selector {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SelectorError> {
         split_requirements(text)?
             .into_iter()
             .map(|part| parse_requirement(part.trim()))
@@ -38,7 +67,7 @@ impl Selector {
 }
 
 /// Splits at commas outside parentheses.
-fn split_requirements(text: &str) -> Result<Vec<&str>, String> {
+fn split_requirements(text: &str) -> Result<Vec<&str>, SelectorError> {
     let mut parts = Vec::new();
     let (mut depth, mut start) = (0_i32, 0);
     for (i, c) in text.char_indices() {
@@ -52,11 +81,15 @@ fn split_requirements(text: &str) -> Result<Vec<&str>, String> {
             _ => {}
         }
         if depth < 0 {
-            return Err(format!("label selector {text:?}: unbalanced ')'"));
+            return Err(SelectorError::Unbalanced {
+                selector: text.to_owned(),
+            });
         }
     }
     if depth != 0 {
-        return Err(format!("label selector {text:?}: unclosed '('"));
+        return Err(SelectorError::Unclosed {
+            selector: text.to_owned(),
+        });
     }
     parts.push(&text[start..]);
     if parts.len() == 1 && parts[0].trim().is_empty() {
@@ -65,14 +98,17 @@ fn split_requirements(text: &str) -> Result<Vec<&str>, String> {
     Ok(parts)
 }
 
-fn parse_requirement(part: &str) -> Result<Requirement, String> {
-    let invalid = |why: &str| format!("label selector requirement {part:?}: {why}");
+fn parse_requirement(part: &str) -> Result<Requirement, SelectorError> {
+    let invalid = |problem| SelectorError::Requirement {
+        requirement: part.to_owned(),
+        problem,
+    };
     if part.is_empty() {
-        return Err(invalid("empty requirement"));
+        return Err(invalid(RequirementProblem::Empty));
     }
     if let Some(key) = part.strip_prefix('!') {
         return Ok(Requirement::NotExists(
-            label_key(key.trim()).map_err(|e| invalid(&e))?,
+            label_key(key.trim()).map_err(invalid)?,
         ));
     }
     for (op, build) in [
@@ -84,8 +120,8 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
         ("=", Requirement::Equals),
     ] {
         if let Some((key, value)) = part.split_once(op) {
-            let key = label_key(key.trim()).map_err(|e| invalid(&e))?;
-            let value = label_value(value.trim()).map_err(|e| invalid(&e))?;
+            let key = label_key(key.trim()).map_err(invalid)?;
+            let value = label_value(value.trim()).map_err(invalid)?;
             return Ok(build(key, value));
         }
     }
@@ -97,41 +133,39 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
         } else if let Some(values) = rest.strip_prefix("in") {
             (false, values)
         } else {
-            return Err(invalid("expected '=', '==', '!=', 'in' or 'notin'"));
+            return Err(invalid(RequirementProblem::NoOperator));
         };
         let values = values
             .trim()
             .strip_prefix('(')
             .and_then(|v| v.strip_suffix(')'))
-            .ok_or_else(|| invalid("values must be in parentheses"))?;
+            .ok_or_else(|| invalid(RequirementProblem::Unparenthesised))?;
         let values = values
             .split(',')
             .map(|v| label_value(v.trim()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| invalid(&e))?;
-        let key = label_key(key).map_err(|e| invalid(&e))?;
+            .map_err(invalid)?;
+        let key = label_key(key).map_err(invalid)?;
         return Ok(if negated {
             Requirement::NotIn(key, values)
         } else {
             Requirement::In(key, values)
         });
     }
-    Ok(Requirement::Exists(
-        label_key(part).map_err(|e| invalid(&e))?,
-    ))
+    Ok(Requirement::Exists(label_key(part).map_err(invalid)?))
 }
 
-fn label_key(key: &str) -> Result<String, String> {
+fn label_key(key: &str) -> Result<String, RequirementProblem> {
     let name = key.rsplit_once('/').map_or(key, |(_, name)| name);
     if name.is_empty() || name.len() > 63 || !name.chars().all(is_label_char) {
-        return Err(format!("{key:?} is not a valid label key"));
+        return Err(RequirementProblem::Key(key.to_owned()));
     }
     Ok(key.to_owned())
 }
 
-fn label_value(value: &str) -> Result<String, String> {
+fn label_value(value: &str) -> Result<String, RequirementProblem> {
     if value.len() > 63 || !value.chars().all(is_label_char) {
-        return Err(format!("{value:?} is not a valid label value"));
+        return Err(RequirementProblem::Value(value.to_owned()));
     }
     Ok(value.to_owned())
 }
@@ -185,7 +219,7 @@ mod tests {
             ("a b", "expected"),
             ("app=we b", "not a valid label value"),
         ] {
-            let error = Selector::parse(selector).unwrap_err();
+            let error = Selector::parse(selector).unwrap_err().to_string();
             assert!(error.contains(fragment), "{selector}: {error}");
         }
     }
