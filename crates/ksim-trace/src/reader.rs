@@ -7,7 +7,7 @@ use zstd::stream::read::Decoder;
 
 use crate::framing::{Frame, RecordStream};
 use crate::source::{Source, ZSTD_MAGIC, classify};
-use crate::validate::Totals;
+use crate::validate::{RecordProblem, Totals};
 use crate::{FORMAT_VERSION, TraceError, pb};
 
 use pb::trace_record::Record as Oneof;
@@ -162,7 +162,7 @@ impl<R: Read> TraceReader<R> {
                 offset: self.stream.offset(),
             });
         };
-        let corrupt = |reason: String| TraceError::corrupt(offset, reason);
+        let corrupt = |reason: RecordProblem| TraceError::corrupt(offset, reason.to_string());
         match record {
             Oneof::Event(event) => {
                 self.totals.check_event(&event).map_err(corrupt)?;
@@ -191,7 +191,7 @@ impl<R: Read> TraceReader<R> {
                 self.state = State::Finished;
                 Ok(None)
             }
-            Oneof::Header(_) => Err(corrupt("a second header".to_owned())),
+            Oneof::Header(_) => Err(TraceError::corrupt(offset, "a second header")),
         }
     }
 

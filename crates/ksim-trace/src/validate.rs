@@ -3,6 +3,46 @@
 
 use crate::pb;
 
+/// A record that breaks a rule of the format, naming it by its position in the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RecordProblem {
+    #[error(
+        "event {index} at {at_ms} ms is older than the event before it at {previous_ms} ms; \
+         events must be in timestamp order"
+    )]
+    EventOutOfOrder {
+        index: u64,
+        at_ms: i64,
+        previous_ms: i64,
+    },
+    #[error("{list} object {position} of event {index} {problem}")]
+    Object {
+        list: &'static str,
+        position: usize,
+        index: u64,
+        problem: &'static str,
+    },
+    #[error("lifecycle {index} {problem}")]
+    Lifecycle { index: u64, problem: &'static str },
+    #[error(
+        "cluster sample {index} at {at_ms} ms is older than the sample before it at {previous_ms} ms; \
+         samples must be in timestamp order"
+    )]
+    SampleOutOfOrder {
+        index: u64,
+        at_ms: i64,
+        previous_ms: i64,
+    },
+    #[error("recorded node {index} has no name")]
+    NodeWithoutName { index: u64 },
+    #[error("the trailer counts {claimed} {what} but the file holds {counted}")]
+    TrailerCount {
+        what: &'static str,
+        claimed: u64,
+        counted: u64,
+    },
+}
+
 /// What has been written or read so far.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Totals {
@@ -20,23 +60,26 @@ pub(crate) struct Totals {
 
 impl Totals {
     /// Why `event` may not come next, if it may not.
-    pub(crate) fn check_event(&self, event: &pb::TraceEvent) -> Result<(), String> {
+    pub(crate) fn check_event(&self, event: &pb::TraceEvent) -> Result<(), RecordProblem> {
         let index = self.events;
         if let Some(previous) = self.last_event_ms
             && !self.unordered
             && event.timestamp_ms < previous
         {
-            return Err(format!(
-                "event {index} at {} ms is older than the event before it at {previous} ms; \
-                 events must be in timestamp order",
-                event.timestamp_ms
-            ));
+            return Err(RecordProblem::EventOutOfOrder {
+                index,
+                at_ms: event.timestamp_ms,
+                previous_ms: previous,
+            });
         }
         let objects = [("applied", &event.applied), ("deleted", &event.deleted)];
         for (list, objects) in objects {
             for (position, object) in objects.iter().enumerate() {
-                check_object(object).map_err(|problem| {
-                    format!("{list} object {position} of event {index} {problem}")
+                check_object(object).map_err(|problem| RecordProblem::Object {
+                    list,
+                    position,
+                    index,
+                    problem,
                 })?;
             }
         }
@@ -52,7 +95,10 @@ impl Totals {
     }
 
     /// Why `lifecycle` is not a usable record, if it is not.
-    pub(crate) fn check_lifecycle(&self, lifecycle: &pb::PodLifecycle) -> Result<(), String> {
+    pub(crate) fn check_lifecycle(
+        &self,
+        lifecycle: &pb::PodLifecycle,
+    ) -> Result<(), RecordProblem> {
         let index = self.lifecycles;
         let problem = if !has_kind(lifecycle.owner_gvk.as_ref()) {
             Some("has no owner kind")
@@ -64,7 +110,7 @@ impl Totals {
             None
         };
         match problem {
-            Some(problem) => Err(format!("lifecycle {index} {problem}")),
+            Some(problem) => Err(RecordProblem::Lifecycle { index, problem }),
             None => Ok(()),
         }
     }
@@ -74,13 +120,15 @@ impl Totals {
     }
 
     /// Why `sample` may not come next: samples, like events, are in timestamp order.
-    pub(crate) fn check_sample(&self, sample: &pb::ClusterSample) -> Result<(), String> {
+    pub(crate) fn check_sample(&self, sample: &pb::ClusterSample) -> Result<(), RecordProblem> {
         match self.last_sample_ms {
-            Some(previous) if sample.timestamp_ms < previous => Err(format!(
-                "cluster sample {} at {} ms is older than the sample before it at {previous} ms; \
-                 samples must be in timestamp order",
-                self.samples, sample.timestamp_ms
-            )),
+            Some(previous) if sample.timestamp_ms < previous => {
+                Err(RecordProblem::SampleOutOfOrder {
+                    index: self.samples,
+                    at_ms: sample.timestamp_ms,
+                    previous_ms: previous,
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -91,9 +139,9 @@ impl Totals {
     }
 
     /// Why `node` is not a usable record: it must name its node.
-    pub(crate) fn check_node(&self, node: &pb::RecordedNode) -> Result<(), String> {
+    pub(crate) fn check_node(&self, node: &pb::RecordedNode) -> Result<(), RecordProblem> {
         if node.name.is_empty() {
-            return Err(format!("recorded node {} has no name", self.nodes));
+            return Err(RecordProblem::NodeWithoutName { index: self.nodes });
         }
         Ok(())
     }
@@ -114,7 +162,7 @@ impl Totals {
     }
 
     /// Why `trailer` does not match what was counted, if it does not.
-    pub(crate) fn check_trailer(&self, trailer: &pb::TraceTrailer) -> Result<(), String> {
+    pub(crate) fn check_trailer(&self, trailer: &pb::TraceTrailer) -> Result<(), RecordProblem> {
         let expected = self.trailer();
         let totals = [
             ("events", trailer.event_count, expected.event_count),
@@ -133,9 +181,11 @@ impl Totals {
         ];
         for (what, claimed, counted) in totals {
             if claimed != counted {
-                return Err(format!(
-                    "the trailer counts {claimed} {what} but the file holds {counted}"
-                ));
+                return Err(RecordProblem::TrailerCount {
+                    what,
+                    claimed,
+                    counted,
+                });
             }
         }
         Ok(())
@@ -188,7 +238,7 @@ mod tests {
             object_count: 5,
             ..trailer
         };
-        let reason = totals.check_trailer(&wrong).unwrap_err();
+        let reason = totals.check_trailer(&wrong).unwrap_err().to_string();
         assert_eq!(reason, "the trailer counts 5 objects but the file holds 2");
     }
 
@@ -197,7 +247,10 @@ mod tests {
         let mut totals = Totals::default();
         totals.count_event(&sample_event(10, "a"));
         totals.check_event(&sample_event(10, "b")).unwrap();
-        let reason = totals.check_event(&sample_event(9, "c")).unwrap_err();
+        let reason = totals
+            .check_event(&sample_event(9, "c"))
+            .unwrap_err()
+            .to_string();
         assert!(reason.contains("event 1 at 9 ms"), "{reason}");
         assert!(reason.contains("at 10 ms"), "{reason}");
     }
@@ -207,7 +260,7 @@ mod tests {
         let totals = Totals::default();
         let mut nameless = sample_event(1, "a");
         nameless.applied[0].name.clear();
-        let reason = totals.check_event(&nameless).unwrap_err();
+        let reason = totals.check_event(&nameless).unwrap_err().to_string();
         assert_eq!(reason, "applied object 0 of event 0 has no name");
 
         let mut kindless = sample_event(1, "a");
@@ -216,13 +269,14 @@ mod tests {
             totals
                 .check_event(&kindless)
                 .unwrap_err()
+                .to_string()
                 .contains("no kind")
         );
 
         let mut orphan = sample_lifecycle("web", 0);
         orphan.owner_gvk = None;
         assert_eq!(
-            totals.check_lifecycle(&orphan).unwrap_err(),
+            totals.check_lifecycle(&orphan).unwrap_err().to_string(),
             "lifecycle 0 has no owner kind"
         );
         let mut odd = sample_lifecycle("web", 0);
@@ -231,6 +285,7 @@ mod tests {
             totals
                 .check_lifecycle(&odd)
                 .unwrap_err()
+                .to_string()
                 .contains("outcome")
         );
     }

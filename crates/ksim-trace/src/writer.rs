@@ -55,7 +55,7 @@ impl<W: Write> TraceWriter<W> {
     pub fn write_event(&mut self, event: &pb::TraceEvent) -> Result<(), TraceError> {
         self.totals
             .check_event(event)
-            .map_err(TraceError::invalid)?;
+            .map_err(|problem| TraceError::invalid(problem.to_string()))?;
         self.write_record(EVENT_FIELD, event)?;
         self.totals.count_event(event);
         Ok(())
@@ -66,7 +66,7 @@ impl<W: Write> TraceWriter<W> {
     pub fn write_lifecycle(&mut self, lifecycle: &pb::PodLifecycle) -> Result<(), TraceError> {
         self.totals
             .check_lifecycle(lifecycle)
-            .map_err(TraceError::invalid)?;
+            .map_err(|problem| TraceError::invalid(problem.to_string()))?;
         self.write_record(LIFECYCLE_FIELD, lifecycle)?;
         self.totals.count_lifecycle();
         Ok(())
@@ -76,7 +76,7 @@ impl<W: Write> TraceWriter<W> {
     pub fn write_sample(&mut self, sample: &pb::ClusterSample) -> Result<(), TraceError> {
         self.totals
             .check_sample(sample)
-            .map_err(TraceError::invalid)?;
+            .map_err(|problem| TraceError::invalid(problem.to_string()))?;
         self.write_record(SAMPLE_FIELD, sample)?;
         self.totals.count_sample(sample);
         Ok(())
@@ -84,7 +84,9 @@ impl<W: Write> TraceWriter<W> {
 
     /// Appends a recorded node. Refuses one without a name.
     pub fn write_node(&mut self, node: &pb::RecordedNode) -> Result<(), TraceError> {
-        self.totals.check_node(node).map_err(TraceError::invalid)?;
+        self.totals
+            .check_node(node)
+            .map_err(|problem| TraceError::invalid(problem.to_string()))?;
         self.write_record(NODE_FIELD, node)?;
         self.totals.count_node();
         Ok(())
