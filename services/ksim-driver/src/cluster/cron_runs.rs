@@ -77,7 +77,7 @@ pub async fn run(
     }
 
     let job = cron::job(&cronjob, job_name, scheduled)
-        .map_err(|message| ApplyError::CronRun(format!("CronJob {}: {message}", target.name)))?;
+        .map_err(|problem| ApplyError::CronRun(format!("CronJob {}: {problem}", target.name)))?;
     let created = match jobs.create(&PostParams::default(), &job).await {
         Ok(created) => created,
         // Started already: this run was played before.

@@ -44,18 +44,27 @@ pub fn finished(job: &Job) -> bool {
         })
 }
 
+/// Why a CronJob as the cluster returned it cannot start a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoJob {
+    #[error("the CronJob has no name or uid")]
+    Unnamed,
+    #[error("the CronJob has no spec")]
+    NoSpec,
+}
+
 /// The Job the cronjob controller would create for a run of `cronjob`: its job template,
 /// named `name`, controlled by the CronJob (so the controller's history limits and the garbage
 /// collector treat it as the CronJob's own) and labelled for [`CRONJOB_LABEL`].
-pub fn job(cronjob: &CronJob, name: &str, scheduled: &str) -> Result<Job, String> {
+pub fn job(cronjob: &CronJob, name: &str, scheduled: &str) -> Result<Job, NoJob> {
     let (Some(cronjob_name), Some(uid)) = (&cronjob.metadata.name, &cronjob.metadata.uid) else {
-        return Err("the CronJob has no name or uid".to_owned());
+        return Err(NoJob::Unnamed);
     };
     let template = cronjob
         .spec
         .as_ref()
         .map(|spec| spec.job_template.clone())
-        .ok_or("the CronJob has no spec")?;
+        .ok_or(NoJob::NoSpec)?;
     let template_metadata = template.metadata.unwrap_or_default();
     let mut labels = template_metadata.labels.unwrap_or_default();
     labels.insert(CRONJOB_LABEL.to_owned(), cronjob_name.clone());

@@ -13,7 +13,7 @@
 mod job;
 mod schedule;
 
-pub use job::{CRONJOB_LABEL, Decision, SCHEDULED_ANNOTATION, decide, finished, job};
+pub use job::{CRONJOB_LABEL, Decision, NoJob, SCHEDULED_ANNOTATION, decide, finished, job};
 pub use schedule::{Schedule, ScheduleError};
 
 use serde_json::Value;
