@@ -6,7 +6,10 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::{
-    domain::{options::GroupOptions, pricing::Pricing},
+    domain::{
+        options::{BadOption, GroupOptions},
+        pricing::{BadPrice, Pricing},
+    },
     provider::Settings,
 };
 
@@ -49,28 +52,44 @@ pub enum ConfigError {
     /// Unreadable, or over the size limit.
     #[error(transparent)]
     Read(#[from] ksim_grpc::files::FileError),
-    #[error("provider config {path} is invalid: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("provider config {path} is invalid: {problem}")]
+    Invalid {
+        path: PathBuf,
+        problem: ConfigProblem,
+    },
+}
+
+/// What is wrong with a provider config's text.
+#[derive(Debug, Error)]
+pub enum ConfigProblem {
+    /// Not YAML of the config's shape: the parser's message, which names the key.
+    #[error("{0}")]
+    Shape(String),
+    #[error(transparent)]
+    Price(#[from] BadPrice),
+    #[error(transparent)]
+    Option(#[from] BadOption),
 }
 
 impl ProviderConfig {
     /// Parses and judges the file: a value no setting can mean (a negative or NaN price, a
     /// threshold outside 0 to 1) is refused here, before the provider serves anything.
-    pub fn from_yaml(text: &str) -> Result<Self, String> {
-        let config: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_yaml(text: &str) -> Result<Self, ConfigProblem> {
+        let config: Self =
+            serde_saphyr::from_str(text).map_err(|e| ConfigProblem::Shape(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
 
     /// The first bad value, by name; groups in name order, so the same file names the same one.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ConfigProblem> {
         if let Some(pricing) = &self.pricing {
-            pricing.validate().map_err(|e| e.to_string())?;
+            pricing.validate()?;
         }
         let mut groups: Vec<_> = self.node_groups.iter().collect();
         groups.sort_unstable_by_key(|(group, _)| *group);
         for (group, options) in groups {
-            options.validate(group).map_err(|e| e.to_string())?;
+            options.validate(group)?;
         }
         Ok(())
     }
@@ -78,9 +97,9 @@ impl ProviderConfig {
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
         // Written by hand: a few KiB. Bounded, so a wrong path (a device) cannot exhaust memory.
         let text = ksim_grpc::files::read_text_bounded(path, 1 << 20, "the provider config")?;
-        Self::from_yaml(&text).map_err(|message| ConfigError::Invalid {
+        Self::from_yaml(&text).map_err(|problem| ConfigError::Invalid {
             path: path.to_owned(),
-            message,
+            problem,
         })
     }
 }
@@ -156,7 +175,7 @@ mod tests {
                 r#"nodeGroups["m5"].scaleDownUtilizationThreshold is -1"#,
             ),
         ] {
-            let err = ProviderConfig::from_yaml(yaml).unwrap_err();
+            let err = ProviderConfig::from_yaml(yaml).unwrap_err().to_string();
             assert!(err.contains(named), "{yaml}: {err}");
         }
         // What the provider starts from (and `--check` judges) refuses it too.
@@ -182,7 +201,9 @@ mod tests {
 
     #[test]
     fn a_typo_is_an_error_naming_the_field() {
-        let err = ProviderConfig::from_yaml("prizing: {}\n").unwrap_err();
+        let err = ProviderConfig::from_yaml("prizing: {}\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("prizing"), "{err}");
     }
 
