@@ -45,8 +45,11 @@ struct Package {
     tests: BTreeSet<String>,
 }
 
+/// The workspace root, resolved, so the paths a failure names read `services/...`, not
+/// `crates/ksim-e2e/../../services/...`.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 /// The workspace's own packages, by name.

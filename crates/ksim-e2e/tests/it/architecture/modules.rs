@@ -159,14 +159,11 @@ fn use_paths(tree: &UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>
             use_paths(&path.tree, prefix, out);
             prefix.pop();
         }
-        UseTree::Name(name) => {
+        // `use a::b as c` names `a::b`, as `use a::b` does.
+        UseTree::Name(syn::UseName { ident, .. })
+        | UseTree::Rename(syn::UseRename { ident, .. }) => {
             let mut full = prefix.clone();
-            full.push(name.ident.to_string());
-            out.push(full);
-        }
-        UseTree::Rename(rename) => {
-            let mut full = prefix.clone();
-            full.push(rename.ident.to_string());
+            full.push(ident.to_string());
             out.push(full);
         }
         UseTree::Glob(_) => out.push(prefix.clone()),
