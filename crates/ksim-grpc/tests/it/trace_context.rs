@@ -2,7 +2,7 @@
 // Test helpers may unwrap too: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::OnceLock, time::Duration};
 
 use ksim_grpc::{GrpcServer, ServeArgs};
 use opentelemetry::trace::{SpanId, TraceContextExt, TraceId};
@@ -25,6 +25,7 @@ fn capture_spans() -> (
     SdkTracerProvider,
     tracing::subscriber::DefaultGuard,
 ) {
+    keep_a_second_dispatcher();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
@@ -36,6 +37,16 @@ fn capture_spans() -> (
         provider,
         tracing::subscriber::set_default(subscriber),
     )
+}
+
+/// While only one dispatcher is registered, tracing-core decides a new callsite's interest
+/// from the registering thread's default alone and caches it. A `serve` test on the other
+/// test thread, with no subscriber, would then register the server span's callsite as
+/// "never" and this thread's subscriber would not see it. A second dispatcher that lives
+/// as long as the process makes every callsite ask all of them.
+fn keep_a_second_dispatcher() {
+    static SECOND: OnceLock<tracing::Dispatch> = OnceLock::new();
+    SECOND.get_or_init(|| tracing::Dispatch::new(Registry::default()));
 }
 
 async fn start_server() -> SocketAddr {
