@@ -15,7 +15,9 @@ seconds=${KSIM_FUZZ_SECONDS:-60}
 targets=(trace_reader simkube_convert)
 crate_dir=crates/ksim-trace
 corpus_dir=$crate_dir/fuzz/corpus
-log() { echo "fuzz: $*" >&2; }
+log_prefix=fuzz
+# shellcheck source=lib/log.sh
+source "deploy/lib/log.sh"
 
 if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   log "KSIM_FUZZ_SECONDS must be a positive whole number of seconds, not '$seconds'"

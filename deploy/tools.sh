@@ -10,7 +10,9 @@ grpcurl_version=1.8.6.post2
 # shellcheck source=lib/cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cache.sh"
 venv=$(ksim_cache_root)/tools/venv
-log() { echo "tools: $*" >&2; }
+log_prefix=tools
+# shellcheck source=lib/log.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/log.sh"
 
 for component in rustfmt clippy; do
   if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then

@@ -34,8 +34,9 @@ module=k8s.io/autoscaler/cluster-autoscaler
 binary=cluster-autoscaler
 readonly PROXY_REFUSED=3
 
-log() { echo "cluster-autoscaler: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=cluster-autoscaler
+# shellcheck source=../lib/log.sh
+source "$here/../lib/log.sh"
 
 # pinned FACT: versions.env's CLUSTER_AUTOSCALER_<version>_<FACT> for this release.
 pinned() {

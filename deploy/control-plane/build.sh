@@ -22,8 +22,9 @@ source "$here/../lib/kubernetes.sh"
 version=$KUBERNETES_VERSION
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
-log() { echo "control-plane: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=control-plane
+# shellcheck source=../lib/log.sh
+source "$here/../lib/log.sh"
 
 has_all_binaries() {
   local dir=$1 b

@@ -25,8 +25,9 @@ out=$repo/target/images
 binaries=
 images=()
 
-log() { echo "images: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=images
+# shellcheck source=../lib/log.sh
+source "$repo/deploy/lib/log.sh"
 
 while [[ $# -gt 0 ]]; do
   case $1 in

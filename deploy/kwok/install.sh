@@ -17,8 +17,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 # GOTOOLCHAIN=local. (v0.7.0 needs only Go 1.24 if an older toolchain must be used.)
 KWOK_VERSION=v0.8.0
 
-log() { echo "kwok: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=kwok
+# shellcheck source=../lib/log.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/log.sh"
 
 if [[ -n "${KSIM_KWOK_BIN_DIR:-}" ]]; then
   [[ -x "$KSIM_KWOK_BIN_DIR/kwok" ]] || die "KSIM_KWOK_BIN_DIR=$KSIM_KWOK_BIN_DIR has no kwok binary"

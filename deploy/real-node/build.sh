@@ -24,8 +24,9 @@ source "$here/../lib/kubernetes.sh"
 version=$KUBERNETES_VERSION
 binaries=(kubelet kube-proxy)
 
-log() { echo "real-node: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=real-node
+# shellcheck source=../lib/log.sh
+source "$here/../lib/log.sh"
 
 has_all_binaries() {
   local dir=$1 b

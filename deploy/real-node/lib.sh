@@ -23,8 +23,9 @@ saved_sysctls=(
   net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
 )
 
-log() { echo "real-node: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=real-node
+# shellcheck source=../lib/log.sh
+source "$real_node_here/../lib/log.sh"
 
 ctr_k8s() { ctr --address "$containerd_sock" --namespace k8s.io "$@"; }
 

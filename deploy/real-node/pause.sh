@@ -17,8 +17,9 @@ source "$here/../control-plane/versions.env"
 source "$here/../lib/cache.sh"
 version=$KUBERNETES_VERSION
 
-log() { echo "pause: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=pause
+# shellcheck source=../lib/log.sh
+source "$here/../lib/log.sh"
 
 command -v gcc >/dev/null || die "gcc is not on PATH (apt-get install gcc libc6-dev)"
 version_dir=$(ksim_cache_root)/k8s-node-$version
