@@ -8,8 +8,11 @@
 //! The pool starts no lifetime clock while that marker is on a pod, so a pod never ends on its
 //! template's lifetime however late the patch lands, and it completes at its start time plus
 //! the annotation, so a late patch does not lengthen it either. A pod that cannot be matched
-//! still loses the marker and keeps its template's lifetime. Pods are taken one at a time, in
-//! the order they started, which is the launch order.
+//! still loses the marker and keeps its template's lifetime. Pods are matched one at a time, in
+//! the order they started, which is the launch order; their patches go out together (at most
+//! [`PATCHES_IN_FLIGHT`]): one after another, a day's bursts of hundreds of pods a second
+//! queued behind the apiserver's latency, and the pods waiting for their lifetime ran on
+//! long past it (a 1,000-node day at 40x filled the cluster with such Job pods).
 
 use std::collections::HashMap;
 
@@ -24,7 +27,7 @@ use kube::{
     discovery::Scope,
 };
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::domain::{Gvk, launches::Launches, lifetimes::Owner, rewrite::Rewriter};
@@ -32,6 +35,10 @@ use crate::domain::{Gvk, launches::Launches, lifetimes::Owner, rewrite::Rewriter
 /// More hops than any real chain of controllers (CronJob -> Job -> Pod is the longest built in);
 /// a cycle cannot hold the task.
 const MAX_HOPS: usize = 16;
+
+/// Lifetime patches in flight at once: enough to keep up with a burst of starts, few enough
+/// not to crowd out the replay's own requests (the driver's default is 128 in flight).
+const PATCHES_IN_FLIGHT: usize = 32;
 
 /// Matches started pods until `starts` closes or the returned handle is dropped.
 pub fn spawn(
@@ -47,7 +54,52 @@ pub fn spawn(
         resources: HashMap::new(),
         controllers: HashMap::new(),
     };
-    AbortOnDropHandle::new(tokio::spawn(matcher.run(starts)))
+    let patches = matcher.client.clone();
+    AbortOnDropHandle::new(tokio::spawn(
+        matcher.run(starts, move |change| apply(patches.clone(), change)),
+    ))
+}
+
+/// What a started pod needs: the pending marker removed, and its lifetime set to `lifetime`
+/// when that is `Some` (`Some(None)` removes the template's: the launch did not end on its own).
+#[derive(Debug, Clone, PartialEq)]
+struct Change {
+    namespace: String,
+    name: String,
+    lifetime: Option<Option<String>>,
+}
+
+impl Change {
+    fn of(pod: &Pod, lifetime: Option<Option<String>>) -> Option<Self> {
+        Some(Self {
+            namespace: pod.metadata.namespace.clone()?,
+            name: pod.metadata.name.clone()?,
+            lifetime,
+        })
+    }
+}
+
+/// Patches the pod; a pod already gone needs nothing.
+async fn apply(client: Client, change: Change) {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(LIFETIME_PENDING_ANNOTATION.to_owned(), Value::Null);
+    if let Some(lifetime) = &change.lifetime {
+        annotations.insert(LIFETIME_ANNOTATION.to_owned(), json!(lifetime));
+    }
+    let patch = json!({ "metadata": { "annotations": annotations } });
+    let pods: Api<Pod> = Api::namespaced(client, &change.namespace);
+    match pods
+        .patch(&change.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(error) if ksim_kube::is_not_found(&error) => {}
+        Err(error) => tracing::warn!(
+            pod = change.name,
+            %error,
+            "giving a replayed pod its lifetime; it runs until deleted"
+        ),
+    }
 }
 
 struct Matcher {
@@ -60,56 +112,44 @@ struct Matcher {
 }
 
 impl Matcher {
-    async fn run(mut self, mut starts: mpsc::UnboundedReceiver<Pod>) {
+    /// Matches each started pod in turn and hands its change to `apply`, with at most
+    /// [`PATCHES_IN_FLIGHT`] applying at once.
+    async fn run<A, F>(mut self, mut starts: mpsc::UnboundedReceiver<Pod>, apply: A)
+    where
+        A: Fn(Change) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let mut in_flight = JoinSet::new();
         while let Some(pod) = starts.recv().await {
-            if let Err(error) = self.started(&pod).await {
-                tracing::warn!(
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    %error,
-                    "giving a replayed pod its recorded lifetime; it keeps its template's"
-                );
-                // Without the marker the pool runs the template's lifetime, not forever.
-                if pending(&pod)
-                    && let Err(error) = self.patch(&pod, None).await
-                {
+            let change = match self.started(&pod).await {
+                Ok(change) => change,
+                Err(error) => {
                     tracing::warn!(
                         pod = pod.metadata.name.as_deref().unwrap_or_default(),
                         %error,
-                        "the pod runs until deleted"
+                        "giving a replayed pod its recorded lifetime; it keeps its template's"
                     );
+                    // Without the marker the pool runs the template's lifetime, not forever.
+                    release(&pod)
                 }
+            };
+            let Some(change) = change else { continue };
+            while in_flight.try_join_next().is_some() {}
+            if in_flight.len() >= PATCHES_IN_FLIGHT {
+                in_flight.join_next().await;
             }
+            in_flight.spawn(apply(change));
         }
+        while in_flight.join_next().await.is_some() {}
     }
 
-    /// Removes the pending marker, and sets the lifetime to `lifetime` when it is `Some`
-    /// (`Some(None)` removes the template's: the launch did not end on its own).
-    async fn patch(&self, pod: &Pod, lifetime: Option<Option<String>>) -> Result<(), kube::Error> {
+    /// The change a started pod needs, if any.
+    async fn started(&mut self, pod: &Pod) -> Result<Option<Change>, kube::Error> {
         let (Some(namespace), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
-            return Ok(());
-        };
-        let mut annotations = serde_json::Map::new();
-        annotations.insert(LIFETIME_PENDING_ANNOTATION.to_owned(), Value::Null);
-        if let Some(lifetime) = lifetime {
-            annotations.insert(LIFETIME_ANNOTATION.to_owned(), json!(lifetime));
-        }
-        let patch = json!({ "metadata": { "annotations": annotations } });
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        match pods
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
-            other => other.map(drop),
-        }
-    }
-
-    async fn started(&mut self, pod: &Pod) -> Result<(), kube::Error> {
-        let (Some(namespace), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(recorded_namespace) = self.rewriter.recorded_namespace(namespace) else {
-            return self.release(pod).await;
+            return Ok(release(pod));
         };
         let mut chain = vec![Owner::new(
             Gvk::new("", "v1", "Pod"),
@@ -127,7 +167,7 @@ impl Matcher {
             next = self.controller_of(gvk, namespace, &reference.name).await?;
         }
         let Some(owner) = self.launches.owner_of(&chain).cloned() else {
-            return self.release(pod).await;
+            return Ok(release(pod));
         };
         let spec = serde_json::to_value(&pod.spec).unwrap_or_default();
         let spec_hash = ksim_trace::hash::pod_spec_hash(&json!({ "spec": spec }));
@@ -135,7 +175,7 @@ impl Matcher {
         // A pod that ended before it was seen running still counts as a launch, but is done.
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         if matches!(phase, Some("Succeeded" | "Failed")) {
-            return Ok(());
+            return Ok(None);
         }
         let current = pod
             .metadata
@@ -143,19 +183,10 @@ impl Matcher {
             .as_ref()
             .and_then(|annotations| annotations.get(LIFETIME_ANNOTATION));
         if wanted.as_ref() == current && !pending(pod) {
-            return Ok(());
+            return Ok(None);
         }
         // None removes the template's value: this launch did not end on its own.
-        self.patch(pod, Some(wanted)).await
-    }
-
-    /// A pod no recorded launch is matched to keeps its template's lifetime.
-    async fn release(&self, pod: &Pod) -> Result<(), kube::Error> {
-        if pending(pod) {
-            self.patch(pod, None).await
-        } else {
-            Ok(())
-        }
+        Ok(Change::of(pod, Some(wanted)))
     }
 
     /// The controller of an owner in `namespace`; `None` if it has none or is gone.
@@ -197,6 +228,11 @@ impl Matcher {
     }
 }
 
+/// A pod no recorded launch is matched to keeps its template's lifetime.
+fn release(pod: &Pod) -> Option<Change> {
+    pending(pod).then(|| Change::of(pod, None)).flatten()
+}
+
 /// Whether the pool waits for this pod's own lifetime.
 fn pending(pod: &Pod) -> bool {
     pod.metadata
@@ -212,4 +248,116 @@ fn controller(metadata: &ObjectMeta) -> Option<OwnerReference> {
         .flatten()
         .find(|reference| reference.controller == Some(true))
         .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        collections::BTreeMap,
+        sync::{
+            Arc, Mutex,
+            atomic::{AtomicUsize, Ordering},
+        },
+        time::Duration,
+    };
+
+    use super::*;
+    use crate::domain::{
+        RootRef,
+        lifetimes::Lifetimes,
+        rewrite::{RewriteOptions, Rewriter},
+    };
+
+    /// For paths that must not reach the apiserver: every request fails.
+    fn unreachable_client() -> Client {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other(
+                "no apiserver in a unit test",
+            ))
+        });
+        Client::new(service, "default")
+    }
+
+    fn matcher() -> Matcher {
+        let options = RewriteOptions {
+            simulation_id: "sim-1".to_owned(),
+            namespace_prefix: "ksim-sim-1".to_owned(),
+            speed: 1.0,
+            root: RootRef {
+                api_version: "v1".to_owned(),
+                kind: "ConfigMap".to_owned(),
+                name: "root".to_owned(),
+                uid: "u".to_owned(),
+            },
+            template_paths: HashMap::new(),
+            node_groups: Vec::new(),
+            provisioning: None,
+        };
+        Matcher {
+            client: unreachable_client(),
+            rewriter: Rewriter::new(options, &Lifetimes::default()),
+            launches: Launches::new(Lifetimes::default(), 1.0),
+            resources: HashMap::new(),
+            controllers: HashMap::new(),
+        }
+    }
+
+    /// A started pod in a namespace no run owns: it only needs its marker removed, so the
+    /// matcher asks the apiserver nothing.
+    fn pod(name: &str, marked: bool) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("elsewhere".to_owned());
+        pod.metadata.name = Some(name.to_owned());
+        if marked {
+            pod.metadata.annotations = Some(BTreeMap::from([(
+                LIFETIME_PENDING_ANNOTATION.to_owned(),
+                "true".to_owned(),
+            )]));
+        }
+        pod
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_starts_is_patched_together_and_never_more_at_once_than_the_bound() {
+        let (starts, received) = mpsc::unbounded_channel();
+        let total = PATCHES_IN_FLIGHT * 3;
+        for i in 0..total {
+            starts.send(pod(&format!("pod-{i}"), true)).unwrap();
+        }
+        // Not marked: nothing to patch.
+        starts.send(pod("unmarked", false)).unwrap();
+        drop(starts);
+
+        // A patch is answered only once PATCHES_IN_FLIGHT of them are waiting: sent one after
+        // another, the first would wait for ever.
+        let answers = Arc::new(tokio::sync::Barrier::new(PATCHES_IN_FLIGHT));
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let apply = {
+            let (most, applied) = (most.clone(), applied.clone());
+            move |change: Change| {
+                let (answers, now, most, applied) =
+                    (answers.clone(), now.clone(), most.clone(), applied.clone());
+                async move {
+                    most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    answers.wait().await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    applied.lock().unwrap().push(change);
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), matcher().run(received, apply))
+            .await
+            .expect("the patches went out one after another");
+
+        let applied = applied.lock().unwrap();
+        assert_eq!(applied.len(), total);
+        assert!(
+            applied
+                .iter()
+                .all(|change| change.namespace == "elsewhere" && change.lifetime.is_none()),
+            "{applied:?}"
+        );
+        assert_eq!(most.load(Ordering::SeqCst), PATCHES_IN_FLIGHT);
+    }
 }
