@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command: installs what it needs (Go-built control plane and kubectl, the
-# cluster-autoscaler releases under test, buf, buildah and podman), then runs every check:
-# formatting, clippy, protobuf lint/format/breaking, unit and integration tests against the real
-# control plane and the real cluster-autoscaler, images built and run, and a bounded fuzzing run
-# of the trace decoders.
+# cluster-autoscaler releases under test, buf, mdBook, buildah and podman), then runs every check:
+# formatting, the manuals' book, clippy, protobuf lint/format/breaking, unit and integration
+# tests against the real control plane and the real cluster-autoscaler, images built and run,
+# and a bounded fuzzing run of the trace decoders.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -54,6 +54,10 @@ fi
 
 step "cargo fmt"
 cargo fmt --all -- --check
+
+step "docs book"
+# The manuals as a book (docs/book.toml); a chapter SUMMARY.md names but docs/ lacks fails it.
+mdbook build docs
 
 step "buf lint, format, breaking"
 buf lint

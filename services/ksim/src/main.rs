@@ -4,6 +4,8 @@ mod cli;
 mod compare;
 mod completions;
 mod demo;
+#[cfg(test)]
+mod docs_commands;
 mod down;
 mod driver;
 mod env;

@@ -88,3 +88,35 @@ fn a_missing_file_is_named_and_patterns_and_urls_are_not_paths() {
     assert_eq!(named.len(), 4, "{named:?}");
     assert_eq!(missing, ["nowhere.md", "gone.md"]);
 }
+
+/// The files `docs/SUMMARY.md`'s links name, relative to `docs/`.
+fn chapters(summary: &str) -> Vec<String> {
+    summary
+        .match_indices("](")
+        .filter_map(|(at, _)| Some(summary[at + 2..].split_once(')')?.0.to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_manual_is_a_chapter_of_the_book() {
+    let docs = root().join("docs");
+    let summary = std::fs::read_to_string(docs.join("SUMMARY.md")).expect("docs/SUMMARY.md");
+    let chapters = chapters(&summary);
+    let left_out: Vec<String> = documents()
+        .iter()
+        .filter(|path| path.parent() == Some(docs.as_path()))
+        .filter_map(|path| Some(path.file_name()?.to_string_lossy().into_owned()))
+        .filter(|name| name != "SUMMARY.md" && !chapters.contains(name))
+        .collect();
+    assert!(
+        left_out.is_empty(),
+        "manuals docs/SUMMARY.md does not list (the book would leave them out): {left_out:?}"
+    );
+}
+
+#[test]
+fn chapters_are_the_summarys_link_targets() {
+    let summary =
+        "# Summary\n\n[Intro](introduction.md)\n\n- [The pool](pool.md)\n  - [Nested](a/b.md)\n";
+    assert_eq!(chapters(summary), ["introduction.md", "pool.md", "a/b.md"]);
+}
