@@ -1,3 +1,5 @@
+//! Why a service could not start or keep serving.
+
 use std::{net::SocketAddr, path::PathBuf};
 
 /// Why a service could not start or keep serving.

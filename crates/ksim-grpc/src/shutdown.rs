@@ -1,3 +1,5 @@
+//! The signals that end a service: SIGTERM (how Kubernetes stops a pod) or SIGINT (Ctrl-C).
+
 use crate::Error;
 
 /// Resolves on the first SIGTERM (how Kubernetes stops a pod) or SIGINT (Ctrl-C).

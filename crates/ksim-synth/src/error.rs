@@ -1,3 +1,5 @@
+//! Why a synthetic trace could not be made: a parameter out of range, or the trace writer's error.
+
 use ksim_trace::TraceError;
 
 #[derive(Debug, thiserror::Error)]

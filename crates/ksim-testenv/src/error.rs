@@ -1,3 +1,5 @@
+//! Why a local control plane or cluster-autoscaler could not be started or reached.
+
 use std::path::PathBuf;
 
 /// Why a local control plane or cluster-autoscaler could not be started or reached.

@@ -1,3 +1,5 @@
+//! The command line's shape: every subcommand and flag, as clap parses them.
+
 use clap::{Parser, Subcommand};
 
 /// Replays recorded Kubernetes cluster activity on a simulated cluster of virtual nodes,

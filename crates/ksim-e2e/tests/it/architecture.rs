@@ -9,6 +9,7 @@ use std::{
 
 use serde_json::Value;
 
+mod codemap;
 mod docs;
 mod modules;
 

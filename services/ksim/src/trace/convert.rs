@@ -1,3 +1,5 @@
+//! `ksim trace convert`: a SimKube trace rewritten as a ksim trace file.
+
 use std::path::Path;
 
 use anyhow::Context;

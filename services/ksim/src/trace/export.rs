@@ -1,3 +1,5 @@
+//! `ksim trace export`: a time window of a tracer store's log, written to a trace file.
+
 use std::{io::Write, path::PathBuf, time::SystemTime};
 
 use anyhow::{Context, bail};

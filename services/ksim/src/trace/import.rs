@@ -1,3 +1,5 @@
+//! `ksim trace import`: a trace file (ksim or SimKube) uploaded into a tracer store.
+
 use std::{
     io::{Read, Write},
     path::PathBuf,

@@ -1,3 +1,5 @@
+//! `ksim trace inspect`: a trace file's summary (format, origin, time range, totals, kinds).
+
 use std::{
     fmt::Write as _,
     io::{BufReader, Read, Write},

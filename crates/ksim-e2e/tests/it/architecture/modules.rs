@@ -15,7 +15,7 @@ use syn::{Attribute, ImplItemFn, Item, ItemUse, UseTree, visit::Visit};
 use super::{root, workspace};
 
 /// A module's path from its crate root (the root itself is empty).
-type ModPath = Vec<String>;
+pub(super) type ModPath = Vec<String>;
 
 /// One path in a module's source that names something of the crate: where it starts (the
 /// module `crate`, `super` or `self` resolves to) and the segments after that.
@@ -28,14 +28,16 @@ struct Use {
 
 /// What one walk of a crate's sources found.
 #[derive(Default)]
-struct Crate {
-    modules: BTreeSet<ModPath>,
+pub(super) struct Crate {
+    pub(super) modules: BTreeSet<ModPath>,
     uses: Vec<Use>,
+    /// Each module's own doc comment (`//!`, or `///` on an inline `mod`), as written.
+    pub(super) docs: BTreeMap<ModPath, String>,
 }
 
 impl Crate {
     /// The crate whose root file is `root_file`, with every module its `mod` items declare.
-    fn read(root_file: &Path) -> Self {
+    pub(super) fn read(root_file: &Path) -> Self {
         let mut krate = Self::default();
         let dir = root_file.parent().expect("a root file has a directory");
         krate.read_file(root_file, Vec::new(), dir.to_path_buf());
@@ -47,6 +49,7 @@ impl Crate {
         let source =
             std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let parsed = syn::parse_file(&source).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        self.docs.insert(module.clone(), doc(&parsed.attrs));
         self.read_items(&parsed.items, file, module, dir);
     }
 
@@ -68,7 +71,10 @@ impl Crate {
             path.push(child.name.clone());
             let child_dir = dir.join(&child.name);
             match child.inline {
-                Some(items) => self.read_items(&items, file, path, child_dir),
+                Some(items) => {
+                    self.docs.insert(path.clone(), doc(&child.attrs));
+                    self.read_items(&items, file, path, child_dir);
+                }
                 None => {
                     let flat = dir.join(format!("{}.rs", child.name));
                     let nested = child_dir.join("mod.rs");
@@ -118,6 +124,27 @@ struct Child {
     name: String,
     /// The items of `mod name { ... }`; `None` for `mod name;`.
     inline: Option<Vec<Item>>,
+    attrs: Vec<Attribute>,
+}
+
+/// The doc comment in `attrs`, its lines joined by newlines.
+fn doc(attrs: &[Attribute]) -> String {
+    let lines: Vec<String> = attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("doc"))
+        .filter_map(|attr| match &attr.meta {
+            syn::Meta::NameValue(syn::MetaNameValue {
+                value:
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(text),
+                        ..
+                    }),
+                ..
+            }) => Some(text.value()),
+            _ => None,
+        })
+        .collect();
+    lines.join("\n")
 }
 
 struct Visitor<'a> {
@@ -212,6 +239,7 @@ impl<'ast> Visit<'ast> for Visitor<'_> {
             Item::Mod(module) => self.children.push(Child {
                 name: module.ident.to_string(),
                 inline: module.content.as_ref().map(|(_, items)| items.clone()),
+                attrs: module.attrs.clone(),
             }),
             other => syn::visit::visit_item(self, other),
         }
