@@ -18,7 +18,7 @@ use super::model::{Bucket, Fidelity, Report};
 /// What a series plots of each bucket.
 type Value = fn(&Bucket) -> u64;
 
-const SIZE: (u32, u32) = (1200, 640);
+const SIZE: (u32, u32) = (1200, 700);
 const FONT: &str = "sans-serif";
 /// Width of the right axis' tick labels and title, pixels.
 const RIGHT_LABEL_AREA: i32 = 64;
@@ -72,8 +72,13 @@ fn draw<DB: DrawingBackend>(
         .max()
         .unwrap_or(0);
 
+    let groups: BTreeSet<&String> = timeline.iter().flat_map(|b| b.nodes.keys()).collect();
+    // Two bars, the total, a line per group and three pod lines.
+    let longest = groups.iter().map(|g| g.len() + 6).max().unwrap_or(0);
+    let mut legend = Legend::for_labels(longest.max(29));
+    let (plot, below) = legend.split(root, 6 + groups.len());
     let mut chart = frame(
-        root,
+        &plot,
         format!("ksim simulation {}", report.simulation_id),
         x_max,
         ("nodes", nodes_max),
@@ -91,13 +96,11 @@ fn draw<DB: DrawingBackend>(
     ];
     for (label, color, shift, count) in bars {
         let style = color.mix(0.6).filled();
-        chart
-            .draw_series(timeline.iter().filter(|b| count(b) > 0).map(|b| {
-                let x = seconds(b) + shift;
-                Rectangle::new([(x, 0.0), (x + width, count(b) as f64)], style)
-            }))?
-            .label(label)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], style));
+        chart.draw_series(timeline.iter().filter(|b| count(b) > 0).map(|b| {
+            let x = seconds(b) + shift;
+            Rectangle::new([(x, 0.0), (x + width, count(b) as f64)], style)
+        }))?;
+        legend.add(label, Sample::Bar(style));
     }
 
     let mut line = |label: String,
@@ -106,20 +109,18 @@ fn draw<DB: DrawingBackend>(
                     value: &dyn Fn(&Bucket) -> u64|
      -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         let points = timeline.iter().map(|b| (seconds(b), value(b) as f64));
-        let anno = if secondary {
-            chart.draw_secondary_series(LineSeries::new(points, style))?
+        if secondary {
+            chart.draw_secondary_series(LineSeries::new(points, style))?;
         } else {
-            chart.draw_series(LineSeries::new(points, style))?
-        };
-        anno.label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+            chart.draw_series(LineSeries::new(points, style))?;
+        }
+        legend.add(&label, Sample::Line(style));
         Ok(())
     };
 
     line("nodes (total)".into(), BLACK.stroke_width(3), false, &|b| {
         b.nodes_total()
     })?;
-    let groups: BTreeSet<&String> = timeline.iter().flat_map(|b| b.nodes.keys()).collect();
     for (i, group) in groups.into_iter().enumerate() {
         let style = GROUP_COLORS[i % GROUP_COLORS.len()].stroke_width(2);
         let nodes = |b: &Bucket| b.nodes.get(group).map_or(0, |count| count.nodes);
@@ -136,7 +137,8 @@ fn draw<DB: DrawingBackend>(
         line(label.into(), color.stroke_width(2), true, &value)?;
     }
 
-    legend_and_present(&mut chart, root)
+    legend.draw(&below)?;
+    root.present()
 }
 
 /// The comparison chart: recorded series dashed, simulated solid, one color per series;
@@ -182,8 +184,11 @@ fn draw_fidelity<DB: DrawingBackend>(
             .max()
             .unwrap_or(0)
     };
+    let longest = measures.iter().map(|m| m.name().len()).max().unwrap_or(0);
+    let mut legend = Legend::for_labels(longest.max(25));
+    let (plot, below) = legend.split(root, measures.len());
     let mut chart = frame(
-        root,
+        &plot,
         format!("ksim simulation {simulation_id}: recorded (dashed) vs simulated (solid)"),
         x_max,
         ("ready nodes", max_of(false)),
@@ -217,17 +222,17 @@ fn draw_fidelity<DB: DrawingBackend>(
         let dashed = color.mix(0.8).stroke_width(stroke);
         let dashes = DashedLineSeries::new(steps(false).collect::<Vec<_>>(), 8, 6, dashed);
         let line = LineSeries::new(steps(true), solid);
-        let anno = if is_pods(measure) {
+        if is_pods(measure) {
             chart.draw_secondary_series(dashes)?;
-            chart.draw_secondary_series(line)?
+            chart.draw_secondary_series(line)?;
         } else {
             chart.draw_series(dashes)?;
-            chart.draw_series(line)?
-        };
-        anno.label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], solid));
+            chart.draw_series(line)?;
+        }
+        legend.add(&label, Sample::Line(solid));
     }
-    legend_and_present(&mut chart, root)
+    legend.draw(&below)?;
+    root.present()
 }
 
 /// Runs side by side (`ksim compare`): each run's nodes (solid, left axis) and pending pods
@@ -256,8 +261,11 @@ fn draw_comparison<DB: DrawingBackend>(
         .fold(1.0, f64::max);
     let nodes_max = buckets().map(Bucket::nodes_total).max().unwrap_or(0);
     let pending_max = buckets().map(|b| b.pods.pending).max().unwrap_or(0);
+    let longest = runs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let mut legend = Legend::for_labels(longest);
+    let (plot, below) = legend.split(root, runs.len());
     let mut chart = frame(
-        root,
+        &plot,
         "ksim compare: nodes (solid) and pending pods (dashed)".to_owned(),
         x_max,
         ("nodes", nodes_max),
@@ -280,10 +288,8 @@ fn draw_comparison<DB: DrawingBackend>(
                 .collect::<Vec<_>>()
         };
         let solid = color.stroke_width(2);
-        chart
-            .draw_series(LineSeries::new(steps(Bucket::nodes_total), solid))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], solid));
+        chart.draw_series(LineSeries::new(steps(Bucket::nodes_total), solid))?;
+        legend.add(name, Sample::Line(solid));
         let pending: Value = |b| b.pods.pending;
         chart.draw_secondary_series(DashedLineSeries::new(
             steps(pending),
@@ -292,22 +298,79 @@ fn draw_comparison<DB: DrawingBackend>(
             color.mix(0.8).stroke_width(2),
         ))?;
     }
-    legend_and_present(&mut chart, root)
+    legend.draw(&below)?;
+    root.present()
 }
 
-/// Every chart's legend (upper left, on white) and the end of its drawing.
-fn legend_and_present<'a, DB: DrawingBackend + 'a>(
-    chart: &mut DualCoordChartContext<'a, DB, Axes, Axes>,
-    root: &DrawingArea<DB, Shift>,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 14))
-        .draw()?;
-    root.present()
+/// Pixels a legend row takes.
+const LEGEND_ROW: i32 = 22;
+
+/// What a legend entry shows beside its label.
+enum Sample {
+    Line(ShapeStyle),
+    Bar(ShapeStyle),
+}
+
+/// A chart's legend, drawn under the chart rather than on it, so it never hides a line it
+/// names (inside the plot it covered the first minutes of every timeline).
+struct Legend {
+    /// Entries a row holds: up to four, fewer when the labels are long (a compared run is
+    /// named by its report's path).
+    columns: usize,
+    entries: Vec<(String, Sample)>,
+}
+
+impl Legend {
+    /// A legend whose longest label has `longest` characters.
+    fn for_labels(longest: usize) -> Self {
+        // About 7 pixels a character at 14 px, and the sample before it.
+        let per_column = longest * 7 + 40;
+        let columns = ((SIZE.0 as usize - 160) / per_column).clamp(1, 4);
+        Self {
+            columns,
+            entries: Vec::new(),
+        }
+    }
+
+    /// The chart's area and, below it, the legend's: as many rows as `entries` need.
+    fn split<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        entries: usize,
+    ) -> (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>) {
+        let rows = entries.div_ceil(self.columns).max(1) as i32;
+        let (_, height) = root.dim_in_pixel();
+        root.split_vertically(height as i32 - rows * LEGEND_ROW - 12)
+    }
+
+    fn add(&mut self, label: &str, sample: Sample) {
+        self.entries.push((label.to_owned(), sample));
+    }
+
+    /// In rows of `columns` entries, from the left of the plot.
+    fn draw<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let (width, _) = area.dim_in_pixel();
+        let left = 16 + 64;
+        let column = (width as i32 - 2 * left) / self.columns as i32;
+        let text = TextStyle::from((FONT, 14).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        for (i, (label, sample)) in self.entries.iter().enumerate() {
+            let x = left + (i % self.columns) as i32 * column;
+            let y = (i / self.columns) as i32 * LEGEND_ROW + LEGEND_ROW / 2;
+            match sample {
+                Sample::Line(style) => {
+                    area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], *style))?;
+                }
+                Sample::Bar(style) => {
+                    area.draw(&Rectangle::new([(x, y - 6), (x + 24, y + 6)], *style))?;
+                }
+            }
+            area.draw_text(label, &text, (x + 32, y))?;
+        }
+        Ok(())
+    }
 }
 
 /// Seconds across, a count up.
@@ -383,6 +446,52 @@ mod tests {
             svg.contains("\nspread\n") && svg.contains("\npacked\n"),
             "{svg}"
         );
+    }
+
+    /// The y of the `<text>` whose content is `content`.
+    fn text_y(svg: &str, content: &str) -> f64 {
+        let at = svg
+            .find(&format!(">\n{content}\n<"))
+            .unwrap_or_else(|| panic!("no text {content:?}"));
+        let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+        let y = tag.split(" y=\"").nth(1).unwrap();
+        y[..y.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn every_legend_sits_below_its_chart_not_on_its_lines() {
+        let report = fixtures::report();
+        let labels = [
+            "nodes added by autoscaler",
+            "nodes (total)",
+            "nodes group-b",
+            "pods unscheduled (right axis)",
+        ];
+        let charts = [
+            (render_svg(&report).unwrap(), &labels[..]),
+            (
+                render_fidelity_svg("sim-42", report.fidelity.as_ref().unwrap()).unwrap(),
+                &labels[1..3],
+            ),
+            (
+                render_comparison_svg(&[("spread".to_owned(), report.clone())]).unwrap(),
+                &["spread"][..],
+            ),
+        ];
+        for (svg, labels) in charts {
+            // The x axis' title is the lowest text of the chart itself.
+            let axis = text_y(&svg, "seconds since replay start (recorded time)");
+            for label in labels {
+                assert!(text_y(&svg, label) > axis, "{label} is not below the chart");
+            }
+        }
+    }
+
+    #[test]
+    fn long_legend_labels_get_fewer_columns() {
+        assert_eq!(Legend::for_labels(29).columns, 4);
+        assert_eq!(Legend::for_labels(80).columns, 1);
+        assert!(Legend::for_labels(50).columns < 4);
     }
 
     #[test]
