@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ksim_proto::ksim::trace::v1 as pb;
 use pb::trace_record::Record;
@@ -117,26 +117,62 @@ pub(crate) fn kind_key(gvk: Option<&pb::GroupVersionKind>, out: &mut String) {
     out.push_str(&gvk.kind);
 }
 
-/// Reads a sidecar; `None` (with the reason) when it is missing, unreadable or does not describe
-/// the compressed file as it is now.
-pub(crate) fn read_sidecar(dir: &Path, seq: u64) -> Result<SegmentMeta, String> {
+/// Why a sidecar cannot be used, so the segment's summary is rebuilt from the segment.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SidecarProblem {
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable { path: PathBuf, source: io::Error },
+    #[error("cannot parse {}: {source}", path.display())]
+    Unparsable {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot stat {}: {source}", path.display())]
+    NoSegment { path: PathBuf, source: io::Error },
+    #[error(
+        "{} does not match {} (version {version}, seq {seq}, size {recorded} vs {actual})",
+        sidecar.display(),
+        segment.display()
+    )]
+    Stale {
+        sidecar: PathBuf,
+        segment: PathBuf,
+        version: u32,
+        seq: u64,
+        recorded: u64,
+        actual: u64,
+    },
+}
+
+/// Reads a sidecar; why not when it is missing, unreadable or does not describe the compressed
+/// file as it is now.
+pub(crate) fn read_sidecar(dir: &Path, seq: u64) -> Result<SegmentMeta, SidecarProblem> {
     let path = dir.join(sidecar_name(seq));
-    let bytes = fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut meta: SegmentMeta = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("cannot parse {}: {e}", path.display()))?;
+    let bytes = fs::read(&path).map_err(|source| SidecarProblem::Unreadable {
+        path: path.clone(),
+        source,
+    })?;
+    let mut meta: SegmentMeta =
+        serde_json::from_slice(&bytes).map_err(|source| SidecarProblem::Unparsable {
+            path: path.clone(),
+            source,
+        })?;
     let sealed = dir.join(sealed_name(seq));
     let size = fs::metadata(&sealed)
-        .map_err(|e| format!("cannot stat {}: {e}", sealed.display()))?
+        .map_err(|source| SidecarProblem::NoSegment {
+            path: sealed.clone(),
+            source,
+        })?
         .len();
     if meta.version != SIDECAR_VERSION || meta.seq != seq || meta.sealed_bytes != size {
-        return Err(format!(
-            "{} does not match {} (version {}, seq {}, size {} vs {size})",
-            path.display(),
-            sealed.display(),
-            meta.version,
-            meta.seq,
-            meta.sealed_bytes
-        ));
+        return Err(SidecarProblem::Stale {
+            sidecar: path,
+            segment: sealed,
+            version: meta.version,
+            seq: meta.seq,
+            recorded: meta.sealed_bytes,
+            actual: size,
+        });
     }
     meta.sidecar_bytes = bytes.len() as u64;
     Ok(meta)

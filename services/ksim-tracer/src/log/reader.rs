@@ -123,7 +123,7 @@ impl Iterator for SegmentReader {
                         frame.offset + (HEADER_LEN + frame.payload.len()) as u64,
                     )
                 })
-                .map_err(|reason| LogError::corrupt(&self.path, frame.offset, reason)),
+                .map_err(|reason| LogError::corrupt(&self.path, frame.offset, reason.to_string())),
             Err(Fault {
                 kind: FaultKind::Io(source),
                 ..
@@ -147,10 +147,22 @@ impl Iterator for SegmentReader {
     }
 }
 
+/// Why a frame's payload is not a log entry: the reason a `LogError::Corrupt` gives.
+#[derive(Debug, thiserror::Error)]
+enum EntryProblem {
+    #[error("undecodable record: {0}")]
+    Undecodable(#[from] prost::DecodeError),
+    #[error("unexpected header record")]
+    Header,
+    #[error("unexpected trailer record")]
+    Trailer,
+    #[error("empty record")]
+    Empty,
+}
+
 /// Decodes a frame's payload as a log entry; a header, trailer or nothing is damage.
-fn decode_entry(ts: i64, payload: &[u8]) -> Result<LogEntry, String> {
-    let record =
-        pb::TraceRecord::decode(payload).map_err(|e| format!("undecodable record: {e}"))?;
+fn decode_entry(ts: i64, payload: &[u8]) -> Result<LogEntry, EntryProblem> {
+    let record = pb::TraceRecord::decode(payload)?;
     match &record.record {
         Some(Record::Event(_) | Record::Lifecycle(_) | Record::Sample(_) | Record::Node(_)) => {
             Ok(LogEntry {
@@ -158,8 +170,8 @@ fn decode_entry(ts: i64, payload: &[u8]) -> Result<LogEntry, String> {
                 record,
             })
         }
-        Some(Record::Header(_)) => Err("unexpected header record".into()),
-        Some(Record::Trailer(_)) => Err("unexpected trailer record".into()),
-        None => Err("empty record".into()),
+        Some(Record::Header(_)) => Err(EntryProblem::Header),
+        Some(Record::Trailer(_)) => Err(EntryProblem::Trailer),
+        None => Err(EntryProblem::Empty),
     }
 }
