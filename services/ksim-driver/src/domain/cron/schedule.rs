@@ -18,11 +18,30 @@ use croner::{
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
     #[error("schedule {schedule:?}: {reason}")]
-    Invalid { schedule: String, reason: String },
+    Invalid {
+        schedule: String,
+        reason: ScheduleProblem,
+    },
     #[error("spec.timeZone {0:?} is not an IANA time zone")]
     UnknownZone(String),
     #[error("spec.schedule is missing or not a string")]
     Missing,
+}
+
+/// What is wrong with a schedule's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleProblem {
+    #[error("a time zone in the schedule is refused by Kubernetes; spec.timeZone sets it")]
+    ZoneInSchedule,
+    #[error("unknown descriptor")]
+    UnknownDescriptor,
+    #[error("expected 5 fields (minute hour day-of-month month day-of-week), found {0}")]
+    FieldCount(usize),
+    #[error("@every {text:?} is not a duration: {reason}")]
+    NotADuration { text: String, reason: String },
+    /// The cron library's own words about a field.
+    #[error("{0}")]
+    Pattern(String),
 }
 
 /// A parsed schedule and the zone its fields are read in.
@@ -41,7 +60,7 @@ enum Every {
 
 impl Schedule {
     pub fn parse(schedule: &str, time_zone: Option<&str>) -> Result<Self, ScheduleError> {
-        let invalid = |reason: String| ScheduleError::Invalid {
+        let invalid = |reason: ScheduleProblem| ScheduleError::Invalid {
             schedule: schedule.to_owned(),
             reason,
         };
@@ -53,10 +72,7 @@ impl Schedule {
         };
         let text = schedule.trim();
         if text.starts_with("TZ=") || text.starts_with("CRON_TZ=") {
-            return Err(invalid(
-                "a time zone in the schedule is refused by Kubernetes; spec.timeZone sets it"
-                    .to_owned(),
-            ));
+            return Err(invalid(ScheduleProblem::ZoneInSchedule));
         }
         let every = match text.strip_prefix("@every ") {
             Some(interval) => Every::Interval(every_interval(interval.trim()).map_err(invalid)?),
@@ -67,7 +83,7 @@ impl Schedule {
                     .year(Year::Disallowed)
                     .build()
                     .parse(&pattern)
-                    .map_err(|error| invalid(error.to_string()))?;
+                    .map_err(|error| invalid(ScheduleProblem::Pattern(error.to_string())))?;
                 Every::Pattern(Box::new(cron))
             }
         };
@@ -101,7 +117,7 @@ impl Schedule {
 }
 
 /// A robfig/cron five-field pattern (or descriptor) as croner reads it the same way.
-fn standard_pattern(text: &str) -> Result<String, String> {
+fn standard_pattern(text: &str) -> Result<String, ScheduleProblem> {
     let descriptor = match text.to_ascii_lowercase().as_str() {
         "@yearly" | "@annually" => Some("0 0 1 1 *"),
         "@monthly" => Some("0 0 1 * *"),
@@ -114,14 +130,11 @@ fn standard_pattern(text: &str) -> Result<String, String> {
         return Ok(pattern.to_owned());
     }
     if text.starts_with('@') {
-        return Err("unknown descriptor".to_owned());
+        return Err(ScheduleProblem::UnknownDescriptor);
     }
     let fields: Vec<&str> = text.split_whitespace().collect();
     if fields.len() != 5 {
-        return Err(format!(
-            "expected 5 fields (minute hour day-of-month month day-of-week), found {}",
-            fields.len()
-        ));
+        return Err(ScheduleProblem::FieldCount(fields.len()));
     }
     let normalised: Vec<String> = fields
         .iter()
@@ -155,9 +168,12 @@ fn unrestricted(field: &str) -> bool {
 }
 
 /// The interval of `@every`, in whole seconds and at least one, as robfig/cron rounds it.
-fn every_interval(text: &str) -> Result<Duration, String> {
-    let interval = humantime::parse_duration(text)
-        .map_err(|error| format!("@every {text:?} is not a duration: {error}"))?;
+fn every_interval(text: &str) -> Result<Duration, ScheduleProblem> {
+    let interval =
+        humantime::parse_duration(text).map_err(|error| ScheduleProblem::NotADuration {
+            text: text.to_owned(),
+            reason: error.to_string(),
+        })?;
     Ok(Duration::from_secs(interval.as_secs().max(1)))
 }
 
