@@ -234,7 +234,7 @@ impl ServiceProcess {
             let last = match health(&self.spec).await {
                 Ok(ServingStatus::Serving) => return Ok(()),
                 Ok(status) => format!("health says {status:?}"),
-                Err(error) => error,
+                Err(error) => format!("{error:#}"),
             };
             if started.elapsed() > deadline {
                 bail!(
@@ -318,20 +318,18 @@ fn start(spec: ServiceSpec, launch: &Launch, out: File) -> anyhow::Result<Child>
 }
 
 /// gRPC health of the spec's service, with short timeouts: it is polled.
-async fn health(spec: &ServiceSpec) -> Result<ServingStatus, String> {
-    let channel = tonic::transport::Endpoint::from_shared(spec.url())
-        .map_err(|e| e.to_string())?
+async fn health(spec: &ServiceSpec) -> anyhow::Result<ServingStatus> {
+    let channel = tonic::transport::Endpoint::from_shared(spec.url())?
         .connect_timeout(Duration::from_secs(1))
         .timeout(Duration::from_secs(2))
         .connect()
-        .await
-        .map_err(|e| format!("{e:#}"))?;
+        .await?;
     let response = HealthClient::new(channel)
         .check(HealthCheckRequest {
             service: spec.health_service.to_owned(),
         })
         .await
-        .map_err(|status| format!("health check: {}", status.message()))?;
+        .map_err(|status| anyhow::anyhow!("health check: {}", status.message()))?;
     Ok(response.into_inner().status())
 }
 
