@@ -13,9 +13,14 @@ use cel::{Context, Env, Program, Value};
 /// `Value` into a variable copies it whole, which would happen at each evaluation otherwise.
 pub(crate) type CelObject = Box<dyn Val>;
 
+/// An object CEL cannot take, in the library's own words.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot be read by CEL: {0}")]
+pub(crate) struct NotCel(String);
+
 /// Converts a JSON object for [`Selector::evaluate`].
-pub(crate) fn cel_object(json: &serde_json::Value) -> Result<CelObject, String> {
-    CelObject::try_from(to_cel(json)).map_err(|error| format!("cannot be read by CEL: {error}"))
+pub(crate) fn cel_object(json: &serde_json::Value) -> Result<CelObject, NotCel> {
+    CelObject::try_from(to_cel(json)).map_err(|error| NotCel(error.to_string()))
 }
 
 /// Lends `object` to a context without copying it.

@@ -17,7 +17,7 @@ use ksim_trace::{pb, time};
 
 use crate::error::TransformError;
 use crate::rules::{Bound, Op, Rule, Rules};
-use crate::select::{CelObject, Outcome, Subject, cel_object};
+use crate::select::{CelObject, NotCel, Outcome, Subject, cel_object};
 
 /// What a transform did, for the summary line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -178,12 +178,12 @@ impl<'r> Transformer<'r> {
         let mut deleted = Vec::new();
         for item in items.into_iter().filter(|item| !item.removed) {
             let is_delete = item.deleted;
-            let object = item.finish().map_err(|message| {
+            let object = item.finish().map_err(|problem| {
                 // Serialising a parsed value does not fail in practice; say so if it does.
                 TransformError::Rule {
                     index: 0,
                     line: 0,
-                    message,
+                    message: problem.to_string(),
                 }
             })?;
             if is_delete {
@@ -365,10 +365,10 @@ impl<'r> Transformer<'r> {
         let object = if selector.reads_object() {
             let identity = identity(&gvk, &lifecycle.owner_namespace, &lifecycle.owner_name);
             Some(
-                cel_object(&identity).map_err(|message| TransformError::Rule {
+                cel_object(&identity).map_err(|problem| TransformError::Rule {
                     index: rule.index,
                     line: rule.line,
-                    message,
+                    message: problem.to_string(),
                 })?,
             )
         } else {
@@ -425,7 +425,8 @@ impl<'r> Transformer<'r> {
         }
         if let Some(selector) = &rule.selector {
             if selector.reads_object() {
-                item.prepare_cel().map_err(fail)?;
+                item.prepare_cel()
+                    .map_err(|problem| fail(problem.to_string()))?;
             }
             let object = if selector.reads_object() {
                 item.cel.as_ref()
@@ -461,16 +462,22 @@ impl<'r> Transformer<'r> {
                 return Ok(());
             }
             Op::MergePatch(patch) => {
-                json_patch::merge(item.json().map_err(fail)?, patch);
+                json_patch::merge(
+                    item.json().map_err(|problem| fail(problem.to_string()))?,
+                    patch,
+                );
                 true
             }
             Op::JsonPatch(patch) => {
-                json_patch::patch(item.json().map_err(fail)?, &patch.0)
-                    .map_err(|error| fail(format!("jsonPatch does not apply: {error}")))?;
+                json_patch::patch(
+                    item.json().map_err(|problem| fail(problem.to_string()))?,
+                    &patch.0,
+                )
+                .map_err(|error| fail(format!("jsonPatch does not apply: {error}")))?;
                 true
             }
             Op::ScaleReplicas(factor) => {
-                let json = item.json().map_err(fail)?;
+                let json = item.json().map_err(|problem| fail(problem.to_string()))?;
                 match json.pointer_mut("/spec/replicas") {
                     Some(replicas) => match replicas.as_i64() {
                         Some(current) => {
@@ -493,7 +500,7 @@ impl<'r> Transformer<'r> {
                 }
             }
             Op::RenameNamespace { from, to } => {
-                let json = item.json().map_err(fail)?;
+                let json = item.json().map_err(|problem| fail(problem.to_string()))?;
                 if let Some(metadata) = json.get_mut("metadata").and_then(|m| m.as_object_mut()) {
                     if metadata.get("namespace").and_then(|n| n.as_str()) == Some(from) {
                         metadata.insert("namespace".to_owned(), to.clone().into());
@@ -557,7 +564,7 @@ impl Item {
         }
     }
 
-    fn json(&mut self) -> Result<&mut serde_json::Value, String> {
+    fn json(&mut self) -> Result<&mut serde_json::Value, ObjectProblem> {
         let json = match self.json.take() {
             Some(json) => json,
             None if self.object.object_json.is_empty() => {
@@ -569,13 +576,13 @@ impl Item {
                 )
             }
             None => serde_json::from_slice(&self.object.object_json)
-                .map_err(|error| format!("the object's JSON does not parse: {error}"))?,
+                .map_err(ObjectProblem::Unparsable)?,
         };
         Ok(self.json.insert(json))
     }
 
     /// Converts the JSON for CEL, unless it is still converted.
-    fn prepare_cel(&mut self) -> Result<(), String> {
+    fn prepare_cel(&mut self) -> Result<(), ObjectProblem> {
         if self.cel.is_none() {
             self.cel = Some(cel_object(self.json()?)?);
         }
@@ -600,16 +607,27 @@ impl Item {
         }
     }
 
-    fn finish(mut self) -> Result<pb::TraceObject, String> {
+    fn finish(mut self) -> Result<pb::TraceObject, ObjectProblem> {
         if self.dirty
             && !self.synthetic
             && let Some(json) = &self.json
         {
-            self.object.object_json = serde_json::to_vec(json)
-                .map_err(|error| format!("cannot serialise an object: {error}"))?;
+            self.object.object_json =
+                serde_json::to_vec(json).map_err(ObjectProblem::Unserialisable)?;
         }
         Ok(self.object)
     }
+}
+
+/// Why a record's object cannot be worked on.
+#[derive(Debug, thiserror::Error)]
+enum ObjectProblem {
+    #[error("the object's JSON does not parse: {0}")]
+    Unparsable(serde_json::Error),
+    #[error(transparent)]
+    Cel(#[from] NotCel),
+    #[error("cannot serialise an object: {0}")]
+    Unserialisable(serde_json::Error),
 }
 
 /// What a selector sees as `object` when there is none: the identity, as Kubernetes writes it.
