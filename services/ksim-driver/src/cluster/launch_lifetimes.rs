@@ -263,7 +263,6 @@ mod tests {
 
     use super::*;
     use crate::domain::{
-        RootRef,
         lifetimes::Lifetimes,
         rewrite::{RewriteOptions, Rewriter},
     };
@@ -279,20 +278,7 @@ mod tests {
     }
 
     fn matcher() -> Matcher {
-        let options = RewriteOptions {
-            simulation_id: "sim-1".to_owned(),
-            namespace_prefix: "ksim-sim-1".to_owned(),
-            speed: 1.0,
-            root: RootRef {
-                api_version: "v1".to_owned(),
-                kind: "ConfigMap".to_owned(),
-                name: "root".to_owned(),
-                uid: "u".to_owned(),
-            },
-            template_paths: HashMap::new(),
-            node_groups: Vec::new(),
-            provisioning: None,
-        };
+        let options = RewriteOptions::for_tests("ksim-sim-1", 1.0);
         Matcher {
             client: unreachable_client(),
             rewriter: Rewriter::new(options, &Lifetimes::default()),

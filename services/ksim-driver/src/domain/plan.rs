@@ -378,30 +378,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::domain::RootRef;
     use crate::domain::lifetimes::Lifetimes;
     use crate::domain::rewrite::RewriteOptions;
 
     const T0: i64 = 1_767_225_600_000;
 
     fn rewriter() -> Rewriter {
-        Rewriter::new(
-            RewriteOptions {
-                simulation_id: "sim".to_owned(),
-                namespace_prefix: "p".to_owned(),
-                speed: 2.0,
-                root: RootRef {
-                    api_version: "v1".to_owned(),
-                    kind: "ConfigMap".to_owned(),
-                    name: "root".to_owned(),
-                    uid: "u".to_owned(),
-                },
-                template_paths: HashMap::new(),
-                node_groups: Vec::new(),
-                provisioning: None,
-            },
-            &Lifetimes::default(),
-        )
+        Rewriter::new(RewriteOptions::for_tests("p", 2.0), &Lifetimes::default())
     }
 
     fn object(gvk: &Gvk, namespace: &str, name: &str, json: &[u8]) -> pb::TraceObject {

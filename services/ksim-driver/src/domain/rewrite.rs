@@ -51,6 +51,29 @@ pub struct RewriteOptions {
     pub provisioning: Option<Model>,
 }
 
+#[cfg(test)]
+impl RewriteOptions {
+    /// What unit tests rewrite with: simulation `sim-1` (its root a Simulation), namespaces
+    /// named `<namespace_prefix>-<recorded>`, no node groups, the built-in template paths and
+    /// no provisioning model.
+    pub(crate) fn for_tests(namespace_prefix: &str, speed: f64) -> Self {
+        Self {
+            simulation_id: "sim-1".to_owned(),
+            namespace_prefix: namespace_prefix.to_owned(),
+            speed,
+            root: RootRef {
+                api_version: "ksim.io/v1alpha1".to_owned(),
+                kind: "Simulation".to_owned(),
+                name: "sim-1".to_owned(),
+                uid: "root-uid".to_owned(),
+            },
+            template_paths: HashMap::new(),
+            node_groups: Vec::new(),
+            provisioning: None,
+        }
+    }
+}
+
 /// Why a recorded object cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RewriteError {
@@ -447,28 +470,8 @@ mod tests {
 
     use super::*;
 
-    fn root() -> RootRef {
-        RootRef {
-            api_version: "ksim.io/v1alpha1".to_owned(),
-            kind: "Simulation".to_owned(),
-            name: "sim-1".to_owned(),
-            uid: "root-uid".to_owned(),
-        }
-    }
-
     fn rewriter_with(speed: f64, lifetimes: &Lifetimes) -> Rewriter {
-        Rewriter::new(
-            RewriteOptions {
-                simulation_id: "sim-1".to_owned(),
-                namespace_prefix: "ksim-sim-1".to_owned(),
-                speed,
-                root: root(),
-                template_paths: HashMap::new(),
-                node_groups: Vec::new(),
-                provisioning: None,
-            },
-            lifetimes,
-        )
+        Rewriter::new(RewriteOptions::for_tests("ksim-sim-1", speed), lifetimes)
     }
 
     fn rewriter() -> Rewriter {
