@@ -79,26 +79,44 @@ impl Change {
     }
 }
 
-/// Patches the pod; a pod already gone needs nothing.
+/// Patches the pod; a pod already gone needs nothing. If the patch fails, a second one only
+/// removes the marker, so the pod ends on its template's lifetime rather than never (as a pod
+/// whose match failed does).
 async fn apply(client: Client, change: Change) {
+    let pods: Api<Pod> = Api::namespaced(client, &change.namespace);
+    let Err(error) = patch(&pods, &change.name, change.lifetime.as_ref()).await else {
+        return;
+    };
+    tracing::warn!(
+        pod = change.name,
+        %error,
+        "giving a replayed pod its recorded lifetime; it keeps its template's"
+    );
+    if change.lifetime.is_some()
+        && let Err(error) = patch(&pods, &change.name, None).await
+    {
+        tracing::warn!(pod = change.name, %error, "the pod runs until deleted");
+    }
+}
+
+/// Removes the pending marker and, when `lifetime` is `Some`, sets the lifetime to it.
+async fn patch(
+    pods: &Api<Pod>,
+    name: &str,
+    lifetime: Option<&Option<String>>,
+) -> Result<(), kube::Error> {
     let mut annotations = serde_json::Map::new();
     annotations.insert(LIFETIME_PENDING_ANNOTATION.to_owned(), Value::Null);
-    if let Some(lifetime) = &change.lifetime {
+    if let Some(lifetime) = lifetime {
         annotations.insert(LIFETIME_ANNOTATION.to_owned(), json!(lifetime));
     }
     let patch = json!({ "metadata": { "annotations": annotations } });
-    let pods: Api<Pod> = Api::namespaced(client, &change.namespace);
     match pods
-        .patch(&change.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => {}
-        Err(error) if ksim_kube::is_not_found(&error) => {}
-        Err(error) => tracing::warn!(
-            pod = change.name,
-            %error,
-            "giving a replayed pod its lifetime; it runs until deleted"
-        ),
+        Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
+        other => other.map(drop),
     }
 }
 
