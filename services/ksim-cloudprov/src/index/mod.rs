@@ -114,6 +114,9 @@ struct State {
     /// Group id -> node name -> entry; only nodes with a `ksim://` provider ID.
     nodes: HashMap<String, BTreeMap<String, NodeEntry>>,
     node_groups: HashMap<String, String>,
+    /// Group id -> how many of its nodes are pool-owned: asked on every call that names a
+    /// group (CA asks NodeGroupForNode for every node on every loop), so counted, not scanned.
+    pool_owned_nodes: HashMap<String, usize>,
     departed: Departed,
     synced: BTreeSet<Source>,
 }
@@ -319,6 +322,9 @@ impl Index {
                     && label(GROUP_LABEL) == Some(group.as_str())
                     && id_name == name,
             };
+            if entry.pool_owned {
+                *state.pool_owned_nodes.entry(group.clone()).or_default() += 1;
+            }
             state
                 .nodes
                 .entry(group.clone())
@@ -602,9 +608,7 @@ impl State {
 
     /// Whether group `id` has nodes of the pool's pool-managed group of that name.
     fn pool_owned(&self, id: &str) -> bool {
-        self.nodes
-            .get(id)
-            .is_some_and(|nodes| nodes.values().any(|node| node.pool_owned))
+        self.pool_owned_nodes.contains_key(id)
     }
 
     /// The Deployment serving group `id`, if its limits are valid and the name is not a
@@ -651,6 +655,14 @@ impl State {
     fn remove_node(&mut self, name: &str) -> Option<(String, NodeEntry)> {
         let group = self.node_groups.remove(name)?;
         let node = self.nodes.get_mut(&group)?.remove(name)?;
+        if node.pool_owned
+            && let Some(count) = self.pool_owned_nodes.get_mut(&group)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.pool_owned_nodes.remove(&group);
+            }
+        }
         Some((group, node))
     }
 

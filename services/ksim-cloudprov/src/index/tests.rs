@@ -271,10 +271,23 @@ fn a_deployment_taking_a_pool_managed_groups_name_is_not_served() {
         Some(("ksim-system".to_owned(), "seats-race".to_owned()))
     );
 
+    // An update that keeps the node the pool's keeps the name taken.
+    index.apply_node(&pool_node);
+    assert_eq!(index.target_size("race"), None);
+
     // Once the pool's nodes are gone the name is free, and the Deployment is served.
     index.delete_node("race-0");
     assert_eq!(index.clash("race"), None);
     assert_eq!(index.target_size("race"), Some(2));
+    index.apply_node(&pool_node);
+    assert_eq!(index.target_size("race"), None, "a pool node came back");
+    pool_node.metadata.labels = None;
+    index.apply_node(&pool_node);
+    assert_eq!(
+        index.target_size("race"),
+        Some(2),
+        "relabelled as no longer the pool's"
+    );
 }
 
 #[test]
