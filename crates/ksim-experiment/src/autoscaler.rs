@@ -3,7 +3,8 @@
 //! Users give flags as they run CA in production (`scale-down-unneeded-time=10m`): durations in
 //! recorded time. A replay at speed S runs the recorded world S times faster, so CA must too:
 //! every flag that measures time *in the simulated cluster* (how long a node stays unneeded,
-//! how long provisioning may take, backoffs, the loop's interval) is divided by S. Flags that
+//! how long provisioning may take, backoffs, the loop's interval) is divided by S, and every
+//! rate of it (CA's requests per second to the API server) multiplied by S. Flags that
 //! bound CA's own computation (binpacking time, simulation timeouts) or watch its health
 //! (max-inactivity) are not: CPU time does not speed up with the replay.
 //!
@@ -25,7 +26,7 @@ use crate::go_duration::{self, DurationError};
 /// CA's duration flags that measure time in the simulated cluster, each with the shortest
 /// value it is run with at any speed. The scan interval stops at 100 ms: below, CA would spend
 /// the whole interval in its loop. The others stop at 1 ms so a non-zero wait stays non-zero.
-const DILATED_DURATIONS: [(&str, Duration); 21] = [
+const DILATED_DURATIONS: [(&str, Duration); 22] = [
     ("scan-interval", Duration::from_millis(100)),
     ("scale-down-delay-after-add", Duration::from_millis(1)),
     ("scale-down-delay-after-delete", Duration::from_millis(1)),
@@ -47,6 +48,8 @@ const DILATED_DURATIONS: [(&str, Duration); 21] = [
     ("max-node-group-backoff-duration", Duration::from_millis(1)),
     ("node-group-backoff-reset-timeout", Duration::from_millis(1)),
     ("node-deletion-candidate-ttl", Duration::from_millis(1)),
+    // Time spent soft-tainting nodes through the API server, whose rate is dilated too.
+    ("max-bulk-soft-taint-time", Duration::from_millis(1)),
     (
         "provisioning-request-initial-backoff-time",
         Duration::from_millis(1),
@@ -65,6 +68,11 @@ const DILATED_DURATIONS: [(&str, Duration); 21] = [
 /// CA's flags that count simulated time in whole seconds.
 const DILATED_SECONDS: [&str; 1] = ["max-graceful-termination-sec"];
 
+/// CA's flags that are rates per second of simulated time, multiplied by the speed. CA's API
+/// client allows 5 requests a second by default: left at that at 40x, its taints, deletions and
+/// status writes would wait 40 times as long in recorded time as in production.
+const DILATED_RATES: [&str; 1] = ["kube-client-qps"];
+
 /// A flag that cannot be taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FlagError {
@@ -77,6 +85,8 @@ pub enum FlagError {
         go_duration::MAX.as_secs()
     )]
     BadSeconds { flag: String, value: String },
+    #[error("cluster-autoscaler flag --{flag}: {value:?} is not a rate above 0 (e.g. 5 or 12.5)")]
+    BadRate { flag: String, value: String },
     #[error("cluster-autoscaler has no flag --{0} (see cluster-autoscaler --help)")]
     Unknown(String),
     #[error("--{flag} is not a flag a run may set ({family}): {}", family.reason())]
@@ -164,8 +174,22 @@ impl AutoscalerFlag {
             })?;
         } else if DILATED_SECONDS.contains(&self.name.as_str()) {
             self.seconds()?;
+        } else if DILATED_RATES.contains(&self.name.as_str()) {
+            self.rate()?;
         }
         Ok(())
+    }
+
+    /// A rate Go reads as a float32 (client-go's QPS): finite, above 0.
+    fn rate(&self) -> Result<f64, FlagError> {
+        self.value
+            .parse::<f64>()
+            .ok()
+            .filter(|rate| rate.is_finite() && *rate > 0.0 && *rate <= f64::from(f32::MAX))
+            .ok_or_else(|| FlagError::BadRate {
+                flag: self.name.clone(),
+                value: self.value.clone(),
+            })
     }
 
     /// Go counts them in an int64 of nanoseconds: a longer wait would overflow in CA.
@@ -219,16 +243,33 @@ impl AutoscalerFlag {
                 ((given as f64 / speed).ceil().max(1.0) as u64).min(go_duration::MAX.as_secs());
             return as_run(scaled.to_string(), false);
         }
+        if DILATED_RATES.contains(&self.name.as_str())
+            && let Ok(given) = self.rate()
+        {
+            let scaled = (given * speed).min(f64::from(f32::MAX));
+            return as_run(format_rate(scaled), false);
+        }
         as_run(self.value.clone(), false)
     }
 }
 
-/// Every flag whose value is divided by the speed.
+/// A rate as Go's strconv would take it back: `200`, `12.5`, `0.125`.
+fn format_rate(rate: f64) -> String {
+    let rounded = (rate * 1000.0).round() / 1000.0;
+    if rounded > 0.0 {
+        rounded.to_string()
+    } else {
+        rate.to_string()
+    }
+}
+
+/// Every flag whose value the speed changes: divided (durations) or multiplied (rates).
 pub fn dilated_flags() -> impl Iterator<Item = &'static str> {
     DILATED_DURATIONS
         .iter()
         .map(|(name, _)| *name)
         .chain(DILATED_SECONDS)
+        .chain(DILATED_RATES)
 }
 
 fn is_dilated_duration(name: &str) -> bool {
@@ -618,6 +659,37 @@ mod tests {
     }
 
     #[test]
+    fn rates_in_simulated_time_are_multiplied_by_the_speed() {
+        let run = flag("kube-client-qps=5").at_speed(40.0);
+        assert_eq!(run.as_run.to_string(), "--kube-client-qps=200");
+        assert!(run.dilated() && !run.floored);
+        assert_eq!(flag("kube-client-qps=5").at_speed(0.4).as_run.value, "2");
+        assert_eq!(
+            flag("kube-client-qps=0.1").at_speed(3.0).as_run.value,
+            "0.3"
+        );
+        assert!(!flag("kube-client-qps=5").at_speed(1.0).dilated());
+        // The burst is a number of requests, not a rate.
+        assert!(!flag("kube-client-burst=10").at_speed(40.0).dilated());
+        for bad in ["0", "-5", "fast", "NaN", "inf", "1e40"] {
+            assert!(
+                matches!(
+                    format!("kube-client-qps={bad}").parse::<AutoscalerFlag>(),
+                    Err(FlagError::BadRate { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            "kube-client-qps=0"
+                .parse::<AutoscalerFlag>()
+                .unwrap_err()
+                .to_string(),
+            "cluster-autoscaler flag --kube-client-qps: \"0\" is not a rate above 0 (e.g. 5 or 12.5)"
+        );
+    }
+
+    #[test]
     fn the_scan_interval_stops_at_its_floor() {
         let run = flag("scan-interval=1s").at_speed(100.0);
         assert_eq!(run.as_run.value, "100ms");
@@ -688,6 +760,7 @@ mod tests {
       --node-delete-delay-after-taint duration     How long to wait before deleting a node after tainting it (default 5s)
       --scan-interval duration                      How often cluster is reevaluated for scale up or down (default 10s)
       --max-graceful-termination-sec int            Maximum number of seconds CA waits (default 600)
+      --kube-client-qps float                       QPS value for kubernetes client. (default 5)
       --expander string                             Type of node group expander (default \"random\")
       --new-pod-scale-up-delay duration             Pods less than this old will not be considered for scale-up.
   -v, --v Level                                     number for the log level verbosity (default 4)
@@ -733,6 +806,7 @@ mod tests {
             find("max-graceful-termination-sec"),
             Some(("60", FlagSource::CaDefault))
         );
+        assert_eq!(find("kube-client-qps"), Some(("50", FlagSource::CaDefault)));
         // Not dilated: listed as CA's default, unchanged.
         assert_eq!(find("expander"), Some(("random", FlagSource::CaDefault)));
         // No default in the help: not listed.

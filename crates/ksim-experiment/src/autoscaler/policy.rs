@@ -181,6 +181,10 @@ pub const ALLOWED: &[&str] = &[
     // How much CPU a decision may use.
     "cluster-snapshot-parallelism",
     "predicate-parallelism",
+    // How fast CA's taints, deletions and status reach the API server: a cluster of a thousand
+    // nodes often raises them from client-go's 5 a second, and a recording's values must hold.
+    "kube-client-qps",
+    "kube-client-burst",
     // The log's detail, not its place: a user reading why CA decided needs it.
     "v",
 ];
@@ -219,8 +223,6 @@ pub const REFUSED: &[(Family, &[&str])] = &[
             "kubeconfig",
             "address",
             "kube-api-content-type",
-            "kube-client-qps",
-            "kube-client-burst",
             "grpc-expander-url",
             "user-agent",
         ],
