@@ -9,6 +9,7 @@ use std::{
     time::Duration,
 };
 
+use futures::{StreamExt, TryStreamExt};
 use ksim_nodes::skeleton::NodeSkeleton;
 use thiserror::Error;
 
@@ -144,6 +145,10 @@ pub struct Provider<C> {
 
 /// How often a scale is retried when only the Deployment's status moved underneath it.
 const SCALE_ATTEMPTS: usize = 5;
+
+/// Seat marks or Node deletions of one resize sent at once: CA removes up to
+/// `--max-scale-down-parallelism` (10) nodes at once, more with a higher setting.
+const WRITES_IN_FLIGHT: usize = 16;
 
 impl<C: Cluster> Provider<C> {
     pub fn new(index: Index, cluster: C, settings: Settings) -> Self {
@@ -301,9 +306,14 @@ impl<C: Cluster> Provider<C> {
         // With a termination delay the pool deletes them when it has passed; until then they
         // are Deleting instances (their seats are gone), as a cloud's instances shutting down.
         if !state.nodes_linger {
+            let mut deletions = Vec::with_capacity(removal.nodes.len());
             for node in &removal.nodes {
-                self.cluster.delete_node(node).await?;
+                deletions.push(self.cluster.delete_node(node));
             }
+            futures::stream::iter(deletions)
+                .buffer_unordered(WRITES_IN_FLIGHT)
+                .try_collect::<()>()
+                .await?;
         }
         self.emit(ScaleEvent::NodesDeleted {
             group: id.to_owned(),
@@ -357,16 +367,25 @@ impl<C: Cluster> Provider<C> {
         if !removal.lowers_replicas(state) {
             return Ok(());
         }
+        // Each mark is its own pod's: sent together, a scale-down of many seats waits one
+        // round trip for them, not one per seat.
+        // Built whole before awaiting: an iterator adapter held across the await would make
+        // the future's Send depend on its closure's lifetimes, which rustc cannot prove.
+        let mut marks = Vec::with_capacity(removal.unmark.len() + removal.seats.len());
         for seat in &removal.unmark {
-            self.cluster
-                .set_deletion_cost(&state.namespace, seat, None)
-                .await?;
+            marks.push(self.cluster.set_deletion_cost(&state.namespace, seat, None));
         }
         for seat in &removal.seats {
-            self.cluster
-                .set_deletion_cost(&state.namespace, seat, Some(CHOSEN_DELETION_COST))
-                .await?;
+            let chosen = Some(CHOSEN_DELETION_COST);
+            marks.push(
+                self.cluster
+                    .set_deletion_cost(&state.namespace, seat, chosen),
+            );
         }
+        futures::stream::iter(marks)
+            .buffer_unordered(WRITES_IN_FLIGHT)
+            .try_collect::<()>()
+            .await?;
         // The ReplicaSet controller ranks seats from its informer: lowering replicas before it
         // sees the marks could remove the wrong seats.
         self.settle(state, "the deletion-cost marks to be visible", |now| {
