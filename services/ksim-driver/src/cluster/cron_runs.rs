@@ -8,7 +8,7 @@
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PostParams},
 };
 use serde_json::json;
 
@@ -110,11 +110,7 @@ pub async fn run(
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let status = json!({"status": {"active": active, "lastScheduleTime": now}});
     cronjobs
-        .patch_status(
-            &target.name,
-            &PatchParams::default(),
-            &Patch::Merge(&status),
-        )
+        .patch_status(&target.name, &super::merge_params(), &Patch::Merge(&status))
         .await
         .map_err(ApplyError::Request)?;
     Ok(())

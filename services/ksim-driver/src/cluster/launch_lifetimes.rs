@@ -23,7 +23,7 @@ use k8s_openapi::{
 use ksim_nodes::labels::{LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION};
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams},
+    api::{ApiResource, DynamicObject, GroupVersionKind, Patch},
     discovery::Scope,
 };
 use serde_json::{Value, json};
@@ -112,7 +112,7 @@ async fn patch(
     }
     let patch = json!({ "metadata": { "annotations": annotations } });
     match pods
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &super::merge_params(), &Patch::Merge(&patch))
         .await
     {
         Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
@@ -319,6 +319,72 @@ mod tests {
             )]));
         }
         pod
+    }
+
+    /// f3162f9's fallback, and whose patches they are: the apiserver refuses the lifetime
+    /// patch, then takes the one that only removes the marker.
+    #[tokio::test]
+    async fn a_refused_lifetime_patch_falls_back_to_removing_only_the_marker() {
+        let requests = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+        let service = {
+            let requests = requests.clone();
+            tower::service_fn(move |request: http::Request<kube::client::Body>| {
+                let requests = requests.clone();
+                async move {
+                    let uri = request.uri().to_string();
+                    let body = request.into_body().collect_bytes().await?;
+                    let first = {
+                        let mut requests = requests.lock().unwrap();
+                        requests.push((uri, String::from_utf8_lossy(&body).into_owned()));
+                        requests.len() == 1
+                    };
+                    let (status, body) = if first {
+                        (
+                            500,
+                            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is away","code":500}"#,
+                        )
+                    } else {
+                        (
+                            200,
+                            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns"}}"#,
+                        )
+                    };
+                    let response = http::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(body.as_bytes().to_vec()))
+                        .unwrap();
+                    Ok::<_, kube::Error>(response)
+                }
+            })
+        };
+        let change = Change {
+            namespace: "ns".to_owned(),
+            name: "p".to_owned(),
+            lifetime: Some(Some("65521".to_owned())),
+        };
+        apply(Client::new(service, "default"), change).await;
+
+        let requests = requests.lock().unwrap();
+        assert_eq!(requests.len(), 2, "{requests:?}");
+        for (uri, _) in requests.iter() {
+            assert!(uri.contains("fieldManager=ksim-driver"), "{uri}");
+        }
+        assert!(
+            requests[0].1.contains(LIFETIME_ANNOTATION),
+            "{}",
+            requests[0].1
+        );
+        assert!(
+            !requests[1].1.contains(LIFETIME_ANNOTATION),
+            "{}",
+            requests[1].1
+        );
+        assert!(
+            requests[1].1.contains(LIFETIME_PENDING_ANNOTATION),
+            "{}",
+            requests[1].1
+        );
     }
 
     #[tokio::test]

@@ -13,7 +13,18 @@ pub mod removed_pods;
 pub mod root;
 pub mod seats;
 
-use crate::domain::Gvk;
+use kube::api::PatchParams;
+
+use crate::domain::{FIELD_MANAGER, Gvk};
+
+/// Parameters of the driver's merge patches: under its own field manager, so an object's
+/// `managedFields` say the driver changed it (a patch without one is "unknown").
+pub fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
 
 /// A request to the apiserver that failed, naming what it did to which object; the apiserver's
 /// answer (or the transport error) is its source.

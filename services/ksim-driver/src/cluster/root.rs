@@ -102,7 +102,7 @@ pub async fn record(
         AUTOSCALED_ANNOTATION: autoscaled.to_string(),
     } } });
     roots
-        .patch(&name(id), &PatchParams::default(), &Patch::Merge(patch))
+        .patch(&name(id), &super::merge_params(), &Patch::Merge(patch))
         .await
         .map_err(|e| ClusterError::new("recording", "the simulation on its root", e))?;
     Ok(())

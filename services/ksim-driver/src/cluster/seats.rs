@@ -12,7 +12,7 @@ use ksim_nodes::{
 };
 use kube::{
     Api, Client,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PostParams},
 };
 use serde_json::json;
 
@@ -122,7 +122,7 @@ pub async fn release(
             PROVISIONING_ANNOTATION: group,
         } } });
         let name = deployment.metadata.name.unwrap_or_default();
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        api.patch(&name, &super::merge_params(), &Patch::Merge(&patch))
             .await
             .map_err(failed)?;
     }
@@ -145,7 +145,7 @@ pub async fn retire(
     for deployment in of_simulation(client, namespace, simulation_id).await? {
         let name = deployment.metadata.name.unwrap_or_default();
         match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &super::merge_params(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => {}

@@ -30,7 +30,7 @@ use crate::{
 
 /// One operation and when it was due.
 #[derive(Debug)]
-pub struct Job {
+pub struct QueuedOp {
     pub op: Op,
     /// The plan step's number, which [`Progress`] tracks it by.
     pub step: u64,
@@ -42,7 +42,7 @@ pub struct Job {
 
 #[derive(Debug)]
 pub struct OpQueue {
-    jobs: mpsc::UnboundedSender<Job>,
+    sender: mpsc::UnboundedSender<QueuedOp>,
     dispatcher: JoinHandle<()>,
 }
 
@@ -53,51 +53,51 @@ impl OpQueue {
         progress: Arc<Progress>,
         metrics: ReplayMetrics,
     ) -> Self {
-        Self::with_runner(max_in_flight, move |job, lateness| {
+        Self::with_runner(max_in_flight, move |queued, lateness| {
             let (applier, progress, metrics) = (applier.clone(), progress.clone(), metrics.clone());
-            async move { run(job, lateness, &applier, &progress, &metrics).await }
+            async move { run(queued, lateness, &applier, &progress, &metrics).await }
         })
     }
 
-    /// A queue whose operations are carried out by `runner`, given each job and how late it
+    /// A queue whose operations are carried out by `runner`, given each operation and how late it
     /// got its request slot.
     fn with_runner<R, F>(max_in_flight: NonZeroUsize, runner: R) -> Self
     where
-        R: Fn(Job, Duration) -> F + Send + Sync + 'static,
+        R: Fn(QueuedOp, Duration) -> F + Send + Sync + 'static,
         F: Future<Output = ()> + Send + 'static,
     {
-        let (jobs, receiver) = mpsc::unbounded_channel();
+        let (sender, receiver) = mpsc::unbounded_channel();
         let slots = Arc::new(Semaphore::new(max_in_flight.get()));
         let dispatcher = tokio::spawn(dispatch(receiver, slots, Arc::new(runner)));
-        Self { jobs, dispatcher }
+        Self { sender, dispatcher }
     }
 
-    pub fn dispatch(&self, job: Job) {
+    pub fn dispatch(&self, queued: QueuedOp) {
         // The dispatcher ends only after this sender is dropped, so sending cannot fail here.
-        let _ = self.jobs.send(job);
+        let _ = self.sender.send(queued);
     }
 
     /// Waits until every dispatched operation is done.
     pub async fn drain(self) {
-        drop(self.jobs);
+        drop(self.sender);
         if let Err(error) = self.dispatcher.await {
             tracing::error!(%error, "the replay's operation dispatcher failed");
         }
     }
 }
 
-/// Starts each job once its object has nothing running, until the sender is gone and every
-/// started job is done.
+/// Starts each operation once its object has nothing running, until the sender is gone and
+/// every started operation is done.
 async fn dispatch<R, F>(
-    mut jobs: mpsc::UnboundedReceiver<Job>,
+    mut incoming: mpsc::UnboundedReceiver<QueuedOp>,
     slots: Arc<Semaphore>,
     runner: Arc<R>,
 ) where
-    R: Fn(Job, Duration) -> F + Send + Sync + 'static,
+    R: Fn(QueuedOp, Duration) -> F + Send + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
     // Objects with an operation running, each with its later operations in trace order.
-    let mut waiting: HashMap<Target, VecDeque<Job>> = HashMap::new();
+    let mut waiting: HashMap<Target, VecDeque<QueuedOp>> = HashMap::new();
     let mut running = Running {
         tasks: JoinSet::new(),
         serving: HashMap::new(),
@@ -110,12 +110,12 @@ async fn dispatch<R, F>(
             break;
         }
         tokio::select! {
-            job = jobs.recv(), if open => match job {
-                Some(job) => match waiting.entry(target_of(&job.op).clone()) {
-                    Entry::Occupied(mut later) => later.get_mut().push_back(job),
+            next = incoming.recv(), if open => match next {
+                Some(queued) => match waiting.entry(target_of(&queued.op).clone()) {
+                    Entry::Occupied(mut later) => later.get_mut().push_back(queued),
                     Entry::Vacant(idle) => {
                         idle.insert(VecDeque::new());
-                        running.start(job);
+                        running.start(queued);
                     }
                 },
                 None => open = false,
@@ -147,22 +147,22 @@ struct Running<R> {
 
 impl<R, F> Running<R>
 where
-    R: Fn(Job, Duration) -> F + Send + Sync + 'static,
+    R: Fn(QueuedOp, Duration) -> F + Send + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
-    /// Runs `job` as soon as a request slot is free.
-    fn start(&mut self, job: Job) {
-        let target = target_of(&job.op).clone();
+    /// Runs `queued` as soon as a request slot is free.
+    fn start(&mut self, queued: QueuedOp) {
+        let target = target_of(&queued.op).clone();
         let (slots, runner) = (self.slots.clone(), self.runner.clone());
         let task = self.tasks.spawn(async move {
             // Never closed, so a slot always comes.
             let Ok(_slot) = slots.acquire_owned().await else {
                 return;
             };
-            let lateness = job.due.map_or(Duration::ZERO, |due| {
+            let lateness = queued.due.map_or(Duration::ZERO, |due| {
                 Instant::now().saturating_duration_since(due)
             });
-            runner(job, lateness).await;
+            runner(queued, lateness).await;
         });
         self.serving.insert(task.id(), target);
     }
@@ -182,7 +182,7 @@ where
 
 /// Carries out one operation and reports it to `progress`.
 async fn run(
-    job: Job,
+    queued: QueuedOp,
     lateness: Duration,
     applier: &Applier,
     progress: &Progress,
@@ -190,7 +190,7 @@ async fn run(
 ) {
     let started = Instant::now();
     // The report keeps the error as text, beside the object and operation it names.
-    let (operation, result) = match &job.op {
+    let (operation, result) = match &queued.op {
         Op::Apply { target, object } => (
             Operation::Apply,
             applier
@@ -219,13 +219,13 @@ async fn run(
     };
     metrics.operation(operation, result.is_ok(), started.elapsed());
     let error = result.err().map(|message| ObjectErrorRecord {
-        target: target_of(&job.op).clone(),
+        target: target_of(&queued.op).clone(),
         operation,
-        event_index: job.event_index,
-        trace_offset: job.trace_offset,
+        event_index: queued.event_index,
+        trace_offset: queued.trace_offset,
         message,
     });
-    progress.operation_done(job.step, lateness, error);
+    progress.operation_done(queued.step, lateness, error);
 }
 
 fn target_of(op: &Op) -> &Target {
@@ -249,8 +249,8 @@ mod tests {
     use super::*;
     use crate::domain::Gvk;
 
-    fn job(name: &str, number: u64) -> Job {
-        Job {
+    fn queued(name: &str, number: u64) -> QueuedOp {
+        QueuedOp {
             op: Op::Delete {
                 target: Target {
                     gvk: Gvk::new("", "v1", "ConfigMap"),
@@ -265,8 +265,8 @@ mod tests {
         }
     }
 
-    fn name(job: &Job) -> String {
-        target_of(&job.op).name.clone()
+    fn name(queued: &QueuedOp) -> String {
+        target_of(&queued.op).name.clone()
     }
 
     fn slots(count: usize) -> NonZeroUsize {
@@ -292,10 +292,10 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::<String>::new()));
         let queue = OpQueue::with_runner(slots(8), {
             let (release, log) = (release.clone(), log.clone());
-            move |job, _| {
+            move |queued, _| {
                 let (release, log) = (release.clone(), log.clone());
                 async move {
-                    let label = format!("{}{}", name(&job), job.step);
+                    let label = format!("{}{}", name(&queued), queued.step);
                     log.lock().unwrap().push(format!("start {label}"));
                     if label == "a1" {
                         release.notified().await;
@@ -304,9 +304,9 @@ mod tests {
                 }
             }
         });
-        queue.dispatch(job("a", 1));
-        queue.dispatch(job("a", 2));
-        queue.dispatch(job("b", 3));
+        queue.dispatch(queued("a", 1));
+        queue.dispatch(queued("a", 2));
+        queue.dispatch(queued("b", 3));
         let logged = |entry: &str| log.lock().unwrap().iter().any(|e| e == entry);
         eventually("b done while a1 hangs", || logged("end b3")).await;
         assert!(logged("start a1") && !logged("end a1"));
@@ -336,7 +336,7 @@ mod tests {
             }
         });
         for number in 0..10 {
-            queue.dispatch(job(&format!("object-{number}"), number));
+            queue.dispatch(queued(&format!("object-{number}"), number));
         }
         let count = || started.load(Ordering::SeqCst);
         eventually("two operations started", || count() == 2).await;
@@ -355,18 +355,20 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::<(String, u64, bool)>::new()));
         let queue = OpQueue::with_runner(slots(4), {
             let log = log.clone();
-            move |job, _| {
+            move |queued, _| {
                 let log = log.clone();
                 async move {
-                    log.lock().unwrap().push((name(&job), job.step, true));
-                    tokio::time::sleep(Duration::from_millis(job.step % 3)).await;
-                    log.lock().unwrap().push((name(&job), job.step, false));
+                    log.lock().unwrap().push((name(&queued), queued.step, true));
+                    tokio::time::sleep(Duration::from_millis(queued.step % 3)).await;
+                    log.lock()
+                        .unwrap()
+                        .push((name(&queued), queued.step, false));
                 }
             }
         });
         let objects = ["x", "y", "z"];
         for number in 0..60 {
-            queue.dispatch(job(objects[(number * 7 % 11) as usize % 3], number));
+            queue.dispatch(queued(objects[(number * 7 % 11) as usize % 3], number));
         }
         queue.drain().await;
         let log = log.lock().unwrap().clone();

@@ -28,7 +28,7 @@ use super::{
     nodes_kept,
     prepare::{PrepareError, create_namespaces, create_node_groups, wait_for_nodes},
     progress::Progress,
-    queue::{Job, OpQueue},
+    queue::{OpQueue, QueuedOp},
 };
 use crate::{
     cluster::{
@@ -345,7 +345,7 @@ async fn replay(
         for op in step.ops {
             let extra = rescheduler.as_ref().and_then(|r| r.before(&op));
             for op in std::iter::once(op).chain(extra) {
-                queue.dispatch(Job {
+                queue.dispatch(QueuedOp {
                     op,
                     step: number,
                     event_index: step.event_index,
