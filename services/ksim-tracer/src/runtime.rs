@@ -33,10 +33,10 @@ impl Args {
         // reported as such even when the cluster is unreachable.
         let store = open_store(&self.tracer).await?;
         let connected = self.kube.connect().await?;
-        let recorder = Recorder::start(store, connected, &self.tracer)?;
-        let served = recorder.server(self.serve).serve().await;
+        let recording = Recording::start(store, connected, &self.tracer)?;
+        let served = recording.server(self.serve).serve().await;
         // Whatever the fsync policy, a clean stop loses nothing.
-        recorder.sync()?;
+        recording.sync()?;
         served?;
         Ok(())
     }
@@ -46,7 +46,7 @@ impl Args {
 /// dropping it stops the server and the watches without waiting.
 #[derive(Debug)]
 pub struct Service {
-    pub recorder: Recorder,
+    pub recording: Recording,
     pub server: Running,
 }
 
@@ -56,13 +56,13 @@ impl Service {
     }
 
     pub fn store(&self) -> &Arc<Store> {
-        &self.recorder.store
+        &self.recording.store
     }
 
     /// Stops serving, then syncs the log: nothing recorded is lost.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let served = self.server.shutdown().await;
-        self.recorder.sync()?;
+        self.recording.sync()?;
         Ok(served?)
     }
 }
@@ -74,14 +74,15 @@ pub async fn start(
     serve: ServeArgs,
 ) -> anyhow::Result<Service> {
     let store = open_store(tracer).await?;
-    let recorder = Recorder::start(store, connected, tracer)?;
-    let server = recorder.server(serve).spawn().await?;
-    Ok(Service { recorder, server })
+    let recording = Recording::start(store, connected, tracer)?;
+    let server = recording.server(serve).spawn().await?;
+    Ok(Service { recording, server })
 }
 
-/// The store, its import directory, and the tasks that fill and maintain it.
+/// A recording under way: the store, its import directory, and the tasks that fill and
+/// maintain it (the recording rules themselves are [`crate::domain::recorder::Recorder`]).
 #[derive(Debug)]
-pub struct Recorder {
+pub struct Recording {
     pub store: Arc<Store>,
     imports: Imports,
     origin: String,
@@ -91,7 +92,7 @@ pub struct Recorder {
     _watches: JoinSet<()>,
 }
 
-impl Recorder {
+impl Recording {
     fn start(store: Arc<Store>, connected: Connected, tracer: &TracerArgs) -> anyhow::Result<Self> {
         let imports = Imports::new(
             tracer.data_dir.join("imports"),
@@ -137,7 +138,7 @@ impl Recorder {
     }
 }
 
-impl Drop for Recorder {
+impl Drop for Recording {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
