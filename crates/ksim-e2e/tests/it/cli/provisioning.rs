@@ -493,44 +493,83 @@ async fn a_recording_of_a_known_model_calibrates_back_and_replays_close_only_wit
         let fidelity = &report["fidelity"];
         let nodes = series(fidelity, &format!("nodes/{GROUP}"));
         let running = series(fidelity, "pods_running");
-        (
-            nodes["within_tolerance"].as_f64().unwrap(),
-            nodes["mean_abs_error"].as_f64().unwrap(),
-            running["within_tolerance"].as_f64().unwrap(),
-            report["pod_pending_time"]["p50_ms"].as_f64().unwrap() / 1000.0,
-        )
+        let number = |series: &Value, key: &str| series[key].as_f64().unwrap();
+        ReplayFigures {
+            nodes_within: number(nodes, "within_tolerance"),
+            node_error: number(nodes, "mean_abs_error"),
+            running_within: number(running, "within_tolerance"),
+            running_error: number(running, "mean_abs_error"),
+            pending_p50: report["pod_pending_time"]["p50_ms"].as_f64().unwrap() / 1000.0,
+        }
     };
-    let (model_nodes, model_node_error, model_running, model_p50) = figures(&with_model);
-    let (instant_nodes, instant_node_error, instant_running, instant_p50) = figures(&instant);
+    let model = figures(&with_model);
+    let instant_figures = figures(&instant);
     let said = format!(
-        "recorded pending p50 {recorded_p50:.1} s; with the model: nodes within ±1 in \
-         {model_nodes:.2} of the buckets (mean error {model_node_error:.2}), pods running \
-         within 5% in {model_running:.2}, pending p50 {model_p50:.1} s; instant: nodes \
-         {instant_nodes:.2} (mean error {instant_node_error:.2}), pods running \
-         {instant_running:.2}, pending p50 {instant_p50:.1} s"
+        "recorded pending p50 {recorded_p50:.1} s; with the model: {model}; instant: {instant_figures}"
     );
     eprintln!("{said}");
     assert_eq!(with_model["provisioning"]["origin"], "given", "{said}");
     assert_eq!(instant["provisioning"]["name"], "instant", "{said}");
-    // The thresholds, from a passing run (2026-11-26, 2 shared cores): recorded p50 32.7 s;
-    // model nodes 0.69 (mean error 1.15), pods 0.77, p50 29.5 s; instant nodes 0.23 (10.77),
-    // pods 0.23, p50 12.9 s. The model's replay draws its own 30 Ready delays from the learned
-    // log-normal, so on the ramp (a node a second) some buckets miss by 2: not every bucket is
-    // within ±1, but most are and the mean error is about a node. Instant has all 30 nodes
-    // while the recording still boots them, off by ten on average.
-    assert!(model_nodes >= 0.5 && model_node_error <= 3.0, "{said}");
-    assert!(instant_nodes <= 0.45 && instant_node_error >= 5.0, "{said}");
-    assert!(model_running >= 0.5 && instant_running <= 0.45, "{said}");
+    // Passing runs on 2 shared cores: recorded p50 32.7 s, model nodes within ±1 in 0.69 of the
+    // buckets (mean error 1.15), pods 0.77, p50 29.5 s; instant nodes 0.23 (10.77), pods 0.23,
+    // p50 12.9 s (2026-11-26). Another: recorded 32.2 s, model nodes 0.46 (1.38), pods 0.54,
+    // p50 28.5 s; instant 0.23 (9.54), pods 0.15, p50 4.6 s (CI, 2026-11-27). The model's replay
+    // draws its own 30 Ready delays, so on the ramp (a node a second) a bucket that misses by 2
+    // is luck, and the share within ±1 swings between runs; the mean error is steady. So the
+    // claims are on mean errors: about a node with the model, where instant is off by ten
+    // (it has all 30 nodes while the recording still boots them), and each share better with
+    // the model than instant.
+    assert!(model.node_error <= 3.0, "{said}");
+    assert!(instant_figures.node_error >= 5.0, "{said}");
+    assert!(
+        model.node_error * 3.0 <= instant_figures.node_error,
+        "{said}"
+    );
+    assert!(
+        model.running_error < instant_figures.running_error,
+        "{said}"
+    );
+    assert!(
+        model.nodes_within > instant_figures.nodes_within
+            && model.running_within > instant_figures.running_within,
+        "{said}"
+    );
     // Pending p50 within 30% with the model (it was 10% under); under half of it instant (that
     // run still paid the recording's 10 s pod start, which the driver now drops, 54cfd58).
     assert!(
-        (model_p50 / recorded_p50 - 1.0).abs() <= 0.3,
+        (model.pending_p50 / recorded_p50 - 1.0).abs() <= 0.3,
         "model pending p50 not near the recording's: {said}"
     );
     assert!(
-        instant_p50 < recorded_p50 * 0.5,
+        instant_figures.pending_p50 < recorded_p50 * 0.5,
         "instant pending p50 near the recording's: {said}"
     );
+}
+
+/// What a replay's report says of its closeness to the recording.
+struct ReplayFigures {
+    /// The share of buckets whose node count is within ±1 of the recording's.
+    nodes_within: f64,
+    node_error: f64,
+    /// The share of buckets whose running pods are within 5% of the recording's.
+    running_within: f64,
+    running_error: f64,
+    pending_p50: f64,
+}
+
+impl std::fmt::Display for ReplayFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "nodes within ±1 in {:.2} of the buckets (mean error {:.2}), pods running within 5% \
+             in {:.2} (mean error {:.2}), pending p50 {:.1} s",
+            self.nodes_within,
+            self.node_error,
+            self.running_within,
+            self.running_error,
+            self.pending_p50
+        )
+    }
 }
 
 /// `ksim run` of the recording at 1x with CA resizing a group like the recorded one and the
