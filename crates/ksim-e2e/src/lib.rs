@@ -4,7 +4,8 @@
 //! more than one service in `benches/`.
 //!
 //! This library holds what the tests and benchmarks share about processes: where the
-//! workspace's binaries are, and the lock on the fixed ports of `ksim up`.
+//! workspace's binaries are, the lock on the default environment's ports, and the other
+//! environments' own ports.
 
 use std::{
     path::{Path, PathBuf},
@@ -72,6 +73,21 @@ fn profile_dir() -> Result<PathBuf, String> {
         .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))
 }
 
-/// `ksim up` and `ksim demo` serve on fixed ports (7061-7064, 9161-9164): tests that start
-/// them take this lock, so the tests of one run never race for those ports.
+/// `ksim demo` and a `ksim up` without `--port-base` serve on the default environment's ports
+/// (7061-7065, 9161-9165): the tests that start one take this lock, so the tests of one run
+/// never race for those ports. Every other test's environment has ports of its own
+/// ([`port_base`]).
 pub static LOCAL_ENV_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A `ksim up --port-base` no other environment of this test run has: each base takes ten
+/// ports' room (an environment uses five from it, and five more 2100 above), counting up from
+/// 20000, under `ksim up`'s highest (30663) and the ephemeral range (32768 on).
+///
+/// # Panics
+/// After a thousand environments in one run.
+pub fn port_base() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(20_000);
+    let base = NEXT.fetch_add(10, std::sync::atomic::Ordering::Relaxed);
+    assert!(base < 30_000, "out of port bases");
+    base
+}

@@ -76,7 +76,7 @@ async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
         }
         Err(_) => {}
     }
-    let mut client = connect(&driver.url).await.with_context(|| {
+    let mut client = connect(&driver.resolve()?).await.with_context(|| {
         format!("{name}: no such report directory; looked up as a simulation id")
     })?;
     let report = get_report(&mut client, name)
@@ -98,7 +98,7 @@ mod tests {
     fn a_missing_path_is_named_and_no_driver_is_asked() {
         // Port 9 (discard) on loopback: nothing answers, and it is never asked.
         let driver = DriverArgs {
-            url: "http://127.0.0.1:9".to_owned(),
+            url: Some("http://127.0.0.1:9".to_owned()),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -13,14 +13,24 @@ pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 /// Where the driver's gRPC API is.
 #[derive(Debug, Clone, Args)]
 pub struct DriverArgs {
-    /// The driver's gRPC API (`ksim up` serves it on port 7064).
-    #[arg(
-        long = "driver",
-        value_name = "URL",
-        env = "KSIM_DRIVER_URL",
-        default_value = "http://127.0.0.1:7064"
-    )]
-    pub url: String,
+    /// The driver's gRPC API [default: the driver of the environment `ksim up` runs in
+    /// KSIM_STATE_DIR, else http://127.0.0.1:7064]
+    #[arg(long = "driver", value_name = "URL", env = "KSIM_DRIVER_URL")]
+    pub url: Option<String>,
+}
+
+/// The default environment's driver (`ksim up` without `--port-base`).
+const DEFAULT_URL: &str = "http://127.0.0.1:7064";
+
+impl DriverArgs {
+    /// The URL given, else the running environment's, else the default environment's.
+    pub fn resolve(&self) -> anyhow::Result<String> {
+        if let Some(url) = &self.url {
+            return Ok(url.clone());
+        }
+        Ok(crate::env::state::running_urls()?
+            .map_or_else(|| DEFAULT_URL.to_owned(), |urls| urls.driver))
+    }
 }
 
 pub async fn connect(url: &str) -> anyhow::Result<DriverClient<Channel>> {

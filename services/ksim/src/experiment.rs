@@ -92,7 +92,7 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
 
     let mut out = std::io::stdout();
     let runs = run_all(
-        &args.driver.url,
+        &args.driver.resolve()?,
         &specs,
         experiment.repeats,
         &output,

@@ -5,7 +5,7 @@ use std::io::Write;
 use crate::driver::{DriverArgs, connect, get_report};
 
 pub async fn run(id: &str, driver: &DriverArgs, json: bool) -> anyhow::Result<()> {
-    let mut client = connect(&driver.url).await?;
+    let mut client = connect(&driver.resolve()?).await?;
     let report = get_report(&mut client, id).await?;
     let mut out = std::io::stdout().lock();
     if json {

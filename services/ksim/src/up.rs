@@ -4,7 +4,10 @@ use std::{io::Write, path::PathBuf};
 
 use clap::Args;
 
-use crate::env::{EnvOptions, LocalEnv};
+use crate::env::{
+    EnvOptions, LocalEnv,
+    services::{DEFAULT_PORT_BASE, MAX_PORT_BASE, MIN_PORT_BASE},
+};
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
@@ -25,6 +28,16 @@ pub struct UpArgs {
     /// defaults and under a recording's and a run's flags; only flags a run may set.
     #[arg(long = "autoscaler-flag", value_name = "FLAG=VALUE")]
     pub autoscaler_flags: Vec<String>,
+    /// The tracer's gRPC port; the pool, cloud provider, driver and environment API take the
+    /// next four, and each its metrics port 2100 above. Another environment runs beside this
+    /// one with a base of its own and its own KSIM_STATE_DIR.
+    #[arg(
+        long,
+        value_name = "PORT",
+        default_value_t = DEFAULT_PORT_BASE,
+        value_parser = clap::value_parser!(u16).range(i64::from(MIN_PORT_BASE)..=i64::from(MAX_PORT_BASE)),
+    )]
+    pub port_base: u16,
 }
 
 /// How often `ksim up` checks that its services are still running.
@@ -40,6 +53,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         state_dir: None,
         provider_config: args.provider_config,
         autoscaler_flags: args.autoscaler_flags,
+        port_base: Some(args.port_base),
     })
     .await?;
     print(&env, &mut out).await?;

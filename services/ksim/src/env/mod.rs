@@ -54,6 +54,10 @@ pub struct EnvOptions {
     /// The environment's own cluster-autoscaler flags (`FLAG=VALUE`, each one a run may
     /// set), over CA's defaults and under every run's: the tests' and the demo's fast flags.
     pub autoscaler_flags: Vec<String>,
+    /// The tracer's gRPC port, the other services' following it (`--port-base`); default
+    /// [`services::DEFAULT_PORT_BASE`]. Environments with different bases and state
+    /// directories run side by side.
+    pub port_base: Option<u16>,
 }
 
 /// A running local environment, stopped by [`LocalEnv::shutdown`] or, failing that, on drop.
@@ -72,6 +76,8 @@ pub struct LocalEnv {
     state_dir: PathBuf,
     kubeconfig: PathBuf,
     urls: Urls,
+    /// The environment API's own place, on this environment's ports.
+    environment: ServiceSpec,
     state_written: bool,
 }
 
@@ -89,8 +95,9 @@ impl LocalEnv {
             .with_context(|| format!("creating {}", log_dir.display()))?;
         // Checked before anything starts: a missing binary should cost no control plane start.
         let dirs = services::binary_dirs()?;
+        let base = options.port_base.unwrap_or(services::DEFAULT_PORT_BASE);
         let binaries = [TRACER, POOL, CLOUD_PROVIDER, DRIVER]
-            .map(|spec| services::locate(spec.binary, &dirs).map(|path| (spec, path)));
+            .map(|spec| services::locate(spec.binary, &dirs).map(|path| (spec.at(base), path)));
         let [tracer, pool, cloud_provider, driver] = binaries;
         let (tracer, pool, cloud_provider, driver) = (tracer?, pool?, cloud_provider?, driver?);
         let autoscaler_flags = AutoscalerFlags::parse(&options.autoscaler_flags)
@@ -120,7 +127,7 @@ impl LocalEnv {
         let apiserver_url = cluster
             .control_plane()
             .map(|control_plane| control_plane.apiserver_url().to_owned());
-        let cloud_provider_address = format!("127.0.0.1:{}", CLOUD_PROVIDER.grpc_port);
+        let cloud_provider_address = format!("127.0.0.1:{}", cloud_provider.0.grpc_port);
         let config_dir = state_dir.join("configuration");
         let mut env = Self {
             services: Vec::new(),
@@ -134,11 +141,13 @@ impl LocalEnv {
             state_dir,
             kubeconfig,
             urls: Urls {
-                tracer: TRACER.url(),
-                pool: POOL.url(),
-                cloud_provider: CLOUD_PROVIDER.url(),
-                driver: DRIVER.url(),
+                tracer: tracer.0.url(),
+                pool: pool.0.url(),
+                cloud_provider: cloud_provider.0.url(),
+                driver: driver.0.url(),
+                environment: ENVIRONMENT.at(base).url(),
             },
+            environment: ENVIRONMENT.at(base),
             state_written: false,
         };
         env.components
@@ -204,15 +213,15 @@ impl LocalEnv {
         let report_dir = env.state_dir.join("reports");
         let mut driver_args: Vec<OsString> = vec![
             "--pool-url".into(),
-            POOL.url().into(),
+            env.urls.pool.clone().into(),
             "--tracer-url".into(),
-            TRACER.url().into(),
+            env.urls.tracer.clone().into(),
             "--cloudprov-url".into(),
-            CLOUD_PROVIDER.url().into(),
+            env.urls.cloud_provider.clone().into(),
             "--report-dir".into(),
             report_dir.into(),
             "--environment-url".into(),
-            ENVIRONMENT.url().into(),
+            env.urls.environment.clone().into(),
         ];
         driver_args.extend(namespace());
         env.spawn(driver, &driver_args, &log_dir)?;
@@ -314,7 +323,7 @@ impl LocalEnv {
         while let Some(mut service) = self.services.pop() {
             // The driver deletes what a cancelled simulation created (and restores the
             // configuration through the API below): give it time.
-            let driver = service.spec() == DRIVER;
+            let driver = service.spec().name == DRIVER.name;
             let grace = if driver { 30 } else { 15 };
             service.stop(Duration::from_secs(grace)).await;
             // The provider was started between the pool and the driver.
@@ -337,8 +346,8 @@ impl LocalEnv {
     /// Serves the environment API on its fixed ports.
     async fn serve_api(&mut self) -> anyhow::Result<()> {
         let serve = ServeArgs {
-            grpc_addr: ([127, 0, 0, 1], ENVIRONMENT.grpc_port).into(),
-            admin_addr: ([127, 0, 0, 1], ENVIRONMENT.admin_port).into(),
+            grpc_addr: ([127, 0, 0, 1], self.environment.grpc_port).into(),
+            admin_addr: ([127, 0, 0, 1], self.environment.admin_port).into(),
             ..ServeArgs::ephemeral()
         };
         let service = EnvironmentService::new(self.components.clone());
@@ -349,7 +358,7 @@ impl LocalEnv {
             .with_context(|| {
                 format!(
                     "serving the environment API on port {} (is another `ksim up` or `ksim demo` running?)",
-                    ENVIRONMENT.grpc_port
+                    self.environment.grpc_port
                 )
             })?;
         self.server = Some(server);

@@ -18,10 +18,11 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-/// One ksim service of the local environment, on fixed loopback ports. They lie below the
-/// ephemeral port range (Linux: 32768-60999, IANA: 49152-65535): a port in it may be the local
-/// end of any outgoing connection, such as a control-plane component's to the API server, and
-/// then `ksim up` cannot bind it.
+/// One ksim service of the local environment, on loopback ports fixed by the environment's
+/// port base ([`ServiceSpec::at`]). They lie below the ephemeral port range (Linux:
+/// 32768-60999, IANA: 49152-65535): a port in it may be the local end of any outgoing
+/// connection, such as a control-plane component's to the API server, and then `ksim up`
+/// cannot bind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServiceSpec {
     /// Short name, used for the log file.
@@ -34,7 +35,32 @@ pub struct ServiceSpec {
     pub health_service: &'static str,
 }
 
+/// The tracer's gRPC port in the default environment; the other services follow it.
+pub const DEFAULT_PORT_BASE: u16 = 7061;
+/// A service's admin (metrics) port lies this far above its gRPC port.
+const ADMIN_OFFSET: u16 = 2100;
+/// The services of one environment, in [`ServiceSpec::at`]'s order.
+const SPECS: [ServiceSpec; 5] = [TRACER, POOL, CLOUD_PROVIDER, DRIVER, ENVIRONMENT];
+/// The lowest port base: ports below 1024 need privileges.
+pub const MIN_PORT_BASE: u16 = 1024;
+/// The highest port base whose every port stays below the ephemeral range.
+#[allow(clippy::cast_possible_truncation)] // SPECS has five entries.
+pub const MAX_PORT_BASE: u16 = 32767 - ADMIN_OFFSET - (SPECS.len() as u16 - 1);
+
 impl ServiceSpec {
+    /// This service in the environment whose ports begin at `base` (the default environment's
+    /// is [`DEFAULT_PORT_BASE`]): its gRPC port keeps its place after the tracer's, and its
+    /// admin port stays [`ADMIN_OFFSET`] above. `base` must be in
+    /// [`MIN_PORT_BASE`]..=[`MAX_PORT_BASE`] (`ksim up --port-base` checks it).
+    pub fn at(self, base: u16) -> Self {
+        let grpc_port = self.grpc_port - DEFAULT_PORT_BASE + base;
+        Self {
+            grpc_port,
+            admin_port: grpc_port + ADMIN_OFFSET,
+            ..self
+        }
+    }
+
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.grpc_port)
     }
@@ -408,14 +434,38 @@ mod tests {
         assert!(!is_alive(pid));
     }
 
-    #[test]
-    fn fixed_ports_are_distinct_and_outside_the_ephemeral_range() {
-        let ports: Vec<u16> = [TRACER, POOL, CLOUD_PROVIDER, DRIVER, ENVIRONMENT]
+    fn ports_at_default() -> Vec<u16> {
+        SPECS
             .iter()
             .flat_map(|spec| [spec.grpc_port, spec.admin_port])
-            .collect();
-        let distinct: std::collections::HashSet<_> = ports.iter().collect();
-        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+            .collect()
+    }
+
+    #[test]
+    fn fixed_ports_are_distinct_and_outside_the_ephemeral_range() {
+        let ports_at = |base: u16| -> Vec<u16> {
+            SPECS
+                .iter()
+                .flat_map(|spec| {
+                    let spec = spec.at(base);
+                    [spec.grpc_port, spec.admin_port]
+                })
+                .collect()
+        };
+        // The default environment's ports are the ones the docs name.
+        assert_eq!(ports_at(DEFAULT_PORT_BASE), ports_at_default());
+        assert_eq!(TRACER.at(8000).url(), "http://127.0.0.1:8000");
+        assert_eq!(ENVIRONMENT.at(8000).admin_url(), "http://127.0.0.1:10104");
+        let mut ports = ports_at(MIN_PORT_BASE);
+        ports.extend(ports_at(DEFAULT_PORT_BASE));
+        let highest = ports_at(MAX_PORT_BASE);
+        assert!(highest.contains(&32767), "{highest:?}");
+        ports.extend(highest);
+        for base in [MIN_PORT_BASE, DEFAULT_PORT_BASE, MAX_PORT_BASE] {
+            let ports = ports_at(base);
+            let distinct: std::collections::HashSet<_> = ports.iter().collect();
+            assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        }
         // This machine's range where it can be read, the lower of Linux's and IANA's otherwise.
         let lowest_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
             .ok()

@@ -56,6 +56,12 @@ fn state_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::R
     Ok(PathBuf::from(home).join(".local/state/ksim"))
 }
 
+/// The service URLs of the environment `ksim up` runs in this state directory
+/// ([`state_dir`]), for a command given none; `None` when none runs here.
+pub fn running_urls() -> anyhow::Result<Option<Urls>> {
+    Ok(EnvState::read(&state_dir()?)?.map(|state| state.urls))
+}
+
 /// Service URLs of a running environment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Urls {
@@ -63,6 +69,8 @@ pub struct Urls {
     pub pool: String,
     pub cloud_provider: String,
     pub driver: String,
+    /// The environment API (the configuration under test).
+    pub environment: String,
 }
 
 /// What `env.json` holds about a running `ksim up`.
@@ -140,6 +148,7 @@ mod tests {
                 pool: "http://127.0.0.1:7062".into(),
                 cloud_provider: "http://127.0.0.1:7063".into(),
                 driver: "http://127.0.0.1:7064".into(),
+                environment: "http://127.0.0.1:7065".into(),
             },
             started_at: "2025-01-01T00:00:00Z".into(),
         }

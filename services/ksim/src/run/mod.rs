@@ -168,9 +168,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let spec = spec::build(&args)?;
     let mut out = std::io::stdout();
     if args.repeat > 1 {
-        return repeat(&args.driver.url, spec, args.repeat, &mut out).await;
+        return repeat(&args.driver.resolve()?, spec, args.repeat, &mut out).await;
     }
-    let outcome = run_simulation(&args.driver.url, spec, &mut out, true).await?;
+    let outcome = run_simulation(&args.driver.resolve()?, spec, &mut out, true).await?;
     let simulation = &outcome.simulation;
     match simulation.state() {
         SimulationState::Failed => anyhow::bail!(

@@ -72,13 +72,22 @@ pub enum TraceCommand {
 /// Where the tracer store's gRPC API is.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
-    /// Address of the tracer store's gRPC API.
-    #[arg(
-        long,
-        env = "KSIM_TRACER_ADDR",
-        default_value = "http://127.0.0.1:7061"
-    )]
-    pub server: String,
+    /// Address of the tracer store's gRPC API [default: the tracer of the environment
+    /// `ksim up` runs in KSIM_STATE_DIR, else http://127.0.0.1:7061]
+    #[arg(long, env = "KSIM_TRACER_ADDR")]
+    pub server: Option<String>,
+}
+
+impl ServerArgs {
+    /// The address given, else the running environment's tracer, else the default
+    /// environment's.
+    pub fn resolve(&self) -> anyhow::Result<String> {
+        if let Some(server) = &self.server {
+            return Ok(server.clone());
+        }
+        Ok(crate::env::state::running_urls()?
+            .map_or_else(|| "http://127.0.0.1:7061".to_owned(), |urls| urls.tracer))
+    }
 }
 
 pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
@@ -118,11 +127,10 @@ async fn connect(
     ksim_proto::ksim::trace::v1::trace_store_client::TraceStoreClient<tonic::transport::Channel>,
 > {
     use anyhow::Context;
-    ksim_proto::ksim::trace::v1::trace_store_client::TraceStoreClient::connect(
-        server.server.clone(),
-    )
-    .await
-    .with_context(|| format!("connecting to the tracer store at {}", server.server))
+    let server = server.resolve()?;
+    ksim_proto::ksim::trace::v1::trace_store_client::TraceStoreClient::connect(server.clone())
+        .await
+        .with_context(|| format!("connecting to the tracer store at {server}"))
 }
 
 #[cfg(test)]

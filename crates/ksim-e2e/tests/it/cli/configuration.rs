@@ -18,8 +18,6 @@ use super::common::{
 };
 
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
-const DRIVER: &str = "http://127.0.0.1:7064";
-const ENVIRONMENT: &str = "http://127.0.0.1:7065";
 const HEADER: &str =
     "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
 
@@ -134,7 +132,6 @@ async fn run_while<T: Send + 'static>(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creates_nothing() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();
@@ -185,7 +182,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
                 "run",
                 &trace,
                 "--driver",
-                DRIVER,
+                &up.urls.driver,
                 &group,
                 "--provider-config",
                 &bad_prices,
@@ -197,7 +194,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
                 "run",
                 &trace,
                 "--driver",
-                DRIVER,
+                &up.urls.driver,
                 &group,
                 "--scheduler-config",
                 &unknown_field,
@@ -209,7 +206,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
                 "run",
                 &trace,
                 "--driver",
-                DRIVER,
+                &up.urls.driver,
                 &group,
                 "--scheduler-config",
                 &bad_weight,
@@ -221,7 +218,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
                 "run",
                 &trace,
                 "--driver",
-                DRIVER,
+                &up.urls.driver,
                 "--autoscaler",
                 &skeleton_group,
                 "--autoscaler-arg",
@@ -235,7 +232,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
                 "run",
                 &trace,
                 "--driver",
-                DRIVER,
+                &up.urls.driver,
                 "--autoscaler",
                 &skeleton_group,
                 "--autoscaler-arg",
@@ -248,7 +245,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
                 "run",
                 &trace,
                 "--driver",
-                DRIVER,
+                &up.urls.driver,
                 &group,
                 "--autoscaler-arg",
                 "expander=price",
@@ -285,7 +282,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
             "run",
             &trace,
             "--driver",
-            DRIVER,
+            &up.urls.driver,
             &group,
             "--scheduler-config",
             &packed,
@@ -339,10 +336,14 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
     assert_eq!(costs["cost"], Value::Null, "{costs:#}");
     assert!(printed.contains("no price"), "{printed}");
 
-    let (output, nodes) = run_while(&up, args(&["run", &trace, "--driver", DRIVER, &group]), {
-        let client = client.clone();
-        async move { placements(&client, 2).await }
-    })
+    let (output, nodes) = run_while(
+        &up,
+        args(&["run", &trace, "--driver", &up.urls.driver, &group]),
+        {
+            let client = client.clone();
+            async move { placements(&client, 2).await }
+        },
+    )
     .await;
     let printed = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "{printed}{}", stderr(&output));
@@ -435,12 +436,13 @@ fn env_run(speed: f64, autoscaler_args: &[&str]) -> Option<env::Run> {
 /// leaves the running CA as it was, and the file is never written.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_configuration_leaves_the_running_autoscaler_alone() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
         .await
         .unwrap();
     let (pid, args) = autoscaler_process(up.pid()).unwrap();
-    let mut environment = EnvironmentClient::connect(ENVIRONMENT).await.unwrap();
+    let mut environment = EnvironmentClient::connect(up.urls.environment.clone())
+        .await
+        .unwrap();
     let written = up.state.path().join("ca-wrote-this.log");
     let log_file = format!("log-file={}", written.display());
     let refused = [
@@ -490,7 +492,6 @@ async fn a_refused_configuration_leaves_the_running_autoscaler_alone() {
 /// new process that serves its health check), and listed by `ksim down`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
@@ -546,7 +547,9 @@ async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
         "{said}"
     );
     // The environment API hands the outage to a driver: down, then up again.
-    let mut environment = EnvironmentClient::connect(ENVIRONMENT).await.unwrap();
+    let mut environment = EnvironmentClient::connect(up.urls.environment.clone())
+        .await
+        .unwrap();
     let outages = environment
         .list_autoscaler_outages(env::ListAutoscalerOutagesRequest { since: None })
         .await
@@ -586,7 +589,6 @@ async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_in_the_replay() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
@@ -618,7 +620,7 @@ async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_i
             "run",
             trace.to_str().unwrap(),
             "--driver",
-            DRIVER,
+            &up.urls.driver,
             "--speed",
             "10",
             "--autoscaler",
@@ -693,7 +695,6 @@ async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_i
 
 #[tokio::test(flavor = "multi_thread")]
 async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_costs_less() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let files = tempfile::tempdir().unwrap();
     let pricing = files.path().join("provider.yaml");
     std::fs::write(
@@ -709,13 +710,15 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
     .unwrap();
     let dir = up.state.path();
     let trace = dir.join("three.ksim");
-    // Three pods that fit one node together, replayed for 150 recorded seconds.
+    // Three pods that fit one node together, replayed for 300 recorded seconds: 30 s at 10x,
+    // so CA on a busy machine (another test's environment beside it) still removes both
+    // empty nodes in the packed run (150 s once left it time for one).
     let t0 = 1_767_225_600_000;
     write_trace(
         &trace,
         [
             (t0, deployment(&web(3, "600m", "a"))),
-            (t0 + 150_000, deployment(&web(3, "600m", "b"))),
+            (t0 + 300_000, deployment(&web(3, "600m", "b"))),
         ],
         &[],
     );
@@ -731,7 +734,7 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
             "run",
             &trace,
             "--driver",
-            DRIVER,
+            &up.urls.driver,
             "--speed",
             "10",
             "--autoscaler",
@@ -785,7 +788,9 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
         packed["costs"]["groups"][0]["scale_downs"]
             .as_u64()
             .unwrap()
-            >= 2
+            >= 2,
+        "{:#}",
+        packed["costs"]
     );
     assert!(printed.contains("node-hours:"), "{printed}");
     assert!(printed.contains("at 0.096/h"), "{printed}");
@@ -862,7 +867,6 @@ async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_c
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_fitting_one() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let files = tempfile::tempdir().unwrap();
     let pricing = files.path().join("provider.yaml");
     // Memory-heavy pods: an m5.large fits one with little left over, a c5.2xlarge two with
@@ -914,7 +918,7 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
                 "run",
                 &trace,
                 "--driver",
-                DRIVER,
+                &up.urls.driver,
                 "--speed",
                 "10",
                 "--autoscaler",
@@ -965,7 +969,6 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
 /// outage with a length, on the summary's own line; a run in which CA stays up has none.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
@@ -991,7 +994,7 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
             "run",
             trace,
             "--driver",
-            DRIVER,
+            &up.urls.driver,
             "--speed",
             "2",
             "--autoscaler",
@@ -1046,27 +1049,31 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
     );
 
     // Once CA serves again and the outage is over, a run it stays up for has none.
+    let environment_url = up.urls.environment.clone();
     ksim_testenv::wait::until(
         "cluster-autoscaler serving again",
         Duration::from_secs(120),
-        || async move {
-            let mut environment = EnvironmentClient::connect(ENVIRONMENT)
-                .await
-                .map_err(|e| e.to_string())?;
-            let outages = environment
-                .list_autoscaler_outages(env::ListAutoscalerOutagesRequest { since: None })
-                .await
-                .map_err(|e| e.to_string())?
-                .into_inner()
-                .outages;
-            match autoscaler_process(parent) {
-                Some((_, args))
-                    if outages.iter().all(|o| o.up_time.is_some())
-                        && autoscaler_healthy(&args).await =>
-                {
-                    Ok(())
+        || {
+            let environment_url = environment_url.clone();
+            async move {
+                let mut environment = EnvironmentClient::connect(environment_url)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let outages = environment
+                    .list_autoscaler_outages(env::ListAutoscalerOutagesRequest { since: None })
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_inner()
+                    .outages;
+                match autoscaler_process(parent) {
+                    Some((_, args))
+                        if outages.iter().all(|o| o.up_time.is_some())
+                            && autoscaler_healthy(&args).await =>
+                    {
+                        Ok(())
+                    }
+                    other => Err(format!("{other:?} {outages:?}")),
                 }
-                other => Err(format!("{other:?} {outages:?}")),
             }
         },
     )
@@ -1165,7 +1172,6 @@ async fn place_keeper(client: &Client, namespace: &str, avoid: &str) -> String {
 /// provider's flags not applied and named.
 #[tokio::test(flavor = "multi_thread")]
 async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_deployments_flags() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
         .await
         .unwrap();
@@ -1205,7 +1211,7 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
             "run",
             quiet.to_str().unwrap(),
             "--driver",
-            DRIVER,
+            &up.urls.driver,
             "--speed",
             "60",
             "--autoscaler",
@@ -1336,7 +1342,7 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
             "run",
             recorded.to_str().unwrap(),
             "--driver",
-            DRIVER,
+            &up.urls.driver,
             "--speed",
             "60",
             "--autoscaler",

@@ -47,7 +47,6 @@ fn text(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_run() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();

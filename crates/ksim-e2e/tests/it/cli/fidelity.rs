@@ -36,8 +36,6 @@ use super::common::{
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 const GROUP: &str = "m5";
 const SEATS_NAMESPACE: &str = "ksim-system";
-const DRIVER: &str = "http://127.0.0.1:7064";
-const TRACER: &str = "http://127.0.0.1:7061";
 /// A pending pod, CA's scale-up, the node's registration and the pod's start, on a loaded
 /// machine.
 const DEADLINE: Duration = Duration::from_secs(240);
@@ -124,7 +122,6 @@ fn seen_near(curve: &[Seen], at_ms: i64, value: fn(&Seen) -> u64) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recording() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
@@ -208,7 +205,7 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
         "trace",
         "export",
         "--server",
-        TRACER,
+        &up.urls.tracer,
         "--start",
         &start,
         "--end",
@@ -282,7 +279,7 @@ async fn replay(up: &Up, trace: &Path, skeleton: &Path, speed: f64) -> Value {
         "run",
         trace.to_str().unwrap(),
         "--driver",
-        DRIVER,
+        &up.urls.driver,
         "--speed",
         &speed.to_string(),
         "--autoscaler",
@@ -312,7 +309,7 @@ async fn replay(up: &Up, trace: &Path, skeleton: &Path, speed: f64) -> Value {
         })
         .unwrap_or_else(|| panic!("no success line in {printed}"));
     let report: Value = serde_json::from_slice(
-        &up.ksim(&["report", id, "--json", "--driver", DRIVER])
+        &up.ksim(&["report", id, "--json", "--driver", &up.urls.driver])
             .stdout,
     )
     .unwrap();

@@ -67,7 +67,6 @@ fn ksim(state_dir: &Path) -> Command {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_simulation_is_one_trace_across_driver_tracer_pool_and_cloud_provider() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let receiver = Receiver::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -80,7 +79,8 @@ async fn a_simulation_is_one_trace_across_driver_tracer_pool_and_cloud_provider(
     let state = tempfile::tempdir().unwrap();
     // With cluster-autoscaler, as `--autoscaler` runs expect: CA's calls reach the provider.
     let mut up = ksim(state.path())
-        .args(["up", "--autoscaler"])
+        .args(["up", "--autoscaler", "--port-base"])
+        .arg(ksim_e2e::port_base().to_string())
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -114,7 +114,8 @@ async fn a_simulation_is_one_trace_across_driver_tracer_pool_and_cloud_provider(
         .arg(rfc3339(now))
         .args(["--node-group", &format!("fixed={skeleton}:1")])
         .args(["--autoscaler-group", &format!("scaled={skeleton}:1:2:1")])
-        .args(["--autoscaler", "--driver", "http://127.0.0.1:7064"])
+        // No --driver: `ksim run` finds this environment's in its env.json.
+        .arg("--autoscaler")
         .args(["--provisioning", "instant"])
         .output()
         .unwrap();

@@ -22,7 +22,6 @@ use super::common::{
 };
 
 const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
-const DRIVER: &str = "http://127.0.0.1:7064";
 /// A restart, its adoption and re-registration on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(240);
 
@@ -58,7 +57,6 @@ async fn seat_nodes(nodes: &Api<Node>) -> BTreeMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();
@@ -93,7 +91,7 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
     let group = format!("m5={}:1:4:2", skeleton.display());
     let running = Command::new(ksim_e2e::binary("ksim"))
         .args(["run", trace.to_str().unwrap(), "--autoscaler-group", &group])
-        .args(["--driver", DRIVER, "--provisioning", "instant"])
+        .args(["--driver", &up.urls.driver, "--provisioning", "instant"])
         .env("KSIM_STATE_DIR", dir)
         .stdout(std::fs::File::create(&run_log).unwrap())
         .stderr(Stdio::piped())
@@ -112,7 +110,7 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
             })
     })
     .await;
-    let mut driver = DriverClient::connect(DRIVER).await.unwrap();
+    let mut driver = DriverClient::connect(up.urls.driver.clone()).await.unwrap();
     until("the replay to run", async || {
         let simulation = driver
             .get_simulation(pb::GetSimulationRequest { id: id.clone() })

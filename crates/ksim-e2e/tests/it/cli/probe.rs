@@ -37,8 +37,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const VERB_TIMEOUT: Duration = Duration::from_secs(120);
 /// Server-streamed answers read before the stream is dropped: a stream that answers is alive.
 const STREAM_READ: usize = 3;
-/// The environment API, served by `ksim up` itself on its fixed port (services/ksim/src/env).
-const ENVIRONMENT_URL: &str = "http://127.0.0.1:7065";
 
 // ---- RPCs ----------------------------------------------------------------------------------
 
@@ -321,7 +319,7 @@ fn service_urls(up: &Up) -> BTreeMap<&'static str, String> {
             url("cloud_provider"),
         ),
         ("ksim.driver.v1", url("driver")),
-        ("ksim.env.v1", ENVIRONMENT_URL.to_owned()),
+        ("ksim.env.v1", url("environment")),
     ])
 }
 
@@ -654,7 +652,6 @@ fn verb_cases(dir: &Path) -> Vec<Case> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_rpc_and_verb_answers_bad_input_with_a_clear_error() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
         .await
         .unwrap();

@@ -97,7 +97,6 @@ fn text(bytes: &[u8]) -> String {
 /// boot again; and a removed node counts until its termination delay has passed.
 #[tokio::test(flavor = "multi_thread")]
 async fn with_booting_nodes_a_short_unneeded_time_trades_node_hours_for_pending_time() {
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
         .await
         .unwrap();
@@ -341,7 +340,6 @@ async fn a_recording_of_a_known_model_calibrates_back_and_replays_close_only_wit
         "{drawn:?}"
     );
 
-    let _ports = ksim_e2e::LOCAL_ENV_PORTS.lock().await;
     let up = tokio::task::spawn_blocking(|| {
         let args = booting_autoscaler_args();
         Up::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
@@ -422,7 +420,7 @@ async fn a_recording_of_a_known_model_calibrates_back_and_replays_close_only_wit
         "trace",
         "export",
         "--server",
-        "http://127.0.0.1:7061",
+        &up.urls.tracer,
         "--start",
         &timestamp(start_ms).to_string(),
         "--end",

@@ -160,6 +160,16 @@ fn up_refuses_an_autoscaler_flag_a_run_may_not_set_and_run_a_malformed_flags_fil
         ],
     );
     assert!(!state.path().join("env.json").exists());
+    // A port base whose ports would be privileged, or run into the ephemeral range.
+    for base in ["80", "30664"] {
+        let output = std::process::Command::new(ksim_e2e::binary("ksim"))
+            .args(["up", "--port-base", base])
+            .env("KSIM_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        refused(&output, &["--port-base", base, "1024..=30663"]);
+        assert!(!state.path().join("env.json").exists());
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let (trace, skeleton) = files(dir.path());

@@ -12,10 +12,21 @@ use serde_json::Value;
 /// How long `ksim up` may take on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(240);
 
-/// `ksim up ARGS` in a state directory of its own, stopped with `ksim down` when dropped.
+/// `ksim up ARGS` in a state directory of its own, on ports of its own (unless ARGS give
+/// `--port-base`), stopped with `ksim down` when dropped.
 pub struct Up {
     pub state: tempfile::TempDir,
+    /// Its services' URLs, as its env.json gives them.
+    pub urls: Urls,
     child: Option<Child>,
+}
+
+/// The services' URLs of an environment.
+#[derive(Debug, Clone, Default)]
+pub struct Urls {
+    pub tracer: String,
+    pub driver: String,
+    pub environment: String,
 }
 
 /// `--autoscaler` and one `--autoscaler-flag` per fast flag.
@@ -34,9 +45,12 @@ impl Up {
     pub fn start(args: &[&str]) -> Self {
         let state = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(state.path().join("up.out")).unwrap();
-        let child = Command::new(ksim_e2e::binary("ksim"))
-            .arg("up")
-            .args(args)
+        let mut command = Command::new(ksim_e2e::binary("ksim"));
+        command.arg("up").args(args);
+        if !args.iter().any(|arg| arg.starts_with("--port-base")) {
+            command.args(["--port-base", &ksim_e2e::port_base().to_string()]);
+        }
+        let child = command
             .env("KSIM_STATE_DIR", state.path())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -44,6 +58,7 @@ impl Up {
             .unwrap();
         let mut up = Self {
             state,
+            urls: Urls::default(),
             child: Some(child),
         };
         let env_file = up.state.path().join("env.json");
@@ -55,6 +70,13 @@ impl Up {
             assert!(started.elapsed() < DEADLINE, "ksim up: {}", up.said());
             std::thread::sleep(Duration::from_millis(200));
         }
+        let env: Value = serde_json::from_slice(&std::fs::read(&env_file).unwrap()).unwrap();
+        let url = |key: &str| env["urls"][key].as_str().unwrap().to_owned();
+        up.urls = Urls {
+            tracer: url("tracer"),
+            driver: url("driver"),
+            environment: url("environment"),
+        };
         up
     }
 
