@@ -597,3 +597,80 @@ async fn replay(up: &Up, trace: &Path, skeleton: &Path, model: &str, duration: &
     let json = Path::new(report_dir(&printed)).join("report.json");
     serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
 }
+
+/// CA 1.35+ takes a startup time of 0 for a group that answers GetOptions (docs/compatibility.md):
+/// the report warns of it when the run's CA has `--max-node-startup-time`, the provider answers
+/// the group's options and the model gives its nodes a ready delay, and not when the nodes are
+/// Ready at once or the group has no options. The environment's CA is the pinned 1.35.2.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_with_options_and_booting_nodes_is_warned_of_on_ca_1_35() {
+    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
+        .await
+        .unwrap();
+    let dir = up.state.path().join("warning");
+    std::fs::create_dir_all(&dir).unwrap();
+    let t0 = 1_767_225_600_000;
+    let trace = dir.join("one.ksim");
+    write_trace(&trace, [(t0, deployment(&burst(1, "one")))], &[]);
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let booting = dir.join("booting.yaml");
+    std::fs::write(&booting, BOOTING).unwrap();
+    let options = dir.join("options.yaml");
+    std::fs::write(
+        &options,
+        "nodeGroups:\n  m5:\n    scaleDownUnneededTime: 2m\n",
+    )
+    .unwrap();
+
+    let warnings = |model: &Path, options: Option<&Path>| {
+        let mut args: Vec<String> = [
+            "run",
+            trace.to_str().unwrap(),
+            "--speed",
+            "5",
+            "--autoscaler",
+            &format!("--autoscaler-group=m5={}:0:2:0", skeleton.display()),
+            "--provisioning",
+            model.to_str().unwrap(),
+            "--duration",
+            "30s",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        if let Some(options) = options {
+            args.extend([
+                "--provider-config".to_owned(),
+                options.display().to_string(),
+            ]);
+        }
+        let run = ksim_in(up.state.path(), &args);
+        let printed = text(&run.stdout);
+        assert!(run.status.success(), "{printed}{}", text(&run.stderr));
+        let json = Path::new(report_dir(&printed)).join("report.json");
+        let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        // None is no field.
+        let warnings: Vec<String> = report["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|warning| warning.as_str().unwrap().to_owned())
+            .collect();
+        (warnings, printed)
+    };
+    let instant = Path::new("instant");
+    let (warned, printed) = tokio::task::block_in_place(|| warnings(&booting, Some(&options)));
+    assert_eq!(warned.len(), 1, "{warned:?}\n{printed}");
+    for part in [
+        "node group m5 (ready p50 5s) answers cluster-autoscaler's GetOptions",
+        "has --max-node-startup-time (added in 1.35)",
+        "instead of 15m",
+    ] {
+        assert!(warned[0].contains(part), "{part}: {warned:?}");
+    }
+    assert!(printed.contains("warning: node group m5"), "{printed}");
+    let (unwarned, _) = tokio::task::block_in_place(|| warnings(instant, Some(&options)));
+    assert_eq!(unwarned, Vec::<String>::new());
+    let (unwarned, _) = tokio::task::block_in_place(|| warnings(&booting, None));
+    assert_eq!(unwarned, Vec::<String>::new());
+}
