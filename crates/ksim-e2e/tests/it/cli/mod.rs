@@ -11,6 +11,7 @@ mod mesh_telemetry;
 mod pool_restart;
 mod probe;
 mod provisioning;
+mod readme_walk;
 mod refusals;
 mod show;
 mod trace_cli;
