@@ -4,8 +4,8 @@
 //! more than one service in `benches/`.
 //!
 //! This library holds what the tests and benchmarks share about processes: where the
-//! workspace's binaries are, the lock on the default environment's ports, and the other
-//! environments' own ports.
+//! workspace's binaries are, the lock on the default environment's ports, the other
+//! environments' own ports, and the example node skeleton.
 
 use std::{
     path::{Path, PathBuf},
@@ -72,6 +72,11 @@ fn profile_dir() -> Result<PathBuf, String> {
         .map(Path::to_owned)
         .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))
 }
+
+/// The example m5.large node skeleton (`deploy/vnode/examples/skeleton-m5-large.yaml`), the
+/// one the docs use: the tests' default node.
+pub const M5_LARGE_SKELETON: &str =
+    include_str!("../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 
 /// `ksim demo` and a `ksim up` without `--port-base` serve on the default environment's ports
 /// (7061-7065, 9161-9165): the tests that start one take this lock, so the tests of one run

@@ -446,10 +446,7 @@ async fn node_lease_seconds(kubeconfig: &str) -> u32 {
         .unwrap();
     pool.create_node_group(CreateNodeGroupRequest {
         name: "leases".to_owned(),
-        node_skeleton_yaml: include_str!(
-            "../../../../../deploy/vnode/examples/skeleton-m5-large.yaml"
-        )
-        .to_owned(),
+        node_skeleton_yaml: ksim_e2e::M5_LARGE_SKELETON.to_owned(),
         count: 1,
         provisioning_json: String::new(),
     })

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::common::up::Up;
 
-const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
 
 const PACKED: &str = "\
 apiVersion: kubescheduler.config.k8s.io/v1

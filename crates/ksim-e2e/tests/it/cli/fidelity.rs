@@ -33,7 +33,7 @@ use super::common::{
     web,
 };
 
-const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
 const GROUP: &str = "m5";
 const SEATS_NAMESPACE: &str = "ksim-system";
 /// A pending pod, CA's scale-up, the node's registration and the pod's start, on a loaded

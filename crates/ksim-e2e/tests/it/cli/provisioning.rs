@@ -36,7 +36,7 @@ use super::common::{
     web, write_trace,
 };
 
-const SKELETON: &str = include_str!("../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
 
 /// Nodes take 20 to 30 s to register and 5 s more to be Ready, and linger 40 s when removed,
 /// in recorded time (a cloud's figures scaled down so the test replays in a minute and a half).

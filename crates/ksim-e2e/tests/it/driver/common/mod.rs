@@ -18,8 +18,7 @@ use kube::{
 use tonic::transport::Channel;
 
 pub const DEADLINE: Duration = Duration::from_secs(180);
-pub const SKELETON: &str =
-    include_str!("../../../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+pub const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
 pub const SEATS_NAMESPACE: &str = "ksim-system";
 
 pub struct TestMesh {
