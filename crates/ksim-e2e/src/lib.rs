@@ -84,9 +84,10 @@ pub const M5_LARGE_SKELETON: &str =
 /// ([`port_base`]).
 pub static LOCAL_ENV_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// A `ksim up --port-base` no other environment of this test run has: each base takes ten
-/// ports' room (an environment uses five from it, and five more 2100 above), counting up from
-/// 20000, under `ksim up`'s highest (30663) and the ephemeral range (32768 on).
+/// A `ksim up --port-base` no other environment of this test run has (or a fixed port for a
+/// service a test starts alone, as the README walk's tracer): each base takes ten ports' room
+/// (an environment uses five from it, and five more 2100 above), counting up from 20000,
+/// under `ksim up`'s highest (30663) and the ephemeral range (32768 on).
 ///
 /// # Panics
 /// After a thousand environments in one run.

@@ -19,17 +19,14 @@ pub struct DriverArgs {
     pub url: Option<String>,
 }
 
-/// The default environment's driver (`ksim up` without `--port-base`).
-const DEFAULT_URL: &str = "http://127.0.0.1:7064";
-
 impl DriverArgs {
-    /// The URL given, else the running environment's, else the default environment's.
+    /// The URL given, else the running environment's driver, else the default environment's.
     pub fn resolve(&self) -> anyhow::Result<String> {
-        if let Some(url) = &self.url {
-            return Ok(url.clone());
-        }
-        Ok(crate::env::state::running_urls()?
-            .map_or_else(|| DEFAULT_URL.to_owned(), |urls| urls.driver))
+        crate::env::state::service_url(
+            self.url.as_deref(),
+            |urls| urls.driver,
+            crate::env::services::DRIVER,
+        )
     }
 }
 

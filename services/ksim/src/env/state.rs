@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::services::ServiceSpec;
+
 const STATE_DIR_ENV: &str = "KSIM_STATE_DIR";
 const STATE_FILE: &str = "env.json";
 /// What `ksim up` saw die and restarted, one line each with its time, for `ksim down`.
@@ -56,10 +58,33 @@ fn state_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::R
     Ok(PathBuf::from(home).join(".local/state/ksim"))
 }
 
-/// The service URLs of the environment `ksim up` runs in this state directory
-/// ([`state_dir`]), for a command given none; `None` when none runs here.
-pub fn running_urls() -> anyhow::Result<Option<Urls>> {
-    Ok(EnvState::read(&state_dir()?)?.map(|state| state.urls))
+/// Where a command reaches a service: `given` (its flag or variable), else the service of the
+/// environment `ksim up` runs in this state directory ([`state_dir`]; `which` picks it from
+/// its URLs), else the default environment's `service`. A state directory that cannot be
+/// named (no HOME) is no environment; an `env.json` that cannot be read is an error.
+pub fn service_url(
+    given: Option<&str>,
+    which: fn(Urls) -> String,
+    service: ServiceSpec,
+) -> anyhow::Result<String> {
+    service_url_in(state_dir().ok().as_deref(), given, which, service)
+}
+
+/// [`service_url`] with the state directory given (`None`: none can be named).
+fn service_url_in(
+    dir: Option<&Path>,
+    given: Option<&str>,
+    which: fn(Urls) -> String,
+    service: ServiceSpec,
+) -> anyhow::Result<String> {
+    if let Some(url) = given {
+        return Ok(url.to_owned());
+    }
+    let running = match dir {
+        Some(dir) => EnvState::read(dir)?,
+        None => None,
+    };
+    Ok(running.map_or_else(|| service.url(), |state| which(state.urls)))
 }
 
 /// Service URLs of a running environment.
@@ -152,6 +177,36 @@ mod tests {
             },
             started_at: "2025-01-01T00:00:00Z".into(),
         }
+    }
+
+    #[test]
+    fn a_command_reaches_the_service_given_else_the_running_environments_else_the_default() {
+        use crate::env::services::DRIVER;
+        let driver = |urls: Urls| urls.driver;
+        let dir = tempfile::tempdir().unwrap();
+        let url = |dir: Option<&Path>, given| service_url_in(dir, given, driver, DRIVER);
+        assert_eq!(url(None, None).unwrap(), "http://127.0.0.1:7064");
+        assert_eq!(
+            url(Some(dir.path()), None).unwrap(),
+            "http://127.0.0.1:7064"
+        );
+        let mut running = state();
+        running.urls.driver = "http://127.0.0.1:20003".into();
+        running.write(dir.path()).unwrap();
+        assert_eq!(
+            url(Some(dir.path()), None).unwrap(),
+            "http://127.0.0.1:20003"
+        );
+        assert_eq!(
+            url(Some(dir.path()), Some("http://elsewhere:1")).unwrap(),
+            "http://elsewhere:1"
+        );
+        std::fs::write(EnvState::path(dir.path()), "{").unwrap();
+        let error = url(Some(dir.path()), None).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("is not a ksim environment file"),
+            "{error:#}"
+        );
     }
 
     #[test]

@@ -82,11 +82,11 @@ impl ServerArgs {
     /// The address given, else the running environment's tracer, else the default
     /// environment's.
     pub fn resolve(&self) -> anyhow::Result<String> {
-        if let Some(server) = &self.server {
-            return Ok(server.clone());
-        }
-        Ok(crate::env::state::running_urls()?
-            .map_or_else(|| "http://127.0.0.1:7061".to_owned(), |urls| urls.tracer))
+        crate::env::state::service_url(
+            self.server.as_deref(),
+            |urls| urls.tracer,
+            crate::env::services::TRACER,
+        )
     }
 }
 

@@ -246,13 +246,7 @@ async fn up_serves_every_service_until_down() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(printed.contains("events applied:    2"), "{printed}");
-    let id = printed
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("ksim: simulation ")?
-                .strip_suffix(" succeeded")
-        })
-        .unwrap_or_else(|| panic!("no success line in {printed}"));
+    let id = common::up::run_id(&printed);
     let report = ksim(
         state.path(),
         &[&["report", id, "--json"][..], &driver].concat(),

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use super::common::{
     forget_recording, series,
-    up::{Up, ksim_in, report_dir},
+    up::{Up, ksim_in, report_dir, run_id},
     web,
 };
 
@@ -301,13 +301,7 @@ async fn replay(up: &Up, trace: &Path, skeleton: &Path, speed: f64) -> Value {
         printed.contains("fidelity:          nodes within ±1 in"),
         "{printed}"
     );
-    let id = printed
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("ksim: simulation ")?
-                .strip_suffix(" succeeded")
-        })
-        .unwrap_or_else(|| panic!("no success line in {printed}"));
+    let id = run_id(&printed);
     let report: Value = serde_json::from_slice(
         &up.ksim(&["report", id, "--json", "--driver", &up.urls.driver])
             .stdout,

@@ -192,6 +192,17 @@ pub async fn terminate(running: Child) -> Output {
         .unwrap()
 }
 
+/// The simulation id of a `ksim run` that succeeded, from its "simulation <id> succeeded" line.
+pub fn run_id(printed: &str) -> &str {
+    printed
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("ksim: simulation ")?
+                .strip_suffix(" succeeded")
+        })
+        .unwrap_or_else(|| panic!("no success line in {printed}"))
+}
+
 /// The directory of the report files the summary lists.
 pub fn report_dir(printed: &str) -> &str {
     let json = printed
