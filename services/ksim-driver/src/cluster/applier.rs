@@ -13,7 +13,7 @@ use kube::{
     discovery::Scope,
 };
 
-use super::ApplyError;
+use super::{ApplyError, Cluster};
 use crate::domain::{FIELD_MANAGER, Gvk, Target};
 
 #[derive(Clone)]
@@ -46,45 +46,6 @@ impl Applier {
         Self { client, served }
     }
 
-    pub async fn apply(
-        &self,
-        target: &Target,
-        object: &serde_json::Value,
-    ) -> Result<(), ApplyError> {
-        let api = self.api(target)?;
-        api.patch(
-            &target.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .map(drop)
-        .map_err(ApplyError::Request)
-    }
-
-    /// Deletes the object and, in the background, what it owns (as `kubectl delete` and the
-    /// TTL controller do); one already gone counts as deleted. The server's default would
-    /// orphan the pods of a batch/v1 Job or a ReplicationController: the simulated cluster
-    /// would keep every deleted Job's pods, which the recorded one did not.
-    pub async fn delete(&self, target: &Target) -> Result<(), ApplyError> {
-        let api = self.api(target)?;
-        match api.delete(&target.name, &DeleteParams::background()).await {
-            Ok(_) => Ok(()),
-            Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
-            Err(error) => Err(ApplyError::Request(error)),
-        }
-    }
-
-    /// Starts the Job a CronJob's schedule calls for ([`super::cron_runs`]).
-    pub async fn cron_run(
-        &self,
-        cronjob: &Target,
-        job: &str,
-        scheduled: &str,
-    ) -> Result<(), ApplyError> {
-        super::cron_runs::run(&self.client, cronjob, job, scheduled).await
-    }
-
     fn api(&self, target: &Target) -> Result<Api<DynamicObject>, ApplyError> {
         let (resource, scope) = match self.served.get(&target.gvk) {
             Some(Ok(served)) => served,
@@ -108,5 +69,42 @@ impl Applier {
             }),
             (Scope::Cluster, _) => Ok(Api::all_with(self.client.clone(), resource)),
         }
+    }
+}
+
+impl Cluster for Applier {
+    async fn apply(&self, target: &Target, object: &serde_json::Value) -> Result<(), ApplyError> {
+        let api = self.api(target)?;
+        api.patch(
+            &target.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .map(drop)
+        .map_err(ApplyError::Request)
+    }
+
+    /// Deletes the object and, in the background, what it owns (as `kubectl delete` and the
+    /// TTL controller do); one already gone counts as deleted. The server's default would
+    /// orphan the pods of a batch/v1 Job or a ReplicationController: the simulated cluster
+    /// would keep every deleted Job's pods, which the recorded one did not.
+    async fn delete(&self, target: &Target) -> Result<(), ApplyError> {
+        let api = self.api(target)?;
+        match api.delete(&target.name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
+            Err(error) => Err(ApplyError::Request(error)),
+        }
+    }
+
+    /// As the cronjob controller would ([`super::cron_runs`]).
+    async fn cron_run(
+        &self,
+        cronjob: &Target,
+        job: &str,
+        scheduled: &str,
+    ) -> Result<(), ApplyError> {
+        super::cron_runs::run(&self.client, cronjob, job, scheduled).await
     }
 }

@@ -13,9 +13,34 @@ pub mod removed_pods;
 pub mod root;
 pub mod seats;
 
+use std::future::Future;
+
 use kube::api::PatchParams;
 
-use crate::domain::{FIELD_MANAGER, Gvk};
+use crate::domain::{FIELD_MANAGER, Gvk, Target};
+
+/// What the replay's operations do to the simulated cluster's objects. [`applier::Applier`]
+/// does it through the apiserver; the replay's phases take any `Cluster`, so their own rules
+/// (timing, order, stopping on a refusal) are tested without one, as the provider's are.
+pub trait Cluster: Send + Sync + 'static {
+    /// Applies `object` (server-side, under the driver's field manager).
+    fn apply(
+        &self,
+        target: &Target,
+        object: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), ApplyError>> + Send;
+
+    /// Deletes the object and what it owns; one already gone counts as deleted.
+    fn delete(&self, target: &Target) -> impl Future<Output = Result<(), ApplyError>> + Send;
+
+    /// Starts the Job named `job` that a CronJob's schedule calls for at `scheduled`.
+    fn cron_run(
+        &self,
+        cronjob: &Target,
+        job: &str,
+        scheduled: &str,
+    ) -> impl Future<Output = Result<(), ApplyError>> + Send;
+}
 
 /// Parameters of the driver's merge patches: under its own field manager, so an object's
 /// `managedFields` say the driver changed it (a patch without one is "unknown").

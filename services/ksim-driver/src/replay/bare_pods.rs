@@ -10,7 +10,7 @@ use std::sync::{
 use tokio::task::JoinHandle;
 
 use crate::{
-    cluster::{applier::Applier, removed_pods},
+    cluster::{Cluster, removed_pods},
     domain::{Target, bare_pods::BarePods, plan::Op},
 };
 
@@ -23,7 +23,7 @@ pub struct Rescheduler {
 }
 
 impl Rescheduler {
-    pub fn start(client: &kube::Client, simulation_id: &str, applier: Arc<Applier>) -> Self {
+    pub fn start<C: Cluster>(client: &kube::Client, simulation_id: &str, cluster: Arc<C>) -> Self {
         let pods = Arc::new(Mutex::new(BarePods::default()));
         let clones = Arc::new(AtomicU64::new(0));
         let (mut removed, watch) = removed_pods::watch(client, simulation_id);
@@ -35,7 +35,7 @@ impl Rescheduler {
                     let Some((clone, object)) = clone else {
                         continue;
                     };
-                    match applier.apply(&clone, &object).await {
+                    match cluster.apply(&clone, &object).await {
                         Ok(()) => {
                             clones.fetch_add(1, Ordering::Relaxed);
                             tracing::info!(namespace = ?clone.namespace, removed = %target.name, clone = %clone.name, "bare pod rescheduled");

@@ -21,7 +21,7 @@ use crate::{
 
 #[derive(Debug)]
 pub struct Live {
-    pub observer: Observer,
+    pub observer: Arc<Observer>,
     pub progress: Arc<Progress>,
     samples: Mutex<Vec<Sample>>,
     pub started_at_ms: i64,
@@ -44,7 +44,7 @@ pub struct Live {
 
 impl Live {
     pub fn new(
-        observer: Observer,
+        observer: Arc<Observer>,
         progress: Arc<Progress>,
         started_at_ms: i64,
         events_total: u64,

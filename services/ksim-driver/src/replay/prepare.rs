@@ -1,19 +1,35 @@
-//! Getting the cluster ready for a replay: the simulation's namespaces, its node groups (pool
-//! groups through the pool's API, seat Deployments for cluster-autoscaler), and waiting until
-//! the nodes are Ready and the cloud provider offers the autoscaled groups.
+//! The prepare phase, getting the cluster ready for a replay: the simulation root, the plan
+//! of the trace's steps, the watches that observe the run, the simulation's namespaces, its node
+//! groups (pool groups through the pool's API, seat Deployments for cluster-autoscaler), and
+//! waiting until the nodes are Ready and the cloud provider offers the autoscaled groups.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
 
-use tokio::time::Instant;
+use ksim_experiment::provisioning::Model;
+use ksim_nodes::skeleton::NodeSkeleton;
+use ksim_trace::Trace;
+use tokio::{sync::mpsc, time::Instant};
+use tokio_util::task::AbortOnDropHandle;
 
-use super::{context::RunContext, handle::Handle};
+use super::{cleanup::Created, context::RunContext, handle::Handle};
 use crate::{
-    cluster::{ClusterError, namespaces, observer::Observer, root, seats},
+    cluster::{
+        ClusterError, applier::Applier, launch_lifetimes, namespaces, observer::Observer, root,
+        seats,
+    },
     domain::{
         RootRef,
-        plan::Plan,
-        rewrite::Rewriter,
+        launches::Launches,
+        lifetimes::Lifetimes,
+        plan::{Plan, plan, template_paths},
+        report::GroupPrice,
+        rewrite::{RewriteOptions, Rewriter},
         spec::{NodeGroup, SimulationSpec},
+        warnings::{self, OfferedGroup, StartupTime},
     },
     mesh::MeshError,
 };
@@ -54,6 +70,149 @@ pub enum PrepareError {
         /// Each group short of nodes, with its Ready and wanted counts.
         short: Vec<String>,
     },
+}
+
+/// What the prepare phase leaves the others: the plan, the cluster it is applied to, the
+/// watches on what the cluster does, and what the report needs from the providers.
+#[derive(Debug)]
+pub struct Prepared {
+    pub plan: Plan,
+    pub applier: Arc<Applier>,
+    pub observer: Arc<Observer>,
+    pub prices: BTreeMap<String, GroupPrice>,
+    pub warnings: Vec<String>,
+    /// Matches started pods to their recorded launches while the replay runs.
+    pub matching: Option<AbortOnDropHandle<()>>,
+}
+
+/// Prepares the cluster for a run with the `model` and the `configuration` the configure phase
+/// chose; `None` when the simulation was cancelled meanwhile. Everything it creates is added
+/// to `created` as it goes, for the cleanup.
+pub async fn prepare(
+    ctx: &RunContext,
+    handle: &Handle,
+    spec: &SimulationSpec,
+    trace: &Trace,
+    model: &Model,
+    configuration: Option<&ksim_report::Configuration>,
+    created: &mut Created,
+) -> Result<Option<Prepared>, PrepareError> {
+    root::ensure_crd(&ctx.client, ctx.settings.ready_deadline).await?;
+    let root = root::create(&ctx.client, &handle.id).await?;
+    created.root = Some(root.clone());
+    root::record(&ctx.client, &handle.id, &[], spec.enable_autoscaler).await?;
+
+    let lifetimes = Lifetimes::from_lifecycles(&trace.lifecycles);
+    let groups: BTreeSet<String> = spec
+        .node_groups
+        .iter()
+        .map(|g| g.name().to_owned())
+        .collect();
+    let rewriter = Rewriter::new(
+        RewriteOptions {
+            simulation_id: handle.id.clone(),
+            namespace_prefix: spec.namespace_prefix.clone(),
+            speed: spec.speed,
+            root: root.clone(),
+            template_paths: template_paths(&trace.header),
+            node_groups: spec
+                .node_groups
+                .iter()
+                .map(|g| g.name().to_owned())
+                .collect(),
+            provisioning: Some(model.clone()),
+        },
+        &lifetimes,
+    );
+    let plan = plan(trace, &rewriter, spec.speed);
+    // Started pods are matched to their recorded launches while the replay runs.
+    let (starts, matching) = if lifetimes.is_empty() {
+        (None, None)
+    } else {
+        let (starts, started) = mpsc::unbounded_channel();
+        let launches = Launches::new(lifetimes, spec.speed);
+        let matching =
+            launch_lifetimes::spawn(ctx.client.clone(), rewriter.clone(), launches, started);
+        (Some(starts), Some(matching))
+    };
+    let observer = Arc::new(Observer::start(
+        &ctx.client,
+        &handle.id,
+        groups,
+        &ctx.settings.namespace,
+        starts,
+    ));
+    tracing::info!(
+        simulation = %handle.id,
+        events = plan.events_total,
+        cron_runs = plan.cron_runs,
+        "replay planned"
+    );
+    create_namespaces(ctx, &handle.id, &rewriter, &plan).await?;
+    let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
+    created.autoscaled = spec.enable_autoscaler;
+    create_node_groups(ctx, handle, spec, &root, &mut created.pool_groups).await?;
+    if handle.cancel.is_cancelled() {
+        return Ok(None);
+    }
+    wait_for_nodes(ctx, handle, spec, &observer).await?;
+    let prices = prices(ctx, spec).await;
+    let warnings = report_warnings(ctx, spec, configuration, model).await;
+    Ok(Some(Prepared {
+        plan,
+        applier,
+        observer,
+        prices,
+        warnings,
+        matching,
+    }))
+}
+
+/// Each node group's instance type (from its skeleton) and the cloud provider's price of it.
+async fn prices(ctx: &RunContext, spec: &SimulationSpec) -> BTreeMap<String, GroupPrice> {
+    let mut prices = BTreeMap::new();
+    for group in &spec.node_groups {
+        let instance_type = NodeSkeleton::from_yaml(group.skeleton_yaml())
+            .ok()
+            .and_then(|skeleton| skeleton.instance_type().map(str::to_owned))
+            .unwrap_or_default();
+        let per_hour = if instance_type.is_empty() {
+            None
+        } else {
+            ctx.mesh.node_price_per_hour(&instance_type).await
+        };
+        prices.insert(
+            group.name().to_owned(),
+            GroupPrice {
+                instance_type,
+                per_hour,
+            },
+        );
+    }
+    prices
+}
+
+/// What the report warns of: the facts from the environment's configuration, the provider's
+/// GetOptions answers and the model, decided by `domain::warnings`.
+async fn report_warnings(
+    ctx: &RunContext,
+    spec: &SimulationSpec,
+    configuration: Option<&ksim_report::Configuration>,
+    model: &Model,
+) -> Vec<String> {
+    let startup = StartupTime::of(configuration);
+    if !spec.enable_autoscaler || startup == StartupTime::Unknown {
+        return Vec::new();
+    }
+    let mut groups = Vec::new();
+    for group in &spec.node_groups {
+        // Only seat groups are offered to CA; the pool's fixed groups never answer it.
+        if let NodeGroup::Deployment { name, .. } = group {
+            let answers = ctx.mesh.answers_group_options(name).await;
+            groups.push(OfferedGroup::new(name, answers, model));
+        }
+    }
+    warnings::warnings(&startup, &groups)
 }
 
 /// Whose a namespace is, when it is not this simulation's.

@@ -23,7 +23,7 @@ use tokio::{
 
 use super::progress::Progress;
 use crate::{
-    cluster::applier::Applier,
+    cluster::Cluster,
     domain::{Operation, Target, plan::Op, report::ObjectErrorRecord},
     metrics::ReplayMetrics,
 };
@@ -47,15 +47,16 @@ pub struct OpQueue {
 }
 
 impl OpQueue {
-    pub fn start(
+    /// A queue whose operations `cluster` carries out, each reported to `progress`.
+    pub fn start<C: Cluster>(
         max_in_flight: NonZeroUsize,
-        applier: Arc<Applier>,
+        cluster: Arc<C>,
         progress: Arc<Progress>,
         metrics: ReplayMetrics,
     ) -> Self {
         Self::with_runner(max_in_flight, move |queued, lateness| {
-            let (applier, progress, metrics) = (applier.clone(), progress.clone(), metrics.clone());
-            async move { run(queued, lateness, &applier, &progress, &metrics).await }
+            let (cluster, progress, metrics) = (cluster.clone(), progress.clone(), metrics.clone());
+            async move { run(queued, lateness, &*cluster, &progress, &metrics).await }
         })
     }
 
@@ -184,7 +185,7 @@ where
 async fn run(
     queued: QueuedOp,
     lateness: Duration,
-    applier: &Applier,
+    cluster: &impl Cluster,
     progress: &Progress,
     metrics: &ReplayMetrics,
 ) {
@@ -193,14 +194,14 @@ async fn run(
     let (operation, result) = match &queued.op {
         Op::Apply { target, object } => (
             Operation::Apply,
-            applier
+            cluster
                 .apply(target, object)
                 .await
                 .map_err(|e| e.to_string()),
         ),
         Op::Delete { target } => (
             Operation::Delete,
-            applier.delete(target).await.map_err(|e| e.to_string()),
+            cluster.delete(target).await.map_err(|e| e.to_string()),
         ),
         Op::CronRun {
             target,
@@ -208,7 +209,7 @@ async fn run(
             scheduled,
         } => (
             Operation::CronRun,
-            applier
+            cluster
                 .cron_run(target, job, scheduled)
                 .await
                 .map_err(|e| e.to_string()),

@@ -1,0 +1,136 @@
+//! The configure phase, first of a replay: the environment runs the scheduler and
+//! cluster-autoscaler with the run's configuration (a run without one gets the environment's
+//! own, restarting nothing that already runs so), and the provisioning model is chosen. It
+//! comes first so that no object of the simulation meets the scheduler or CA of another
+//! configuration.
+
+use ksim_trace::{Trace, time::now_ms};
+
+use super::{cleanup::Created, context::RunContext, prepare::PrepareError};
+use crate::domain::{
+    provisioning::{Chosen, learn},
+    spec::SimulationSpec,
+};
+
+/// What the configure phase settled for the rest of the run.
+#[derive(Debug)]
+pub struct Configured {
+    /// When the configuration was applied: a CA started before may hold an earlier run's
+    /// counts (`domain::nodes_kept`).
+    pub applied_at_ms: i64,
+    /// How the environment runs the scheduler and CA now; `None` without an environment.
+    pub configuration: Option<ksim_report::Configuration>,
+    pub provisioning: Chosen,
+}
+
+pub async fn configure(
+    ctx: &RunContext,
+    spec: &SimulationSpec,
+    trace: &Trace,
+    created: &mut Created,
+) -> Result<Configured, PrepareError> {
+    let applied_at_ms = now_ms();
+    let configuration = if ctx.mesh.has_environment() {
+        // Before the call: a request that fails half-way may have restarted a component, and
+        // the cleanup must restore the environment's own configuration then too.
+        created.configured = true;
+        let applied = ctx
+            .mesh
+            .apply_configuration(spec.environment_run())
+            .await
+            .map_err(PrepareError::Configuration)?;
+        Some(ksim_report::Configuration::from_proto(&applied))
+    } else {
+        None
+    };
+    let provisioning = Chosen::of(spec.provisioning.as_ref(), trace, learn);
+    tracing::info!(
+        model = %provisioning.model.name,
+        origin = ?provisioning.origin,
+        "provisioning model chosen"
+    );
+    Ok(Configured {
+        applied_at_ms,
+        configuration,
+        provisioning,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ksim_proto::ksim::driver::v1 as pb;
+
+    use super::*;
+    use crate::{config::Settings, domain::provisioning::Origin, mesh::Mesh};
+
+    /// A context whose services are never reached, except an environment at `environment`.
+    fn context(environment: Option<&str>) -> RunContext {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        RunContext {
+            client: kube::Client::try_from(config).unwrap(),
+            mesh: Mesh::new("http://127.0.0.1:9", None, None, environment).unwrap(),
+            settings: Settings {
+                namespace: "ksim-system".to_owned(),
+                report_dir: std::env::temp_dir(),
+                lease_duration: Duration::from_secs(15),
+                max_in_flight: std::num::NonZeroUsize::MIN,
+                keep_finished: 1,
+                ready_deadline: Duration::from_secs(1),
+                cleanup_deadline: Duration::from_secs(1),
+            },
+            metrics: crate::metrics::ReplayMetrics::default(),
+        }
+    }
+
+    fn spec() -> SimulationSpec {
+        SimulationSpec::from_proto(Some(pb::SimulationSpec {
+            trace_source: Some(pb::simulation_spec::TraceSource::TraceFile(vec![1])),
+            ..Default::default()
+        }))
+        .unwrap()
+    }
+
+    fn trace() -> Trace {
+        Trace {
+            header: ksim_trace::pb::TraceHeader::default(),
+            events: Vec::new(),
+            lifecycles: Vec::new(),
+            samples: Vec::new(),
+            nodes: Vec::new(),
+            trailer: ksim_trace::pb::TraceTrailer::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn without_an_environment_nothing_is_applied_and_the_default_model_is_chosen() {
+        let mut created = Created::default();
+        let configured = configure(&context(None), &spec(), &trace(), &mut created)
+            .await
+            .unwrap();
+        assert_eq!(configured.configuration, None);
+        assert!(!created.configured, "the cleanup would restore nothing");
+        // A trace without recorded nodes teaches nothing: the named default.
+        assert_eq!(configured.provisioning.origin, Origin::Default);
+    }
+
+    #[tokio::test]
+    async fn an_environment_that_cannot_apply_fails_the_run_and_leaves_it_to_the_cleanup() {
+        // Nothing listens on port 9 (discard): the call fails.
+        let mut created = Created::default();
+        let error = configure(
+            &context(Some("http://127.0.0.1:9")),
+            &spec(),
+            &trace(),
+            &mut created,
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(error, PrepareError::Configuration(_)), "{error}");
+        assert!(
+            created.configured,
+            "the cleanup must restore the environment's configuration"
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! The play phase: the held seat groups are released to cluster-autoscaler, the clock starts,
+//! and each step of the plan is dispatched at its time (its offset divided by the speed) until
+//! the trace's end or the run's duration. A cancel ends it at once; with on_error=STOP, so
+//! does the first object the cluster refuses.
+
+use std::{sync::Arc, time::Duration};
+
+use ksim_trace::{Trace, time::now_ms};
+use tokio::{task::JoinHandle, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    configure::Configured,
+    context::RunContext,
+    dispatch::{Dispatcher, Steps},
+    ending::{Ending, stop_reason},
+    handle::Handle,
+    live::Live,
+    nodes_kept,
+    prepare::{PrepareError, Prepared},
+    progress::Progress,
+};
+use crate::{
+    cluster::seats,
+    domain::{
+        nodes_kept::NodesKeptFold,
+        recorded::recorded_states,
+        report,
+        spec::{OnError, SimulationSpec},
+    },
+};
+
+/// The running clock: when it started, what the replay has seen since, and the tasks that
+/// sample it for progress and the report.
+#[derive(Debug)]
+pub struct Clock {
+    pub origin: Instant,
+    live: Arc<Live>,
+    sampling: JoinHandle<()>,
+    reading: Option<JoinHandle<()>>,
+}
+
+/// Releases the held seat groups and starts the clock.
+pub async fn start_clock(
+    ctx: &RunContext,
+    handle: &Arc<Handle>,
+    spec: &SimulationSpec,
+    trace: &Trace,
+    configured: Configured,
+    prepared: &mut Prepared,
+    progress: Arc<Progress>,
+) -> Result<Clock, PrepareError> {
+    let provisioning = configured.provisioning;
+    seats::release(&ctx.client, &ctx.settings.namespace, &handle.id, |group| {
+        provisioning.for_group(group, spec.speed)
+    })
+    .await?;
+
+    let origin = Instant::now();
+    let observer = prepared.observer.clone();
+    observer.set_origin(origin);
+    let reads_autoscaler = spec.enable_autoscaler && ctx.mesh.has_environment();
+    let mut live = Live::new(
+        observer,
+        progress,
+        now_ms(),
+        prepared.plan.events_total,
+        spec.speed,
+        recorded_states(trace),
+    )
+    .with_configuration(configured.configuration)
+    .with_provisioning(provisioning.used())
+    .with_prices(std::mem::take(&mut prepared.prices))
+    .with_warnings(std::mem::take(&mut prepared.warnings));
+    if reads_autoscaler {
+        live = live.with_nodes_kept(NodesKeptFold::new(configured.applied_at_ms));
+    }
+    let live = Arc::new(live);
+    handle.set_live(Some(live.clone()));
+    let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
+    let reading = reads_autoscaler
+        .then(|| tokio::spawn(nodes_kept::read_every_second(ctx.clone(), live.clone())));
+    Ok(Clock {
+        origin,
+        live,
+        sampling,
+        reading,
+    })
+}
+
+impl Clock {
+    /// Stops sampling. The last sample is the one GetSimulation keeps: it must agree with the
+    /// report.
+    pub fn stop(self, handle: &Handle) {
+        self.sampling.abort();
+        if let Some(reading) = self.reading {
+            reading.abort();
+        }
+        handle.set_progress(self.live.sample());
+    }
+}
+
+/// Dispatches each step at `origin` + its time, those up to `limit`, then waits out `limit`.
+pub async fn play(
+    steps: Steps,
+    dispatcher: &Dispatcher,
+    origin: Instant,
+    limit: Duration,
+    cancel: &CancellationToken,
+    on_error: OnError,
+) -> Ending {
+    for (number, step) in steps {
+        if step.at > limit {
+            break;
+        }
+        let due = origin + step.at;
+        if let Some(early) = wait_until(due, cancel, dispatcher.progress(), on_error).await {
+            return early;
+        }
+        dispatcher.dispatch(number, step, Some(due));
+    }
+    wait_until(origin + limit, cancel, dispatcher.progress(), on_error)
+        .await
+        .unwrap_or(Ending::Finished)
+}
+
+/// Sleeps until `due`, waking early for a cancel or (with on_error=STOP) a refused object.
+async fn wait_until(
+    due: Instant,
+    cancel: &CancellationToken,
+    progress: &Progress,
+    on_error: OnError,
+) -> Option<Ending> {
+    // Refusals arrive from the queue at any time; checking every 50 ms bounds the overrun.
+    const CHECK: Duration = Duration::from_millis(50);
+    loop {
+        if on_error == OnError::Stop
+            && let Some(ending) = stop_reason(progress)
+        {
+            return Some(ending);
+        }
+        let now = Instant::now();
+        if now >= due {
+            return None;
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return Some(Ending::Cancelled),
+            () = tokio::time::sleep_until(due.min(now + CHECK)) => {}
+        }
+    }
+}
+
+/// One sample per bucket of the report's timeline: a second of recorded time, so every 100 ms
+/// at 10x (see `ksim_report::sample_interval`).
+async fn sample_every_bucket(live: Arc<Live>, handle: Arc<Handle>) {
+    let mut ticks = tokio::time::interval(report::sample_interval(live.speed));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        handle.set_progress(live.sample());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::{
+        dispatch::numbered,
+        test_cluster::{TestCluster, dispatcher, step},
+    };
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[tokio::test(start_paused = true)]
+    async fn each_step_is_applied_at_its_time_and_none_after_the_limit() {
+        let cluster = Arc::new(TestCluster::default());
+        let (dispatcher, progress) = dispatcher(&cluster);
+        let steps = numbered(vec![
+            step(1, "a"),
+            step(4, "b"),
+            step(9, "c"),
+            step(12, "d"),
+        ]);
+        let origin = Instant::now();
+        let cancel = CancellationToken::new();
+        let ending = play(
+            steps,
+            &dispatcher,
+            origin,
+            10 * SECOND,
+            &cancel,
+            OnError::Continue,
+        )
+        .await;
+        assert_eq!(ending, Ending::Finished);
+        // The trace's end (or the run's duration) is waited out, not just its last step.
+        assert_eq!(origin.elapsed(), 10 * SECOND);
+        dispatcher.drain().await;
+        let at: Vec<(String, Duration)> = cluster
+            .log()
+            .into_iter()
+            .map(|(name, when)| (name, when - origin))
+            .collect();
+        let expected = [("a", 1), ("b", 4), ("c", 9)]
+            .map(|(name, secs)| (name.to_owned(), Duration::from_secs(secs)));
+        assert_eq!(at, expected);
+        assert_eq!(progress.snapshot().events_applied, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_on_error_stop_the_first_refusal_ends_the_run_before_the_next_step() {
+        // "b" is refused 2 s after it is sent, at 6 s; "c" at 9 s is never sent.
+        let cluster = Arc::new(TestCluster::refusing("b", 2 * SECOND));
+        let (dispatcher, _) = dispatcher(&cluster);
+        let steps = numbered(vec![step(1, "a"), step(4, "b"), step(9, "c")]);
+        let origin = Instant::now();
+        let cancel = CancellationToken::new();
+        let ending = play(
+            steps,
+            &dispatcher,
+            origin,
+            20 * SECOND,
+            &cancel,
+            OnError::Stop,
+        )
+        .await;
+        let Ending::Failed(message) = ending else {
+            panic!("not failed: {ending:?}");
+        };
+        assert!(message.contains("v1.ConfigMap ns/b (event 4)"), "{message}");
+        let stopped = origin.elapsed();
+        assert!(
+            stopped >= 6 * SECOND && stopped < 6 * SECOND + 100 * Duration::from_millis(1),
+            "stopped at {stopped:?}"
+        );
+        dispatcher.drain().await;
+        assert_eq!(cluster.applied(), ["a"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_on_error_continue_a_refusal_is_counted_and_the_run_goes_on() {
+        let cluster = Arc::new(TestCluster::refusing("b", SECOND));
+        let (dispatcher, progress) = dispatcher(&cluster);
+        let steps = numbered(vec![step(1, "a"), step(4, "b"), step(9, "c")]);
+        let cancel = CancellationToken::new();
+        let ending = play(
+            steps,
+            &dispatcher,
+            Instant::now(),
+            10 * SECOND,
+            &cancel,
+            OnError::Continue,
+        )
+        .await;
+        assert_eq!(ending, Ending::Finished);
+        dispatcher.drain().await;
+        assert_eq!(cluster.applied(), ["a", "c"]);
+        assert_eq!(progress.snapshot().object_errors, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_ends_the_run_at_once_and_sends_no_later_step() {
+        let cluster = Arc::new(TestCluster::default());
+        let (dispatcher, _) = dispatcher(&cluster);
+        let steps = numbered(vec![step(1, "a"), step(60, "b")]);
+        let origin = Instant::now();
+        let cancel = CancellationToken::new();
+        tokio::spawn({
+            let cancel = cancel.clone();
+            async move {
+                tokio::time::sleep(5 * SECOND).await;
+                cancel.cancel();
+            }
+        });
+        let ending = play(
+            steps,
+            &dispatcher,
+            origin,
+            100 * SECOND,
+            &cancel,
+            OnError::Continue,
+        )
+        .await;
+        assert_eq!(ending, Ending::Cancelled);
+        assert_eq!(origin.elapsed(), 5 * SECOND);
+        dispatcher.drain().await;
+        assert_eq!(cluster.applied(), ["a"]);
+    }
+}
