@@ -26,7 +26,7 @@ use tokio::sync::Mutex;
 use self::{
     cluster::Cluster,
     configuration::{Components, EnvironmentService, ProviderFile},
-    services::{CLOUD_PROVIDER, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
+    services::{CLOUDPROV, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
     state::{EnvState, Urls},
 };
 
@@ -96,7 +96,7 @@ impl LocalEnv {
         // Checked before anything starts: a missing binary should cost no control plane start.
         let dirs = services::binary_dirs()?;
         let base = options.port_base.unwrap_or(services::DEFAULT_PORT_BASE);
-        let binaries = [TRACER, POOL, CLOUD_PROVIDER, DRIVER]
+        let binaries = [TRACER, POOL, CLOUDPROV, DRIVER]
             .map(|spec| services::locate(spec.binary, &dirs).map(|path| (spec.at(base), path)));
         let [tracer, pool, cloud_provider, driver] = binaries;
         let (tracer, pool, cloud_provider, driver) = (tracer?, pool?, cloud_provider?, driver?);

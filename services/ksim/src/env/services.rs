@@ -40,7 +40,7 @@ pub const DEFAULT_PORT_BASE: u16 = 7061;
 /// A service's admin (metrics) port lies this far above its gRPC port.
 const ADMIN_OFFSET: u16 = 2100;
 /// The services of one environment, in [`ServiceSpec::at`]'s order.
-const SPECS: [ServiceSpec; 5] = [TRACER, POOL, CLOUD_PROVIDER, DRIVER, ENVIRONMENT];
+const SPECS: [ServiceSpec; 5] = [TRACER, POOL, CLOUDPROV, DRIVER, ENVIRONMENT];
 /// The lowest port base: ports below 1024 need privileges.
 pub const MIN_PORT_BASE: u16 = 1024;
 /// The highest port base whose every port stays below the ephemeral range.
@@ -86,7 +86,7 @@ pub const POOL: ServiceSpec = ServiceSpec {
     health_service: ksim_proto::ksim::vnode::v1::virtual_node_pool_server::SERVICE_NAME,
 };
 
-pub const CLOUD_PROVIDER: ServiceSpec = ServiceSpec {
+pub const CLOUDPROV: ServiceSpec = ServiceSpec {
     name: "cloudprov",
     binary: "ksim-cloudprov",
     grpc_port: 7063,
