@@ -4,6 +4,7 @@
 //! `ksim.env.v1.Environment` API itself, through which the driver runs the scheduler and CA
 //! with a simulation's configuration (see [`configuration`]).
 
+mod args;
 mod backoff;
 pub mod cluster;
 pub mod configuration;
@@ -81,32 +82,48 @@ pub struct LocalEnv {
     state_written: bool,
 }
 
-impl LocalEnv {
-    /// Starts everything and waits until each service answers gRPC health. On error, what was
-    /// started is stopped again.
-    pub async fn start(options: EnvOptions) -> anyhow::Result<Self> {
-        let state_dir = match options.state_dir {
-            Some(dir) => dir,
-            None => state::state_dir()?,
-        };
-        refuse_if_running(&state_dir)?;
-        let log_dir = state_dir.join("logs");
-        std::fs::create_dir_all(&log_dir)
-            .with_context(|| format!("creating {}", log_dir.display()))?;
-        // Checked before anything starts: a missing binary should cost no control plane start.
+/// The four services' binaries, each with its place on the environment's ports.
+#[derive(Debug)]
+struct ServiceBinaries {
+    tracer: (ServiceSpec, PathBuf),
+    pool: (ServiceSpec, PathBuf),
+    cloudprov: (ServiceSpec, PathBuf),
+    driver: (ServiceSpec, PathBuf),
+}
+
+impl ServiceBinaries {
+    fn each<T>(&self, f: impl Fn(&(ServiceSpec, PathBuf)) -> T) -> [T; 4] {
+        [&self.tracer, &self.pool, &self.cloudprov, &self.driver].map(f)
+    }
+}
+
+/// Every binary the environment will run, found (and CA's flags checked against its own
+/// release) before anything starts: a missing binary should cost no control plane start.
+#[derive(Debug)]
+struct Binaries {
+    services: ServiceBinaries,
+    autoscaler: Option<ClusterAutoscalerBinary>,
+    autoscaler_flags: AutoscalerFlags,
+}
+
+impl Binaries {
+    fn locate(base: u16, options: &EnvOptions) -> anyhow::Result<Self> {
         let dirs = services::binary_dirs()?;
-        let base = options.port_base.unwrap_or(services::DEFAULT_PORT_BASE);
-        let binaries = [TRACER, POOL, CLOUDPROV, DRIVER]
+        let [tracer, pool, cloudprov, driver] = [TRACER, POOL, CLOUDPROV, DRIVER]
             .map(|spec| services::locate(spec.binary, &dirs).map(|path| (spec.at(base), path)));
-        let [tracer, pool, cloud_provider, driver] = binaries;
-        let (tracer, pool, cloud_provider, driver) = (tracer?, pool?, cloud_provider?, driver?);
+        let services = ServiceBinaries {
+            tracer: tracer?,
+            pool: pool?,
+            cloudprov: cloudprov?,
+            driver: driver?,
+        };
         let autoscaler_flags = AutoscalerFlags::parse(&options.autoscaler_flags)
             .map_err(|error| anyhow::anyhow!("--autoscaler-flag: {error}"))?;
-        let autoscaler_binary = if options.autoscaler {
+        let autoscaler = if options.autoscaler {
             let binary = ClusterAutoscalerBinary::locate().context(
                 "--autoscaler needs the cluster-autoscaler binary (deploy/cluster-autoscaler/build.sh)",
             )?;
-            // The binary judges whether its release has the flag, before anything starts.
+            // The binary judges whether its release has the flag.
             if !autoscaler_flags.flags.is_empty() {
                 autoscaler_flags
                     .check_known(&binary.flags()?)
@@ -116,6 +133,37 @@ impl LocalEnv {
         } else {
             None
         };
+        Ok(Self {
+            services,
+            autoscaler,
+            autoscaler_flags,
+        })
+    }
+
+    /// Where cluster-autoscaler reaches the cloud provider.
+    fn cloudprov_address(&self) -> String {
+        format!("127.0.0.1:{}", self.services.cloudprov.0.grpc_port)
+    }
+}
+
+impl LocalEnv {
+    /// Starts everything and waits until each service answers gRPC health. On error, what was
+    /// started is stopped again.
+    pub async fn start(options: EnvOptions) -> anyhow::Result<Self> {
+        let state_dir = match options.state_dir.clone() {
+            Some(dir) => dir,
+            None => state::state_dir()?,
+        };
+        refuse_if_running(&state_dir)?;
+        let log_dir = state_dir.join("logs");
+        std::fs::create_dir_all(&log_dir)
+            .with_context(|| format!("creating {}", log_dir.display()))?;
+        let base = options.port_base.unwrap_or(services::DEFAULT_PORT_BASE);
+        let binaries = Binaries::locate(base, &options)?;
+        let provider_config = match &options.provider_config {
+            Some(path) => Some(ProviderFile::read(path)?),
+            None => None,
+        };
 
         let cluster = Cluster::start(
             options.kubeconfig.as_deref(),
@@ -123,33 +171,8 @@ impl LocalEnv {
             &state_dir,
         )
         .await?;
-        let kubeconfig = cluster.kubeconfig_path().to_owned();
-        let apiserver_url = cluster
-            .control_plane()
-            .map(|control_plane| control_plane.apiserver_url().to_owned());
-        let cloud_provider_address = format!("127.0.0.1:{}", cloud_provider.0.grpc_port);
-        let config_dir = state_dir.join("configuration");
-        let mut env = Self {
-            services: Vec::new(),
-            components: Arc::new(Mutex::new(Components::new(
-                cluster,
-                cloud_provider_address.clone(),
-                config_dir,
-            ))),
-            server: None,
-            apiserver_url,
-            state_dir,
-            kubeconfig,
-            urls: Urls {
-                tracer: tracer.0.url(),
-                pool: pool.0.url(),
-                cloud_provider: cloud_provider.0.url(),
-                driver: driver.0.url(),
-                environment: ENVIRONMENT.at(base).url(),
-            },
-            environment: ENVIRONMENT.at(base),
-            state_written: false,
-        };
+        let mut env = Self::around(cluster, state_dir, &binaries, base);
+        let provider_address = binaries.cloudprov_address();
         env.components
             .lock()
             .await
@@ -160,14 +183,65 @@ impl LocalEnv {
             .await?;
         // Before the driver, which calls it when a simulation has a configuration.
         env.serve_api().await?;
+        env.start_services(binaries.services, provider_config, &log_dir)
+            .await?;
+        env.start_autoscaler(
+            binaries.autoscaler,
+            binaries.autoscaler_flags,
+            &provider_address,
+        )
+        .await?;
+        env.write_state()?;
+        Ok(env)
+    }
 
-        let tracer_data = env.tracer_data_dir()?;
-        let namespace = || [OsString::from("--namespace"), OsString::from(NAMESPACE)];
-        let tracer_args = ["--data-dir".into(), tracer_data.into()];
-        env.spawn(tracer, &tracer_args, &log_dir)?;
-        // On the embedded plane the pool's leases match its node lifecycle grace period
-        // (ksim_testenv::tuning); on a cluster of the user's it keeps a kubelet's.
-        let node_lease_seconds = env
+    /// The environment of `cluster`, before any service runs.
+    fn around(cluster: Cluster, state_dir: PathBuf, binaries: &Binaries, base: u16) -> Self {
+        let [tracer, pool, cloudprov, driver] = binaries.services.each(|(spec, _)| spec.url());
+        let kubeconfig = cluster.kubeconfig_path().to_owned();
+        let apiserver_url = cluster
+            .control_plane()
+            .map(|control_plane| control_plane.apiserver_url().to_owned());
+        let config_dir = state_dir.join("configuration");
+        Self {
+            services: Vec::new(),
+            components: Arc::new(Mutex::new(Components::new(
+                cluster,
+                binaries.cloudprov_address(),
+                config_dir,
+            ))),
+            server: None,
+            apiserver_url,
+            state_dir,
+            kubeconfig,
+            urls: Urls {
+                tracer,
+                pool,
+                cloud_provider: cloudprov,
+                driver,
+                environment: ENVIRONMENT.at(base).url(),
+            },
+            environment: ENVIRONMENT.at(base),
+            state_written: false,
+        }
+    }
+
+    /// Starts the tracer, the pool and the cloud provider, then (once they answer) the driver
+    /// that calls them.
+    async fn start_services(
+        &mut self,
+        ServiceBinaries {
+            tracer,
+            pool,
+            cloudprov,
+            driver,
+        }: ServiceBinaries,
+        provider_config: Option<ProviderFile>,
+        log_dir: &Path,
+    ) -> anyhow::Result<()> {
+        let tracer_data = self.tracer_data_dir()?;
+        self.spawn(tracer, &args::tracer(&tracer_data), log_dir)?;
+        let node_lease_seconds = self
             .components
             .lock()
             .await
@@ -175,80 +249,64 @@ impl LocalEnv {
             .as_ref()
             .and_then(|cluster| cluster.control_plane())
             .and_then(|control_plane| control_plane.tuning().node_lease_seconds());
-        let mut pool_args = namespace().to_vec();
-        if let Some(seconds) = node_lease_seconds {
-            pool_args.extend([
-                "--lease-duration-seconds".into(),
-                seconds.to_string().into(),
-            ]);
-        }
-        env.spawn(pool, &pool_args, &log_dir)?;
-        let provider_config = match &options.provider_config {
-            Some(path) => Some(ProviderFile::read(path)?),
-            None => None,
-        };
-        let provider_args = provider_config
-            .as_ref()
-            .map(|file| vec!["--provider-config".into(), file.path.clone().into()])
-            .unwrap_or_default();
-        let (spec, binary) = cloud_provider;
+        self.spawn(pool, &args::pool(node_lease_seconds), log_dir)?;
+        // The provider lives in `components`: the environment API restarts it with a run's
+        // configuration.
+        let provider_args = args::cloudprov(provider_config.as_ref().map(|file| &*file.path));
+        let (spec, binary) = cloudprov;
         let provider = ServiceProcess::spawn(
             spec,
             &binary,
-            &env.with_kubeconfig(&provider_args),
-            &log_dir,
+            &self.with_kubeconfig(&provider_args),
+            log_dir,
         )?;
-        env.components.lock().await.started_provider(
+        self.components.lock().await.started_provider(
             provider,
-            env.with_kubeconfig(&[]),
+            self.with_kubeconfig(&[]),
             provider_config,
         );
-        for service in &mut env.services {
+        for service in &mut self.services {
             service.wait_healthy(HEALTH_DEADLINE).await?;
         }
-        if let Some(provider) = env.components.lock().await.provider.as_mut() {
+        if let Some(provider) = self.components.lock().await.provider.as_mut() {
             provider.wait_healthy(HEALTH_DEADLINE).await?;
         }
 
-        let report_dir = env.state_dir.join("reports");
-        let mut driver_args: Vec<OsString> = vec![
-            "--pool-url".into(),
-            env.urls.pool.clone().into(),
-            "--tracer-url".into(),
-            env.urls.tracer.clone().into(),
-            "--cloudprov-url".into(),
-            env.urls.cloud_provider.clone().into(),
-            "--report-dir".into(),
-            report_dir.into(),
-            "--environment-url".into(),
-            env.urls.environment.clone().into(),
-        ];
-        driver_args.extend(namespace());
-        env.spawn(driver, &driver_args, &log_dir)?;
-        if let Some(driver) = env.services.last_mut() {
+        let report_dir = self.state_dir.join("reports");
+        self.spawn(driver, &args::driver(&self.urls, &report_dir), log_dir)?;
+        if let Some(driver) = self.services.last_mut() {
             driver.wait_healthy(HEALTH_DEADLINE).await?;
         }
+        Ok(())
+    }
 
-        env.components
+    /// Keeps the environment's own CA flags (a run's go over them) and, with `--autoscaler`,
+    /// starts cluster-autoscaler against the cloud provider.
+    async fn start_autoscaler(
+        &mut self,
+        binary: Option<ClusterAutoscalerBinary>,
+        flags: AutoscalerFlags,
+        provider_address: &str,
+    ) -> anyhow::Result<()> {
+        self.components
             .lock()
             .await
-            .set_autoscaler_flags(autoscaler_flags.clone());
-        if let Some(binary) = autoscaler_binary {
-            let autoscaler = Components::start_default_autoscaler(
-                &env.kubeconfig,
-                &cloud_provider_address,
-                binary.clone(),
-                &autoscaler_flags,
-            )
-            .await?;
-            env.components
-                .lock()
-                .await
-                .started_with_autoscaler(autoscaler, binary);
-        }
-
-        env.write_state()?;
-        Ok(env)
+            .set_autoscaler_flags(flags.clone());
+        let Some(binary) = binary else {
+            return Ok(());
+        };
+        let autoscaler = Components::start_default_autoscaler(
+            &self.kubeconfig,
+            provider_address,
+            binary.clone(),
+            &flags,
+        )
+        .await?;
+        self.components
+            .lock()
+            .await
+            .started_with_autoscaler(autoscaler, binary);
+        Ok(())
     }
 
     pub fn urls(&self) -> &Urls {
