@@ -51,15 +51,15 @@ use ksim_cloudprov::{
     provider::{Provider, ScaleEvent, Settings},
     watches,
 };
+use ksim_e2e::fixtures::{M5_LARGE_TAINTED_SKELETON, Workload, seat_deployment};
 use ksim_experiment::provisioning::{GroupProvisioning, Model, PodProvisioning};
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_nodes::{
     labels::{
         BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, POD_PROVISIONING_ANNOTATION, SEAT_HOST_LABEL,
-        TERMINATING_UNTIL_ANNOTATION, VIRTUAL_TAINT_KEY,
+        TERMINATING_UNTIL_ANNOTATION,
     },
     node::is_ready,
-    seats::{SeatDeployment, SkeletonSource},
 };
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb,
@@ -77,7 +77,6 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
     runtime::watcher,
 };
-use serde_json::json;
 use tokio::{sync::broadcast::error::RecvError, task::JoinSet};
 use tonic::{Request, Response, Status};
 
@@ -92,15 +91,13 @@ const PROVIDER_THREAD: &str = "ksim-cloudprov";
 /// The pool runtime's thread name, so the pool's CPU time is its threads'.
 const POOL_THREAD: &str = "ksim-vnode";
 
-/// The m5.large of the tests: 1930m CPU allocatable, 29 pods.
-const M5_LARGE: &str = include_str!("../tests/it/cloudprov/common/m5-large.yaml");
-
-/// The same m5.large with 110 pods (EKS with prefix delegation), so part 2 can run CA's
-/// 30 pods per node.
+/// The cloud provider tests' m5.large with 110 pods (EKS with prefix delegation), so part 2
+/// can run CA's 30 pods per node.
 fn m5_large_110_pods() -> String {
-    M5_LARGE.replace("pods: \"29\"", "pods: \"110\"")
+    M5_LARGE_TAINTED_SKELETON.replace("pods: \"29\"", "pods: \"110\"")
 }
 
+/// [`M5_LARGE_TAINTED_SKELETON`]'s allocatable CPU and memory.
 const ALLOCATABLE_MILLICPU: usize = 1930;
 const ALLOCATABLE_MIB: usize = 7 * 1024;
 
@@ -448,60 +445,6 @@ async fn start_ca(env: &Env, flags: &[String]) -> anyhow::Result<ClusterAutoscal
     }
     // The error names deploy/cluster-autoscaler/build.sh when the binary is missing.
     builder.start().await.map_err(|e| anyhow!("{e}"))
-}
-
-fn seat_deployment(
-    group: &str,
-    replicas: usize,
-    min: usize,
-    max: usize,
-    skeleton: &str,
-) -> Deployment {
-    SeatDeployment {
-        group: group.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-        replicas: i32::try_from(replicas).unwrap(),
-        skeleton: SkeletonSource::Inline(skeleton.to_owned()),
-        min_size: Some(i32::try_from(min).unwrap()),
-        max_size: Some(i32::try_from(max).unwrap()),
-        provisioning: None,
-    }
-    .to_deployment()
-}
-
-/// `replicas` pods labelled `app=<name>` (and `bench=<part>`) asking for `cpu`/`memory`,
-/// tolerating the virtual nodes' taints, on `group`'s nodes.
-fn workload(
-    name: &str,
-    part: &str,
-    replicas: usize,
-    cpu: &str,
-    memory: &str,
-    group: &str,
-) -> Deployment {
-    let labels = json!({ "app": name, "bench": part });
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": labels },
-                "spec": {
-                    "nodeSelector": { GROUP_LABEL: group },
-                    "tolerations": [
-                        { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
-                        { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
-                    ],
-                    "containers": [{
-                        "name": "work", "image": "registry.example/work:1",
-                        "resources": { "requests": { "cpu": cpu, "memory": memory } }
-                    }]
-                }
-            }
-        }
-    }))
-    .unwrap()
 }
 
 async fn create(client: &Client, deployment: &Deployment) -> anyhow::Result<()> {
@@ -916,7 +859,14 @@ async fn scale_up(args: &Args) -> anyhow::Result<()> {
     let env = start_env().await?;
     let groups: Vec<String> = args.scale_up.iter().map(|n| format!("up{n}")).collect();
     for (&n, group) in args.scale_up.iter().zip(&groups) {
-        create(&env.client, &seat_deployment(group, 0, 0, 2 * n, M5_LARGE)).await?;
+        let seats = seat_deployment(
+            group,
+            0,
+            0,
+            i32::try_from(2 * n)?,
+            M5_LARGE_TAINTED_SKELETON,
+        );
+        create(&env.client, &seats.to_deployment()).await?;
     }
     served(&env, &groups).await?;
     let ca = start_ca(&env, &[format!("--scan-interval={}", args.scan_interval)]).await?;
@@ -976,12 +926,13 @@ async fn scale_up_once(env: &Env, n: usize) -> anyhow::Result<UpFigures> {
     let mut scale_events = env.provider.subscribe();
     let (mut pods, mut nodes) = watch_workload(env, &app, &group).await?;
 
+    let workload = Workload::new(&app, i32::try_from(n)?)
+        .requests("1500m", "1Gi")
+        .on_group(&group)
+        .pod_label("bench", "up")
+        .deployment();
     let started = Instant::now();
-    create(
-        &env.client,
-        &workload(&app, "up", n, "1500m", "1Gi", &group),
-    )
-    .await?;
+    create(&env.client, &workload).await?;
     let mut created: HashMap<String, Instant> = HashMap::new();
     let mut placed: HashMap<String, String> = HashMap::new();
     let mut marked: HashMap<String, Instant> = HashMap::new();
@@ -1072,7 +1023,14 @@ async fn loop_time(args: &Args) -> anyhow::Result<()> {
     for (group, &size) in groups.iter().zip(&sizes) {
         create(
             &env.client,
-            &seat_deployment(group, size, 0, 2 * size, &m5_large_110_pods()),
+            &seat_deployment(
+                group,
+                i32::try_from(size)?,
+                0,
+                i32::try_from(2 * size)?,
+                &m5_large_110_pods(),
+            )
+            .to_deployment(),
         )
         .await?;
     }
@@ -1112,14 +1070,14 @@ async fn loop_time(args: &Args) -> anyhow::Result<()> {
     for (group, &size) in groups.iter().zip(&sizes) {
         create(
             &env.client,
-            &workload(
+            &Workload::new(
                 &format!("work-{group}"),
-                "loop",
-                size * args.pods_per_node,
-                &format!("{millicpu}m"),
-                &format!("{mib}Mi"),
-                group,
-            ),
+                i32::try_from(size * args.pods_per_node)?,
+            )
+            .requests(&format!("{millicpu}m"), &format!("{mib}Mi"))
+            .on_group(group)
+            .pod_label("bench", "loop")
+            .deployment(),
         )
         .await?;
     }
@@ -1229,11 +1187,17 @@ async fn scale_down(args: &Args) -> anyhow::Result<()> {
     let env = start_env().await?;
     let group = "down";
     let app = "work-down";
-    create(&env.client, &seat_deployment(group, n, 0, n, M5_LARGE)).await?;
+    let size = i32::try_from(n)?;
+    let seats = seat_deployment(group, size, 0, size, M5_LARGE_TAINTED_SKELETON);
+    create(&env.client, &seats.to_deployment()).await?;
     nodes_ready(&env.client, &format!("{GROUP_LABEL}={group}"), n).await?;
     create(
         &env.client,
-        &workload(app, "down", n, "1500m", "1Gi", group),
+        &Workload::new(app, size)
+            .requests("1500m", "1Gi")
+            .on_group(group)
+            .pod_label("bench", "down")
+            .deployment(),
     )
     .await?;
     pods_running(&env.client, &format!("app={app}"), n).await?;
@@ -1448,15 +1412,7 @@ async fn provisioning_side(args: &Args, model: &Model) -> anyhow::Result<Provisi
         format!("{} at speed {}", model.name, args.speed)
     };
     let env = start_env().await?;
-    let mut seats = SeatDeployment {
-        group: group.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-        replicas: 0,
-        skeleton: SkeletonSource::Inline(M5_LARGE.to_owned()),
-        min_size: Some(0),
-        max_size: Some(i32::try_from(n)?),
-        provisioning: None,
-    };
+    let mut seats = seat_deployment(group, 0, 0, i32::try_from(n)?, M5_LARGE_TAINTED_SKELETON);
     // The instant side carries nothing, as a group without a model.
     if !instant {
         seats.provisioning = Some(GroupProvisioning::of(model, group, args.speed).to_json());
@@ -1479,7 +1435,11 @@ async fn provisioning_side(args: &Args, model: &Model) -> anyhow::Result<Provisi
 
     let (mut pods, mut nodes) = watch_workload(&env, app, group).await?;
 
-    let mut workload = workload(app, "provisioning", n, "1500m", "1Gi", group);
+    let mut workload = Workload::new(app, i32::try_from(n)?)
+        .requests("1500m", "1Gi")
+        .on_group(group)
+        .pod_label("bench", "provisioning")
+        .deployment();
     let owner = format!("Deployment/{NAMESPACE}/{app}");
     if let Some(pod) = PodProvisioning::of(model, &owner, args.speed) {
         workload

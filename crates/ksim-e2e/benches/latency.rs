@@ -27,11 +27,9 @@ use ksim_cloudprov::{
     provider::{Provider, Settings},
     runtime, watches,
 };
+use ksim_e2e::fixtures::{M5_LARGE_SKELETON, seat_deployment};
 use ksim_grpc::{Running, ServeArgs};
-use ksim_nodes::{
-    node::is_ready,
-    seats::{SeatDeployment, SkeletonSource},
-};
+use ksim_nodes::node::is_ready;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
@@ -67,21 +65,6 @@ fn settings() -> Settings {
         group_options: Default::default(),
         settle_timeout: Duration::from_secs(60),
     }
-}
-
-const SKELETON: &str = "apiVersion: v1\nkind: Node\nmetadata:\n  labels: {node.kubernetes.io/instance-type: m5.large}\nstatus:\n  capacity: {cpu: '2', memory: 8Gi, pods: '29'}\n";
-
-fn seat_deployment(group: &str, replicas: i32) -> Deployment {
-    SeatDeployment {
-        group: group.to_owned(),
-        namespace: "default".to_owned(),
-        replicas,
-        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
-        min_size: Some(0),
-        max_size: Some(1000),
-        provisioning: None,
-    }
-    .to_deployment()
 }
 
 /// The provider served as `ksim-cloudprov` serves it; the server stops when the handle drops.
@@ -128,7 +111,7 @@ where
 async fn rpc_latency(client: Client, args: &Args) {
     let index = Index::new(1000);
     let skeleton = Skeleton::Parsed(Arc::new(
-        ksim_nodes::skeleton::NodeSkeleton::from_yaml(SKELETON).unwrap(),
+        ksim_nodes::skeleton::NodeSkeleton::from_yaml(M5_LARGE_SKELETON).unwrap(),
     ));
     let per_group = args.nodes / args.groups;
     let mut provider_ids = Vec::with_capacity(args.nodes);
@@ -136,7 +119,10 @@ async fn rpc_latency(client: Client, args: &Args) {
         let group = format!("g{g:03}");
         let replicas = i32::try_from(per_group).unwrap();
         index
-            .apply_deployment(&seat_deployment(&group, replicas), skeleton.clone())
+            .apply_deployment(
+                &seat_deployment(&group, replicas, 0, 1000, M5_LARGE_SKELETON).to_deployment(),
+                skeleton.clone(),
+            )
             .unwrap();
         for s in 0..per_group {
             let name = format!("seats-{group}-{s:05}");
@@ -241,7 +227,7 @@ async fn scale_up(control_plane: &ControlPlane, args: &Args) {
         ApiCluster::new(client.clone()),
         settings(),
     ));
-    let deployment = seat_deployment("m5", 0);
+    let deployment = seat_deployment("m5", 0, 0, 1000, M5_LARGE_SKELETON).to_deployment();
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &deployment)
         .await

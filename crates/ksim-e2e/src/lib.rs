@@ -3,9 +3,12 @@
 //! depends on several service crates; the tests are in `tests/it`, the benchmarks that need
 //! more than one service in `benches/`.
 //!
-//! This library holds what the tests and benchmarks share about processes: where the
+//! This library holds what the tests and benchmarks share: about processes, where the
 //! workspace's binaries are, the lock on the default environment's ports, the other
-//! environments' own ports, and the example node skeleton.
+//! environments' own ports and the log setup; and in [`fixtures`], the objects they build
+//! (node skeletons, seat and workload Deployments).
+
+pub mod fixtures;
 
 use std::{
     path::{Path, PathBuf},
@@ -73,10 +76,15 @@ fn profile_dir() -> Result<PathBuf, String> {
         .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))
 }
 
-/// The example m5.large node skeleton (`deploy/vnode/examples/skeleton-m5-large.yaml`), the
-/// one the docs use: the tests' default node.
-pub const M5_LARGE_SKELETON: &str =
-    include_str!("../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+/// Sends the services' logs to the test's captured output (shown when it fails), filtered by
+/// `RUST_LOG`; once per process, so every test may call it.
+pub fn init_logs() {
+    // Err: another test of this process set it up already.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+}
 
 /// `ksim demo` and a `ksim up` without `--port-base` serve on the default environment's ports
 /// (7061-7065, 9161-9165): the tests that start one take this lock, so the tests of one run

@@ -440,7 +440,7 @@ async fn node_lease_seconds(kubeconfig: &str) -> u32 {
         .unwrap();
     pool.create_node_group(CreateNodeGroupRequest {
         name: "leases".to_owned(),
-        node_skeleton_yaml: ksim_e2e::M5_LARGE_SKELETON.to_owned(),
+        node_skeleton_yaml: ksim_e2e::fixtures::M5_LARGE_SKELETON.to_owned(),
         count: 1,
         provisioning_json: String::new(),
     })

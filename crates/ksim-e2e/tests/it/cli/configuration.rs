@@ -17,7 +17,7 @@ use super::common::{
     write_trace,
 };
 
-const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 const HEADER: &str =
     "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
 

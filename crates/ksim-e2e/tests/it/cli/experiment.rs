@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::common::up::Up;
 
-const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 
 const PACKED: &str = "\
 apiVersion: kubescheduler.config.k8s.io/v1

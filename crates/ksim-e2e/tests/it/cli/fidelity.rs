@@ -15,11 +15,8 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Node, Pod},
 };
-use ksim_nodes::{
-    labels::GROUP_LABEL,
-    node::is_ready,
-    seats::{SeatDeployment, SkeletonSource},
-};
+use ksim_e2e::fixtures::seat_deployment;
+use ksim_nodes::{labels::GROUP_LABEL, node::is_ready, seats::SeatDeployment};
 use ksim_trace::time::{now_ms, timestamp};
 use kube::{
     Api, Client,
@@ -33,7 +30,7 @@ use super::common::{
     web,
 };
 
-const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 const GROUP: &str = "m5";
 const SEATS_NAMESPACE: &str = "ksim-system";
 /// A pending pod, CA's scale-up, the node's registration and the pod's start, on a loaded
@@ -129,13 +126,8 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
 
     // The recorded cluster: a group CA may resize from 1 to 6 nodes, made as ksim makes one.
     let seats = SeatDeployment {
-        group: GROUP.to_owned(),
         namespace: SEATS_NAMESPACE.to_owned(),
-        replicas: 1,
-        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
-        min_size: Some(1),
-        max_size: Some(6),
-        provisioning: None,
+        ..seat_deployment(GROUP, 1, 1, 6, SKELETON)
     }
     .to_deployment();
     let seats_api = Api::<Deployment>::namespaced(client.clone(), SEATS_NAMESPACE);

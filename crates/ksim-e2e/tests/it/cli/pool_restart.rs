@@ -21,7 +21,7 @@ use super::common::{
     up::{Up, report_dir, terminate},
 };
 
-const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 /// A restart, its adoption and re-registration on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(240);
 

@@ -11,6 +11,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Node, Pod},
 };
+use ksim_e2e::fixtures::seat_deployment;
 use ksim_experiment::provisioning::{
     Delay, Draws, GroupProvisioning, Model, NodeDelays, PodDelays, PodProvisioning,
     calibrate::Figures,
@@ -18,7 +19,7 @@ use ksim_experiment::provisioning::{
 use ksim_nodes::{
     labels::{GROUP_LABEL, POD_PROVISIONING_ANNOTATION},
     node::is_ready,
-    seats::{SeatDeployment, SkeletonSource},
+    seats::SeatDeployment,
 };
 use ksim_trace::{
     Record, TraceReader,
@@ -36,7 +37,7 @@ use super::common::{
     web, write_trace,
 };
 
-const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 
 /// Nodes take 20 to 30 s to register and 5 s more to be Ready, and linger 40 s when removed,
 /// in recorded time (a cloud's figures scaled down so the test replays in a minute and a half).
@@ -355,12 +356,7 @@ async fn a_recording_of_a_known_model_calibrates_back_and_replays_close_only_wit
         .unwrap();
     // The recorded cluster: a group CA grows from none, whose pool plays the known model.
     let seats = SeatDeployment {
-        group: GROUP.to_owned(),
         namespace: "ksim-system".to_owned(),
-        replicas: 0,
-        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
-        min_size: Some(0),
-        max_size: Some(NODES as i32),
         provisioning: Some(
             GroupProvisioning {
                 model: "known".to_owned(),
@@ -370,6 +366,7 @@ async fn a_recording_of_a_known_model_calibrates_back_and_replays_close_only_wit
             }
             .to_json(),
         ),
+        ..seat_deployment(GROUP, 0, 0, NODES as i32, SKELETON)
     }
     .to_deployment();
     let seats_api = Api::<Deployment>::namespaced(client.clone(), "ksim-system");

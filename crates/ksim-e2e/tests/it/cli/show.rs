@@ -2,6 +2,7 @@
 //! object's history as YAML diffs, on ksim and SimKube files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use ksim_e2e::fixtures::Workload;
 use serde_json::json;
 
 use super::validate::{bare_pod, ksim, ksim_file, simkube_fixtures, text};
@@ -15,12 +16,12 @@ fn show(args: &[&str]) -> String {
     out
 }
 
-fn deployment(name: &str, replicas: i64, image: &str) -> serde_json::Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment",
-           "metadata": {"name": name, "namespace": "shop"},
-           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                    "template": {"metadata": {"labels": {"app": name}},
-                                 "spec": {"containers": [{"name": "main", "image": image}]}}}})
+/// Deployment `name` in `shop`: `replicas` pods of `image`.
+fn deployment(name: &str, replicas: i32, image: &str) -> serde_json::Value {
+    Workload::new(name, replicas)
+        .namespace("shop")
+        .image(image)
+        .json()
 }
 
 fn shop_trace(dir: &std::path::Path) -> std::path::PathBuf {

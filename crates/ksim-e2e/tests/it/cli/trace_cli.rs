@@ -6,6 +6,7 @@ use super::common;
 
 use std::{path::Path, process::Output};
 
+use ksim_e2e::fixtures::Workload;
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_tracer::{
@@ -33,11 +34,12 @@ fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
 
-fn deployment(name: &str, replicas: i64) -> pb::TraceObject {
-    common::deployment(&json!({
-        "metadata": {"name": name, "namespace": "shop", "labels": {"app": name}},
-        "spec": {"replicas": replicas}
-    }))
+/// Deployment `name` of `replicas` pods in `shop`, labelled `app=<name>` itself: what
+/// `ksim trace export -l` selects on.
+fn deployment(name: &str, replicas: i32) -> pb::TraceObject {
+    let mut object = Workload::new(name, replicas).namespace("shop").json();
+    object["metadata"]["labels"] = json!({ "app": name });
+    common::deployment(&object)
 }
 
 fn write_trace(path: &Path) {

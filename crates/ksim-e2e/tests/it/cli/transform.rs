@@ -3,8 +3,8 @@
 
 use std::{path::Path, process::Output};
 
+use ksim_e2e::fixtures::Workload;
 use ksim_proto::ksim::trace::v1 as pb;
-use serde_json::json;
 
 const T0: i64 = 1_767_225_600_000;
 
@@ -19,12 +19,9 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn deployment(name: &str, replicas: i64) -> pb::TraceObject {
-    super::common::deployment(&json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "shop"},
-        "spec": {"replicas": replicas}
-    }))
+/// Deployment `name` of `replicas` pods in `shop`, applied.
+fn deployment(name: &str, replicas: i32) -> pb::TraceObject {
+    super::common::deployment(&Workload::new(name, replicas).namespace("shop").json())
 }
 
 /// web at 2, then 20 at 10 s, 5 at 20 s; api at 30 s; the window is 40 s long.

@@ -13,10 +13,9 @@ use std::{
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
-use ksim_nodes::labels::{
-    GROUP_LABEL, MIN_SIZE_ANNOTATION, TO_BE_DELETED_TAINT, VIRTUAL_TAINT_KEY,
-};
+use ksim_nodes::labels::{GROUP_LABEL, MIN_SIZE_ANNOTATION, TO_BE_DELETED_TAINT};
 use ksim_testenv::{CloudConfig, ClusterAutoscaler, ClusterAutoscalerBuilder, wait};
 use kube::{
     Api,
@@ -43,48 +42,16 @@ async fn started(builder: ClusterAutoscalerBuilder) -> ClusterAutoscaler {
     builder.start().await.unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// CA release `version`, as `deploy/cluster-autoscaler/build.sh VERSION` caches it.
-/// `replicas` pods labelled `app=<name>` asking for `cpu` each, tolerating the virtual nodes'
-/// taints (not the seat host's), on `group`'s nodes or, without one, on any group's.
-fn workload(name: &str, replicas: i32, cpu: &str, group: Option<&str>) -> Deployment {
-    let placement = match group {
-        Some(group) => json!({ "nodeSelector": { GROUP_LABEL: group } }),
-        None => json!({ "affinity": { "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": { "nodeSelectorTerms": [{
-                "matchExpressions": [{ "key": GROUP_LABEL, "operator": "Exists" }]
-            }] }
-        } } }),
-    };
-    let mut spec = json!({
-        "tolerations": [
-            { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
-            { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
-        ],
-        "containers": [{
-            "name": "work", "image": "registry.example/work:1",
-            "resources": { "requests": { "cpu": cpu, "memory": "1Gi" } }
-        }]
-    });
-    spec.as_object_mut()
-        .unwrap()
-        .extend(placement.as_object().unwrap().clone());
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "app": name } },
-            "template": { "metadata": { "labels": { "app": name } }, "spec": spec }
-        }
-    }))
-    .unwrap()
-}
-
+/// Creates `replicas` pods labelled `app=<name>` asking for `cpu` each, on `group`'s nodes or,
+/// without one, on any group's.
 async fn create_workload(env: &Env, name: &str, replicas: i32, cpu: &str, group: Option<&str>) {
+    let workload = Workload::new(name, replicas).requests(cpu, "1Gi");
+    let workload = match group {
+        Some(group) => workload.on_group(group),
+        None => workload.on_any_group(),
+    };
     Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &workload(name, replicas, cpu, group),
-        )
+        .create(&PostParams::default(), &workload.deployment())
         .await
         .unwrap();
 }
@@ -287,7 +254,11 @@ async fn real_ca_scales_up_for_pending_pods_and_down_exactly_the_nodes_it_named(
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 1, 1, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     ready_nodes(&env.client, "m5", 1).await;
     let _ca = started(autoscaler(&env, plaintext(address))).await;
 
@@ -312,7 +283,11 @@ async fn scales_from_zero_and_down_exactly_the_nodes_it_named(version: &str) {
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 5)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     let ca = started(autoscaler(&env, plaintext(address)).binary(binary)).await;
 
     create_workload(&env, "work", 3, "1500m", Some("m5")).await;
@@ -355,8 +330,16 @@ async fn real_ca_scales_only_the_group_whose_instance_type_fits_the_pending_pods
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
-    create_deployment(&env.client, &c5_seat_deployment("c5", 0, 0, 5)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 1, 1, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
+    create_seats(
+        &env.client,
+        &seat_deployment("c5", 0, 0, 5, C5_XLARGE_TAINTED_SKELETON),
+    )
+    .await;
     ready_nodes(&env.client, "m5", 1).await;
     let m5 = node_names(&env.client, "m5").await;
     let _ca = started(autoscaler(&env, plaintext(address))).await;
@@ -379,8 +362,16 @@ async fn real_ca_scales_two_groups_from_zero_each_for_the_pods_that_select_it() 
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 5)).await;
-    create_deployment(&env.client, &c5_seat_deployment("c5", 0, 0, 5)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
+    create_seats(
+        &env.client,
+        &seat_deployment("c5", 0, 0, 5, C5_XLARGE_TAINTED_SKELETON),
+    )
+    .await;
     let _ca = started(autoscaler(&env, plaintext(address))).await;
 
     create_workload(&env, "small", 3, "1500m", Some("m5")).await;
@@ -399,7 +390,11 @@ async fn real_ca_removes_many_nodes_at_once_exactly_those_it_named_and_evicts_no
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 12, 3, 15)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 12, 3, 15, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     ready_nodes(&env.client, "m5", 12).await;
     create_workload(&env, "work", 12, "1500m", Some("m5")).await;
     running_pods(&env, "work", 12).await;
@@ -424,7 +419,11 @@ async fn real_ca_scales_up_over_mutual_tls_and_a_client_without_a_certificate_is
     let tls = MutualTls::create();
     let server = serve(env.provider.clone(), tls.serve_args()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 3, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     // CA checks the server certificate against the host of `address`.
     let config =
         CloudConfig::mutual_tls(format!("localhost:{}", address.port()), tls.client.clone());
@@ -481,8 +480,16 @@ async fn applies_the_options_get_options_answers_per_group(version: &str) {
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("fast", 2, 0, 5)).await;
-    create_deployment(&env.client, &seat_deployment("slow", 2, 0, 5)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("fast", 2, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
+    create_seats(
+        &env.client,
+        &seat_deployment("slow", 2, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     ready_nodes(&env.client, "fast", 2).await;
     ready_nodes(&env.client, "slow", 2).await;
     let slow = node_names(&env.client, "slow").await;
@@ -574,7 +581,11 @@ async fn real_ca_resumes_after_the_provider_restarts_without_scaling_up_twice() 
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 6)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 1, 1, 6, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     ready_nodes(&env.client, "m5", 1).await;
     let ca = started(autoscaler(&env, plaintext(address))).await;
     after_loops(&ca, 2).await;
@@ -653,7 +664,11 @@ async fn restarted_mid_scale_down(kill: Kill) {
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 6, 1, 8)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 6, 1, 8, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     ready_nodes(&env.client, "m5", 6).await;
     let before = node_names(&env.client, "m5").await;
 
@@ -708,7 +723,11 @@ async fn real_ca_leaves_a_retiring_group_alone_and_the_provider_releases_it() {
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr();
-    create_deployment(&env.client, &seat_deployment("m5", 2, 0, 5)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 2, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     ready_nodes(&env.client, "m5", 2).await;
     let before = node_names(&env.client, "m5").await;
     retire(&env.client, "m5").await;

@@ -15,6 +15,7 @@ use ksim_grpc::ServeArgs;
 use ksim_nodes::{
     labels::{GROUP_LABEL, PROVISIONING_ANNOTATION, VIRTUAL_TAINT_KEY},
     node::{is_booting, is_shutting_down},
+    seats::SeatDeployment,
 };
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient, instance_status::InstanceState,
@@ -41,14 +42,11 @@ fn provisioning(registration: &str, ready: &str, termination: &str) -> String {
     .to_string()
 }
 
-fn modelled_seats(replicas: i32, min: i32, max: i32, provisioning: String) -> Deployment {
-    let mut deployment = seat_deployment("m5", replicas, min, max);
-    deployment
-        .metadata
-        .annotations
-        .get_or_insert_default()
-        .insert(PROVISIONING_ANNOTATION.to_owned(), provisioning);
-    deployment
+fn modelled_seats(replicas: i32, min: i32, max: i32, provisioning: String) -> SeatDeployment {
+    SeatDeployment {
+        provisioning: Some(provisioning),
+        ..seat_deployment("m5", replicas, min, max, M5_LARGE_TAINTED_SKELETON)
+    }
 }
 
 /// The group's instances as CA gets them: (id, state, whether an error is attached).
@@ -92,7 +90,7 @@ async fn real_ca_scales_from_zero_and_the_instance_stays_creating_while_its_node
     let address: SocketAddr = server.grpc_addr();
     let (_client_server, client) = plaintext_client(&env).await;
     // A day to register: the node never appears during the test.
-    create_deployment(
+    create_seats(
         &env.client,
         &modelled_seats(0, 0, 3, provisioning("24h", "0s", "0s")),
     )
@@ -180,7 +178,7 @@ async fn a_booting_node_is_no_problem_and_a_removed_one_lingers_as_a_deleting_in
     let env = start().await;
     let (_server, client) = plaintext_client(&env).await;
     // Registered at once, an hour to be Ready, an hour to go.
-    create_deployment(
+    create_seats(
         &env.client,
         &modelled_seats(1, 0, 3, provisioning("0s", "1h", "1h")),
     )

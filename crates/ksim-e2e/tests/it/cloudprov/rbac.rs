@@ -47,7 +47,11 @@ async fn the_provider_scales_up_and_down_and_releases_as_its_service_account() {
         .await
         .unwrap();
 
-    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 3)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 1, 1, 3, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     refreshed(&ca).await;
     served(&ca, "m5").await;
     ca.node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_pb::api::core::v1 as k8s;
-use ksim_nodes::seats::SkeletonSource;
+use ksim_nodes::seats::{SeatDeployment, SkeletonSource};
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc as pb;
 use ksim_testenv::wait;
 use kube::{Api, api::PostParams};
@@ -20,7 +20,11 @@ use tonic::Code;
 async fn scale_up_then_delete_exactly_the_chosen_nodes_never_below_min() {
     let env = start().await;
     let (_server, mut ca) = plaintext_client(&env).await;
-    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 4)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 1, 1, 4, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     refreshed(&ca).await;
     let groups = wait::until("NodeGroups to list m5", DEADLINE, || {
         let mut ca = ca.clone();
@@ -230,22 +234,19 @@ async fn a_group_at_zero_scales_up_from_its_template() {
     // The skeleton comes from a ConfigMap here, the other way a seat template can carry it.
     let config_map: ConfigMap = serde_json::from_value(json!({
         "metadata": { "name": "c5-shape" },
-        "data": { "node.yaml": SKELETON }
+        "data": { "node.yaml": M5_LARGE_TAINTED_SKELETON }
     }))
     .unwrap();
     Api::<ConfigMap>::namespaced(env.client.clone(), NAMESPACE)
         .create(&PostParams::default(), &config_map)
         .await
         .unwrap();
-    create_deployment(
+    create_seats(
         &env.client,
-        &seat_deployment_with(
-            "c5",
-            0,
-            0,
-            3,
-            SkeletonSource::ConfigMap("c5-shape".to_owned()),
-        ),
+        &SeatDeployment {
+            skeleton: SkeletonSource::ConfigMap("c5-shape".to_owned()),
+            ..seat_deployment("c5", 0, 0, 3, M5_LARGE_TAINTED_SKELETON)
+        },
     )
     .await;
     refreshed(&ca).await;
@@ -324,15 +325,26 @@ async fn a_group_at_zero_scales_up_from_its_template() {
 async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_nodes_untouched() {
     let env = start().await;
     let (_server, mut ca) = plaintext_client(&env).await;
-    env.pool.create_group("race", SKELETON, 2).await.unwrap();
+    env.pool
+        .create_group("race", M5_LARGE_TAINTED_SKELETON, 2)
+        .await
+        .unwrap();
     let pool_nodes = ready_nodes(&env.client, "race", 2).await;
     let uids: BTreeSet<String> = pool_nodes
         .iter()
         .map(|n| n.metadata.uid.clone().unwrap())
         .collect();
-    create_deployment(&env.client, &seat_deployment("race", 1, 0, 3)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("race", 1, 0, 3, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     // A healthy group beside it shows when the provider has seen the Deployments.
-    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 3, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     refreshed(&ca).await;
     served(&ca, "m5").await;
     wait::until("race to be refused as pool-managed", DEADLINE, || {
@@ -412,11 +424,18 @@ async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_no
 async fn a_forged_provider_id_deletes_no_node_the_group_does_not_own() {
     let env = start().await;
     let (_server, mut ca) = plaintext_client(&env).await;
-    env.pool.create_group("fixed", SKELETON, 1).await.unwrap();
+    env.pool
+        .create_group("fixed", M5_LARGE_TAINTED_SKELETON, 1)
+        .await
+        .unwrap();
     let fixed = ready_nodes(&env.client, "fixed", 1).await.remove(0);
     let fixed_name = fixed.metadata.name.clone().unwrap();
     let fixed_uid = fixed.metadata.uid.clone().unwrap();
-    create_deployment(&env.client, &seat_deployment("m5", 2, 0, 4)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 2, 0, 4, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     refreshed(&ca).await;
     served(&ca, "m5").await;
     let seats = ready_nodes(&env.client, "m5", 2).await;

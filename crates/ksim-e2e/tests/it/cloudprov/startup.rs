@@ -9,11 +9,9 @@ use std::{collections::BTreeSet, time::Duration};
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
-use ksim_nodes::{
-    labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY},
-    seats::{SeatDeployment, SkeletonSource},
-};
+use ksim_nodes::seats::SeatDeployment;
 use ksim_testenv::{CloudConfig, ClusterAutoscaler, wait};
 use kube::{
     Api,
@@ -37,39 +35,19 @@ fn booting() -> String {
     .to_string()
 }
 
-fn group(name: &str) -> Deployment {
+fn group(name: &str) -> SeatDeployment {
     SeatDeployment {
-        group: name.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-        replicas: 0,
-        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
-        min_size: Some(0),
-        max_size: Some(8),
         provisioning: Some(booting()),
+        ..seat_deployment(name, 0, 0, 8, M5_LARGE_TAINTED_SKELETON)
     }
-    .to_deployment()
 }
 
 /// Two pods of `group`, each needing a node of its own (1.5 of a node's 1.93 CPUs).
 fn work(group: &str) -> Deployment {
-    let name = format!("work-{group}");
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": 2,
-            "selector": { "matchLabels": { "app": name } },
-            "template": { "metadata": { "labels": { "app": name } }, "spec": {
-                "nodeSelector": { GROUP_LABEL: group },
-                "tolerations": [
-                    { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
-                    { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
-                ],
-                "containers": [{ "name": "work", "image": "registry.example/work:1",
-                    "resources": { "requests": { "cpu": "1500m", "memory": "1Gi" } } }]
-            } }
-        }
-    }))
-    .unwrap()
+    Workload::new(&format!("work-{group}"), 2)
+        .requests("1500m", "1Gi")
+        .on_group(group)
+        .deployment()
 }
 
 /// The nodes the Running pods of `group`'s workload are on.
@@ -95,7 +73,7 @@ async fn booting_nodes_in_a_group_with_options(version: &str) {
     let mut resizes = Resizes::new(&env);
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     for name in ["opts", "plain"] {
-        create_deployment(&env.client, &group(name)).await;
+        create_seats(&env.client, &group(name)).await;
     }
     let ca = ClusterAutoscaler::builder(
         &env.control_plane,

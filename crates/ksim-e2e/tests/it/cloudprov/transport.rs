@@ -18,7 +18,11 @@ async fn scale_up_works_over_mutual_tls_and_a_client_without_a_certificate_is_re
     let addr = server.grpc_addr();
     // CA dials `address` from its cloud-config and checks the certificate against its host.
     let mut ca = tls.client(addr.port()).await;
-    create_deployment(&env.client, &seat_deployment("m5", 0, 0, 3)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 3, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     refreshed(&ca).await;
     served(&ca, "m5").await;
     ca.node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
@@ -64,7 +68,11 @@ fn run_grpcurl(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn grpcurl_lists_describes_and_calls_the_service() {
     let env = start().await;
-    create_deployment(&env.client, &seat_deployment("m5", 1, 1, 5)).await;
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 1, 1, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
     let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
     let address = server.grpc_addr().to_string();
     let services = run_grpcurl(&["-plaintext", &address, "list"]);

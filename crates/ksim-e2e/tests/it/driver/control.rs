@@ -27,7 +27,12 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
         vec![
             (
                 0,
-                vec![("apps/v1.Deployment", "team", "api", deployment("api", 2))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "team",
+                    "api",
+                    Workload::new("api", 2).json(),
+                )],
             ),
             (
                 120_000,
@@ -284,7 +289,7 @@ async fn objects_the_cluster_refuses_are_reported_and_on_error_decides() {
     let mut mesh = start().await;
     let widget =
         json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}});
-    let mut invalid = deployment("broken", 1);
+    let mut invalid = Workload::new("broken", 1).json();
     invalid["spec"]["selector"]["matchLabels"]["app"] = json!("does-not-match");
     let file = trace_file(
         vec![

@@ -28,7 +28,12 @@ async fn each_replayed_pod_runs_as_long_as_its_recorded_launch() {
             0,
             vec![
                 ("batch/v1.Job", "shop", "batch", sequential_job()),
-                ("apps/v1.Deployment", "shop", "web", deployment("web", 1)),
+                (
+                    "apps/v1.Deployment",
+                    "shop",
+                    "web",
+                    Workload::new("web", 1).json(),
+                ),
             ],
         )],
         vec![

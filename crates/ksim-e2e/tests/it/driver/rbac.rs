@@ -22,7 +22,12 @@ async fn a_simulation_runs_and_cleans_up_as_the_drivers_service_account() {
         vec![
             (
                 0,
-                vec![("apps/v1.Deployment", "team", "api", deployment("api", 2))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "team",
+                    "api",
+                    Workload::new("api", 2).json(),
+                )],
             ),
             (
                 500,

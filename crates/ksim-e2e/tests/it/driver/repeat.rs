@@ -15,7 +15,12 @@ async fn repeat_runs_the_trace_n_times_and_prints_the_spread() {
         trace_file(
             vec![(
                 0,
-                vec![("apps/v1.Deployment", "shop", "web", deployment("web", 2))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "shop",
+                    "web",
+                    Workload::new("web", 2).json(),
+                )],
             )],
             2_000,
         ),

@@ -255,7 +255,7 @@ async fn an_imported_trace_replays_its_own_span_when_no_end_is_given() {
 
     let mut mesh = start().await;
     let app = |name: &'static str, replicas| {
-        let object = deployment(name, replicas);
+        let object = Workload::new(name, replicas).json();
         vec![("apps/v1.Deployment", "shop", name, object)]
     };
     let file = trace_file(

@@ -215,7 +215,12 @@ async fn twenty_runs_with_random_cancels_and_a_driver_kill_leave_nothing_behind(
         vec![
             (
                 0,
-                vec![("apps/v1.Deployment", "team", "api", deployment("api", 2))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "team",
+                    "api",
+                    Workload::new("api", 2).json(),
+                )],
             ),
             (3_000, vec![("v1.ConfigMap", "team", "b", config_map("b"))]),
         ],

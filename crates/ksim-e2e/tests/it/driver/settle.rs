@@ -12,11 +12,21 @@ async fn the_first_instant_runs_before_the_clock_starts() {
         vec![
             (
                 0,
-                vec![("apps/v1.Deployment", "shop", "web", deployment("web", 6))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "shop",
+                    "web",
+                    Workload::new("web", 6).json(),
+                )],
             ),
             (
                 2_000,
-                vec![("apps/v1.Deployment", "shop", "late", deployment("late", 1))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "shop",
+                    "late",
+                    Workload::new("late", 1).json(),
+                )],
             ),
         ],
         4_000,
@@ -70,7 +80,12 @@ async fn a_start_that_cannot_settle_can_be_cancelled() {
             (0, vec![("v1.Pod", "shop", "huge", huge)]),
             (
                 1_000,
-                vec![("apps/v1.Deployment", "shop", "late", deployment("late", 1))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "shop",
+                    "late",
+                    Workload::new("late", 1).json(),
+                )],
             ),
         ],
         60_000,

@@ -19,11 +19,21 @@ async fn doubling_replicas_doubles_the_replayed_peak_pods() {
         vec![
             (
                 0,
-                vec![("apps/v1.Deployment", "shop", "web", deployment("web", 3))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "shop",
+                    "web",
+                    Workload::new("web", 3).json(),
+                )],
             ),
             (
                 15_000,
-                vec![("apps/v1.Deployment", "shop", "web", deployment("web", 2))],
+                vec![(
+                    "apps/v1.Deployment",
+                    "shop",
+                    "web",
+                    Workload::new("web", 2).json(),
+                )],
             ),
         ],
         25_000,

@@ -86,7 +86,7 @@ async fn a_recorded_trace_and_a_broken_one_are_fixed_validate_clean_and_replay()
         )
         .await
         .unwrap();
-    let mut web = deployment("web", 2);
+    let mut web = Workload::new("web", 2).json();
     web["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
         json!([{"configMapRef": {"name": "settings"}}]);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
@@ -186,7 +186,7 @@ async fn a_recorded_trace_and_a_broken_one_are_fixed_validate_clean_and_replay()
             name: value["metadata"]["name"].as_str().unwrap().into(),
             object_json: serde_json::to_vec(&value).unwrap(),
         };
-        let mut api = deployment("api", 2);
+        let mut api = Workload::new("api", 2).json();
         api["metadata"]["uid"] = json!("recorded-uid");
         api["metadata"]["resourceVersion"] = json!("42");
         api["status"] = json!({"replicas": 2});
@@ -207,7 +207,7 @@ async fn a_recorded_trace_and_a_broken_one_are_fixed_validate_clean_and_replay()
         for (offset, objects) in [
             (2_000, vec![object(api), object(widget)]),
             (1_000, vec![object(owned)]),
-            (6_000, vec![object(deployment("late", 1))]),
+            (6_000, vec![object(Workload::new("late", 1).json())]),
         ] {
             writer
                 .write_event(&ksim_trace::pb::TraceEvent {

@@ -13,10 +13,14 @@ use ksim_cloudprov::{
     provider::{Provider, ScaleEvent, Settings},
     runtime,
 };
+/// The fixtures every provider test builds its groups from, through `use super::common::*`.
+pub use ksim_e2e::fixtures::{
+    C5_XLARGE_TAINTED_SKELETON, M5_LARGE_TAINTED_SKELETON, seat_deployment,
+};
 use ksim_grpc::{Running, ServeArgs, TlsArgs};
 use ksim_nodes::{
     labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
-    seats::{SeatDeployment, SkeletonSource},
+    seats::SeatDeployment,
 };
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
@@ -34,25 +38,6 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 pub const DEADLINE: Duration = Duration::from_secs(120);
 pub const NAMESPACE: &str = "default";
 
-/// An m5.large: 1930m CPU allocatable, 29 pods; the autoscaler bench uses it too.
-pub const SKELETON: &str = include_str!("m5-large.yaml");
-
-/// A second instance type, twice the CPU of [`SKELETON`]: pods asking for 3 CPU fit only here.
-pub const SKELETON_C5_XLARGE: &str = r#"
-apiVersion: v1
-kind: Node
-metadata:
-  labels:
-    node.kubernetes.io/instance-type: c5.xlarge
-    topology.kubernetes.io/zone: us-east-1a
-spec:
-  taints:
-  - { key: dedicated, value: sim, effect: NoSchedule }
-status:
-  capacity: { cpu: "4", memory: 8Gi, pods: "58" }
-  allocatable: { cpu: 3920m, memory: 7Gi, pods: "58" }
-"#;
-
 pub struct Env {
     pub control_plane: ControlPlane,
     pub client: Client,
@@ -67,10 +52,7 @@ pub async fn start() -> Env {
 
 /// [`start`], with the provider answering from `settings`.
 pub async fn start_with(settings: Settings) -> Env {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .try_init();
+    ksim_e2e::init_logs();
     let control_plane = ControlPlane::builder()
         .controller_manager_arg("--node-monitor-period=1s")
         .controller_manager_arg("--node-monitor-grace-period=6s")
@@ -274,49 +256,10 @@ pub async fn served(client: &CloudProviderClient<Channel>, group: &str) {
     .unwrap();
 }
 
-pub fn seat_deployment(group: &str, replicas: i32, min: i32, max: i32) -> Deployment {
-    seat_deployment_with(
-        group,
-        replicas,
-        min,
-        max,
-        SkeletonSource::Inline(SKELETON.to_owned()),
-    )
-}
-
-/// A c5.xlarge group ([`SKELETON_C5_XLARGE`]).
-pub fn c5_seat_deployment(group: &str, replicas: i32, min: i32, max: i32) -> Deployment {
-    seat_deployment_with(
-        group,
-        replicas,
-        min,
-        max,
-        SkeletonSource::Inline(SKELETON_C5_XLARGE.to_owned()),
-    )
-}
-
-pub fn seat_deployment_with(
-    group: &str,
-    replicas: i32,
-    min: i32,
-    max: i32,
-    skeleton: SkeletonSource,
-) -> Deployment {
-    SeatDeployment {
-        group: group.to_owned(),
-        namespace: NAMESPACE.to_owned(),
-        replicas,
-        skeleton,
-        min_size: Some(min),
-        max_size: Some(max),
-        provisioning: None,
-    }
-    .to_deployment()
-}
-
-pub async fn create_deployment(client: &Client, deployment: &Deployment) {
+/// Creates the seat Deployment `seats` (one of [`seat_deployment`]'s, in [`NAMESPACE`]).
+pub async fn create_seats(client: &Client, seats: &SeatDeployment) {
     Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
-        .create(&PostParams::default(), deployment)
+        .create(&PostParams::default(), &seats.to_deployment())
         .await
         .unwrap();
 }

@@ -6,6 +6,7 @@ use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Namespace;
 use ksim_driver::{config::Settings, mesh::Mesh, runtime as driver};
+pub use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
 use ksim_testenv::{ControlPlane, wait};
@@ -18,7 +19,7 @@ use kube::{
 use tonic::transport::Channel;
 
 pub const DEADLINE: Duration = Duration::from_secs(180);
-pub const SKELETON: &str = ksim_e2e::M5_LARGE_SKELETON;
+pub const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 pub const SEATS_NAMESPACE: &str = "ksim-system";
 
 pub struct TestMesh {
@@ -40,10 +41,7 @@ pub async fn start() -> TestMesh {
 /// The mesh with the driver talking to the apiserver as `identity` (user, groups) instead of
 /// the admin.
 pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .try_init();
+    ksim_e2e::init_logs();
     let env = ControlPlane::start().await.unwrap();
     let client = env.client();
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -363,21 +361,6 @@ pub fn trace_file_with_deletes(
 
 pub fn uploaded(file: Vec<u8>) -> Option<pb::simulation_spec::TraceSource> {
     Some(pb::simulation_spec::TraceSource::TraceFile(file))
-}
-
-pub fn deployment(name: &str, replicas: i32) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
-            }
-        }
-    })
 }
 
 pub fn config_map(name: &str) -> serde_json::Value {

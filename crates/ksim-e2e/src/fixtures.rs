@@ -1,0 +1,200 @@
+//! The Kubernetes objects the tests and benchmarks build alike: node skeletons, seat
+//! Deployments and workload Deployments, one definition each.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use ksim_nodes::{
+    labels::{GROUP_LABEL, VIRTUAL_TAINT_KEY},
+    seats::{SeatDeployment, SkeletonSource},
+};
+use serde_json::{Value, json};
+
+/// The example m5.large node skeleton (`deploy/vnode/examples/skeleton-m5-large.yaml`), the
+/// one the docs use: the tests' default node.
+pub const M5_LARGE_SKELETON: &str =
+    include_str!("../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+
+/// An m5.large (1930m CPU, 7Gi memory allocatable, 29 pods) tainted `dedicated=sim:NoSchedule`,
+/// as a dedicated group's nodes are: the cloud provider's tests check that CA's node templates
+/// carry the taint, and only workloads that tolerate it ([`Workload::on_group`]) land there.
+pub const M5_LARGE_TAINTED_SKELETON: &str = r#"apiVersion: v1
+kind: Node
+metadata:
+  labels:
+    node.kubernetes.io/instance-type: m5.large
+    topology.kubernetes.io/zone: us-east-1a
+spec:
+  taints:
+  - { key: dedicated, value: sim, effect: NoSchedule }
+status:
+  capacity: { cpu: "2", memory: 8Gi, pods: "29" }
+  allocatable: { cpu: 1930m, memory: 7Gi, pods: "29" }
+"#;
+
+/// A second instance type, tainted as [`M5_LARGE_TAINTED_SKELETON`] with twice its CPU: pods
+/// asking for 3 CPU fit only here.
+pub const C5_XLARGE_TAINTED_SKELETON: &str = r#"apiVersion: v1
+kind: Node
+metadata:
+  labels:
+    node.kubernetes.io/instance-type: c5.xlarge
+    topology.kubernetes.io/zone: us-east-1a
+spec:
+  taints:
+  - { key: dedicated, value: sim, effect: NoSchedule }
+status:
+  capacity: { cpu: "4", memory: 8Gi, pods: "58" }
+  allocatable: { cpu: 3920m, memory: 7Gi, pods: "58" }
+"#;
+
+/// Group `group`'s seats in namespace `default`: `replicas` nodes of the inline `skeleton`,
+/// which cluster-autoscaler may resize between `min` and `max`. A [`SeatDeployment`], so a
+/// caller that needs another namespace, a ConfigMap skeleton or a provisioning model sets it
+/// with struct update syntax before `to_deployment`.
+pub fn seat_deployment(
+    group: &str,
+    replicas: i32,
+    min: i32,
+    max: i32,
+    skeleton: &str,
+) -> SeatDeployment {
+    SeatDeployment {
+        group: group.to_owned(),
+        namespace: "default".to_owned(),
+        replicas,
+        skeleton: SkeletonSource::Inline(skeleton.to_owned()),
+        min_size: Some(min),
+        max_size: Some(max),
+        provisioning: None,
+    }
+}
+
+/// Where a [`Workload`]'s pods may run.
+#[derive(Debug, Clone)]
+enum Placement {
+    /// Wherever the scheduler (or the driver's replay) puts them.
+    Anywhere,
+    /// On group `0`'s virtual nodes.
+    Group(String),
+    /// On any group's virtual nodes, not the seat host.
+    AnyGroup,
+}
+
+/// A Deployment of `replicas` pods labelled `app=<name>`, one container each: the workload
+/// a trace replays or cluster-autoscaler scales for. The options are the few the tests and
+/// benchmarks vary; one that puts the object itself under test builds its own.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    name: String,
+    replicas: i32,
+    namespace: Option<String>,
+    image: String,
+    requests: Option<(String, String)>,
+    placement: Placement,
+    pod_labels: BTreeMap<String, String>,
+}
+
+impl Workload {
+    /// `replicas` pods of `registry.example/app:1`, no namespace (the trace row or the API
+    /// call gives it), no requests, no placement.
+    pub fn new(name: &str, replicas: i32) -> Self {
+        Self {
+            name: name.to_owned(),
+            replicas,
+            namespace: None,
+            image: "registry.example/app:1".to_owned(),
+            requests: None,
+            placement: Placement::Anywhere,
+            pod_labels: BTreeMap::new(),
+        }
+    }
+
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    pub fn image(mut self, image: &str) -> Self {
+        self.image = image.to_owned();
+        self
+    }
+
+    /// Each pod asks for `cpu` and `memory`.
+    pub fn requests(mut self, cpu: &str, memory: &str) -> Self {
+        self.requests = Some((cpu.to_owned(), memory.to_owned()));
+        self
+    }
+
+    /// On group `group`'s virtual nodes, tolerating their taints (ksim's and the tainted
+    /// skeletons' `dedicated`).
+    pub fn on_group(mut self, group: &str) -> Self {
+        self.placement = Placement::Group(group.to_owned());
+        self
+    }
+
+    /// On any group's virtual nodes (tolerating their taints, as [`Self::on_group`]), never on
+    /// the seat host, which has no group label.
+    pub fn on_any_group(mut self) -> Self {
+        self.placement = Placement::AnyGroup;
+        self
+    }
+
+    /// One more label on the pods (besides `app=<name>`), as the benchmarks tag a part's pods.
+    pub fn pod_label(mut self, key: &str, value: &str) -> Self {
+        self.pod_labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// The Deployment as JSON, as a trace records it.
+    pub fn json(&self) -> Value {
+        let mut container = json!({ "name": "main", "image": self.image });
+        if let Some((cpu, memory)) = &self.requests {
+            container["resources"] = json!({ "requests": { "cpu": cpu, "memory": memory } });
+        }
+        let mut pod_spec = json!({ "containers": [container] });
+        let tolerations = json!([
+            { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
+            { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
+        ]);
+        match &self.placement {
+            Placement::Anywhere => {}
+            Placement::Group(group) => {
+                pod_spec["nodeSelector"] = json!({ GROUP_LABEL: group });
+                pod_spec["tolerations"] = tolerations;
+            }
+            Placement::AnyGroup => {
+                pod_spec["affinity"] = json!({ "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": { "nodeSelectorTerms": [{
+                        "matchExpressions": [{ "key": GROUP_LABEL, "operator": "Exists" }]
+                    }] }
+                } });
+                pod_spec["tolerations"] = tolerations;
+            }
+        }
+        let mut labels = self.pod_labels.clone();
+        labels.insert("app".to_owned(), self.name.clone());
+        let mut metadata = json!({ "name": self.name });
+        if let Some(namespace) = &self.namespace {
+            metadata["namespace"] = json!(namespace);
+        }
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": metadata,
+            "spec": {
+                "replicas": self.replicas,
+                "selector": { "matchLabels": { "app": self.name } },
+                "template": { "metadata": { "labels": labels }, "spec": pod_spec }
+            }
+        })
+    }
+
+    /// The Deployment, to create through the API.
+    ///
+    /// # Panics
+    /// Never for the options above: they build a valid Deployment.
+    pub fn deployment(&self) -> Deployment {
+        serde_json::from_value(self.json())
+            .unwrap_or_else(|e| panic!("workload {} is not a valid Deployment: {e}", self.name))
+    }
+}
