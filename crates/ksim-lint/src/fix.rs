@@ -62,7 +62,7 @@ pub fn fix<R: Read, W: Write>(
     let buffer = reorder && plan.unordered;
     let mut events: Vec<(u64, pb::TraceEvent)> = Vec::new();
     let mut lifecycles = Vec::new();
-    // Cluster samples and recorded nodes pass through unchanged.
+    // Cluster samples, recorded nodes and usage pass through unchanged.
     let mut others = Vec::new();
     let (mut event_index, mut lifecycle_index) = (0u64, 0u64);
     while let Some(record) = reader.next_record()? {
@@ -89,7 +89,7 @@ pub fn fix<R: Read, W: Write>(
                     }
                 }
             }
-            other @ (Record::Sample(_) | Record::Node(_)) => {
+            other @ (Record::Sample(_) | Record::Node(_) | Record::Usage(_)) => {
                 if buffer {
                     others.push(other);
                 } else {

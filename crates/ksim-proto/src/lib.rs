@@ -564,6 +564,7 @@ mod tests {
                             skip_owned: false,
                         }],
                         cluster_recorded: false,
+                        ..Default::default()
                     }),
                     ..Default::default()
                 })),

@@ -284,8 +284,10 @@ fn header(workload: &DayWorkload) -> pb::TraceHeader {
                     "/spec/jobTemplate/spec/template",
                 ),
             ],
-            // Generated: there is no cluster state to compare a replay with.
+            // Generated: there is no cluster state to compare a replay with, and no usage.
             cluster_recorded: false,
+            usage_recording: pb::UsageRecording::Unspecified.into(),
+            usage_interval_ms: 0,
         }),
         start_time: Some(timestamp(workload.start_ms)),
         end_time: Some(timestamp(end_ms)),

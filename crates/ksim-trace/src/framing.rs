@@ -15,6 +15,7 @@ pub(crate) const LIFECYCLE_FIELD: u8 = 3;
 pub(crate) const TRAILER_FIELD: u8 = 4;
 pub(crate) const SAMPLE_FIELD: u8 = 5;
 pub(crate) const NODE_FIELD: u8 = 6;
+pub(crate) const USAGE_FIELD: u8 = 7;
 
 /// Protobuf wire type of an embedded message.
 const LENGTH_DELIMITED: u8 = 2;

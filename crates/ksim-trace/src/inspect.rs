@@ -29,6 +29,9 @@ pub struct Inspection {
     /// Cluster samples and recorded node records (0 when the cluster was not recorded).
     pub samples: u64,
     pub nodes: u64,
+    /// Usage samples, and the distinct pods (namespace, name) they cover.
+    pub usage_samples: u64,
+    pub usage_pods: u64,
     /// Most Ready nodes at once, over all groups, and most pods Pending and Running at once,
     /// over all namespaces, in the samples.
     pub peak_ready_nodes: u64,
@@ -57,6 +60,8 @@ pub fn inspect<R: Read>(input: R) -> Result<Inspection, TraceError> {
         lifecycles: 0,
         samples: 0,
         nodes: 0,
+        usage_samples: 0,
+        usage_pods: 0,
         peak_ready_nodes: 0,
         peak_pending_pods: 0,
         peak_running_pods: 0,
@@ -67,6 +72,7 @@ pub fn inspect<R: Read>(input: R) -> Result<Inspection, TraceError> {
         uncompressed_bytes: 0,
     };
     let mut seen = HashSet::new();
+    let mut pods_used = HashSet::new();
     while let Some(record) = reader.next_record()? {
         match record {
             Record::Event(event) => inspection.add_event(event, &mut seen),
@@ -76,6 +82,12 @@ pub fn inspect<R: Read>(input: R) -> Result<Inspection, TraceError> {
             }
             Record::Sample(sample) => inspection.add_sample(&sample),
             Record::Node(_) => inspection.nodes += 1,
+            Record::Usage(usage) => {
+                inspection.usage_samples += 1;
+                if pods_used.insert((usage.namespace, usage.pod)) {
+                    inspection.usage_pods += 1;
+                }
+            }
         }
     }
     inspection.compressed_bytes = reader.compressed_bytes();

@@ -21,6 +21,8 @@ pub enum Record {
     Sample(pb::ClusterSample),
     /// A recorded node's state or deletion; never replayed.
     Node(pb::RecordedNode),
+    /// What a recorded pod used at one time.
+    Usage(pb::UsageSample),
 }
 
 /// How many leading bytes [`TraceError::NotATrace`] shows.
@@ -40,7 +42,7 @@ enum State {
 }
 
 /// Reads a trace file. [`TraceReader::new`] reads and checks the header; each
-/// [`TraceReader::next_record`] yields one event, lifecycle, sample or node, and `Ok(None)` only once a
+/// [`TraceReader::next_record`] yields one event, lifecycle, sample, node or usage sample, and `Ok(None)` only once a
 /// trailer whose totals match has closed the file with nothing after it.
 pub struct TraceReader<R: Read> {
     stream: RecordStream<Decompressed<R>>,
@@ -184,6 +186,11 @@ impl<R: Read> TraceReader<R> {
                 self.totals.count_node();
                 Ok(Some(Record::Node(node)))
             }
+            Oneof::Usage(usage) => {
+                self.totals.check_usage(&usage).map_err(corrupt)?;
+                self.totals.count_usage(&usage);
+                Ok(Some(Record::Usage(usage)))
+            }
             Oneof::Trailer(trailer) => {
                 self.totals.check_trailer(&trailer).map_err(corrupt)?;
                 self.check_end()?;
@@ -239,5 +246,6 @@ fn describe(record: &Oneof) -> &'static str {
         Oneof::Trailer(_) => "a trailer",
         Oneof::Sample(_) => "a cluster sample",
         Oneof::Node(_) => "a recorded node",
+        Oneof::Usage(_) => "a usage sample",
     }
 }

@@ -32,6 +32,7 @@ pub(crate) fn sample_header() -> pb::TraceHeader {
                 skip_owned: false,
             }],
             cluster_recorded: false,
+            ..Default::default()
         }),
         start_time: Some(prost_types::Timestamp {
             seconds: 1_700_000_000,

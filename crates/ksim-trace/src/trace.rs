@@ -11,6 +11,8 @@ pub struct Trace {
     /// The recorded cluster's state over time (see `TracerConfig.cluster_recorded`).
     pub samples: Vec<pb::ClusterSample>,
     pub nodes: Vec<pb::RecordedNode>,
+    /// What the recorded pods used (`TracerConfig.usage_recording`).
+    pub usage: Vec<pb::UsageSample>,
     pub trailer: pb::TraceTrailer,
 }
 
@@ -21,12 +23,14 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, TraceError> {
     let mut lifecycles = Vec::new();
     let mut samples = Vec::new();
     let mut nodes = Vec::new();
+    let mut usage = Vec::new();
     while let Some(record) = reader.next_record()? {
         match record {
             Record::Event(event) => events.push(event),
             Record::Lifecycle(lifecycle) => lifecycles.push(lifecycle),
             Record::Sample(sample) => samples.push(sample),
             Record::Node(node) => nodes.push(node),
+            Record::Usage(sample) => usage.push(sample),
         }
     }
     let trailer = reader.trailer().cloned().unwrap_or_default();
@@ -36,6 +40,7 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, TraceError> {
         lifecycles,
         samples,
         nodes,
+        usage,
         trailer,
     })
 }

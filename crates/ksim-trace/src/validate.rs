@@ -35,6 +35,17 @@ pub(crate) enum RecordProblem {
     },
     #[error("recorded node {index} has no name")]
     NodeWithoutName { index: u64 },
+    #[error(
+        "usage sample {index} at {at_ms} ms is older than the sample before it at {previous_ms} ms; \
+         usage samples must be in timestamp order"
+    )]
+    UsageOutOfOrder {
+        index: u64,
+        at_ms: i64,
+        previous_ms: i64,
+    },
+    #[error("usage sample {index} {problem}")]
+    Usage { index: u64, problem: &'static str },
     #[error("the trailer counts {claimed} {what} but the file holds {counted}")]
     TrailerCount {
         what: &'static str,
@@ -51,11 +62,13 @@ pub(crate) struct Totals {
     objects: u64,
     samples: u64,
     nodes: u64,
+    usage: u64,
     last_event_ms: Option<i64>,
     /// Whether an event older than the one before it is accepted (for tools that repair
     /// traces); the default refuses it.
     pub(crate) unordered: bool,
     last_sample_ms: Option<i64>,
+    last_usage_ms: Option<i64>,
 }
 
 impl Totals {
@@ -150,6 +163,45 @@ impl Totals {
         self.nodes = self.nodes.saturating_add(1);
     }
 
+    /// Why `usage` may not come next: it must name its pod, give each container a name and
+    /// no negative amount, and come in timestamp order.
+    pub(crate) fn check_usage(&self, usage: &pb::UsageSample) -> Result<(), RecordProblem> {
+        let index = self.usage;
+        if let Some(previous) = self.last_usage_ms
+            && usage.timestamp_ms < previous
+        {
+            return Err(RecordProblem::UsageOutOfOrder {
+                index,
+                at_ms: usage.timestamp_ms,
+                previous_ms: previous,
+            });
+        }
+        let problem = if usage.pod.is_empty() {
+            Some("has no pod name")
+        } else if usage.window_ms < 0 {
+            Some("has a negative window")
+        } else if usage.containers.iter().any(|c| c.name.is_empty()) {
+            Some("has a container without a name")
+        } else if usage
+            .containers
+            .iter()
+            .any(|c| c.cpu_nanocores < 0 || c.memory_bytes < 0)
+        {
+            Some("has a negative amount")
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(RecordProblem::Usage { index, problem }),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn count_usage(&mut self, usage: &pb::UsageSample) {
+        self.usage = self.usage.saturating_add(1);
+        self.last_usage_ms = Some(usage.timestamp_ms);
+    }
+
     /// The trailer that closes what was counted.
     pub(crate) fn trailer(&self) -> pb::TraceTrailer {
         pb::TraceTrailer {
@@ -158,6 +210,7 @@ impl Totals {
             object_count: self.objects,
             sample_count: self.samples,
             node_count: self.nodes,
+            usage_count: self.usage,
         }
     }
 
@@ -178,6 +231,7 @@ impl Totals {
                 expected.sample_count,
             ),
             ("recorded nodes", trailer.node_count, expected.node_count),
+            ("usage samples", trailer.usage_count, expected.usage_count),
         ];
         for (what, claimed, counted) in totals {
             if claimed != counted {

@@ -7,7 +7,7 @@ use zstd::stream::write::Encoder;
 
 use crate::framing::{
     EVENT_FIELD, HEADER_FIELD, LIFECYCLE_FIELD, NODE_FIELD, SAMPLE_FIELD, TRAILER_FIELD,
-    encode_record,
+    USAGE_FIELD, encode_record,
 };
 use crate::validate::Totals;
 use crate::{COMPRESSION_LEVEL, FORMAT_VERSION, TraceError, pb};
@@ -92,6 +92,17 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
+    /// Appends what a pod used. Refuses one without a pod name, with a negative amount, or
+    /// older than the previous usage sample.
+    pub fn write_usage(&mut self, usage: &pb::UsageSample) -> Result<(), TraceError> {
+        self.totals
+            .check_usage(usage)
+            .map_err(|problem| TraceError::invalid(problem.to_string()))?;
+        self.write_record(USAGE_FIELD, usage)?;
+        self.totals.count_usage(usage);
+        Ok(())
+    }
+
     /// Writes any record a reader yields, in the same way.
     pub fn write(&mut self, record: &crate::Record) -> Result<(), TraceError> {
         match record {
@@ -99,6 +110,7 @@ impl<W: Write> TraceWriter<W> {
             crate::Record::Lifecycle(lifecycle) => self.write_lifecycle(lifecycle),
             crate::Record::Sample(sample) => self.write_sample(sample),
             crate::Record::Node(node) => self.write_node(node),
+            crate::Record::Usage(usage) => self.write_usage(usage),
         }
     }
 

@@ -55,6 +55,11 @@ pub fn transform_trace<R: Read, W: Write>(
                     writer.write_node(&node).map_err(TransformError::Write)?;
                 }
             }
+            Record::Usage(usage) => {
+                if let Some(usage) = transformer.usage(usage)? {
+                    writer.write_usage(&usage).map_err(TransformError::Write)?;
+                }
+            }
         }
     }
     let (output, trailer) = writer.finish().map_err(TransformError::Write)?;

@@ -291,6 +291,30 @@ impl<'r> Transformer<'r> {
         Ok(Some(sample))
     }
 
+    /// A usage sample as the time rules leave it: shifted, stretched (its window is a rate's,
+    /// and stays), dropped outside a window; a namespace renamed by a rule without a selector
+    /// renames its pod's. Selectors are about objects: usage of a pod whose owner a `drop`
+    /// removes stays, and no replayed pod uses it.
+    pub fn usage(
+        &self,
+        mut usage: pb::UsageSample,
+    ) -> Result<Option<pb::UsageSample>, TransformError> {
+        for (position, rule) in self.rules.rules.iter().enumerate() {
+            usage.timestamp_ms =
+                self.moved(position, rule, "a usage sample", usage.timestamp_ms)?;
+            if !self.kept(position, rule, usage.timestamp_ms) {
+                return Ok(None);
+            }
+            if let Op::RenameNamespace { from, to } = &rule.op
+                && rule.selector.is_none()
+                && usage.namespace == *from
+            {
+                usage.namespace.clone_from(to);
+            }
+        }
+        Ok(Some(usage))
+    }
+
     /// A recorded node as the time rules leave it (its record's time moved; its creation,
     /// removal and deletion times too).
     pub fn node(
@@ -1046,6 +1070,50 @@ mod tests {
                 moved.deleted_ms
             ),
             (T0 + 4_000, T0 + 6_500, T0 + 7_000, T0 + 7_000)
+        );
+    }
+
+    #[test]
+    fn usage_follows_the_time_and_rename_rules() {
+        let rules = rules(
+            "rules:\n  - shiftTime: 5s\n  - keepWindow: { end: 20s }\n  - renameNamespace: { from: shop, to: canary }\n  - match: 'kind == \"Deployment\"'\n    renameNamespace: { from: canary, to: elsewhere }\n",
+        );
+        let transformer = Transformer::new(&rules, &header()).unwrap();
+        let usage = |offset: i64, namespace: &str| pb::UsageSample {
+            timestamp_ms: T0 + offset,
+            window_ms: 15_000,
+            namespace: namespace.to_owned(),
+            pod: "web-1".to_owned(),
+            containers: vec![pb::ContainerUsage {
+                name: "app".to_owned(),
+                cpu_nanocores: 250_000_000,
+                memory_bytes: 1 << 26,
+            }],
+        };
+        let moved = transformer.usage(usage(1_000, "shop")).unwrap().unwrap();
+        // Moved by the shift, renamed by the rule without a selector only; amounts and the
+        // rate's window unchanged.
+        assert_eq!(
+            moved,
+            pb::UsageSample {
+                timestamp_ms: T0 + 6_000,
+                namespace: "canary".to_owned(),
+                ..usage(1_000, "shop")
+            }
+        );
+        assert_eq!(
+            transformer
+                .usage(usage(1_000, "other"))
+                .unwrap()
+                .unwrap()
+                .namespace,
+            "other"
+        );
+        assert!(transformer.usage(usage(19_000, "shop")).unwrap().is_some());
+        assert_eq!(
+            transformer.usage(usage(21_000, "shop")).unwrap(),
+            None,
+            "shifted past the window end"
         );
     }
 

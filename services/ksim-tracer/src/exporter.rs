@@ -96,6 +96,7 @@ impl Export {
                 }),
                 Record::Sample(sample) => cut.sample(sample).map(|s| writer.write_sample(&s)),
                 Record::Node(node) => cut.node(node).map(|n| writer.write_node(&n)),
+                Record::Usage(usage) => cut.usage(usage).map(|u| writer.write_usage(&u)),
                 _ => None,
             };
             written.transpose().map_err(disconnected_or)?;
@@ -158,6 +159,9 @@ fn for_each_record(
                     }
                     TraceFileRecord::Node(node) => {
                         on_record(node.timestamp_ms, &Record::Node(node))?;
+                    }
+                    TraceFileRecord::Usage(usage) => {
+                        on_record(usage.timestamp_ms, &Record::Usage(usage))?;
                     }
                 }
             }

@@ -102,6 +102,9 @@ impl Store {
                 .map(|(kind, status)| kind.to_proto(&status.plural, status.namespaced))
                 .collect(),
             cluster_recorded: self.recorder().is_ok_and(|r| r.records_cluster()),
+            // The tracer does not read the metrics API yet (issue 36).
+            usage_recording: pb::UsageRecording::Unspecified.into(),
+            usage_interval_ms: 0,
         }
     }
 

@@ -53,7 +53,8 @@ impl Observer {
             Record::Event(event) => self.event(event),
             Record::Node(node) => self.node(node),
             Record::Lifecycle(lifecycle) => self.lifecycle(lifecycle),
-            Record::Sample(_) => {}
+            // Provisioning delays are learned from nodes and pods, not from usage.
+            Record::Sample(_) | Record::Usage(_) => {}
         }
     }
 
@@ -238,6 +239,7 @@ mod tests {
                 node("m5-a", 31_000, true, 0),
                 node("m5-a", 80_000, false, 80_000),
             ],
+            usage: vec![],
             trailer: pb::TraceTrailer::default(),
         };
         let seen = observe(&trace);

@@ -9,10 +9,13 @@ pub(super) fn tracer_config(config: &model::TracerConfig) -> Result<pb::TracerCo
         .iter()
         .map(|(name, tracked)| tracked_kind(name, tracked))
         .collect::<Result<_, _>>()?;
-    // SimKube records no cluster state: a report has nothing to compare a replay with.
+    // SimKube records no cluster state (a report has nothing to compare a replay with) and no
+    // usage.
     Ok(pb::TracerConfig {
         tracked_kinds,
         cluster_recorded: false,
+        usage_recording: pb::UsageRecording::Unspecified.into(),
+        usage_interval_ms: 0,
     })
 }
 

@@ -22,6 +22,8 @@ fn every_record_comes_back_in_order() {
         Record::Node(node("n1", 0)),
         Record::Sample(sample(2_000, 1, 0)),
         Record::Node(node("n1", 2_000)),
+        Record::Usage(usage(1_000, "web-1", 250_000_000, 64 << 20)),
+        Record::Usage(usage(16_000, "web-1", 300_000_000, 70 << 20)),
         Record::Event(event(i64::MAX, Vec::new())),
     ];
     let mut writer = TraceWriter::new(Vec::new(), &header()).unwrap();
@@ -37,6 +39,7 @@ fn every_record_comes_back_in_order() {
             object_count: 3,
             sample_count: 2,
             node_count: 2,
+            usage_count: 2,
         }
     );
 
@@ -171,4 +174,73 @@ fn cluster_records_are_checked_and_counted() {
     assert_eq!(trace.samples, [sample(2_000, 1, 0)]);
     assert_eq!(trace.nodes, [node("n1", 0)]);
     assert!(trace.header.tracer_config.unwrap().cluster_recorded);
+}
+
+fn usage(timestamp_ms: i64, pod: &str, cpu_nanocores: i64, memory_bytes: i64) -> pb::UsageSample {
+    pb::UsageSample {
+        timestamp_ms,
+        window_ms: 15_000,
+        namespace: "shop".to_owned(),
+        pod: pod.to_owned(),
+        containers: vec![pb::ContainerUsage {
+            name: "app".to_owned(),
+            cpu_nanocores,
+            memory_bytes,
+        }],
+    }
+}
+
+#[test]
+fn usage_samples_are_checked_counted_and_summarised() {
+    let mut writer = TraceWriter::new(Vec::new(), &header()).unwrap();
+    writer.write_usage(&usage(2_000, "web-1", 1, 1)).unwrap();
+    let refused = [
+        (
+            usage(1_000, "web-2", 1, 1),
+            "usage samples must be in timestamp order",
+        ),
+        (usage(3_000, "", 1, 1), "usage sample 1 has no pod name"),
+        (
+            usage(3_000, "web-2", -1, 1),
+            "usage sample 1 has a negative amount",
+        ),
+        (
+            usage(3_000, "web-2", 1, -1),
+            "usage sample 1 has a negative amount",
+        ),
+        (
+            pb::UsageSample {
+                window_ms: -1,
+                ..usage(3_000, "web-2", 1, 1)
+            },
+            "usage sample 1 has a negative window",
+        ),
+        (
+            pb::UsageSample {
+                containers: vec![pb::ContainerUsage::default()],
+                ..usage(3_000, "web-2", 1, 1)
+            },
+            "usage sample 1 has a container without a name",
+        ),
+    ];
+    for (sample, message) in refused {
+        let error = writer.write_usage(&sample).unwrap_err();
+        assert!(error.to_string().contains(message), "{error}");
+    }
+    writer.write_usage(&usage(3_000, "web-2", 2, 2)).unwrap();
+    writer.write_usage(&usage(4_000, "web-1", 3, 3)).unwrap();
+    let (file, trailer) = writer.finish().unwrap();
+    assert_eq!(trailer.usage_count, 3);
+
+    let summary = inspect::inspect(file.as_slice()).unwrap();
+    assert_eq!((summary.usage_samples, summary.usage_pods), (3, 2));
+    let trace = read_trace(&file).unwrap();
+    assert_eq!(
+        trace.usage,
+        [
+            usage(2_000, "web-1", 1, 1),
+            usage(3_000, "web-2", 2, 2),
+            usage(4_000, "web-1", 3, 3)
+        ]
+    );
 }

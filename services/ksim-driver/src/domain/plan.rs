@@ -425,6 +425,7 @@ mod tests {
             lifecycles: Vec::new(),
             samples: Vec::new(),
             nodes: Vec::new(),
+            usage: Vec::new(),
             trailer: pb::TraceTrailer::default(),
         }
     }
@@ -596,6 +597,7 @@ mod tests {
                     pb::TrackedKindConfig::default(),
                 ],
                 cluster_recorded: false,
+                ..Default::default()
             }),
             ..Default::default()
         };

@@ -111,6 +111,7 @@ mod tests {
             lifecycles: Vec::new(),
             samples: Vec::new(),
             nodes: Vec::new(),
+            usage: Vec::new(),
             trailer: Default::default(),
         };
         let given = model("name: given");
@@ -145,6 +146,7 @@ mod tests {
             lifecycles: Vec::new(),
             samples: Vec::new(),
             nodes: Vec::new(),
+            usage: Vec::new(),
             trailer: Default::default(),
         };
         assert_eq!(learn(&trace), None);

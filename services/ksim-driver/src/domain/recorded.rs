@@ -114,6 +114,7 @@ mod tests {
             lifecycles: Vec::new(),
             samples,
             nodes: Vec::new(),
+            usage: Vec::new(),
             trailer: Default::default(),
         }
     }

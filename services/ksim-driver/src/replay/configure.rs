@@ -99,6 +99,7 @@ mod tests {
             lifecycles: Vec::new(),
             samples: Vec::new(),
             nodes: Vec::new(),
+            usage: Vec::new(),
             trailer: ksim_trace::pb::TraceTrailer::default(),
         }
     }

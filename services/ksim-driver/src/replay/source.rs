@@ -121,6 +121,7 @@ mod tests {
             lifecycles: Vec::new(),
             samples: Vec::new(),
             nodes: Vec::new(),
+            usage: Vec::new(),
             trailer: Default::default(),
         };
         assert_eq!(recorded_autoscaler(&trace), None);

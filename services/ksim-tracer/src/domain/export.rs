@@ -407,6 +407,13 @@ impl<S: Sorting> Cut<S> {
             .then(|| node.clone())
     }
 
+    /// One usage sample of the log for the export: `None` outside the window or of a namespace
+    /// the filter leaves out.
+    pub fn usage(&self, usage: &pb::UsageSample) -> Option<pb::UsageSample> {
+        (self.window.contains(usage.timestamp_ms) && self.filter.keeps_namespace(&usage.namespace))
+            .then(|| usage.clone())
+    }
+
     fn filtered(&self, mut sample: pb::ClusterSample) -> pb::ClusterSample {
         sample
             .pods

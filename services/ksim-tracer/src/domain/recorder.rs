@@ -106,7 +106,8 @@ impl Recorder {
             Record::Lifecycle(lifecycle) => self.restore_lifecycle(lifecycle),
             Record::Sample(sample) => self.cluster.restore_sample(sample),
             Record::Node(node) => self.cluster.restore_node(node),
-            Record::Header(_) | Record::Trailer(_) => {}
+            // Usage is numbers over time, not state to compare a relist with.
+            Record::Usage(_) | Record::Header(_) | Record::Trailer(_) => {}
         }
     }
 

@@ -125,7 +125,8 @@ impl State {
                     self.nodes.remove(&node.name);
                 }
             }
-            Some(Record::Header(_) | Record::Trailer(_)) | None => {}
+            // Usage is not state: a checkpoint keeps none.
+            Some(Record::Usage(_) | Record::Header(_) | Record::Trailer(_)) | None => {}
         }
     }
 }

@@ -70,8 +70,8 @@ impl SegmentMeta {
                 self.lifecycles += 1;
                 self.bump(lifecycle.owner_gvk.as_ref(), key, |t| t.lifecycles += 1);
             }
-            // Cluster state is not per kind; the entry count above covers it.
-            Some(Record::Sample(_) | Record::Node(_)) => {}
+            // Cluster state and usage are not per kind; the entry count above covers them.
+            Some(Record::Sample(_) | Record::Node(_) | Record::Usage(_)) => {}
             // `append` refuses the other kinds and readers reject them as corrupt.
             Some(Record::Header(_) | Record::Trailer(_)) | None => {}
         }

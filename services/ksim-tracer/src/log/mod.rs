@@ -448,7 +448,13 @@ fn lock(dir: &Path) -> Result<File, LogError> {
 /// Refuses records the log cannot hold and timestamps that go backwards.
 fn check_entry(entry: &LogEntry, prev: Option<i64>) -> Result<(), LogError> {
     match &entry.record.record {
-        Some(Record::Event(_) | Record::Lifecycle(_) | Record::Sample(_) | Record::Node(_)) => {}
+        Some(
+            Record::Event(_)
+            | Record::Lifecycle(_)
+            | Record::Sample(_)
+            | Record::Node(_)
+            | Record::Usage(_),
+        ) => {}
         Some(Record::Header(_)) => {
             return Err(LogError::InvalidRecord(
                 "a header record cannot be logged".into(),

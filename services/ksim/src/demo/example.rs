@@ -79,6 +79,7 @@ fn header() -> pb::TraceHeader {
             ],
             // Written in code, not recorded: there is no cluster state to compare with.
             cluster_recorded: false,
+            ..Default::default()
         }),
         start_time: Some(timestamp(START_MS)),
         // Exclusive, and the last event is well before it.

@@ -63,6 +63,44 @@ fn cluster_state(inspection: &Inspection) -> String {
     )
 }
 
+/// Whether the trace holds what the recorded pods used, and if not, why not.
+fn usage(inspection: &Inspection) -> String {
+    let config = inspection.header.tracer_config.as_ref();
+    let recording = config.map_or(pb::UsageRecording::Unspecified, |c| c.usage_recording());
+    let interval_ms = config.map_or(0, |c| c.usage_interval_ms);
+    if inspection.usage_samples > 0 {
+        let every = if interval_ms > 0 {
+            format!(
+                ", read every {}",
+                humantime::format_duration(ms(interval_ms))
+            )
+        } else {
+            String::new()
+        };
+        return format!(
+            "{} samples of {} pods{every}",
+            inspection.usage_samples, inspection.usage_pods
+        );
+    }
+    match recording {
+        pb::UsageRecording::NoMetricsApi => {
+            "none: the recorded cluster served no metrics API (metrics.k8s.io)".to_owned()
+        }
+        pb::UsageRecording::Recorded => "none: no pod was running while it was read".to_owned(),
+        pb::UsageRecording::Unspecified
+            if inspection.header.origin == ksim_trace::simkube::ORIGIN =>
+        {
+            "none (SimKube traces carry none)".to_owned()
+        }
+        pb::UsageRecording::Unspecified => "not recorded".to_owned(),
+    }
+}
+
+/// A non-negative count of milliseconds as a duration.
+fn ms(value: i64) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(value).unwrap_or(0))
+}
+
 fn render(inspection: &Inspection) -> String {
     let mut out = String::new();
     let header = &inspection.header;
@@ -91,6 +129,7 @@ fn render(inspection: &Inspection) -> String {
         inspection.lifecycles
     );
     let _ = writeln!(out, "cluster state   {}", cluster_state(inspection));
+    let _ = writeln!(out, "usage           {}", usage(inspection));
     let _ = writeln!(
         out,
         "size            {} bytes ({} uncompressed)",
@@ -116,4 +155,49 @@ fn render(inspection: &Inspection) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inspection(recording: pb::UsageRecording, samples: u64, pods: u64) -> Inspection {
+        let header = pb::TraceHeader {
+            tracer_config: Some(pb::TracerConfig {
+                usage_recording: recording.into(),
+                usage_interval_ms: 15_000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut inspection = ksim_trace::inspect::inspect(
+            ksim_trace::TraceWriter::new(Vec::new(), &header)
+                .and_then(ksim_trace::TraceWriter::finish)
+                .map(|(file, _)| file)
+                .unwrap()
+                .as_slice(),
+        )
+        .unwrap();
+        inspection.usage_samples = samples;
+        inspection.usage_pods = pods;
+        inspection
+    }
+
+    #[test]
+    fn inspect_says_whether_usage_was_recorded_and_why_not() {
+        let line = |recording, samples, pods| usage(&inspection(recording, samples, pods));
+        assert_eq!(
+            line(pb::UsageRecording::Recorded, 40, 3),
+            "40 samples of 3 pods, read every 15s"
+        );
+        assert_eq!(
+            line(pb::UsageRecording::NoMetricsApi, 0, 0),
+            "none: the recorded cluster served no metrics API (metrics.k8s.io)"
+        );
+        assert_eq!(line(pb::UsageRecording::Unspecified, 0, 0), "not recorded");
+        assert!(
+            render(&inspection(pb::UsageRecording::Unspecified, 0, 0))
+                .contains("\nusage           not recorded\n")
+        );
+    }
 }

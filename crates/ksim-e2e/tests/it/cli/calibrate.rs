@@ -82,6 +82,7 @@ fn write_recording(path: &Path) {
                 ..Default::default()
             }],
             cluster_recorded: true,
+            ..Default::default()
         }),
         ..Default::default()
     };

@@ -27,6 +27,8 @@ pub fn header() -> pb::TraceHeader {
                 skip_owned: false,
             }],
             cluster_recorded: true,
+            usage_recording: pb::UsageRecording::Recorded.into(),
+            usage_interval_ms: 15_000,
         }),
         start_time: Some(prost_types::Timestamp {
             seconds: 1_700_000_000,

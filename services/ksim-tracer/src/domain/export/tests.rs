@@ -380,3 +380,52 @@ fn the_cluster_state_at_the_window_start_is_stamped_at_the_start_and_filtered() 
         .collect();
     assert_eq!(in_window, [1_500, 1_600]);
 }
+
+fn usage(ts: i64, namespace: &str) -> (i64, Record) {
+    (
+        ts,
+        Record::Usage(pb::UsageSample {
+            timestamp_ms: ts,
+            window_ms: 15_000,
+            namespace: namespace.into(),
+            pod: "web-1".into(),
+            containers: vec![pb::ContainerUsage {
+                name: "app".into(),
+                cpu_nanocores: 1_000_000,
+                memory_bytes: 1 << 20,
+            }],
+        }),
+    )
+}
+
+#[test]
+fn usage_in_the_window_is_exported_for_the_namespaces_the_filter_keeps() {
+    let log = vec![
+        usage(500, "shop"),
+        usage(1_200, "shop"),
+        usage(1_300, "kube-system"),
+        usage(1_900, "shop"),
+        usage(2_100, "shop"),
+    ];
+    let filter = Filter::from_proto(Some(&pb::TraceFilter {
+        exclude_namespaces: vec!["kube-system".into()],
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut scan = Scan::new(Window::new(1_000, 2_000).unwrap(), filter, InMemory);
+    for (ts, record) in &log {
+        scan.record(*ts, record).unwrap();
+    }
+    let cut = scan.finish().unwrap();
+    let exported: Vec<(i64, String)> = log
+        .iter()
+        .filter_map(|(_, record)| match record {
+            Record::Usage(u) => cut.usage(u).map(|u| (u.timestamp_ms, u.namespace)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        exported,
+        [(1_200, "shop".to_owned()), (1_900, "shop".to_owned())]
+    );
+}
