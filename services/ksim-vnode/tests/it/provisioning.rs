@@ -18,7 +18,6 @@ use ksim_grpc::ServeArgs;
 use ksim_nodes::{
     labels::{BOOTING_UNTIL_ANNOTATION, TERMINATING_UNTIL_ANNOTATION},
     node::{is_booting, is_ready, is_shutting_down},
-    seats::{SeatDeployment, SkeletonSource},
 };
 use ksim_proto::ksim::vnode::v1::{self as pb, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_testenv::wait;
@@ -146,19 +145,6 @@ fn model(registration: Duration, ready: Duration, termination: Duration) -> Grou
     }
 }
 
-fn seats(group: &str, replicas: i32, provisioning: Option<String>) -> Deployment {
-    SeatDeployment {
-        group: group.to_owned(),
-        namespace: "default".to_owned(),
-        replicas,
-        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
-        min_size: None,
-        max_size: None,
-        provisioning,
-    }
-    .to_deployment()
-}
-
 async fn scale(client: &Client, group: &str, replicas: i32) {
     Api::<Deployment>::namespaced(client.clone(), "default")
         .patch(
@@ -191,7 +177,7 @@ async fn a_seats_node_boots_then_is_ready_and_shuts_down_unschedulable_before_it
     Api::<Deployment>::namespaced(env.client.clone(), "default")
         .create(
             &PostParams::default(),
-            &seats("slow", 2, Some(provisioning)),
+            &seat_deployment("slow", 2, Some(provisioning)),
         )
         .await
         .unwrap();
@@ -229,7 +215,10 @@ async fn a_day_long_registration_leaves_the_seat_without_a_node_and_its_removal_
     let deployments = Api::<Deployment>::namespaced(env.client.clone(), "default");
     let day = model(secs(24 * 3600), secs(0), secs(0)).to_json();
     deployments
-        .create(&PostParams::default(), &seats("late", 1, Some(day)))
+        .create(
+            &PostParams::default(),
+            &seat_deployment("late", 1, Some(day)),
+        )
         .await
         .unwrap();
     // The seat runs: the pool has seen it, and its node is not due for a day.
@@ -243,7 +232,7 @@ async fn a_day_long_registration_leaves_the_seat_without_a_node_and_its_removal_
     .await;
     // A group created after it, with no model, gets its node: the pool is not stuck.
     deployments
-        .create(&PostParams::default(), &seats("prompt", 1, None))
+        .create(&PostParams::default(), &seat_deployment("prompt", 1, None))
         .await
         .unwrap();
     ready_nodes(&env.client, "prompt", 1).await;
@@ -273,7 +262,10 @@ async fn an_unreadable_provisioning_annotation_runs_the_group_without_delays() {
     let recorder = Recorder::start(&env.client, "bad");
     let unreadable = "{\"model\": \"x\", \"speed\": -1".to_owned();
     Api::<Deployment>::namespaced(env.client.clone(), "default")
-        .create(&PostParams::default(), &seats("bad", 1, Some(unreadable)))
+        .create(
+            &PostParams::default(),
+            &seat_deployment("bad", 1, Some(unreadable)),
+        )
         .await
         .unwrap();
     ready_nodes(&env.client, "bad", 1).await;

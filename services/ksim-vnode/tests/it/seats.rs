@@ -5,26 +5,12 @@ use std::collections::BTreeSet;
 
 use crate::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node};
-use ksim_nodes::seats::{SeatDeployment, SkeletonSource};
 use ksim_testenv::wait;
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-
-fn seat_deployment(replicas: i32) -> Deployment {
-    SeatDeployment {
-        group: "m5".to_owned(),
-        namespace: "default".to_owned(),
-        replicas,
-        skeleton: SkeletonSource::Inline(SKELETON.to_owned()),
-        min_size: None,
-        max_size: None,
-        provisioning: None,
-    }
-    .to_deployment()
-}
 
 async fn seat_names(client: &kube::Client) -> BTreeSet<String> {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
@@ -44,7 +30,7 @@ async fn a_seat_deployment_scaled_0_5_2_leaves_exactly_two_nodes_named_after_its
     let _pool = start_pool(&env.client, pool_config()).await;
     let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
     deployments
-        .create(&PostParams::default(), &seat_deployment(0))
+        .create(&PostParams::default(), &seat_deployment("m5", 0, None))
         .await
         .unwrap();
     let nodes: Api<Node> = Api::all(env.client.clone());

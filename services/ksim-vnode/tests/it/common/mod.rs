@@ -34,6 +34,26 @@ pub struct Env {
 
 /// A control plane whose node lifecycle controller gives up on a silent node after
 /// GRACE_SECONDS, so "stays Ready" is tested against a real deadline.
+/// Group `group`'s seats in namespace `default`: `replicas` nodes of [`SKELETON`], booting as
+/// the JSON `provisioning` model says when one is given. No min or max: nothing autoscales
+/// them here.
+pub fn seat_deployment(
+    group: &str,
+    replicas: i32,
+    provisioning: Option<String>,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    ksim_nodes::seats::SeatDeployment {
+        group: group.to_owned(),
+        namespace: "default".to_owned(),
+        replicas,
+        skeleton: ksim_nodes::seats::SkeletonSource::Inline(SKELETON.to_owned()),
+        min_size: None,
+        max_size: None,
+        provisioning,
+    }
+    .to_deployment()
+}
+
 pub async fn control_plane() -> Env {
     let control_plane = ControlPlane::builder()
         .controller_manager_arg("--node-monitor-period=1s")
