@@ -188,7 +188,7 @@ impl<R: Read> TraceReader<R> {
             }
             Oneof::Usage(usage) => {
                 self.totals.check_usage(&usage).map_err(corrupt)?;
-                self.totals.count_usage(&usage);
+                self.totals.count_usage();
                 Ok(Some(Record::Usage(usage)))
             }
             Oneof::Trailer(trailer) => {

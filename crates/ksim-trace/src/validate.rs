@@ -35,15 +35,6 @@ pub(crate) enum RecordProblem {
     },
     #[error("recorded node {index} has no name")]
     NodeWithoutName { index: u64 },
-    #[error(
-        "usage sample {index} at {at_ms} ms is older than the sample before it at {previous_ms} ms; \
-         usage samples must be in timestamp order"
-    )]
-    UsageOutOfOrder {
-        index: u64,
-        at_ms: i64,
-        previous_ms: i64,
-    },
     #[error("usage sample {index} {problem}")]
     Usage { index: u64, problem: &'static str },
     #[error("the trailer counts {claimed} {what} but the file holds {counted}")]
@@ -68,7 +59,6 @@ pub(crate) struct Totals {
     /// traces); the default refuses it.
     pub(crate) unordered: bool,
     last_sample_ms: Option<i64>,
-    last_usage_ms: Option<i64>,
 }
 
 impl Totals {
@@ -163,19 +153,12 @@ impl Totals {
         self.nodes = self.nodes.saturating_add(1);
     }
 
-    /// Why `usage` may not come next: it must name its pod, give each container a name and
-    /// no negative amount, and come in timestamp order.
+    /// Why `usage` is not a usable record: it must name its pod, and give each container a
+    /// name and no negative amount. Its time need not follow the previous sample's (pods are
+    /// measured at different times and read together), which also keeps a reader's memory
+    /// flat.
     pub(crate) fn check_usage(&self, usage: &pb::UsageSample) -> Result<(), RecordProblem> {
         let index = self.usage;
-        if let Some(previous) = self.last_usage_ms
-            && usage.timestamp_ms < previous
-        {
-            return Err(RecordProblem::UsageOutOfOrder {
-                index,
-                at_ms: usage.timestamp_ms,
-                previous_ms: previous,
-            });
-        }
         let problem = if usage.pod.is_empty() {
             Some("has no pod name")
         } else if usage.window_ms < 0 {
@@ -197,9 +180,8 @@ impl Totals {
         }
     }
 
-    pub(crate) fn count_usage(&mut self, usage: &pb::UsageSample) {
+    pub(crate) fn count_usage(&mut self) {
         self.usage = self.usage.saturating_add(1);
-        self.last_usage_ms = Some(usage.timestamp_ms);
     }
 
     /// The trailer that closes what was counted.

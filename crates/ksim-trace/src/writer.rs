@@ -92,14 +92,14 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
-    /// Appends what a pod used. Refuses one without a pod name, with a negative amount, or
-    /// older than the previous usage sample.
+    /// Appends what a pod used. Refuses one without a pod name, with an unnamed container or
+    /// a negative amount.
     pub fn write_usage(&mut self, usage: &pb::UsageSample) -> Result<(), TraceError> {
         self.totals
             .check_usage(usage)
             .map_err(|problem| TraceError::invalid(problem.to_string()))?;
         self.write_record(USAGE_FIELD, usage)?;
-        self.totals.count_usage(usage);
+        self.totals.count_usage();
         Ok(())
     }
 
