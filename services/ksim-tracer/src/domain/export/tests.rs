@@ -309,6 +309,20 @@ fn sample(ts: i64, nodes: u32, shop_pending: u32) -> (i64, Record) {
     )
 }
 
+/// The export of `log` from 1 s to 2 s, leaving namespace kube-system out.
+fn cut_1_to_2_s_without_kube_system(log: &[(i64, Record)]) -> Cut<InMemory> {
+    let filter = Filter::from_proto(Some(&pb::TraceFilter {
+        exclude_namespaces: vec!["kube-system".into()],
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut scan = Scan::new(Window::new(1_000, 2_000).unwrap(), filter, InMemory);
+    for (ts, record) in log {
+        scan.record(*ts, record).unwrap();
+    }
+    scan.finish().unwrap()
+}
+
 fn node(ts: i64, name: &str, deleted: bool) -> (i64, Record) {
     (
         ts,
@@ -338,16 +352,7 @@ fn the_cluster_state_at_the_window_start_is_stamped_at_the_start_and_filtered() 
         sample(2_500, 9, 9),
         node(2_600, "late", false),
     ];
-    let filter = Filter::from_proto(Some(&pb::TraceFilter {
-        exclude_namespaces: vec!["kube-system".into()],
-        ..Default::default()
-    }))
-    .unwrap();
-    let mut scan = Scan::new(Window::new(1_000, 2_000).unwrap(), filter, InMemory);
-    for (ts, record) in &log {
-        scan.record(*ts, record).unwrap();
-    }
-    let mut cut = scan.finish().unwrap();
+    let mut cut = cut_1_to_2_s_without_kube_system(&log);
     let (first, nodes) = cut.first_cluster_records();
     let first = first.unwrap();
     assert_eq!(
@@ -407,16 +412,7 @@ fn usage_in_the_window_is_exported_for_the_namespaces_the_filter_keeps() {
         usage(1_900, "shop"),
         usage(2_100, "shop"),
     ];
-    let filter = Filter::from_proto(Some(&pb::TraceFilter {
-        exclude_namespaces: vec!["kube-system".into()],
-        ..Default::default()
-    }))
-    .unwrap();
-    let mut scan = Scan::new(Window::new(1_000, 2_000).unwrap(), filter, InMemory);
-    for (ts, record) in &log {
-        scan.record(*ts, record).unwrap();
-    }
-    let cut = scan.finish().unwrap();
+    let cut = cut_1_to_2_s_without_kube_system(&log);
     let exported: Vec<(i64, String)> = log
         .iter()
         .filter_map(|(_, record)| match record {
