@@ -164,18 +164,12 @@ enum EntryProblem {
 fn decode_entry(ts: i64, payload: &[u8]) -> Result<LogEntry, EntryProblem> {
     let record = pb::TraceRecord::decode(payload)?;
     match &record.record {
-        Some(
-            Record::Event(_)
-            | Record::Lifecycle(_)
-            | Record::Sample(_)
-            | Record::Node(_)
-            | Record::Usage(_),
-        ) => Ok(LogEntry {
-            timestamp_ms: ts,
-            record,
-        }),
         Some(Record::Header(_)) => Err(EntryProblem::Header),
         Some(Record::Trailer(_)) => Err(EntryProblem::Trailer),
         None => Err(EntryProblem::Empty),
+        Some(_) => Ok(LogEntry {
+            timestamp_ms: ts,
+            record,
+        }),
     }
 }

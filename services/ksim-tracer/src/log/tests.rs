@@ -487,6 +487,20 @@ fn append_refuses_older_timestamps_and_foreign_records() {
     // Equal timestamps are fine.
     log.append(&[event(100, vec![], vec![])]).unwrap();
     assert_eq!(log.stats().events, 1);
+
+    // Any other kind is loggable, usage samples included, and reads back as written.
+    let usage = LogEntry {
+        timestamp_ms: 300,
+        record: pb::TraceRecord {
+            record: Some(Record::Usage(pb::UsageSample {
+                timestamp_ms: 290,
+                pod: "web-1".into(),
+                ..Default::default()
+            })),
+        },
+    };
+    log.append(std::slice::from_ref(&usage)).unwrap();
+    assert_eq!(read_all(&log).last(), Some(&usage));
 }
 
 #[test]
