@@ -47,7 +47,7 @@ pub async fn start_clock(
     spec: &SimulationSpec,
     trace: &Trace,
     configured: Configured,
-    prepared: &mut Prepared,
+    prepared: &Prepared,
     progress: Arc<Progress>,
 ) -> Result<Clock, PrepareError> {
     let provisioning = configured.provisioning;
@@ -70,8 +70,9 @@ pub async fn start_clock(
     )
     .with_configuration(configured.configuration)
     .with_provisioning(provisioning.used())
-    .with_prices(std::mem::take(&mut prepared.prices))
-    .with_warnings(std::mem::take(&mut prepared.warnings));
+    // A price per node group and a few warnings: copied, so the phases keep `Prepared` whole.
+    .with_prices(prepared.prices.clone())
+    .with_warnings(prepared.warnings.clone());
     if reads_autoscaler {
         live = live.with_nodes_kept(NodesKeptFold::new(configured.applied_at_ms));
     }

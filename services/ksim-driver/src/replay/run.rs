@@ -200,6 +200,7 @@ async fn replay(
         ctx.metrics.clone(),
     );
     let dispatcher = Dispatcher::new(queue, rescheduler, progress.clone(), ctx.metrics.clone());
+    // Moved out, not copied: the steps hold every replayed object.
     let mut steps = numbered(std::mem::take(&mut prepared.plan.steps));
 
     let mut ending = Ending::Finished;
@@ -216,7 +217,7 @@ async fn replay(
         spec,
         trace,
         configured,
-        &mut prepared,
+        &prepared,
         progress.clone(),
     )
     .await?;
