@@ -57,6 +57,13 @@ pub struct TracerArgs {
     #[arg(long, env = "KSIM_TRACER_RETRY_INTERVAL", value_parser = humantime::parse_duration, default_value = "10s")]
     pub retry_interval: Duration,
 
+    /// How often pods' CPU and memory usage is read from the cluster's metrics API
+    /// (`metrics.k8s.io`, as metrics-server serves it); a window already recorded is not
+    /// recorded again. The default is metrics-server's resolution in its release manifest.
+    /// `0s` records no usage.
+    #[arg(long, env = "KSIM_TRACER_USAGE_INTERVAL", value_parser = humantime::parse_duration, default_value = "15s")]
+    pub usage_interval: Duration,
+
     /// Largest trace file Import accepts (suffixes Ki, Mi, Gi).
     #[arg(long, env = "KSIM_TRACER_MAX_IMPORT_BYTES", value_parser = parse_bytes, default_value = "1Gi")]
     pub max_import_bytes: u64,
@@ -81,6 +88,11 @@ impl TracerArgs {
         let mut args = <Defaults as clap::Parser>::try_parse_from(["ksim-tracer"])?.tracer;
         args.data_dir = data_dir.into();
         Ok(args)
+    }
+
+    /// The usage read interval; `None` when usage is not recorded.
+    pub fn usage_interval(&self) -> Option<Duration> {
+        (!self.usage_interval.is_zero()).then_some(self.usage_interval)
     }
 
     pub fn log_config(&self) -> LogConfig {

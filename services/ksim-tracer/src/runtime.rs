@@ -11,7 +11,9 @@ use tokio::{
     task::{JoinHandle, JoinSet},
 };
 
-use crate::{config::TracerArgs, grpc::TraceStoreService, imports::Imports, store::Store, watch};
+use crate::{
+    config::TracerArgs, grpc::TraceStoreService, imports::Imports, store::Store, usage, watch,
+};
 
 /// The ksim tracer store: a durable, bounded record of a cluster's object changes.
 #[derive(Debug, clap::Parser)]
@@ -100,10 +102,18 @@ impl Recording {
             format!("ksim-tracer {}", env!("CARGO_PKG_VERSION")),
         )?;
         let (observations, receiver) = mpsc::channel(4096);
-        let tasks = vec![
+        let mut tasks = vec![
             store.clone().run_recorder(receiver),
             store.clone().run_maintenance(tracer.fsync_interval),
         ];
+        if let Some(interval) = tracer.usage_interval() {
+            tasks.push(usage::spawn(
+                connected.client.clone(),
+                interval,
+                store.usage().clone(),
+                observations.clone(),
+            ));
+        }
         let watches = watch::spawn(
             connected.client,
             store.kinds(),

@@ -21,6 +21,7 @@ use crate::{
         sanitize::EnvRedaction,
     },
     log::{Log, LogConfig, LogEntry, LogError, LogSnapshot, LogStats, Recovery},
+    usage::UsageStatus,
     watch::Statuses,
 };
 
@@ -40,6 +41,7 @@ pub struct Store {
     log: Mutex<Log>,
     recorder: Mutex<Recorder>,
     statuses: Statuses,
+    usage: UsageStatus,
 }
 
 impl Store {
@@ -76,12 +78,18 @@ impl Store {
             log: Mutex::new(log),
             recorder: Mutex::new(recorder),
             statuses,
+            usage: UsageStatus::default(),
         };
         Ok((Arc::new(store), recovery))
     }
 
     pub fn statuses(&self) -> &Statuses {
         &self.statuses
+    }
+
+    /// Whether usage is recorded (off until [`crate::usage::spawn`] reads it).
+    pub fn usage(&self) -> &UsageStatus {
+        &self.usage
     }
 
     pub fn kinds(&self) -> Vec<TrackedKind> {
@@ -102,9 +110,8 @@ impl Store {
                 .map(|(kind, status)| kind.to_proto(&status.plural, status.namespaced))
                 .collect(),
             cluster_recorded: self.recorder().is_ok_and(|r| r.records_cluster()),
-            // The tracer does not read the metrics API yet (issue 36).
-            usage_recording: pb::UsageRecording::Unspecified.into(),
-            usage_interval_ms: 0,
+            usage_recording: self.usage.recording().into(),
+            usage_interval_ms: self.usage.interval_ms(),
         }
     }
 

@@ -10,3 +10,4 @@ pub mod lifecycle;
 pub mod recorder;
 pub mod sanitize;
 pub mod selector;
+pub mod usage;

@@ -36,6 +36,8 @@ pub enum Observation {
         kind: usize,
         listed: HashSet<ObjectKey>,
     },
+    /// A pod's usage in a metrics window the tracer had not recorded yet.
+    Usage(pb::UsageSample),
 }
 
 /// One record for the log, stamped by the tracer's clock.
@@ -262,6 +264,11 @@ impl Recorder {
                     self.bound.retain(|pod, _| listed_pods.contains(pod));
                 }
             }
+            // Stamped with the read time, as every entry is; the sample keeps the metrics' own.
+            Observation::Usage(sample) => out.push(Recorded {
+                timestamp_ms: now_ms,
+                record: Record::Usage(sample),
+            }),
         }
         out
     }

@@ -8,3 +8,4 @@ mod export;
 mod rbac;
 mod recording;
 mod restart;
+mod usage;

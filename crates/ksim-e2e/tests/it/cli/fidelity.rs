@@ -209,9 +209,11 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
     let inspected = up.ksim(&["trace", "inspect", trace.to_str().unwrap()]);
     let inspected = String::from_utf8_lossy(&inspected.stdout);
     assert!(inspected.contains("cluster state"), "{inspected}");
-    // The tracer does not read the metrics API yet: its recordings say so.
+    // The local environment serves no metrics API: the tracer asked, and its recording says so.
     assert!(
-        inspected.contains("\nusage           not recorded\n"),
+        inspected.contains(
+            "\nusage           none: the recorded cluster served no metrics API (metrics.k8s.io)\n"
+        ),
         "{inspected}"
     );
 

@@ -552,3 +552,25 @@ fn a_lifetime_says_when_its_pod_was_bound_and_ready_and_where_it_ran() {
     );
     assert_eq!(listed[0].node_name, "n2");
 }
+
+#[test]
+fn a_usage_sample_is_logged_at_the_read_time_and_keeps_the_metrics_time() {
+    let mut recorder = recorder();
+    recorder.observe(applied(0, deployment("web", 1)), 5_000);
+    let sample = pb::UsageSample {
+        timestamp_ms: 3_500,
+        window_ms: 15_000,
+        namespace: "shop".into(),
+        pod: "web-1".into(),
+        containers: Vec::new(),
+    };
+    // The wall clock went back: the entry still does not.
+    let out = recorder.observe(Observation::Usage(sample.clone()), 4_000);
+    assert_eq!(
+        out,
+        vec![Recorded {
+            timestamp_ms: 5_000,
+            record: Record::Usage(sample),
+        }]
+    );
+}
