@@ -20,6 +20,7 @@ Examples:
   ksim trace show shop.ktrace --kind Deployment -n shop --from 10m --to 20m
   ksim trace show shop.ktrace --objects                       one line per object
   ksim trace show shop.ktrace --object Deployment/web -n shop the object's history as YAML diffs
+  ksim trace show shop.ktrace --usage -n shop --name web-1    what the pod used, per container
 
 Times are RFC 3339 (2026-01-05T10:00:00Z) or a duration from the trace's start (90s, 10m).")]
 pub struct ShowArgs {
@@ -54,6 +55,11 @@ pub struct ShowArgs {
     /// unified diffs of its YAML between successive versions.
     #[arg(long, value_name = "KIND/NAME", conflicts_with_all = ["kind", "name"])]
     pub object: Option<String>,
+
+    /// Print the recorded usage samples instead: per pod (--name) and container, CPU in
+    /// millicores and memory (the working set) in MiB.
+    #[arg(long, conflicts_with_all = ["kind", "objects", "object"])]
+    pub usage: bool,
 }
 
 struct Filter {
@@ -163,6 +169,25 @@ pub fn run(args: ShowArgs) -> anyhow::Result<()> {
             .transpose()?,
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
+    if args.usage {
+        let mut samples = 0u64;
+        while let Some(record) = reader.next_record().with_context(|| input.invalid())? {
+            if let Record::Usage(usage) = record
+                && filter.time(usage.timestamp_ms)
+                && filter
+                    .namespace
+                    .as_ref()
+                    .is_none_or(|ns| *ns == usage.namespace)
+                && filter.name.as_ref().is_none_or(|name| *name == usage.pod)
+            {
+                usage_lines(&usage, start_ms, samples == 0, &mut out)
+                    .context("writing to stdout")?;
+                samples += 1;
+            }
+        }
+        writeln!(out, "{samples} usage samples").context("writing to stdout")?;
+        return out.flush().context("writing to stdout");
+    }
     let mut view: Box<dyn View> = if args.object.is_some() {
         Box::new(History::default())
     } else if args.objects {
@@ -199,6 +224,36 @@ pub fn run(args: ShowArgs) -> anyhow::Result<()> {
         );
     }
     out.flush().context("writing to stdout")
+}
+
+/// A usage sample as a line per container, under a heading before the first.
+fn usage_lines(
+    usage: &pb::UsageSample,
+    start_ms: Option<i64>,
+    heading: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if heading {
+        writeln!(
+            out,
+            "{:<24}  {:>11}  {:>7}  {:<40}  {:<20}  {:>10}  {:>10}",
+            "TIME", "OFFSET", "WINDOW", "NAMESPACE/POD", "CONTAINER", "CPU (m)", "MEM (MiB)"
+        )?;
+    }
+    let pod = format!("{}/{}", usage.namespace, usage.pod);
+    for container in &usage.containers {
+        writeln!(
+            out,
+            "{:<24}  {:>11}  {:>6}s  {pod:<40}  {:<20}  {:>10.1}  {:>10.1}",
+            super::rfc3339_ms(usage.timestamp_ms),
+            offset(usage.timestamp_ms, start_ms).trim_start(),
+            usage.window_ms / 1000,
+            container.name,
+            container.cpu_nanocores as f64 / 1e6,
+            container.memory_bytes as f64 / (1024.0 * 1024.0),
+        )?;
+    }
+    Ok(())
 }
 
 trait View {

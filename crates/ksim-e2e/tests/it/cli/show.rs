@@ -252,3 +252,77 @@ fn bad_show_input_is_one_line_and_a_non_zero_exit() {
         );
     }
 }
+
+#[test]
+fn lists_usage_samples_per_container_filtered_by_namespace_pod_and_time() {
+    use ksim_proto::ksim::trace::v1 as pb;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("usage.ktrace");
+    let start_ms = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        start_time: Some(ksim_trace::time::timestamp(start_ms)),
+        ..Default::default()
+    };
+    let sample = |offset_s: i64, namespace: &str, pod: &str, cpu_m: i64| pb::UsageSample {
+        timestamp_ms: start_ms + offset_s * 1000,
+        window_ms: 15_000,
+        namespace: namespace.into(),
+        pod: pod.into(),
+        containers: vec![
+            pb::ContainerUsage {
+                name: "app".into(),
+                cpu_nanocores: cpu_m * 1_000_000,
+                memory_bytes: 64 << 20,
+            },
+            pb::ContainerUsage {
+                name: "proxy".into(),
+                cpu_nanocores: 2_500_000,
+                memory_bytes: 16 << 20,
+            },
+        ],
+    };
+    let mut writer =
+        ksim_trace::TraceWriter::new(std::fs::File::create(&file).unwrap(), &header).unwrap();
+    for usage in [
+        sample(15, "shop", "web-1", 120),
+        sample(15, "kube-system", "dns-1", 5),
+        sample(30, "shop", "web-1", 480),
+        sample(30, "shop", "web-2", 90),
+    ] {
+        writer.write_usage(&usage).unwrap();
+    }
+    writer.finish().unwrap();
+    let f = file.to_str().unwrap();
+
+    let all = show(&[f, "--usage"]);
+    assert!(all.starts_with("TIME"), "{all}");
+    assert!(all.ends_with("4 usage samples\n"), "{all}");
+    let web = show(&[
+        f, "--usage", "-n", "shop", "--name", "web-1", "--from", "20s",
+    ]);
+    assert!(web.ends_with("1 usage samples\n"), "{web}");
+    let lines: Vec<&str> = web.lines().collect();
+    assert_eq!(lines.len(), 4, "{web}");
+    let app: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        app,
+        [
+            "2026-01-01T00:00:30.000Z",
+            "+30.000s",
+            "15s",
+            "shop/web-1",
+            "app",
+            "480.0",
+            "64.0"
+        ],
+        "{web}"
+    );
+    assert!(
+        lines[2].contains("proxy") && lines[2].contains("2.5"),
+        "{web}"
+    );
+    assert!(all.contains("kube-system/dns-1"), "{all}");
+    let none = show(&[f, "--usage", "-n", "elsewhere"]);
+    assert_eq!(none, "0 usage samples\n");
+}
