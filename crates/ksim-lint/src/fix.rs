@@ -62,9 +62,9 @@ pub fn fix<R: Read, W: Write>(
     let buffer = reorder && plan.unordered;
     let mut events: Vec<(u64, pb::TraceEvent)> = Vec::new();
     let mut lifecycles = Vec::new();
-    // Cluster samples, recorded nodes and usage pass through unchanged.
+    // Cluster samples, recorded nodes and usage (but what KS007 removes) pass through.
     let mut others = Vec::new();
-    let (mut event_index, mut lifecycle_index) = (0u64, 0u64);
+    let (mut event_index, mut lifecycle_index, mut usage_index) = (0u64, 0u64, 0u64);
     while let Some(record) = reader.next_record()? {
         match record {
             Record::Event(event) => {
@@ -89,7 +89,27 @@ pub fn fix<R: Read, W: Write>(
                     }
                 }
             }
-            other @ (Record::Sample(_) | Record::Node(_) | Record::Usage(_)) => {
+            Record::Usage(usage) => {
+                let index = usage_index;
+                usage_index += 1;
+                if options.enabled(&rules::BAD_USAGE) && plan.bad_usage.contains(&index) {
+                    changes(Change {
+                        rule: &rules::BAD_USAGE,
+                        location: Location {
+                            usage: Some(index),
+                            timestamp_ms: Some(usage.timestamp_ms),
+                            object: Some(format!("pod {}/{}", usage.namespace, usage.pod)),
+                            ..Location::default()
+                        },
+                        description: "removed".to_owned(),
+                    });
+                } else if buffer {
+                    others.push(Record::Usage(usage));
+                } else {
+                    writer.write_usage(&usage)?;
+                }
+            }
+            other @ (Record::Sample(_) | Record::Node(_)) => {
                 if buffer {
                     others.push(other);
                 } else {

@@ -2,7 +2,7 @@
 //! (per record) or at the end (rules that need the whole trace's set of objects), and keeping
 //! what `--fix` needs to know: identities and kinds, never objects.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::io::Read;
 
@@ -12,6 +12,13 @@ use serde_json::{Map, Value};
 use crate::LintError;
 use crate::object::{self, ObjectKey, TemplatePaths};
 use crate::rules::{self, Rule, Severity};
+
+/// Bounds of a believable usage sample ([`rules::BAD_USAGE`]): above the largest machines
+/// clouds sell (under 2,000 vCPUs, 32 TiB), and a window metrics-server's resolution never
+/// comes near.
+const MAX_CPU_NANOCORES: i64 = 4_096 * 1_000_000_000;
+const MAX_MEMORY_BYTES: i64 = 64 << 40;
+const MAX_USAGE_WINDOW_MS: i64 = 3_600_000;
 
 /// A kind as discovery lists it: (group, version, kind).
 pub type Gvk = (String, String, String);
@@ -54,6 +61,8 @@ pub struct Location {
     pub timestamp_ms: Option<i64>,
     /// Position of the lifecycle among the file's lifecycles, from 0.
     pub lifecycle: Option<u64>,
+    /// Position of the usage sample among the file's usage samples, from 0.
+    pub usage: Option<u64>,
     /// `apps/v1.Deployment shop/web`.
     pub object: Option<String>,
 }
@@ -69,6 +78,12 @@ impl fmt::Display for Location {
         }
         if let Some(lifecycle) = self.lifecycle {
             parts.push(format!("lifecycle {lifecycle}"));
+        }
+        if let Some(usage) = self.usage {
+            match self.timestamp_ms {
+                Some(ms) => parts.push(format!("usage sample {usage} at {ms} ms")),
+                None => parts.push(format!("usage sample {usage}")),
+            }
         }
         if let Some(object) = &self.object {
             parts.push(object.clone());
@@ -106,6 +121,7 @@ pub struct Summary {
     /// Applied and deleted objects over all events.
     pub objects: u64,
     pub lifecycles: u64,
+    pub usage: u64,
     pub errors: u64,
     pub warnings: u64,
     /// Findings per rule id.
@@ -130,6 +146,8 @@ pub(crate) struct Plan {
     /// Earliest and latest event timestamps.
     pub(crate) first_ms: Option<i64>,
     pub(crate) last_ms: Option<i64>,
+    /// The usage samples (by position) that --fix removes.
+    pub(crate) bad_usage: BTreeSet<u64>,
 }
 
 impl Plan {
@@ -164,6 +182,8 @@ pub struct Linter {
     last_ms: Option<i64>,
     /// Invalid namespace names already reported: each is reported once.
     bad_namespaces: BTreeSet<String>,
+    /// The latest usage sample's time per pod (namespace, name).
+    usage_ms: HashMap<(String, String), i64>,
 }
 
 impl Linter {
@@ -180,6 +200,7 @@ impl Linter {
             owners: BTreeMap::new(),
             last_ms: None,
             bad_namespaces: BTreeSet::new(),
+            usage_ms: HashMap::new(),
         }
     }
 
@@ -204,10 +225,73 @@ impl Linter {
                 self.summary.lifecycles += 1;
                 Ok(())
             }
-            // The recorded cluster's state is compared with the simulation, never replayed;
-            // usage is numbers the writer already checked.
-            Record::Sample(_) | Record::Node(_) | Record::Usage(_) => Ok(()),
+            Record::Usage(usage) => {
+                self.usage(usage, sink);
+                Ok(())
+            }
+            // The recorded cluster's state is compared with the simulation, never replayed.
+            Record::Sample(_) | Record::Node(_) => Ok(()),
         }
+    }
+
+    /// [`rules::BAD_USAGE`]: the reader has refused what is negative or unnamed; what is left
+    /// to check needs the pod's previous sample, the window or a bound.
+    fn usage(&mut self, usage: &pb::UsageSample, sink: &mut impl FnMut(Finding)) {
+        let index = self.summary.usage;
+        self.summary.usage += 1;
+        if !self.options.enabled(&rules::BAD_USAGE) {
+            return;
+        }
+        let ms = usage.timestamp_ms;
+        let pod = (usage.namespace.clone(), usage.pod.clone());
+        let mut problems = Vec::new();
+        if let Some(&previous) = self.usage_ms.get(&pod)
+            && ms <= previous
+        {
+            problems.push(format!(
+                "at or before the pod's previous sample, at {previous} ms"
+            ));
+        }
+        let (start, end) = self.window;
+        if start.is_some_and(|start| ms < start) || end.is_some_and(|end| ms >= end) {
+            problems.push("outside the header's time window".to_owned());
+        }
+        if usage.window_ms > MAX_USAGE_WINDOW_MS {
+            problems.push(format!(
+                "a window of {} s, over an hour",
+                usage.window_ms / 1000
+            ));
+        }
+        for container in &usage.containers {
+            if container.cpu_nanocores > MAX_CPU_NANOCORES {
+                problems.push(format!(
+                    "container {:?} uses {} cores, more than any machine has",
+                    container.name,
+                    container.cpu_nanocores / 1_000_000_000
+                ));
+            }
+            if container.memory_bytes > MAX_MEMORY_BYTES {
+                problems.push(format!(
+                    "container {:?} uses {} GiB, more than any machine has",
+                    container.name,
+                    container.memory_bytes >> 30
+                ));
+            }
+        }
+        if problems.is_empty() {
+            // Only a sample --fix keeps moves its pod on.
+            self.usage_ms.insert(pod, ms);
+            return;
+        }
+        self.summary.plan.bad_usage.insert(index);
+        let location = Location {
+            usage: Some(index),
+            timestamp_ms: Some(ms),
+            object: Some(format!("pod {}/{}", usage.namespace, usage.pod)),
+            ..Location::default()
+        };
+        let message = problems.join("; ");
+        self.emit(finding(&rules::BAD_USAGE, location, message), sink);
     }
 
     fn event(

@@ -144,14 +144,32 @@ It does not rename namespaces, since a new name is a choice: give one with `ksim
 transform` and a renameNamespace rule.",
 };
 
+pub static BAD_USAGE: Rule = Rule {
+    id: "KS007",
+    name: "bad-usage",
+    title: "a usage sample is out of order for its pod, outside the header's window, or beyond any machine",
+    severity: Severity::Error,
+    explanation: "\
+Usage samples say what a pod's containers used (CPU, the memory working set) over a window
+ending at the sample's time; a replay has each replayed pod use what its recorded pod used at
+the same offset. A sample at or before the previous sample of the same pod (namespace and name)
+contradicts it: the pod would use two amounts at once, or go back in time. A sample outside the
+header's [start, end) window has no offset in the replay. A container using more than any
+machine holds (over 4,096 cores or 64 TiB of memory) or a window over an hour is not a
+measurement. Negative amounts and windows are refused when the trace is read.
+
+--fix removes those samples; the pod's other samples are kept.",
+};
+
 /// Every rule, in id order.
-pub static RULES: [&Rule; 6] = [
+pub static RULES: [&Rule; 7] = [
     &MISSING_REFERENCE,
     &ABSENT_OWNER,
     &SERVER_FIELDS,
     &UNKNOWN_KIND,
     &OUT_OF_ORDER,
     &INVALID_VALUE,
+    &BAD_USAGE,
 ];
 
 /// The rule with id (`KS001`) or name (`missing-reference`) `key`, case-insensitive.

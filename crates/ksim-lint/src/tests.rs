@@ -546,3 +546,92 @@ fn cluster_samples_and_recorded_nodes_pass_through_a_fix() {
     assert_eq!(trace.nodes.len(), 1);
     assert_eq!(trace.events.len(), 2);
 }
+
+fn usage(offset_ms: i64, pod: &str, cores: i64, memory_bytes: i64) -> pb::UsageSample {
+    pb::UsageSample {
+        timestamp_ms: T0 + offset_ms,
+        window_ms: 15_000,
+        namespace: "shop".into(),
+        pod: pod.into(),
+        containers: vec![pb::ContainerUsage {
+            name: "app".into(),
+            cpu_nanocores: cores * 1_000_000_000,
+            memory_bytes,
+        }],
+    }
+}
+
+fn file_with_usage(samples: &[pb::UsageSample]) -> Vec<u8> {
+    let mut writer = TraceWriter::new(Vec::new(), &header(Some((0, 60_000))))
+        .unwrap()
+        .unordered();
+    writer.write_event(&event(0, &[config_map("a")])).unwrap();
+    for sample in samples {
+        writer.write_usage(sample).unwrap();
+    }
+    writer.finish().unwrap().0
+}
+
+#[test]
+fn usage_out_of_order_for_its_pod_outside_the_window_or_beyond_any_machine_is_found_and_removed() {
+    let mut long_window = usage(40_000, "web-2", 1, 1 << 20);
+    long_window.window_ms = 2 * 3_600_000;
+    let broken = file_with_usage(&[
+        usage(15_000, "web-1", 1, 1 << 20),
+        // Another pod's earlier sample is fine: pods are read together, not in time order.
+        usage(10_000, "web-2", 1, 1 << 20),
+        usage(15_000, "web-1", 1, 1 << 20),
+        usage(5_000, "web-1", 1, 1 << 20),
+        usage(30_000, "web-1", 5_000, 1 << 20),
+        usage(45_000, "web-1", 1, 100 << 40),
+        usage(60_000, "web-1", 1, 1 << 20),
+        long_window,
+        usage(50_000, "web-1", 2, 1 << 20),
+    ]);
+    let (findings, summary) = check(&broken, Options::default());
+    assert_eq!(summary.usage, 9);
+    let found: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        found,
+        [
+            "error KS007 bad-usage: usage sample 2 at 1767225615000 ms, pod shop/web-1: \
+             at or before the pod's previous sample, at 1767225615000 ms",
+            "error KS007 bad-usage: usage sample 3 at 1767225605000 ms, pod shop/web-1: \
+             at or before the pod's previous sample, at 1767225615000 ms",
+            "error KS007 bad-usage: usage sample 4 at 1767225630000 ms, pod shop/web-1: \
+             container \"app\" uses 5000 cores, more than any machine has",
+            "error KS007 bad-usage: usage sample 5 at 1767225645000 ms, pod shop/web-1: \
+             container \"app\" uses 102400 GiB, more than any machine has",
+            "error KS007 bad-usage: usage sample 6 at 1767225660000 ms, pod shop/web-1: \
+             outside the header's time window",
+            "error KS007 bad-usage: usage sample 7 at 1767225640000 ms, pod shop/web-2: \
+             a window of 7200 s, over an hour",
+        ]
+    );
+
+    let (out, changes) = fixed(&broken, &Options::default());
+    assert_eq!(changes.len(), 6, "{changes:?}");
+    assert!(changes.iter().all(|c| c.description == "removed"));
+    let kept: Vec<(String, i64)> = ksim_trace::read_trace(&out)
+        .unwrap()
+        .usage
+        .iter()
+        .map(|u| (u.pod.clone(), u.timestamp_ms - T0))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("web-1".to_owned(), 15_000),
+            ("web-2".to_owned(), 10_000),
+            ("web-1".to_owned(), 50_000),
+        ]
+    );
+
+    // Ignored, nothing is found or removed.
+    let options = Options {
+        disabled: BTreeSet::from(["KS007"]),
+        ..Options::default()
+    };
+    let (findings, _) = check(&broken, options);
+    assert!(findings.is_empty(), "{findings:?}");
+}

@@ -22,6 +22,7 @@ Rules (`ksim trace explain RULE` says why each matters and what --fix does):
   KS004 unknown-kind       error    kinds the cluster of --kubeconfig/--context does not serve (only then)
   KS005 out-of-order       error    events out of timestamp order or outside the header's window
   KS006 invalid-value      error    replicas outside 0..2147483647, namespace names that are not DNS labels
+  KS007 bad-usage          error    usage samples out of order for their pod, outside the window, or beyond any machine
 
 Exit status:
   0  no finding of error severity (warnings may remain); with --fix, the fixed trace was written
@@ -187,8 +188,13 @@ fn check(input: &TraceInput, options: Options, out: &mut impl Write) -> anyhow::
 }
 
 fn summary_line(summary: &Summary) -> String {
+    // Usage only where there is some: most traces (SimKube's, older ksim's) have none.
+    let usage = match summary.usage {
+        0 => String::new(),
+        n => format!(", {n} usage samples"),
+    };
     let mut line = format!(
-        "{} events, {} objects, {} lifecycles: {} error{}, {} warning{}",
+        "{} events, {} objects, {} lifecycles{usage}: {} error{}, {} warning{}",
         summary.events,
         summary.objects,
         summary.lifecycles,

@@ -595,3 +595,56 @@ fn simkube_events_out_of_order_are_reported_and_fixed() {
         .collect();
     assert_eq!(names, ["early", "late", "last"]);
 }
+
+#[test]
+fn usage_out_of_order_for_its_pod_is_an_error_that_fix_removes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("usage.ktrace");
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        ..Default::default()
+    };
+    let sample = |offset_s: i64| pb::UsageSample {
+        timestamp_ms: (T0_S + offset_s) * 1000,
+        window_ms: 15_000,
+        namespace: "shop".into(),
+        pod: "web-1".into(),
+        containers: vec![pb::ContainerUsage {
+            name: "app".into(),
+            cpu_nanocores: 250_000_000,
+            memory_bytes: 64 << 20,
+        }],
+    };
+    let mut writer =
+        ksim_trace::TraceWriter::new(std::fs::File::create(&file).unwrap(), &header).unwrap();
+    for offset in [15, 30, 20, 45] {
+        writer.write_usage(&sample(offset)).unwrap();
+    }
+    writer.finish().unwrap();
+
+    let (code, out, err) = validate(&file, &[]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        out.contains(
+            "error KS007 bad-usage: usage sample 2 at 1767225620000 ms, pod shop/web-1: \
+             at or before the pod's previous sample, at 1767225630000 ms"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("0 events, 0 objects, 0 lifecycles, 4 usage samples: 1 error"),
+        "{out}"
+    );
+    let (fixed, out) = fix_clean(&file, &[]);
+    assert!(
+        out.contains("fixed KS007 bad-usage: usage sample 2"),
+        "{out}"
+    );
+    let kept: Vec<i64> = ksim_trace::read_trace(&std::fs::read(fixed).unwrap())
+        .unwrap()
+        .usage
+        .iter()
+        .map(|u| u.timestamp_ms / 1000 - T0_S)
+        .collect();
+    assert_eq!(kept, [15, 30, 45]);
+}
