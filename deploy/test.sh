@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command: installs what it needs (Go-built control plane and kubectl, the
-# cluster-autoscaler releases under test, buf, mdBook, buildah and podman), then runs every check:
-# formatting, the manuals' book, clippy, protobuf lint/format/breaking, unit and integration
-# tests against the real control plane and the real cluster-autoscaler, images built and run,
-# and a bounded fuzzing run of the trace decoders.
+# cluster-autoscaler releases under test, metrics-server, buf, mdBook, buildah and podman), then
+# runs every check: formatting, the manuals' book, clippy, protobuf lint/format/breaking, unit
+# and integration tests against the real control plane, the real cluster-autoscaler and the real
+# metrics-server, images built and run, and a bounded fuzzing run of the trace decoders.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -39,6 +39,11 @@ for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
     export KSIM_CLUSTER_AUTOSCALER_BIN_DIR=$ca_dir
   fi
 done
+
+step "metrics-server binary"
+# The aggregation-layer tests run the real metrics-server; without it they fail.
+KSIM_METRICS_SERVER_BIN_DIR=$(deploy/metrics-server/build.sh)
+export KSIM_METRICS_SERVER_BIN_DIR
 
 step "container tools"
 # The image tests build with buildah and run with podman (runc); Debian packages.
