@@ -28,6 +28,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// Starts tried when a component finds its port taken (see [`ControlPlaneBuilder::start`]).
 const START_ATTEMPTS: u32 = 3;
 const SCHEDULER: &str = "kube-scheduler";
+/// The CN of the client certificate the apiserver proxies to extension apiservers with.
+const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 /// Where [`Setting::EtcdInMemory`] keeps etcd's data: tmpfs on every Linux this runs on.
 const MEMORY_DIR: &str = "/dev/shm";
 
@@ -425,6 +427,14 @@ impl Starting<'_> {
             &apiserver_ips,
         )?;
 
+        // The aggregation layer's own trust: the apiserver proxies to an extension apiserver
+        // (metrics-server) with this client certificate, and the extension trusts the user
+        // headers of a request only when it presents a certificate of this CA.
+        let front_proxy_ca =
+            CertificateAuthority::create_as(&pki_dir, "front-proxy-ca", "ksim-front-proxy-ca")?;
+        let front_proxy_client =
+            front_proxy_ca.client_cert("front-proxy-client", FRONT_PROXY_CLIENT, None)?;
+
         let etcd_port = free_port()?;
         self.start_etcd(etcd_port)?;
         self.wait(0, "etcd", || tcp_open(etcd_port)).await?;
@@ -449,6 +459,19 @@ impl Starting<'_> {
             "--allow-privileged=true".to_owned(),
             "--profiling=false".to_owned(),
             flag("--cert-dir", &self.subdir("apiserver-certs")?),
+            // The aggregation layer, always on: it costs nothing until an APIService is
+            // registered. The apiserver publishes these in kube-system's
+            // extension-apiserver-authentication ConfigMap, where extension apiservers read them.
+            flag("--requestheader-client-ca-file", front_proxy_ca.cert_file()),
+            format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
+            "--requestheader-group-headers=X-Remote-Group".to_owned(),
+            "--requestheader-username-headers=X-Remote-User".to_owned(),
+            flag("--proxy-client-cert-file", &front_proxy_client.cert),
+            flag("--proxy-client-key-file", &front_proxy_client.key),
+            // No kube-proxy here, so a Service's cluster IP leads nowhere: the apiserver
+            // proxies to the Service's endpoints itself.
+            "--enable-aggregator-routing=true".to_owned(),
         ];
         args.extend(self.builder.tuning.flags("kube-apiserver"));
         // Loopback is refused as the advertise address, and without a default route the
@@ -733,7 +756,7 @@ async fn tcp_open(port: u16) -> bool {
 }
 
 /// The first non-loopback IPv4 address of an interface that is up.
-fn advertise_address() -> Option<IpAddr> {
+pub(crate) fn advertise_address() -> Option<IpAddr> {
     if_addrs::get_if_addrs()
         .ok()?
         .into_iter()

@@ -38,6 +38,12 @@ impl std::fmt::Debug for CertificateAuthority {
 impl CertificateAuthority {
     /// Creates a CA named `common_name` and writes `ca.crt` / `ca.key` into `dir`.
     pub fn create(dir: &Path, common_name: &str) -> Result<Self, Error> {
+        Self::create_as(dir, "ca", common_name)
+    }
+
+    /// Creates a CA named `common_name` and writes `<file_stem>.crt` / `<file_stem>.key` into
+    /// `dir`: for a second CA beside the first, such as the aggregation layer's front proxy's.
+    pub fn create_as(dir: &Path, file_stem: &str, common_name: &str) -> Result<Self, Error> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.distinguished_name = name(common_name, None);
@@ -48,9 +54,9 @@ impl CertificateAuthority {
             KeyUsagePurpose::DigitalSignature,
         ];
         let cert = params.self_signed(&key)?;
-        let cert_file = dir.join("ca.crt");
+        let cert_file = dir.join(format!("{file_stem}.crt"));
         write(&cert_file, cert.pem())?;
-        write(&dir.join("ca.key"), key.serialize_pem())?;
+        write(&dir.join(format!("{file_stem}.key")), key.serialize_pem())?;
         Ok(Self {
             dir: dir.to_owned(),
             issuer: Issuer::new(params, key),
