@@ -17,6 +17,27 @@ pub enum Error {
          directory holding cluster-autoscaler)"
     )]
     MissingClusterAutoscaler { path: PathBuf, version: String },
+    #[error(
+        "metrics-server {version} not found at {path}: run deploy/metrics-server/build.sh (or \
+         point KSIM_METRICS_SERVER_BIN_DIR at a directory holding metrics-server)"
+    )]
+    MissingMetricsServer { path: PathBuf, version: String },
+    #[error(
+        "APIService {api_service} was not Available after {seconds} s (last seen: {last_seen}); \
+         last log lines:\n{log_tail}"
+    )]
+    ApiServiceNotAvailable {
+        api_service: &'static str,
+        seconds: u64,
+        last_seen: String,
+        log_tail: String,
+    },
+    #[error("metrics-server failed to start (log: {log}): {source}")]
+    MetricsServerStart {
+        log: PathBuf,
+        #[source]
+        source: Box<Error>,
+    },
     #[error("scheduler configuration {file}: kube-scheduler refuses it: {message}")]
     SchedulerConfig { file: PathBuf, message: String },
     #[error("cannot find a cache directory: set KSIM_CACHE_DIR or HOME")]

@@ -16,6 +16,8 @@
 //!
 //! [`ClusterAutoscaler`] runs the real cluster-autoscaler, built by
 //! `deploy/cluster-autoscaler/build.sh`, against a control plane and an externalgrpc provider.
+//! [`MetricsServer`] runs the real metrics-server, built by `deploy/metrics-server/build.sh`,
+//! behind the control plane's aggregation layer.
 
 pub mod autoscaler;
 mod binaries;
@@ -23,6 +25,7 @@ mod control_plane;
 mod error;
 mod kubeconfig;
 pub mod manifests;
+pub mod metrics_server;
 pub mod nodes;
 pub mod pki;
 pub mod pods;
@@ -37,5 +40,6 @@ pub use autoscaler::{
 pub use binaries::{ControlPlaneBinaries, cache_root, kubernetes_version};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::Error;
+pub use metrics_server::{MetricsServer, MetricsServerBinary, MetricsServerBuilder};
 pub use ports::free_port;
 pub use tuning::{Setting, Tuning};

@@ -3,4 +3,5 @@
 
 mod autoscaler;
 mod control_plane;
+mod metrics_server;
 mod tuning;

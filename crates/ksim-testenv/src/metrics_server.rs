@@ -1,0 +1,504 @@
+//! The real metrics-server, built by deploy/metrics-server/build.sh, run beside a
+//! [`ControlPlane`] and registered with its aggregation layer, so that the standard metrics API
+//! (`/apis/metrics.k8s.io/v1beta1`) is served through the apiserver:
+//!
+//! ```no_run
+//! # async fn example(control_plane: &ksim_testenv::ControlPlane) -> Result<(), ksim_testenv::Error> {
+//! use ksim_testenv::MetricsServer;
+//! let metrics_server = MetricsServer::builder(control_plane).start().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! `start` returns once the APIService `v1beta1.metrics.k8s.io` is Available. Dropping the
+//! handle kills the process; the APIService stays registered (and turns unavailable), so drop
+//! it with the control plane, or call [`MetricsServer::stop`] to unregister it first.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, TcpListener},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::{
+    api::{core::v1::Service, discovery::v1::EndpointSlice},
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use serde_json::json;
+
+use crate::{
+    ControlPlane, Error, cache_root, control_plane::advertise_address, pki::CertificateAuthority,
+    process::Process,
+};
+
+const VERSIONS_ENV: &str = include_str!("../../../deploy/metrics-server/versions.env");
+const NAME: &str = "metrics-server";
+const BIN_DIR_ENV: &str = "KSIM_METRICS_SERVER_BIN_DIR";
+/// What the release manifest (manifests/base) names: the APIService, and the Service it routes
+/// to. The apiserver checks the serving certificate against `<service>.<namespace>.svc`.
+pub const API_SERVICE: &str = "v1beta1.metrics.k8s.io";
+pub const NAMESPACE: &str = "kube-system";
+pub const SERVICE: &str = "metrics-server";
+/// The Service's port, as in the release manifest; its endpoint is the real serving port.
+const SERVICE_PORT: u16 = 443;
+const PORT_NAME: &str = "https";
+const FIELD_MANAGER: &str = "ksim-testenv";
+/// The release manifest's resolution (the binary's own default is 60 s).
+pub const DEFAULT_METRIC_RESOLUTION: Duration = Duration::from_secs(15);
+/// Starts tried when metrics-server finds its port taken.
+const START_ATTEMPTS: u32 = 3;
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The metrics-server release pinned in deploy/metrics-server/versions.env, e.g. `v0.8.0`.
+pub fn metrics_server_version() -> &'static str {
+    VERSIONS_ENV
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("METRICS_SERVER_VERSION="))
+        .map(|value| value.trim().trim_matches('"'))
+        .unwrap_or("unknown")
+}
+
+/// The metrics-server executable.
+#[derive(Debug, Clone)]
+pub struct MetricsServerBinary {
+    path: PathBuf,
+}
+
+impl MetricsServerBinary {
+    /// `KSIM_METRICS_SERVER_BIN_DIR` if set, otherwise the cache that build.sh fills for the
+    /// pinned release.
+    pub fn locate() -> Result<Self, Error> {
+        let dir = match std::env::var_os(BIN_DIR_ENV) {
+            Some(dir) => PathBuf::from(dir),
+            None => cache_root()?
+                .join(format!("metrics-server-{}", metrics_server_version()))
+                .join("bin"),
+        };
+        Self::in_dir(&dir)
+    }
+
+    /// `dir/metrics-server`, which must exist.
+    pub fn in_dir(dir: &Path) -> Result<Self, Error> {
+        let path = dir.join(NAME);
+        if !path.is_file() {
+            return Err(Error::MissingMetricsServer {
+                path,
+                version: metrics_server_version().to_owned(),
+            });
+        }
+        Ok(Self { path })
+    }
+
+    /// Any executable, unchecked: a stand-in for tests of this crate.
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Options for [`MetricsServer`]; see [`MetricsServer::builder`].
+#[derive(Clone)]
+pub struct MetricsServerBuilder {
+    binary: Option<MetricsServerBinary>,
+    client: Client,
+    kubeconfig: PathBuf,
+    dir: Option<PathBuf>,
+    metric_resolution: Duration,
+    args: Vec<String>,
+    ready_timeout: Duration,
+}
+
+impl std::fmt::Debug for MetricsServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsServerBuilder")
+            .field("binary", &self.binary)
+            .field("kubeconfig", &self.kubeconfig)
+            .field("metric_resolution", &self.metric_resolution)
+            .field("args", &self.args)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsServerBuilder {
+    /// Use this binary instead of [`MetricsServerBinary::locate`].
+    pub fn binary(mut self, binary: MetricsServerBinary) -> Self {
+        self.binary = Some(binary);
+        self
+    }
+
+    /// How often metrics-server scrapes the kubelets (`--metric-resolution`; at least 10 s).
+    pub fn metric_resolution(mut self, resolution: Duration) -> Self {
+        self.metric_resolution = resolution;
+        self
+    }
+
+    /// An extra metrics-server flag, e.g. `--v=4`, after the defaults.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// How long the APIService may take to become Available.
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// The command line for a metrics-server serving on `ip:port` with `serving`'s certificate.
+    fn command_line(&self, ip: IpAddr, port: u16, cert: &Path, key: &Path) -> Vec<String> {
+        let kubeconfig = self.kubeconfig.display();
+        let mut args = vec![
+            // The admin identity for everything: metrics-server reads nodes and pods, the
+            // extension-apiserver-authentication ConfigMap (the front proxy's CA, so no
+            // --requestheader-client-ca-file), and delegates authn/z of its callers.
+            format!("--kubeconfig={kubeconfig}"),
+            format!("--authentication-kubeconfig={kubeconfig}"),
+            format!("--authorization-kubeconfig={kubeconfig}"),
+            format!("--bind-address={ip}"),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", cert.display()),
+            format!("--tls-private-key-file={}", key.display()),
+            // The release manifest's production flags.
+            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".to_owned(),
+            "--kubelet-use-node-status-port".to_owned(),
+            format!("--metric-resolution={}s", self.metric_resolution.as_secs()),
+            // The kubelet endpoints of virtual nodes serve no certificate signed by a
+            // kubelet CA this control plane knows (none issues kubelet serving certificates).
+            "--kubelet-insecure-tls".to_owned(),
+        ];
+        args.extend(self.args.iter().cloned());
+        args
+    }
+
+    /// Starts metrics-server, registers it as the APIService `v1beta1.metrics.k8s.io`, and
+    /// waits until the aggregator reports it Available. A port taken between choosing and
+    /// binding it is tried again on another; any other failure names the log file.
+    pub async fn start(self) -> Result<MetricsServer, Error> {
+        let binary = match self.binary.clone() {
+            Some(binary) => binary,
+            None => MetricsServerBinary::locate()?,
+        };
+        let dir = self
+            .dir
+            .clone()
+            .ok_or_else(|| Error::InvalidArgument("the control plane is stopped".into()))?;
+        let pki_dir = dir.join("metrics-server-pki");
+        std::fs::create_dir_all(&pki_dir).map_err(Error::io("cannot create", &pki_dir))?;
+        let log = dir.join(format!("{NAME}.log"));
+        let mut attempt = 1;
+        loop {
+            match self.start_once(&binary, &dir, &pki_dir).await {
+                Ok(server) => return Ok(server),
+                Err(source) if attempt < START_ATTEMPTS && source.is_port_taken() => {
+                    tracing::warn!(attempt, %source, "metrics-server's port was taken; starting again");
+                    attempt += 1;
+                }
+                Err(source) => {
+                    return Err(Error::MetricsServerStart {
+                        log,
+                        source: Box::new(source),
+                    });
+                }
+            }
+        }
+    }
+
+    async fn start_once(
+        &self,
+        binary: &MetricsServerBinary,
+        dir: &Path,
+        pki_dir: &Path,
+    ) -> Result<MetricsServer, Error> {
+        // The apiserver refuses loopback addresses in EndpointSlices, and with aggregator
+        // routing it proxies to the endpoint itself (an ExternalName Service is refused:
+        // "unsupported service type"), so metrics-server serves on the machine's own address.
+        let ip = advertise_address().ok_or_else(|| {
+            Error::InvalidArgument(
+                "metrics-server needs a non-loopback IPv4 address on an interface that is up: \
+                 the apiserver proxies to it through an EndpointSlice, which refuses loopback"
+                    .into(),
+            )
+        })?;
+        let port = free_port_on(ip)?;
+        let ca = CertificateAuthority::create_as(pki_dir, "ca", "ksim-metrics-server-ca")?;
+        let service_dns = format!("{SERVICE}.{NAMESPACE}.svc");
+        let serving = ca.server_cert(
+            "serving",
+            &[&service_dns, "localhost"],
+            &[ip, IpAddr::V4(Ipv4Addr::LOCALHOST)],
+        )?;
+        let ca_pem =
+            std::fs::read(ca.cert_file()).map_err(Error::io("cannot read", ca.cert_file()))?;
+        let args = self.command_line(ip, port, &serving.cert, &serving.key);
+        let mut process = Process::spawn(NAME, binary.path(), &args, dir)?
+            .with_url(format!("https://{ip}:{port}"));
+        register(&self.client, ip, port, &ca_pem).await?;
+
+        let api_services: Api<APIService> = Api::all(self.client.clone());
+        let started = Instant::now();
+        loop {
+            process.check_running()?;
+            let last_seen = match api_services.get_opt(API_SERVICE).await {
+                Ok(Some(api_service)) => match available(&api_service) {
+                    Ok(()) => {
+                        tracing::debug!(elapsed = ?started.elapsed(), pid = process.pid(), "metrics-server available");
+                        return Ok(MetricsServer {
+                            process,
+                            client: self.client.clone(),
+                            args,
+                            ca_cert: ca.cert_file().to_owned(),
+                        });
+                    }
+                    Err(seen) => seen,
+                },
+                Ok(None) => format!("APIService {API_SERVICE} not found"),
+                Err(error) => format!("GET APIService {API_SERVICE}: {error}"),
+            };
+            if started.elapsed() > self.ready_timeout {
+                return Err(Error::ApiServiceNotAvailable {
+                    api_service: API_SERVICE,
+                    seconds: self.ready_timeout.as_secs(),
+                    last_seen,
+                    log_tail: process.log_tail(),
+                });
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+}
+
+/// A free port on `ip`, where metrics-server binds (not loopback, so `ports::free_port`'s
+/// loopback check says nothing about it).
+fn free_port_on(ip: IpAddr) -> Result<u16, Error> {
+    TcpListener::bind((ip, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(Error::NoFreePort)
+}
+
+/// `Ok` when the APIService's Available condition is True, else what it says instead.
+fn available(api_service: &APIService) -> Result<(), String> {
+    let condition = api_service
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Available"));
+    match condition {
+        Some(condition) if condition.status == "True" => Ok(()),
+        Some(condition) => Err(format!(
+            "Available={} ({}: {})",
+            condition.status,
+            condition.reason.as_deref().unwrap_or(""),
+            condition.message.as_deref().unwrap_or("")
+        )),
+        None => Err("no Available condition yet".to_owned()),
+    }
+}
+
+/// Applies (server-side, so a restart updates them in place) the Service kube-system/
+/// metrics-server without a selector, its EndpointSlice pointing at `ip:port`, and the
+/// APIService that routes `metrics.k8s.io/v1beta1` to it, trusting `ca_pem`.
+async fn register(client: &Client, ip: IpAddr, port: u16, ca_pem: &[u8]) -> Result<(), Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE},
+        // No selector: no pod backs it, the EndpointSlice below names the process.
+        "spec": {"ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "protocol": "TCP", "targetPort": port}]},
+    });
+    Api::<Service>::namespaced(client.clone(), NAMESPACE)
+        .patch(SERVICE, &params, &Patch::Apply(&service))
+        .await?;
+    let address_type = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": SERVICE,
+            "namespace": NAMESPACE,
+            "labels": {
+                "kubernetes.io/service-name": SERVICE,
+                // Not the endpointslice controller's, so it leaves the slice alone.
+                "endpointslice.kubernetes.io/managed-by": FIELD_MANAGER,
+            },
+        },
+        "addressType": address_type,
+        "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
+        "ports": [{"name": PORT_NAME, "port": port, "protocol": "TCP"}],
+    });
+    Api::<EndpointSlice>::namespaced(client.clone(), NAMESPACE)
+        .patch(SERVICE, &params, &Patch::Apply(&slice))
+        .await?;
+    let api_service = json!({
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": API_SERVICE},
+        "spec": {
+            "group": "metrics.k8s.io",
+            "version": "v1beta1",
+            "groupPriorityMinimum": 100,
+            "versionPriority": 100,
+            "service": {"namespace": NAMESPACE, "name": SERVICE, "port": SERVICE_PORT},
+            "caBundle": k8s_openapi::ByteString(ca_pem.to_vec()),
+        },
+    });
+    Api::<APIService>::all(client.clone())
+        .patch(API_SERVICE, &params, &Patch::Apply(&api_service))
+        .await?;
+    Ok(())
+}
+
+/// A deletion whose object was already gone succeeded too.
+fn gone<T>(result: Result<T, kube::Error>) -> Result<(), Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map(|_| ()).map_err(Error::from),
+    }
+}
+
+/// A running metrics-server, registered as `v1beta1.metrics.k8s.io`; killed (by its PID) when
+/// dropped.
+pub struct MetricsServer {
+    process: Process,
+    client: Client,
+    args: Vec<String>,
+    ca_cert: PathBuf,
+}
+
+impl std::fmt::Debug for MetricsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsServer")
+            .field("process", &self.process)
+            .field("args", &self.args)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsServer {
+    /// A metrics-server for `control_plane`, with its log and certificates in the control
+    /// plane's directory and the admin kubeconfig for every connection it makes.
+    pub fn builder(control_plane: &ControlPlane) -> MetricsServerBuilder {
+        MetricsServerBuilder {
+            binary: None,
+            client: control_plane.client(),
+            kubeconfig: control_plane.kubeconfig_path().to_owned(),
+            dir: control_plane.dir().map(Path::to_owned),
+            metric_resolution: DEFAULT_METRIC_RESOLUTION,
+            args: Vec::new(),
+            // It serves within seconds; the aggregator checks an APIService every few.
+            ready_timeout: Duration::from_secs(120),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Where metrics-server itself serves (`https://<ip>:<port>`), bypassing the apiserver.
+    pub fn url(&self) -> Option<&str> {
+        self.process.url()
+    }
+
+    /// The command line it was started with.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// The CA of its serving certificate (the APIService's caBundle).
+    pub fn ca_cert_path(&self) -> &Path {
+        &self.ca_cert
+    }
+
+    /// Its stdout and stderr (klog).
+    pub fn log_path(&self) -> &Path {
+        self.process.log_path()
+    }
+
+    /// The last lines of the log, for assertion messages.
+    pub fn log_tail(&self) -> String {
+        self.process.log_tail()
+    }
+
+    /// An error, with the end of the log, if it has exited.
+    pub fn check_running(&mut self) -> Result<(), Error> {
+        self.process.check_running()
+    }
+
+    /// Unregisters the APIService, the Service and its EndpointSlice, then kills the process:
+    /// a dangling APIService makes discovery incomplete, which stalls namespace deletion and
+    /// garbage collection in a control plane that goes on running.
+    pub async fn stop(self) -> Result<(), Error> {
+        let params = DeleteParams::default();
+        gone(
+            Api::<APIService>::all(self.client.clone())
+                .delete(API_SERVICE, &params)
+                .await,
+        )?;
+        gone(
+            Api::<Service>::namespaced(self.client.clone(), NAMESPACE)
+                .delete(SERVICE, &params)
+                .await,
+        )?;
+        gone(
+            Api::<EndpointSlice>::namespaced(self.client.clone(), NAMESPACE)
+                .delete(SERVICE, &params)
+                .await,
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_pinned_release_is_a_version() {
+        assert!(
+            metrics_server_version().starts_with("v0."),
+            "{}",
+            metrics_server_version()
+        );
+    }
+
+    #[test]
+    fn a_directory_without_the_binary_names_the_build_script() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = MetricsServerBinary::in_dir(dir.path()).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("deploy/metrics-server/build.sh"),
+            "{message}"
+        );
+        assert!(message.contains(BIN_DIR_ENV), "{message}");
+    }
+
+    #[test]
+    fn an_available_condition_is_read_and_any_other_is_said() {
+        let with = |status: &str| -> APIService {
+            serde_json::from_value(json!({
+                "metadata": {"name": API_SERVICE},
+                "status": {"conditions": [{
+                    "type": "Available", "status": status,
+                    "reason": "FailedDiscoveryCheck", "message": "no route",
+                }]},
+            }))
+            .unwrap()
+        };
+        assert_eq!(available(&with("True")), Ok(()));
+        assert_eq!(
+            available(&with("False")),
+            Err("Available=False (FailedDiscoveryCheck: no route)".to_owned())
+        );
+        assert!(available(&APIService::default()).is_err());
+    }
+}
