@@ -1,8 +1,10 @@
-//! Why a local control plane or cluster-autoscaler could not be started or reached.
+//! Why a local control plane, cluster-autoscaler or metrics-server could not be started or
+//! reached.
 
 use std::path::PathBuf;
 
-/// Why a local control plane or cluster-autoscaler could not be started or reached.
+/// Why a local control plane, cluster-autoscaler or metrics-server could not be started or
+/// reached.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(

@@ -1,6 +1,6 @@
-//! The real metrics-server, built by deploy/metrics-server/build.sh, run beside a
-//! [`ControlPlane`] and registered with its aggregation layer, so that the standard metrics API
-//! (`/apis/metrics.k8s.io/v1beta1`) is served through the apiserver:
+//! The real metrics-server, built by deploy/metrics-server/build.sh, registered with a
+//! [`ControlPlane`]'s aggregation layer so that the apiserver serves the metrics API
+//! (`metrics.k8s.io/v1beta1`):
 //!
 //! ```no_run
 //! # async fn example(control_plane: &ksim_testenv::ControlPlane) -> Result<(), ksim_testenv::Error> {
