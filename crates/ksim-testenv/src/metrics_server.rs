@@ -167,7 +167,10 @@ impl MetricsServerBuilder {
             // The release manifest's production flags.
             "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".to_owned(),
             "--kubelet-use-node-status-port".to_owned(),
-            format!("--metric-resolution={}s", self.metric_resolution.as_secs()),
+            format!(
+                "--metric-resolution={}",
+                go_duration(self.metric_resolution)
+            ),
             // The kubelet endpoints of virtual nodes serve no certificate signed by a
             // kubelet CA this control plane knows (none issues kubelet serving certificates).
             "--kubelet-insecure-tls".to_owned(),
@@ -270,6 +273,15 @@ impl MetricsServerBuilder {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
+    }
+}
+
+/// A duration as Go's `time.ParseDuration` reads it: whole seconds, else milliseconds.
+fn go_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
     }
 }
 
@@ -480,6 +492,12 @@ mod tests {
             "{message}"
         );
         assert!(message.contains(BIN_DIR_ENV), "{message}");
+    }
+
+    #[test]
+    fn the_resolution_is_passed_in_gos_syntax() {
+        assert_eq!(go_duration(DEFAULT_METRIC_RESOLUTION), "15s");
+        assert_eq!(go_duration(Duration::from_millis(10_500)), "10500ms");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use ksim_testenv::{ControlPlane, MetricsServer, metrics_server::API_SERVICE};
+use ksim_testenv::{
+    ControlPlane, Error, MetricsServer, MetricsServerBinary, metrics_server::API_SERVICE,
+};
 use kube::Api;
 
 async fn get_json(client: &kube::Client, path: &str) -> serde_json::Value {
@@ -60,6 +62,8 @@ async fn real_metrics_server_serves_the_metrics_api_through_the_apiserver() {
     assert_eq!(pods["kind"], "PodMetricsList", "{pods}");
     assert_eq!(pods["apiVersion"], "metrics.k8s.io/v1beta1", "{pods}");
     assert_eq!(pods["items"], serde_json::json!([]), "{pods}");
+    let nodes = get_json(&client, "/apis/metrics.k8s.io/v1beta1/nodes").await;
+    assert_eq!(nodes["kind"], "NodeMetricsList", "{nodes}");
 
     assert!(
         metrics_server
@@ -72,4 +76,34 @@ async fn real_metrics_server_serves_the_metrics_api_through_the_apiserver() {
     metrics_server.stop().await.unwrap();
     let gone = Api::<APIService>::all(client).get_opt(API_SERVICE).await;
     assert!(matches!(gone, Ok(None)), "{gone:?}");
+}
+
+/// `false` stands in for metrics-server: it exits at once, which `start` must report as an
+/// exit, naming the log file in the control plane's directory.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_metrics_server_that_exits_is_reported_with_its_log_file() {
+    let control_plane = ControlPlane::builder()
+        .without_controller_manager()
+        .without_scheduler()
+        .start()
+        .await
+        .unwrap();
+    let err = MetricsServer::builder(&control_plane)
+        .binary(MetricsServerBinary::at("/bin/false"))
+        .start()
+        .await
+        .unwrap_err();
+    let Error::MetricsServerStart { log, source } = &err else {
+        panic!("unexpected error: {err}");
+    };
+    assert!(matches!(**source, Error::Exited { .. }), "{source}");
+    assert_eq!(
+        log,
+        &control_plane.dir().unwrap().join("metrics-server.log"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&log.display().to_string()),
+        "{err}"
+    );
 }
