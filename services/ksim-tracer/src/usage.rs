@@ -77,8 +77,11 @@ pub fn spawn(
             let list = match read(&client).await {
                 Ok(list) => list,
                 Err(kube::Error::Api(answer)) if answer.code == 404 => {
-                    // The group is not served: no metrics-server (or its APIService is gone).
-                    status.set(pb::UsageRecording::NoMetricsApi);
+                    // The group is not served: no metrics-server, or it was removed after
+                    // usage was recorded (which the recording still holds).
+                    if status.recording() != pb::UsageRecording::Recorded {
+                        status.set(pb::UsageRecording::NoMetricsApi);
+                    }
                     continue;
                 }
                 Err(error) => {
