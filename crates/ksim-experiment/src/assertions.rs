@@ -2,6 +2,9 @@
 //! CA change in its own CI. `variants.<name>.<figure>` is the mean over the variant's runs that
 //! succeeded (`variants.packed.cost <= variants.baseline.cost * 0.95`), `.min.<figure>` and
 //! `.max.<figure>` the spread, `.failed` the runs that did not succeed; figures are doubles.
+//! With repeats, `.beyond_noise.<figure>` (a bool) and `.p.<figure>` (the noise test's p-value)
+//! say whether a variant's difference from the baseline is an effect or the noise of repeats;
+//! the baseline and figures the test could not judge have none.
 //! Compiled, and the variants and figures they name checked against the experiment, before
 //! anything runs, so a typo costs no simulation.
 
@@ -26,6 +29,8 @@ pub struct VariantFigures {
     pub figures: BTreeMap<String, Stat>,
     /// Runs that failed or were cancelled.
     pub failed: u32,
+    /// Per figure the noise test judged: its p-value, and whether it is beyond the noise.
+    pub noise: BTreeMap<String, (f64, bool)>,
 }
 
 /// An assertion that cannot be taken or did not hold.
@@ -138,13 +143,13 @@ fn unknown_name(path: &[String], variants: &[&str], figures: &[&str]) -> Option<
     }
     let figure = match path.get(1).map(String::as_str) {
         None | Some("failed") => return None,
-        Some("min" | "max") => path.get(2)?,
+        Some("min" | "max" | "beyond_noise" | "p") => path.get(2)?,
         Some(_) => &path[1],
     };
     (!figures.contains(&figure.as_str())).then(|| {
         format!(
             "variant {variant} has no figure {figure:?} (figures: {}; min.<figure>, \
-             max.<figure>, failed)",
+             max.<figure>, beyond_noise.<figure>, p.<figure>, failed)",
             list(figures)
         )
     })
@@ -238,6 +243,14 @@ fn variant_value(variant: &VariantFigures) -> Value {
     let mut entries: Vec<(String, Value)> = of(|s| s.mean).collect();
     entries.push(("min".to_owned(), map(of(|s| s.min))));
     entries.push(("max".to_owned(), map(of(|s| s.max))));
+    let noise = |pick: fn(&(f64, bool)) -> Value| {
+        variant
+            .noise
+            .iter()
+            .map(move |(name, noise)| (name.clone(), pick(noise)))
+    };
+    entries.push(("p".to_owned(), map(noise(|n| Value::Float(n.0)))));
+    entries.push(("beyond_noise".to_owned(), map(noise(|n| Value::Bool(n.1)))));
     entries.push(("failed".to_owned(), Value::Int(i64::from(variant.failed))));
     map(entries.into_iter())
 }
@@ -265,6 +278,7 @@ mod tests {
                         ("pending_p99_ms".to_owned(), stat(100.0, 90.0, 110.0)),
                     ]),
                     failed: 0,
+                    noise: BTreeMap::new(),
                 },
             ),
             (
@@ -275,6 +289,7 @@ mod tests {
                         ("pending_p99_ms".to_owned(), stat(120.0, 100.0, 140.0)),
                     ]),
                     failed: 1,
+                    noise: BTreeMap::from([("cost".to_owned(), (0.003, true))]),
                 },
             ),
         ])
@@ -299,6 +314,12 @@ mod tests {
             Ok(false)
         );
         assert_eq!(holds("variants.packed.failed == 0"), Ok(false));
+        assert_eq!(
+            holds("variants.packed.beyond_noise.cost && variants.packed.p.cost < 0.01"),
+            Ok(true)
+        );
+        // Not judged: absent, as a cost without a price is.
+        assert_eq!(holds("!has(variants.baseline.beyond_noise.cost)"), Ok(true));
     }
 
     #[test]
@@ -314,6 +335,7 @@ mod tests {
             "variants.packed.cost <= variants.baseline.cost * 0.95",
             "variants.packed.max.cost < variants.baseline.min.pending_p99_ms",
             "variants.packed.failed == 0 && has(variants.baseline.cost)",
+            "variants.packed.beyond_noise.cost || variants.packed.p.pending_p99_ms > 0.05",
             "variants[\"packed\"].cost < 1.0",
             // A macro's variable named `variants` is its own, not the experiment's.
             "[1, 2].all(variants, variants.zzz > 0)",

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::model::Report;
+use super::noise::{self, Noise};
 
 /// Runs side by side.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,11 @@ pub struct ComparedFigure {
     pub min: Vec<Option<f64>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub max: Vec<Option<f64>>,
+    /// With repeats: per run after the baseline, whether its difference from the baseline is
+    /// beyond the noise of their repeats ([`crate::noise`]); `None` for the baseline and where
+    /// a side has fewer than two values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub noise: Vec<Option<Noise>>,
 }
 
 /// The figures compared, in the order of the table.
@@ -116,17 +122,22 @@ pub fn compare(reports: &[(String, Report)]) -> Comparison {
     for figure in &mut comparison.figures {
         figure.min.clear();
         figure.max.clear();
+        figure.noise.clear();
     }
     comparison
 }
 
-/// Each run's figures as mean, min and max over its repeats; a figure none of a run's reports
-/// has is `None` for it. Figures held against the baseline compare with `baseline`.
-fn spread(baseline: Option<&Report>, reports: &[&Report], name: &str) -> Option<(f64, f64, f64)> {
-    let values: Vec<f64> = reports
+/// A figure's value in each of a run's reports that has it. Figures held against the baseline
+/// compare with `baseline`.
+fn values_of(baseline: Option<&Report>, reports: &[&Report], name: &str) -> Vec<f64> {
+    reports
         .iter()
         .filter_map(|r| figure_against(baseline, r, name))
-        .collect();
+        .collect()
+}
+
+/// Mean, min and max; `None` for no values.
+fn spread(values: &[f64]) -> Option<(f64, f64, f64)> {
     if values.is_empty() {
         return None;
     }
@@ -146,9 +157,19 @@ pub fn compare_repeated(runs: &[(String, Vec<&Report>)]) -> Comparison {
     let figures = FIGURES
         .iter()
         .map(|name| {
-            let spreads: Vec<Option<(f64, f64, f64)>> = runs
+            let samples: Vec<Vec<f64>> = runs
                 .iter()
-                .map(|(_, reports)| spread(baseline, reports, name))
+                .map(|(_, reports)| values_of(baseline, reports, name))
+                .collect();
+            let spreads: Vec<Option<(f64, f64, f64)>> =
+                samples.iter().map(|values| spread(values)).collect();
+            let noise = samples
+                .iter()
+                .enumerate()
+                .map(|(i, values)| {
+                    let base = samples.first().filter(|_| i > 0)?;
+                    noise::welch(base, values)
+                })
                 .collect();
             let values: Vec<Option<f64>> = spreads.iter().map(|s| s.map(|s| s.0)).collect();
             let baseline = values.first().copied().flatten();
@@ -170,6 +191,7 @@ pub fn compare_repeated(runs: &[(String, Vec<&Report>)]) -> Comparison {
                 relative,
                 min: spreads.iter().map(|s| s.map(|s| s.1)).collect(),
                 max: spreads.iter().map(|s| s.map(|s| s.2)).collect(),
+                noise,
             }
         })
         .collect();
@@ -220,13 +242,27 @@ impl Comparison {
                                 .map_or_else(String::new, |r| format!(", {:+.1}%", r * 100.0));
                             format!(" ({}{relative})", signed(d))
                         });
-                        format!("{}{range}{delta}", number(*value))
+                        let noise = figure.noise.get(i).copied().flatten().map_or_else(
+                            String::new,
+                            |noise| {
+                                let mark = if noise.beyond_noise { '*' } else { '~' };
+                                let needed = noise
+                                    .repeats_needed
+                                    .map_or_else(String::new, |n| format!(", {n} repeats"));
+                                format!(" {mark}p={}{needed}", p_value(noise.p_value))
+                            },
+                        );
+                        format!("{}{range}{delta}{noise}", number(*value))
                     }
                 };
                 row.push(cell);
             }
             rows.push(row);
         }
+        let tested = self
+            .figures
+            .iter()
+            .any(|figure| figure.noise.iter().any(Option::is_some));
         let widths: Vec<usize> = (0..rows[0].len())
             .map(|column| {
                 rows.iter()
@@ -244,7 +280,25 @@ impl Comparison {
                 .collect();
             let _ = writeln!(out, "{}", cells.join("  ").trim_end());
         }
+        if tested {
+            let _ = writeln!(
+                out,
+                "* beyond the noise of the repeats, ~ within it: Welch's t-test against the \
+                 baseline at {:.0}% confidence; p is the chance that noise alone makes a \
+                 difference this large, and N repeats a side would tell one of this size",
+                noise::CONFIDENCE * 100.0
+            );
+        }
         out
+    }
+}
+
+/// Three decimals, or `<0.001`.
+fn p_value(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".to_owned()
+    } else {
+        format!("{p:.3}")
     }
 }
 
@@ -352,6 +406,48 @@ mod tests {
         let table = comparison.table();
         assert!(table.contains("3 [2..4]"), "{table}");
         assert!(table.contains("1.5 (-1.5, -50.0%)"), "{table}");
+        // One run of b says nothing of its noise.
+        assert_eq!(hours.noise, [None, None]);
+        assert!(!table.contains("Welch"), "{table}");
+    }
+
+    #[test]
+    fn with_repeats_each_figure_says_whether_its_difference_is_beyond_noise() {
+        let reports = |hours: &[f64], p99: &[f64]| -> Vec<Report> {
+            hours
+                .iter()
+                .zip(p99)
+                .map(|(h, p)| report(*h, None, *p))
+                .collect()
+        };
+        let base = reports(&[10.0, 10.4, 9.6], &[100.0, 140.0, 60.0]);
+        let same = reports(&[10.2, 9.8, 10.1], &[90.0, 130.0, 110.0]);
+        let packed = reports(&[7.0, 7.2, 6.9], &[120.0, 80.0, 100.0]);
+        let comparison = compare_repeated(&[
+            ("baseline".to_owned(), base.iter().collect()),
+            ("same".to_owned(), same.iter().collect()),
+            ("packed".to_owned(), packed.iter().collect()),
+        ]);
+        let hours = comparison.figure("node_hours").unwrap();
+        assert_eq!(hours.noise[0], None);
+        let (same_hours, packed_hours) = (hours.noise[1].unwrap(), hours.noise[2].unwrap());
+        assert!(!same_hours.beyond_noise, "{same_hours:?}");
+        assert!(packed_hours.beyond_noise, "{packed_hours:?}");
+        assert!(packed_hours.p_value < 0.01, "{packed_hours:?}");
+        let p99 = comparison.figure("pending_p99_ms").unwrap();
+        assert!(!p99.noise[2].unwrap().beyond_noise);
+        // Every repeat had 3 peak nodes: no difference, nothing to tell.
+        let peak = comparison.figure("peak_nodes").unwrap().noise[2].unwrap();
+        assert_eq!((peak.beyond_noise, peak.repeats_needed), (false, None));
+
+        let table = comparison.table();
+        let row = table.lines().find(|l| l.starts_with("node_hours")).unwrap();
+        assert!(row.contains(" *p=0.003"), "{row}");
+        assert!(row.contains("~p="), "{row}");
+        assert!(table.contains("Welch's t-test against the baseline at 95% confidence"));
+        // And in the JSON.
+        let json = serde_json::to_value(&comparison).unwrap();
+        assert_eq!(json["figures"][0]["noise"][2]["beyond_noise"], true);
     }
 
     /// A report whose timeline has 1 s buckets of these Ready nodes, and ten times as many

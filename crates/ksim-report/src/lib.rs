@@ -34,6 +34,7 @@ mod files;
 pub mod input;
 mod model;
 mod nodes_kept;
+mod noise;
 mod object;
 mod percentiles;
 pub mod proto;
@@ -65,6 +66,7 @@ pub use model::{
     SeriesFidelity, WaitReason,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
+pub use noise::Noise;
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary};

@@ -351,11 +351,20 @@ fn variant_figures(
                 .iter()
                 .filter(|run| run.state != SimulationState::Succeeded)
                 .count();
+            let noise = comparison
+                .figures
+                .iter()
+                .filter_map(|figure| {
+                    let noise = figure.noise.get(i).copied().flatten()?;
+                    Some((figure.name.clone(), (noise.p_value, noise.beyond_noise)))
+                })
+                .collect();
             (
                 variant.name.clone(),
                 VariantFigures {
                     figures,
                     failed: u32::try_from(failed).unwrap_or(u32::MAX),
+                    noise,
                 },
             )
         })

@@ -97,6 +97,9 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
     // Both variants twice; one assertion holds, one is made to fail.
     let holds = "variants.baseline.failed == 0 && variants.packed.failed == 0";
     let fails = "variants.packed.node_hours > variants.baseline.node_hours * 2.0";
+    // The noise test judged every variant after the baseline, and only those.
+    let judged = "has(variants.packed.p.node_hours) && !has(variants.baseline.p.node_hours) \
+                  && (variants.packed.beyond_noise.node_hours == (variants.packed.p.node_hours < 0.05))";
     let tokio_up = &up;
     let output = tokio::task::block_in_place(|| {
         ksim(
@@ -110,6 +113,8 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
                 holds,
                 "--assert",
                 fails,
+                "--assert",
+                judged,
             ],
         )
     });
@@ -125,7 +130,11 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
         "{printed}"
     );
     assert!(
-        said.contains("1 of 2 assertions failed") && said.contains(fails),
+        printed.contains(&format!("assert ok:     {judged}")),
+        "{printed}"
+    );
+    assert!(
+        said.contains("1 of 3 assertions failed") && said.contains(fails),
         "{said}"
     );
 
@@ -192,6 +201,14 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
     };
     assert_eq!(figure("nodes_agree_with_baseline"), [Some(1.0), Some(1.0)]);
     assert!(figure("lateness_p99_ms").iter().all(Option::is_some));
+    // Each figure of the packed variant says whether it is beyond the noise of two repeats.
+    let noise = &row["noise"];
+    assert!(noise[0].is_null(), "{row}");
+    let p = noise[1]["p_value"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&p), "{row}");
+    assert_eq!(noise[1]["beyond_noise"].as_bool(), Some(p < 0.05), "{row}");
+    let table = std::fs::read_to_string(results.join("comparison.txt")).unwrap();
+    assert!(table.contains("Welch's t-test"), "{table}");
     for name in ["comparison.txt", "comparison.svg"] {
         assert!(Path::new(&results.join(name)).is_file(), "{name}");
     }
