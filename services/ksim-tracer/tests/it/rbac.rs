@@ -1,17 +1,17 @@
-//! The shipped RBAC (deploy/tracer/rbac.yaml) is enough to watch every default kind, grants
-//! nothing but reads, and no Secrets.
+//! The shipped RBAC (deploy/tracer/rbac.yaml) is enough to watch every default kind and read
+//! pods' usage from the metrics API, grants nothing but reads, and no Secrets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::{ControlPlane, manifests, wait};
+use ksim_testenv::{ControlPlane, MetricsServer, manifests, wait};
 use ksim_tracer::{
     domain::{kinds::default_kinds, sanitize::EnvRedaction},
     log::LogConfig,
     store::Store,
-    watch,
+    usage, watch,
 };
 use kube::{Api, api::ListParams};
 use tokio::sync::mpsc;
@@ -83,6 +83,18 @@ async fn the_tracer_watches_every_default_kind_as_its_service_account() {
     .unwrap();
     let (observations, receiver) = mpsc::channel(64);
     let _recorder = store.clone().run_recorder(receiver);
+    // The metrics API through the aggregation layer: the apiserver authorizes the tracer's
+    // read of metrics.k8s.io pods before it proxies it to metrics-server.
+    let _metrics_server = MetricsServer::builder(&control_plane)
+        .start()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let _usage = usage::spawn(
+        as_tracer.clone(),
+        Duration::from_secs(1),
+        store.usage().clone(),
+        observations.clone(),
+    );
     let _watches = watch::spawn(
         as_tracer.clone(),
         store.kinds(),
@@ -111,6 +123,21 @@ async fn the_tracer_watches_every_default_kind_as_its_service_account() {
                             .collect::<Vec<_>>()
                     ))
                 }
+            }
+        },
+    )
+    .await
+    .unwrap();
+
+    wait::until(
+        "the tracer's account to read the metrics API",
+        crate::common::DEADLINE,
+        || {
+            let recording = store.usage().recording();
+            async move {
+                (recording == pb::UsageRecording::Recorded)
+                    .then_some(())
+                    .ok_or(format!("{recording:?}"))
             }
         },
     )
