@@ -27,7 +27,12 @@ use ksim_experiment::autoscaler::{
 };
 use tempfile::TempDir;
 
-use crate::{ControlPlane, Error, cache_root, ports::free_port, process::Process};
+use crate::{
+    ControlPlane, Error,
+    binaries::{bin_dir, cached_bin_dir},
+    ports::free_port,
+    process::Process,
+};
 
 const VERSIONS_ENV: &str = include_str!("../../../deploy/cluster-autoscaler/versions.env");
 const NAME: &str = "cluster-autoscaler";
@@ -83,11 +88,11 @@ impl ClusterAutoscalerBinary {
     /// Release `version` (e.g. `1.34.5`) as `deploy/cluster-autoscaler/build.sh VERSION` caches
     /// it. `KSIM_CLUSTER_AUTOSCALER_BIN_DIR` stands in for the pinned release only.
     pub fn locate_release(version: &str) -> Result<Self, Error> {
-        let dir = match std::env::var_os(BIN_DIR_ENV) {
-            Some(dir) if version == cluster_autoscaler_version() => PathBuf::from(dir),
-            _ => cache_root()?
-                .join(format!("cluster-autoscaler-{version}"))
-                .join("bin"),
+        let cached = format!("cluster-autoscaler-{version}");
+        let dir = if version == cluster_autoscaler_version() {
+            bin_dir(BIN_DIR_ENV, &cached)?
+        } else {
+            cached_bin_dir(&cached)?
         };
         Self::in_dir(&dir).map_err(|error| match error {
             Error::MissingClusterAutoscaler { path, .. } => Error::MissingClusterAutoscaler {

@@ -32,13 +32,10 @@ impl ControlPlaneBinaries {
     /// `KSIM_CONTROL_PLANE_BIN_DIR` if set (binaries a user already has), otherwise the cache
     /// that build.sh fills for the pinned version.
     pub fn locate() -> Result<Self, Error> {
-        let dir = match std::env::var_os("KSIM_CONTROL_PLANE_BIN_DIR") {
-            Some(dir) => PathBuf::from(dir),
-            None => cache_root()?
-                .join(format!("k8s-{}", kubernetes_version()))
-                .join("bin"),
-        };
-        Self::in_dir(dir)
+        Self::in_dir(bin_dir(
+            "KSIM_CONTROL_PLANE_BIN_DIR",
+            &format!("k8s-{}", kubernetes_version()),
+        )?)
     }
 
     pub fn in_dir(dir: PathBuf) -> Result<Self, Error> {
@@ -137,6 +134,21 @@ fn failure_reason(stderr: &str) -> String {
 }
 
 /// The same cache root build.sh uses.
+/// The directory the environment variable `env` names, else `cached_bin_dir(cached)`: a
+/// user's own binaries, or the ones the project's build script caches.
+pub fn bin_dir(env: &str, cached: &str) -> Result<PathBuf, Error> {
+    match std::env::var_os(env) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => cached_bin_dir(cached),
+    }
+}
+
+/// `<cache root>/<name>/bin`, where `deploy/*/build.sh` put a build (`name` is e.g.
+/// `k8s-v1.35.4`, `cluster-autoscaler-1.35.2`).
+pub fn cached_bin_dir(name: &str) -> Result<PathBuf, Error> {
+    Ok(cache_root()?.join(name).join("bin"))
+}
+
 pub fn cache_root() -> Result<PathBuf, Error> {
     if let Some(dir) = std::env::var_os("KSIM_CACHE_DIR") {
         return Ok(PathBuf::from(dir));

@@ -30,8 +30,8 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    ControlPlane, Error, cache_root, control_plane::advertise_address, pki::CertificateAuthority,
-    process::Process,
+    ControlPlane, Error, binaries::bin_dir, control_plane::advertise_address,
+    pki::CertificateAuthority, process::Process,
 };
 
 const VERSIONS_ENV: &str = include_str!("../../../deploy/metrics-server/versions.env");
@@ -71,12 +71,10 @@ impl MetricsServerBinary {
     /// `KSIM_METRICS_SERVER_BIN_DIR` if set, otherwise the cache that build.sh fills for the
     /// pinned release.
     pub fn locate() -> Result<Self, Error> {
-        let dir = match std::env::var_os(BIN_DIR_ENV) {
-            Some(dir) => PathBuf::from(dir),
-            None => cache_root()?
-                .join(format!("metrics-server-{}", metrics_server_version()))
-                .join("bin"),
-        };
+        let dir = bin_dir(
+            BIN_DIR_ENV,
+            &format!("metrics-server-{}", metrics_server_version()),
+        )?;
         Self::in_dir(&dir)
     }
 
