@@ -55,18 +55,10 @@ if [[ -n "${KSIM_CLUSTER_AUTOSCALER_BIN_DIR:-}" && "$version" == "$CLUSTER_AUTOS
   exit 0
 fi
 
+has_binary() { [[ -x "$1/$binary" ]]; }
 version_dir=$(ksim_cache_root)/cluster-autoscaler-$version
 bin_dir=$version_dir/bin
-if [[ -x "$bin_dir/$binary" ]]; then
-  echo "$bin_dir"
-  exit 0
-fi
-
-lock_cache_dir "$version_dir"
-if [[ -x "$bin_dir/$binary" ]]; then
-  echo "$bin_dir"
-  exit 0
-fi
+reuse_or_lock "$version_dir" "$bin_dir" has_binary
 
 use_shared_go_caches
 export GOFLAGS=-mod=mod

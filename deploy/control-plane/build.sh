@@ -40,16 +40,7 @@ fi
 
 version_dir=$(ksim_cache_root)/k8s-$version
 bin_dir=$version_dir/bin
-if has_all_binaries "$bin_dir"; then
-  echo "$bin_dir"
-  exit 0
-fi
-
-lock_cache_dir "$version_dir"
-if has_all_binaries "$bin_dir"; then
-  echo "$bin_dir"
-  exit 0
-fi
+reuse_or_lock "$version_dir" "$bin_dir" has_all_binaries
 
 use_shared_go_caches
 export GOFLAGS=-mod=mod

@@ -17,6 +17,23 @@ lock_cache_dir() {
   flock 9
 }
 
+# reuse_or_lock VERSION_DIR BIN_DIR CHECK: when `CHECK BIN_DIR` holds (a complete build is
+# there), prints BIN_DIR and exits the script; otherwise takes VERSION_DIR's lock, looks again
+# (another run may have built it meanwhile), and returns holding the lock, for the caller to
+# build.
+reuse_or_lock() {
+  local version_dir=$1 bin_dir=$2 check=$3
+  if "$check" "$bin_dir"; then
+    echo "$bin_dir"
+    exit 0
+  fi
+  lock_cache_dir "$version_dir" || return 1
+  if "$check" "$bin_dir"; then
+    echo "$bin_dir"
+    exit 0
+  fi
+}
+
 # use_shared_go_caches: Go's module and build caches are content-addressed, so one copy under
 # the cache root serves every version of everything built.
 use_shared_go_caches() {
