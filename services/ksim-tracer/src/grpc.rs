@@ -63,7 +63,7 @@ impl TraceStoreService {
         };
         // Without an end: the live recording's is now (it is still being recorded), an
         // imported trace's is where its recording ended.
-        let (source, oldest_ms, newest_ms, origin) = if request.trace_id.is_empty() {
+        let (source, oldest_ms, newest_ms, origin, tracer_config) = if request.trace_id.is_empty() {
             let snapshot = self.store.snapshot().map_err(store_status)?;
             let stats = self.store.log_stats().map_err(store_status)?;
             let oldest = stats.edge_ms.or(stats.oldest_ms).unwrap_or_else(now_ms);
@@ -72,6 +72,7 @@ impl TraceStoreService {
                 oldest,
                 now_ms() + 1,
                 self.origin.clone(),
+                Some(self.store.tracer_config()),
             )
         } else {
             let path = self
@@ -82,6 +83,10 @@ impl TraceStoreService {
                 .imports
                 .meta(&request.trace_id)
                 .map_err(import_status)?;
+            let tracer_config = self
+                .imports
+                .tracer_config(&request.trace_id)
+                .map_err(import_status)?;
             let oldest = meta.first_event_ms.unwrap_or(0);
             (
                 Source::Imported(path),
@@ -91,6 +96,7 @@ impl TraceStoreService {
                     "imported trace {} ({})",
                     request.trace_id, meta.display_name
                 ),
+                tracer_config,
             )
         };
         let start_ms = request.start_time.as_ref().map_or(oldest_ms, time::millis);
@@ -99,7 +105,7 @@ impl TraceStoreService {
             .map_err(|e| Status::invalid_argument(format!("start_time/end_time: {e}")))?;
         let header = pb::TraceHeader {
             format_version: ksim_trace::FORMAT_VERSION,
-            tracer_config: Some(self.store.tracer_config()),
+            tracer_config,
             start_time: Some(time::timestamp(window.start_ms)),
             end_time: Some(time::timestamp(window.end_ms)),
             created_by: self.created_by.clone(),

@@ -118,6 +118,19 @@ impl Imports {
         Ok(path)
     }
 
+    /// What the imported trace's own header says was recorded (kinds, cluster state, usage):
+    /// an export of it speaks for that recording, not for this tracer's.
+    pub fn tracer_config(&self, id: &str) -> Result<Option<pb::TracerConfig>, ImportError> {
+        let file = File::open(self.path(id)?)?;
+        let reader = ksim_trace::TraceReader::new(BufReader::new(file)).map_err(|source| {
+            ImportError::Invalid {
+                format: "ksim",
+                source,
+            }
+        })?;
+        Ok(reader.header().tracer_config.clone())
+    }
+
     pub fn meta(&self, id: &str) -> Result<Meta, ImportError> {
         let path = self.path(id)?.with_extension("json");
         let text = fs::read(&path)?;

@@ -52,9 +52,19 @@ fn object(name: &str, replicas: i64) -> pb::TraceObject {
     }
 }
 
+/// What the imported trace's header says was recorded: not what this tracer records.
+fn imported_config() -> pb::TracerConfig {
+    pb::TracerConfig {
+        usage_recording: pb::UsageRecording::NoMetricsApi.into(),
+        usage_interval_ms: 30_000,
+        ..Default::default()
+    }
+}
+
 fn ksim_trace_file() -> Vec<u8> {
     let header = pb::TraceHeader {
         format_version: ksim_trace::FORMAT_VERSION,
+        tracer_config: Some(imported_config()),
         ..Default::default()
     };
     let mut writer = TraceWriter::new(Vec::new(), &header).unwrap();
@@ -132,6 +142,8 @@ async fn imported_traces_are_validated_whole_and_export_back() {
         })
         .await
         .unwrap();
+    // The export speaks for the imported recording, not for the live tracer's.
+    assert_eq!(whole.header.tracer_config, Some(imported_config()));
     let got: Vec<_> = changes(&whole)
         .into_iter()
         .map(|c| (c.0, c.1, c.3))
@@ -209,6 +221,15 @@ async fn imported_traces_are_validated_whole_and_export_back() {
             .collect::<Vec<_>>(),
         [(1_700_000_005_000, "n/sk".to_owned())]
     );
+    // SimKube's tracked kinds, not the live tracer's, and no usage.
+    let config = trace.header.tracer_config.unwrap();
+    let kinds: Vec<&str> = config
+        .tracked_kinds
+        .iter()
+        .map(|k| k.gvk.as_ref().unwrap().kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["Deployment"]);
+    assert_eq!(config.usage_recording(), pb::UsageRecording::Unspecified);
 }
 
 /// A trace recorded long ago (its events in 1970) exported without an end ends where its
