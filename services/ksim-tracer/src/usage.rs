@@ -51,10 +51,12 @@ impl UsageStatus {
     }
 
     fn set(&self, recording: pb::UsageRecording) {
-        if self.recording() != recording {
-            tracing::info!(?recording, "usage recording");
-        }
-        self.update(|state| state.recording = recording);
+        self.update(|state| {
+            if state.recording != recording {
+                tracing::info!(?recording, "usage recording");
+                state.recording = recording;
+            }
+        });
     }
 }
 
@@ -79,9 +81,11 @@ pub fn spawn(
                 Err(kube::Error::Api(answer)) if answer.code == 404 => {
                     // The group is not served: no metrics-server, or it was removed after
                     // usage was recorded (which the recording still holds).
-                    if status.recording() != pb::UsageRecording::Recorded {
-                        status.set(pb::UsageRecording::NoMetricsApi);
-                    }
+                    status.update(|state| {
+                        if state.recording != pb::UsageRecording::Recorded {
+                            state.recording = pb::UsageRecording::NoMetricsApi;
+                        }
+                    });
                     continue;
                 }
                 Err(error) => {
