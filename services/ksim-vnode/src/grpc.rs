@@ -8,8 +8,9 @@ use ksim_proto::ksim::vnode::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use crate::{
+    domain::usage::ContainerUsage,
     index::{GroupSource, PhaseCounts},
-    pool::{GroupView, NodeView, Pool, PoolError},
+    pool::{GroupView, NodeView, PodUsageUpdate, Pool, PoolError},
 };
 
 const DEFAULT_PAGE_SIZE: usize = 500;
@@ -35,6 +36,8 @@ impl From<PoolError> for Status {
         let message = error.to_string();
         match error {
             PoolError::InvalidGroup(_)
+            | PoolError::Usage { .. }
+            | PoolError::TooManyUsagePods(_)
             | PoolError::Skeleton(_)
             | PoolError::Provisioning(_)
             | PoolError::CidrExhausted { .. } => Status::invalid_argument(message),
@@ -171,6 +174,35 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
             api_errors_total: stats.api_errors,
             ip_exhaustion_total: stats.ip_exhaustions,
             node_groups: stats.node_groups,
+        }))
+    }
+
+    async fn set_pod_usage(
+        &self,
+        request: Request<pb::SetPodUsageRequest>,
+    ) -> Result<Response<pb::SetPodUsageResponse>, Status> {
+        let pods = request
+            .into_inner()
+            .pods
+            .into_iter()
+            .map(|pod| PodUsageUpdate {
+                namespace: pod.namespace,
+                name: pod.name,
+                containers: pod
+                    .containers
+                    .into_iter()
+                    .map(|container| ContainerUsage {
+                        name: container.name,
+                        cpu_nanocores: container.cpu_nanocores,
+                        memory_bytes: container.memory_bytes,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let applied = self.pool.set_pod_usage(pods, Timestamp::now())?;
+        Ok(Response::new(pb::SetPodUsageResponse {
+            applied: applied.applied,
+            not_running: applied.not_running,
         }))
     }
 }

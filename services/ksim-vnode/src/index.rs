@@ -27,6 +27,7 @@ use crate::domain::{
         GroupModel, NodeDelays, NodeTimes, after, annotated_time, next_wait, register_at,
     },
     skeleton::NodeSkeleton,
+    usage::{self, ContainerUsage, PodMeter, UsageError},
 };
 
 /// Where a group's nodes come from.
@@ -154,6 +155,8 @@ struct PodEntry {
     /// An address taken from the node's IPAM (host-network pods take none).
     ip: Option<Ipv4Addr>,
     phase: PodPhase,
+    /// What the pod uses, once someone set it.
+    usage: Option<PodMeter>,
 }
 
 /// Pod counts by phase.
@@ -653,6 +656,7 @@ impl PoolIndex {
                 uid: uid.to_owned(),
                 ip,
                 phase: PodPhase::Pending,
+                usage: None,
             },
         );
         self.release_pod_ip(previous);
@@ -686,6 +690,7 @@ impl PoolIndex {
                 uid: uid.to_owned(),
                 ip: claimed,
                 phase,
+                usage: None,
             },
         );
         self.release_pod_ip(previous);
@@ -695,6 +700,7 @@ impl PoolIndex {
     pub fn pod_finished(&mut self, key: &str, phase: PodPhase) {
         if let Some(pod) = self.pods.get_mut(key) {
             pod.phase = phase;
+            pod.usage = None;
             if let Some(ip) = pod.ip.take()
                 && let Some(node) = self.nodes.get_mut(&pod.node)
             {
@@ -723,6 +729,61 @@ impl PoolIndex {
         counts
     }
 
+    // ---- usage ----
+
+    /// Sets what a pod uses from `now` on. Only a running pod of this pool takes usage:
+    /// `Ok(false)` says there is none by that key, and nothing was set. Bad figures are refused
+    /// whether or not the pod is ours.
+    pub fn set_pod_usage(
+        &mut self,
+        key: &str,
+        containers: Vec<ContainerUsage>,
+        now: Timestamp,
+    ) -> Result<bool, UsageError> {
+        usage::validate(&containers)?;
+        let Some(pod) = self
+            .pods
+            .get_mut(key)
+            .filter(|pod| pod.phase == PodPhase::Running)
+        else {
+            return Ok(false);
+        };
+        match &mut pod.usage {
+            Some(meter) => meter.set(containers, now)?,
+            None => pod.usage = Some(PodMeter::new(containers, now)?),
+        }
+        Ok(true)
+    }
+
+    /// Whether a pod of this pool is running by that key.
+    pub fn runs_pod(&self, key: &str) -> bool {
+        self.pods
+            .get(key)
+            .is_some_and(|pod| pod.phase == PodPhase::Running)
+    }
+
+    /// Stops metering a pod: it is reported without usage, as a pod no kubelet measured yet.
+    pub fn clear_pod_usage(&mut self, key: &str) -> bool {
+        self.pods
+            .get_mut(key)
+            .is_some_and(|pod| pod.usage.take().is_some())
+    }
+
+    /// The metered running pods, each with its node.
+    pub fn pod_usage(&self) -> impl Iterator<Item = PodUsage<'_>> {
+        self.pods.iter().filter_map(|(key, pod)| {
+            let meter = pod
+                .usage
+                .as_ref()
+                .filter(|_| pod.phase == PodPhase::Running)?;
+            Some(PodUsage {
+                key,
+                node: &pod.node,
+                meter,
+            })
+        })
+    }
+
     fn release_pod_ip(&mut self, pod: Option<PodEntry>) {
         if let Some(PodEntry {
             node, ip: Some(ip), ..
@@ -731,6 +792,27 @@ impl PoolIndex {
         {
             node.ipam.release(ip);
         }
+    }
+}
+
+/// A metered pod as the readers of usage see it.
+#[derive(Debug, Clone, Copy)]
+pub struct PodUsage<'a> {
+    /// `namespace/name`.
+    pub key: &'a str,
+    pub node: &'a str,
+    pub meter: &'a PodMeter,
+}
+
+impl<'a> PodUsage<'a> {
+    pub fn namespace(&self) -> &'a str {
+        self.key
+            .split_once('/')
+            .map_or("", |(namespace, _)| namespace)
+    }
+
+    pub fn name(&self) -> &'a str {
+        self.key.split_once('/').map_or(self.key, |(_, name)| name)
     }
 }
 
@@ -1077,6 +1159,43 @@ status:
         assert_eq!(host, index.node("g-0").unwrap().internal_ip());
         index.forget_pod("ns/a");
         assert_eq!(index.node("g-0").unwrap().ipam.in_use(), 1);
+    }
+
+    #[test]
+    fn only_running_pods_of_the_pool_take_usage_and_finishing_drops_it() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(pool_group("g", 1));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        let app = || {
+            vec![ContainerUsage {
+                name: "app".to_owned(),
+                cpu_nanocores: 250_000_000,
+                memory_bytes: 64 << 20,
+            }]
+        };
+        index.assign_pod_ip("ns/a", "uid-a", "g-0", false).unwrap();
+        // Pending: no kubelet measures a pod that has not started.
+        assert_eq!(index.set_pod_usage("ns/a", app(), secs(1)), Ok(false));
+        index.observe_pod("ns/a", "uid-a", "g-0", None, PodPhase::Running);
+        assert_eq!(index.set_pod_usage("ns/a", app(), secs(2)), Ok(true));
+        assert_eq!(
+            index.set_pod_usage("ns/elsewhere", app(), secs(2)),
+            Ok(false)
+        );
+        // Bad figures are refused even for a pod the pool does not run.
+        assert!(
+            index
+                .set_pod_usage("ns/elsewhere", vec![], secs(2))
+                .is_err()
+        );
+        let metered: Vec<(&str, &str, &str, u64)> = index
+            .pod_usage()
+            .map(|pod| (pod.namespace(), pod.name(), pod.node, pod.meter.total().0))
+            .collect();
+        assert_eq!(metered, [("ns", "a", "g-0", 250_000_000)]);
+        index.pod_finished("ns/a", PodPhase::Succeeded);
+        assert_eq!(index.pod_usage().count(), 0);
     }
 
     #[test]

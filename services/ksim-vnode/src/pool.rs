@@ -22,6 +22,7 @@ use crate::{
         node::{provider_id, seat_host_skeleton},
         provisioning,
         skeleton::{NodeSkeleton, SkeletonError},
+        usage::{self, ContainerReading, ContainerUsage, UsageError},
     },
     index::{Group, GroupSource, NodeState, PhaseCounts, PoolIndex},
     metrics::Metrics,
@@ -53,6 +54,37 @@ pub enum PoolError {
     Cidr(#[from] CidrError),
     #[error("apiserver: {0}")]
     Kube(#[from] kube::Error),
+    #[error("usage of pod {pod}: {source}")]
+    Usage { pod: String, source: UsageError },
+    #[error("{0} pods in one usage request; at most {MAX_USAGE_PODS} are accepted")]
+    TooManyUsagePods(usize),
+}
+
+/// Most pods one usage request sets: a bound on what one request holds in memory.
+pub const MAX_USAGE_PODS: usize = 10_000;
+
+/// A pod's usage as a caller sets it; no containers clears it.
+#[derive(Debug, Clone)]
+pub struct PodUsageUpdate {
+    pub namespace: String,
+    pub name: String,
+    pub containers: Vec<ContainerUsage>,
+}
+
+/// What a usage request did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageApplied {
+    pub applied: u32,
+    pub not_running: u32,
+}
+
+/// A metered running pod's usage at a time.
+#[derive(Debug, Clone)]
+pub struct PodReading {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    pub containers: Vec<ContainerReading>,
 }
 
 /// A node group as the API shows it.
@@ -336,6 +368,55 @@ impl Pool {
                 created: node.created,
             })
             .collect())
+    }
+
+    /// Sets the usage of running pods from `now` on: every pod is checked before any applies.
+    pub fn set_pod_usage(
+        &self,
+        pods: Vec<PodUsageUpdate>,
+        now: Timestamp,
+    ) -> Result<UsageApplied, PoolError> {
+        if pods.len() > MAX_USAGE_PODS {
+            return Err(PoolError::TooManyUsagePods(pods.len()));
+        }
+        for pod in pods.iter().filter(|pod| !pod.containers.is_empty()) {
+            usage::validate(&pod.containers).map_err(|source| PoolError::Usage {
+                pod: format!("{}/{}", pod.namespace, pod.name),
+                source,
+            })?;
+        }
+        let mut index = self.ctx.index();
+        let mut outcome = UsageApplied::default();
+        for pod in pods {
+            let key = format!("{}/{}", pod.namespace, pod.name);
+            let applied = if pod.containers.is_empty() {
+                index.clear_pod_usage(&key) || index.runs_pod(&key)
+            } else {
+                index
+                    .set_pod_usage(&key, pod.containers, now)
+                    .map_err(|source| PoolError::Usage { pod: key, source })?
+            };
+            if applied {
+                outcome.applied += 1;
+            } else {
+                outcome.not_running += 1;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Every metered running pod's usage at `now`.
+    pub fn pod_readings(&self, now: Timestamp) -> Vec<PodReading> {
+        let index = self.ctx.index();
+        index
+            .pod_usage()
+            .map(|pod| PodReading {
+                namespace: pod.namespace().to_owned(),
+                name: pod.name().to_owned(),
+                node: pod.node.to_owned(),
+                containers: pod.meter.read(now),
+            })
+            .collect()
     }
 
     pub fn stats(&self) -> PoolStats {

@@ -7,5 +7,6 @@ pub mod heartbeat;
 pub mod pod;
 pub mod pod_start;
 pub mod provisioning;
+pub mod usage;
 
 pub use ksim_nodes::{labels, node, seats, skeleton};
