@@ -235,3 +235,99 @@ async fn bad_input_is_invalid_argument_and_changes_nothing() {
         .unwrap_err();
     assert_eq!(too_many.code(), Code::InvalidArgument);
 }
+
+fn usage(namespace: &str, name: &str, millicores: u64, mebibytes: u64) -> pb::PodUsage {
+    pb::PodUsage {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        containers: vec![pb::ContainerUsage {
+            name: "app".to_owned(),
+            cpu_nanocores: millicores * 1_000_000,
+            memory_bytes: mebibytes << 20,
+        }],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_is_set_for_running_pods_only_and_a_bad_request_sets_nothing() {
+    let env = control_plane().await;
+    let (service, mut client) = serve(&env.client, pool_config()).await;
+    client
+        .create_node_group(create("workers", SKELETON, 1))
+        .await
+        .unwrap();
+    ready_nodes(&env.client, "workers", 1).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(env.client.clone(), "default");
+    let pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "web", "labels": { "app": "web" } },
+        "spec": {
+            "tolerations": [virtual_toleration()],
+            "nodeSelector": { "ksim.io/node-group": "workers" },
+            "containers": [{ "name": "app", "image": "registry.example/app:1" }],
+        },
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    pods_in_phase(&env.client, "default", "app=web", "Running", 1).await;
+
+    let applied = client
+        .set_pod_usage(pb::SetPodUsageRequest {
+            pods: vec![
+                usage("default", "web", 250, 64),
+                usage("default", "not-here", 100, 8),
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((applied.applied, applied.not_running), (1, 1));
+    let readings = service
+        .pool
+        .pod_readings(k8s_openapi::jiff::Timestamp::now());
+    assert_eq!(readings.len(), 1);
+    assert_eq!(
+        (readings[0].name.as_str(), readings[0].node.as_str()),
+        ("web", "workers-0")
+    );
+    assert_eq!(readings[0].containers[0].cpu_nanocores, 250_000_000);
+
+    // One bad pod refuses the whole request, naming it; the good one in it is not applied.
+    let bad = usage("default", "web", 5_000_000, 64);
+    let status = client
+        .set_pod_usage(pb::SetPodUsageRequest {
+            pods: vec![usage("default", "web", 999, 64), bad],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("default/web") && status.message().contains("4,096 cores"),
+        "{}",
+        status.message()
+    );
+    let readings = service
+        .pool
+        .pod_readings(k8s_openapi::jiff::Timestamp::now());
+    assert_eq!(readings[0].containers[0].cpu_nanocores, 250_000_000);
+
+    // No containers clears the pod's usage: it is served as not measured yet.
+    let cleared = client
+        .set_pod_usage(pb::SetPodUsageRequest {
+            pods: vec![pb::PodUsage {
+                namespace: "default".to_owned(),
+                name: "web".to_owned(),
+                containers: vec![],
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cleared.applied, 1);
+    assert!(
+        service
+            .pool
+            .pod_readings(k8s_openapi::jiff::Timestamp::now())
+            .is_empty()
+    );
+}
