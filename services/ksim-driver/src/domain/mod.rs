@@ -26,6 +26,7 @@ pub mod provisioning;
 pub mod recorded;
 pub mod rewrite;
 pub mod spec;
+pub mod usage;
 pub mod waits;
 pub mod warnings;
 
