@@ -14,8 +14,8 @@ use ksim_proto::{
         },
         trace::v1::{ExportRequest, trace_store_client::TraceStoreClient},
         vnode::v1::{
-            CreateNodeGroupRequest, DeleteNodeGroupRequest,
-            virtual_node_pool_client::VirtualNodePoolClient,
+            CreateNodeGroupRequest, DeleteNodeGroupRequest, PodUsage, SetPodUsageRequest,
+            SetPodUsageResponse, virtual_node_pool_client::VirtualNodePoolClient,
         },
     },
 };
@@ -122,6 +122,22 @@ impl Mesh {
                 status,
             })?;
         Ok(())
+    }
+
+    /// Sets what running pods use; the pool answers how many it runs.
+    pub async fn set_pod_usage(
+        &self,
+        pods: Vec<PodUsage>,
+    ) -> Result<SetPodUsageResponse, MeshError> {
+        self.pool
+            .clone()
+            .set_pod_usage(SetPodUsageRequest { pods })
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| MeshError::Call {
+                service: "pool",
+                status,
+            })
     }
 
     /// Deletes a pool-managed group; one already gone (or never created) counts as deleted.

@@ -14,13 +14,19 @@
 //! queued behind the apiserver's latency, and the pods waiting for their lifetime ran on
 //! long past it (a 1,000-node day at 40x filled the cluster with such Job pods).
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use k8s_openapi::{
     api::core::v1::Pod,
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
-use ksim_nodes::labels::{LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION};
+use ksim_nodes::{
+    labels::{LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION},
+    skeleton::quantity_value,
+};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, Patch},
@@ -30,7 +36,76 @@ use serde_json::{Value, json};
 use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::domain::{Gvk, launches::Launches, lifetimes::Owner, rewrite::Rewriter};
+use super::observer::PodChange;
+use crate::domain::{
+    Gvk,
+    launches::Launches,
+    lifetimes::Owner,
+    rewrite::Rewriter,
+    usage::{ContainerUsage, RecordedUsage, Roster},
+};
+
+/// Where started pods go for usage replay: the recording's owners, and the running pods.
+#[derive(Debug, Clone)]
+pub struct UsageFeed {
+    pub recorded: Arc<RecordedUsage>,
+    pub roster: Arc<Mutex<Roster>>,
+}
+
+impl UsageFeed {
+    pub fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
+        // No roster method leaves it half-updated.
+        self.roster
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A started pod joins the roster with the topmost owner of `chain` the recording has
+    /// usage of; a pod already finished does not.
+    fn started(&self, pod: &Pod, chain: &[Owner]) {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if phase != Some("Running") {
+            return;
+        }
+        let owner = chain
+            .iter()
+            .rev()
+            .find(|owner| self.recorded.has_owner(owner))
+            .cloned();
+        let key = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        self.roster().started(key, owner, requests(pod));
+    }
+}
+
+/// Each container's requests, the usage of a pod the recording says nothing of.
+fn requests(pod: &Pod) -> Vec<ContainerUsage> {
+    let containers = pod.spec.iter().flat_map(|spec| &spec.containers);
+    containers
+        .map(|container| {
+            let requests = container
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref());
+            let amount = |name: &str| {
+                requests
+                    .and_then(|q| q.get(name))
+                    .and_then(|quantity| quantity_value(&quantity.0))
+                    .filter(|value| value.is_finite() && *value > 0.0)
+                    .unwrap_or(0.0)
+            };
+            ContainerUsage {
+                name: container.name.clone(),
+                // Saturating casts: a quantity beyond u64 is refused by the pool anyway.
+                cpu_nanocores: (amount("cpu") * 1e9).round() as u64,
+                memory_bytes: amount("memory").round() as u64,
+            }
+        })
+        .collect()
+}
 
 /// More hops than any real chain of controllers (CronJob -> Job -> Pod is the longest built in);
 /// a cycle cannot hold the task.
@@ -40,17 +115,20 @@ const MAX_HOPS: usize = 16;
 /// not to crowd out the replay's own requests (the driver's default is 128 in flight).
 const PATCHES_IN_FLIGHT: usize = 32;
 
-/// Matches started pods until `starts` closes or the returned handle is dropped.
+/// Matches started pods until `starts` closes or the returned handle is dropped; with `usage`,
+/// also keeps its roster of running pods.
 pub fn spawn(
     client: Client,
     rewriter: Rewriter,
     launches: Launches,
-    starts: mpsc::UnboundedReceiver<Pod>,
+    usage: Option<UsageFeed>,
+    starts: mpsc::UnboundedReceiver<PodChange>,
 ) -> AbortOnDropHandle<()> {
     let matcher = Matcher {
         client,
         rewriter,
         launches,
+        usage,
         resources: HashMap::new(),
         controllers: HashMap::new(),
     };
@@ -124,6 +202,7 @@ struct Matcher {
     client: Client,
     rewriter: Rewriter,
     launches: Launches,
+    usage: Option<UsageFeed>,
     resources: HashMap<Gvk, (ApiResource, Scope)>,
     /// The controller of each owner read so far, by kind, simulated namespace and name.
     controllers: HashMap<(Gvk, String, String), Option<OwnerReference>>,
@@ -132,13 +211,22 @@ struct Matcher {
 impl Matcher {
     /// Matches each started pod in turn and hands its change to `apply`, with at most
     /// [`PATCHES_IN_FLIGHT`] applying at once.
-    async fn run<A, F>(mut self, mut starts: mpsc::UnboundedReceiver<Pod>, apply: A)
+    async fn run<A, F>(mut self, mut starts: mpsc::UnboundedReceiver<PodChange>, apply: A)
     where
         A: Fn(Change) -> F,
         F: Future<Output = ()> + Send + 'static,
     {
         let mut in_flight = JoinSet::new();
-        while let Some(pod) = starts.recv().await {
+        while let Some(change) = starts.recv().await {
+            let pod = match change {
+                PodChange::Started(pod) => pod,
+                PodChange::Ended(key) => {
+                    if let Some(usage) = &self.usage {
+                        usage.roster().gone(&key);
+                    }
+                    continue;
+                }
+            };
             let change = match self.started(&pod).await {
                 Ok(change) => change,
                 Err(error) => {
@@ -147,6 +235,10 @@ impl Matcher {
                         %error,
                         "giving a replayed pod its recorded lifetime; it keeps its template's"
                     );
+                    // Its owner unknown, it still runs: it uses the default.
+                    if let Some(usage) = &self.usage {
+                        usage.started(&pod, &[]);
+                    }
                     // Without the marker the pool runs the template's lifetime, not forever.
                     release(&pod)
                 }
@@ -167,6 +259,9 @@ impl Matcher {
             return Ok(None);
         };
         let Some(recorded_namespace) = self.rewriter.recorded_namespace(namespace) else {
+            if let Some(usage) = &self.usage {
+                usage.started(pod, &[]);
+            }
             return Ok(release(pod));
         };
         let mut chain = vec![Owner::new(
@@ -183,6 +278,9 @@ impl Matcher {
             ));
             chain.push(Owner::new(gvk.clone(), recorded_namespace, &reference.name));
             next = self.controller_of(gvk, namespace, &reference.name).await?;
+        }
+        if let Some(usage) = &self.usage {
+            usage.started(pod, &chain);
         }
         let Some(owner) = self.launches.owner_of(&chain).cloned() else {
             return Ok(release(pod));
@@ -301,6 +399,7 @@ mod tests {
             client: unreachable_client(),
             rewriter: Rewriter::new(options, &Lifetimes::default()),
             launches: Launches::new(Lifetimes::default(), 1.0),
+            usage: None,
             resources: HashMap::new(),
             controllers: HashMap::new(),
         }
@@ -392,10 +491,14 @@ mod tests {
         let (starts, received) = mpsc::unbounded_channel();
         let total = PATCHES_IN_FLIGHT * 3;
         for i in 0..total {
-            starts.send(pod(&format!("pod-{i}"), true)).unwrap();
+            starts
+                .send(PodChange::Started(Box::new(pod(&format!("pod-{i}"), true))))
+                .unwrap();
         }
         // Not marked: nothing to patch.
-        starts.send(pod("unmarked", false)).unwrap();
+        starts
+            .send(PodChange::Started(Box::new(pod("unmarked", false))))
+            .unwrap();
         drop(starts);
 
         // A patch is answered only once PATCHES_IN_FLIGHT of them are waiting: sent one after
@@ -429,5 +532,52 @@ mod tests {
             "{applied:?}"
         );
         assert_eq!(most.load(Ordering::SeqCst), PATCHES_IN_FLIGHT);
+    }
+
+    #[tokio::test]
+    async fn running_pods_join_the_usage_roster_with_their_requests_and_leave_when_they_end() {
+        let feed = UsageFeed {
+            recorded: Arc::new(RecordedUsage::default()),
+            roster: Arc::new(Mutex::new(Roster::default())),
+        };
+        let mut matcher = matcher();
+        matcher.usage = Some(feed.clone());
+        let running = |name: &str, cpu: &str| {
+            let mut pod = pod(name, false);
+            pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: Some("Running".to_owned()),
+                ..Default::default()
+            });
+            pod.spec = Some(serde_json::from_value(json!({
+                "containers": [{ "name": "app",
+                                 "resources": { "requests": { "cpu": cpu, "memory": "64Mi" } } }]
+            })).unwrap());
+            pod
+        };
+        let mut finished = running("done", "1");
+        finished.status.as_mut().unwrap().phase = Some("Succeeded".to_owned());
+        let (starts, received) = mpsc::unbounded_channel();
+        for change in [
+            PodChange::Started(Box::new(running("web-1", "250m"))),
+            PodChange::Started(Box::new(running("web-2", "1"))),
+            PodChange::Started(Box::new(finished)),
+            PodChange::Ended("elsewhere/web-1".to_owned()),
+        ] {
+            starts.send(change).unwrap();
+        }
+        drop(starts);
+        matcher.run(received, |_| async {}).await;
+        let running = feed.roster().running();
+        assert_eq!(running.len(), 1, "{running:?}");
+        assert_eq!(running[0].id, "elsewhere/web-2");
+        assert_eq!(running[0].owner, None);
+        assert_eq!(
+            running[0].requests,
+            [ContainerUsage {
+                name: "app".to_owned(),
+                cpu_nanocores: 1_000_000_000,
+                memory_bytes: 64 << 20,
+            }]
+        );
     }
 }

@@ -12,6 +12,7 @@ pub mod observer;
 pub mod removed_pods;
 pub mod root;
 pub mod seats;
+pub mod usage_replay;
 
 use std::future::Future;
 

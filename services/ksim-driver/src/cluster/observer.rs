@@ -65,7 +65,7 @@ struct Seen {
     seat_replicas: HashMap<String, i32>,
     scale_events: Vec<ScaleEvent>,
     /// Where pods go when first seen started, if anyone asked.
-    starts: Option<mpsc::UnboundedSender<Pod>>,
+    starts: Option<mpsc::UnboundedSender<PodChange>>,
     /// Pods deleted before they ran.
     never_ran: Vec<NeverRan>,
     evicted: HashSet<String>,
@@ -169,7 +169,7 @@ impl Observer {
         simulation_id: &str,
         groups: BTreeSet<String>,
         seat_namespace: &str,
-        starts: Option<mpsc::UnboundedSender<Pod>>,
+        starts: Option<mpsc::UnboundedSender<PodChange>>,
     ) -> Self {
         let seen = Arc::new(Mutex::new(Seen::new(groups, starts)));
         let mut watches = JoinSet::new();
@@ -340,6 +340,27 @@ fn split(pod: &PodSeen, now: Instant) -> PendingSplit {
     }
 }
 
+/// A simulation pod started (first seen Running, or already finished), or one that had started
+/// finished or went.
+#[derive(Debug, Clone)]
+pub enum PodChange {
+    Started(Box<Pod>),
+    /// By `namespace/name`.
+    Ended(String),
+}
+
+fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn is_finished(phase: &str) -> bool {
+    matches!(phase, "Succeeded" | "Failed")
+}
+
 fn owner_of(pod: &Pod) -> String {
     let controller = pod
         .metadata
@@ -398,7 +419,7 @@ async fn watch<K>(
 }
 
 impl Seen {
-    fn new(groups: BTreeSet<String>, starts: Option<mpsc::UnboundedSender<Pod>>) -> Self {
+    fn new(groups: BTreeSet<String>, starts: Option<mpsc::UnboundedSender<PodChange>>) -> Self {
         Self {
             origin: Instant::now(),
             replaying: false,
@@ -428,13 +449,15 @@ impl Seen {
             return;
         };
         if !present {
-            if let Some(gone) = self.pods.remove(&uid)
-                && !gone.ran
-            {
-                self.never_ran.push(NeverRan {
-                    waited: gone.first_seen.elapsed(),
-                    bound: gone.bound_ever,
-                });
+            if let Some(gone) = self.pods.remove(&uid) {
+                if !gone.ran {
+                    self.never_ran.push(NeverRan {
+                        waited: gone.first_seen.elapsed(),
+                        bound: gone.bound_ever,
+                    });
+                } else if !is_finished(&gone.phase) {
+                    self.send(PodChange::Ended(pod_key(pod)));
+                }
             }
             return;
         }
@@ -467,16 +490,27 @@ impl Seen {
             entry.bound_at = Some(Instant::now());
         }
         entry.node = node;
+        let mut changes = Vec::new();
         if !entry.ran && matches!(phase.as_str(), "Running" | "Succeeded" | "Failed") {
             entry.ran = true;
             self.pending_times.push(entry.first_seen.elapsed());
             self.pending_splits.push(split(entry, Instant::now()));
-            if let Some(starts) = &self.starts {
-                // The receiver goes with the simulation; a start after it is of no use.
-                let _ = starts.send(pod.clone());
-            }
+            changes.push(PodChange::Started(Box::new(pod.clone())));
+        }
+        if entry.ran && is_finished(&phase) && !is_finished(&entry.phase) {
+            changes.push(PodChange::Ended(pod_key(pod)));
         }
         entry.phase = phase;
+        for change in changes {
+            self.send(change);
+        }
+    }
+
+    fn send(&self, change: PodChange) {
+        if let Some(starts) = &self.starts {
+            // The receiver goes with the simulation; a change after it is of no use.
+            let _ = starts.send(change);
+        }
     }
 
     /// A pod the API, a taint or the kubelet evicts, or the scheduler preempts, says so in its
@@ -842,6 +876,31 @@ mod tests {
             ])}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn started_pods_are_handed_over_and_so_is_their_end_once() {
+        let (sender, mut received) = mpsc::unbounded_channel();
+        let mut seen = Seen::new(BTreeSet::new(), Some(sender));
+        seen.pod(&pod("a", None, "Pending", None), true);
+        seen.pod(&pod("a", Some("n"), "Running", None), true);
+        seen.pod(&pod("a", Some("n"), "Running", None), true);
+        seen.pod(&pod("a", Some("n"), "Succeeded", None), true);
+        seen.pod(&pod("a", Some("n"), "Succeeded", None), false);
+        seen.pod(&pod("b", Some("n"), "Running", None), true);
+        seen.pod(&pod("b", Some("n"), "Running", None), false);
+        // One that never ran neither starts nor ends.
+        seen.pod(&pod("c", None, "Pending", None), true);
+        seen.pod(&pod("c", None, "Pending", None), false);
+        drop(seen);
+        let mut changes = Vec::new();
+        while let Ok(change) = received.try_recv() {
+            changes.push(match change {
+                PodChange::Started(pod) => format!("started {}", pod.metadata.name.unwrap()),
+                PodChange::Ended(key) => format!("ended {key}"),
+            });
+        }
+        assert_eq!(changes, ["started a", "ended /a", "started b", "ended /b"]);
     }
 
     #[test]

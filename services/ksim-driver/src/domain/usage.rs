@@ -16,7 +16,7 @@
 //!
 //! Times are recorded time, milliseconds since the Unix epoch.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ksim_trace::pb;
 
@@ -222,6 +222,46 @@ pub struct RunningPod<P> {
     pub requests: Vec<ContainerUsage>,
 }
 
+/// The replayed pods running now, in the order they started: what [`RecordedUsage::plan`]
+/// shares the recording among.
+#[derive(Debug, Clone, Default)]
+pub struct Roster {
+    by_order: BTreeMap<u64, RunningPod<String>>,
+    order_of: HashMap<String, u64>,
+    next: u64,
+}
+
+impl Roster {
+    /// A pod (by `namespace/name`) started; one already running keeps its place.
+    pub fn started(&mut self, key: String, owner: Option<Owner>, requests: Vec<ContainerUsage>) {
+        if self.order_of.contains_key(&key) {
+            return;
+        }
+        self.order_of.insert(key.clone(), self.next);
+        self.by_order.insert(
+            self.next,
+            RunningPod {
+                id: key,
+                owner,
+                requests,
+            },
+        );
+        self.next += 1;
+    }
+
+    /// A pod finished or went.
+    pub fn gone(&mut self, key: &str) {
+        if let Some(order) = self.order_of.remove(key) {
+            self.by_order.remove(&order);
+        }
+    }
+
+    /// The running pods, oldest start first.
+    pub fn running(&self) -> Vec<RunningPod<String>> {
+        self.by_order.values().cloned().collect()
+    }
+}
+
 /// What each running replayed pod uses, and how each figure was come by.
 #[derive(Debug)]
 pub struct UsagePlan<'a, P> {
@@ -398,6 +438,18 @@ mod tests {
         assert_eq!(cpu_millicores(&plan, "first"), 100);
         // Before any sample nothing is known either.
         assert_eq!(usage.plan(5_000, &pods[..1]).defaulted, 1);
+    }
+
+    #[test]
+    fn the_roster_keeps_start_order_and_forgets_pods_that_went() {
+        let mut roster = Roster::default();
+        roster.started("shop/b".to_owned(), Some(web()), vec![]);
+        roster.started("shop/a".to_owned(), Some(web()), vec![]);
+        roster.started("shop/b".to_owned(), None, vec![]);
+        roster.started("shop/c".to_owned(), None, vec![]);
+        roster.gone("shop/a");
+        let ids: Vec<String> = roster.running().into_iter().map(|pod| pod.id).collect();
+        assert_eq!(ids, ["shop/b", "shop/c"]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use ksim_trace::{Trace, time::now_ms};
 use tokio::{task::JoinHandle, time::Instant};
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::AbortOnDropHandle};
 
 use super::{
     configure::Configured,
@@ -21,9 +21,13 @@ use super::{
     progress::Progress,
 };
 use crate::{
-    cluster::seats,
+    cluster::{
+        seats,
+        usage_replay::{self, DEFAULT_INTERVAL, RecordedClock, UsageCounts},
+    },
     domain::{
         nodes_kept::NodesKeptFold,
+        plan::window_start_ms,
         recorded::recorded_states,
         report,
         spec::{OnError, SimulationSpec},
@@ -38,6 +42,8 @@ pub struct Clock {
     live: Arc<Live>,
     sampling: JoinHandle<()>,
     reading: Option<JoinHandle<()>>,
+    /// Replays recorded usage, when the trace holds some; stops with the clock.
+    usage: Option<(AbortOnDropHandle<()>, Arc<UsageCounts>)>,
 }
 
 /// Releases the held seat groups and starts the clock.
@@ -81,11 +87,29 @@ pub async fn start_clock(
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
     let reading = reads_autoscaler
         .then(|| tokio::spawn(nodes_kept::read_every_second(ctx.clone(), live.clone())));
+    let usage = prepared.usage.clone().map(|feed| {
+        let clock = RecordedClock {
+            origin,
+            start_ms: window_start_ms(trace),
+            speed: spec.speed,
+        };
+        let interval = trace
+            .header
+            .tracer_config
+            .as_ref()
+            .and_then(|config| u64::try_from(config.usage_interval_ms).ok())
+            .filter(|ms| *ms > 0)
+            .map_or(DEFAULT_INTERVAL, Duration::from_millis);
+        let counts = Arc::new(UsageCounts::default());
+        let task = usage_replay::spawn(ctx.mesh.clone(), feed, clock, interval, counts.clone());
+        (task, counts)
+    });
     Ok(Clock {
         origin,
         live,
         sampling,
         reading,
+        usage,
     })
 }
 
@@ -96,6 +120,10 @@ impl Clock {
         self.sampling.abort();
         if let Some(reading) = self.reading {
             reading.abort();
+        }
+        if let Some((task, counts)) = self.usage {
+            drop(task);
+            tracing::info!(?counts, "usage replayed");
         }
         handle.set_progress(self.live.sample());
     }

@@ -18,8 +18,12 @@ use tokio_util::task::AbortOnDropHandle;
 use super::{cleanup::Created, context::RunContext, handle::Handle};
 use crate::{
     cluster::{
-        ClusterError, applier::Applier, launch_lifetimes, namespaces, observer::Observer, root,
-        seats,
+        ClusterError,
+        applier::Applier,
+        launch_lifetimes::{self, UsageFeed},
+        namespaces,
+        observer::Observer,
+        root, seats,
     },
     domain::{
         RootRef,
@@ -29,6 +33,7 @@ use crate::{
         report::GroupPrice,
         rewrite::{RewriteOptions, Rewriter},
         spec::{NodeGroup, SimulationSpec},
+        usage::{RecordedUsage, Roster},
         warnings::{self, OfferedGroup, StartupTime},
     },
     mesh::MeshError,
@@ -83,6 +88,8 @@ pub struct Prepared {
     pub warnings: Vec<String>,
     /// Matches started pods to their recorded launches while the replay runs.
     pub matching: Option<AbortOnDropHandle<()>>,
+    /// The recorded usage and the running pods it is shared among, when the trace holds usage.
+    pub usage: Option<UsageFeed>,
 }
 
 /// Prepares the cluster for a run with the `model` and the `configuration` the configure phase
@@ -125,14 +132,39 @@ pub async fn prepare(
         &lifetimes,
     );
     let plan = plan(trace, &rewriter, spec.speed);
-    // Started pods are matched to their recorded launches while the replay runs.
-    let (starts, matching) = if lifetimes.is_empty() {
+    let recorded_usage = RecordedUsage::new(
+        &trace.usage,
+        &trace.lifecycles,
+        trace
+            .header
+            .tracer_config
+            .as_ref()
+            .map_or(0, |c| c.usage_interval_ms),
+    );
+    if recorded_usage.ignored() > 0 {
+        tracing::info!(
+            ignored = recorded_usage.ignored(),
+            "usage samples of pods the trace holds no lifecycle for are ignored"
+        );
+    }
+    let usage = (recorded_usage.samples() > 0).then(|| UsageFeed {
+        recorded: Arc::new(recorded_usage),
+        roster: Arc::new(std::sync::Mutex::new(Roster::default())),
+    });
+    // Started pods are matched to their recorded launches (and join the usage roster) while
+    // the replay runs.
+    let (starts, matching) = if lifetimes.is_empty() && usage.is_none() {
         (None, None)
     } else {
         let (starts, started) = mpsc::unbounded_channel();
         let launches = Launches::new(lifetimes, spec.speed);
-        let matching =
-            launch_lifetimes::spawn(ctx.client.clone(), rewriter.clone(), launches, started);
+        let matching = launch_lifetimes::spawn(
+            ctx.client.clone(),
+            rewriter.clone(),
+            launches,
+            usage.clone(),
+            started,
+        );
         (Some(starts), Some(matching))
     };
     let observer = Arc::new(Observer::start(
@@ -165,6 +197,7 @@ pub async fn prepare(
         prices,
         warnings,
         matching,
+        usage,
     }))
 }
 

@@ -11,4 +11,5 @@ mod replay;
 mod restart;
 mod settle;
 mod transform;
+mod usage;
 mod validate;

@@ -316,6 +316,18 @@ pub fn trace_file_with_deletes(
     lifecycles: Vec<ksim_trace::pb::PodLifecycle>,
     end_ms: i64,
 ) -> Vec<u8> {
+    trace_file_with_usage(events, lifecycles, Vec::new(), 0, end_ms)
+}
+
+/// As [`trace_file_with_deletes`], with usage samples (times are offsets, ms) read every
+/// `usage_interval_ms`.
+pub fn trace_file_with_usage(
+    events: Vec<(i64, Vec<TraceObject>, Vec<TraceObject>)>,
+    lifecycles: Vec<ksim_trace::pb::PodLifecycle>,
+    usage: Vec<ksim_trace::pb::UsageSample>,
+    usage_interval_ms: i64,
+    end_ms: i64,
+) -> Vec<u8> {
     use ksim_trace::pb;
     let objects = |objects: Vec<TraceObject>| -> Vec<pb::TraceObject> {
         objects
@@ -334,6 +346,11 @@ pub fn trace_file_with_deletes(
         start_time: Some(ksim_trace::time::timestamp(start)),
         end_time: Some(ksim_trace::time::timestamp(start + end_ms)),
         created_by: "ksim-driver tests".to_owned(),
+        tracer_config: (usage_interval_ms > 0).then(|| pb::TracerConfig {
+            usage_recording: pb::UsageRecording::Recorded as i32,
+            usage_interval_ms,
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let mut writer = ksim_trace::TraceWriter::new(Vec::new(), &header).unwrap();
@@ -353,6 +370,14 @@ pub fn trace_file_with_deletes(
                 start_ms: start + lifecycle.start_ms,
                 end_ms: if ended { start + lifecycle.end_ms } else { 0 },
                 ..lifecycle
+            })
+            .unwrap();
+    }
+    for sample in usage {
+        writer
+            .write_usage(&pb::UsageSample {
+                timestamp_ms: start + sample.timestamp_ms,
+                ..sample
             })
             .unwrap();
     }
