@@ -67,6 +67,10 @@ pub struct Observations {
     /// do not know.
     #[serde(default)]
     pub provisioning: Option<crate::ProvisioningUsed>,
+    /// How the replay gave its pods usage; `None` when the trace held none. Defaulted like
+    /// `provisioning`.
+    #[serde(default)]
+    pub usage: Option<crate::UsageReplayed>,
     /// Per pod that ran, where its pending time went (wall clock). Defaulted: observations
     /// saved before it was kept have none.
     #[serde(default)]

@@ -65,6 +65,10 @@ pub struct Report {
     /// reports written before models existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning: Option<ProvisioningUsed>,
+    /// How the replay gave its pods usage; `None` when the trace held none (and in reports
+    /// written before usage was replayed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageReplayed>,
     /// Where the pending time of the pods that ran went, recorded time. Defaulted: reports
     /// written before it was kept have zeros.
     #[serde(default)]
@@ -112,6 +116,24 @@ pub struct ProvisioningUsed {
     pub summary: String,
     /// The whole model, as a model file.
     pub yaml: String,
+}
+
+/// How a replay gave its pods the recorded usage (see the driver's `domain::usage`). Counts
+/// are pod updates: one per running pod per interval.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReplayed {
+    /// Usage samples of pods the trace holds.
+    pub samples: u64,
+    /// Samples of pods the trace holds no lifecycle for, ignored.
+    pub ignored_samples: u64,
+    /// How often usage was set, recorded time.
+    pub interval_ms: u64,
+    /// Updates from the matched recorded pod's own usage.
+    pub matched: u64,
+    /// Updates from a share of the owner's recorded total.
+    pub shared: u64,
+    /// Updates from the stated default, the pod's requests.
+    pub defaulted: u64,
 }
 
 /// One time cluster-autoscaler was down, recorded time.

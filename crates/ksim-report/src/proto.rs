@@ -51,6 +51,14 @@ impl Report {
                 summary: used.summary.clone(),
                 yaml: used.yaml.clone(),
             }),
+            usage: self.usage.as_ref().map(|used| pb::UsageReplay {
+                samples: used.samples,
+                ignored_samples: used.ignored_samples,
+                interval: Some(duration_to_proto(Duration::from_millis(used.interval_ms))),
+                matched: used.matched,
+                shared: used.shared,
+                defaulted: used.defaulted,
+            }),
             pending_split: Some(pb::PendingSplit {
                 pods: self.pending_split.pods,
                 scheduling_pod_seconds: self.pending_split.scheduling,
@@ -104,6 +112,14 @@ impl Report {
                 .autoscaler_outages
                 .as_ref()
                 .map(|outages| outages.outages.iter().map(outage_from_proto).collect()),
+            usage: report.usage.as_ref().map(|used| crate::UsageReplayed {
+                samples: used.samples,
+                ignored_samples: used.ignored_samples,
+                interval_ms: duration_millis(used.interval.as_ref()),
+                matched: used.matched,
+                shared: used.shared,
+                defaulted: used.defaulted,
+            }),
             provisioning: report
                 .provisioning
                 .as_ref()
@@ -749,6 +765,23 @@ mod tests {
                 nanos: 250_000_000
             })
         );
+        assert_eq!(Report::from_proto(&proto), report);
+    }
+
+    #[test]
+    fn usage_replay_counts_round_trip_and_none_is_absent() {
+        let mut report = fixtures::report();
+        assert_eq!(report.to_proto().usage, None);
+        report.usage = Some(crate::UsageReplayed {
+            samples: 40,
+            ignored_samples: 3,
+            interval_ms: 15_000,
+            matched: 10,
+            shared: 6,
+            defaulted: 2,
+        });
+        let proto = report.to_proto();
+        assert_eq!(proto.usage.as_ref().unwrap().interval.unwrap().seconds, 15);
         assert_eq!(Report::from_proto(&proto), report);
     }
 

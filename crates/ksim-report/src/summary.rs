@@ -131,6 +131,7 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     }
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
     writeln!(out, "  provisioning:      {}", provisioning(report))?;
+    writeln!(out, "  usage:             {}", usage(report))?;
     if let Some(configuration) = &report.configuration {
         for line in configuration_lines(configuration) {
             writeln!(out, "  {line}")?;
@@ -252,6 +253,32 @@ pub fn provisioning(report: &pb::Report) -> String {
                  at once)"
             .to_owned(),
     }
+}
+
+/// How the replay gave its pods usage: how often, and how many updates came from the matched
+/// recorded pod, a share of the owner's total, or the default.
+pub fn usage(report: &pb::Report) -> String {
+    let Some(usage) = &report.usage else {
+        return "none: the trace holds no usage, so pods used nothing the metrics API served"
+            .to_owned();
+    };
+    let interval = usage
+        .interval
+        .as_ref()
+        .map(|d| human(Some(d)))
+        .unwrap_or_else(|| "?".to_owned());
+    let mut line = format!(
+        "replayed every {interval} from {} samples: pod updates {} matched to their recorded \
+         pod, {} shared (another replica count), {} defaulted to requests",
+        usage.samples, usage.matched, usage.shared, usage.defaulted
+    );
+    if usage.ignored_samples > 0 {
+        line.push_str(&format!(
+            "; {} samples of pods not in the trace ignored",
+            usage.ignored_samples
+        ));
+    }
+    line
 }
 
 /// One line when cluster-autoscaler was down during the replay: how often and how long in all.
@@ -872,6 +899,29 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("node ready time"), "{text}");
+    }
+
+    #[test]
+    fn the_summary_says_how_usage_was_replayed_or_that_there_was_none() {
+        let mut report = pb::Report::default();
+        assert!(summary(&report).contains("  usage:             none: the trace holds no usage"));
+        report.usage = Some(pb::UsageReplay {
+            samples: 40,
+            ignored_samples: 3,
+            interval: Some(prost_types::Duration {
+                seconds: 15,
+                nanos: 0,
+            }),
+            matched: 10,
+            shared: 6,
+            defaulted: 2,
+        });
+        assert_eq!(
+            usage(&report),
+            "replayed every 15s from 40 samples: pod updates 10 matched to their recorded pod, \
+             6 shared (another replica count), 2 defaulted to requests; 3 samples of pods not \
+             in the trace ignored"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError, atomic::Ordering},
     time::Duration,
 };
 
@@ -11,7 +11,7 @@ use ksim_proto::ksim::{driver::v1 as pb, env::v1::GetUnremovableNodesResponse};
 
 use super::progress::Progress;
 use crate::{
-    cluster::observer::Observer,
+    cluster::{observer::Observer, usage_replay::UsageCounts},
     domain::nodes_kept::NodesKeptFold,
     domain::report::{
         GroupPrice, Observations, RecordedState, Sample,
@@ -40,6 +40,9 @@ pub struct Live {
     nodes_kept: Mutex<Option<NodesKeptFold>>,
     /// What the report warns of (`domain::warnings`).
     warnings: Vec<String>,
+    /// The usage replay's counts, when the trace holds usage: what it started from, and the
+    /// counters its task adds to.
+    usage: Option<(ksim_report::UsageReplayed, Arc<UsageCounts>)>,
 }
 
 impl Live {
@@ -64,7 +67,18 @@ impl Live {
             warnings: Vec::new(),
             prices: BTreeMap::new(),
             nodes_kept: Mutex::new(None),
+            usage: None,
         }
+    }
+
+    /// The run replays usage: `base` says from what, `counts` what it did so far.
+    pub fn with_usage(
+        mut self,
+        base: ksim_report::UsageReplayed,
+        counts: Arc<UsageCounts>,
+    ) -> Self {
+        self.usage = Some((base, counts));
+        self
     }
 
     /// Reads of cluster-autoscaler's unremovable counts are to be folded (a run with CA).
@@ -153,6 +167,15 @@ impl Live {
             // Asked of the environment once, for the final report (`run::final_report`).
             autoscaler_outages: None,
             provisioning: self.provisioning.clone(),
+            usage: self
+                .usage
+                .as_ref()
+                .map(|(base, counts)| ksim_report::UsageReplayed {
+                    matched: counts.matched.load(Ordering::Relaxed),
+                    shared: counts.shared.load(Ordering::Relaxed),
+                    defaulted: counts.defaulted.load(Ordering::Relaxed),
+                    ..base.clone()
+                }),
             pending_splits: self.observer.pending_splits(),
             node_ready_times: self.observer.node_ready_times(),
             nodes_kept: self

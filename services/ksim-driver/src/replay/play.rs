@@ -82,6 +82,25 @@ pub async fn start_clock(
     if reads_autoscaler {
         live = live.with_nodes_kept(NodesKeptFold::new(configured.applied_at_ms));
     }
+    let interval = trace
+        .header
+        .tracer_config
+        .as_ref()
+        .and_then(|config| u64::try_from(config.usage_interval_ms).ok())
+        .filter(|ms| *ms > 0)
+        .map_or(DEFAULT_INTERVAL, Duration::from_millis);
+    let usage_counts = Arc::new(UsageCounts::default());
+    if let Some(feed) = &prepared.usage {
+        live = live.with_usage(
+            ksim_report::UsageReplayed {
+                samples: feed.recorded.samples(),
+                ignored_samples: feed.recorded.ignored(),
+                interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+                ..Default::default()
+            },
+            usage_counts.clone(),
+        );
+    }
     let live = Arc::new(live);
     handle.set_live(Some(live.clone()));
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
@@ -93,16 +112,14 @@ pub async fn start_clock(
             start_ms: window_start_ms(trace),
             speed: spec.speed,
         };
-        let interval = trace
-            .header
-            .tracer_config
-            .as_ref()
-            .and_then(|config| u64::try_from(config.usage_interval_ms).ok())
-            .filter(|ms| *ms > 0)
-            .map_or(DEFAULT_INTERVAL, Duration::from_millis);
-        let counts = Arc::new(UsageCounts::default());
-        let task = usage_replay::spawn(ctx.mesh.clone(), feed, clock, interval, counts.clone());
-        (task, counts)
+        let task = usage_replay::spawn(
+            ctx.mesh.clone(),
+            feed,
+            clock,
+            interval,
+            usage_counts.clone(),
+        );
+        (task, usage_counts)
     });
     Ok(Clock {
         origin,

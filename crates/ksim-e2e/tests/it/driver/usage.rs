@@ -26,7 +26,7 @@ fn recorded(owner: &str, pod: &str, launch_index: u32) -> trace::PodLifecycle {
         owner_name: owner.to_owned(),
         pod_spec_hash: 7,
         launch_index,
-        start_ms: launch_index.into(),
+        start_ms: 0,
         end_ms: 0,
         outcome: trace::PodOutcome::Running as i32,
         pod_name: pod.to_owned(),
@@ -93,6 +93,7 @@ async fn replayed_pods_use_what_their_recorded_pods_used_and_share_it_when_count
     usage.extend(used("web-a", 20_000, end_ms, 600));
     usage.extend(used("web-b", 20_000, end_ms, 800));
     usage.extend(used("api-a", 0, end_ms, 900));
+    let replayable = usage.len() as u64;
     // A pod the trace holds no lifecycle for: ignored.
     usage.extend(used("stranger", 0, 10_000, 50));
     let file = trace_file_with_usage(
@@ -152,5 +153,16 @@ async fn replayed_pods_use_what_their_recorded_pods_used_and_share_it_when_count
 
     let cancelled = mesh.cancel(&simulation.id).await;
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    // The report says how: web's updates matched, api's shared, none defaulted.
+    let replayed = mesh.report(&simulation.id).await.usage.unwrap();
+    assert_eq!(
+        (replayed.samples, replayed.ignored_samples),
+        (replayable, 5)
+    );
+    assert_eq!(replayed.interval.unwrap().seconds, 2);
+    assert!(
+        replayed.matched >= 2 && replayed.shared >= 3 && replayed.defaulted == 0,
+        "{replayed:?}"
+    );
     mesh.assert_nothing_left(&simulation.id, &["use"]).await;
 }
