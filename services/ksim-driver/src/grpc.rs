@@ -38,7 +38,8 @@ impl From<DriverError> for Status {
     fn from(error: DriverError) -> Self {
         let message = error.to_string();
         match error {
-            DriverError::Spec(_) | DriverError::Load(LoadError::Malformed(_)) => {
+            DriverError::Spec(_)
+            | DriverError::Load(LoadError::Malformed(_) | LoadError::BadUsage(_)) => {
                 Status::invalid_argument(message)
             }
             DriverError::Load(LoadError::Export(MeshError::Call { status, .. })) => {
