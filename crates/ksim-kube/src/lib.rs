@@ -1,7 +1,9 @@
 //! The Kubernetes adapter every ksim service shares: connecting like kubectl (the same
 //! `--kubeconfig`/`--context` flags everywhere), classifying API errors, and resolving node
-//! skeletons that seat Deployments carry or name.
+//! skeletons that seat Deployments carry or name, and registering extension apiservers with
+//! the aggregation layer.
 
+pub mod aggregation;
 mod args;
 mod connect;
 mod errors;

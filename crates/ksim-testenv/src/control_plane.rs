@@ -413,7 +413,7 @@ impl Starting<'_> {
         let pki_dir = self.subdir("pki")?;
         let ca = CertificateAuthority::create(&pki_dir, "ksim-local-ca")?;
         let service_account = ServiceAccountKey::create(&pki_dir)?;
-        let advertise = advertise_address();
+        let advertise = ksim_kube::aggregation::advertise_address();
         let mut apiserver_ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST), KUBERNETES_SERVICE_IP];
         apiserver_ips.extend(advertise);
         let apiserver_serving = ca.server_cert(
@@ -753,15 +753,6 @@ async fn tcp_open(port: u16) -> bool {
     tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
         .await
         .is_ok()
-}
-
-/// The first non-loopback IPv4 address of an interface that is up.
-pub(crate) fn advertise_address() -> Option<IpAddr> {
-    if_addrs::get_if_addrs()
-        .ok()?
-        .into_iter()
-        .map(|interface| interface.ip())
-        .find(|ip| ip.is_ipv4() && !ip.is_loopback())
 }
 
 fn flag(name: &str, path: &Path) -> String {

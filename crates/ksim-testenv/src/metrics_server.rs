@@ -19,20 +19,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::{
-    api::{core::v1::Service, discovery::v1::EndpointSlice},
-    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, Patch, PatchParams},
-};
-use serde_json::json;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use ksim_kube::aggregation::{AggregatedApi, advertise_address, available};
+use kube::{Api, Client};
 
-use crate::{
-    ControlPlane, Error, binaries::bin_dir, control_plane::advertise_address,
-    pki::CertificateAuthority, process::Process,
-};
+use crate::{ControlPlane, Error, binaries::bin_dir, pki::CertificateAuthority, process::Process};
 
 const VERSIONS_ENV: &str = include_str!("../../../deploy/metrics-server/versions.env");
 const NAME: &str = "metrics-server";
@@ -42,9 +33,6 @@ const BIN_DIR_ENV: &str = "KSIM_METRICS_SERVER_BIN_DIR";
 pub const API_SERVICE: &str = "v1beta1.metrics.k8s.io";
 pub const NAMESPACE: &str = "kube-system";
 pub const SERVICE: &str = "metrics-server";
-/// The Service's port, as in the release manifest; its endpoint is the real serving port.
-const SERVICE_PORT: u16 = 443;
-const PORT_NAME: &str = "https";
 const FIELD_MANAGER: &str = "ksim-testenv";
 /// The release manifest's resolution (the binary's own default is 60 s).
 pub const DEFAULT_METRIC_RESOLUTION: Duration = Duration::from_secs(15);
@@ -228,7 +216,8 @@ impl MetricsServerBuilder {
         })?;
         let port = free_port_on(ip)?;
         let ca = CertificateAuthority::create_as(pki_dir, "ca", "ksim-metrics-server-ca")?;
-        let service_dns = format!("{SERVICE}.{NAMESPACE}.svc");
+        let api = aggregated_api();
+        let service_dns = api.service_dns();
         let serving = ca.server_cert(
             "serving",
             &[&service_dns, "localhost"],
@@ -239,7 +228,7 @@ impl MetricsServerBuilder {
         let args = self.command_line(ip, port, &serving.cert, &serving.key);
         let mut process = Process::spawn(NAME, binary.path(), &args, dir)?
             .with_url(format!("https://{ip}:{port}"));
-        register(&self.client, ip, port, &ca_pem).await?;
+        api.register(&self.client, ip, port, &ca_pem).await?;
 
         let api_services: Api<APIService> = Api::all(self.client.clone());
         let started = Instant::now();
@@ -292,84 +281,17 @@ fn free_port_on(ip: IpAddr) -> Result<u16, Error> {
         .map_err(Error::NoFreePort)
 }
 
-/// `Ok` when the APIService's Available condition is True, else what it says instead.
-fn available(api_service: &APIService) -> Result<(), String> {
-    let condition = api_service
-        .status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Available"));
-    match condition {
-        Some(condition) if condition.status == "True" => Ok(()),
-        Some(condition) => Err(format!(
-            "Available={} ({}: {})",
-            condition.status,
-            condition.reason.as_deref().unwrap_or(""),
-            condition.message.as_deref().unwrap_or("")
-        )),
-        None => Err("no Available condition yet".to_owned()),
-    }
-}
-
-/// Applies (server-side, so a restart updates them in place) the Service kube-system/
-/// metrics-server without a selector, its EndpointSlice pointing at `ip:port`, and the
-/// APIService that routes `metrics.k8s.io/v1beta1` to it, trusting `ca_pem`.
-async fn register(client: &Client, ip: IpAddr, port: u16, ca_pem: &[u8]) -> Result<(), Error> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let service = json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": SERVICE, "namespace": NAMESPACE},
-        // No selector: no pod backs it, the EndpointSlice below names the process.
-        "spec": {"ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "protocol": "TCP", "targetPort": port}]},
-    });
-    Api::<Service>::namespaced(client.clone(), NAMESPACE)
-        .patch(SERVICE, &params, &Patch::Apply(&service))
-        .await?;
-    let address_type = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
-    let slice = json!({
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": SERVICE,
-            "namespace": NAMESPACE,
-            "labels": {
-                "kubernetes.io/service-name": SERVICE,
-                // Not the endpointslice controller's, so it leaves the slice alone.
-                "endpointslice.kubernetes.io/managed-by": FIELD_MANAGER,
-            },
-        },
-        "addressType": address_type,
-        "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
-        "ports": [{"name": PORT_NAME, "port": port, "protocol": "TCP"}],
-    });
-    Api::<EndpointSlice>::namespaced(client.clone(), NAMESPACE)
-        .patch(SERVICE, &params, &Patch::Apply(&slice))
-        .await?;
-    let api_service = json!({
-        "apiVersion": "apiregistration.k8s.io/v1",
-        "kind": "APIService",
-        "metadata": {"name": API_SERVICE},
-        "spec": {
-            "group": "metrics.k8s.io",
-            "version": "v1beta1",
-            "groupPriorityMinimum": 100,
-            "versionPriority": 100,
-            "service": {"namespace": NAMESPACE, "name": SERVICE, "port": SERVICE_PORT},
-            "caBundle": k8s_openapi::ByteString(ca_pem.to_vec()),
-        },
-    });
-    Api::<APIService>::all(client.clone())
-        .patch(API_SERVICE, &params, &Patch::Apply(&api_service))
-        .await?;
-    Ok(())
-}
-
-/// A deletion whose object was already gone succeeded too.
-fn gone<T>(result: Result<T, kube::Error>) -> Result<(), Error> {
-    match result {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        other => other.map(|_| ()).map_err(Error::from),
+/// The APIService `v1beta1.metrics.k8s.io` routed to the Service kube-system/metrics-server,
+/// as the release manifest names them.
+fn aggregated_api() -> AggregatedApi {
+    AggregatedApi {
+        api_service: API_SERVICE.to_owned(),
+        group: "metrics.k8s.io".to_owned(),
+        version: "v1beta1".to_owned(),
+        namespace: NAMESPACE.to_owned(),
+        service: SERVICE.to_owned(),
+        field_manager: FIELD_MANAGER.to_owned(),
+        labels: Default::default(),
     }
 }
 
@@ -445,22 +367,7 @@ impl MetricsServer {
     /// a dangling APIService makes discovery incomplete, which stalls namespace deletion and
     /// garbage collection in a control plane that goes on running.
     pub async fn stop(self) -> Result<(), Error> {
-        let params = DeleteParams::default();
-        gone(
-            Api::<APIService>::all(self.client.clone())
-                .delete(API_SERVICE, &params)
-                .await,
-        )?;
-        gone(
-            Api::<Service>::namespaced(self.client.clone(), NAMESPACE)
-                .delete(SERVICE, &params)
-                .await,
-        )?;
-        gone(
-            Api::<EndpointSlice>::namespaced(self.client.clone(), NAMESPACE)
-                .delete(SERVICE, &params)
-                .await,
-        )?;
+        aggregated_api().unregister(&self.client).await?;
         Ok(())
     }
 }
@@ -496,25 +403,5 @@ mod tests {
     fn the_resolution_is_passed_in_gos_syntax() {
         assert_eq!(go_duration(DEFAULT_METRIC_RESOLUTION), "15s");
         assert_eq!(go_duration(Duration::from_millis(10_500)), "10500ms");
-    }
-
-    #[test]
-    fn an_available_condition_is_read_and_any_other_is_said() {
-        let with = |status: &str| -> APIService {
-            serde_json::from_value(json!({
-                "metadata": {"name": API_SERVICE},
-                "status": {"conditions": [{
-                    "type": "Available", "status": status,
-                    "reason": "FailedDiscoveryCheck", "message": "no route",
-                }]},
-            }))
-            .unwrap()
-        };
-        assert_eq!(available(&with("True")), Ok(()));
-        assert_eq!(
-            available(&with("False")),
-            Err("Available=False (FailedDiscoveryCheck: no route)".to_owned())
-        );
-        assert!(available(&APIService::default()).is_err());
     }
 }
