@@ -4,6 +4,7 @@
 pub mod cidr;
 pub mod groups;
 pub mod heartbeat;
+pub mod metrics_api;
 pub mod pod;
 pub mod pod_start;
 pub mod provisioning;
