@@ -82,3 +82,36 @@ impl Default for PoolConfig {
         }
     }
 }
+
+/// The pool's own `metrics.k8s.io` server (`kubectl top`, the HPA); off unless an address is
+/// given. Flattened into the binary's command line beside [`PoolConfig`].
+#[derive(Debug, Clone, clap::Args)]
+pub struct MetricsApiConfig {
+    /// Serve the resource metrics API (metrics.k8s.io/v1beta1) on this address, e.g.
+    /// 0.0.0.0:6443 (port 0 picks a free one), and register it with the aggregation layer.
+    /// Off when unset; refused if another component owns the APIService.
+    #[arg(long = "metrics-api-addr", env = "KSIM_METRICS_API_ADDR")]
+    pub addr: Option<std::net::SocketAddr>,
+
+    /// The address the apiserver reaches the metrics API on (the pod IP in a cluster). By
+    /// default the listen address, or this machine's first non-loopback IPv4 address when
+    /// listening on all.
+    #[arg(long = "metrics-api-advertise", env = "KSIM_METRICS_API_ADVERTISE")]
+    pub advertise: Option<std::net::IpAddr>,
+
+    /// The window every reading reports (metrics-server's scrape interval; 15s as its release
+    /// manifest sets it).
+    #[arg(long = "metrics-window", env = "KSIM_METRICS_WINDOW", default_value = "15s",
+          value_parser = humantime::parse_duration)]
+    pub window: Duration,
+}
+
+impl Default for MetricsApiConfig {
+    fn default() -> Self {
+        Self {
+            addr: None,
+            advertise: None,
+            window: crate::domain::metrics_api::DEFAULT_WINDOW,
+        }
+    }
+}

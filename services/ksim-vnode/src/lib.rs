@@ -6,6 +6,7 @@
 //! - [`apiserver`]: the Kubernetes adapter, every API read and write.
 //! - [`controllers`]: the control loops (nodes, heartbeats, pods, seats).
 //! - [`pool`]: startup with adoption, and the operations behind the gRPC API.
+//! - [`metrics_api`]: the resource metrics API (`kubectl top`, the HPA), served over HTTPS.
 //! - [`grpc`]: `ksim.vnode.v1.VirtualNodePool` and its error mapping.
 //! - [`runtime`]: the flags and the one way to start the service (`main` is one call).
 
@@ -16,5 +17,6 @@ pub mod domain;
 pub mod grpc;
 pub mod index;
 pub mod metrics;
+pub mod metrics_api;
 pub mod pool;
 pub mod runtime;

@@ -7,7 +7,12 @@ use anyhow::Context;
 use ksim_grpc::{GrpcServer, Running, ServeArgs};
 use ksim_kube::KubeArgs;
 
-use crate::{config::PoolConfig, grpc::VirtualNodePoolService, pool::Pool};
+use crate::{
+    config::{MetricsApiConfig, PoolConfig},
+    grpc::VirtualNodePoolService,
+    metrics_api,
+    pool::Pool,
+};
 
 /// The ksim virtual node pool: virtual nodes the real control plane believes.
 #[derive(Debug, clap::Parser)]
@@ -19,6 +24,8 @@ pub struct Args {
     pub kube: KubeArgs,
     #[command(flatten)]
     pub pool: PoolConfig,
+    #[command(flatten)]
+    pub metrics_api: MetricsApiConfig,
 }
 
 impl Args {
@@ -31,7 +38,17 @@ impl Args {
             .await
             .context("connecting to the Kubernetes API")?
             .client;
-        let pool = start_pool(client, self.pool).await?;
+        let (pool_name, namespace) = (self.pool.pool_name.clone(), self.pool.namespace.clone());
+        let pool = start_pool(client.clone(), self.pool).await?;
+        let _metrics_api = metrics_api::start_if_enabled(
+            client,
+            pool.clone(),
+            &pool_name,
+            &namespace,
+            &self.metrics_api,
+        )
+        .await
+        .context("starting the metrics API")?;
         server(&pool, self.serve).serve().await?;
         Ok(())
     }

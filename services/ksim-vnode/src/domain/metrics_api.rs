@@ -100,6 +100,9 @@ pub enum Request {
     Group,
     /// `/apis/metrics.k8s.io/v1beta1`
     ResourceList,
+    /// `/openapi/v2` and `/openapi/v3`, which the aggregator merges into its own: empty
+    /// documents (no schemas are published), so its downloads succeed.
+    OpenApi { v3: bool },
     List {
         resource: Resource,
         namespace: Option<String>,
@@ -131,9 +134,11 @@ impl Request {
     pub fn access(&self, path: &str) -> Access {
         match self {
             Self::Health => Access::Anyone,
-            Self::GroupList | Self::Group | Self::ResourceList => Access::NonResource {
-                path: path.to_owned(),
-            },
+            Self::GroupList | Self::Group | Self::ResourceList | Self::OpenApi { .. } => {
+                Access::NonResource {
+                    path: path.to_owned(),
+                }
+            }
             Self::List {
                 resource,
                 namespace,
@@ -273,6 +278,8 @@ pub fn route(path: &str, query: Option<&str>) -> Result<Request, RouteError> {
     let (resource, namespace, name) = match segments.as_slice() {
         ["healthz" | "livez" | "readyz"] => return Ok(Request::Health),
         ["apis"] => return Ok(Request::GroupList),
+        ["openapi", "v2"] => return Ok(Request::OpenApi { v3: false }),
+        ["openapi", "v3"] => return Ok(Request::OpenApi { v3: true }),
         ["apis", GROUP] => return Ok(Request::Group),
         ["apis", GROUP, VERSION] => return Ok(Request::ResourceList),
         ["apis", GROUP, VERSION, "nodes"] => (Resource::Nodes, None, None),
@@ -592,6 +599,12 @@ pub fn respond(
 ) -> Reply {
     match request {
         Request::Health => Reply::ok(Value::String("ok".to_owned())),
+        Request::OpenApi { v3: false } => Reply::ok(json!({
+            "swagger": "2.0",
+            "info": {"title": "ksim-vnode metrics API", "version": VERSION},
+            "paths": {},
+        })),
+        Request::OpenApi { v3: true } => Reply::ok(json!({"paths": {}})),
         Request::GroupList => Reply::ok(json!({
             "kind": "APIGroupList",
             "apiVersion": "v1",

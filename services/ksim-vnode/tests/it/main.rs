@@ -3,6 +3,7 @@
 
 mod common;
 mod grpc;
+mod metrics_api;
 mod nodes;
 mod pod_start;
 mod pods;
