@@ -44,6 +44,23 @@ async fn the_pool_runs_as_its_service_account_with_the_shipped_rbac() {
         ..pool_config()
     };
     let pool = start_pool(&as_pool, config).await;
+    // The metrics API registers and authorizes as the ServiceAccount too.
+    let metrics_config = ksim_vnode::config::MetricsApiConfig {
+        addr: Some(std::net::SocketAddr::new(
+            ksim_kube::aggregation::advertise_address().expect("a non-loopback IPv4 address"),
+            0,
+        )),
+        ..Default::default()
+    };
+    let _metrics_api = ksim_vnode::metrics_api::start_if_enabled(
+        as_pool.clone(),
+        pool.clone(),
+        "test",
+        "ksim-system",
+        &metrics_config,
+    )
+    .await
+    .unwrap();
     pool.create_group("workers", SKELETON, 2).await.unwrap();
     ready_nodes(&env.client, "workers", 2).await;
 
@@ -61,7 +78,44 @@ async fn the_pool_runs_as_its_service_account_with_the_shipped_rbac() {
         .create(&PostParams::default(), &deployment)
         .await
         .unwrap();
-    pods_in_phase(&env.client, "default", "app=web", "Running", 4).await;
+    let running = pods_in_phase(&env.client, "default", "app=web", "Running", 4).await;
+    let usage = running
+        .iter()
+        .map(|pod| ksim_vnode::pool::PodUsageUpdate {
+            namespace: "default".to_owned(),
+            name: pod.metadata.name.clone().unwrap(),
+            containers: vec![ksim_vnode::domain::usage::ContainerUsage {
+                name: "app".to_owned(),
+                cpu_nanocores: 100_000_000,
+                memory_bytes: 1 << 20,
+            }],
+        })
+        .collect();
+    pool.set_pod_usage(usage, k8s_openapi::jiff::Timestamp::now())
+        .unwrap();
+    // Served through the apiserver once the aggregator finds it (its SubjectAccessReview,
+    // made as the pool, says yes to the admin).
+    wait::until(
+        "the pool's metrics API to list the web pods",
+        DEADLINE,
+        || async {
+            let list: serde_json::Value = env
+                .client
+                .request(
+                    http::Request::get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods")
+                        .body(Vec::new())
+                        .unwrap(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            match list["items"].as_array().map(Vec::len) {
+                Some(4) => Ok(()),
+                other => Err(format!("{other:?} items")),
+            }
+        },
+    )
+    .await
+    .unwrap();
 
     // Deletion goes through the pool too (pod delete permission).
     deployments
