@@ -17,13 +17,17 @@ pub fn tracer(data_dir: &Path) -> Vec<OsString> {
 
 /// The pool watches the environment's namespace for seats. `node_lease_seconds`: on the
 /// embedded plane its node leases match the plane's node lifecycle grace period
-/// (`ksim_testenv::tuning`); on a cluster of the user's (`None`) it keeps a kubelet's.
+/// (`ksim_testenv::tuning`), and it serves the metrics API (`kubectl top`, the HPA) on a free
+/// port of this machine's own address; on a cluster of the user's (`None`) it keeps a
+/// kubelet's leases and leaves the metrics API to whatever serves it there.
 pub fn pool(node_lease_seconds: Option<u32>) -> Vec<OsString> {
     let mut args = namespace().to_vec();
     if let Some(seconds) = node_lease_seconds {
         args.extend([
             "--lease-duration-seconds".into(),
             seconds.to_string().into(),
+            "--metrics-api-addr".into(),
+            "0.0.0.0:0".into(),
         ]);
     }
     args
@@ -94,12 +98,14 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_shortens_its_leases_only_on_the_embedded_plane() {
+    fn the_pool_shortens_its_leases_and_serves_the_metrics_api_only_on_the_embedded_plane() {
         let embedded = pool(Some(12));
         assert_eq!(value(&embedded, "--lease-duration-seconds"), Some("12"));
+        assert_eq!(value(&embedded, "--metrics-api-addr"), Some("0.0.0.0:0"));
         assert_eq!(value(&embedded, "--namespace"), Some(NAMESPACE));
         let existing = pool(None);
         assert_eq!(value(&existing, "--lease-duration-seconds"), None);
+        assert_eq!(value(&existing, "--metrics-api-addr"), None);
         assert_eq!(value(&existing, "--namespace"), Some(NAMESPACE));
     }
 

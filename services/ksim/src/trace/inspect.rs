@@ -86,7 +86,9 @@ fn usage(inspection: &Inspection) -> String {
         pb::UsageRecording::NoMetricsApi => {
             "none: the recorded cluster served no metrics API (metrics.k8s.io)".to_owned()
         }
-        pb::UsageRecording::Recorded => "none: no pod was running while it was read".to_owned(),
+        pb::UsageRecording::Recorded => {
+            "none: the metrics API reported no pod while it was read".to_owned()
+        }
         pb::UsageRecording::Unspecified
             if inspection.header.origin == ksim_trace::simkube::ORIGIN =>
         {

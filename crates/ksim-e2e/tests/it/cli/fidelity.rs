@@ -209,10 +209,11 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
     let inspected = up.ksim(&["trace", "inspect", trace.to_str().unwrap()]);
     let inspected = String::from_utf8_lossy(&inspected.stdout);
     assert!(inspected.contains("cluster state"), "{inspected}");
-    // The local environment serves no metrics API: the tracer asked, and its recording says so.
+    // The local environment serves the metrics API (the pool's), but no pod here was given
+    // usage: the tracer read it, and its recording says it reported none.
     assert!(
         inspected.contains(
-            "\nusage           none: the recorded cluster served no metrics API (metrics.k8s.io)\n"
+            "\nusage           none: the metrics API reported no pod while it was read\n"
         ),
         "{inspected}"
     );

@@ -16,4 +16,5 @@ mod refusals;
 mod show;
 mod trace_cli;
 mod transform;
+mod usage;
 mod validate;

@@ -25,6 +25,7 @@ pub struct Up {
 #[derive(Debug, Clone, Default)]
 pub struct Urls {
     pub tracer: String,
+    pub pool: String,
     pub driver: String,
     pub environment: String,
 }
@@ -43,6 +44,12 @@ pub fn fast_autoscaler_args() -> Vec<String> {
 impl Up {
     /// Starts it and waits until its environment file says it is up.
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// As [`Up::start`], with `env` set for `ksim up` and the services it starts (a test's fast
+    /// settings, given explicitly).
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let state = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(state.path().join("up.out")).unwrap();
         let mut command = Command::new(ksim_e2e::binary("ksim"));
@@ -51,6 +58,7 @@ impl Up {
             command.args(["--port-base", &ksim_e2e::port_base().to_string()]);
         }
         let child = command
+            .envs(env.iter().copied())
             .env("KSIM_STATE_DIR", state.path())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -74,6 +82,7 @@ impl Up {
         let url = |key: &str| env["urls"][key].as_str().unwrap().to_owned();
         up.urls = Urls {
             tracer: url("tracer"),
+            pool: url("pool"),
             driver: url("driver"),
             environment: url("environment"),
         };
