@@ -4,10 +4,12 @@
 pub mod cidr;
 pub mod groups;
 pub mod heartbeat;
+pub mod kubelet_endpoint;
 pub mod metrics_api;
 pub mod pod;
 pub mod pod_start;
 pub mod provisioning;
+pub mod resource_metrics;
 pub mod usage;
 
 pub use ksim_nodes::{labels, node, seats, skeleton};
