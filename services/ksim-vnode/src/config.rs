@@ -1,8 +1,10 @@
 //! How a pool runs: identity, address space, heartbeat timing and API concurrency.
 
-use std::time::Duration;
+use std::{net::IpAddr, path::PathBuf, time::Duration};
 
 use ipnet::Ipv4Net;
+
+use crate::domain::kubelet_endpoint::PortRange;
 
 /// Pool settings; flattened into the binary's command line.
 #[derive(Debug, Clone, clap::Args)]
@@ -45,6 +47,32 @@ pub struct PoolConfig {
     /// Register the host node that runs the seat pods of Deployment-backed node groups.
     #[arg(long, env = "KSIM_SEAT_HOST", default_value_t = true, action = clap::ArgAction::Set)]
     pub seat_host: bool,
+
+    #[command(flatten)]
+    pub kubelet: KubeletEndpointConfig,
+}
+
+/// The nodes' kubelet resource endpoints, which metrics-server scrapes; off by default.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct KubeletEndpointConfig {
+    /// Serve each node's kubelet resource endpoint (`/metrics/resource`, HTTPS) on this
+    /// address, a port per node, and advertise it as the node's ExternalIP and kubelet port.
+    #[arg(
+        long = "kubelet-endpoint",
+        env = "KSIM_KUBELET_ENDPOINT",
+        requires = "client_ca_file"
+    )]
+    pub endpoint: Option<IpAddr>,
+
+    /// Ports for the nodes' endpoints, FIRST-LAST: a node's port is FIRST plus its podCIDR's
+    /// slot in the pool, so it stays the same across restarts.
+    #[arg(long = "kubelet-ports", env = "KSIM_KUBELET_PORTS", default_value_t = PortRange::default())]
+    pub ports: PortRange,
+
+    /// CA whose client certificates the endpoints accept, like a kubelet's --client-ca-file;
+    /// any other caller is refused. Required with --kubelet-endpoint.
+    #[arg(long = "kubelet-client-ca-file", env = "KSIM_KUBELET_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
 }
 
 impl PoolConfig {
@@ -79,6 +107,7 @@ impl Default for PoolConfig {
             job_duration_ms: 1000,
             api_concurrency: 64,
             seat_host: true,
+            kubelet: KubeletEndpointConfig::default(),
         }
     }
 }
@@ -97,7 +126,7 @@ pub struct MetricsApiConfig {
     /// default the listen address, or this machine's first non-loopback IPv4 address when
     /// listening on all.
     #[arg(long = "metrics-api-advertise", env = "KSIM_METRICS_API_ADVERTISE")]
-    pub advertise: Option<std::net::IpAddr>,
+    pub advertise: Option<IpAddr>,
 
     /// The window every reading reports (metrics-server's scrape interval; 15s as its release
     /// manifest sets it).

@@ -45,7 +45,8 @@ impl From<PoolError> for Status {
             PoolError::UnknownGroup(_) => Status::not_found(message),
             PoolError::GroupExists(_) => Status::already_exists(message),
             PoolError::NotPoolManaged(_) => Status::failed_precondition(message),
-            PoolError::Cidr(_) => Status::internal(message),
+            // Only at start, from the flags: never an answer to a call.
+            PoolError::Cidr(_) | PoolError::Kubelet(_) => Status::internal(message),
             PoolError::Kube(_) => Status::unavailable(message),
         }
     }

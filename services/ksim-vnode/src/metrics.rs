@@ -8,6 +8,7 @@ use std::{
 use prometheus_client::{
     metrics::{
         counter::Counter,
+        gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
@@ -28,6 +29,10 @@ pub struct Metrics {
     pub pod_start_delays: Histogram,
     /// First pulls of an image on a node begun by the pod start model.
     pub image_pulls: Counter,
+    /// Nodes whose kubelet endpoint is listening (one listener each).
+    pub kubelet_listeners: Gauge,
+    /// Scrapes of the nodes' kubelet resource endpoints answered.
+    pub kubelet_scrapes: Counter,
     renewal_rate: Mutex<RenewalRate>,
 }
 
@@ -44,6 +49,8 @@ impl Default for Metrics {
             // 50 ms to about 14 h.
             pod_start_delays: Histogram::new(exponential_buckets(0.05, 2.0, 21)),
             image_pulls: Counter::default(),
+            kubelet_listeners: Gauge::default(),
+            kubelet_scrapes: Counter::default(),
             renewal_rate: Mutex::new(RenewalRate::new(Duration::from_secs(30))),
         }
     }
@@ -96,6 +103,16 @@ impl Metrics {
             "image_pulls",
             "First pulls of an image on a node, by the pod start model",
             self.image_pulls.clone(),
+        );
+        registry.register(
+            "kubelet_listeners",
+            "Nodes whose kubelet resource endpoint is listening, one listener each",
+            self.kubelet_listeners.clone(),
+        );
+        registry.register(
+            "kubelet_scrapes",
+            "Scrapes of the nodes' kubelet resource endpoints answered",
+            self.kubelet_scrapes.clone(),
         );
     }
 

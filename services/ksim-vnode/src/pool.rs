@@ -25,6 +25,7 @@ use crate::{
         usage::{self, ContainerReading, ContainerUsage, UsageError},
     },
     index::{Group, GroupSource, NodeState, PhaseCounts, PoolIndex},
+    kubelet::{self, Endpoints, KubeletError},
     metrics::Metrics,
 };
 
@@ -58,6 +59,8 @@ pub enum PoolError {
     Usage { pod: String, source: UsageError },
     #[error("{0} pods in one usage request; at most {MAX_USAGE_PODS} are accepted")]
     TooManyUsagePods(usize),
+    #[error("kubelet endpoints: {0}")]
+    Kubelet(#[from] KubeletError),
 }
 
 /// Most pods one usage request sets: a bound on what one request holds in memory.
@@ -139,6 +142,7 @@ pub struct Pool {
 impl Pool {
     pub async fn start(client: Client, config: PoolConfig) -> Result<Self, PoolError> {
         let cidrs = PodCidrPool::new(config.pod_cidr_pool, config.node_cidr_prefix)?;
+        let endpoints = Endpoints::new(&config.kubelet, config.pod_cidr_pool)?.map(Arc::new);
         let mut index = PoolIndex::new(&config.pool_name, cidrs);
         let store = GroupStore::new(client.clone(), &config.namespace, &config.pool_name);
         for stored in store.load().await? {
@@ -183,11 +187,15 @@ impl Pool {
             });
         }
         let nodes = NodeClient::new(client.clone());
-        for node in nodes.list_pool_nodes(&config.pool_name).await? {
-            if let Err(error) = index.adopt_node(&node) {
+        let existing = nodes.list_pool_nodes(&config.pool_name).await?;
+        for node in &existing {
+            if let Err(error) = index.adopt_node(node) {
                 tracing::warn!(%error, "existing node not adopted");
             }
         }
+        // Adopted nodes advertise the endpoint this run serves (or none), whatever the
+        // previous run's flags were.
+        kubelet::readvertise(&nodes, &index, endpoints.as_deref(), &existing).await?;
         let ctx = Context {
             pods: PodClient::new(client.clone(), &config.pool_name),
             config: Arc::new(config),
@@ -196,6 +204,7 @@ impl Pool {
             nodes,
             client,
             reconcile_nodes: Arc::new(Notify::new()),
+            kubelet: endpoints.clone(),
         };
         // Leases first: adopted nodes must not wait for anything else to be renewed.
         let mut tasks = JoinSet::new();
@@ -204,6 +213,9 @@ impl Pool {
         tasks.spawn(controllers::nodes::run(ctx.clone()));
         tasks.spawn(controllers::pods::run(ctx.clone()));
         tasks.spawn(controllers::seats::run(ctx.clone()));
+        if let Some(endpoints) = endpoints {
+            tasks.spawn(kubelet::run(ctx.clone(), endpoints));
+        }
         Ok(Self {
             ctx,
             store,

@@ -3,7 +3,7 @@
 use k8s_openapi::{
     api::{
         coordination::v1::{Lease, LeaseSpec},
-        core::v1::{Node, NodeCondition},
+        core::v1::{Node, NodeAddress, NodeCondition, NodeDaemonEndpoints},
     },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference},
     jiff::Timestamp,
@@ -93,6 +93,23 @@ impl NodeClient {
         let patch = json!({ "status": { "conditions": conditions } });
         self.nodes
             .patch_status(name, &patch_params(), &Patch::Strategic(patch))
+            .await
+            .map(drop)
+    }
+
+    /// Rewrites the node's addresses and daemon endpoints: a merge patch replaces the whole
+    /// address list, so the caller passes every address the node keeps.
+    pub async fn set_addresses(
+        &self,
+        name: &str,
+        addresses: &[NodeAddress],
+        daemon_endpoints: &NodeDaemonEndpoints,
+    ) -> Result<(), kube::Error> {
+        let patch = json!({
+            "status": { "addresses": addresses, "daemonEndpoints": daemon_endpoints },
+        });
+        self.nodes
+            .patch_status(name, &patch_params(), &Patch::Merge(patch))
             .await
             .map(drop)
     }

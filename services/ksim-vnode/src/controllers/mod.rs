@@ -15,6 +15,7 @@ use crate::{
     apiserver::{NodeClient, PodClient},
     config::PoolConfig,
     index::PoolIndex,
+    kubelet::Endpoints,
     metrics::Metrics,
 };
 
@@ -29,6 +30,8 @@ pub struct Context {
     pub client: kube::Client,
     /// Wakes the node controller when desired state changed.
     pub reconcile_nodes: Arc<Notify>,
+    /// The nodes' kubelet endpoints, when the pool serves them.
+    pub kubelet: Option<Arc<Endpoints>>,
 }
 
 impl std::fmt::Debug for Context {

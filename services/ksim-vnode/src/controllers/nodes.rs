@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::Context;
 use crate::{
     domain::{
+        kubelet_endpoint::advertise,
         labels::BOOTING_UNTIL_ANNOTATION,
         node::{Phase, phase_conditions, virtual_node},
         provisioning::format_time,
@@ -113,6 +114,9 @@ async fn register(ctx: &Context, new: NewNode) -> bool {
     } = new;
     let now = Timestamp::now();
     let mut node = virtual_node(&skeleton, &identity, now);
+    if let (Some(endpoints), Some(status)) = (&ctx.kubelet, node.status.as_mut()) {
+        advertise(status, endpoints.endpoint_of(identity.pod_cidr));
+    }
     if let Some(ready_at) = ready_at {
         // Booting: NotReady with the reason the provider knows, and when it ends on the node
         // itself, so a restarted pool knows it too.
