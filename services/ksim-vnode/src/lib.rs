@@ -4,8 +4,8 @@
 //! - [`domain`]: the rules (skeletons, node objects, CIDRs and IPs, pod status), no I/O.
 //! - [`index`]: the in-memory state the controllers and the API share.
 //! - [`apiserver`]: the Kubernetes adapter, every API read and write.
-//! - [`controllers`]: the control loops (nodes, heartbeats, pods, seats).
-//! - [`kubelet`]: the nodes' kubelet resource endpoints, which metrics-server scrapes.
+//! - [`controllers`]: the control loops (nodes, heartbeats, pods, seats) and the nodes'
+//!   kubelet resource endpoints, which metrics-server scrapes.
 //! - [`pool`]: startup with adoption, and the operations behind the gRPC API.
 //! - [`metrics_api`]: the resource metrics API (`kubectl top`, the HPA), served over HTTPS.
 //! - [`grpc`]: `ksim.vnode.v1.VirtualNodePool` and its error mapping.
@@ -17,7 +17,6 @@ pub mod controllers;
 pub mod domain;
 pub mod grpc;
 pub mod index;
-pub mod kubelet;
 pub mod metrics;
 pub mod metrics_api;
 pub mod pool;

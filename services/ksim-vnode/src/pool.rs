@@ -15,7 +15,10 @@ use tokio::{sync::Notify, task::JoinSet};
 use crate::{
     apiserver::{GroupStore, NodeClient, PodClient, StoredGroup},
     config::PoolConfig,
-    controllers::{self, Context},
+    controllers::{
+        self, Context,
+        kubelet::{self, Endpoints, KubeletError},
+    },
     domain::{
         cidr::{CidrError, PodCidrPool},
         groups::{GroupError, validate_count, validate_group_name},
@@ -25,7 +28,6 @@ use crate::{
         usage::{self, ContainerReading, ContainerUsage, UsageError},
     },
     index::{Group, GroupSource, NodeState, PhaseCounts, PoolIndex},
-    kubelet::{self, Endpoints, KubeletError},
     metrics::Metrics,
 };
 

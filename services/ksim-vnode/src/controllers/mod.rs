@@ -1,7 +1,9 @@
-//! The pool's control loops. Each runs until its task is aborted.
+//! The pool's control loops, and the nodes' kubelet endpoints. Each runs until its task is
+//! aborted.
 
 pub mod bound_pod;
 pub mod heartbeats;
+pub mod kubelet;
 pub mod nodes;
 pub mod pods;
 pub mod seats;
@@ -15,9 +17,9 @@ use crate::{
     apiserver::{NodeClient, PodClient},
     config::PoolConfig,
     index::PoolIndex,
-    kubelet::Endpoints,
     metrics::Metrics,
 };
+use kubelet::Endpoints;
 
 /// What every controller shares.
 #[derive(Clone)]

@@ -35,10 +35,10 @@ use tokio_rustls::TlsAcceptor;
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::Context;
 use crate::{
     apiserver::NodeClient,
     config::KubeletEndpointConfig,
-    controllers::Context,
     domain::{
         kubelet_endpoint::{PortRange, advertised},
         resource_metrics::{MeteredPod, render},
