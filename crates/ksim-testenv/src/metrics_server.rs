@@ -98,6 +98,8 @@ pub struct MetricsServerBuilder {
     metric_resolution: Duration,
     args: Vec<String>,
     ready_timeout: Duration,
+    preferred_address_types: Vec<String>,
+    kubelet_client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 impl std::fmt::Debug for MetricsServerBuilder {
@@ -118,7 +120,8 @@ impl MetricsServerBuilder {
         self
     }
 
-    /// How often metrics-server scrapes the kubelets (`--metric-resolution`; at least 10 s).
+    /// How often metrics-server scrapes the kubelets (`--metric-resolution`; at least 10 s,
+    /// and above `--kubelet-request-timeout`, 10 s unless given with [`Self::arg`]).
     pub fn metric_resolution(mut self, resolution: Duration) -> Self {
         self.metric_resolution = resolution;
         self
@@ -127,6 +130,25 @@ impl MetricsServerBuilder {
     /// An extra metrics-server flag, e.g. `--v=4`, after the defaults.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// The node address types metrics-server scrapes kubelets at, first match wins
+    /// (`--kubelet-preferred-address-types`; the release manifest's `InternalIP,ExternalIP,
+    /// Hostname` by default). A pool serving kubelet endpoints advertises them as ExternalIP.
+    pub fn kubelet_preferred_address_types(mut self, types: &[&str]) -> Self {
+        self.preferred_address_types = types.iter().map(|t| (*t).to_owned()).collect();
+        self
+    }
+
+    /// The client certificate and key metrics-server presents to kubelets
+    /// (`--kubelet-client-certificate`, `--kubelet-client-key`).
+    pub fn kubelet_client_certificate(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.kubelet_client_cert = Some((cert.into(), key.into()));
         self
     }
 
@@ -151,7 +173,10 @@ impl MetricsServerBuilder {
             format!("--tls-cert-file={}", cert.display()),
             format!("--tls-private-key-file={}", key.display()),
             // The release manifest's production flags.
-            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".to_owned(),
+            format!(
+                "--kubelet-preferred-address-types={}",
+                self.preferred_address_types.join(",")
+            ),
             "--kubelet-use-node-status-port".to_owned(),
             format!(
                 "--metric-resolution={}",
@@ -161,6 +186,10 @@ impl MetricsServerBuilder {
             // kubelet CA this control plane knows (none issues kubelet serving certificates).
             "--kubelet-insecure-tls".to_owned(),
         ];
+        if let Some((cert, key)) = &self.kubelet_client_cert {
+            args.push(format!("--kubelet-client-certificate={}", cert.display()));
+            args.push(format!("--kubelet-client-key={}", key.display()));
+        }
         args.extend(self.args.iter().cloned());
         args
     }
@@ -326,6 +355,10 @@ impl MetricsServer {
             args: Vec::new(),
             // It serves within seconds; the aggregator checks an APIService every few.
             ready_timeout: Duration::from_secs(120),
+            preferred_address_types: ["InternalIP", "ExternalIP", "Hostname"]
+                .map(str::to_owned)
+                .to_vec(),
+            kubelet_client_cert: None,
         }
     }
 

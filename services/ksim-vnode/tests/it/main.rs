@@ -3,6 +3,7 @@
 
 mod common;
 mod grpc;
+mod kubelet_endpoint;
 mod metrics_api;
 mod nodes;
 mod pod_start;
