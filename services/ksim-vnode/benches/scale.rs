@@ -15,11 +15,13 @@
 //! is first seen bound to the moment it is first seen Running.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod common;
+
+use common::{ProcessGroup, connect, process_usage, spawn, wait_nodes_ready};
+
 use std::{
     collections::{BTreeMap, HashMap},
-    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -32,9 +34,7 @@ use k8s_openapi::api::{
     core::v1::{Namespace, Node, Pod},
 };
 use ksim_nodes::node::is_ready;
-use ksim_proto::ksim::vnode::v1::{
-    CreateNodeGroupRequest, virtual_node_pool_client::VirtualNodePoolClient,
-};
+use ksim_proto::ksim::vnode::v1::CreateNodeGroupRequest;
 use ksim_testenv::{ControlPlane, Tuning, free_port};
 use kube::{
     Api, Client,
@@ -45,9 +45,6 @@ use serde_json::json;
 
 const NAMESPACE: &str = "bench";
 const PODS_PER_DEPLOYMENT: usize = 1000;
-/// Linux reports process CPU time in clock ticks of USER_HZ, which is 100 on every
-/// mainstream kernel build.
-const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -206,21 +203,10 @@ async fn create_namespace(client: &Client) -> anyhow::Result<()> {
 /// would an error on the way.
 struct Provider {
     kind: ProviderKind,
-    child: Child,
+    child: ProcessGroup,
     node_selector: &'static str,
     /// ksim-vnode's gRPC address; KWOK has no API for nodes.
     grpc_addr: Option<String>,
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        // SIGKILL to the group through kill(1): the workspace forbids `unsafe`.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.wait();
-    }
 }
 
 async fn start_provider(
@@ -320,19 +306,6 @@ fn kwok_args(
     Ok(args)
 }
 
-fn spawn(binary: &Path, args: &[String], kubeconfig: &Path, log: &Path) -> anyhow::Result<Child> {
-    let out = std::fs::File::create(log)?;
-    Command::new(binary)
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .with_context(|| format!("starting {}", binary.display()))
-}
-
 async fn create_nodes(args: &Args, provider: &Provider, client: &Client) -> anyhow::Result<()> {
     match provider.kind {
         ProviderKind::Ksim => {
@@ -371,16 +344,6 @@ async fn create_nodes(args: &Args, provider: &Provider, client: &Client) -> anyh
     }
 }
 
-async fn connect(addr: &str) -> anyhow::Result<VirtualNodePoolClient<tonic::transport::Channel>> {
-    for _ in 0..100 {
-        if let Ok(client) = VirtualNodePoolClient::connect(format!("http://{addr}")).await {
-            return Ok(client);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    bail!("ksim-vnode did not start listening on {addr}")
-}
-
 const SKELETON: &str = r#"
 kind: Node
 metadata:
@@ -405,23 +368,6 @@ fn kwok_node(name: &str) -> serde_json::Value {
             "allocatable": { "cpu": "32", "memory": "128Gi", "pods": "110" }
         }
     })
-}
-
-async fn wait_nodes_ready(client: &Client, selector: &str, count: usize) -> anyhow::Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let mut ready: HashMap<String, bool> = HashMap::new();
-    let mut events =
-        Box::pin(watcher(nodes, watcher::Config::default().labels(selector)).applied_objects());
-    while let Some(node) = events.try_next().await? {
-        ready.insert(
-            node.metadata.name.clone().unwrap_or_default(),
-            is_ready(&node),
-        );
-        if ready.values().filter(|r| **r).count() >= count {
-            return Ok(());
-        }
-    }
-    bail!("node watch ended")
 }
 
 struct PodRun {
@@ -632,28 +578,6 @@ async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Re
             }
         }
     }
-}
-
-/// CPU seconds (user + system), peak and current resident memory of a process, from /proc.
-fn process_usage(pid: u32) -> anyhow::Result<(f64, f64, f64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let after_name = stat.rsplit_once(')').context("malformed stat")?.1;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib = |field: &str| -> anyhow::Result<f64> {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(field))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .with_context(|| format!("no {field} in /proc/{pid}/status"))
-    };
-    Ok((
-        ticks / CLOCK_TICKS_PER_SECOND,
-        kib("VmHWM:")? / 1024.0,
-        kib("VmRSS:")? / 1024.0,
-    ))
 }
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
