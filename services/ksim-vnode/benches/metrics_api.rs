@@ -3,12 +3,17 @@
 //!
 //!   cargo bench -p ksim-vnode --bench metrics_api -- --nodes 1000 --hold-seconds 120
 //!
-//! `--design a` (the only one so far): the pool serves every node's kubelet resource endpoint
-//! and the real metrics-server scrapes them every `--resolution-seconds`. Figures: the pool's
-//! CPU and RSS before and with the scrapes, its open file descriptors (one listener per node,
-//! plus the connections metrics-server keeps), metrics-server's CPU-seconds per minute and RSS,
-//! and freshness: from `SetPodUsage` changing a pod's memory until the metrics API shows it.
-//! Another design adds a variant of [`Design`] and its own `start_metrics` arm.
+//! Two designs, run one at a time with the same nodes, pods and readers:
+//! - `--design a`: the pool serves every node's kubelet resource endpoint and the real
+//!   metrics-server scrapes them every `--resolution-seconds` and serves metrics.k8s.io;
+//! - `--design b`: the pool serves metrics.k8s.io itself (`--metrics-api-addr`).
+//!
+//! Phase 1 runs the pool without the metrics API's work (design a: no scrapes; design b: no
+//! reads); phase 2 turns it on, with readers as a cluster has them: every resolution interval
+//! one list of all pods' and all nodes' metrics (an HPA reads one namespace, `kubectl top` all)
+//! through the apiserver. Figures: the pool's CPU and RSS in each phase, its open file
+//! descriptors, metrics-server's CPU-seconds per minute and RSS (design a), and freshness: from
+//! `SetPodUsage` changing a pod's memory until the metrics API shows it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
@@ -40,6 +45,8 @@ enum Design {
     /// The pool serves each node's kubelet `/metrics/resource`; the real metrics-server
     /// scrapes them and serves metrics.k8s.io.
     A,
+    /// The pool serves metrics.k8s.io itself, behind the aggregation layer.
+    B,
 }
 
 #[derive(Debug, Parser)]
@@ -114,10 +121,17 @@ async fn main() -> anyhow::Result<()> {
     let fds_idle = open_files(pool_pid)?;
     let pool_idle_cpu_per_minute = (cpu_idle - cpu_before) * 60.0 / hold.as_secs_f64();
 
-    // Phase 2: the metrics API on.
+    // Phase 2: the metrics API on, and read.
     let metrics = start_metrics(&args, &control_plane, &client_cert).await?;
-    let ms_pid = metrics.pid();
-    let (ms_cpu_start, _, _) = process_usage(ms_pid)?;
+    let ms_pid = metrics.as_ref().map(MetricsServer::pid);
+    let ms_cpu_start = ms_pid
+        .map(process_usage)
+        .transpose()?
+        .map(|(cpu, _, _)| cpu);
+    let readers = tokio::spawn(read_all_every(
+        client.clone(),
+        Duration::from_secs(args.resolution_seconds),
+    ));
     let (pool_cpu_start, _, _) = process_usage(pool_pid)?;
     let phase = Instant::now();
     let mut freshness = Vec::new();
@@ -136,24 +150,27 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(rest).await;
     }
     let elapsed = phase.elapsed().as_secs_f64();
-    let (ms_cpu_end, ms_peak, ms_rss) = process_usage(ms_pid)?;
+    readers.abort();
+    let ms_end = ms_pid.map(process_usage).transpose()?;
     let (pool_cpu_end, pool_peak, pool_rss) = process_usage(pool_pid)?;
     let fds_scraped = open_files(pool_pid)?;
     let pool_scraped_cpu_per_minute = (pool_cpu_end - pool_cpu_start) * 60.0 / elapsed;
 
     println!("\nmetrics API, design {:?}", args.design);
     println!("  nodes {} pods {pods}", args.nodes);
+    if let (Some(start), Some((end, peak, rss))) = (ms_cpu_start, ms_end) {
+        println!(
+            "  metrics-server: {:.2} CPU-s/min, RSS {rss:.0} MiB (peak {peak:.0} MiB)",
+            (end - start) * 60.0 / elapsed
+        );
+    }
     println!(
-        "  metrics-server: {:.2} CPU-s/min, RSS {ms_rss:.0} MiB (peak {ms_peak:.0} MiB)",
-        (ms_cpu_end - ms_cpu_start) * 60.0 / elapsed
-    );
-    println!(
-        "  pool: {pool_idle_cpu_per_minute:.2} CPU-s/min without scrapes, \
+        "  pool: {pool_idle_cpu_per_minute:.2} CPU-s/min without the metrics API's work, \
          {pool_scraped_cpu_per_minute:.2} with (extra {:.2}); RSS {rss_idle:.0} -> {pool_rss:.0} MiB \
          (peak {pool_peak:.0} MiB)",
         pool_scraped_cpu_per_minute - pool_idle_cpu_per_minute
     );
-    println!("  pool open files: {fds_idle} without scrapes, {fds_scraped} with");
+    println!("  pool open files: {fds_idle} without the metrics API's work, {fds_scraped} with");
     freshness.sort_unstable_by(f64::total_cmp);
     if let (Some(first), Some(last)) = (freshness.first(), freshness.last()) {
         println!(
@@ -193,6 +210,8 @@ fn start_pool(
             "--kubelet-endpoint=127.0.0.1".to_owned(),
             format!("--kubelet-client-ca-file={}", client_ca.display()),
         ]),
+        // Registered at start; nothing reads it before phase 2.
+        Design::B => pool_args.push("--metrics-api-addr=0.0.0.0:0".to_owned()),
     }
     let dir = control_plane.dir().context("control plane directory")?;
     spawn(
@@ -203,19 +222,43 @@ fn start_pool(
     )
 }
 
-/// What serves the metrics API in this design, running until dropped.
+/// What serves the metrics API in this design besides the pool (metrics-server in design a),
+/// running until dropped.
 async fn start_metrics(
     args: &Args,
     control_plane: &ControlPlane,
     client_cert: &ksim_testenv::pki::CertFiles,
-) -> anyhow::Result<MetricsServer> {
+) -> anyhow::Result<Option<MetricsServer>> {
     match args.design {
-        Design::A => Ok(MetricsServer::builder(control_plane)
-            .metric_resolution(Duration::from_secs(args.resolution_seconds))
-            .kubelet_preferred_address_types(&["ExternalIP", "InternalIP", "Hostname"])
-            .kubelet_client_certificate(&client_cert.cert, &client_cert.key)
-            .start()
-            .await?),
+        Design::A => Ok(Some(
+            MetricsServer::builder(control_plane)
+                .metric_resolution(Duration::from_secs(args.resolution_seconds))
+                .kubelet_preferred_address_types(&["ExternalIP", "InternalIP", "Hostname"])
+                .kubelet_client_certificate(&client_cert.cert, &client_cert.key)
+                .start()
+                .await?,
+        )),
+        Design::B => Ok(None),
+    }
+}
+
+/// Every `period`, one list of all pods' and all nodes' metrics through the apiserver, as the
+/// cluster's readers (HPAs, `kubectl top`) would; until aborted.
+async fn read_all_every(client: Client, period: Duration) {
+    let mut ticks = tokio::time::interval(period);
+    loop {
+        ticks.tick().await;
+        for path in [
+            "/apis/metrics.k8s.io/v1beta1/pods",
+            "/apis/metrics.k8s.io/v1beta1/nodes",
+        ] {
+            let Ok(request) = http::Request::get(path).body(Vec::new()) else {
+                continue;
+            };
+            if let Err(error) = client.request_text(request).await {
+                println!("  reader: {path}: {error}");
+            }
+        }
     }
 }
 

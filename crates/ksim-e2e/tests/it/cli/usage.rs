@@ -150,7 +150,10 @@ async fn kubectl_top_in_a_replay_shows_what_the_recorded_pods_used() {
     );
     let shown = up.ksim(&["trace", "show", trace.to_str().unwrap(), "--usage"]);
     let shown = String::from_utf8_lossy(&shown.stdout);
-    assert!(shown.contains(" 200.0 ") && shown.contains(" 300.0 "), "{shown}");
+    assert!(
+        shown.contains(" 200.0 ") && shown.contains(" 300.0 "),
+        "{shown}"
+    );
 
     // The replay: its pods use what the recorded ones did, as `kubectl top` reads it.
     let skeleton = up.state.path().join("m5.yaml");
