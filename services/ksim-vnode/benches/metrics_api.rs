@@ -25,7 +25,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
-use common::{ProcessGroup, connect, process_usage, spawn, wait_nodes_ready};
+use common::{ProcessGroup, SKELETON, connect, process_usage, spawn, wait_nodes_ready};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use ksim_proto::ksim::vnode::v1::{
     ContainerUsage, CreateNodeGroupRequest, PodUsage, SetPodUsageRequest,
@@ -183,14 +183,6 @@ async fn main() -> anyhow::Result<()> {
     drop(pool_process);
     Ok(())
 }
-
-const SKELETON: &str = r#"
-kind: Node
-metadata:
-  labels: { node.kubernetes.io/instance-type: bench.32xlarge }
-status:
-  capacity: { cpu: "32", memory: 128Gi, pods: "110" }
-"#;
 
 fn start_pool(
     args: &Args,

@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{ProcessGroup, connect, process_usage, spawn, wait_nodes_ready};
+use common::{ProcessGroup, SKELETON, connect, process_usage, spawn, wait_nodes_ready};
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -343,14 +343,6 @@ async fn create_nodes(args: &Args, provider: &Provider, client: &Client) -> anyh
         }
     }
 }
-
-const SKELETON: &str = r#"
-kind: Node
-metadata:
-  labels: { node.kubernetes.io/instance-type: bench.32xlarge }
-status:
-  capacity: { cpu: "32", memory: 128Gi, pods: "110" }
-"#;
 
 fn kwok_node(name: &str) -> serde_json::Value {
     json!({

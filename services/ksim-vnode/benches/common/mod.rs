@@ -22,6 +22,15 @@ use kube::{
 
 /// Linux reports process CPU time in clock ticks of USER_HZ, which is 100 on every
 /// mainstream kernel build.
+/// The node every benchmark group is made of: big enough that pods, not nodes, run out.
+pub const SKELETON: &str = r#"
+kind: Node
+metadata:
+  labels: { node.kubernetes.io/instance-type: bench.32xlarge }
+status:
+  capacity: { cpu: "32", memory: 128Gi, pods: "110" }
+"#;
+
 const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
 
 /// A process under measurement, leading a process group of its own, killed whole on drop: a
