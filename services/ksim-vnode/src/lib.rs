@@ -21,3 +21,4 @@ pub mod metrics;
 pub mod metrics_api;
 pub mod pool;
 pub mod runtime;
+pub mod tls;

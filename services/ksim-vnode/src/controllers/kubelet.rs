@@ -26,8 +26,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use ipnet::Ipv4Net;
 use k8s_openapi::jiff::Timestamp;
 use rustls::{
-    RootCertStore, ServerConfig,
-    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, pem::PemObject},
+    ServerConfig,
+    pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer},
     server::WebPkiClientVerifier,
 };
 use tokio::{net::TcpListener, task::JoinSet};
@@ -36,6 +36,7 @@ use tokio_rustls::TlsAcceptor;
 use k8s_openapi::api::core::v1::Node;
 
 use super::Context;
+use crate::tls;
 use crate::{
     apiserver::NodeClient,
     config::KubeletEndpointConfig,
@@ -207,15 +208,8 @@ fn tls_config(ip: IpAddr, ca_file: &Path) -> Result<ServerConfig, KubeletError> 
         reason,
     };
     let pem = ksim_grpc::files::read_bounded(ca_file, MAX_CA_BYTES, "the kubelet client CA")?;
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| bad_ca(e.to_string()))?;
-        roots.add(cert).map_err(|e| bad_ca(e.to_string()))?;
-    }
-    if roots.is_empty() {
-        return Err(bad_ca("holds no certificate".to_owned()));
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = tls::client_roots(&pem).map_err(bad_ca)?;
+    let provider = tls::provider();
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| bad_ca(e.to_string()))?;

@@ -19,8 +19,8 @@ use k8s_openapi::api::{
 use kube::{Api, Client, api::PostParams};
 use rustls::pki_types::CertificateDer;
 
-use super::tls::{ClientCa, TlsError, common_name};
 use crate::domain::metrics_api::{Access, GROUP};
+use crate::tls::{ClientCa, TlsError, common_name};
 
 /// Where the apiserver publishes its front proxy's CA and header names for extension servers.
 pub const AUTH_NAMESPACE: &str = "kube-system";

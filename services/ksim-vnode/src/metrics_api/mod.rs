@@ -5,7 +5,6 @@
 //! authorization, the label reflectors, and the registration.
 
 mod auth;
-mod tls;
 
 use std::{
     collections::BTreeMap,
@@ -36,8 +35,9 @@ use kube::{
 use tokio::{net::TcpListener, sync::Semaphore, task::JoinSet};
 use tokio_rustls::TlsAcceptor;
 
+use crate::tls;
+pub use crate::tls::TlsError;
 pub use auth::AuthConfigError;
-pub use tls::TlsError;
 
 use crate::{
     config::MetricsApiConfig,

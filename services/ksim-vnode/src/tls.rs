@@ -1,7 +1,8 @@
-//! The metrics API's TLS: a throwaway CA and serving certificate made at start-up (the
-//! APIService's `caBundle` is that CA), and client certificates checked against the front
-//! proxy's CA after the handshake, so a caller without a good one gets a 401 answer rather
-//! than a broken connection.
+//! The TLS of the pool's HTTPS servers (the metrics API, the nodes' kubelet endpoints): one
+//! crypto provider, client CA bundles read the same way, and for the metrics API a throwaway CA
+//! and serving certificate made at start-up (the APIService's `caBundle` is that CA), with
+//! client certificates checked against the front proxy's CA after the handshake, so a caller
+//! without a good one gets a 401 answer rather than a broken connection.
 
 use std::{net::IpAddr, sync::Arc};
 
@@ -32,6 +33,20 @@ pub enum TlsError {
 
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificates of a PEM bundle as trust roots; a bundle with none is refused.
+pub fn client_roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|error| error.to_string())?;
+        roots.add(cert).map_err(|error| error.to_string())?;
+    }
+    if roots.is_empty() {
+        return Err("no certificate in the bundle".to_owned());
+    }
+    Ok(roots)
 }
 
 /// A serving certificate for `dns` and `ip`, and the PEM of the CA that signed it.
@@ -100,17 +115,7 @@ pub struct ClientCa {
 impl ClientCa {
     /// From the PEM bundle of `requestheader-client-ca-file`.
     pub fn from_pem(pem: &str) -> Result<Self, TlsError> {
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-            let cert = cert.map_err(|error| TlsError::ClientCa(error.to_string()))?;
-            roots
-                .add(cert)
-                .map_err(|error| TlsError::ClientCa(error.to_string()))?;
-        }
-        if roots.is_empty() {
-            return Err(TlsError::ClientCa("no certificate in the bundle".into()));
-        }
+        let roots = client_roots(pem.as_bytes()).map_err(TlsError::ClientCa)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .allow_unauthenticated()
             .build()
