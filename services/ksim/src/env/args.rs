@@ -17,18 +17,19 @@ pub fn tracer(data_dir: &Path) -> Vec<OsString> {
 
 /// The pool watches the environment's namespace for seats. `node_lease_seconds`: on the
 /// embedded plane its node leases match the plane's node lifecycle grace period
-/// (`ksim_testenv::tuning`), and it serves the metrics API (`kubectl top`, the HPA) on a free
-/// port of this machine's own address; on a cluster of the user's (`None`) it keeps a
-/// kubelet's leases and leaves the metrics API to whatever serves it there.
-pub fn pool(node_lease_seconds: Option<u32>) -> Vec<OsString> {
+/// (`ksim_testenv::tuning`); on a cluster of the user's (`None`) it keeps a kubelet's.
+/// `metrics_api`: it serves the metrics API (`kubectl top`, the HPA) on a free port of this
+/// machine's own address.
+pub fn pool(node_lease_seconds: Option<u32>, metrics_api: bool) -> Vec<OsString> {
     let mut args = namespace().to_vec();
     if let Some(seconds) = node_lease_seconds {
         args.extend([
             "--lease-duration-seconds".into(),
             seconds.to_string().into(),
-            "--metrics-api-addr".into(),
-            "0.0.0.0:0".into(),
         ]);
+    }
+    if metrics_api {
+        args.extend(["--metrics-api-addr".into(), "0.0.0.0:0".into()]);
     }
     args
 }
@@ -98,12 +99,12 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_shortens_its_leases_and_serves_the_metrics_api_only_on_the_embedded_plane() {
-        let embedded = pool(Some(12));
+    fn the_pool_shortens_its_leases_on_the_embedded_plane_and_serves_the_metrics_api_if_asked() {
+        let embedded = pool(Some(12), true);
         assert_eq!(value(&embedded, "--lease-duration-seconds"), Some("12"));
         assert_eq!(value(&embedded, "--metrics-api-addr"), Some("0.0.0.0:0"));
         assert_eq!(value(&embedded, "--namespace"), Some(NAMESPACE));
-        let existing = pool(None);
+        let existing = pool(None, false);
         assert_eq!(value(&existing, "--lease-duration-seconds"), None);
         assert_eq!(value(&existing, "--metrics-api-addr"), None);
         assert_eq!(value(&existing, "--namespace"), Some(NAMESPACE));

@@ -249,7 +249,21 @@ impl LocalEnv {
             .as_ref()
             .and_then(|cluster| cluster.control_plane())
             .and_then(|control_plane| control_plane.tuning().node_lease_seconds());
-        self.spawn(pool, &args::pool(node_lease_seconds), log_dir)?;
+        // The embedded plane gets the pool's metrics API, which the apiserver reaches on this
+        // machine's own address (it refuses loopback); without one, the environment runs
+        // without it rather than not at all, and says so.
+        let metrics_api = node_lease_seconds.is_some()
+            && match ksim_kube::aggregation::advertise_address() {
+                Some(_) => true,
+                None => {
+                    eprintln!(
+                        "ksim: no metrics API (kubectl top, the HPA, recorded usage): this \
+                         machine has no non-loopback IPv4 address for the apiserver to reach"
+                    );
+                    false
+                }
+            };
+        self.spawn(pool, &args::pool(node_lease_seconds, metrics_api), log_dir)?;
         // The provider lives in `components`: the environment API restarts it with a run's
         // configuration.
         let provider_args = args::cloudprov(provider_config.as_ref().map(|file| &*file.path));
