@@ -17,7 +17,7 @@ use k8s_openapi::api::{
 };
 use ksim_e2e::fixtures::seat_deployment;
 use ksim_nodes::{labels::GROUP_LABEL, node::is_ready, seats::SeatDeployment};
-use ksim_trace::time::{now_ms, timestamp};
+use ksim_trace::time::now_ms;
 use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams, PostParams},
@@ -189,25 +189,7 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
 
     // The recording, as a user exports it: without --server, from the tracer of the
     // environment in KSIM_STATE_DIR (this test's own ports, not the default's 7061).
-    let trace = up.state.path().join("recorded.ksim");
-    let (start, end) = (
-        timestamp(start_ms).to_string(),
-        timestamp(end_ms).to_string(),
-    );
-    up.ksim(&[
-        "trace",
-        "export",
-        "--start",
-        &start,
-        "--end",
-        &end,
-        "-n",
-        "shop",
-        "-o",
-        trace.to_str().unwrap(),
-    ]);
-    let inspected = up.ksim(&["trace", "inspect", trace.to_str().unwrap()]);
-    let inspected = String::from_utf8_lossy(&inspected.stdout);
+    let (trace, inspected) = up.export_recording(start_ms, end_ms, "shop");
     assert!(inspected.contains("cluster state"), "{inspected}");
     // The local environment serves the metrics API (the pool's), but no pod here was given
     // usage: the tracer read it, and its recording says it reported none.

@@ -10,7 +10,7 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Namespace};
 use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload};
 use ksim_proto::ksim::vnode::v1::{self as vnode, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_testenv::wait;
-use ksim_trace::time::{now_ms, timestamp};
+use ksim_trace::time::now_ms;
 use kube::{
     Api,
     api::{ListParams, PostParams},
@@ -129,21 +129,7 @@ async fn kubectl_top_in_a_replay_shows_what_the_recorded_pods_used() {
     tokio::time::sleep(Duration::from_secs(8)).await;
     let end_ms = now_ms();
 
-    let trace = up.state.path().join("recorded.ksim");
-    up.ksim(&[
-        "trace",
-        "export",
-        "--start",
-        &timestamp(start_ms).to_string(),
-        "--end",
-        &timestamp(end_ms).to_string(),
-        "-n",
-        "shop",
-        "-o",
-        trace.to_str().unwrap(),
-    ]);
-    let inspected = up.ksim(&["trace", "inspect", trace.to_str().unwrap()]);
-    let inspected = String::from_utf8_lossy(&inspected.stdout);
+    let (trace, inspected) = up.export_recording(start_ms, end_ms, "shop");
     assert!(
         inspected.contains("samples of 2 pods, read every 2s"),
         "{inspected}"

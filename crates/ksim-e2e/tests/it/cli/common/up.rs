@@ -139,6 +139,36 @@ impl Up {
         output
     }
 
+    /// The recording of `namespace` from `start_ms` to `end_ms` (Unix ms), as a user exports
+    /// it: without --server, from the tracer of this environment; `recorded.ksim` in its state
+    /// directory, then inspected. What `ksim trace inspect` printed.
+    pub fn export_recording(
+        &self,
+        start_ms: i64,
+        end_ms: i64,
+        namespace: &str,
+    ) -> (PathBuf, String) {
+        let trace = self.state.path().join("recorded.ksim");
+        let stamp = |ms: i64| ksim_trace::time::timestamp(ms).to_string();
+        self.ksim(&[
+            "trace",
+            "export",
+            "--start",
+            &stamp(start_ms),
+            "--end",
+            &stamp(end_ms),
+            "-n",
+            namespace,
+            "-o",
+            trace.to_str().unwrap(),
+        ]);
+        let inspected = self.ksim(&["trace", "inspect", trace.to_str().unwrap()]);
+        (
+            trace,
+            String::from_utf8_lossy(&inspected.stdout).into_owned(),
+        )
+    }
+
     /// The pid of `ksim up`.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)
