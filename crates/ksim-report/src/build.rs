@@ -53,6 +53,7 @@ pub fn build(obs: &Observations) -> Report {
             .map(|outages| autoscaler_outages(outages, replay_end(obs), obs.speed)),
         provisioning: obs.provisioning.clone(),
         usage: obs.usage.clone(),
+        workload_scaling: obs.workload_scaling.clone(),
         pending_split: pending_split(obs),
         pod_start_time: Percentiles::of(
             &obs.pending_splits

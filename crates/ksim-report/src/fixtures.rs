@@ -200,6 +200,7 @@ pub fn observations() -> Observations {
         autoscaler_outages: None,
         provisioning: None,
         usage: None,
+        workload_scaling: None,
         pending_splits: Vec::new(),
         node_ready_times: Vec::new(),
         warnings: Vec::new(),

@@ -71,6 +71,9 @@ pub struct Observations {
     /// `provisioning`.
     #[serde(default)]
     pub usage: Option<crate::UsageReplayed>,
+    /// Who decided replica counts; `None` when the trace held no HPA. Defaulted like `usage`.
+    #[serde(default)]
+    pub workload_scaling: Option<crate::WorkloadScaling>,
     /// Per pod that ran, where its pending time went (wall clock). Defaulted: observations
     /// saved before it was kept have none.
     #[serde(default)]

@@ -63,7 +63,7 @@ pub use model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
     NodeChangeCause, PendingPodSeconds, Percentiles, ProviderConfiguration, ProvisioningUsed,
     Report, ReportedError, ReportedNodeChange, ReportedOutage, SchedulerConfiguration,
-    SeriesFidelity, UsageReplayed, WaitReason,
+    SeriesFidelity, UsageReplayed, WaitReason, WorkloadScaling,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

@@ -69,6 +69,10 @@ pub struct Report {
     /// written before usage was replayed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageReplayed>,
+    /// Who decided the replica counts of workloads HPAs scale; `None` when the trace held no
+    /// HPA (and in reports written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_scaling: Option<WorkloadScaling>,
     /// Where the pending time of the pods that ran went, recorded time. Defaulted: reports
     /// written before it was kept have zeros.
     #[serde(default)]
@@ -134,6 +138,22 @@ pub struct UsageReplayed {
     pub shared: u64,
     /// Updates from the stated default, the pod's requests.
     pub defaulted: u64,
+}
+
+/// Who decided a replay's replica counts (see the driver's `domain::autoscaled`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadScaling {
+    /// `recorded` or `hpa`.
+    pub source: String,
+    /// "given", or the default and its reason.
+    pub reason: String,
+    /// HPAs the trace holds.
+    pub hpas: u64,
+    /// Workloads they scale.
+    pub scaled_workloads: u64,
+    /// Recorded replica changes not replayed (hpa), or HPA operations not replayed
+    /// (recorded).
+    pub not_replayed: u64,
 }
 
 /// One time cluster-autoscaler was down, recorded time.

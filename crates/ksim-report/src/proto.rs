@@ -59,6 +59,20 @@ impl Report {
                 shared: used.shared,
                 defaulted: used.defaulted,
             }),
+            workload_scaling: self
+                .workload_scaling
+                .as_ref()
+                .map(|scaling| pb::WorkloadScaling {
+                    source: match scaling.source.as_str() {
+                        "recorded" => pb::ReplicaSource::Recorded,
+                        "hpa" => pb::ReplicaSource::Hpa,
+                        _ => pb::ReplicaSource::Unspecified,
+                    } as i32,
+                    reason: scaling.reason.clone(),
+                    hpas: scaling.hpas,
+                    scaled_workloads: scaling.scaled_workloads,
+                    not_replayed: scaling.not_replayed,
+                }),
             pending_split: Some(pb::PendingSplit {
                 pods: self.pending_split.pods,
                 scheduling_pod_seconds: self.pending_split.scheduling,
@@ -119,6 +133,15 @@ impl Report {
                 matched: used.matched,
                 shared: used.shared,
                 defaulted: used.defaulted,
+            }),
+            workload_scaling: report.workload_scaling.as_ref().map(|scaling| {
+                crate::WorkloadScaling {
+                    source: replica_source_name(scaling.source()).to_owned(),
+                    reason: scaling.reason.clone(),
+                    hpas: scaling.hpas,
+                    scaled_workloads: scaling.scaled_workloads,
+                    not_replayed: scaling.not_replayed,
+                }
             }),
             provisioning: report
                 .provisioning
@@ -645,6 +668,15 @@ fn flag_source_to_proto(word: &str) -> env::AutoscalerFlagSource {
         "environment" => env::AutoscalerFlagSource::Environment,
         "run" => env::AutoscalerFlagSource::Run,
         _ => env::AutoscalerFlagSource::Unspecified,
+    }
+}
+
+/// A replica source as reports and the CLI name it.
+pub(crate) fn replica_source_name(source: pb::ReplicaSource) -> &'static str {
+    match source {
+        pb::ReplicaSource::Recorded => "recorded",
+        pb::ReplicaSource::Hpa => "hpa",
+        pb::ReplicaSource::Unspecified => "unspecified",
     }
 }
 

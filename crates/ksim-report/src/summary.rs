@@ -132,6 +132,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
     writeln!(out, "  provisioning:      {}", provisioning(report))?;
     writeln!(out, "  usage:             {}", usage(report))?;
+    if let Some(line) = replicas(report) {
+        writeln!(out, "  replicas:          {line}")?;
+    }
     if let Some(configuration) = &report.configuration {
         for line in configuration_lines(configuration) {
             writeln!(out, "  {line}")?;
@@ -279,6 +282,32 @@ pub fn usage(report: &pb::Report) -> String {
         ));
     }
     line
+}
+
+/// Who decided the replica counts of workloads HPAs scale, and what was left out for it;
+/// nothing when the trace held no HPA.
+pub fn replicas(report: &pb::Report) -> Option<String> {
+    let scaling = report.workload_scaling.as_ref()?;
+    let source = scaling.source();
+    let mut line = format!(
+        "{} ({}): {} HPAs scale {} workloads",
+        crate::proto::replica_source_name(source),
+        scaling.reason,
+        scaling.hpas,
+        scaling.scaled_workloads
+    );
+    match source {
+        pb::ReplicaSource::Hpa => line.push_str(&format!(
+            "; {} recorded replica changes left to the HPAs",
+            scaling.not_replayed
+        )),
+        pb::ReplicaSource::Recorded => line.push_str(&format!(
+            "; the HPAs were not applied ({} recorded operations on them)",
+            scaling.not_replayed
+        )),
+        pb::ReplicaSource::Unspecified => {}
+    }
+    Some(line)
 }
 
 /// One line when cluster-autoscaler was down during the replay: how often and how long in all.

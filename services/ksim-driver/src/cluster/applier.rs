@@ -14,7 +14,7 @@ use kube::{
 };
 
 use super::{ApplyError, Cluster};
-use crate::domain::{FIELD_MANAGER, Gvk, Target};
+use crate::domain::{FIELD_MANAGER, Gvk, Target, autoscaled::REPLICAS_MANAGER};
 
 #[derive(Clone)]
 pub struct Applier {
@@ -79,6 +79,25 @@ impl Cluster for Applier {
             &target.name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(object),
+        )
+        .await
+        .map(drop)
+        .map_err(ApplyError::Request)
+    }
+
+    async fn hand_over_replicas(&self, target: &Target, replicas: i64) -> Result<(), ApplyError> {
+        let api = self.api(target)?;
+        let object = serde_json::json!({
+            "apiVersion": target.gvk.api_version(),
+            "kind": target.gvk.kind,
+            "spec": {"replicas": replicas},
+        });
+        // Not forced: the workload was just created by the driver with this count, so nothing
+        // else holds it yet; a conflict would say something else does, and is reported.
+        api.patch(
+            &target.name,
+            &PatchParams::apply(REPLICAS_MANAGER),
+            &Patch::Apply(&object),
         )
         .await
         .map(drop)

@@ -31,6 +31,15 @@ pub trait Cluster: Send + Sync + 'static {
         object: &serde_json::Value,
     ) -> impl Future<Output = Result<(), ApplyError>> + Send;
 
+    /// Applies `replicas` as the workload's `spec.replicas` under
+    /// [`crate::domain::autoscaled::REPLICAS_MANAGER`], which then holds the field beside
+    /// the driver.
+    fn hand_over_replicas(
+        &self,
+        target: &Target,
+        replicas: i64,
+    ) -> impl Future<Output = Result<(), ApplyError>> + Send;
+
     /// Deletes the object and what it owns; one already gone counts as deleted.
     fn delete(&self, target: &Target) -> impl Future<Output = Result<(), ApplyError>> + Send;
 

@@ -3,6 +3,8 @@
 //! - [`plan`] turns a trace into timed steps of object operations, rewritten by [`rewrite`]
 //!   (prefixed namespaces, the simulation root as owner, pods kept on virtual nodes) with pod
 //!   lifetimes from [`lifetimes`]; [`launches`] matches each started pod to its recorded launch.
+//! - [`autoscaled`] decides who sets scaled workloads' replica counts, the recording or the
+//!   simulated HPAs, and edits the plan for it.
 //! - [`spec`] checks a simulation spec whole, naming the field at fault.
 //! - [`waits`] reads why pods waited from the scheduler's and CA's events.
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
@@ -15,6 +17,7 @@
 //!   into why nodes stayed: per reason the peak and the first reading.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
+pub mod autoscaled;
 pub mod bare_pods;
 pub mod cron;
 pub mod launches;

@@ -69,6 +69,12 @@ pub enum Op {
     Delete {
         target: Target,
     },
+    /// Hand a workload's `spec.replicas` to [`super::autoscaled::REPLICAS_MANAGER`], so that
+    /// the driver's later applies may leave it to the workload's HPA.
+    HandOver {
+        target: Target,
+        replicas: i64,
+    },
     /// Start the Job a CronJob's schedule calls for, as the cronjob controller would.
     CronRun {
         /// The CronJob.
@@ -158,7 +164,7 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
     for op in steps.iter().flat_map(|step| &step.ops) {
         let target = match op {
             Op::Apply { target, .. } | Op::Delete { target } | Op::CronRun { target, .. } => target,
-            Op::Invalid { .. } => continue,
+            Op::HandOver { .. } | Op::Invalid { .. } => continue,
         };
         kinds.insert(target.gvk.clone());
         if let Some(namespace) = &target.namespace {
@@ -508,6 +514,7 @@ mod tests {
                 }
                 Op::Delete { target } => format!("delete {}", target.name),
                 Op::CronRun { job, .. } => panic!("no CronJob, yet a run of {job}"),
+                Op::HandOver { target, .. } => panic!("no HPA, yet a handover of {}", target.name),
                 Op::Invalid { message, .. } => panic!("{message}"),
             })
             .collect();

@@ -110,6 +110,9 @@ pub struct SimulationSpec {
     /// The provisioning model given, checked against the groups; `None`: the trace's own, or
     /// the published default (see `domain::provisioning`).
     pub provisioning: Option<Model>,
+    /// Who decides scaled workloads' replica counts, as given (`domain::autoscaled` resolves
+    /// the default against the trace).
+    pub replicas: pb::ReplicaSource,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
     pub echo: pb::SimulationSpec,
 }
@@ -183,6 +186,12 @@ impl SimulationSpec {
                 ));
             }
         };
+        let replicas = pb::ReplicaSource::try_from(spec.replicas).map_err(|_| {
+            invalid(
+                "spec.replicas",
+                format!("unknown replica source {}", spec.replicas),
+            )
+        })?;
         let node_groups = node_groups(&spec.node_groups)?;
         if spec.enable_autoscaler
             && !node_groups
@@ -216,6 +225,7 @@ impl SimulationSpec {
             reschedule_bare_pods: spec.reschedule_bare_pods,
             settle_start: spec.settle_start,
             provisioning,
+            replicas,
             configuration: spec
                 .configuration
                 .filter(|c| *c != env::Configuration::default()),

@@ -67,7 +67,7 @@ impl Rescheduler {
             Op::Delete { target } => pods
                 .deleted(target)
                 .map(|clone: Target| Op::Delete { target: clone }),
-            Op::CronRun { .. } | Op::Invalid { .. } => None,
+            Op::HandOver { .. } | Op::CronRun { .. } | Op::Invalid { .. } => None,
         }
     }
 

@@ -43,6 +43,7 @@ pub struct Live {
     /// The usage replay's counts, when the trace holds usage: what it started from, and the
     /// counters its task adds to.
     usage: Option<(ksim_report::UsageReplayed, Arc<UsageCounts>)>,
+    workload_scaling: Option<ksim_report::WorkloadScaling>,
 }
 
 impl Live {
@@ -68,7 +69,14 @@ impl Live {
             prices: BTreeMap::new(),
             nodes_kept: Mutex::new(None),
             usage: None,
+            workload_scaling: None,
         }
+    }
+
+    /// Who decided replica counts, when the trace holds HPAs.
+    pub fn with_workload_scaling(mut self, scaling: Option<ksim_report::WorkloadScaling>) -> Self {
+        self.workload_scaling = scaling;
+        self
     }
 
     /// The run replays usage: `base` says from what, `counts` what it did so far.
@@ -167,6 +175,7 @@ impl Live {
             // Asked of the environment once, for the final report (`run::final_report`).
             autoscaler_outages: None,
             provisioning: self.provisioning.clone(),
+            workload_scaling: self.workload_scaling.clone(),
             usage: self
                 .usage
                 .as_ref()

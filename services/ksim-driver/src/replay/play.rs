@@ -101,7 +101,7 @@ pub async fn start_clock(
             usage_counts.clone(),
         );
     }
-    let live = Arc::new(live);
+    let live = Arc::new(live.with_workload_scaling(prepared.workload_scaling.clone()));
     handle.set_live(Some(live.clone()));
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
     let reading = reads_autoscaler

@@ -26,7 +26,7 @@ use crate::{
         root, seats,
     },
     domain::{
-        RootRef,
+        RootRef, autoscaled,
         launches::Launches,
         lifetimes::Lifetimes,
         plan::{Plan, plan, template_paths},
@@ -90,6 +90,8 @@ pub struct Prepared {
     pub matching: Option<AbortOnDropHandle<()>>,
     /// The recorded usage and the running pods it is shared among, when the trace holds usage.
     pub usage: Option<UsageFeed>,
+    /// Who decided replica counts; `None` when the trace holds no HPA.
+    pub workload_scaling: Option<ksim_report::WorkloadScaling>,
 }
 
 /// Prepares the cluster for a run with the `model` and the `configuration` the configure phase
@@ -131,7 +133,24 @@ pub async fn prepare(
         },
         &lifetimes,
     );
-    let plan = plan(trace, &rewriter, spec.speed);
+    let mut plan = plan(trace, &rewriter, spec.speed);
+    let resolved = autoscaled::resolve(spec.replicas, trace);
+    let scaling = autoscaled::apply(&mut plan, resolved.source);
+    tracing::info!(
+        source = ?resolved.source,
+        reason = %resolved.reason,
+        hpas = scaling.hpas,
+        scaled = scaling.scaled_workloads,
+        not_replayed = scaling.not_replayed,
+        "replica counts decided"
+    );
+    let workload_scaling = (scaling.hpas > 0).then(|| ksim_report::WorkloadScaling {
+        source: resolved.source.name().to_owned(),
+        reason: resolved.reason,
+        hpas: scaling.hpas,
+        scaled_workloads: scaling.scaled_workloads,
+        not_replayed: scaling.not_replayed,
+    });
     let recorded_usage = RecordedUsage::new(
         &trace.usage,
         &trace.lifecycles,
@@ -198,6 +217,7 @@ pub async fn prepare(
         warnings,
         matching,
         usage,
+        workload_scaling,
     }))
 }
 

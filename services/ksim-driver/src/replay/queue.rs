@@ -199,6 +199,13 @@ async fn run(
                 .await
                 .map_err(|e| e.to_string()),
         ),
+        Op::HandOver { target, replicas } => (
+            Operation::Apply,
+            cluster
+                .hand_over_replicas(target, *replicas)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
         Op::Delete { target } => (
             Operation::Delete,
             cluster.delete(target).await.map_err(|e| e.to_string()),
@@ -232,6 +239,7 @@ async fn run(
 fn target_of(op: &Op) -> &Target {
     match op {
         Op::Apply { target, .. }
+        | Op::HandOver { target, .. }
         | Op::Delete { target }
         | Op::CronRun { target, .. }
         | Op::Invalid { target, .. } => target,

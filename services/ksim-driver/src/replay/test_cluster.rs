@@ -63,6 +63,14 @@ impl Cluster for TestCluster {
         Ok(())
     }
 
+    async fn hand_over_replicas(&self, target: &Target, _: i64) -> Result<(), ApplyError> {
+        self.log
+            .lock()
+            .unwrap()
+            .push((target.name.clone(), Instant::now()));
+        Ok(())
+    }
+
     async fn delete(&self, _: &Target) -> Result<(), ApplyError> {
         Ok(())
     }

@@ -100,6 +100,9 @@ pub fn default_kinds() -> Vec<TrackedKind> {
         TrackedKind::new("v1", "Pod", &[""], true, true),
         // Not replayed: recorded as the cluster's state, which reports compare a replay with.
         TrackedKind::new("v1", "Node", &[], false, false),
+        // Replayed only when a run lets the simulated HPAs decide replica counts; recorded
+        // either way, so that a run may.
+        TrackedKind::new("autoscaling/v2", "HorizontalPodAutoscaler", &[], false, false),
     ]
 }
 
@@ -203,7 +206,7 @@ mod tests {
         kinds.push(TrackedKind::new("apps/v1", "Deployment", &[], false, false));
         let error = validate(&kinds).unwrap_err().to_string();
         assert!(
-            error.contains("trackedKinds[8]") && error.contains("twice"),
+            error.contains("trackedKinds[9]") && error.contains("twice"),
             "{error}"
         );
 
