@@ -33,6 +33,9 @@ pub struct Experiment {
     /// The provisioning model of every variant that names none, as `ksim run --provisioning`
     /// (a model file relative to the experiment file, or `instant` / `published`).
     pub provisioning: Option<String>,
+    /// Who decides scaled workloads' replica counts in every variant that does not say, as
+    /// `ksim run --replicas` (`recorded` or `hpa`; unset: the trace's default).
+    pub replicas: Option<Replicas>,
     /// What is compared: at least one; the first is the baseline.
     pub variants: Vec<Variant>,
 }
@@ -62,6 +65,18 @@ pub struct Variant {
     pub speed: Option<f64>,
     /// Replaces the experiment's provisioning model for this variant.
     pub provisioning: Option<String>,
+    /// Replaces the experiment's replica source for this variant.
+    pub replicas: Option<Replicas>,
+}
+
+/// Who decides the replica counts of workloads an HPA scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replicas {
+    /// The recording; the HPAs are not applied.
+    Recorded,
+    /// The simulated HPAs, acting on the replayed usage.
+    Hpa,
 }
 
 impl Variant {
@@ -70,6 +85,11 @@ impl Variant {
         self.provisioning
             .as_deref()
             .or(experiment.provisioning.as_deref())
+    }
+
+    /// Who decides replica counts in `experiment` (`None`: the trace's default).
+    pub fn replicas_in(&self, experiment: &Experiment) -> Option<Replicas> {
+        self.replicas.or(experiment.replicas)
     }
 
     /// The speed it runs at in `experiment`.
@@ -173,6 +193,7 @@ variants:
   schedulerConfig: packed.yaml
   autoscalerArgs: [expander=least-waste]
   speed: 20
+  replicas: recorded
 ";
 
     #[test]
@@ -186,6 +207,18 @@ variants:
         assert_eq!(packed.autoscaler_args, ["expander=least-waste"]);
         assert_eq!(packed.speed_in(&experiment), 20.0);
         assert_eq!(experiment.variants[0].speed_in(&experiment), 10.0);
+        assert_eq!(packed.replicas_in(&experiment), Some(Replicas::Recorded));
+        assert_eq!(experiment.variants[0].replicas_in(&experiment), None);
+        let hpa = Experiment::parse(
+            "e.yaml",
+            &format!(
+                "replicas: hpa
+{FILE}"
+            ),
+        )
+        .unwrap();
+        assert_eq!(hpa.variants[0].replicas_in(&hpa), Some(Replicas::Hpa));
+        assert_eq!(hpa.variants[1].replicas_in(&hpa), Some(Replicas::Recorded));
         assert_eq!(
             experiment.variants[0],
             Variant {
@@ -219,6 +252,10 @@ variants:
                 "autoscalerArgs need autoscaler: true",
             ),
             ("trace: t\nvariants: []\n".to_owned(), "at least one"),
+            (
+                FILE.replace("replicas: recorded", "replicas: hap"),
+                "unknown variant `hap`",
+            ),
         ];
         for (text, expected) in cases {
             let error = Experiment::parse("e.yaml", &text).unwrap_err().to_string();

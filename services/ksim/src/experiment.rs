@@ -212,6 +212,12 @@ fn run_args(
         autoscaler_flags_file: None,
         reschedule_bare_pods: false,
         settle: experiment.settle,
+        replicas: variant
+            .replicas_in(experiment)
+            .map(|replicas| match replicas {
+                ksim_experiment::experiment::Replicas::Recorded => crate::run::Replicas::Recorded,
+                ksim_experiment::experiment::Replicas::Hpa => crate::run::Replicas::Hpa,
+            }),
         repeat: 1,
         stored: false,
         trace_id: None,

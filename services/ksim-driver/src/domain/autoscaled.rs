@@ -1,8 +1,7 @@
 //! Who decides the replica counts of workloads a HorizontalPodAutoscaler scales: the recording,
 //! or the simulated cluster's own HPAs acting on the replayed usage.
 //!
-//! Pure: [`resolve`] picks the source for a trace, [`apply`] edits a plan for it, and
-//! [`behavior_at_speed`] puts an HPA's own windows on the replay's clock.
+//! Pure: [`resolve`] picks the source for a trace and [`apply`] edits a plan for it.
 //!
 //! With the recording deciding, HPAs are not applied: a live HPA would fight every replayed
 //! `spec.replicas`. With the HPAs deciding, a scaled workload keeps its recorded count when it
@@ -15,9 +14,10 @@ use std::collections::{HashMap, HashSet};
 
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::Trace;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::Gvk;
+use super::hpa::is_hpa;
 use super::plan::{Op, Plan};
 
 /// The field manager that holds a scaled workload's `spec.replicas` once the HPA decides it.
@@ -52,10 +52,6 @@ impl ReplicaSource {
 pub struct Resolved {
     pub source: ReplicaSource,
     pub reason: String,
-}
-
-pub fn is_hpa(gvk: &Gvk) -> bool {
-    gvk.group == "autoscaling" && gvk.kind == "HorizontalPodAutoscaler"
 }
 
 /// The run's source: as given, else the HPAs where they have usage to act on.
@@ -225,87 +221,12 @@ fn scale_target(namespace: Option<&String>, hpa: &Value) -> Option<Scaled> {
     ))
 }
 
-/// An autoscaling/v2 HPA's `spec.behavior` on the replay's clock: its stabilization windows
-/// and policy periods divided by `speed`, whole seconds, at least 1 (a policy's period must be;
-/// a window of 0 stays 0). A behavior the HPA leaves out is the controller's business, whose
-/// flags the environment divides; but a direction left out of a given behavior is filled in
-/// by the apiserver with 15 s periods, so it is filled here with the same rules, divided.
-pub fn behavior_at_speed(spec: &mut Map<String, Value>, speed: f64) {
-    if !(speed.is_finite() && speed > 0.0) || speed == 1.0 {
-        return;
-    }
-    let Some(behavior) = spec.get_mut("behavior").and_then(Value::as_object_mut) else {
-        return;
-    };
-    for (direction, defaults) in [
-        ("scaleUp", scale_up_default()),
-        ("scaleDown", scale_down_default()),
-    ] {
-        let rules = behavior
-            .entry(direction)
-            .or_insert_with(|| defaults.clone());
-        let Some(rules) = rules.as_object_mut() else {
-            continue;
-        };
-        if !rules.contains_key("policies")
-            && let Some(policies) = defaults.get("policies")
-        {
-            rules.insert("policies".to_owned(), policies.clone());
-        }
-        if let Some(window) = rules.get_mut("stabilizationWindowSeconds")
-            && let Some(seconds) = window.as_f64()
-        {
-            *window = json!(divided(seconds, speed, 0));
-        }
-        for policy in rules
-            .get_mut("policies")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(period) = policy.get_mut("periodSeconds")
-                && let Some(seconds) = period.as_f64()
-            {
-                *period = json!(divided(seconds, speed, 1));
-            }
-        }
-    }
-}
-
-fn divided(seconds: f64, speed: f64, floor: i64) -> i64 {
-    if seconds <= 0.0 {
-        return 0;
-    }
-    // Saturating: the apiserver refuses what is too long, naming the field.
-    ((seconds / speed).round() as i64).max(floor)
-}
-
-/// The apiserver's default for a given behavior's scale-up rules (autoscaling/v2).
-fn scale_up_default() -> Value {
-    json!({
-        "stabilizationWindowSeconds": 0,
-        "selectPolicy": "Max",
-        "policies": [
-            {"type": "Percent", "value": 100, "periodSeconds": 15},
-            {"type": "Pods", "value": 4, "periodSeconds": 15},
-        ],
-    })
-}
-
-/// The apiserver's default for a given behavior's scale-down rules; the window is left to the
-/// controller's `--horizontal-pod-autoscaler-downscale-stabilization`.
-fn scale_down_default() -> Value {
-    json!({
-        "selectPolicy": "Max",
-        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use ksim_trace::pb as trace_pb;
+    use serde_json::json;
 
     use super::*;
     use crate::domain::Target;
@@ -547,55 +468,5 @@ mod tests {
         );
         let given = resolve(pb::ReplicaSource::Hpa, &trace(false, false));
         assert_eq!(given.source, ReplicaSource::Hpa);
-    }
-
-    #[test]
-    fn a_given_behavior_runs_divided_by_the_speed_with_omitted_directions_filled_in() {
-        let mut spec = json!({"behavior": {"scaleDown": {
-            "stabilizationWindowSeconds": 300,
-            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
-        }}});
-        behavior_at_speed(spec.as_object_mut().unwrap(), 10.0);
-        assert_eq!(
-            spec["behavior"],
-            json!({
-                "scaleDown": {
-                    "stabilizationWindowSeconds": 30,
-                    "policies": [{"type": "Pods", "value": 1, "periodSeconds": 6}],
-                },
-                "scaleUp": {
-                    "stabilizationWindowSeconds": 0,
-                    "selectPolicy": "Max",
-                    "policies": [
-                        {"type": "Percent", "value": 100, "periodSeconds": 2},
-                        {"type": "Pods", "value": 4, "periodSeconds": 2},
-                    ],
-                },
-            })
-        );
-    }
-
-    #[test]
-    fn periods_stop_at_one_second_and_a_missing_behavior_or_speed_one_is_left_alone() {
-        let mut spec = json!({"behavior": {"scaleUp": {
-            "policies": [{"type": "Percent", "value": 50, "periodSeconds": 15}],
-        }, "scaleDown": {"policies": []}}});
-        behavior_at_speed(spec.as_object_mut().unwrap(), 100.0);
-        assert_eq!(
-            spec["behavior"]["scaleUp"]["policies"][0]["periodSeconds"],
-            1
-        );
-        // An empty list is the user's, not a missing one.
-        assert_eq!(spec["behavior"]["scaleDown"]["policies"], json!([]));
-
-        let without = json!({"minReplicas": 1});
-        let mut spec = without.clone();
-        behavior_at_speed(spec.as_object_mut().unwrap(), 10.0);
-        assert_eq!(spec, without);
-
-        let given = json!({"behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}}});
-        let mut spec = given.clone();
-        behavior_at_speed(spec.as_object_mut().unwrap(), 1.0);
-        assert_eq!(spec, given);
     }
 }

@@ -5,6 +5,7 @@
 //!   lifetimes from [`lifetimes`]; [`launches`] matches each started pod to its recorded launch.
 //! - [`autoscaled`] decides who sets scaled workloads' replica counts, the recording or the
 //!   simulated HPAs, and edits the plan for it.
+//! - [`hpa`] knows HPA objects: their kind, and their windows divided by the speed.
 //! - [`spec`] checks a simulation spec whole, naming the field at fault.
 //! - [`waits`] reads why pods waited from the scheduler's and CA's events.
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
@@ -20,6 +21,7 @@
 pub mod autoscaled;
 pub mod bare_pods;
 pub mod cron;
+pub mod hpa;
 pub mod launches;
 pub mod lifetimes;
 pub mod nodes_kept;

@@ -214,8 +214,8 @@ impl Rewriter {
                 // The driver plays its runs in recorded time (super::cron); the controller,
                 // on the simulated cluster's clock, must not start any.
                 spec.insert("suspend".to_owned(), json!(true));
-            } else if super::autoscaled::is_hpa(gvk) {
-                super::autoscaled::behavior_at_speed(spec, self.options.speed);
+            } else if super::hpa::is_hpa(gvk) {
+                super::hpa::behavior_at_speed(spec, self.options.speed);
             }
         }
 

@@ -102,7 +102,13 @@ pub fn default_kinds() -> Vec<TrackedKind> {
         TrackedKind::new("v1", "Node", &[], false, false),
         // Replayed only when a run lets the simulated HPAs decide replica counts; recorded
         // either way, so that a run may.
-        TrackedKind::new("autoscaling/v2", "HorizontalPodAutoscaler", &[], false, false),
+        TrackedKind::new(
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+            &[],
+            false,
+            false,
+        ),
     ]
 }
 

@@ -179,6 +179,8 @@ async fn replay(
         reschedule_bare_pods: false,
         // The demo's first instant is one small Deployment: nothing to settle.
         settle_start: false,
+        // The demo trace holds no HPA.
+        replicas: 0,
         // Nodes that take a while to boot, as in a cloud, set here like the demo's other fast
         // settings: the summary names the model.
         provisioning: Some(demo_provisioning()),

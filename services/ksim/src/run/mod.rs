@@ -8,7 +8,7 @@ pub mod spec;
 use std::{path::PathBuf, time::Duration, time::SystemTime};
 
 use clap::{Args, ValueEnum};
-use ksim_proto::ksim::driver::v1::{OnErrorPolicy, SimulationState};
+use ksim_proto::ksim::driver::v1::{OnErrorPolicy, ReplicaSource, SimulationState};
 
 use self::groups::{AutoscalerGroupArg, NodeGroupArg};
 pub use self::simulate::{run_simulation, state_name};
@@ -97,6 +97,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub settle: bool,
 
+    /// Who decides the replica counts of workloads an HPA scales: the recording (its HPAs are
+    /// not applied), or the simulated HPAs acting on the replayed usage (their workloads'
+    /// recorded count changes are not replayed). Default: hpa for a trace that holds usage
+    /// and HPAs, recorded otherwise.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub replicas: Option<Replicas>,
+
     /// Run the simulation N times, one after another (each with its own report), then print
     /// the spread of peak nodes, pending p99 and scale-ups over the runs.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -121,6 +128,23 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub driver: DriverArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Replicas {
+    /// Replay the recorded counts.
+    Recorded,
+    /// The simulated HPAs decide.
+    Hpa,
+}
+
+impl From<Replicas> for ReplicaSource {
+    fn from(replicas: Replicas) -> Self {
+        match replicas {
+            Replicas::Recorded => Self::Recorded,
+            Replicas::Hpa => Self::Hpa,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -6,7 +6,8 @@ use std::{path::Path, time::SystemTime};
 use anyhow::Context;
 use ksim_proto::ksim::driver::v1::{
     DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, ProvisioningModel,
-    SimulationSpec, StoredTrace, node_group_spec::Kind, simulation_spec::TraceSource,
+    ReplicaSource, SimulationSpec, StoredTrace, node_group_spec::Kind,
+    simulation_spec::TraceSource,
 };
 use ksim_proto::ksim::env::v1::{
     Configuration, ProviderConfig, RecordedAutoscalerFlags, SchedulerConfig,
@@ -89,6 +90,9 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
         enable_autoscaler: args.autoscaler,
         reschedule_bare_pods: args.reschedule_bare_pods,
         settle_start: args.settle,
+        replicas: args
+            .replicas
+            .map_or(ReplicaSource::Unspecified, ReplicaSource::from) as i32,
         configuration: configuration(args)?,
         provisioning: args
             .provisioning

@@ -4,6 +4,7 @@ mod bare_pods;
 mod common;
 mod control;
 mod cronjobs;
+mod hpa;
 mod lifetimes;
 mod rbac;
 mod repeat;

@@ -31,18 +31,44 @@ pub struct TestMesh {
     pub pool_url: String,
     pub tracer_url: String,
     _services: (vnode::Service, tracer::Service, driver::Service),
+    /// The pool's metrics API, when the mesh serves one.
+    _metrics_api: Option<ksim_vnode::metrics_api::MetricsApiServer>,
     _data: tempfile::TempDir,
 }
 
+/// What a test needs of the mesh beyond the defaults.
+#[derive(Debug, Default)]
+pub struct MeshOptions<'a> {
+    /// The driver talks to the apiserver as (user, groups) instead of the admin.
+    pub identity: Option<(&'a str, &'a [&'a str])>,
+    /// Extra kube-controller-manager flags.
+    pub controller_manager_args: &'a [&'a str],
+    /// The pool serves `metrics.k8s.io` behind the aggregation layer, as `ksim up` runs it.
+    pub metrics_api: bool,
+}
+
 pub async fn start() -> TestMesh {
-    start_as(None).await
+    start_with(MeshOptions::default()).await
 }
 
 /// The mesh with the driver talking to the apiserver as `identity` (user, groups) instead of
 /// the admin.
 pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
+    start_with(MeshOptions {
+        identity,
+        ..MeshOptions::default()
+    })
+    .await
+}
+
+pub async fn start_with(options: MeshOptions<'_>) -> TestMesh {
+    let identity = options.identity;
     ksim_e2e::init_logs();
-    let env = ControlPlane::start().await.unwrap();
+    let mut builder = ControlPlane::builder();
+    for arg in options.controller_manager_args {
+        builder = builder.controller_manager_arg(*arg);
+    }
+    let env = builder.start().await.unwrap();
     let client = env.client();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let system =
@@ -63,6 +89,39 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
     )
     .await
     .unwrap();
+
+    let metrics_api = if options.metrics_api {
+        let ip = ksim_kube::aggregation::advertise_address()
+            .expect("a non-loopback IPv4 address for the metrics API");
+        let config = ksim_vnode::config::MetricsApiConfig {
+            addr: Some(std::net::SocketAddr::new(ip, 0)),
+            ..Default::default()
+        };
+        let server = ksim_vnode::metrics_api::start_if_enabled(
+            client.clone(),
+            pool.pool.clone(),
+            "e2e",
+            SEATS_NAMESPACE,
+            &config,
+        )
+        .await
+        .unwrap();
+        let api_services: Api<
+            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        > = Api::all(client.clone());
+        wait::until("the metrics API to be Available", DEADLINE, || async {
+            let api_service = api_services
+                .get("v1beta1.metrics.k8s.io")
+                .await
+                .map_err(|e| e.to_string())?;
+            ksim_kube::aggregation::available(&api_service)
+        })
+        .await
+        .unwrap();
+        server
+    } else {
+        None
+    };
 
     let data = tempfile::tempdir().unwrap();
     let mut tracer_args = TracerArgs::with_data_dir(data.path()).unwrap();
@@ -107,6 +166,7 @@ pub async fn start_as(identity: Option<(&str, &[&str])>) -> TestMesh {
         tracer_url: tracer.url(),
         env,
         _services: (pool, tracer, driver),
+        _metrics_api: metrics_api,
         _data: data,
     }
 }
