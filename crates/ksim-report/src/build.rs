@@ -8,7 +8,7 @@ use super::model::{
     ReportedOutage,
 };
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
-use super::{attribution, costs, fidelity};
+use super::{attribution, costs, fidelity, replicas};
 
 /// The report of what was observed; see [`timeline`] for the buckets and [`Percentiles::of`]
 /// for the percentiles.
@@ -21,6 +21,16 @@ pub fn build(obs: &Observations) -> Report {
         .iter()
         .map(|&wall| recorded(wall, obs.speed))
         .collect();
+    let workload_scaling = obs.workload_scaling.clone().map(|mut scaling| {
+        scaling.workloads = replicas::workloads(
+            &obs.replicas,
+            obs.speed,
+            timeline.len(),
+            bucket_ms,
+            scaling.source == "hpa",
+        );
+        scaling
+    });
     Report {
         simulation_id: obs.simulation_id.clone(),
         complete: obs.complete,
@@ -53,7 +63,7 @@ pub fn build(obs: &Observations) -> Report {
             .map(|outages| autoscaler_outages(outages, replay_end(obs), obs.speed)),
         provisioning: obs.provisioning.clone(),
         usage: obs.usage.clone(),
-        workload_scaling: obs.workload_scaling.clone(),
+        workload_scaling,
         pending_split: pending_split(obs),
         pod_start_time: Percentiles::of(
             &obs.pending_splits
@@ -320,6 +330,34 @@ mod tests {
         assert_eq!(build(&obs).autoscaler_outages, None);
         obs.autoscaler_outages = Some(Vec::new());
         assert_eq!(build(&obs).autoscaler_outages, Some(Vec::new()));
+    }
+
+    #[test]
+    fn scaled_workloads_share_the_timelines_buckets() {
+        let mut obs = fixtures::observations();
+        let point = |ms, replicas| crate::ReplicaPoint {
+            offset: Duration::from_millis(ms),
+            replicas,
+        };
+        obs.replicas = vec![crate::ObservedReplicas {
+            workload: "Deployment/shop/web".into(),
+            recorded: vec![point(0, 2), point(2_000, 4)],
+            simulated: vec![point(0, 2), point(1_000, 6)],
+        }];
+        // Observed but no HPA in the trace: nothing to report.
+        assert_eq!(build(&obs).workload_scaling, None);
+        obs.workload_scaling = Some(crate::WorkloadScaling {
+            source: "hpa".into(),
+            ..crate::WorkloadScaling::default()
+        });
+        let report = build(&obs);
+        let scaling = report.workload_scaling.unwrap();
+        let web = &scaling.workloads[0];
+        assert_eq!(report.timeline.len(), 4);
+        assert_eq!(web.recorded, [2, 2, 4, 4]);
+        assert_eq!(web.simulated, [2, 6, 6, 6]);
+        assert_eq!(web.scale_events.len(), 1);
+        assert_eq!(web.scale_events[0].offset_ms, 1_000);
     }
 
     #[test]

@@ -201,6 +201,7 @@ pub fn observations() -> Observations {
         provisioning: None,
         usage: None,
         workload_scaling: None,
+        replicas: Vec::new(),
         pending_splits: Vec::new(),
         node_ready_times: Vec::new(),
         warnings: Vec::new(),
@@ -231,4 +232,35 @@ fn node_change(ms: u64, node: &str, kind: NodeChangeKind) -> NodeChange {
 
 pub fn report() -> Report {
     build(&observations())
+}
+
+/// The HPAs decided: one scaled workload over three buckets, two scale events.
+pub fn workload_scaling() -> crate::WorkloadScaling {
+    crate::WorkloadScaling {
+        source: "hpa".to_owned(),
+        reason: "given".to_owned(),
+        hpas: 1,
+        scaled_workloads: 1,
+        not_replayed: 2,
+        workloads: vec![crate::WorkloadReplicas {
+            name: "Deployment/shop/web".to_owned(),
+            recorded: vec![2, 4, 4],
+            simulated: vec![2, 3, 8],
+            recorded_replica_seconds: 10.0,
+            simulated_replica_seconds: 13.0,
+            scale_events: vec![
+                crate::ReplicaChange {
+                    offset_ms: 1_000,
+                    from: 2,
+                    to: 3,
+                },
+                crate::ReplicaChange {
+                    offset_ms: 2_500,
+                    from: 3,
+                    to: 8,
+                },
+            ],
+            scale_events_dropped: 5,
+        }],
+    }
 }

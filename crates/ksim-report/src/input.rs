@@ -74,6 +74,10 @@ pub struct Observations {
     /// Who decided replica counts; `None` when the trace held no HPA. Defaulted like `usage`.
     #[serde(default)]
     pub workload_scaling: Option<crate::WorkloadScaling>,
+    /// Per workload an HPA scales, its replicas as recorded and as the simulated cluster ran
+    /// them; the report puts them in `workload_scaling`. Defaulted like `usage`.
+    #[serde(default)]
+    pub replicas: Vec<ObservedReplicas>,
     /// Per pod that ran, where its pending time went (wall clock). Defaulted: observations
     /// saved before it was kept have none.
     #[serde(default)]
@@ -89,6 +93,27 @@ pub struct Observations {
     /// observations saved before it was kept have none.
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// One scaled workload's `spec.replicas` over time: each series is a step function, a point
+/// holding until the next (0: the workload does not exist).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedReplicas {
+    /// As recorded: `Kind/namespace/name`.
+    pub workload: String,
+    /// From the trace; offsets since the window's start, recorded time (like
+    /// [`RecordedState`]).
+    pub recorded: Vec<ReplicaPoint>,
+    /// Watched in the simulated cluster; offsets since the replay start, wall clock (like
+    /// [`Sample`]). A value seen before the start counts from 0.
+    pub simulated: Vec<ReplicaPoint>,
+}
+
+/// A replica count from `offset` on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaPoint {
+    pub offset: Duration,
+    pub replicas: u64,
 }
 
 /// Where one pod's pending time went, wall clock; the three add up to its pending time.

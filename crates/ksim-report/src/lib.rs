@@ -39,6 +39,7 @@ mod object;
 mod percentiles;
 pub mod proto;
 mod repeat;
+mod replicas;
 mod summary;
 mod svg;
 mod timeline;
@@ -56,14 +57,15 @@ pub use files::{
 };
 pub use input::{
     AutoscalerOutage, ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind,
-    NodeCount, ObjectErrorRecord, Observations, PendingSplit, PodCounts, RecordedState, Sample,
-    ScaleEvent, Usage,
+    NodeCount, ObjectErrorRecord, Observations, ObservedReplicas, PendingSplit, PodCounts,
+    RecordedState, ReplicaPoint, Sample, ScaleEvent, Usage,
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
-    NodeChangeCause, PendingPodSeconds, Percentiles, ProviderConfiguration, ProvisioningUsed,
-    Report, ReportedError, ReportedNodeChange, ReportedOutage, SchedulerConfiguration,
-    SeriesFidelity, UsageReplayed, WaitReason, WorkloadScaling,
+    MAX_REPLICA_CHANGES, NodeChangeCause, PendingPodSeconds, Percentiles, ProviderConfiguration,
+    ProvisioningUsed, ReplicaChange, Report, ReportedError, ReportedNodeChange, ReportedOutage,
+    SchedulerConfiguration, SeriesFidelity, UsageReplayed, WaitReason, WorkloadReplicas,
+    WorkloadScaling,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

@@ -141,7 +141,7 @@ pub struct UsageReplayed {
 }
 
 /// Who decided a replay's replica counts (see the driver's `domain::autoscaled`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadScaling {
     /// `recorded` or `hpa`.
     pub source: String,
@@ -154,6 +154,47 @@ pub struct WorkloadScaling {
     /// Recorded replica changes not replayed (hpa), or HPA operations not replayed
     /// (recorded).
     pub not_replayed: u64,
+    /// Per scaled workload, its replicas recorded and simulated, by name. Defaulted: reports
+    /// written before it was kept have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadReplicas>,
+}
+
+/// One scaled workload's `spec.replicas`, recorded and simulated, in recorded time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadReplicas {
+    /// As recorded: `Kind/namespace/name`.
+    pub name: String,
+    /// Per timeline bucket (the same buckets, index for index): the recorded count at the
+    /// bucket's end (its last value within the bucket, carried forward; 0 while the workload
+    /// does not exist). The last value rather than a mean, as the timeline keeps its last sample.
+    pub recorded: Vec<u64>,
+    /// Per timeline bucket: the simulated count at the bucket's end, as `recorded`.
+    pub simulated: Vec<u64>,
+    /// Replicas times recorded seconds over the timeline's span, recorded.
+    pub recorded_replica_seconds: f64,
+    /// The same for what the simulated cluster ran.
+    pub simulated_replica_seconds: f64,
+    /// Changes of the simulated count while the HPAs decided (none when the recording did),
+    /// at most [`MAX_REPLICA_CHANGES`], in time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scale_events: Vec<ReplicaChange>,
+    /// Changes past [`MAX_REPLICA_CHANGES`], counted, not kept.
+    #[serde(default)]
+    pub scale_events_dropped: u64,
+}
+
+/// Scale events kept per workload: an HPA flapping for hours must not grow the report
+/// without bound.
+pub const MAX_REPLICA_CHANGES: usize = 1_000;
+
+/// One change of a workload's simulated `spec.replicas`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaChange {
+    /// Since the replay start, recorded time.
+    pub offset_ms: u64,
+    pub from: u64,
+    pub to: u64,
 }
 
 /// One time cluster-autoscaler was down, recorded time.

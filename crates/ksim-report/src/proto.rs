@@ -72,6 +72,11 @@ impl Report {
                     hpas: scaling.hpas,
                     scaled_workloads: scaling.scaled_workloads,
                     not_replayed: scaling.not_replayed,
+                    workloads: scaling
+                        .workloads
+                        .iter()
+                        .map(workload_replicas_to_proto)
+                        .collect(),
                 }),
             pending_split: Some(pb::PendingSplit {
                 pods: self.pending_split.pods,
@@ -141,6 +146,11 @@ impl Report {
                     hpas: scaling.hpas,
                     scaled_workloads: scaling.scaled_workloads,
                     not_replayed: scaling.not_replayed,
+                    workloads: scaling
+                        .workloads
+                        .iter()
+                        .map(workload_replicas_from_proto)
+                        .collect(),
                 }
             }),
             provisioning: report
@@ -671,6 +681,46 @@ fn flag_source_to_proto(word: &str) -> env::AutoscalerFlagSource {
     }
 }
 
+fn workload_replicas_to_proto(workload: &crate::WorkloadReplicas) -> pb::WorkloadReplicas {
+    pb::WorkloadReplicas {
+        name: workload.name.clone(),
+        recorded: workload.recorded.clone(),
+        simulated: workload.simulated.clone(),
+        recorded_replica_seconds: workload.recorded_replica_seconds,
+        simulated_replica_seconds: workload.simulated_replica_seconds,
+        scale_events: workload
+            .scale_events
+            .iter()
+            .map(|change| pb::ReplicaChange {
+                offset_ms: change.offset_ms,
+                from: change.from,
+                to: change.to,
+            })
+            .collect(),
+        scale_events_dropped: workload.scale_events_dropped,
+    }
+}
+
+fn workload_replicas_from_proto(workload: &pb::WorkloadReplicas) -> crate::WorkloadReplicas {
+    crate::WorkloadReplicas {
+        name: workload.name.clone(),
+        recorded: workload.recorded.clone(),
+        simulated: workload.simulated.clone(),
+        recorded_replica_seconds: workload.recorded_replica_seconds,
+        simulated_replica_seconds: workload.simulated_replica_seconds,
+        scale_events: workload
+            .scale_events
+            .iter()
+            .map(|change| crate::ReplicaChange {
+                offset_ms: change.offset_ms,
+                from: change.from,
+                to: change.to,
+            })
+            .collect(),
+        scale_events_dropped: workload.scale_events_dropped,
+    }
+}
+
 /// A replica source as reports and the CLI name it.
 pub(crate) fn replica_source_name(source: pb::ReplicaSource) -> &'static str {
     match source {
@@ -814,6 +864,18 @@ mod tests {
         });
         let proto = report.to_proto();
         assert_eq!(proto.usage.as_ref().unwrap().interval.unwrap().seconds, 15);
+        assert_eq!(Report::from_proto(&proto), report);
+    }
+
+    #[test]
+    fn scaled_workloads_replicas_round_trip() {
+        let mut report = fixtures::report();
+        report.workload_scaling = Some(fixtures::workload_scaling());
+        let proto = report.to_proto();
+        let workload = &proto.workload_scaling.as_ref().unwrap().workloads[0];
+        assert_eq!(workload.simulated, [2, 3, 8]);
+        assert_eq!(workload.scale_events[1].to, 8);
+        assert_eq!(workload.scale_events_dropped, 5);
         assert_eq!(Report::from_proto(&proto), report);
     }
 

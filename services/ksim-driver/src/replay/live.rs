@@ -176,6 +176,7 @@ impl Live {
             autoscaler_outages: None,
             provisioning: self.provisioning.clone(),
             workload_scaling: self.workload_scaling.clone(),
+            replicas: Vec::new(),
             usage: self
                 .usage
                 .as_ref()

@@ -150,6 +150,7 @@ pub async fn prepare(
         hpas: scaling.hpas,
         scaled_workloads: scaling.scaled_workloads,
         not_replayed: scaling.not_replayed,
+        workloads: Vec::new(),
     });
     let recorded_usage = RecordedUsage::new(
         &trace.usage,
