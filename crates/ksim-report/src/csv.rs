@@ -93,6 +93,31 @@ pub fn fidelity_to_csv(fidelity: &Fidelity) -> String {
     out
 }
 
+/// Scaled workloads' replicas, one row per timeline bucket per workload: `bucket` (its index),
+/// `offset_ms` (recorded time), `workload` (`Kind/namespace/name` as recorded), `recorded`
+/// and `simulated` (the count at the bucket's end). `None` when the report has no scaled
+/// workload.
+pub fn replicas_to_csv(report: &Report) -> Option<String> {
+    let workloads = &report.workload_scaling.as_ref()?.workloads;
+    if workloads.is_empty() {
+        return None;
+    }
+    let mut out = String::from("bucket,offset_ms,workload,recorded,simulated\n");
+    for (index, bucket) in report.timeline.iter().enumerate() {
+        for workload in workloads {
+            let _ = writeln!(
+                out,
+                "{index},{},{},{},{}",
+                bucket.offset_ms,
+                field(&workload.name),
+                workload.recorded.get(index).copied().unwrap_or(0),
+                workload.simulated.get(index).copied().unwrap_or(0),
+            );
+        }
+    }
+    Some(out)
+}
+
 /// Whole seconds as an integer; a bucket from a foreign proto may not start on one.
 fn seconds(ms: u64) -> String {
     if ms.is_multiple_of(1000) {
@@ -163,6 +188,21 @@ mod tests {
         // One 5 s bucket, compared at the replay's last sample (3 s): recorded 1 + 2 nodes,
         // 2 running; simulated 1 + 1, 4 running.
         assert_eq!(lines[1..], ["0,3,2,1,1,2,1,2,4,0,0"]);
+    }
+
+    #[test]
+    fn replicas_have_a_row_per_bucket_and_workload() {
+        let mut report = fixtures::report();
+        assert_eq!(replicas_to_csv(&report), None);
+        report.workload_scaling = Some(fixtures::workload_scaling());
+        let csv = replicas_to_csv(&report).unwrap();
+        let lines: Vec<_> = csv.lines().collect();
+        assert_eq!(lines[0], "bucket,offset_ms,workload,recorded,simulated");
+        assert_eq!(lines[2], "1,1000,Deployment/shop/web,4,3");
+        assert_eq!(lines[3], "2,2000,Deployment/shop/web,4,8");
+        // Buckets past the series (the fixture's has three) read 0.
+        assert_eq!(lines[4], "3,3000,Deployment/shop/web,0,0");
+        assert_eq!(lines.len(), 1 + report.timeline.len());
     }
 
     #[test]

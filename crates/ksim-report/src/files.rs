@@ -1,5 +1,5 @@
-//! The report's files: `report.json`, `timeline.csv` and `timeline.svg`, and with fidelity
-//! `fidelity.csv` and `fidelity.svg`.
+//! The report's files: `report.json`, `timeline.csv` and `timeline.svg`, with fidelity
+//! `fidelity.csv` and `fidelity.svg`, and with scaled workloads `replicas.csv`.
 
 use std::fs::{self, File};
 use std::io::{self, Write as _};
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use ksim_proto::ksim::driver::v1 as pb;
 
-use super::csv::{fidelity_to_csv, to_csv};
+use super::csv::{fidelity_to_csv, replicas_to_csv, to_csv};
 pub use super::error::ReportError;
 use super::model::Report;
 use super::svg::{render_fidelity_svg, render_svg};
@@ -17,6 +17,7 @@ pub const CSV_FILE: &str = "timeline.csv";
 pub const SVG_FILE: &str = "timeline.svg";
 pub const FIDELITY_CSV_FILE: &str = "fidelity.csv";
 pub const FIDELITY_SVG_FILE: &str = "fidelity.svg";
+pub const REPLICAS_CSV_FILE: &str = "replicas.csv";
 /// How the simulation ended, beside its report: a restarted driver answers for it from these.
 pub const OUTCOME_FILE: &str = "outcome.json";
 
@@ -39,6 +40,8 @@ pub struct Artifacts {
     pub svg: PathBuf,
     /// The comparison's CSV and chart, for a report with fidelity.
     pub fidelity: Option<(PathBuf, PathBuf)>,
+    /// Scaled workloads' replicas, for a report with any.
+    pub replicas: Option<PathBuf>,
 }
 
 impl Artifacts {
@@ -52,6 +55,11 @@ impl Artifacts {
                 .fidelity
                 .as_ref()
                 .map(|_| (dir.join(FIDELITY_CSV_FILE), dir.join(FIDELITY_SVG_FILE))),
+            replicas: report
+                .workload_scaling
+                .as_ref()
+                .is_some_and(|scaling| !scaling.workloads.is_empty())
+                .then(|| dir.join(REPLICAS_CSV_FILE)),
         }
     }
 
@@ -73,7 +81,7 @@ impl Artifacts {
     }
 }
 
-/// Writes the files into `dir` (three, five with fidelity), creating it if missing. Each file is written to a
+/// Writes the files into `dir` (three, five with fidelity, one more with scaled workloads), creating it if missing. Each file is written to a
 /// temporary sibling and renamed into place, so a reader sees the old file or the whole new
 /// one, never a part. Everything is rendered before the first write, so a rendering error
 /// leaves the directory untouched.
@@ -88,6 +96,7 @@ pub fn write_files(report: &Report, dir: &Path) -> Result<Artifacts, ReportError
         )),
         None => None,
     };
+    let replicas = replicas_to_csv(report);
 
     fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         path: dir.to_owned(),
@@ -100,6 +109,9 @@ pub fn write_files(report: &Report, dir: &Path) -> Result<Artifacts, ReportError
     if let (Some((csv, svg)), Some((csv_path, svg_path))) = (fidelity, &artifacts.fidelity) {
         write_atomically(csv_path, csv.as_bytes())?;
         write_atomically(svg_path, svg.as_bytes())?;
+    }
+    if let (Some(csv), Some(path)) = (replicas, &artifacts.replicas) {
+        write_atomically(path, csv.as_bytes())?;
     }
     Ok(artifacts)
 }
@@ -249,6 +261,19 @@ mod tests {
         let back: Report =
             serde_json::from_str(&fs::read_to_string(&artifacts.json).unwrap()).unwrap();
         assert!(back.timeline.is_empty());
+    }
+
+    #[test]
+    fn a_report_with_scaled_workloads_writes_replicas_csv() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut report = fixtures::report();
+        assert_eq!(Artifacts::of(&report, tmp.path()).replicas, None);
+        report.workload_scaling = Some(fixtures::workload_scaling());
+        let artifacts = write_files(&report, tmp.path()).unwrap();
+        let path = artifacts.replicas.clone().unwrap();
+        assert_eq!(path, tmp.path().join("replicas.csv"));
+        let csv = fs::read_to_string(&path).unwrap();
+        assert!(csv.starts_with("bucket,offset_ms,workload,recorded,simulated\n0,0,"));
     }
 
     #[test]

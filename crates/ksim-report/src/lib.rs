@@ -53,7 +53,7 @@ pub use csv::{fidelity_to_csv, to_csv};
 pub use fidelity::{FIDELITY_BUCKET, group_series};
 pub use files::{
     Artifacts, CSV_FILE, FIDELITY_CSV_FILE, FIDELITY_SVG_FILE, JSON_FILE, OUTCOME_FILE, Outcome,
-    ReportError, SVG_FILE, read_files, write_files, write_outcome,
+    REPLICAS_CSV_FILE, ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
 pub use input::{
     AutoscalerOutage, ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind,

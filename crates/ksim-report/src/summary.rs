@@ -134,6 +134,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     writeln!(out, "  usage:             {}", usage(report))?;
     if let Some(line) = replicas(report) {
         writeln!(out, "  replicas:          {line}")?;
+        for line in replica_lines(report) {
+            writeln!(out, "    {line}")?;
+        }
     }
     if let Some(configuration) = &report.configuration {
         for line in configuration_lines(configuration) {
@@ -308,6 +311,45 @@ pub fn replicas(report: &pb::Report) -> Option<String> {
         pb::ReplicaSource::Unspecified => {}
     }
     Some(line)
+}
+
+/// Scaled workloads listed in the summary; the rest are counted.
+const MAX_WORKLOAD_LINES: usize = 10;
+
+/// Per scaled workload, its mean replicas recorded and simulated over the timeline's buckets
+/// and how often the HPA changed it; at most [`MAX_WORKLOAD_LINES`], then how many more.
+pub fn replica_lines(report: &pb::Report) -> Vec<String> {
+    let Some(scaling) = &report.workload_scaling else {
+        return Vec::new();
+    };
+    let mean = |values: &[u64]| {
+        if values.is_empty() {
+            0.0
+        } else {
+            values.iter().sum::<u64>() as f64 / values.len() as f64
+        }
+    };
+    let mut lines: Vec<String> = scaling
+        .workloads
+        .iter()
+        .take(MAX_WORKLOAD_LINES)
+        .map(|workload| {
+            let events = workload.scale_events.len() as u64 + workload.scale_events_dropped;
+            format!(
+                "{}: replicas recorded mean {:.1}, simulated mean {:.1} (max {}); {events} scale event{}",
+                workload.name,
+                mean(&workload.recorded),
+                mean(&workload.simulated),
+                workload.simulated.iter().max().copied().unwrap_or(0),
+                if events == 1 { "" } else { "s" },
+            )
+        })
+        .collect();
+    let more = scaling.workloads.len().saturating_sub(MAX_WORKLOAD_LINES);
+    if more > 0 {
+        lines.push(format!("and {more} more"));
+    }
+    lines
 }
 
 /// One line when cluster-autoscaler was down during the replay: how often and how long in all.
@@ -659,6 +701,33 @@ mod tests {
     use super::super::fixtures;
     use super::super::proto::duration_to_proto;
     use super::*;
+
+    #[test]
+    fn each_scaled_workload_has_a_line_up_to_ten() {
+        let mut report = fixtures::report();
+        let mut scaling = fixtures::workload_scaling();
+        report.workload_scaling = Some(scaling.clone());
+        let text = summary(&report.to_proto());
+        assert!(
+            text.contains(
+                "\n    Deployment/shop/web: replicas recorded mean 3.3, simulated mean 4.3 \
+                 (max 8); 7 scale events\n"
+            ),
+            "{text}"
+        );
+        let web = scaling.workloads[0].clone();
+        scaling.workloads = (0..12)
+            .map(|i| crate::WorkloadReplicas {
+                name: format!("Deployment/shop/web-{i}"),
+                ..web.clone()
+            })
+            .collect();
+        report.workload_scaling = Some(scaling);
+        let lines = replica_lines(&report.to_proto());
+        assert_eq!(lines.len(), 11);
+        assert!(lines[9].starts_with("Deployment/shop/web-9: "));
+        assert_eq!(lines[10], "and 2 more");
+    }
 
     #[test]
     fn a_fast_replay_says_its_times_are_recorded_time() {
