@@ -10,15 +10,17 @@
 //! without the apiserver removing it (server-side apply drops a field its only manager stops
 //! applying, and the workload would fall back to one replica).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::Trace;
 use serde_json::Value;
 
-use super::Gvk;
 use super::hpa::is_hpa;
 use super::plan::{Op, Plan};
+use super::report::ReplicaPoint;
+use super::{Gvk, Target};
 
 /// The field manager that holds a scaled workload's `spec.replicas` once the HPA decides it.
 pub const REPLICAS_MANAGER: &str = "ksim-hpa-handover";
@@ -102,8 +104,8 @@ pub struct Applied {
 /// A workload an HPA scales: its group, kind, simulated namespace and name.
 type Scaled = (String, String, Option<String>, String);
 
-/// Edits `plan` so that `source` decides the replica counts of the workloads its HPAs scale.
-pub fn apply(plan: &mut Plan, source: ReplicaSource) -> Applied {
+/// The plan's HPAs (namespace and name) and the workloads they scale.
+fn hpas_and_scaled(plan: &Plan) -> (HashSet<(Option<String>, String)>, HashSet<Scaled>) {
     let mut hpas = HashSet::new();
     let mut scaled = HashSet::new();
     for op in plan.steps.iter().flat_map(|step| &step.ops) {
@@ -116,6 +118,74 @@ pub fn apply(plan: &mut Plan, source: ReplicaSource) -> Applied {
             }
         }
     }
+    (hpas, scaled)
+}
+
+/// A scaled workload and its recorded `spec.replicas` over the recorded window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedReplicas {
+    /// As the plan applies it (namespace prefixed).
+    pub target: Target,
+    /// Offsets since the window's start (recorded time); deleted is 0. Only changes.
+    pub points: Vec<ReplicaPoint>,
+}
+
+/// Each workload the plan's HPAs scale, with its recorded counts, in target order. Read before
+/// [`apply`], which takes recorded counts out of the plan.
+pub fn recorded_replicas(plan: &Plan) -> Vec<RecordedReplicas> {
+    let (_, scaled) = hpas_and_scaled(plan);
+    let mut series: BTreeMap<Target, Vec<(Duration, u64)>> = BTreeMap::new();
+    for step in &plan.steps {
+        for op in &step.ops {
+            let (target, replicas) = match op {
+                Op::Apply { target, object } => (
+                    target,
+                    // An apply without it keeps the count (the apiserver defaults it on
+                    // creation, so a recorded object holds it).
+                    match object.pointer("/spec/replicas").and_then(Value::as_u64) {
+                        Some(replicas) => replicas,
+                        None => continue,
+                    },
+                ),
+                Op::Delete { target } => (target, 0),
+                _ => continue,
+            };
+            let key = key_of(&target.gvk, target.namespace.as_ref(), &target.name);
+            if scaled.contains(&key) {
+                series
+                    .entry(target.clone())
+                    .or_default()
+                    .push((step.trace_offset, replicas));
+            }
+        }
+    }
+    // A workload the HPAs name but the trace never applies is left out: there is nothing to
+    // compare.
+    series
+        .into_iter()
+        .map(|(target, changes)| RecordedReplicas {
+            target,
+            points: points(&changes),
+        })
+        .collect()
+}
+
+/// A step function from observed values in time order: a value the same as the one before
+/// is no change and is left out.
+pub fn points(changes: &[(Duration, u64)]) -> Vec<ReplicaPoint> {
+    let mut points: Vec<ReplicaPoint> = Vec::new();
+    for &(offset, replicas) in changes {
+        if points.last().is_some_and(|last| last.replicas == replicas) {
+            continue;
+        }
+        points.push(ReplicaPoint { offset, replicas });
+    }
+    points
+}
+
+/// Edits `plan` so that `source` decides the replica counts of the workloads its HPAs scale.
+pub fn apply(plan: &mut Plan, source: ReplicaSource) -> Applied {
+    let (hpas, scaled) = hpas_and_scaled(plan);
     let mut applied = Applied {
         hpas: count(hpas.len()),
         scaled_workloads: count(scaled.len()),
@@ -324,6 +394,29 @@ mod tests {
             vec![delete("web")],
             vec![deployment("web", 2)],
         ])
+    }
+
+    #[test]
+    fn recorded_replicas_follow_the_scaled_workloads_changes_only() {
+        let recorded = recorded_replicas(&scaled_shop());
+        // db has no HPA; web's repeated 5 is no change; its delete is 0.
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].target.name, "web");
+        let series: Vec<_> = recorded[0]
+            .points
+            .iter()
+            .map(|point| (point.offset.as_secs(), point.replicas))
+            .collect();
+        assert_eq!(series, [(0, 3), (1, 5), (3, 0), (4, 2)]);
+    }
+
+    #[test]
+    fn points_leave_out_values_that_do_not_change() {
+        let at = Duration::from_millis;
+        let folded = points(&[(at(0), 2), (at(10), 2), (at(20), 4), (at(30), 2)]);
+        let offsets: Vec<_> = folded.iter().map(|point| point.offset).collect();
+        assert_eq!(offsets, [at(0), at(20), at(30)]);
+        assert!(points(&[]).is_empty());
     }
 
     #[test]
