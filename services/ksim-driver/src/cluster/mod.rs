@@ -10,6 +10,7 @@ pub mod lease;
 pub mod namespaces;
 pub mod observer;
 pub mod removed_pods;
+pub mod replicas;
 pub mod root;
 pub mod seats;
 pub mod usage_replay;

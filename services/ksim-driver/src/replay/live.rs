@@ -11,7 +11,7 @@ use ksim_proto::ksim::{driver::v1 as pb, env::v1::GetUnremovableNodesResponse};
 
 use super::progress::Progress;
 use crate::{
-    cluster::{observer::Observer, usage_replay::UsageCounts},
+    cluster::{observer::Observer, replicas::ReplicaWatch, usage_replay::UsageCounts},
     domain::nodes_kept::NodesKeptFold,
     domain::report::{
         GroupPrice, Observations, RecordedState, Sample,
@@ -44,6 +44,8 @@ pub struct Live {
     /// counters its task adds to.
     usage: Option<(ksim_report::UsageReplayed, Arc<UsageCounts>)>,
     workload_scaling: Option<ksim_report::WorkloadScaling>,
+    /// Scaled workloads' replicas, recorded and watched, when the trace holds HPAs.
+    replicas: Option<Arc<ReplicaWatch>>,
 }
 
 impl Live {
@@ -70,12 +72,19 @@ impl Live {
             nodes_kept: Mutex::new(None),
             usage: None,
             workload_scaling: None,
+            replicas: None,
         }
     }
 
     /// Who decided replica counts, when the trace holds HPAs.
     pub fn with_workload_scaling(mut self, scaling: Option<ksim_report::WorkloadScaling>) -> Self {
         self.workload_scaling = scaling;
+        self
+    }
+
+    /// The scaled workloads' replicas are watched.
+    pub fn with_replicas(mut self, replicas: Option<Arc<ReplicaWatch>>) -> Self {
+        self.replicas = replicas;
         self
     }
 
@@ -176,7 +185,11 @@ impl Live {
             autoscaler_outages: None,
             provisioning: self.provisioning.clone(),
             workload_scaling: self.workload_scaling.clone(),
-            replicas: Vec::new(),
+            replicas: self
+                .replicas
+                .as_ref()
+                .map(|replicas| replicas.observed())
+                .unwrap_or_default(),
             usage: self
                 .usage
                 .as_ref()

@@ -65,6 +65,9 @@ pub async fn start_clock(
     let origin = Instant::now();
     let observer = prepared.observer.clone();
     observer.set_origin(origin);
+    if let Some(replicas) = &prepared.replicas {
+        replicas.set_origin(origin);
+    }
     let reads_autoscaler = spec.enable_autoscaler && ctx.mesh.has_environment();
     let mut live = Live::new(
         observer,
@@ -101,7 +104,10 @@ pub async fn start_clock(
             usage_counts.clone(),
         );
     }
-    let live = Arc::new(live.with_workload_scaling(prepared.workload_scaling.clone()));
+    let live = Arc::new(
+        live.with_workload_scaling(prepared.workload_scaling.clone())
+            .with_replicas(prepared.replicas.clone()),
+    );
     handle.set_live(Some(live.clone()));
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
     let reading = reads_autoscaler

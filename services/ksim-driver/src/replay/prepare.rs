@@ -23,6 +23,7 @@ use crate::{
         launch_lifetimes::{self, UsageFeed},
         namespaces,
         observer::Observer,
+        replicas::ReplicaWatch,
         root, seats,
     },
     domain::{
@@ -92,6 +93,8 @@ pub struct Prepared {
     pub usage: Option<UsageFeed>,
     /// Who decided replica counts; `None` when the trace holds no HPA.
     pub workload_scaling: Option<ksim_report::WorkloadScaling>,
+    /// The scaled workloads' replicas, recorded and watched; `None` without any.
+    pub replicas: Option<Arc<ReplicaWatch>>,
 }
 
 /// Prepares the cluster for a run with the `model` and the `configuration` the configure phase
@@ -134,6 +137,8 @@ pub async fn prepare(
         &lifetimes,
     );
     let mut plan = plan(trace, &rewriter, spec.speed);
+    // Read before `apply` takes the recorded counts of scaled workloads out of the plan.
+    let recorded_replicas = autoscaled::recorded_replicas(&plan);
     let resolved = autoscaled::resolve(spec.replicas, trace);
     let scaling = autoscaled::apply(&mut plan, resolved.source);
     tracing::info!(
@@ -187,6 +192,24 @@ pub async fn prepare(
         );
         (Some(starts), Some(matching))
     };
+    let replicas = (workload_scaling.is_some() && !recorded_replicas.is_empty()).then(|| {
+        let named = recorded_replicas
+            .into_iter()
+            .map(|recorded| {
+                let target = &recorded.target;
+                let namespace = target
+                    .namespace
+                    .as_deref()
+                    .map(|namespace| rewriter.recorded_namespace(namespace).unwrap_or(namespace))
+                    .unwrap_or("");
+                (
+                    format!("{}/{namespace}/{}", target.gvk.kind, target.name),
+                    recorded,
+                )
+            })
+            .collect();
+        Arc::new(ReplicaWatch::start(&ctx.client, named))
+    });
     let observer = Arc::new(Observer::start(
         &ctx.client,
         &handle.id,
@@ -219,6 +242,7 @@ pub async fn prepare(
         matching,
         usage,
         workload_scaling,
+        replicas,
     }))
 }
 
