@@ -229,6 +229,7 @@ impl Configuration {
                     reason: f.reason.clone(),
                 })
                 .collect(),
+            controller_manager_flags: Vec::new(),
         }
     }
 

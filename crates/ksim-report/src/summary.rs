@@ -1103,6 +1103,7 @@ mod tests {
                 value: "false".into(),
                 reason: "one CA runs".into(),
             }],
+            controller_manager_flags: Vec::new(),
         };
         assert_eq!(
             configuration_lines(&configuration),

@@ -239,6 +239,8 @@ impl SimulationSpec {
             configuration: self.configuration.clone(),
             speed: self.speed,
             autoscaler: self.enable_autoscaler,
+            // The driver's own option for it is not wired yet: HPAs do not decide.
+            workload_autoscaling: false,
         }
     }
 }

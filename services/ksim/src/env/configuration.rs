@@ -172,6 +172,7 @@ impl Setup {
                 })
                 .unwrap_or_default(),
             autoscaler_simulation_flags,
+            controller_manager_flags: Vec::new(),
         }
     }
 }
