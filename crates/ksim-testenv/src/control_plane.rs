@@ -28,6 +28,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// Starts tried when a component finds its port taken (see [`ControlPlaneBuilder::start`]).
 const START_ATTEMPTS: u32 = 3;
 const SCHEDULER: &str = "kube-scheduler";
+const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 /// The CN of the client certificate the apiserver proxies to extension apiservers with.
 const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 /// Where [`Setting::EtcdInMemory`] keeps etcd's data: tmpfs on every Linux this runs on.
@@ -178,6 +179,7 @@ impl ControlPlaneBuilder {
                 client: ready.client,
                 binaries: binaries.clone(),
                 scheduler: ready.scheduler,
+                controller_manager_args: ready.controller_manager_args,
                 ready_timeout: self.ready_timeout,
                 tuning: self.tuning.clone(),
             }),
@@ -202,6 +204,8 @@ pub struct ControlPlane {
     client: Client,
     binaries: ControlPlaneBinaries,
     scheduler: Option<SchedulerLaunch>,
+    /// kube-controller-manager's flags without `--secure-port`, if it runs.
+    controller_manager_args: Option<Vec<String>>,
     ready_timeout: Duration,
     tuning: Tuning,
 }
@@ -301,6 +305,32 @@ impl ControlPlane {
         let launch = self.scheduler.clone().ok_or_else(|| {
             Error::InvalidArgument("this control plane was started without kube-scheduler".into())
         })?;
+        let mut args = launch.args;
+        if let Some(config) = config {
+            args.push(flag("--config", config));
+        }
+        self.restart(SCHEDULER, args).await
+    }
+
+    /// Stops kube-controller-manager and starts it again with the flags it was first started
+    /// with and then `extra_args` (a flag given twice takes the later value), e.g.
+    /// `--horizontal-pod-autoscaler-sync-period=3s`; with none, as it first ran. Waits for its
+    /// `/healthz`. The previous process's log is kept as
+    /// `kube-controller-manager.previous.log`; if the new one does not come up, the error says
+    /// why and none runs.
+    pub async fn restart_controller_manager(&mut self, extra_args: &[String]) -> Result<(), Error> {
+        let mut args = self.controller_manager_args.clone().ok_or_else(|| {
+            Error::InvalidArgument(
+                "this control plane was started without kube-controller-manager".into(),
+            )
+        })?;
+        args.extend(extra_args.iter().cloned());
+        self.restart(CONTROLLER_MANAGER, args).await
+    }
+
+    /// Stops `name`, keeps its log as `<name>.previous.log` and starts it with `args` and a
+    /// free `--secure-port`, waiting for its `/healthz`.
+    async fn restart(&mut self, name: &'static str, args: Vec<String>) -> Result<(), Error> {
         let dir = self
             .dir()
             .ok_or_else(|| Error::InvalidArgument("the control plane is stopped".into()))?
@@ -308,20 +338,16 @@ impl ControlPlane {
         if let Some(index) = self
             .processes
             .iter()
-            .position(|process| process.name() == SCHEDULER)
+            .position(|process| process.name() == name)
         {
             drop(self.processes.remove(index));
         }
-        let log = dir.join(format!("{SCHEDULER}.log"));
-        let previous = dir.join(format!("{SCHEDULER}.previous.log"));
+        let log = dir.join(format!("{name}.log"));
+        let previous = dir.join(format!("{name}.previous.log"));
         std::fs::rename(&log, &previous).map_err(Error::io("cannot rename", &log))?;
-        let mut args = launch.args;
-        if let Some(config) = config {
-            args.push(flag("--config", config));
-        }
         let process = start_healthy(
-            SCHEDULER,
-            &self.binaries.path(SCHEDULER),
+            name,
+            &self.binaries.path(name),
             args,
             &dir,
             &self.ca_cert,
@@ -397,6 +423,7 @@ struct Ready {
     ca_cert: PathBuf,
     client: Client,
     scheduler: Option<SchedulerLaunch>,
+    controller_manager_args: Option<Vec<String>>,
 }
 
 /// State while components come up; owns the processes until the control plane is ready.
@@ -492,6 +519,7 @@ impl Starting<'_> {
             .await?;
         let client = Client::try_from(config)?;
 
+        let mut controller_manager_args = None;
         if self.builder.controller_manager {
             let identity = ca.client_cert(
                 "kube-controller-manager-client",
@@ -499,8 +527,8 @@ impl Starting<'_> {
                 None,
             )?;
             let kubeconfig =
-                self.write_kubeconfig("kube-controller-manager", &apiserver_url, &ca, &identity)?;
-            let mut args = self.component_args("kube-controller-manager", &kubeconfig, &ca)?;
+                self.write_kubeconfig(CONTROLLER_MANAGER, &apiserver_url, &ca, &identity)?;
+            let mut args = self.component_args(CONTROLLER_MANAGER, &kubeconfig, &ca)?;
             args.extend([
                 flag(
                     "--service-account-private-key-file",
@@ -509,15 +537,16 @@ impl Starting<'_> {
                 flag("--root-ca-file", ca.cert_file()),
                 "--use-service-account-credentials=true".to_owned(),
             ]);
-            args.extend(self.builder.tuning.flags("kube-controller-manager"));
+            args.extend(self.builder.tuning.flags(CONTROLLER_MANAGER));
             args.extend(self.builder.controller_manager_args.iter().cloned());
-            self.start_component("kube-controller-manager", args.clone(), &ca)
+            self.start_component(CONTROLLER_MANAGER, args.clone(), &ca)
                 .await?;
+            controller_manager_args = Some(args);
             // Pods are refused until their namespace's default ServiceAccount exists, and the
             // controller manager creates it: wait so tests do not race it.
             let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
             let index = self.processes.len() - 1;
-            self.wait(index, "kube-controller-manager", || async {
+            self.wait(index, CONTROLLER_MANAGER, || async {
                 matches!(accounts.get_opt("default").await, Ok(Some(_)))
             })
             .await?;
@@ -541,6 +570,7 @@ impl Starting<'_> {
             ca_cert: ca.cert_file().to_owned(),
             client,
             scheduler,
+            controller_manager_args,
         })
     }
 

@@ -270,6 +270,102 @@ async fn the_scheduler_judges_a_configuration_and_runs_the_one_it_accepts() {
     assert!(!String::from_utf8_lossy(&args).contains("--config"));
 }
 
+fn command_line(control_plane: &ControlPlane, component: &str) -> (u32, Vec<String>) {
+    let pid = control_plane
+        .pids()
+        .into_iter()
+        .find(|(name, _)| *name == component)
+        .unwrap()
+        .1;
+    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let args = bytes
+        .split(|byte| *byte == 0)
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    (pid, args)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_manager_restarts_with_extra_flags_over_its_own() {
+    const KCM: &str = "kube-controller-manager";
+    const SYNC: &str = "--horizontal-pod-autoscaler-sync-period=3s";
+    let mut control_plane = ControlPlane::start().await.unwrap();
+    let (first_pid, first_args) = command_line(&control_plane, KCM);
+
+    // A value KCM refuses: the error is its own words, and no KCM runs.
+    let error = control_plane
+        .restart_controller_manager(&["--horizontal-pod-autoscaler-sync-period=soon".into()])
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(error, ksim_testenv::Error::Exited { .. }) && text.contains("\"soon\""),
+        "{text}"
+    );
+    assert!(!process_exists(first_pid));
+    assert!(control_plane.pids().iter().all(|(name, _)| *name != KCM));
+
+    control_plane
+        .restart_controller_manager(&[SYNC.to_owned()])
+        .await
+        .unwrap();
+    let (pid, args) = command_line(&control_plane, KCM);
+    assert_ne!(pid, first_pid);
+    assert!(args.iter().any(|arg| arg == SYNC), "{args:?}");
+    // Its launch flags are kept (the secure port aside: each start takes a free one).
+    let launch = |args: &[String]| -> Vec<String> {
+        args.iter()
+            .skip(1)
+            .filter(|arg| !arg.starts_with("--secure-port=") && arg.as_str() != SYNC)
+            .cloned()
+            .collect()
+    };
+    assert_eq!(launch(&args), launch(&first_args));
+    assert!(
+        args.iter()
+            .any(|arg| arg == "--node-monitor-grace-period=200s"),
+        "{args:?}"
+    );
+    assert!(
+        control_plane
+            .dir()
+            .unwrap()
+            .join("kube-controller-manager.previous.log")
+            .is_file()
+    );
+    assert!(control_plane.get(KCM, "/healthz").await.unwrap() == "ok");
+
+    // It still runs the controllers: a Deployment gets its ReplicaSet.
+    let client = control_plane.client();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    deployments
+        .create(&PostParams::default(), &deployment(1))
+        .await
+        .unwrap();
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    wait::until("a ReplicaSet", DEADLINE, || async {
+        let count = replica_sets
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .len();
+        if count == 1 {
+            Ok(())
+        } else {
+            Err(format!("{count} ReplicaSets"))
+        }
+    })
+    .await
+    .unwrap();
+
+    // Extra flags replace the previous restart's rather than add to them.
+    control_plane.restart_controller_manager(&[]).await.unwrap();
+    let (_, args) = command_line(&control_plane, KCM);
+    assert_eq!(launch(&args), launch(&first_args));
+    assert!(args.iter().all(|arg| arg != SYNC), "{args:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_deployment_garbage_collects_its_replicaset_and_pods() {
     let control_plane = ControlPlane::start().await.unwrap();
