@@ -1,8 +1,9 @@
 //! The configuration under test. The environment runs the real kube-scheduler and
 //! cluster-autoscaler; a simulation may ask for them to run differently (a scheduler
-//! configuration file, CA flags in recorded time at the replay's speed). This module checks such
-//! a configuration with the real binaries, restarts what runs differently, and restores what
-//! the environment started with, behind the `ksim.env.v1.Environment` API the driver calls.
+//! configuration file, CA flags in recorded time at the replay's speed, kube-controller-manager's
+//! HPA controller at the replay's speed). This module checks such a configuration with the real
+//! binaries, restarts what runs differently, and restores what the environment started with,
+//! behind the `ksim.env.v1.Environment` API the driver calls.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -19,7 +20,7 @@ use ksim_experiment::{
         recorded::{self, NotApplied},
         run_flags, unremovable,
     },
-    scheduler,
+    go_duration, scheduler,
 };
 use ksim_proto::ksim::env::v1::{
     self as pb,
@@ -83,6 +84,89 @@ impl AutoscalerRun {
     }
 }
 
+/// kube-controller-manager's HPA controller flags that measure time in the simulated cluster,
+/// each with KCM's default (recorded time) and the shortest it runs with at any speed. The sync
+/// period stops at 1 s: shorter, the controller would re-read every HPA's metrics many times
+/// between two of the metrics API's samples, for nothing. The others stop at 1 ms so that a
+/// wait stays a wait. `--horizontal-pod-autoscaler-tolerance` is a ratio, not divided.
+const HPA_DURATIONS: [(&str, Duration, Duration); 4] = [
+    (
+        "horizontal-pod-autoscaler-sync-period",
+        Duration::from_secs(15),
+        Duration::from_secs(1),
+    ),
+    (
+        "horizontal-pod-autoscaler-downscale-stabilization",
+        Duration::from_secs(5 * 60),
+        Duration::from_millis(1),
+    ),
+    (
+        "horizontal-pod-autoscaler-initial-readiness-delay",
+        Duration::from_secs(30),
+        Duration::from_millis(1),
+    ),
+    (
+        "horizontal-pod-autoscaler-cpu-initialization-period",
+        Duration::from_secs(5 * 60),
+        Duration::from_millis(1),
+    ),
+];
+
+/// One of [`HPA_DURATIONS`] at a speed.
+#[derive(Debug, Clone, PartialEq)]
+struct HpaFlag {
+    name: &'static str,
+    /// KCM's default, in recorded time.
+    given: Duration,
+    as_run: Duration,
+}
+
+impl HpaFlag {
+    fn arg(&self) -> String {
+        format!("--{}={}", self.name, go_duration::format(self.as_run))
+    }
+}
+
+/// The HPA controller's duration flags at `speed`: KCM's defaults divided by it, each no
+/// shorter than its floor. Durations are formatted as CA's divided flags are, to the
+/// millisecond, so the divided value is computed to the millisecond too.
+fn hpa_flags(speed: f64) -> Vec<HpaFlag> {
+    HPA_DURATIONS
+        .iter()
+        .map(|&(name, given, floor)| {
+            // Below 1x a duration grows: it stops at Go's longest, which KCM still takes.
+            let scaled = Duration::try_from_secs_f64(given.as_secs_f64() / speed)
+                .map_or(go_duration::MAX, |scaled| scaled.min(go_duration::MAX));
+            let millis =
+                Duration::from_millis(u64::try_from(scaled.as_millis()).unwrap_or(u64::MAX));
+            HpaFlag {
+                name,
+                given,
+                as_run: millis.max(floor),
+            }
+        })
+        .collect()
+}
+
+/// How kube-controller-manager runs besides the flags the control plane started it with.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct ControllerManagerRun {
+    /// The HPA controller's duration flags; empty: KCM's own defaults.
+    hpa: Vec<HpaFlag>,
+}
+
+impl ControllerManagerRun {
+    /// The flags KCM is started with: those that differ from its defaults (none at 1x, so a
+    /// run at 1x restarts nothing).
+    fn args(&self) -> Vec<String> {
+        self.hpa
+            .iter()
+            .filter(|flag| flag.as_run != flag.given)
+            .map(HpaFlag::arg)
+            .collect()
+    }
+}
+
 /// A cloud provider configuration file the provider runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderFile {
@@ -125,6 +209,10 @@ struct Setup {
     scheduler: Option<SchedulerRun>,
     autoscaler: Option<AutoscalerRun>,
     provider: Option<ProviderFile>,
+    controller_manager: ControllerManagerRun,
+    /// The run's HPAs decide replica counts: only then are KCM's HPA flags listed (a run
+    /// without them leaves KCM as it runs, which is nothing to the run).
+    workload_autoscaling: bool,
 }
 
 impl Setup {
@@ -172,7 +260,19 @@ impl Setup {
                 })
                 .unwrap_or_default(),
             autoscaler_simulation_flags,
-            controller_manager_flags: Vec::new(),
+            controller_manager_flags: if self.workload_autoscaling {
+                self.controller_manager
+                    .hpa
+                    .iter()
+                    .map(|flag| pb::ControllerManagerFlag {
+                        name: flag.name.to_owned(),
+                        given: go_duration::format(flag.given),
+                        as_run: go_duration::format(flag.as_run),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 }
@@ -330,10 +430,37 @@ impl Components {
             Some(given) if !given.yaml.trim().is_empty() => Some(self.check_provider(given).await?),
             _ => self.defaults.provider.clone(),
         };
+        let controller_manager = if run.workload_autoscaling {
+            self.check_controller_manager(run.speed)?
+        } else {
+            self.running.controller_manager.clone()
+        };
         Ok(Setup {
             scheduler,
             autoscaler,
             provider,
+            controller_manager,
+            workload_autoscaling: run.workload_autoscaling,
+        })
+    }
+
+    /// KCM with the HPA controller's durations divided by `speed`, on a control plane that is
+    /// ksim's to restart.
+    fn check_controller_manager(&self, speed: f64) -> Result<ControllerManagerRun, Status> {
+        if self
+            .cluster
+            .as_ref()
+            .and_then(Cluster::control_plane)
+            .is_none()
+        {
+            return Err(Status::failed_precondition(
+                "workload_autoscaling: the kube-controller-manager of an existing cluster is not \
+                 ksim's to restart, and its HPA controller would run in recorded time; workload \
+                 autoscaling needs the embedded control plane (`ksim up` without --kubeconfig)",
+            ));
+        }
+        Ok(ControllerManagerRun {
+            hpa: hpa_flags(speed),
         })
     }
 
@@ -539,6 +666,28 @@ impl Components {
             tracing::info!(config = ?config, "kube-scheduler restarted");
             self.running.scheduler = wanted.scheduler;
         }
+        if wanted.controller_manager.args() != self.running.controller_manager.args() {
+            let control_plane = self
+                .cluster
+                .as_mut()
+                .and_then(Cluster::control_plane_mut)
+                .ok_or_else(|| Status::failed_precondition("no local control plane"))?;
+            let args = wanted.controller_manager.args();
+            if let Err(error) = control_plane.restart_controller_manager(&args).await {
+                let restored = control_plane.restart_controller_manager(&[]).await;
+                self.running.controller_manager = ControllerManagerRun::default();
+                self.running.workload_autoscaling = false;
+                return Err(Status::internal(format!(
+                    "restarting kube-controller-manager: {error}{}",
+                    restored.err().map_or_else(String::new, |again| format!(
+                        "; starting it with its own flags failed too: {again}"
+                    ))
+                )));
+            }
+            tracing::info!(?args, "kube-controller-manager restarted");
+        }
+        self.running.controller_manager = wanted.controller_manager;
+        self.running.workload_autoscaling = wanted.workload_autoscaling;
         if wanted.provider != self.running.provider {
             let mut args = self.provider_args.clone();
             if let Some(file) = &wanted.provider {
@@ -934,6 +1083,132 @@ mod tests {
         for speed in [MIN_SPEED, 2.5, MAX_SPEED] {
             assert_eq!(run_of(run(speed)).unwrap().speed, speed);
         }
+    }
+
+    #[test]
+    fn the_hpa_controllers_durations_are_its_defaults_divided_by_the_speed() {
+        let as_run = |speed| -> Vec<(String, String)> {
+            hpa_flags(speed)
+                .iter()
+                .map(|flag| (flag.name.to_owned(), go_duration::format(flag.as_run)))
+                .collect()
+        };
+        let named = |values: [&str; 4]| -> Vec<(String, String)> {
+            HPA_DURATIONS
+                .iter()
+                .zip(values)
+                .map(|((name, _, _), value)| ((*name).to_owned(), value.to_owned()))
+                .collect()
+        };
+        assert_eq!(as_run(10.0), named(["1.5s", "30s", "3s", "30s"]));
+        // The sync period stops at its 1 s floor; the others go on down.
+        assert_eq!(as_run(1000.0), named(["1s", "300ms", "30ms", "300ms"]));
+        assert_eq!(as_run(0.5), named(["30s", "10m", "1m", "10m"]));
+        // To the millisecond, as printed: 15 s / 7 is 2.142857 s.
+        assert_eq!(as_run(7.0)[0].1, "2.142s");
+
+        // At 1x KCM runs its own defaults: nothing to pass, nothing to restart for.
+        let at = |speed| ControllerManagerRun {
+            hpa: hpa_flags(speed),
+        };
+        assert_eq!(at(1.0).args(), Vec::<String>::new());
+        assert_eq!(
+            at(10.0).args(),
+            [
+                "--horizontal-pod-autoscaler-sync-period=1.5s",
+                "--horizontal-pod-autoscaler-downscale-stabilization=30s",
+                "--horizontal-pod-autoscaler-initial-readiness-delay=3s",
+                "--horizontal-pod-autoscaler-cpu-initialization-period=30s",
+            ]
+        );
+    }
+
+    #[test]
+    fn controller_manager_flags_are_listed_only_when_the_run_asks_for_workload_autoscaling() {
+        let mut setup = Setup {
+            controller_manager: ControllerManagerRun {
+                hpa: hpa_flags(10.0),
+            },
+            ..Setup::default()
+        };
+        let none = BTreeMap::new();
+        assert!(setup.to_proto(&none).controller_manager_flags.is_empty());
+        setup.workload_autoscaling = true;
+        let listed = setup.to_proto(&none).controller_manager_flags;
+        let rows: Vec<(&str, &str, &str)> = listed
+            .iter()
+            .map(|flag| {
+                (
+                    flag.name.as_str(),
+                    flag.given.as_str(),
+                    flag.as_run.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("horizontal-pod-autoscaler-sync-period", "15s", "1.5s"),
+                (
+                    "horizontal-pod-autoscaler-downscale-stabilization",
+                    "5m",
+                    "30s"
+                ),
+                (
+                    "horizontal-pod-autoscaler-initial-readiness-delay",
+                    "30s",
+                    "3s"
+                ),
+                (
+                    "horizontal-pod-autoscaler-cpu-initialization-period",
+                    "5m",
+                    "30s"
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn workload_autoscaling_needs_the_embedded_plane_and_a_run_without_it_keeps_kcm() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut components = Components::new(
+            Cluster::Existing {
+                kubeconfig: dir.path().join("kubeconfig"),
+            },
+            "127.0.0.1:1".to_owned(),
+            dir.path().join("config"),
+        );
+        let run = |workload_autoscaling| pb::Run {
+            speed: 10.0,
+            workload_autoscaling,
+            ..Default::default()
+        };
+        let status = components.check(&run(true)).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        assert!(
+            status.message().starts_with("workload_autoscaling: ")
+                && status
+                    .message()
+                    .contains("existing cluster is not ksim's to restart"),
+            "{status:?}"
+        );
+        // Whatever KCM runs, a run without workload autoscaling wants it so, and lists nothing.
+        components.running.controller_manager = ControllerManagerRun {
+            hpa: hpa_flags(4.0),
+        };
+        components.running.workload_autoscaling = true;
+        let wanted = components.check(&run(false)).await.unwrap();
+        assert_eq!(
+            wanted.controller_manager,
+            components.running.controller_manager
+        );
+        assert!(!wanted.workload_autoscaling);
+        assert!(
+            components
+                .describe(&wanted)
+                .controller_manager_flags
+                .is_empty()
+        );
     }
 
     #[test]
