@@ -61,11 +61,11 @@ pub use input::{
     RecordedState, ReplicaPoint, Sample, ScaleEvent, Usage,
 };
 pub use model::{
-    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
-    MAX_REPLICA_CHANGES, NodeChangeCause, PendingPodSeconds, Percentiles, ProviderConfiguration,
-    ProvisioningUsed, ReplicaChange, Report, ReportedError, ReportedNodeChange, ReportedOutage,
-    SchedulerConfiguration, SeriesFidelity, UsageReplayed, WaitReason, WorkloadReplicas,
-    WorkloadScaling,
+    AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, Fidelity, FidelityBucket,
+    GroupCost, MAX_REPLICA_CHANGES, NodeChangeCause, PendingPodSeconds, Percentiles,
+    ProviderConfiguration, ProvisioningUsed, ReplicaChange, Report, ReportedError,
+    ReportedNodeChange, ReportedOutage, SchedulerConfiguration, SeriesFidelity, UsageReplayed,
+    WaitReason, WorkloadReplicas, WorkloadScaling,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

@@ -281,6 +281,18 @@ pub struct Configuration {
     /// The flags ksim ran CA with differently from production, each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub autoscaler_simulation_flags: Vec<AutoscalerSimulationFlag>,
+    /// kube-controller-manager's HPA controller flags as given (recorded time) and as run;
+    /// empty unless the run's HPAs decided replica counts, and in reports from before them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub controller_manager_flags: Vec<ControllerManagerFlag>,
+}
+
+/// A kube-controller-manager flag as given (its default, in recorded time) and as run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerManagerFlag {
+    pub name: String,
+    pub given: String,
+    pub as_run: String,
 }
 
 /// A recorded CA flag a run did not apply.

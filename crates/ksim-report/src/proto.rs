@@ -229,7 +229,15 @@ impl Configuration {
                     reason: f.reason.clone(),
                 })
                 .collect(),
-            controller_manager_flags: Vec::new(),
+            controller_manager_flags: self
+                .controller_manager_flags
+                .iter()
+                .map(|f| env::ControllerManagerFlag {
+                    name: f.name.clone(),
+                    given: f.given.clone(),
+                    as_run: f.as_run.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -277,6 +285,15 @@ impl Configuration {
                     name: f.name.clone(),
                     value: f.value.clone(),
                     reason: f.reason.clone(),
+                })
+                .collect(),
+            controller_manager_flags: applied
+                .controller_manager_flags
+                .iter()
+                .map(|f| crate::ControllerManagerFlag {
+                    name: f.name.clone(),
+                    given: f.given.clone(),
+                    as_run: f.as_run.clone(),
                 })
                 .collect(),
         }
@@ -909,6 +926,45 @@ mod tests {
         let json = serde_json::to_string(&report).unwrap();
         let read: Report = serde_json::from_str(&json).unwrap();
         assert_eq!(read.warnings, report.warnings);
+    }
+
+    #[test]
+    fn controller_manager_flags_round_trip_and_none_are_absent_from_the_json() {
+        let mut report = fixtures::report();
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(
+            json["configuration"]
+                .get("controller_manager_flags")
+                .is_none(),
+            "{json}"
+        );
+        // A report from before them reads.
+        let read: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(read, report);
+        let flag = crate::ControllerManagerFlag {
+            name: "horizontal-pod-autoscaler-sync-period".into(),
+            given: "15s".into(),
+            as_run: "1.5s".into(),
+        };
+        report
+            .configuration
+            .as_mut()
+            .unwrap()
+            .controller_manager_flags = vec![flag.clone()];
+        let proto = report.to_proto();
+        let listed = &proto
+            .configuration
+            .as_ref()
+            .unwrap()
+            .controller_manager_flags;
+        assert_eq!(
+            (listed[0].name.as_str(), listed[0].as_run.as_str()),
+            ("horizontal-pod-autoscaler-sync-period", "1.5s")
+        );
+        assert_eq!(Report::from_proto(&proto), report);
+        let json = serde_json::to_string(&report).unwrap();
+        let read: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.configuration.unwrap().controller_manager_flags, [flag]);
     }
 
     #[test]

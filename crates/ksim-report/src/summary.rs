@@ -547,6 +547,16 @@ pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<Str
     if let Some(provider) = &configuration.provider {
         lines.push(format!("provider config:   {}", provider.source));
     }
+    // The HPA controller runs whether or not CA does; one flag a line, their names are long.
+    for (index, flag) in configuration.controller_manager_flags.iter().enumerate() {
+        let label = if index == 0 { "HPA controller:" } else { "" };
+        let value = if flag.given == flag.as_run {
+            flag.given.clone()
+        } else {
+            format!("{} (runs {})", flag.given, flag.as_run)
+        };
+        lines.push(format!("{label:19}{}={value}", flag.name));
+    }
     if !configuration.autoscaler {
         return lines;
     }
@@ -1103,13 +1113,26 @@ mod tests {
                 value: "false".into(),
                 reason: "one CA runs".into(),
             }],
-            controller_manager_flags: Vec::new(),
+            controller_manager_flags: vec![
+                env::ControllerManagerFlag {
+                    name: "horizontal-pod-autoscaler-sync-period".into(),
+                    given: "15s".into(),
+                    as_run: "1.5s".into(),
+                },
+                env::ControllerManagerFlag {
+                    name: "horizontal-pod-autoscaler-downscale-stabilization".into(),
+                    given: "5m".into(),
+                    as_run: "30s".into(),
+                },
+            ],
         };
         assert_eq!(
             configuration_lines(&configuration),
             [
                 "scheduler:         packed.yaml",
                 "provider config:   prices.yaml",
+                "HPA controller:    horizontal-pod-autoscaler-sync-period=15s (runs 1.5s)",
+                "                   horizontal-pod-autoscaler-downscale-stabilization=5m (runs 30s)",
                 "autoscaler flags:  run: scale-down-unneeded-time=2m (runs 12s), expander=price",
                 "                   recording: scan-interval=30s (runs 3s, CA's floor)",
                 "                   environment: v=4",
@@ -1146,6 +1169,23 @@ mod tests {
         assert_eq!(
             configuration_lines(&defaults),
             ["scheduler:         its defaults"]
+        );
+        // Workload autoscaling without CA, at 1x: the HPA flags all the same.
+        let hpa_only = env::AppliedConfiguration {
+            autoscaler: false,
+            controller_manager_flags: vec![env::ControllerManagerFlag {
+                name: "horizontal-pod-autoscaler-sync-period".into(),
+                given: "15s".into(),
+                as_run: "15s".into(),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            configuration_lines(&hpa_only),
+            [
+                "scheduler:         its defaults",
+                "HPA controller:    horizontal-pod-autoscaler-sync-period=15s",
+            ]
         );
     }
     #[test]
