@@ -366,6 +366,11 @@ fn autoscaler_command_line(parent: u32) -> Option<String> {
 /// The pid and arguments of the cluster-autoscaler `ksim up` (pid `parent`) runs now, if one
 /// runs (a dead one, a zombie until reaped, has no command line).
 fn autoscaler_process(parent: u32) -> Option<(u32, Vec<String>)> {
+    child_process(parent, "cluster-autoscaler")
+}
+
+/// The pid and arguments of the child of `parent` that runs `binary`, if one runs.
+fn child_process(parent: u32, binary: &str) -> Option<(u32, Vec<String>)> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -387,10 +392,7 @@ fn autoscaler_process(parent: u32) -> Option<(u32, Vec<String>)> {
             .split(|b| *b == 0)
             .map(|arg| String::from_utf8_lossy(arg).into_owned())
             .collect();
-        if args
-            .first()
-            .is_some_and(|binary| binary.ends_with("cluster-autoscaler"))
-        {
+        if args.first().is_some_and(|path| path.ends_with(binary)) {
             return Some((pid, args));
         }
     }
@@ -430,6 +432,83 @@ fn env_run(speed: f64, autoscaler_args: &[&str]) -> Option<env::Run> {
         autoscaler: true,
         workload_autoscaling: false,
     })
+}
+
+/// With workload autoscaling at 10x the environment restarts kube-controller-manager with the HPA
+/// controller's durations divided and lists them; a run without it leaves KCM be, and
+/// RestoreDefaults starts it with none.
+#[tokio::test(flavor = "multi_thread")]
+async fn workload_autoscaling_runs_the_hpa_controller_at_the_replays_speed() {
+    const KCM: &str = "kube-controller-manager";
+    const SYNC: &str = "--horizontal-pod-autoscaler-sync-period=";
+    let up = tokio::task::spawn_blocking(|| Up::start(&[]))
+        .await
+        .unwrap();
+    let (first, args) = child_process(up.pid(), KCM).unwrap();
+    assert!(args.iter().all(|arg| !arg.starts_with(SYNC)), "{args:?}");
+    let mut environment = EnvironmentClient::connect(up.urls.environment.clone())
+        .await
+        .unwrap();
+    let run = |workload_autoscaling| {
+        Some(env::Run {
+            speed: 10.0,
+            workload_autoscaling,
+            ..Default::default()
+        })
+    };
+
+    let applied = environment
+        .apply_configuration(env::ApplyConfigurationRequest { run: run(true) })
+        .await
+        .unwrap()
+        .into_inner()
+        .configuration
+        .unwrap();
+    let sync = applied
+        .controller_manager_flags
+        .iter()
+        .find(|flag| flag.name == "horizontal-pod-autoscaler-sync-period")
+        .unwrap();
+    assert_eq!((sync.given.as_str(), sync.as_run.as_str()), ("15s", "1.5s"));
+    assert_eq!(applied.controller_manager_flags.len(), 4);
+    let (divided, args) = child_process(up.pid(), KCM).unwrap();
+    assert_ne!(divided, first);
+    assert!(
+        args.iter().any(|arg| *arg == format!("{SYNC}1.5s")),
+        "{args:?}"
+    );
+    assert!(
+        args.iter()
+            .any(|arg| arg == "--horizontal-pod-autoscaler-downscale-stabilization=30s"),
+        "{args:?}"
+    );
+
+    // A run without it: KCM runs on as it is, and nothing is listed.
+    let applied = environment
+        .apply_configuration(env::ApplyConfigurationRequest { run: run(false) })
+        .await
+        .unwrap()
+        .into_inner()
+        .configuration
+        .unwrap();
+    assert!(applied.controller_manager_flags.is_empty());
+    assert_eq!(child_process(up.pid(), KCM).unwrap().0, divided);
+
+    let restored = environment
+        .restore_defaults(env::RestoreDefaultsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .configuration
+        .unwrap();
+    assert!(restored.controller_manager_flags.is_empty());
+    let (last, args) = child_process(up.pid(), KCM).unwrap();
+    assert_ne!(last, divided);
+    assert!(
+        args.iter()
+            .all(|arg| !arg.starts_with("--horizontal-pod-autoscaler-")),
+        "{args:?}"
+    );
 }
 
 /// The environment API refuses an absurd speed and a flag that would make CA write a file, in
