@@ -20,6 +20,7 @@ use crate::{
         root::{self, FoundRoot},
     },
     domain::{
+        autoscaled::{self, ReplicaSource},
         report,
         spec::{SimulationSpec, SpecError},
     },
@@ -112,7 +113,9 @@ impl Driver {
         if self.ctx.mesh.has_environment() {
             self.ctx
                 .mesh
-                .check_configuration(spec.environment_run())
+                .check_configuration(spec.environment_run(
+                    autoscaled::resolve(spec.replicas, &trace).source == ReplicaSource::Hpa,
+                ))
                 .await
                 .map_err(|error| match error {
                     MeshError::Call { status, .. } => DriverError::Configuration {

@@ -233,14 +233,14 @@ impl SimulationSpec {
         })
     }
 
-    /// What the environment is asked to run the simulation with.
-    pub fn environment_run(&self) -> env::Run {
+    /// What the environment is asked to run the simulation with; `workload_autoscaling`: the
+    /// run's HPAs decide replica counts (`domain::autoscaled` resolves it with the trace).
+    pub fn environment_run(&self, workload_autoscaling: bool) -> env::Run {
         env::Run {
             configuration: self.configuration.clone(),
             speed: self.speed,
             autoscaler: self.enable_autoscaler,
-            // The driver's own option for it is not wired yet: HPAs do not decide.
-            workload_autoscaling: false,
+            workload_autoscaling,
         }
     }
 }

@@ -8,6 +8,7 @@ use ksim_trace::{Trace, time::now_ms};
 
 use super::{cleanup::Created, context::RunContext, prepare::PrepareError};
 use crate::domain::{
+    autoscaled::{self, ReplicaSource},
     provisioning::{Chosen, learn},
     spec::SimulationSpec,
 };
@@ -36,7 +37,9 @@ pub async fn configure(
         created.configured = true;
         let applied = ctx
             .mesh
-            .apply_configuration(spec.environment_run())
+            .apply_configuration(spec.environment_run(
+                autoscaled::resolve(spec.replicas, trace).source == ReplicaSource::Hpa,
+            ))
             .await
             .map_err(PrepareError::Configuration)?;
         Some(ksim_report::Configuration::from_proto(&applied))

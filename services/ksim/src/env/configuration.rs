@@ -447,6 +447,13 @@ impl Components {
     /// KCM with the HPA controller's durations divided by `speed`, on a control plane that is
     /// ksim's to restart.
     fn check_controller_manager(&self, speed: f64) -> Result<ControllerManagerRun, Status> {
+        let wanted = ControllerManagerRun {
+            hpa: hpa_flags(speed),
+        };
+        // At 1x an existing cluster's HPA controller already runs in recorded time.
+        if wanted.args().is_empty() {
+            return Ok(wanted);
+        }
         if self
             .cluster
             .as_ref()
@@ -456,12 +463,11 @@ impl Components {
             return Err(Status::failed_precondition(
                 "workload_autoscaling: the kube-controller-manager of an existing cluster is not \
                  ksim's to restart, and its HPA controller would run in recorded time; workload \
-                 autoscaling needs the embedded control plane (`ksim up` without --kubeconfig)",
+                 autoscaling at a speed other than 1 needs the embedded control plane (`ksim up` \
+                 without --kubeconfig), or `--replicas recorded`",
             ));
         }
-        Ok(ControllerManagerRun {
-            hpa: hpa_flags(speed),
-        })
+        Ok(wanted)
     }
 
     /// The provider configuration written where the provider reads it, and judged by the
@@ -1192,6 +1198,16 @@ mod tests {
                     .contains("existing cluster is not ksim's to restart"),
             "{status:?}"
         );
+        // At 1x its HPA controller already runs in recorded time: nothing to restart.
+        let at_one = components
+            .check(&pb::Run {
+                speed: 1.0,
+                workload_autoscaling: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(at_one.controller_manager.args().is_empty());
         // Whatever KCM runs, a run without workload autoscaling wants it so, and lists nothing.
         components.running.controller_manager = ControllerManagerRun {
             hpa: hpa_flags(4.0),

@@ -219,6 +219,27 @@ async fn the_simulated_hpa_decides_replicas_from_the_replayed_usage() {
         assert_eq!(scaling.reason, "default: the trace holds usage and HPAs");
         assert_eq!((scaling.hpas, scaling.scaled_workloads), (1, 1));
         assert_eq!(scaling.not_replayed, 0, "the re-apply changed no count");
+        // Replicas over time: recorded 4 throughout; simulated, the HPA's count at the end,
+        // reached by its own scale events (none where it kept the recorded count).
+        let [web] = scaling.workloads.as_slice() else {
+            panic!("one scaled workload: {scaling:?}")
+        };
+        assert_eq!(web.name, "Deployment/shop/web");
+        assert!(web.recorded.iter().all(|count| *count == 4), "{web:?}");
+        let last = web.simulated.iter().rev().find(|count| **count > 0);
+        assert!(
+            last.is_some_and(|count| (*count as i32 - expected).abs() <= TOLERANCE),
+            "{web:?}"
+        );
+        if expected == 4 {
+            assert!(web.scale_events.is_empty(), "{web:?}");
+        } else {
+            let final_count = web.scale_events.last().map(|event| event.to as i32);
+            assert!(
+                final_count.is_some_and(|to| (to - expected).abs() <= TOLERANCE),
+                "{web:?}"
+            );
+        }
         mesh.assert_nothing_left(&simulation.id, &[prefix]).await;
     }
     // The directions: a lower target runs more replicas, a higher one fewer.
