@@ -5,6 +5,7 @@ pub mod cidr;
 pub mod groups;
 pub mod heartbeat;
 pub mod kubelet_endpoint;
+pub mod limits;
 pub mod metrics_api;
 pub mod pod;
 pub mod pod_start;
