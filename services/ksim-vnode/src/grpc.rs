@@ -200,10 +200,30 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
                     .collect(),
             })
             .collect();
-        let applied = self.pool.set_pod_usage(pods, Timestamp::now())?;
+        let applied = self.pool.set_pod_usage(pods, Timestamp::now()).await?;
         Ok(Response::new(pb::SetPodUsageResponse {
             applied: applied.applied,
             not_running: applied.not_running,
+            oom_kills: applied
+                .oom_kills
+                .into_iter()
+                .map(|kill| pb::OomKill {
+                    namespace: kill.namespace,
+                    name: kill.name,
+                    container: kill.container,
+                    restarted: kill.restarted,
+                })
+                .collect(),
+            throttled: applied
+                .throttled
+                .into_iter()
+                .map(|throttling| pb::Throttling {
+                    namespace: throttling.namespace,
+                    name: throttling.name,
+                    container: throttling.container,
+                    cpu_seconds: throttling.cpu_seconds,
+                })
+                .collect(),
         }))
     }
 }

@@ -21,6 +21,7 @@ use crate::domain::{
         BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, OWNER_POOL, OWNER_SEATS, POOL_LABEL,
         TERMINATING_UNTIL_ANNOTATION,
     },
+    limits::{self, PodLimits},
     node::{NodeIdentity, Phase},
     pod::PodPhase,
     provisioning::{
@@ -157,6 +158,8 @@ struct PodEntry {
     phase: PodPhase,
     /// What the pod uses, once someone set it.
     usage: Option<PodMeter>,
+    /// What enforcing its limits needs; most pods have none to keep.
+    limits: Option<Box<PodLimits>>,
 }
 
 /// Pod counts by phase.
@@ -657,14 +660,16 @@ impl PoolIndex {
                 ip,
                 phase: PodPhase::Pending,
                 usage: None,
+                limits: None,
             },
         );
         self.release_pod_ip(previous);
         Ok(ip.unwrap_or(node_ip))
     }
 
-    /// Records a pod seen on one of our nodes; an IP it already has is claimed (adoption
-    /// after a restart), so it is not handed to another pod.
+    /// Records a pod seen on one of our nodes with its limits (which a resize may change);
+    /// an IP it already has is claimed (adoption after a restart), so it is not handed to
+    /// another pod.
     pub fn observe_pod(
         &mut self,
         key: &str,
@@ -672,6 +677,7 @@ impl PoolIndex {
         node: &str,
         ip: Option<Ipv4Addr>,
         phase: PodPhase,
+        limits: Option<Box<PodLimits>>,
     ) {
         let Some(entry) = self.nodes.get_mut(node) else {
             return;
@@ -680,6 +686,7 @@ impl PoolIndex {
             && pod.uid == uid
         {
             pod.phase = phase;
+            pod.limits = limits;
             return;
         }
         let claimed = ip.filter(|ip| entry.ipam.contains(*ip) && entry.ipam.claim(*ip).is_ok());
@@ -691,6 +698,7 @@ impl PoolIndex {
                 ip: claimed,
                 phase,
                 usage: None,
+                limits,
             },
         );
         self.release_pod_ip(previous);
@@ -731,28 +739,41 @@ impl PoolIndex {
 
     // ---- usage ----
 
-    /// Sets what a pod uses from `now` on. Only a running pod of this pool takes usage:
-    /// `Ok(false)` says there is none by that key, and nothing was set. Bad figures are refused
-    /// whether or not the pod is ours.
+    /// Sets what a pod uses from `now` on, as its limits let it (`domain::limits`): CPU above a
+    /// limit is capped and counted as throttled, memory above one kills the container, whose
+    /// usage starts over from nothing. Only a running pod of this pool takes usage: `Ok(None)`
+    /// says there is none by that key, and nothing was set. Bad figures are refused whether or
+    /// not the pod is ours.
     pub fn set_pod_usage(
         &mut self,
         key: &str,
         containers: Vec<ContainerUsage>,
         now: Timestamp,
-    ) -> Result<bool, UsageError> {
+    ) -> Result<Option<LimitEvents>, UsageError> {
         usage::validate(&containers)?;
         let Some(pod) = self
             .pods
             .get_mut(key)
             .filter(|pod| pod.phase == PodPhase::Running)
         else {
-            return Ok(false);
+            return Ok(None);
         };
-        match &mut pod.usage {
-            Some(meter) => meter.set(containers, now)?,
-            None => pod.usage = Some(PodMeter::new(containers, now)?),
+        let limits = pod.limits.as_deref();
+        let enforced = limits::enforce(containers, limits.map_or(&[], |l| &l.containers));
+        let meter = match pod.usage.take() {
+            Some(meter) => meter,
+            None => PodMeter::new(enforced.usage.clone(), now)?,
+        };
+        let meter = pod.usage.insert(meter);
+        let throttled = meter.set_throttled(enforced.usage, &enforced.throttled, now)?;
+        for container in &enforced.oom_killed {
+            meter.restart(container, now);
         }
-        Ok(true)
+        Ok(Some(LimitEvents {
+            oom_killed: enforced.oom_killed,
+            restarts: limits.is_none_or(|l| l.restart_policy.restarts_after_oom()),
+            throttled,
+        }))
     }
 
     /// Whether a pod of this pool is running by that key.
@@ -793,6 +814,17 @@ impl PoolIndex {
             node.ipam.release(ip);
         }
     }
+}
+
+/// What a pod's limits made of the usage set for it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LimitEvents {
+    /// Containers killed for memory above their limit.
+    pub oom_killed: Vec<String>,
+    /// Whether killed containers start again (the pod's restart policy says so).
+    pub restarts: bool,
+    /// Throttled CPU-seconds each container accrued since the pod's previous set.
+    pub throttled: Vec<(String, f64)>,
 }
 
 /// A metered pod as the readers of usage see it.
@@ -1176,12 +1208,15 @@ status:
         };
         index.assign_pod_ip("ns/a", "uid-a", "g-0", false).unwrap();
         // Pending: no kubelet measures a pod that has not started.
-        assert_eq!(index.set_pod_usage("ns/a", app(), secs(1)), Ok(false));
-        index.observe_pod("ns/a", "uid-a", "g-0", None, PodPhase::Running);
-        assert_eq!(index.set_pod_usage("ns/a", app(), secs(2)), Ok(true));
+        assert_eq!(index.set_pod_usage("ns/a", app(), secs(1)), Ok(None));
+        index.observe_pod("ns/a", "uid-a", "g-0", None, PodPhase::Running, None);
+        assert!(matches!(
+            index.set_pod_usage("ns/a", app(), secs(2)),
+            Ok(Some(_))
+        ));
         assert_eq!(
             index.set_pod_usage("ns/elsewhere", app(), secs(2)),
-            Ok(false)
+            Ok(None)
         );
         // Bad figures are refused even for a pod the pool does not run.
         assert!(
@@ -1199,6 +1234,63 @@ status:
     }
 
     #[test]
+    fn a_pods_limits_cap_its_cpu_and_kill_it_for_memory() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(pool_group("g", 1));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        let limits = PodLimits {
+            containers: vec![limits::ContainerLimits {
+                name: "app".to_owned(),
+                cpu_nanocores: Some(200_000_000),
+                memory_bytes: Some(64 << 20),
+            }],
+            ..PodLimits::default()
+        };
+        index.observe_pod(
+            "ns/a",
+            "uid-a",
+            "g-0",
+            None,
+            PodPhase::Running,
+            Some(Box::new(limits)),
+        );
+        let app = |millicores: u64, mebibytes: u64| {
+            vec![ContainerUsage {
+                name: "app".to_owned(),
+                cpu_nanocores: millicores * 1_000_000,
+                memory_bytes: mebibytes << 20,
+            }]
+        };
+        let events = index.set_pod_usage("ns/a", app(500, 32), secs(0)).unwrap();
+        assert_eq!(
+            events,
+            Some(LimitEvents {
+                restarts: true,
+                ..LimitEvents::default()
+            })
+        );
+        let reading = |index: &PoolIndex| index.pod_usage().next().unwrap().meter.read(secs(10));
+        assert_eq!(
+            reading(&index)[0].cpu_nanocores,
+            200_000_000,
+            "capped at the limit"
+        );
+        assert!((reading(&index)[0].cpu_seconds_total - 2.0).abs() < 1e-9);
+        // 10 s wanting 300m above the limit; then 128 MiB over a 64 MiB limit kills the app.
+        let events = index
+            .set_pod_usage("ns/a", app(100, 128), secs(10))
+            .unwrap()
+            .unwrap();
+        assert_eq!(events.oom_killed, ["app"]);
+        assert_eq!(events.throttled.len(), 1);
+        assert!((events.throttled[0].1 - 3.0).abs() < 1e-9);
+        let restarted = &reading(&index)[0];
+        assert_eq!((restarted.cpu_nanocores, restarted.memory_bytes), (0, 0));
+        assert_eq!(restarted.started, secs(10));
+    }
+
+    #[test]
     fn adopted_pods_keep_their_ips() {
         let mut index = index("10.0.0.0/16");
         index.upsert_group(pool_group("g", 1));
@@ -1212,6 +1304,7 @@ status:
             "g-0",
             Some(existing),
             PodPhase::Running,
+            None,
         );
         for n in 0..10 {
             let ip = index

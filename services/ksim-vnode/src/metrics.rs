@@ -33,6 +33,8 @@ pub struct Metrics {
     pub kubelet_listeners: Gauge,
     /// Scrapes of the nodes' kubelet resource endpoints answered.
     pub kubelet_scrapes: Counter,
+    /// Containers killed for memory above their limit (`domain::limits`).
+    pub oom_kills: Counter,
     renewal_rate: Mutex<RenewalRate>,
 }
 
@@ -51,6 +53,7 @@ impl Default for Metrics {
             image_pulls: Counter::default(),
             kubelet_listeners: Gauge::default(),
             kubelet_scrapes: Counter::default(),
+            oom_kills: Counter::default(),
             renewal_rate: Mutex::new(RenewalRate::new(Duration::from_secs(30))),
         }
     }
@@ -113,6 +116,11 @@ impl Metrics {
             "kubelet_scrapes",
             "Scrapes of the nodes' kubelet resource endpoints answered",
             self.kubelet_scrapes.clone(),
+        );
+        registry.register(
+            "oom_kills",
+            "Containers killed for memory above their limit",
+            self.oom_kills.clone(),
         );
     }
 

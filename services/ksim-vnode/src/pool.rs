@@ -6,6 +6,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use futures::StreamExt;
 use ipnet::Ipv4Net;
 use k8s_openapi::jiff::Timestamp;
 use ksim_experiment::provisioning::{GroupProvisioning, ModelError};
@@ -23,6 +24,7 @@ use crate::{
         cidr::{CidrError, PodCidrPool},
         groups::{GroupError, validate_count, validate_group_name},
         node::{provider_id, seat_host_skeleton},
+        pod::{self, PodPhase},
         provisioning,
         skeleton::{NodeSkeleton, SkeletonError},
         usage::{self, ContainerReading, ContainerUsage, UsageError},
@@ -77,10 +79,33 @@ pub struct PodUsageUpdate {
 }
 
 /// What a usage request did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UsageApplied {
     pub applied: u32,
     pub not_running: u32,
+    /// Containers this request's usage put above their memory limit.
+    pub oom_kills: Vec<OomKill>,
+    /// Throttled CPU-seconds accrued since each pod's previous set, per container with any.
+    pub throttled: Vec<Throttling>,
+}
+
+/// A container the kernel killed for memory above its limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OomKill {
+    pub namespace: String,
+    pub name: String,
+    pub container: String,
+    /// Whether it runs again (restart policy Always or OnFailure).
+    pub restarted: bool,
+}
+
+/// CPU a container wanted beyond its limit and did not get.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Throttling {
+    pub namespace: String,
+    pub name: String,
+    pub container: String,
+    pub cpu_seconds: f64,
 }
 
 /// A metered running pod's usage at a time.
@@ -384,8 +409,21 @@ impl Pool {
             .collect())
     }
 
-    /// Sets the usage of running pods from `now` on: every pod is checked before any applies.
-    pub fn set_pod_usage(
+    /// Sets the usage of running pods from `now` on, as their limits let them: every pod is
+    /// checked before any applies. Containers killed for memory get the status a kubelet would
+    /// write before this returns; a write that fails is logged and counted as an API error,
+    /// and the kill still stands (its usage started over).
+    pub async fn set_pod_usage(
+        &self,
+        pods: Vec<PodUsageUpdate>,
+        now: Timestamp,
+    ) -> Result<UsageApplied, PoolError> {
+        let applied = self.apply_pod_usage(pods, now)?;
+        self.write_oom_kills(&applied.oom_kills, now).await;
+        Ok(applied)
+    }
+
+    fn apply_pod_usage(
         &self,
         pods: Vec<PodUsageUpdate>,
         now: Timestamp,
@@ -406,9 +444,28 @@ impl Pool {
             let applied = if pod.containers.is_empty() {
                 index.clear_pod_usage(&key) || index.runs_pod(&key)
             } else {
-                index
+                let events = index
                     .set_pod_usage(&key, pod.containers, now)
-                    .map_err(|source| PoolError::Usage { pod: key, source })?
+                    .map_err(|source| PoolError::Usage { pod: key, source })?;
+                if let Some(events) = &events {
+                    outcome
+                        .oom_kills
+                        .extend(events.oom_killed.iter().map(|container| OomKill {
+                            namespace: pod.namespace.clone(),
+                            name: pod.name.clone(),
+                            container: container.clone(),
+                            restarted: events.restarts,
+                        }));
+                    outcome.throttled.extend(events.throttled.iter().map(
+                        |(container, cpu_seconds)| Throttling {
+                            namespace: pod.namespace.clone(),
+                            name: pod.name.clone(),
+                            container: container.clone(),
+                            cpu_seconds: *cpu_seconds,
+                        },
+                    ));
+                }
+                events.is_some()
             };
             if applied {
                 outcome.applied += 1;
@@ -416,7 +473,64 @@ impl Pool {
                 outcome.not_running += 1;
             }
         }
+        self.ctx
+            .metrics
+            .oom_kills
+            .inc_by(outcome.oom_kills.len() as u64);
         Ok(outcome)
+    }
+
+    /// Writes each OOM-killed pod's status, a few pods at a time. The pod is read first: the
+    /// status a kubelet writes follows the containers' current state (their restart counts).
+    async fn write_oom_kills(&self, kills: &[OomKill], now: Timestamp) {
+        // One write per pod, however many of its containers were killed (kills come grouped).
+        // Owned, so the writes' futures borrow nothing (a Send future over borrowed tuples
+        // trips the compiler's higher-ranked lifetime checks).
+        let mut pods: Vec<(String, String, Vec<String>)> = Vec::new();
+        for kill in kills {
+            match pods.last_mut() {
+                Some((namespace, name, containers))
+                    if *namespace == kill.namespace && *name == kill.name =>
+                {
+                    containers.push(kill.container.clone());
+                }
+                _ => pods.push((
+                    kill.namespace.clone(),
+                    kill.name.clone(),
+                    vec![kill.container.clone()],
+                )),
+            }
+        }
+        let writes = pods.into_iter().map(|(namespace, name, killed)| async move {
+            if let Err(error) = self.write_oom_kill(&namespace, &name, &killed, now).await {
+                self.ctx.metrics.api_errors.inc();
+                tracing::warn!(pod = format!("{namespace}/{name}"), %error, "writing an OOM kill");
+            }
+        });
+        futures::stream::iter(writes)
+            .buffer_unordered(usize::from(self.ctx.config.api_concurrency.max(1)))
+            .collect::<()>()
+            .await;
+    }
+
+    async fn write_oom_kill(
+        &self,
+        namespace: &str,
+        name: &str,
+        killed: &[String],
+        now: Timestamp,
+    ) -> Result<(), kube::Error> {
+        let Some(pod) = self.ctx.pods.get(namespace, name).await? else {
+            return Ok(());
+        };
+        let status = pod::oom_killed_status(&pod, killed, now);
+        self.ctx.pods.write_status(&pod, &status).await?;
+        if status.phase.as_deref() == Some(PodPhase::Failed.as_str()) {
+            self.ctx
+                .index()
+                .pod_finished(&format!("{namespace}/{name}"), PodPhase::Failed);
+        }
+        Ok(())
     }
 
     /// Every metered running pod's usage at `now`.

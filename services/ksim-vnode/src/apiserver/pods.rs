@@ -42,6 +42,13 @@ impl PodClient {
         )
     }
 
+    /// The pod as the apiserver has it now; `None` when it is gone.
+    pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Pod>, kube::Error> {
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+    }
+
     /// Writes `status` through the status subresource. A strategic merge keeps conditions
     /// and container statuses of other writers, merged by their keys.
     pub async fn write_status(&self, pod: &Pod, status: &PodStatus) -> Result<(), kube::Error> {

@@ -16,7 +16,10 @@ use k8s_openapi::{
 use kube::Resource;
 use serde::Deserialize;
 
-use crate::domain::pod::{PodPhase, awaits_only_deletion, phase, pod_ip};
+use crate::domain::{
+    limits::PodLimits,
+    pod::{PodPhase, awaits_only_deletion, phase, pod_ip},
+};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(from = "Pod")]
@@ -25,6 +28,8 @@ pub struct BoundPod {
     metadata: ObjectMeta,
     pub node: Option<String>,
     pub kept: Kept,
+    /// What enforcing the pod's limits needs, read before the pod is slimmed.
+    pub limits: Option<Box<PodLimits>>,
 }
 
 #[derive(Debug, Clone)]
@@ -62,6 +67,7 @@ impl From<Pod> for BoundPod {
             ..ObjectMeta::default()
         };
         let node = pod.spec.as_ref().and_then(|spec| spec.node_name.clone());
+        let limits = PodLimits::of(&pod);
         let kept = if awaits_only_deletion(&pod) {
             Kept::Settled {
                 phase: phase(&pod),
@@ -75,6 +81,7 @@ impl From<Pod> for BoundPod {
             metadata,
             node,
             kept,
+            limits,
         }
     }
 }
@@ -178,6 +185,30 @@ mod tests {
             Kept::Settled { phase: PodPhase::Running, ip: Some(ip) } if ip == Ipv4Addr::new(10, 0, 0, 7)
         ));
         assert_eq!(bound.metadata.labels, None);
+        assert_eq!(
+            bound.limits, None,
+            "no limits, requests or priority: nothing kept"
+        );
+    }
+
+    #[test]
+    fn a_pods_limits_are_kept_whether_or_not_the_pod_is() {
+        let mut limited = pod("Running", json!({}));
+        let spec = limited.spec.as_mut().unwrap();
+        spec.restart_policy = Some("OnFailure".to_owned());
+        spec.containers[0].resources = serde_json::from_value(
+            json!({"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}}),
+        )
+        .unwrap();
+        let bound = BoundPod::from(limited);
+        assert!(matches!(bound.kept, Kept::Settled { .. }));
+        let limits = bound.limits.expect("the limits are kept");
+        assert_eq!(limits.containers[0].memory_bytes, Some(64 << 20));
+        assert_eq!(limits.memory_requested, 64 << 20);
+        assert_eq!(
+            limits.restart_policy,
+            crate::domain::limits::RestartPolicy::OnFailure
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@ use super::{
 };
 use crate::{
     domain::{
+        limits::PodLimits,
         pod::{
             PodPhase, SANDBOX_FAILED_REASON, completed_status, completion_deadline,
             is_host_network, phase, pod_ip, ready_to_delete, running_status, sandbox_failed_status,
@@ -54,7 +55,14 @@ pub async fn adopt_existing(ctx: &Context) -> Result<(), kube::Error> {
         if let Some(node) = node_name(pod)
             && index.is_ours(node)
         {
-            index.observe_pod(&key(pod), uid(pod), node, pod_ip(pod), phase(pod));
+            index.observe_pod(
+                &key(pod),
+                uid(pod),
+                node,
+                pod_ip(pod),
+                phase(pod),
+                PodLimits::of(pod),
+            );
         }
     }
     Ok(())
@@ -181,14 +189,21 @@ async fn reconcile(
     starts: &Starts,
 ) -> Result<Next, ReconcileError> {
     match &bound.kept {
-        Kept::Unsettled(pod) => reconcile_unsettled(pod, ctx, starts).await,
+        Kept::Unsettled(pod) => reconcile_unsettled(pod, bound, ctx, starts).await,
         Kept::Settled { phase, ip } => {
             if let Some(node) = bound.node.as_deref() {
                 let key = bound.key();
                 let mut index = ctx.index();
                 match phase {
                     PodPhase::Succeeded | PodPhase::Failed => index.pod_finished(&key, *phase),
-                    _ => index.observe_pod(&key, bound.uid(), node, *ip, *phase),
+                    _ => index.observe_pod(
+                        &key,
+                        bound.uid(),
+                        node,
+                        *ip,
+                        *phase,
+                        bound.limits.clone(),
+                    ),
                 }
             }
             Ok(Next::AwaitChange)
@@ -198,6 +213,7 @@ async fn reconcile(
 
 async fn reconcile_unsettled(
     pod: &Pod,
+    bound: &BoundPod,
     ctx: &Context,
     starts: &Starts,
 ) -> Result<Next, ReconcileError> {
@@ -237,8 +253,14 @@ async fn reconcile_unsettled(
             Ok(Next::AwaitChange)
         }
         PodPhase::Running => {
-            ctx.index()
-                .observe_pod(&key, uid(pod), node, pod_ip(pod), PodPhase::Running);
+            ctx.index().observe_pod(
+                &key,
+                uid(pod),
+                node,
+                pod_ip(pod),
+                PodPhase::Running,
+                bound.limits.clone(),
+            );
             let deadline =
                 completion_deadline(pod, ctx.config.job_duration()).unwrap_or_else(|error| {
                     tracing::warn!(pod = key, %error, "ignoring the pod's lifetime");
@@ -285,8 +307,14 @@ async fn reconcile_unsettled(
                             .observe(due.delay().as_secs_f64());
                         starts.lock().forget_pod(&key);
                     }
-                    ctx.index()
-                        .observe_pod(&key, uid(pod), node, Some(ip), PodPhase::Running);
+                    ctx.index().observe_pod(
+                        &key,
+                        uid(pod),
+                        node,
+                        Some(ip),
+                        PodPhase::Running,
+                        bound.limits.clone(),
+                    );
                     // The Running pod comes back through the watch to schedule its end.
                     Ok(Next::AwaitChange)
                 }

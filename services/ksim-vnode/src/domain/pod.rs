@@ -297,6 +297,112 @@ pub fn completed_status(pod: &Pod, now: Timestamp, exit_code: i32) -> PodStatus 
 /// The status a kubelet writes when it cannot set up the pod's sandbox (for the pool: no free
 /// pod IP on the node): still Pending, containers waiting, and PodReadyToStartContainers False
 /// with `message` saying why. [`running_status`] replaces all of it once an IP is free.
+/// Reason and exit code of a container the kernel killed for memory above its limit.
+pub const OOM_KILLED_REASON: &str = "OOMKilled";
+pub const OOM_KILLED_EXIT_CODE: i32 = 137;
+
+/// The status a kubelet writes after the kernel kills `killed` containers for memory above
+/// their limits. With restart policy Always or OnFailure (137 is a failure) each runs again at
+/// once as a new container: restartCount + 1, the kill as its lastState. With Never it stays
+/// terminated, and the pod fails once none of its containers runs. Other containers are left
+/// as they were.
+pub fn oom_killed_status(pod: &Pod, killed: &[String], now: Timestamp) -> PodStatus {
+    let existing = pod.status.clone().unwrap_or_default();
+    let restarts = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.restart_policy.as_deref())
+        != Some("Never");
+    let container_statuses: Vec<ContainerStatus> = containers(pod)
+        .iter()
+        .map(|container| {
+            let previous = find_status(existing.container_statuses.as_deref(), &container.name);
+            let already_terminated = previous
+                .and_then(|status| status.state.as_ref()?.terminated.as_ref())
+                .is_some();
+            if !killed.contains(&container.name) || (!restarts && already_terminated) {
+                return previous
+                    .cloned()
+                    .unwrap_or_else(|| running_container_status(pod, container, None, now));
+            }
+            let restart_count = previous.map_or(0, |status| status.restart_count);
+            let killed_state = ContainerStateTerminated {
+                exit_code: OOM_KILLED_EXIT_CODE,
+                reason: Some(OOM_KILLED_REASON.to_owned()),
+                started_at: Some(running_started_at(previous).unwrap_or(Time(now))),
+                finished_at: Some(Time(now)),
+                container_id: Some(
+                    previous
+                        .and_then(|status| status.container_id.clone())
+                        .unwrap_or_else(|| container_id(pod, &container.name)),
+                ),
+                ..ContainerStateTerminated::default()
+            };
+            if restarts {
+                let restart_count = restart_count.saturating_add(1);
+                ContainerStatus {
+                    container_id: Some(container_id_after(pod, &container.name, restart_count)),
+                    restart_count,
+                    last_state: Some(ContainerState {
+                        terminated: Some(killed_state),
+                        ..ContainerState::default()
+                    }),
+                    ..running_container_status(pod, container, None, now)
+                }
+            } else {
+                ContainerStatus {
+                    container_id: killed_state.container_id.clone(),
+                    ready: false,
+                    started: Some(false),
+                    restart_count,
+                    state: Some(ContainerState {
+                        terminated: Some(killed_state),
+                        ..ContainerState::default()
+                    }),
+                    ..running_container_status(pod, container, None, now)
+                }
+            }
+        })
+        .collect();
+    let running = |status: &ContainerStatus| {
+        status
+            .state
+            .as_ref()
+            .is_some_and(|state| state.terminated.is_none())
+    };
+    let phase = if container_statuses.iter().any(running) {
+        PodPhase::Running
+    } else {
+        PodPhase::Failed
+    };
+    let unready: Vec<&str> = container_statuses
+        .iter()
+        .filter(|status| !status.ready)
+        .map(|status| status.name.as_str())
+        .collect();
+    let readiness = |type_| {
+        if unready.is_empty() {
+            KubeletCondition::met(type_)
+        } else {
+            KubeletCondition::unmet(
+                type_,
+                "ContainersNotReady",
+                format!("containers with unready status: [{}]", unready.join(" ")),
+            )
+        }
+    };
+    let conditions = [readiness(CONTAINERS_READY), readiness(READY)];
+    let init_container_statuses = existing.init_container_statuses.clone().unwrap_or_default();
+    kubelet_status(
+        pod,
+        phase,
+        conditions,
+        init_container_statuses,
+        container_statuses,
+        now,
+    )
+}
+
 pub fn sandbox_failed_status(
     pod: &Pod,
     host_ip: Ipv4Addr,
@@ -521,6 +627,11 @@ fn find_status<'a>(
 /// A container ID that is the same each time for one container of one pod, so re-applying a
 /// status changes nothing.
 fn container_id(pod: &Pod, container_name: &str) -> String {
+    container_id_after(pod, container_name, 0)
+}
+
+/// The ID of a container after `restarts` restarts: each run is a new container.
+fn container_id_after(pod: &Pod, container_name: &str, restarts: i32) -> String {
     let pod_key = match pod.metadata.uid.as_deref() {
         Some(uid) => uid.to_owned(),
         None => format!(
@@ -529,10 +640,14 @@ fn container_id(pod: &Pod, container_name: &str) -> String {
             pod.metadata.name.as_deref().unwrap_or_default()
         ),
     };
-    format!(
-        "{RUNTIME_SCHEME}{}",
-        stable_hex(&["container", &pod_key, container_name], 64)
-    )
+    let run = restarts.to_string();
+    // The first run's ID is the one the pool always gave, so existing statuses stay valid.
+    let parts: &[&str] = if restarts == 0 {
+        &["container", &pod_key, container_name]
+    } else {
+        &["container", &pod_key, container_name, &run]
+    };
+    format!("{RUNTIME_SCHEME}{}", stable_hex(parts, 64))
 }
 
 fn image(container: &Container) -> String {
@@ -928,6 +1043,68 @@ mod tests {
         }));
         let status = running_status(&pod, ip("10.244.0.1"), ip("10.244.0.7"), at(NOW));
         with_status(pod, status)
+    }
+
+    #[test]
+    fn an_oom_kill_restarts_the_container_as_a_new_one_and_counts_it() {
+        let pod = running_pod();
+        let status = oom_killed_status(&pod, &["app".to_owned()], at(LATER));
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        let app = &status.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(app.restart_count, 1);
+        assert!(app.ready);
+        let state = app.state.as_ref().unwrap().running.as_ref().unwrap();
+        assert_eq!(state.started_at, Some(Time(at(LATER))));
+        let last = app
+            .last_state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap();
+        assert_eq!(last.reason.as_deref(), Some(OOM_KILLED_REASON));
+        assert_eq!(last.exit_code, 137);
+        assert_eq!(last.started_at, Some(Time(at(NOW))));
+        assert_eq!(last.finished_at, Some(Time(at(LATER))));
+        let first_id = pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .container_id
+            .clone();
+        assert_eq!(last.container_id, first_id);
+        assert_ne!(
+            app.container_id, first_id,
+            "the restarted container is a new one"
+        );
+        // Killed again: the count goes on.
+        let again = oom_killed_status(&with_status(pod, status), &["app".to_owned()], at(LATER));
+        assert_eq!(again.container_statuses.unwrap()[0].restart_count, 2);
+    }
+
+    #[test]
+    fn an_oom_kill_under_restart_policy_never_fails_the_pod() {
+        let mut pod = running_pod();
+        pod.spec.as_mut().unwrap().restart_policy = Some("Never".to_owned());
+        let status = oom_killed_status(&pod, &["app".to_owned()], at(LATER));
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        let app = &status.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(app.restart_count, 0);
+        assert!(!app.ready);
+        let terminated = app.state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!(terminated.reason.as_deref(), Some(OOM_KILLED_REASON));
+        assert_eq!(terminated.exit_code, 137);
+        let ready = status
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == READY)
+            .unwrap();
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
     }
 
     #[test]

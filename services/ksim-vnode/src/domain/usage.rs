@@ -61,13 +61,36 @@ struct ContainerMeter {
     /// CPU-seconds up to `since`; the current rate runs from there.
     cpu_seconds: f64,
     since: Timestamp,
+    /// CPU wanted beyond the container's limit from `since` on, nanocores (`domain::limits`).
+    throttled_nanocores: u64,
 }
 
 impl ContainerMeter {
+    fn fresh(usage: ContainerUsage, now: Timestamp) -> Self {
+        ContainerMeter {
+            usage,
+            started: now,
+            cpu_seconds: 0.0,
+            since: now,
+            throttled_nanocores: 0,
+        }
+    }
+
+    /// Seconds from `since` to `now`; a clock that went back counts none.
+    fn elapsed(&self, now: Timestamp) -> f64 {
+        now.duration_since(self.since)
+            .max(SignedDuration::ZERO)
+            .as_secs_f64()
+    }
+
     fn cpu_seconds_at(&self, now: Timestamp) -> f64 {
         // A clock that went back adds nothing rather than taking CPU back.
-        let elapsed = now.duration_since(self.since).max(SignedDuration::ZERO);
-        self.cpu_seconds + self.usage.cpu_nanocores as f64 * 1e-9 * elapsed.as_secs_f64()
+        self.cpu_seconds + self.usage.cpu_nanocores as f64 * 1e-9 * self.elapsed(now)
+    }
+
+    /// Throttled CPU-seconds from `since` to `now`.
+    fn throttled_since(&self, now: Timestamp) -> f64 {
+        self.throttled_nanocores as f64 * 1e-9 * self.elapsed(now)
     }
 }
 
@@ -127,12 +150,7 @@ impl PodMeter {
         Ok(Self {
             containers: containers
                 .into_iter()
-                .map(|usage| ContainerMeter {
-                    usage,
-                    started: now,
-                    cpu_seconds: 0.0,
-                    since: now,
-                })
+                .map(|usage| ContainerMeter::fresh(usage, now))
                 .collect(),
             updated: now,
         })
@@ -145,12 +163,33 @@ impl PodMeter {
         containers: Vec<ContainerUsage>,
         now: Timestamp,
     ) -> Result<(), UsageError> {
+        self.set_throttled(containers, &[], now).map(drop)
+    }
+
+    /// As [`PodMeter::set`], with the CPU each named container wants beyond its limit
+    /// (nanocores) from `now` on. Returns the throttled CPU-seconds each container accrued
+    /// since the previous set, those with any.
+    pub fn set_throttled(
+        &mut self,
+        containers: Vec<ContainerUsage>,
+        throttled: &[(String, u64)],
+        now: Timestamp,
+    ) -> Result<Vec<(String, f64)>, UsageError> {
         validate(&containers)?;
         let mut previous = std::mem::take(&mut self.containers);
+        let accrued = previous
+            .iter()
+            .map(|meter| (meter.usage.name.clone(), meter.throttled_since(now)))
+            .filter(|(_, seconds)| *seconds > 0.0)
+            .collect();
         self.containers = containers
             .into_iter()
-            .map(
-                |usage| match previous.iter().position(|m| m.usage.name == usage.name) {
+            .map(|usage| {
+                let throttled_nanocores = throttled
+                    .iter()
+                    .find(|(name, _)| *name == usage.name)
+                    .map_or(0, |(_, nanocores)| *nanocores);
+                match previous.iter().position(|m| m.usage.name == usage.name) {
                     Some(i) => {
                         let old = previous.swap_remove(i);
                         ContainerMeter {
@@ -158,19 +197,31 @@ impl PodMeter {
                             since: now.max(old.since),
                             started: old.started,
                             usage,
+                            throttled_nanocores,
                         }
                     }
                     None => ContainerMeter {
-                        usage,
-                        started: now,
-                        cpu_seconds: 0.0,
-                        since: now,
+                        throttled_nanocores,
+                        ..ContainerMeter::fresh(usage, now)
                     },
-                },
-            )
+                }
+            })
             .collect();
         self.updated = now;
-        Ok(())
+        Ok(accrued)
+    }
+
+    /// The container starts again at `now`, as after an OOM kill: a new process that has used
+    /// nothing yet (its counters start over, as a new container's do) until usage is set again.
+    pub fn restart(&mut self, name: &str, now: Timestamp) {
+        if let Some(meter) = self.containers.iter_mut().find(|m| m.usage.name == name) {
+            let usage = ContainerUsage {
+                name: name.to_owned(),
+                cpu_nanocores: 0,
+                memory_bytes: 0,
+            };
+            *meter = ContainerMeter::fresh(usage, now);
+        }
     }
 
     /// When the usage was last set.
@@ -252,6 +303,31 @@ mod tests {
         assert!((reading[1].cpu_seconds_total - 2.0).abs() < 1e-9);
         assert_eq!(reading[1].started, at(20));
         assert_eq!(meter.total(), (1_200_000_000, 80 << 20));
+    }
+
+    #[test]
+    fn throttled_cpu_accrues_between_sets_and_a_restart_starts_the_container_over() {
+        let mut meter = PodMeter::new(vec![usage("app", 200, 64)], at(0)).expect("valid");
+        let throttled = [("app".to_owned(), 300_000_000)];
+        let accrued = meter
+            .set_throttled(vec![usage("app", 200, 64)], &throttled, at(10))
+            .expect("valid");
+        assert!(accrued.is_empty(), "nothing was throttled before");
+        let accrued = meter
+            .set_throttled(vec![usage("app", 200, 64)], &[], at(20))
+            .expect("valid");
+        // 10 s wanting 0.3 cores more than the limit.
+        assert_eq!(accrued.len(), 1);
+        assert!((accrued[0].1 - 3.0).abs() < 1e-9);
+        let accrued = meter
+            .set_throttled(vec![usage("app", 200, 64)], &[], at(30))
+            .expect("valid");
+        assert!(accrued.is_empty());
+        meter.restart("app", at(30));
+        let reading = meter.read(at(40));
+        assert_eq!((reading[0].cpu_nanocores, reading[0].memory_bytes), (0, 0));
+        assert_eq!(reading[0].cpu_seconds_total, 0.0);
+        assert_eq!(reading[0].started, at(30));
     }
 
     #[test]

@@ -97,6 +97,7 @@ async fn metered_pod(client: &Client, pool: &Pool) {
             }],
             Timestamp::now(),
         )
+        .await
         .unwrap();
     assert_eq!(applied.applied, 1);
 }

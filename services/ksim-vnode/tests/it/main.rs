@@ -4,6 +4,7 @@
 mod common;
 mod grpc;
 mod kubelet_endpoint;
+mod limits;
 mod metrics_api;
 mod nodes;
 mod pod_start;

@@ -151,6 +151,7 @@ async fn kubectl_top_and_the_metrics_api_show_the_usage_set_on_the_pool() {
             ],
             k8s_openapi::jiff::Timestamp::now(),
         )
+        .await
         .unwrap();
     assert_eq!(applied.applied, 2);
 

@@ -92,6 +92,7 @@ async fn the_pool_runs_as_its_service_account_with_the_shipped_rbac() {
         })
         .collect();
     pool.set_pod_usage(usage, k8s_openapi::jiff::Timestamp::now())
+        .await
         .unwrap();
     // Served through the apiserver once the aggregator finds it (its SubjectAccessReview,
     // made as the pool, says yes to the admin).
