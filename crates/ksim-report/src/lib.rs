@@ -62,10 +62,10 @@ pub use input::{
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, Fidelity, FidelityBucket,
-    GroupCost, MAX_REPLICA_CHANGES, NodeChangeCause, PendingPodSeconds, Percentiles,
-    ProviderConfiguration, ProvisioningUsed, ReplicaChange, Report, ReportedError,
+    GroupCost, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, NodeChangeCause, PendingPodSeconds,
+    Percentiles, ProviderConfiguration, ProvisioningUsed, ReplicaChange, Report, ReportedError,
     ReportedNodeChange, ReportedOutage, SchedulerConfiguration, SeriesFidelity, UsageReplayed,
-    WaitReason, WorkloadReplicas, WorkloadScaling,
+    WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

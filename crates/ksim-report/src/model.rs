@@ -124,7 +124,7 @@ pub struct ProvisioningUsed {
 
 /// How a replay gave its pods the recorded usage (see the driver's `domain::usage`). Counts
 /// are pod updates: one per running pod per interval.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageReplayed {
     /// Usage samples of pods the trace holds.
     pub samples: u64,
@@ -138,6 +138,28 @@ pub struct UsageReplayed {
     pub shared: u64,
     /// Updates from the stated default, the pod's requests.
     pub defaulted: u64,
+    /// Containers OOM-killed for memory above their limit. Defaulted: older reports.
+    #[serde(default)]
+    pub oom_kills: u64,
+    /// CPU-seconds wanted above CPU limits and throttled, recorded time.
+    #[serde(default)]
+    pub throttled_cpu_seconds: f64,
+    /// Per workload with any, most OOM kills first (at most [`MAX_LIMITED_WORKLOADS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadLimits>,
+}
+
+/// Most workloads a report lists limits for.
+pub const MAX_LIMITED_WORKLOADS: usize = 100;
+
+/// What limits did to one workload's pods.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadLimits {
+    /// `Kind/namespace/name` as recorded.
+    pub name: String,
+    pub oom_kills: u64,
+    /// Recorded time.
+    pub throttled_cpu_seconds: f64,
 }
 
 /// Who decided a replay's replica counts (see the driver's `domain::autoscaled`).

@@ -58,6 +58,17 @@ impl Report {
                 matched: used.matched,
                 shared: used.shared,
                 defaulted: used.defaulted,
+                oom_kills: used.oom_kills,
+                throttled_cpu_seconds: used.throttled_cpu_seconds,
+                workloads: used
+                    .workloads
+                    .iter()
+                    .map(|workload| pb::WorkloadLimits {
+                        name: workload.name.clone(),
+                        oom_kills: workload.oom_kills,
+                        throttled_cpu_seconds: workload.throttled_cpu_seconds,
+                    })
+                    .collect(),
             }),
             workload_scaling: self
                 .workload_scaling
@@ -138,6 +149,17 @@ impl Report {
                 matched: used.matched,
                 shared: used.shared,
                 defaulted: used.defaulted,
+                oom_kills: used.oom_kills,
+                throttled_cpu_seconds: used.throttled_cpu_seconds,
+                workloads: used
+                    .workloads
+                    .iter()
+                    .map(|workload| crate::WorkloadLimits {
+                        name: workload.name.clone(),
+                        oom_kills: workload.oom_kills,
+                        throttled_cpu_seconds: workload.throttled_cpu_seconds,
+                    })
+                    .collect(),
             }),
             workload_scaling: report.workload_scaling.as_ref().map(|scaling| {
                 crate::WorkloadScaling {
@@ -879,9 +901,17 @@ mod tests {
             matched: 10,
             shared: 6,
             defaulted: 2,
+            oom_kills: 4,
+            throttled_cpu_seconds: 2.5,
+            workloads: vec![crate::WorkloadLimits {
+                name: "Deployment/shop/web".to_owned(),
+                oom_kills: 4,
+                throttled_cpu_seconds: 2.5,
+            }],
         });
         let proto = report.to_proto();
         assert_eq!(proto.usage.as_ref().unwrap().interval.unwrap().seconds, 15);
+        assert_eq!(proto.usage.as_ref().unwrap().workloads[0].oom_kills, 4);
         assert_eq!(Report::from_proto(&proto), report);
     }
 

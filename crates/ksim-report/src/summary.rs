@@ -132,6 +132,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
     writeln!(out, "  provisioning:      {}", provisioning(report))?;
     writeln!(out, "  usage:             {}", usage(report))?;
+    if let Some(line) = limits(report) {
+        writeln!(out, "  limits:            {line}")?;
+    }
     if let Some(line) = replicas(report) {
         writeln!(out, "  replicas:          {line}")?;
         for line in replica_lines(report) {
@@ -285,6 +288,38 @@ pub fn usage(report: &pb::Report) -> String {
         ));
     }
     line
+}
+
+/// What containers' limits did to the replayed usage: OOM kills and throttled CPU, in all and
+/// for the workloads most affected (at most three named). Nothing without usage.
+pub fn limits(report: &pb::Report) -> Option<String> {
+    let usage = report.usage.as_ref()?;
+    let mut line = format!(
+        "{} OOM kills, {:.1} CPU-seconds throttled",
+        usage.oom_kills, usage.throttled_cpu_seconds
+    );
+    let named: Vec<String> = usage
+        .workloads
+        .iter()
+        .take(3)
+        .map(|workload| {
+            format!(
+                "{} {} OOM kills, {:.1} s throttled",
+                workload.name, workload.oom_kills, workload.throttled_cpu_seconds
+            )
+        })
+        .collect();
+    if !named.is_empty() {
+        line.push_str(&format!(" ({}", named.join("; ")));
+        if usage.workloads.len() > named.len() {
+            line.push_str(&format!(
+                "; and {} more",
+                usage.workloads.len() - named.len()
+            ));
+        }
+        line.push(')');
+    }
+    Some(line)
 }
 
 /// Who decided the replica counts of workloads HPAs scale, and what was left out for it;
@@ -1023,6 +1058,7 @@ mod tests {
             matched: 10,
             shared: 6,
             defaulted: 2,
+            ..Default::default()
         });
         assert_eq!(
             usage(&report),
@@ -1030,6 +1066,35 @@ mod tests {
              6 shared (another replica count), 2 defaulted to requests; 3 samples of pods not \
              in the trace ignored"
         );
+    }
+
+    #[test]
+    fn the_summary_says_what_limits_did_naming_the_workloads_most_affected() {
+        let mut report = pb::Report::default();
+        assert_eq!(limits(&report), None, "no usage, no limits line");
+        let workload = |name: &str, oom_kills, throttled_cpu_seconds| pb::WorkloadLimits {
+            name: name.to_owned(),
+            oom_kills,
+            throttled_cpu_seconds,
+        };
+        report.usage = Some(pb::UsageReplay {
+            oom_kills: 7,
+            throttled_cpu_seconds: 12.25,
+            workloads: vec![
+                workload("Deployment/shop/web", 6, 0.0),
+                workload("Deployment/shop/db", 1, 2.0),
+                workload("Deployment/shop/api", 0, 10.25),
+                workload("Job/shop/batch", 0, 0.0),
+            ],
+            ..Default::default()
+        });
+        assert_eq!(
+            limits(&report).unwrap(),
+            "7 OOM kills, 12.2 CPU-seconds throttled (Deployment/shop/web 6 OOM kills, 0.0 s \
+             throttled; Deployment/shop/db 1 OOM kills, 2.0 s throttled; Deployment/shop/api 0 \
+             OOM kills, 10.2 s throttled; and 1 more)"
+        );
+        assert!(summary(&report).contains("\n  limits:            7 OOM kills"));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! `SetPodUsage` (which serves it as the metrics API).
 
 use std::{
+    collections::HashMap,
     sync::{
-        Arc,
+        Arc, Mutex, PoisonError,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
@@ -16,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::launch_lifetimes::UsageFeed;
 use crate::{
-    domain::usage::{ContainerUsage, UsagePlan},
+    domain::usage::{ContainerUsage, RunningPod, UsagePlan},
     mesh::Mesh,
 };
 
@@ -40,6 +41,54 @@ pub struct UsageCounts {
     pub not_running: AtomicU64,
     /// Requests the pool refused or did not answer.
     pub failed: AtomicU64,
+    /// What containers' limits did, per workload (see [`LimitCounts`]).
+    pub limits: Mutex<LimitCounts>,
+}
+
+/// OOM kills and throttled CPU the pool answered `SetPodUsage` with, per recorded owner.
+#[derive(Debug, Default)]
+pub struct LimitCounts {
+    /// By `Kind/namespace/name` as recorded (`Pod/namespace/name` for an unmatched pod):
+    /// OOM kills and throttled CPU-seconds, wall time.
+    by_workload: HashMap<String, (u64, f64)>,
+}
+
+impl LimitCounts {
+    fn add(&mut self, workload: String, oom_kills: u64, throttled_cpu_seconds: f64) {
+        let entry = self.by_workload.entry(workload).or_default();
+        entry.0 += oom_kills;
+        entry.1 += throttled_cpu_seconds;
+    }
+
+    /// Into the report, throttled CPU in recorded time: what a container wanted beyond its
+    /// limit over an interval the speed shortened.
+    pub fn into_report(&self, speed: f64, used: &mut ksim_report::UsageReplayed) {
+        used.oom_kills = self.by_workload.values().map(|(kills, _)| kills).sum();
+        used.throttled_cpu_seconds = self
+            .by_workload
+            .values()
+            .map(|(_, throttled)| throttled * speed)
+            .sum();
+        let mut workloads: Vec<ksim_report::WorkloadLimits> = self
+            .by_workload
+            .iter()
+            .map(
+                |(name, (oom_kills, throttled))| ksim_report::WorkloadLimits {
+                    name: name.clone(),
+                    oom_kills: *oom_kills,
+                    throttled_cpu_seconds: throttled * speed,
+                },
+            )
+            .collect();
+        workloads.sort_by(|a, b| {
+            b.oom_kills
+                .cmp(&a.oom_kills)
+                .then(b.throttled_cpu_seconds.total_cmp(&a.throttled_cpu_seconds))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        workloads.truncate(ksim_report::MAX_LIMITED_WORKLOADS);
+        used.workloads = workloads;
+    }
 }
 
 /// The replay's clock in recorded time: `origin` is `start_ms`, and each real second `speed`.
@@ -76,12 +125,17 @@ pub fn spawn(
             ticks.tick().await;
             let running = feed.roster().running();
             let plan = feed.recorded.plan(clock.now_ms(), &running);
-            send(&mesh, &plan, &counts).await;
+            send(&mesh, &plan, &running, &counts).await;
         }
     }))
 }
 
-async fn send(mesh: &Mesh, plan: &UsagePlan<'_, String>, counts: &UsageCounts) {
+async fn send(
+    mesh: &Mesh,
+    plan: &UsagePlan<'_, String>,
+    running: &[RunningPod<String>],
+    counts: &UsageCounts,
+) {
     counts.matched.fetch_add(plan.matched, Ordering::Relaxed);
     counts.shared.fetch_add(plan.shared, Ordering::Relaxed);
     counts
@@ -98,6 +152,19 @@ async fn send(mesh: &Mesh, plan: &UsagePlan<'_, String>, counts: &UsageCounts) {
                 counts
                     .not_running
                     .fetch_add(answer.not_running.into(), Ordering::Relaxed);
+                if !answer.oom_kills.is_empty() || !answer.throttled.is_empty() {
+                    let mut limits = counts.limits.lock().unwrap_or_else(PoisonError::into_inner);
+                    for kill in &answer.oom_kills {
+                        limits.add(workload_of(running, &kill.namespace, &kill.name), 1, 0.0);
+                    }
+                    for throttled in &answer.throttled {
+                        limits.add(
+                            workload_of(running, &throttled.namespace, &throttled.name),
+                            0,
+                            throttled.cpu_seconds,
+                        );
+                    }
+                }
             }
             Err(error) => {
                 counts.failed.fetch_add(1, Ordering::Relaxed);
@@ -105,6 +172,19 @@ async fn send(mesh: &Mesh, plan: &UsagePlan<'_, String>, counts: &UsageCounts) {
             }
         }
     }
+}
+
+/// The recorded owner of the replayed pod `namespace/name`, as the report names workloads.
+fn workload_of(running: &[RunningPod<String>], namespace: &str, name: &str) -> String {
+    let key = format!("{namespace}/{name}");
+    running
+        .iter()
+        .find(|pod| pod.id == key)
+        .and_then(|pod| pod.owner.as_ref())
+        .map_or_else(
+            || format!("Pod/{key}"),
+            |owner| format!("{}/{}/{}", owner.gvk.kind, owner.namespace, owner.name),
+        )
 }
 
 fn message(key: &str, containers: &[ContainerUsage]) -> Option<pb::PodUsage> {
@@ -121,4 +201,53 @@ fn message(key: &str, containers: &[ContainerUsage]) -> Option<pb::PodUsage> {
             })
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Gvk, lifetimes::Owner};
+
+    fn pod(key: &str, owner: Option<&str>) -> RunningPod<String> {
+        RunningPod {
+            id: key.to_owned(),
+            owner: owner.map(|name| Owner::new(Gvk::new("apps", "v1", "Deployment"), "shop", name)),
+            requests: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn limits_are_counted_per_recorded_owner_in_recorded_time_most_kills_first() {
+        let running = [
+            pod("use-shop/web-1", Some("web")),
+            pod("use-shop/api-1", Some("api")),
+            pod("use-shop/lone", None),
+        ];
+        let mut limits = LimitCounts::default();
+        limits.add(workload_of(&running, "use-shop", "api-1"), 0, 1.5);
+        limits.add(workload_of(&running, "use-shop", "web-1"), 1, 0.0);
+        limits.add(workload_of(&running, "use-shop", "web-1"), 1, 0.25);
+        limits.add(workload_of(&running, "use-shop", "lone"), 1, 0.0);
+        // A pod that finished since: named by itself.
+        limits.add(workload_of(&running, "use-shop", "gone"), 0, 0.5);
+
+        let mut used = ksim_report::UsageReplayed::default();
+        limits.into_report(4.0, &mut used);
+        assert_eq!(used.oom_kills, 3);
+        assert_eq!(used.throttled_cpu_seconds, 9.0);
+        let named: Vec<(&str, u64, f64)> = used
+            .workloads
+            .iter()
+            .map(|w| (w.name.as_str(), w.oom_kills, w.throttled_cpu_seconds))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("Deployment/shop/web", 2, 1.0),
+                ("Pod/use-shop/lone", 1, 0.0),
+                ("Deployment/shop/api", 0, 6.0),
+                ("Pod/use-shop/gone", 0, 2.0),
+            ]
+        );
+    }
 }

@@ -190,15 +190,20 @@ impl Live {
                 .as_ref()
                 .map(|replicas| replicas.observed())
                 .unwrap_or_default(),
-            usage: self
-                .usage
-                .as_ref()
-                .map(|(base, counts)| ksim_report::UsageReplayed {
+            usage: self.usage.as_ref().map(|(base, counts)| {
+                let mut used = ksim_report::UsageReplayed {
                     matched: counts.matched.load(Ordering::Relaxed),
                     shared: counts.shared.load(Ordering::Relaxed),
                     defaulted: counts.defaulted.load(Ordering::Relaxed),
                     ..base.clone()
-                }),
+                };
+                counts
+                    .limits
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .into_report(self.speed, &mut used);
+                used
+            }),
             pending_splits: self.observer.pending_splits(),
             node_ready_times: self.observer.node_ready_times(),
             nodes_kept: self

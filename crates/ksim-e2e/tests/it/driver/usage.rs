@@ -166,3 +166,142 @@ async fn replayed_pods_use_what_their_recorded_pods_used_and_share_it_when_count
     );
     mesh.assert_nothing_left(&simulation.id, &["use"]).await;
 }
+
+/// `workload` with its container's limits set (what a rightsizing transform would write).
+fn limited(workload: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
+    let mut workload = workload;
+    workload["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = limits;
+    workload
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn limits_below_the_recorded_usage_oom_kill_and_throttle_exactly_that_workload() {
+    let mut mesh = start().await;
+    let end_ms = 600_000;
+    // All three used 200m and 64Mi. web's memory limit is below that: OOM kills. api's CPU
+    // limit is below it: throttled. db's limits are above it: neither.
+    let mut usage = used("web-a", 0, end_ms, 200);
+    usage.extend(used("api-a", 0, end_ms, 200));
+    usage.extend(used("db-a", 0, end_ms, 200));
+    let workload = |name: &str| Workload::new(name, 1).requests("100m", "32Mi").json();
+    let file = trace_file_with_usage(
+        vec![(
+            0,
+            vec![
+                (
+                    "apps/v1.Deployment",
+                    "shop",
+                    "web",
+                    limited(workload("web"), serde_json::json!({"memory": "32Mi"})),
+                ),
+                (
+                    "apps/v1.Deployment",
+                    "shop",
+                    "api",
+                    limited(workload("api"), serde_json::json!({"cpu": "100m"})),
+                ),
+                (
+                    "apps/v1.Deployment",
+                    "shop",
+                    "db",
+                    limited(
+                        workload("db"),
+                        serde_json::json!({"cpu": "1", "memory": "1Gi"}),
+                    ),
+                ),
+            ],
+            Vec::new(),
+        )],
+        vec![
+            recorded("web", "web-a", 0),
+            recorded("api", "api-a", 0),
+            recorded("db", "db-a", 0),
+        ],
+        usage,
+        INTERVAL_MS,
+        end_ms,
+    );
+    let simulation = mesh
+        .start_simulation(pb::SimulationSpec {
+            trace_source: uploaded(file),
+            speed: 1.0,
+            namespace_prefix: "lim".to_owned(),
+            node_groups: vec![pool_group("lim", 1)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // api reads its limit, not what it wants; db what it wants.
+    wait::until("api throttled to its limit, db not", DEADLINE, || async {
+        let cpu = |app| {
+            mesh.pool
+                .pod_readings(Timestamp::now())
+                .iter()
+                .filter(|pod| pod.namespace == "lim-shop" && pod.name.starts_with(app))
+                .map(|pod| pod.containers.iter().map(|c| c.cpu_nanocores).sum::<u64>() / 1_000_000)
+                .collect::<Vec<_>>()
+        };
+        let (api, db) = (cpu("api-"), cpu("db-"));
+        (api == [100] && db == [200])
+            .then_some(())
+            .ok_or(format!("api {api:?}, db {db:?}"))
+    })
+    .await
+    .unwrap();
+    // web restarts as a kubelet would restart it.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(mesh.client.clone(), "lim-shop");
+    wait::until("web OOM-killed and restarted", DEADLINE, || async {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("app=web"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = list
+            .items
+            .first()
+            .and_then(|pod| pod.status.as_ref())
+            .and_then(|status| status.container_statuses.as_ref())
+            .and_then(|statuses| statuses.first().cloned());
+        let killed = status.as_ref().is_some_and(|status| {
+            status.restart_count >= 1
+                && status
+                    .last_state
+                    .as_ref()
+                    .and_then(|state| state.terminated.as_ref())
+                    .is_some_and(|terminated| terminated.reason.as_deref() == Some("OOMKilled"))
+        });
+        killed.then_some(()).ok_or(format!("{status:?}"))
+    })
+    .await
+    .unwrap();
+    // A few more intervals of throttling.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+
+    let cancelled = mesh.cancel(&simulation.id).await;
+    assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    let replayed = mesh.report(&simulation.id).await.usage.unwrap();
+    assert!(replayed.oom_kills >= 1, "{replayed:?}");
+    let by_name: BTreeMap<&str, (u64, f64)> = replayed
+        .workloads
+        .iter()
+        .map(|w| (w.name.as_str(), (w.oom_kills, w.throttled_cpu_seconds)))
+        .collect();
+    // Exactly the workload whose limit is below its use is killed; api alone is throttled,
+    // at 100m beyond its limit for the seconds it ran.
+    let names: Vec<&str> = by_name.keys().copied().collect();
+    assert_eq!(
+        names,
+        ["Deployment/shop/api", "Deployment/shop/web"],
+        "{replayed:?}"
+    );
+    let (web_kills, web_throttled) = by_name["Deployment/shop/web"];
+    let (api_kills, api_throttled) = by_name["Deployment/shop/api"];
+    assert_eq!((web_kills, web_throttled), (replayed.oom_kills, 0.0));
+    assert_eq!(api_kills, 0);
+    // At least one interval's worth (100m over 2 s), at most 100m over the whole window.
+    assert!(
+        (0.19..0.1 * 600.0).contains(&api_throttled),
+        "{replayed:?}"
+    );
+    mesh.assert_nothing_left(&simulation.id, &["lim"]).await;
+}
