@@ -42,7 +42,7 @@ pub struct ComparedFigure {
 }
 
 /// The figures compared, in the order of the table.
-pub const FIGURES: [&str; 17] = [
+pub const FIGURES: [&str; 21] = [
     "node_hours",
     "cost",
     "peak_nodes",
@@ -54,6 +54,10 @@ pub const FIGURES: [&str; 17] = [
     "pods_never_scheduled",
     "pods_evicted",
     "pods_preempted",
+    "replica_hours",
+    "scale_events",
+    "oom_kills",
+    "throttled_cpu_seconds",
     "cpu_requested_mean",
     "memory_requested_mean",
     "nodes_within_tolerance",
@@ -88,6 +92,28 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
         "pods_never_scheduled" => costs.pods_never_scheduled as f64,
         "pods_evicted" => costs.pods_evicted as f64,
         "pods_preempted" => costs.pods_preempted as f64,
+        // What the workloads HPAs scale ran (simulated), and how often their counts changed;
+        // none for a trace without HPAs.
+        "replica_hours" => {
+            let scaling = report.workload_scaling.as_ref()?;
+            scaling
+                .workloads
+                .iter()
+                .map(|w| w.simulated_replica_seconds)
+                .sum::<f64>()
+                / 3600.0
+        }
+        "scale_events" => {
+            let scaling = report.workload_scaling.as_ref()?;
+            scaling
+                .workloads
+                .iter()
+                .map(|w| w.scale_events.len() as u64 + w.scale_events_dropped)
+                .sum::<u64>() as f64
+        }
+        // What limits did to the replayed usage; none for a trace without usage.
+        "oom_kills" => report.usage.as_ref()?.oom_kills as f64,
+        "throttled_cpu_seconds" => report.usage.as_ref()?.throttled_cpu_seconds,
         "cpu_requested_mean" => costs.cpu_requested_mean,
         "memory_requested_mean" => costs.memory_requested_mean,
         "nodes_within_tolerance" => {
@@ -324,6 +350,33 @@ fn signed(value: f64) -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    #[test]
+    fn scaled_replicas_and_limits_are_figures_only_where_the_run_had_them() {
+        let mut report = crate::fixtures::report();
+        report.workload_scaling = None;
+        report.usage = None;
+        for name in [
+            "replica_hours",
+            "scale_events",
+            "oom_kills",
+            "throttled_cpu_seconds",
+        ] {
+            assert_eq!(figure(&report, name), None, "{name}");
+        }
+        report.workload_scaling = Some(crate::fixtures::workload_scaling());
+        report.usage = Some(crate::UsageReplayed {
+            oom_kills: 3,
+            throttled_cpu_seconds: 7.5,
+            ..Default::default()
+        });
+        assert_eq!(figure(&report, "replica_hours"), Some(13.0 / 3600.0));
+        // Two kept and five counted past the bound.
+        assert_eq!(figure(&report, "scale_events"), Some(7.0));
+        assert_eq!(figure(&report, "oom_kills"), Some(3.0));
+        assert_eq!(figure(&report, "throttled_cpu_seconds"), Some(7.5));
+    }
+
     use super::*;
     use crate::model::{Bucket, Costs, GroupCost, Percentiles};
 

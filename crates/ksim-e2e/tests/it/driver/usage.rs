@@ -299,9 +299,6 @@ async fn limits_below_the_recorded_usage_oom_kill_and_throttle_exactly_that_work
     assert_eq!((web_kills, web_throttled), (replayed.oom_kills, 0.0));
     assert_eq!(api_kills, 0);
     // At least one interval's worth (100m over 2 s), at most 100m over the whole window.
-    assert!(
-        (0.19..0.1 * 600.0).contains(&api_throttled),
-        "{replayed:?}"
-    );
+    assert!((0.19..0.1 * 600.0).contains(&api_throttled), "{replayed:?}");
     mesh.assert_nothing_left(&simulation.id, &["lim"]).await;
 }
