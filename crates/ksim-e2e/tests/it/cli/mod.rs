@@ -7,6 +7,7 @@ mod configuration;
 mod demo;
 mod experiment;
 mod fidelity;
+mod hpa;
 mod mesh_telemetry;
 mod pool_restart;
 mod probe;

@@ -1,0 +1,234 @@
+//! An HPA's target as a what-if, as a user runs it (issue 36): `ksim up` records a Deployment
+//! whose pods use half their CPU request under an HPA at 50%, and the experiment manual's
+//! section "What-if: an HPA's target" runs on that recording as written. The simulated HPA at
+//! 25% runs more replicas than the recorded target does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::{
+    apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler, core::v1::Namespace,
+};
+use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload};
+use ksim_proto::ksim::vnode::v1::{self as vnode, virtual_node_pool_client::VirtualNodePoolClient};
+use ksim_trace::time::now_ms;
+use kube::{Api, api::PostParams};
+use serde_json::{Value, json};
+
+use super::common::up::{Up, fast_autoscaler_args};
+
+const DEADLINE: Duration = Duration::from_secs(240);
+/// How long the test records: the replay at the manual's 2x lasts half as long, enough for
+/// the HPA (its sync at 7.5 s, the pool's metrics window of 15 s) to act.
+const RECORDING: Duration = Duration::from_secs(80);
+/// Each recorded pod of web uses half of its 400m request.
+const USED_MILLICORES: u64 = 200;
+
+/// The manual's section: the files its `cat > FILE <<'END'` blocks write, and its
+/// `ksim experiment run` line.
+fn manual() -> (Vec<(String, String)>, Vec<String>) {
+    let docs = include_str!("../../../../../docs/experiments.md");
+    let section = docs
+        .split("\n**What-if: ")
+        .find(|section| section.starts_with("an HPA's target.**"))
+        .expect("the experiments manual has its HPA what-if");
+    let mut files = Vec::new();
+    let mut command = None;
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        if let Some((name, end)) = line
+            .strip_prefix("cat > ")
+            .and_then(|rest| rest.split_once(" <<"))
+        {
+            let end = end.trim_matches('\'');
+            let text: Vec<&str> = lines.by_ref().take_while(|line| *line != end).collect();
+            files.push((name.to_owned(), text.join("\n") + "\n"));
+        } else if line.starts_with("ksim experiment run") {
+            command = Some(line.to_owned());
+        }
+    }
+    let command = command.expect("the section runs an experiment");
+    // `ksim experiment run -f hpa.yaml --assert '...'`: the quoted assertion is one argument.
+    let (head, assertion) = command.split_once(" '").unwrap();
+    let mut args: Vec<String> = head.split_whitespace().skip(1).map(str::to_owned).collect();
+    args.push(assertion.trim_end_matches('\'').to_owned());
+    (files, args)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
+    let (files, args) = manual();
+    assert_eq!(
+        files
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
+        ["lower-target.yaml", "hpa.yaml"]
+    );
+    // The tracer reads usage every 2 s (the test's setting; 15 s by default); CA with the
+    // tests' fast flags as the environment's own.
+    let fast = fast_autoscaler_args();
+    let up_args: Vec<&str> = fast.iter().map(String::as_str).collect();
+    let up = Up::start_with_env(&up_args, &[("KSIM_TRACER_USAGE_INTERVAL", "2s")]);
+    let client = up.client().await;
+    let mut pool = VirtualNodePoolClient::connect(up.urls.pool.clone())
+        .await
+        .unwrap();
+    pool.create_node_group(vnode::CreateNodeGroupRequest {
+        name: "rec".to_owned(),
+        node_skeleton_yaml: M5_LARGE_SKELETON.to_owned(),
+        count: 2,
+        provisioning_json: String::new(),
+    })
+    .await
+    .unwrap();
+    let namespace = serde_json::from_value(json!({ "metadata": { "name": "shop" } })).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+
+    // The recorded cluster: web's four pods each use 200m of 400m, at its HPA's 50% target.
+    let start_ms = now_ms();
+    let web: Deployment = serde_json::from_value(
+        Workload::new("web", 4)
+            .namespace("shop")
+            .requests("400m", "64Mi")
+            .on_any_group()
+            .json(),
+    )
+    .unwrap();
+    Api::<Deployment>::namespaced(client.clone(), "shop")
+        .create(&PostParams::default(), &web)
+        .await
+        .unwrap();
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1,
+            "maxReplicas": 12,
+            "metrics": [{"type": "Resource", "resource": {
+                "name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 50},
+            }}],
+        },
+    }))
+    .unwrap();
+    Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), "shop")
+        .create(&PostParams::default(), &hpa)
+        .await
+        .unwrap();
+    let pods = ksim_testenv::pods::in_phase(&client, "shop", "app=web", "Running", 4, DEADLINE)
+        .await
+        .unwrap();
+    let usage = pods
+        .iter()
+        .filter_map(|pod| pod.metadata.name.clone())
+        .map(|name| vnode::PodUsage {
+            namespace: "shop".to_owned(),
+            name,
+            containers: vec![vnode::ContainerUsage {
+                name: "main".to_owned(),
+                cpu_nanocores: USED_MILLICORES * 1_000_000,
+                memory_bytes: 32 << 20,
+            }],
+        })
+        .collect();
+    let set = pool
+        .set_pod_usage(vnode::SetPodUsageRequest { pods: usage })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(set.applied, 4);
+    tokio::time::sleep(RECORDING).await;
+    let end_ms = now_ms();
+    let (trace, inspected) = up.export_recording(start_ms, end_ms, "shop");
+    assert!(inspected.contains("HorizontalPodAutoscaler"), "{inspected}");
+
+    // The manual's files beside the recording, as its paths say.
+    let dir = up.state.path().join("what-if");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&trace, dir.join("shop.ktrace")).unwrap();
+    std::fs::write(dir.join("skeleton-m5-large.yaml"), M5_LARGE_SKELETON).unwrap();
+    for (name, text) in &files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|arg| match arg.as_str() {
+            "hpa.yaml" => dir.join("hpa.yaml").display().to_string(),
+            _ => arg,
+        })
+        .collect();
+    let output = tokio::task::spawn_blocking({
+        let state = up.state.path().to_owned();
+        move || super::common::up::ksim_in(&state, &args)
+    })
+    .await
+    .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(printed.contains("assert ok:"), "{printed}");
+    for figure in [
+        "replica_hours",
+        "scale_events",
+        "node_hours",
+        "cost",
+        "pending_p99_ms",
+        "oom_kills",
+        "throttled_cpu_seconds",
+    ] {
+        assert!(
+            printed.lines().any(|line| line.starts_with(figure)),
+            "{figure}: {printed}"
+        );
+    }
+
+    // Each run's report: the HPAs decided; the lower target's simulated web ran more than 4.
+    let comparison: Value = serde_json::from_slice(
+        &std::fs::read(dir.join("hpa-results").join("comparison.json")).unwrap(),
+    )
+    .unwrap();
+    let figure = |name: &str| -> Vec<f64> {
+        comparison["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|figure| figure["name"] == name)
+            .map(|figure| {
+                figure["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|value| value.as_f64().unwrap_or(f64::NAN))
+                    .collect()
+            })
+            .unwrap()
+    };
+    let replica_hours = figure("replica_hours");
+    assert!(replica_hours[1] > replica_hours[0], "{replica_hours:?}");
+    assert_eq!(figure("oom_kills"), [0.0, 0.0]);
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(dir.join("hpa-results/lower/1/report.json")).unwrap(),
+    )
+    .unwrap();
+    let scaling = &report["workload_scaling"];
+    assert_eq!(scaling["source"], "hpa", "{scaling}");
+    let simulated = scaling["workloads"][0]["simulated"].as_array().unwrap();
+    assert!(
+        simulated.iter().any(|count| count.as_u64().unwrap() > 4),
+        "{scaling}"
+    );
+    assert!(
+        report["configuration"]["controller_manager_flags"]
+            .as_array()
+            .is_some_and(|flags| !flags.is_empty()),
+        "the report lists the HPA controller's flags: {}",
+        report["configuration"]
+    );
+}
