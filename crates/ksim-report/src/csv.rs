@@ -8,9 +8,10 @@ use super::model::{Fidelity, Report};
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
 /// unscheduled,scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,
-/// memory_allocatable_bytes`, with one `nodes_<group>` column per group seen anywhere
+/// memory_allocatable_bytes,cpu_used_m,memory_used_bytes`, with one `nodes_<group>` column per group seen anywhere
 /// in the timeline (sorted; 0 where a bucket lacks the group). `offset_s` is recorded time
-/// (the replay's wall clock times the speed); `time_ms` is the bucket's wall-clock start.
+/// (the replay's wall clock times the speed); `time_ms` is the bucket's wall-clock start. The
+/// used columns come last, so readers of the older columns keep their positions; 0 without usage.
 pub fn to_csv(report: &Report) -> String {
     let groups: BTreeSet<&str> = report
         .timeline
@@ -25,7 +26,8 @@ pub fn to_csv(report: &Report) -> String {
     }
     out.push_str(
         ",pending,running,succeeded,failed,unknown,unscheduled,scale_ups,scale_downs,\
-         cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,memory_allocatable_bytes\n",
+         cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,memory_allocatable_bytes,\
+         cpu_used_m,memory_used_bytes\n",
     );
 
     for bucket in &report.timeline {
@@ -44,7 +46,7 @@ pub fn to_csv(report: &Report) -> String {
         let (pods, usage) = (&bucket.pods, &bucket.usage);
         let _ = writeln!(
             out,
-            ",{},{},{},{},{},{},{},{},{},{},{},{}",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             pods.pending,
             pods.running,
             pods.succeeded,
@@ -56,7 +58,9 @@ pub fn to_csv(report: &Report) -> String {
             usage.requested_cpu_millis,
             usage.allocatable_cpu_millis,
             usage.requested_memory_bytes,
-            usage.allocatable_memory_bytes
+            usage.allocatable_memory_bytes,
+            usage.used_cpu_millis,
+            usage.used_memory_bytes
         );
     }
     out
@@ -150,9 +154,10 @@ mod tests {
             lines[0],
             "offset_s,time_ms,nodes_total,nodes_group-a,nodes_group-b,pending,running,succeeded,\
              failed,unknown,unscheduled,scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,\
-             memory_requested_bytes,memory_allocatable_bytes"
+             memory_requested_bytes,memory_allocatable_bytes,cpu_used_m,memory_used_bytes"
         );
-        let usage = ",1500,3860,3221225472,15032385536";
+        // Requested, allocatable, then used: 900 m and 2 GiB.
+        let usage = ",1500,3860,3221225472,15032385536,900,2147483648";
         assert_eq!(lines.len(), 1 + 4);
         assert_eq!(
             lines[1],
@@ -212,7 +217,7 @@ mod tests {
             csv,
             "offset_s,time_ms,nodes_total,pending,running,succeeded,failed,unknown,unscheduled,\
              scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,\
-             memory_allocatable_bytes\n"
+             memory_allocatable_bytes,cpu_used_m,memory_used_bytes\n"
         );
     }
 

@@ -329,6 +329,21 @@ mod tests {
     }
 
     #[test]
+    fn a_report_json_from_before_used_usage_reads_it_as_zero() {
+        let mut json = serde_json::to_value(fixtures::report()).unwrap();
+        assert_eq!(json["timeline"][0]["usage"]["used_cpu_millis"], 900);
+        for bucket in json["timeline"].as_array_mut().unwrap() {
+            let usage = bucket["usage"].as_object_mut().unwrap();
+            usage.remove("used_cpu_millis");
+            usage.remove("used_memory_bytes");
+        }
+        let back: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(back.timeline[0].usage.used_cpu_millis, 0);
+        assert_eq!(back.timeline[0].usage.used_memory_bytes, 0);
+        assert_eq!(back.timeline[0].usage.requested_cpu_millis, 1500);
+    }
+
+    #[test]
     fn io_errors_name_the_path() {
         let tmp = tempfile::tempdir().unwrap();
         let blocker = tmp.path().join("file");

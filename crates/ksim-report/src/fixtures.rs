@@ -38,6 +38,8 @@ pub fn observations() -> Observations {
             allocatable_cpu_millis: 3860,
             requested_memory_bytes: 3 << 30,
             allocatable_memory_bytes: 14 << 30,
+            used_cpu_millis: 900,
+            used_memory_bytes: 2 << 30,
         },
     };
     let error =

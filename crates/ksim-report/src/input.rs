@@ -154,13 +154,20 @@ pub struct NeverRan {
     pub bound: bool,
 }
 
-/// What the pods bound to the simulation's nodes request, and what those nodes allocate.
+/// What the pods bound to the simulation's nodes request, and what those nodes allocate; and
+/// what the usage replay last gave the replayed pods to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub requested_cpu_millis: u64,
     pub allocatable_cpu_millis: u64,
     pub requested_memory_bytes: u64,
     pub allocatable_memory_bytes: u64,
+    /// The usage replay's last totals as set (before the pool caps CPU at limits); 0 without
+    /// usage and in reports written before it was kept.
+    #[serde(default)]
+    pub used_cpu_millis: u64,
+    #[serde(default)]
+    pub used_memory_bytes: u64,
 }
 
 /// The recorded cluster from one moment on, as the trace's samples give it.

@@ -426,6 +426,8 @@ fn bucket_to_proto(bucket: &Bucket) -> pb::TimelineBucket {
             allocatable_cpu_millis: bucket.usage.allocatable_cpu_millis,
             requested_memory_bytes: bucket.usage.requested_memory_bytes,
             allocatable_memory_bytes: bucket.usage.allocatable_memory_bytes,
+            used_cpu_millis: bucket.usage.used_cpu_millis,
+            used_memory_bytes: bucket.usage.used_memory_bytes,
         }),
     }
 }
@@ -461,6 +463,8 @@ fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
             allocatable_cpu_millis: usage.allocatable_cpu_millis,
             requested_memory_bytes: usage.requested_memory_bytes,
             allocatable_memory_bytes: usage.allocatable_memory_bytes,
+            used_cpu_millis: usage.used_cpu_millis,
+            used_memory_bytes: usage.used_memory_bytes,
         }),
     }
 }
@@ -802,6 +806,11 @@ mod tests {
         assert_eq!((bucket.nodes[1].nodes, bucket.nodes[1].ready_nodes), (2, 2));
         assert_eq!(bucket.autoscaler_scale_ups, 2);
         assert_eq!(bucket.pods.unwrap().running, 2);
+        let usage = bucket.usage.unwrap();
+        assert_eq!(
+            (usage.used_cpu_millis, usage.used_memory_bytes),
+            (900, 2 << 30)
+        );
 
         // Sub-millisecond lateness keeps its microseconds.
         let lateness = proto.lateness.unwrap();

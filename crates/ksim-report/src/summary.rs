@@ -135,6 +135,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     if let Some(line) = limits(report) {
         writeln!(out, "  limits:            {line}")?;
     }
+    if let Some(line) = utilization(report) {
+        writeln!(out, "  utilization:       {line}")?;
+    }
     if let Some(line) = replicas(report) {
         writeln!(out, "  replicas:          {line}")?;
         for line in replica_lines(report) {
@@ -320,6 +323,42 @@ pub fn limits(report: &pb::Report) -> Option<String> {
         line.push(')');
     }
     Some(line)
+}
+
+/// What the replayed pods used against what the nodes allocate and what the pods request, mean
+/// over the timeline's buckets (each ratio over the buckets whose denominator is not 0). Nothing
+/// without usage: the used figures would all be 0.
+pub fn utilization(report: &pb::Report) -> Option<String> {
+    report.usage.as_ref()?;
+    let usages: Vec<pb::ResourceUsage> = report
+        .timeline
+        .iter()
+        .map(|bucket| bucket.usage.unwrap_or_default())
+        .collect();
+    let mean = |ratio: fn(&pb::ResourceUsage) -> (u64, u64)| {
+        let ratios: Vec<f64> = usages
+            .iter()
+            .map(ratio)
+            .filter(|(_, of)| *of > 0)
+            .map(|(used, of)| used as f64 / of as f64)
+            .collect();
+        if ratios.is_empty() {
+            "?".to_owned()
+        } else {
+            format!(
+                "{:.0}%",
+                ratios.iter().sum::<f64>() / ratios.len() as f64 * 100.0
+            )
+        }
+    };
+    Some(format!(
+        "CPU used {} of allocatable, {} of requested; memory used {} of allocatable, {} of \
+         requested",
+        mean(|u| (u.used_cpu_millis, u.allocatable_cpu_millis)),
+        mean(|u| (u.used_cpu_millis, u.requested_cpu_millis)),
+        mean(|u| (u.used_memory_bytes, u.allocatable_memory_bytes)),
+        mean(|u| (u.used_memory_bytes, u.requested_memory_bytes)),
+    ))
 }
 
 /// Who decided the replica counts of workloads HPAs scale, and what was left out for it;
@@ -1095,6 +1134,40 @@ mod tests {
              OOM kills, 10.2 s throttled; and 1 more)"
         );
         assert!(summary(&report).contains("\n  limits:            7 OOM kills"));
+    }
+
+    #[test]
+    fn utilization_is_the_mean_over_buckets_of_used_against_allocatable_and_requested() {
+        let mut report = pb::Report::default();
+        let bucket =
+            |used_cpu_millis, requested_cpu_millis, used_memory_bytes| pb::TimelineBucket {
+                usage: Some(pb::ResourceUsage {
+                    used_cpu_millis,
+                    requested_cpu_millis,
+                    allocatable_cpu_millis: 4000,
+                    used_memory_bytes,
+                    requested_memory_bytes: 1000,
+                    allocatable_memory_bytes: 2000,
+                }),
+                ..Default::default()
+            };
+        // CPU: 1000/4000 and 2000/4000 of allocatable; 1000/2000 of requested, the bucket
+        // requesting nothing left out. Memory: 400 and 800 of 2000, and of 1000.
+        report.timeline = vec![bucket(1000, 2000, 400), bucket(2000, 0, 800)];
+        assert_eq!(utilization(&report), None, "no usage, no utilization line");
+        report.usage = Some(pb::UsageReplay::default());
+        assert_eq!(
+            utilization(&report).unwrap(),
+            "CPU used 38% of allocatable, 50% of requested; memory used 30% of allocatable, 60% \
+             of requested"
+        );
+        assert!(summary(&report).contains("\n  utilization:       CPU used 38% of allocatable"));
+        report.timeline.clear();
+        assert_eq!(
+            utilization(&report).unwrap(),
+            "CPU used ? of allocatable, ? of requested; memory used ? of allocatable, ? of \
+             requested"
+        );
     }
 
     #[test]
