@@ -43,6 +43,26 @@ pub struct UsageCounts {
     pub failed: AtomicU64,
     /// What containers' limits did, per workload (see [`LimitCounts`]).
     pub limits: Mutex<LimitCounts>,
+    /// The last round's totals over the pods the pool took, as set: CPU in millicores and
+    /// memory in bytes, for the report's buckets. What was set, not what the pool serves: the
+    /// pool caps CPU at limits and its readings are not the driver's to see.
+    pub used_cpu_millis: AtomicU64,
+    pub used_memory_bytes: AtomicU64,
+}
+
+/// What `pods` were set to use in all: CPU in millicores (summed in nanocores first, so that
+/// many small figures do not round away), memory in bytes.
+fn totals<'a>(pods: impl IntoIterator<Item = &'a pb::PodUsage>) -> (u64, u64) {
+    let (nanocores, bytes) = pods.into_iter().flat_map(|pod| &pod.containers).fold(
+        (0_u64, 0_u64),
+        |(cpu, memory), container| {
+            (
+                cpu.saturating_add(container.cpu_nanocores),
+                memory.saturating_add(container.memory_bytes),
+            )
+        },
+    );
+    (nanocores / 1_000_000, bytes)
 }
 
 /// OOM kills and throttled CPU the pool answered `SetPodUsage` with, per recorded owner.
@@ -146,9 +166,11 @@ async fn send(
         .iter()
         .filter_map(|(key, containers)| message(key, containers))
         .collect();
+    let mut set: Vec<&[pb::PodUsage]> = Vec::new();
     for chunk in pods.chunks(PODS_PER_REQUEST) {
         match mesh.set_pod_usage(chunk.to_vec()).await {
             Ok(answer) => {
+                set.push(chunk);
                 counts
                     .not_running
                     .fetch_add(answer.not_running.into(), Ordering::Relaxed);
@@ -172,6 +194,12 @@ async fn send(
             }
         }
     }
+    // Pods the pool no longer ran are in these totals; the answer only counts them.
+    let (cpu_millis, memory_bytes) = totals(set.into_iter().flatten());
+    counts.used_cpu_millis.store(cpu_millis, Ordering::Relaxed);
+    counts
+        .used_memory_bytes
+        .store(memory_bytes, Ordering::Relaxed);
 }
 
 /// The recorded owner of the replayed pod `namespace/name`, as the report names workloads.
@@ -214,6 +242,34 @@ mod tests {
             owner: owner.map(|name| Owner::new(Gvk::new("apps", "v1", "Deployment"), "shop", name)),
             requests: Vec::new(),
         }
+    }
+
+    #[test]
+    fn totals_sum_every_container_of_every_pod_in_millicores_and_bytes() {
+        let usage = |name: &str, cpu_nanocores, memory_bytes| pb::ContainerUsage {
+            name: name.to_owned(),
+            cpu_nanocores,
+            memory_bytes,
+        };
+        let pods = [
+            message(
+                "shop/web-1",
+                &[ContainerUsage {
+                    name: "app".into(),
+                    cpu_nanocores: 250_600_000,
+                    memory_bytes: 100 << 20,
+                }],
+            )
+            .unwrap(),
+            pb::PodUsage {
+                namespace: "shop".into(),
+                name: "web-2".into(),
+                containers: vec![usage("app", 250_600_000, 100 << 20), usage("proxy", 1, 5)],
+            },
+        ];
+        // 501.2 millicores: summed before rounding down, not 250 + 250.
+        assert_eq!(totals(&pods), (501, (200 << 20) + 5));
+        assert_eq!(totals(&[]), (0, 0));
     }
 
     #[test]

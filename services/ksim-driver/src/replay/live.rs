@@ -146,7 +146,12 @@ impl Live {
 
     /// Takes a sample now and returns the progress message it makes.
     pub fn sample(&self) -> pb::SimulationProgress {
-        let sample = self.observer.sample();
+        let mut sample = self.observer.sample();
+        if let Some((_, counts)) = &self.usage {
+            // The usage replay's last round, as set (see `UsageCounts`).
+            sample.usage.used_cpu_millis = counts.used_cpu_millis.load(Ordering::Relaxed);
+            sample.usage.used_memory_bytes = counts.used_memory_bytes.load(Ordering::Relaxed);
+        }
         let progress = self.progress_of(&sample);
         self.samples
             .lock()
