@@ -154,12 +154,16 @@ async fn replayed_pods_use_what_their_recorded_pods_used_and_share_it_when_count
     let cancelled = mesh.cancel(&simulation.id).await;
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
     // The report says how: web's updates matched, api's shared, none defaulted.
-    let replayed = mesh.report(&simulation.id).await.usage.unwrap();
+    let report = mesh.report(&simulation.id).await;
+    let replayed = report.usage.clone().unwrap();
     assert_eq!(
         (replayed.samples, replayed.ignored_samples),
         (replayable, 5)
     );
     assert_eq!(replayed.interval.unwrap().seconds, 2);
+    // Buckets carry what was set: at most web's 600m + 800m and api's 3 x 300m.
+    let used = report.timeline.iter().filter_map(|bucket| bucket.usage);
+    assert_eq!(used.map(|usage| usage.used_cpu_millis).max(), Some(2300));
     assert!(
         replayed.matched >= 2 && replayed.shared >= 3 && replayed.defaulted == 0,
         "{replayed:?}"
