@@ -16,6 +16,7 @@
 //! - [`outages`] puts cluster-autoscaler's outages on the replay's clock for the report.
 //! - [`nodes_kept`] folds cluster-autoscaler's unremovable counts, read during the replay,
 //!   into why nodes stayed: per reason the peak and the first reading.
+//! - [`rightsizing`] puts each recorded workload's p95 usage per pod against its requests.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
 pub mod autoscaled;
@@ -30,6 +31,7 @@ pub mod plan;
 pub mod provisioning;
 pub mod recorded;
 pub mod rewrite;
+pub mod rightsizing;
 pub mod spec;
 pub mod usage;
 pub mod waits;
