@@ -147,6 +147,28 @@ pub struct UsageReplayed {
     /// Per workload with any, most OOM kills first (at most [`MAX_LIMITED_WORKLOADS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadLimits>,
+    /// Per recorded owner, its p95 usage per pod against its requests per pod, from the trace
+    /// (the driver's `domain::rightsizing`); most CPU first, at most [`MAX_USAGE_WORKLOADS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage_vs_requests: Vec<WorkloadUsage>,
+}
+
+/// Most workloads a report lists usage against requests for.
+pub const MAX_USAGE_WORKLOADS: usize = 100;
+
+/// What one recorded workload's pods used, p95 over the trace's samples of per-pod totals,
+/// against what each requests (summed over its template's containers; 0 when the trace holds
+/// no template).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadUsage {
+    /// `Kind/namespace/name` as recorded.
+    pub name: String,
+    /// Per-pod totals the percentiles are over.
+    pub samples: u64,
+    pub p95_cpu_millis: u64,
+    pub p95_memory_bytes: u64,
+    pub requested_cpu_millis: u64,
+    pub requested_memory_bytes: u64,
 }
 
 /// Most workloads a report lists limits for.

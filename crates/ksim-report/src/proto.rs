@@ -69,6 +69,18 @@ impl Report {
                         throttled_cpu_seconds: workload.throttled_cpu_seconds,
                     })
                     .collect(),
+                usage_vs_requests: used
+                    .usage_vs_requests
+                    .iter()
+                    .map(|workload| pb::WorkloadUsage {
+                        name: workload.name.clone(),
+                        samples: workload.samples,
+                        p95_cpu_millis: workload.p95_cpu_millis,
+                        p95_memory_bytes: workload.p95_memory_bytes,
+                        requested_cpu_millis: workload.requested_cpu_millis,
+                        requested_memory_bytes: workload.requested_memory_bytes,
+                    })
+                    .collect(),
             }),
             workload_scaling: self
                 .workload_scaling
@@ -158,6 +170,18 @@ impl Report {
                         name: workload.name.clone(),
                         oom_kills: workload.oom_kills,
                         throttled_cpu_seconds: workload.throttled_cpu_seconds,
+                    })
+                    .collect(),
+                usage_vs_requests: used
+                    .usage_vs_requests
+                    .iter()
+                    .map(|workload| crate::WorkloadUsage {
+                        name: workload.name.clone(),
+                        samples: workload.samples,
+                        p95_cpu_millis: workload.p95_cpu_millis,
+                        p95_memory_bytes: workload.p95_memory_bytes,
+                        requested_cpu_millis: workload.requested_cpu_millis,
+                        requested_memory_bytes: workload.requested_memory_bytes,
                     })
                     .collect(),
             }),
@@ -917,8 +941,21 @@ mod tests {
                 oom_kills: 4,
                 throttled_cpu_seconds: 2.5,
             }],
+            usage_vs_requests: vec![crate::WorkloadUsage {
+                name: "Deployment/shop/web".to_owned(),
+                samples: 20,
+                p95_cpu_millis: 1900,
+                p95_memory_bytes: 19 << 20,
+                requested_cpu_millis: 750,
+                requested_memory_bytes: 768 << 20,
+            }],
         });
         let proto = report.to_proto();
+        let listed = &proto.usage.as_ref().unwrap().usage_vs_requests[0];
+        assert_eq!(
+            (listed.p95_cpu_millis, listed.requested_memory_bytes),
+            (1900, 768 << 20)
+        );
         assert_eq!(proto.usage.as_ref().unwrap().interval.unwrap().seconds, 15);
         assert_eq!(proto.usage.as_ref().unwrap().workloads[0].oom_kills, 4);
         assert_eq!(Report::from_proto(&proto), report);

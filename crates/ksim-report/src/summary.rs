@@ -138,6 +138,9 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     if let Some(line) = utilization(report) {
         writeln!(out, "  utilization:       {line}")?;
     }
+    if let Some(line) = rightsizing(report) {
+        writeln!(out, "  rightsizing:       {line}")?;
+    }
     if let Some(line) = replicas(report) {
         writeln!(out, "  replicas:          {line}")?;
         for line in replica_lines(report) {
@@ -359,6 +362,61 @@ pub fn utilization(report: &pb::Report) -> Option<String> {
         mean(|u| (u.used_memory_bytes, u.allocatable_memory_bytes)),
         mean(|u| (u.used_memory_bytes, u.requested_memory_bytes)),
     ))
+}
+
+/// The (at most three) recorded workloads whose p95 use per pod is furthest over or under
+/// their requests, as a factor either way; workloads requesting nothing are not compared.
+/// Nothing without usage or without such workloads.
+pub fn rightsizing(report: &pb::Report) -> Option<String> {
+    let usage = report.usage.as_ref()?;
+    let ratio = |used: u64, requested: u64| (requested > 0).then(|| used as f64 / requested as f64);
+    let mut scored: Vec<(f64, &pb::WorkloadUsage)> = usage
+        .usage_vs_requests
+        .iter()
+        .filter_map(|workload| {
+            let ratios = [
+                ratio(workload.p95_cpu_millis, workload.requested_cpu_millis),
+                ratio(workload.p95_memory_bytes, workload.requested_memory_bytes),
+            ];
+            // Far off either way counts alike, 4x over as 4x under; using nothing as 1%.
+            let score = ratios
+                .iter()
+                .flatten()
+                .map(|r| r.max(0.01).ln().abs())
+                .reduce(f64::max)?;
+            Some((score, workload))
+        })
+        .collect();
+    if scored.is_empty() {
+        return None;
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    let versus = |used: String, shown: String, ratio: Option<f64>| match ratio {
+        Some(ratio) => format!("{used} of {shown} requested ({ratio:.2}x)"),
+        None => format!("{used}, none requested"),
+    };
+    let mebibytes = |bytes: u64| format!("{:.0}Mi", bytes as f64 / f64::from(1 << 20));
+    let named: Vec<String> = scored
+        .iter()
+        .take(3)
+        .map(|(_, w)| {
+            format!(
+                "{} CPU p95 {}, memory p95 {}",
+                w.name,
+                versus(
+                    format!("{}m", w.p95_cpu_millis),
+                    format!("{}m", w.requested_cpu_millis),
+                    ratio(w.p95_cpu_millis, w.requested_cpu_millis),
+                ),
+                versus(
+                    mebibytes(w.p95_memory_bytes),
+                    mebibytes(w.requested_memory_bytes),
+                    ratio(w.p95_memory_bytes, w.requested_memory_bytes),
+                ),
+            )
+        })
+        .collect();
+    Some(named.join("; "))
 }
 
 /// Who decided the replica counts of workloads HPAs scale, and what was left out for it;
@@ -1168,6 +1226,45 @@ mod tests {
             "CPU used ? of allocatable, ? of requested; memory used ? of allocatable, ? of \
              requested"
         );
+    }
+
+    #[test]
+    fn rightsizing_names_the_three_workloads_furthest_from_their_requests_either_way() {
+        let mut report = pb::Report::default();
+        assert_eq!(rightsizing(&report), None, "no usage, no rightsizing line");
+        let workload = |name: &str, cpu: (u64, u64), memory: (u64, u64)| pb::WorkloadUsage {
+            name: name.to_owned(),
+            samples: 10,
+            p95_cpu_millis: cpu.0,
+            requested_cpu_millis: cpu.1,
+            p95_memory_bytes: memory.0,
+            requested_memory_bytes: memory.1,
+        };
+        report.usage = Some(pb::UsageReplay {
+            usage_vs_requests: vec![
+                // 2x over on CPU.
+                workload("Deployment/shop/web", (1000, 500), (64 << 20, 64 << 20)),
+                // Requests nothing: not compared.
+                workload("Deployment/shop/free", (5000, 0), (1 << 30, 0)),
+                // 10x under on memory (0.1x), CPU unrequested.
+                workload("Deployment/shop/cache", (100, 0), (100 << 20, 1000 << 20)),
+                // Just right: last, and beyond three.
+                workload("Deployment/shop/api", (100, 100), (32 << 20, 32 << 20)),
+                // 4x over on memory.
+                workload("Job/shop/batch", (100, 100), (128 << 20, 32 << 20)),
+            ],
+            ..Default::default()
+        });
+        assert_eq!(
+            rightsizing(&report).unwrap(),
+            "Deployment/shop/cache CPU p95 100m, none requested, memory p95 100Mi of 1000Mi \
+             requested (0.10x); Job/shop/batch CPU p95 100m of 100m requested (1.00x), memory \
+             p95 128Mi of 32Mi requested (4.00x); Deployment/shop/web CPU p95 1000m of 500m \
+             requested (2.00x), memory p95 64Mi of 64Mi requested (1.00x)"
+        );
+        assert!(summary(&report).contains("\n  rightsizing:       Deployment/shop/cache"));
+        report.usage.as_mut().unwrap().usage_vs_requests.truncate(0);
+        assert_eq!(rightsizing(&report), None, "nothing to compare");
     }
 
     #[test]
