@@ -11,33 +11,18 @@ use ksim_nodes::skeleton::quantity_value;
 use ksim_trace::pb;
 use serde_json::Value;
 
+use super::report::{MAX_USAGE_WORKLOADS, WorkloadUsage};
+
 /// An owner by kind, namespace and name.
 type OwnerKey<'a> = (&'a str, &'a str, &'a str);
 
-/// At most this many owners are reported: those using the most CPU.
-pub const MAX_OWNERS: usize = 100;
-
-/// One recorded owner's usage against its requests. CPU in millicores, memory in bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerUsage {
-    /// `Kind/namespace/name`, as the report names workloads.
-    pub owner: String,
-    /// Per-pod totals the percentiles are over.
-    pub samples: u64,
-    pub p95_cpu_millis: u64,
-    pub p95_memory_bytes: u64,
-    /// Per pod, summed over its template's containers; 0 when the trace holds no template.
-    pub requested_cpu_millis: u64,
-    pub requested_memory_bytes: u64,
-}
-
 /// Per owner with samples, its p95 usage per pod and its requests per pod, most CPU first (then
-/// by name), at most [`MAX_OWNERS`].
+/// by name), at most [`MAX_USAGE_WORKLOADS`].
 pub fn usage_vs_requests(
     samples: &[pb::UsageSample],
     lifecycles: &[pb::PodLifecycle],
     events: &[pb::TraceEvent],
-) -> Vec<OwnerUsage> {
+) -> Vec<WorkloadUsage> {
     let mut by_pod: HashMap<(&str, &str), Vec<&pb::PodLifecycle>> = HashMap::new();
     for lifecycle in lifecycles {
         if lifecycle.owner_gvk.is_some() {
@@ -76,7 +61,7 @@ pub fn usage_vs_requests(
             .push(total);
     }
     let templates = latest_templates(events);
-    let mut owners: Vec<OwnerUsage> = totals
+    let mut owners: Vec<WorkloadUsage> = totals
         .into_iter()
         .map(|((kind, namespace, name), pods)| {
             let (requested_cpu_millis, requested_memory_bytes) = templates
@@ -84,8 +69,8 @@ pub fn usage_vs_requests(
                 .map_or((0, 0), pod_requests);
             let mut cpu: Vec<u64> = pods.iter().map(|(cpu, _)| *cpu).collect();
             let mut memory: Vec<u64> = pods.iter().map(|(_, memory)| *memory).collect();
-            OwnerUsage {
-                owner: format!("{kind}/{namespace}/{name}"),
+            WorkloadUsage {
+                name: format!("{kind}/{namespace}/{name}"),
                 samples: pods.len() as u64,
                 p95_cpu_millis: p95(&mut cpu) / 1_000_000,
                 p95_memory_bytes: p95(&mut memory),
@@ -97,9 +82,9 @@ pub fn usage_vs_requests(
     owners.sort_by(|a, b| {
         b.p95_cpu_millis
             .cmp(&a.p95_cpu_millis)
-            .then_with(|| a.owner.cmp(&b.owner))
+            .then_with(|| a.name.cmp(&b.name))
     });
-    owners.truncate(MAX_OWNERS);
+    owners.truncate(MAX_USAGE_WORKLOADS);
     owners
 }
 
@@ -282,7 +267,7 @@ mod tests {
             .iter()
             .map(|o| {
                 (
-                    o.owner.as_str(),
+                    o.name.as_str(),
                     o.samples,
                     o.p95_cpu_millis,
                     o.p95_memory_bytes,
@@ -316,8 +301,8 @@ mod tests {
             .map(|i| sample(&format!("p{i:03}"), 1, &[(i * 1_000_000, 0)]))
             .collect();
         let owners = usage_vs_requests(&samples, &lifecycles, &[]);
-        assert_eq!(owners.len(), MAX_OWNERS);
-        assert_eq!(owners[0].owner, "Deployment/shop/w149");
+        assert_eq!(owners.len(), MAX_USAGE_WORKLOADS);
+        assert_eq!(owners[0].name, "Deployment/shop/w149");
         assert_eq!(owners[99].p95_cpu_millis, 50);
     }
 }

@@ -29,7 +29,7 @@ use crate::{
         nodes_kept::NodesKeptFold,
         plan::window_start_ms,
         recorded::recorded_states,
-        report,
+        report, rightsizing,
         spec::{OnError, SimulationSpec},
     },
 };
@@ -99,6 +99,12 @@ pub async fn start_clock(
                 samples: feed.recorded.samples(),
                 ignored_samples: feed.recorded.ignored(),
                 interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+                // From the trace alone, so known from the start.
+                usage_vs_requests: rightsizing::usage_vs_requests(
+                    &trace.usage,
+                    &trace.lifecycles,
+                    &trace.events,
+                ),
                 ..Default::default()
             },
             usage_counts.clone(),

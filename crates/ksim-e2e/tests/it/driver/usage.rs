@@ -164,6 +164,19 @@ async fn replayed_pods_use_what_their_recorded_pods_used_and_share_it_when_count
     // Buckets carry what was set: at most web's 600m + 800m and api's 3 x 300m.
     let used = report.timeline.iter().filter_map(|bucket| bucket.usage);
     assert_eq!(used.map(|usage| usage.used_cpu_millis).max(), Some(2300));
+    // From the trace: api's one recorded pod used 900m against its 100m request.
+    let api = replayed
+        .usage_vs_requests
+        .iter()
+        .find(|w| w.name == "Deployment/shop/api");
+    assert_eq!(
+        api.map(|w| (
+            w.p95_cpu_millis,
+            w.requested_cpu_millis,
+            w.requested_memory_bytes
+        )),
+        Some((900, 100, 32 << 20))
+    );
     assert!(
         replayed.matched >= 2 && replayed.shared >= 3 && replayed.defaulted == 0,
         "{replayed:?}"
