@@ -8,11 +8,13 @@
 //! - **A node short of memory evicts** (the kubelet's hard threshold `memory.available<100Mi`):
 //!   pods are ranked as the kubelet ranks them (usage above requests first, then lower
 //!   priority, then usage above requests, largest first) and evicted until the node is above
-//!   the threshold again. The rule is here; the pool does not apply it yet.
+//!   the threshold again ([`node_pressure`]; the pool applies it to each node whose pods' usage
+//!   a request changed).
 //!
-//! Not modelled: soft thresholds and grace periods, node-level reservations beyond capacity
-//! minus allocatable, the container's restart backoff for OOM kills (the pool restarts at
-//! once), limits of init and sidecar containers, swap, ephemeral storage and PID pressure.
+//! Not modelled: soft thresholds and grace periods, the node's own use of memory (system and
+//! kube reserved are not counted against the capacity), the node's MemoryPressure condition,
+//! the container's restart backoff for OOM kills (the pool restarts at once), limits of init
+//! and sidecar containers, swap, ephemeral storage and PID pressure.
 
 use std::collections::BTreeMap;
 
@@ -194,6 +196,42 @@ pub fn pressure_evictions<K: Clone>(capacity: u64, pods: &[PodMemory<K>]) -> Vec
     evicted
 }
 
+/// A node short of memory, as its kubelet's eviction manager sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePressure<K> {
+    /// Memory available before the evictions: capacity minus the pods' working sets, bytes;
+    /// negative when usage was set above the capacity.
+    pub available: i64,
+    /// The pods to evict, in eviction order.
+    pub evicted: Vec<K>,
+}
+
+/// The pressure on a node whose memory is `capacity` bytes and whose running pods use what
+/// `pods` say; `None` while at least [`EVICTION_THRESHOLD_BYTES`] stay available.
+pub fn node_pressure<K: Clone>(capacity: u64, pods: &[PodMemory<K>]) -> Option<NodePressure<K>> {
+    let evicted = pressure_evictions(capacity, pods);
+    if evicted.is_empty() {
+        return None;
+    }
+    let used: u64 = pods.iter().map(|pod| pod.used).fold(0, u64::saturating_add);
+    // Both fit in i128; the clamp only matters for absurd figures.
+    let available =
+        (i128::from(capacity) - i128::from(used)).clamp(i64::MIN.into(), i64::MAX.into());
+    Some(NodePressure {
+        available: available as i64,
+        evicted,
+    })
+}
+
+/// The message a kubelet writes on a pod it evicted for memory pressure (its `status.message`
+/// and the DisruptionTarget condition's): the threshold and what was available, in Ki.
+pub fn eviction_message(available: i64) -> String {
+    format!(
+        "The node was low on resource: memory. Threshold quantity: 100Mi, available: {}Ki.",
+        available.div_euclid(1024)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,6 +366,22 @@ mod tests {
         assert_eq!(
             pressure_evictions(500 * MI, &pods),
             ["over-large", "over-small", "over-important"]
+        );
+    }
+
+    #[test]
+    fn a_node_under_pressure_reports_what_was_available_and_whom_to_evict() {
+        let pods = [pod("a", 600, 600, 0), pod("b", 400, 100, 0)];
+        assert_eq!(node_pressure(1_024 * MI, &pods[..1]), None);
+        let pressure = node_pressure(1_024 * MI, &pods).expect("pressure");
+        assert_eq!(pressure.available, 24 * MI as i64);
+        assert_eq!(pressure.evicted, ["b"]);
+        // Usage set above the capacity leaves a negative availability, as a kubelet computes it.
+        let over = node_pressure(900 * MI, &pods).expect("pressure");
+        assert_eq!(over.available, -100 * MI as i64);
+        assert_eq!(
+            eviction_message(over.available),
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: -102400Ki."
         );
     }
 }

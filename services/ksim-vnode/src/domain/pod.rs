@@ -294,6 +294,36 @@ pub fn completed_status(pod: &Pod, now: Timestamp, exit_code: i32) -> PodStatus 
     )
 }
 
+/// `status.reason` of a pod its kubelet evicted, and the DisruptionTarget condition's type
+/// and reason the kubelet sets on it.
+pub const EVICTED_REASON: &str = "Evicted";
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub const TERMINATION_BY_KUBELET_REASON: &str = "TerminationByKubelet";
+
+/// The status a kubelet writes on a pod it evicted (node pressure): its containers killed
+/// (exit code 137, as SIGKILL leaves them), the pod Failed with reason Evicted and `message`,
+/// and DisruptionTarget True saying the kubelet terminated it.
+pub fn evicted_status(pod: &Pod, message: &str, now: Timestamp) -> PodStatus {
+    let mut status = completed_status(pod, now, OOM_KILLED_EXIT_CODE);
+    let disruption = KubeletCondition {
+        type_: DISRUPTION_TARGET,
+        status: "True",
+        reason: Some(TERMINATION_BY_KUBELET_REASON),
+        message: Some(message.to_owned()),
+    };
+    status.conditions = Some(merge_conditions(
+        status.conditions.as_deref().unwrap_or_default(),
+        [disruption],
+        pod.metadata.generation,
+        now,
+    ));
+    PodStatus {
+        reason: Some(EVICTED_REASON.to_owned()),
+        message: Some(message.to_owned()),
+        ..status
+    }
+}
+
 /// The status a kubelet writes when it cannot set up the pod's sandbox (for the pool: no free
 /// pod IP on the node): still Pending, containers waiting, and PodReadyToStartContainers False
 /// with `message` saying why. [`running_status`] replaces all of it once an IP is free.
@@ -1083,6 +1113,38 @@ mod tests {
         // Killed again: the count goes on.
         let again = oom_killed_status(&with_status(pod, status), &["app".to_owned()], at(LATER));
         assert_eq!(again.container_statuses.unwrap()[0].restart_count, 2);
+    }
+
+    #[test]
+    fn an_evicted_pod_fails_with_its_containers_killed_and_a_disruption_target() {
+        let pod = running_pod();
+        let message = "The node was low on resource: memory.";
+        let status = evicted_status(&pod, message, at(LATER));
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        assert_eq!(status.reason.as_deref(), Some(EVICTED_REASON));
+        assert_eq!(status.message.as_deref(), Some(message));
+        let app = &status.container_statuses.as_ref().unwrap()[0];
+        assert!(!app.ready);
+        let terminated = app.state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!(terminated.exit_code, 137);
+        assert_eq!(terminated.finished_at, Some(Time(at(LATER))));
+        let conditions = status.conditions.unwrap();
+        let disruption = conditions
+            .iter()
+            .find(|c| c.type_ == DISRUPTION_TARGET)
+            .unwrap();
+        assert_eq!(disruption.status, "True");
+        assert_eq!(
+            disruption.reason.as_deref(),
+            Some(TERMINATION_BY_KUBELET_REASON)
+        );
+        assert_eq!(disruption.message.as_deref(), Some(message));
+        let ready = conditions.iter().find(|c| c.type_ == READY).unwrap();
+        assert_eq!(ready.status, "False");
+        assert!(
+            conditions.iter().any(|c| c.type_ == POD_SCHEDULED),
+            "the scheduler's condition stays"
+        );
     }
 
     #[test]
