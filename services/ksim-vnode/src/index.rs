@@ -21,13 +21,13 @@ use crate::domain::{
         BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, OWNER_POOL, OWNER_SEATS, POOL_LABEL,
         TERMINATING_UNTIL_ANNOTATION,
     },
-    limits::{self, PodLimits},
+    limits::{self, NodePressure, PodLimits, PodMemory},
     node::{NodeIdentity, Phase},
     pod::PodPhase,
     provisioning::{
         GroupModel, NodeDelays, NodeTimes, after, annotated_time, next_wait, register_at,
     },
-    skeleton::NodeSkeleton,
+    skeleton::{NodeSkeleton, quantity_value},
     usage::{self, ContainerUsage, PodMeter, UsageError},
 };
 
@@ -776,6 +776,49 @@ impl PoolIndex {
         }))
     }
 
+    /// The node a tracked pod is bound to.
+    pub fn pod_node(&self, key: &str) -> Option<&str> {
+        self.pods.get(key).map(|pod| pod.node.as_str())
+    }
+
+    /// The memory capacity a node registered with (`status.capacity.memory` of its group's
+    /// skeleton), bytes; `None` for a node whose group is gone.
+    pub fn memory_capacity(&self, node: &str) -> Option<u64> {
+        let group = self.groups.get(&self.nodes.get(node)?.group)?;
+        let value = quantity_value(&group.skeleton.capacity.get("memory")?.0)?;
+        // The skeleton's quantities were checked; `as` saturates anything absurd.
+        (value.is_finite() && value >= 0.0).then(|| value.round() as u64)
+    }
+
+    /// The memory pressure on each of `nodes` that is short of memory (`domain::limits`): its
+    /// metered running pods' working sets against its capacity, in one pass over the pods. A
+    /// pod not measured yet uses nothing, as a pod without stats is not ranked by a kubelet.
+    pub fn memory_pressure(&self, nodes: &BTreeSet<String>) -> Vec<(String, NodePressure<PodKey>)> {
+        let mut on_node: BTreeMap<&str, Vec<PodMemory<PodKey>>> = BTreeMap::new();
+        for (key, pod) in &self.pods {
+            if pod.phase != PodPhase::Running || !nodes.contains(&pod.node) {
+                continue;
+            }
+            let Some(meter) = &pod.usage else { continue };
+            on_node.entry(&pod.node).or_default().push(PodMemory {
+                key: key.clone(),
+                used: meter.total().1,
+                requested: pod.limits.as_ref().map_or(0, |l| l.memory_requested),
+                priority: pod.limits.as_ref().map_or(0, |l| l.priority),
+            });
+        }
+        on_node
+            .into_iter()
+            .filter_map(|(node, mut pods)| {
+                let capacity = self.memory_capacity(node)?;
+                // The pods come from a hash map: a fixed order keeps ties deterministic.
+                pods.sort_by(|a, b| a.key.cmp(&b.key));
+                let pressure = limits::node_pressure(capacity, &pods)?;
+                Some((node.to_owned(), pressure))
+            })
+            .collect()
+    }
+
     /// Whether a pod of this pool is running by that key.
     pub fn runs_pod(&self, key: &str) -> bool {
         self.pods
@@ -1288,6 +1331,68 @@ status:
         let restarted = &reading(&index)[0];
         assert_eq!((restarted.cpu_nanocores, restarted.memory_bytes), (0, 0));
         assert_eq!(restarted.started, secs(10));
+    }
+
+    #[test]
+    fn memory_pressure_ranks_the_metered_running_pods_of_each_node_against_its_capacity() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(pool_group("g", 2));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        assert_eq!(index.memory_capacity("g-0"), Some(8 << 30));
+        let ranked = |requested_mi: u64, priority: i32| {
+            Some(Box::new(PodLimits {
+                memory_requested: requested_mi << 20,
+                priority,
+                ..PodLimits::default()
+            }))
+        };
+        // On g-0: 8 GiB used of 8 GiB. "greedy" is over its request, "steady" within it,
+        // "unmeasured" has no usage (nor requests or priority).
+        for (key, node, limits) in [
+            ("ns/greedy", "g-0", ranked(1_024, 0)),
+            ("ns/steady", "g-0", ranked(6_144, 0)),
+            ("ns/unmeasured", "g-0", None),
+            ("ns/elsewhere", "g-1", None),
+        ] {
+            index.observe_pod(key, key, node, None, PodPhase::Running, limits);
+        }
+        let memory = |mebibytes: u64| {
+            vec![ContainerUsage {
+                name: "app".to_owned(),
+                cpu_nanocores: 0,
+                memory_bytes: mebibytes << 20,
+            }]
+        };
+        for (key, mebibytes) in [
+            ("ns/greedy", 3_072),
+            ("ns/steady", 5_120),
+            ("ns/elsewhere", 8_192),
+        ] {
+            index
+                .set_pod_usage(key, memory(mebibytes), secs(0))
+                .unwrap();
+        }
+        let only_g0: BTreeSet<String> = ["g-0".to_owned()].into();
+        assert_eq!(
+            index.memory_pressure(&only_g0),
+            [(
+                "g-0".to_owned(),
+                NodePressure {
+                    available: 0,
+                    evicted: vec!["ns/greedy".to_owned()],
+                }
+            )]
+        );
+        // g-1's lone pod without requests uses all of it: evicted too when g-1 is asked about.
+        let both: BTreeSet<String> = ["g-0".to_owned(), "g-1".to_owned()].into();
+        let pressure = index.memory_pressure(&both);
+        assert_eq!(pressure.len(), 2);
+        assert_eq!(pressure[1].1.evicted, ["ns/elsewhere"]);
+        // A finished pod is not counted: g-0 has room again.
+        index.pod_finished("ns/greedy", PodPhase::Failed);
+        assert!(index.memory_pressure(&only_g0).is_empty());
+        assert_eq!(index.pod_node("ns/steady"), Some("g-0"));
     }
 
     #[test]
