@@ -224,6 +224,16 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
                     cpu_seconds: throttling.cpu_seconds,
                 })
                 .collect(),
+            evicted: applied
+                .evicted
+                .into_iter()
+                .map(|eviction| pb::PodEviction {
+                    namespace: eviction.namespace,
+                    name: eviction.name,
+                    node: eviction.node,
+                    message: eviction.message,
+                })
+                .collect(),
         }))
     }
 }

@@ -35,6 +35,8 @@ pub struct Metrics {
     pub kubelet_scrapes: Counter,
     /// Containers killed for memory above their limit (`domain::limits`).
     pub oom_kills: Counter,
+    /// Pods evicted for node memory pressure (`domain::limits::node_pressure`).
+    pub evictions: Counter,
     renewal_rate: Mutex<RenewalRate>,
 }
 
@@ -54,6 +56,7 @@ impl Default for Metrics {
             kubelet_listeners: Gauge::default(),
             kubelet_scrapes: Counter::default(),
             oom_kills: Counter::default(),
+            evictions: Counter::default(),
             renewal_rate: Mutex::new(RenewalRate::new(Duration::from_secs(30))),
         }
     }
@@ -121,6 +124,11 @@ impl Metrics {
             "oom_kills",
             "Containers killed for memory above their limit",
             self.oom_kills.clone(),
+        );
+        registry.register(
+            "evictions",
+            "Pods evicted for node memory pressure",
+            self.evictions.clone(),
         );
     }
 

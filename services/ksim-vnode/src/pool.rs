@@ -23,6 +23,7 @@ use crate::{
     domain::{
         cidr::{CidrError, PodCidrPool},
         groups::{GroupError, validate_count, validate_group_name},
+        limits,
         node::{provider_id, seat_host_skeleton},
         pod::{self, PodPhase},
         provisioning,
@@ -87,6 +88,18 @@ pub struct UsageApplied {
     pub oom_kills: Vec<OomKill>,
     /// Throttled CPU-seconds accrued since each pod's previous set, per container with any.
     pub throttled: Vec<Throttling>,
+    /// Pods evicted because this request left their node short of memory.
+    pub evicted: Vec<Eviction>,
+}
+
+/// A pod the node's kubelet evicted for memory pressure (`domain::limits::node_pressure`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    /// The message written on the pod: the threshold and what was available.
+    pub message: String,
 }
 
 /// A container the kernel killed for memory above its limit.
@@ -410,9 +423,10 @@ impl Pool {
     }
 
     /// Sets the usage of running pods from `now` on, as their limits let them: every pod is
-    /// checked before any applies. Containers killed for memory get the status a kubelet would
-    /// write before this returns; a write that fails is logged and counted as an API error,
-    /// and the kill still stands (its usage started over).
+    /// checked before any applies. Containers killed for memory, and pods evicted from a node
+    /// the new usage left short of memory, get the status a kubelet would write before this
+    /// returns; a write that fails is logged and counted as an API error, and the kill or
+    /// eviction still stands (the pool no longer runs an evicted pod).
     pub async fn set_pod_usage(
         &self,
         pods: Vec<PodUsageUpdate>,
@@ -420,6 +434,8 @@ impl Pool {
     ) -> Result<UsageApplied, PoolError> {
         let applied = self.apply_pod_usage(pods, now)?;
         self.write_oom_kills(&applied.oom_kills, now).await;
+        // After the kills: an evicted pod's status follows its containers' latest state.
+        self.write_evictions(&applied.evicted, now).await;
         Ok(applied)
     }
 
@@ -439,8 +455,13 @@ impl Pool {
         }
         let mut index = self.ctx.index();
         let mut outcome = UsageApplied::default();
+        // Nodes whose pods' usage changed: the only ones that can have come under pressure.
+        let mut touched = std::collections::BTreeSet::new();
         for pod in pods {
             let key = format!("{}/{}", pod.namespace, pod.name);
+            if let Some(node) = index.pod_node(&key) {
+                touched.insert(node.to_owned());
+            }
             let applied = if pod.containers.is_empty() {
                 index.clear_pod_usage(&key) || index.runs_pod(&key)
             } else {
@@ -473,10 +494,29 @@ impl Pool {
                 outcome.not_running += 1;
             }
         }
+        for (node, pressure) in index.memory_pressure(&touched) {
+            let message = limits::eviction_message(pressure.available);
+            for key in pressure.evicted {
+                // Stops running now, as the kubelet kills it at once (hard threshold): the
+                // status write follows, and the watch confirms it.
+                index.pod_finished(&key, PodPhase::Failed);
+                let (namespace, name) = key.split_once('/').unwrap_or(("", &key));
+                outcome.evicted.push(Eviction {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                    node: node.clone(),
+                    message: message.clone(),
+                });
+            }
+        }
         self.ctx
             .metrics
             .oom_kills
             .inc_by(outcome.oom_kills.len() as u64);
+        self.ctx
+            .metrics
+            .evictions
+            .inc_by(outcome.evicted.len() as u64);
         Ok(outcome)
     }
 
@@ -531,6 +571,45 @@ impl Pool {
                 .pod_finished(&format!("{namespace}/{name}"), PodPhase::Failed);
         }
         Ok(())
+    }
+
+    /// Writes each evicted pod's status, a few pods at a time, reading the pod first (the
+    /// status keeps its containers' IDs and restart counts).
+    async fn write_evictions(&self, evictions: &[Eviction], now: Timestamp) {
+        let writes = evictions.iter().cloned().map(|eviction| async move {
+            let Eviction {
+                namespace,
+                name,
+                message,
+                ..
+            } = eviction;
+            if let Err(error) = self.write_eviction(&namespace, &name, &message, now).await {
+                self.ctx.metrics.api_errors.inc();
+                tracing::warn!(pod = format!("{namespace}/{name}"), %error, "writing an eviction");
+            }
+        });
+        futures::stream::iter(writes)
+            .buffer_unordered(usize::from(self.ctx.config.api_concurrency.max(1)))
+            .collect::<()>()
+            .await;
+    }
+
+    async fn write_eviction(
+        &self,
+        namespace: &str,
+        name: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> Result<(), kube::Error> {
+        let Some(pod) = self.ctx.pods.get(namespace, name).await? else {
+            return Ok(());
+        };
+        // Gone already (an OOM kill under restart policy Never failed it): nothing to evict.
+        if pod::is_terminal(&pod) {
+            return Ok(());
+        }
+        let status = pod::evicted_status(&pod, message, now);
+        self.ctx.pods.write_status(&pod, &status).await
     }
 
     /// Every metered running pod's usage at `now`.

@@ -1,6 +1,6 @@
 //! Limits enforced on the usage set on the pool: memory above a container's limit is an OOM
 //! kill the apiserver shows as a kubelet would write it, CPU above its limit is capped and
-//! counted as throttled.
+//! counted as throttled, and a node left short of memory evicts as a kubelet would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use crate::common::*;
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 use ksim_vnode::{
     domain::usage::ContainerUsage,
-    pool::{OomKill, PodUsageUpdate},
+    pool::{Eviction, OomKill, PodUsageUpdate},
 };
 use kube::{Api, api::PostParams};
 use serde_json::json;
@@ -151,4 +151,91 @@ async fn memory_above_the_limit_is_an_oom_kill_and_cpu_above_it_is_throttled() {
         "{} throttled CPU-seconds over {elapsed} s",
         throttled.cpu_seconds
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_short_of_memory_evicts_the_pod_over_its_request() {
+    let env = control_plane().await;
+    let pool = start_pool(&env.client, pool_config()).await;
+    pool.create_group("workers", SKELETON, 1).await.unwrap();
+    let node = ready_nodes(&env.client, "workers", 1).await[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    create_namespace(&env.client, NAMESPACE).await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
+    for (name, request) in [("greedy", "1Gi"), ("modest", "8Gi")] {
+        let mut pod = pod(name, "Always", json!({}));
+        pod.spec.as_mut().unwrap().containers[0].resources =
+            Some(serde_json::from_value(json!({ "requests": { "memory": request } })).unwrap());
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    pods_in_phase(&env.client, NAMESPACE, "app=limited", "Running", 2).await;
+
+    // Below the threshold: 15 GiB of the skeleton's 16 GiB capacity leaves 1 GiB available.
+    let applied = pool
+        .set_pod_usage(
+            vec![
+                usage("greedy", 100, 9 * 1_024),
+                usage("modest", 100, 6 * 1_024),
+            ],
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    assert!(applied.evicted.is_empty(), "{:?}", applied.evicted);
+
+    // 16 GiB used of 16 GiB: greedy, 9 GiB above its request, goes; modest, within its
+    // request, stays.
+    let applied = pool
+        .set_pod_usage(vec![usage("greedy", 100, 10 * 1_024)], Timestamp::now())
+        .await
+        .unwrap();
+    let message =
+        "The node was low on resource: memory. Threshold quantity: 100Mi, available: 0Ki.";
+    assert_eq!(
+        applied.evicted,
+        [Eviction {
+            namespace: NAMESPACE.to_owned(),
+            name: "greedy".to_owned(),
+            node: node.clone(),
+            message: message.to_owned(),
+        }]
+    );
+
+    // The eviction as a kubelet writes it, through the apiserver.
+    let status = pods.get("greedy").await.unwrap().status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("Evicted"));
+    assert_eq!(status.message.as_deref(), Some(message));
+    let disruption = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .unwrap();
+    assert_eq!(disruption.status, "True");
+    assert_eq!(disruption.reason.as_deref(), Some("TerminationByKubelet"));
+    let app = &status.container_statuses.unwrap()[0];
+    assert!(app.state.as_ref().unwrap().terminated.is_some());
+    let modest = pods.get("modest").await.unwrap().status.unwrap();
+    assert_eq!(modest.phase.as_deref(), Some("Running"));
+
+    // The pool no longer runs the evicted pod: it takes no usage and is not served.
+    assert!(
+        pool.pod_readings(Timestamp::now())
+            .iter()
+            .all(|pod| pod.name != "greedy")
+    );
+    let applied = pool
+        .set_pod_usage(
+            vec![usage("greedy", 100, 64), usage("modest", 100, 6 * 1_024)],
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((applied.applied, applied.not_running), (1, 1));
+    assert!(applied.evicted.is_empty());
+    assert_eq!(pool.stats().pods.failed, 1);
 }
