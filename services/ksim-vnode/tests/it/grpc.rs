@@ -330,4 +330,25 @@ async fn usage_is_set_for_running_pods_only_and_a_bad_request_sets_nothing() {
             .pod_readings(k8s_openapi::jiff::Timestamp::now())
             .is_empty()
     );
+
+    // All of the node's 16 GiB: the node evicts the pod and the response names it.
+    let pressed = client
+        .set_pod_usage(pb::SetPodUsageRequest {
+            pods: vec![usage("default", "web", 100, 16 << 10)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(pressed.applied, 1);
+    assert_eq!(
+        pressed.evicted,
+        [pb::PodEviction {
+            namespace: "default".to_owned(),
+            name: "web".to_owned(),
+            node: "workers-0".to_owned(),
+            message: "The node was low on resource: memory. Threshold quantity: 100Mi, \
+                      available: 0Ki."
+                .to_owned(),
+        }]
+    );
 }
