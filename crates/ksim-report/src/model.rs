@@ -144,6 +144,9 @@ pub struct UsageReplayed {
     /// CPU-seconds wanted above CPU limits and throttled, recorded time.
     #[serde(default)]
     pub throttled_cpu_seconds: f64,
+    /// Pods evicted by their node's memory pressure. Defaulted: older reports.
+    #[serde(default)]
+    pub pressure_evictions: u64,
     /// Per workload with any, most OOM kills first (at most [`MAX_LIMITED_WORKLOADS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadLimits>,
@@ -182,6 +185,9 @@ pub struct WorkloadLimits {
     pub oom_kills: u64,
     /// Recorded time.
     pub throttled_cpu_seconds: f64,
+    /// Its pods evicted by their node's memory pressure. Defaulted: older reports.
+    #[serde(default)]
+    pub pressure_evictions: u64,
 }
 
 /// Who decided a replay's replica counts (see the driver's `domain::autoscaled`).

@@ -60,6 +60,7 @@ impl Report {
                 defaulted: used.defaulted,
                 oom_kills: used.oom_kills,
                 throttled_cpu_seconds: used.throttled_cpu_seconds,
+                pressure_evictions: used.pressure_evictions,
                 workloads: used
                     .workloads
                     .iter()
@@ -67,6 +68,7 @@ impl Report {
                         name: workload.name.clone(),
                         oom_kills: workload.oom_kills,
                         throttled_cpu_seconds: workload.throttled_cpu_seconds,
+                        pressure_evictions: workload.pressure_evictions,
                     })
                     .collect(),
                 usage_vs_requests: used
@@ -163,6 +165,7 @@ impl Report {
                 defaulted: used.defaulted,
                 oom_kills: used.oom_kills,
                 throttled_cpu_seconds: used.throttled_cpu_seconds,
+                pressure_evictions: used.pressure_evictions,
                 workloads: used
                     .workloads
                     .iter()
@@ -170,6 +173,7 @@ impl Report {
                         name: workload.name.clone(),
                         oom_kills: workload.oom_kills,
                         throttled_cpu_seconds: workload.throttled_cpu_seconds,
+                        pressure_evictions: workload.pressure_evictions,
                     })
                     .collect(),
                 usage_vs_requests: used
@@ -936,10 +940,12 @@ mod tests {
             defaulted: 2,
             oom_kills: 4,
             throttled_cpu_seconds: 2.5,
+            pressure_evictions: 1,
             workloads: vec![crate::WorkloadLimits {
                 name: "Deployment/shop/web".to_owned(),
                 oom_kills: 4,
                 throttled_cpu_seconds: 2.5,
+                pressure_evictions: 1,
             }],
             usage_vs_requests: vec![crate::WorkloadUsage {
                 name: "Deployment/shop/web".to_owned(),

@@ -301,8 +301,8 @@ pub fn usage(report: &pb::Report) -> String {
 pub fn limits(report: &pb::Report) -> Option<String> {
     let usage = report.usage.as_ref()?;
     let mut line = format!(
-        "{} OOM kills, {:.1} CPU-seconds throttled",
-        usage.oom_kills, usage.throttled_cpu_seconds
+        "{} OOM kills, {:.1} CPU-seconds throttled, {} pressure evictions",
+        usage.oom_kills, usage.throttled_cpu_seconds, usage.pressure_evictions
     );
     let named: Vec<String> = usage
         .workloads
@@ -1173,6 +1173,7 @@ mod tests {
             name: name.to_owned(),
             oom_kills,
             throttled_cpu_seconds,
+            pressure_evictions: 0,
         };
         report.usage = Some(pb::UsageReplay {
             oom_kills: 7,
@@ -1187,7 +1188,7 @@ mod tests {
         });
         assert_eq!(
             limits(&report).unwrap(),
-            "7 OOM kills, 12.2 CPU-seconds throttled (Deployment/shop/web 6 OOM kills, 0.0 s \
+            "7 OOM kills, 12.2 CPU-seconds throttled, 0 pressure evictions (Deployment/shop/web 6 OOM kills, 0.0 s \
              throttled; Deployment/shop/db 1 OOM kills, 2.0 s throttled; Deployment/shop/api 0 \
              OOM kills, 10.2 s throttled; and 1 more)"
         );

@@ -65,44 +65,54 @@ fn totals<'a>(pods: impl IntoIterator<Item = &'a pb::PodUsage>) -> (u64, u64) {
     (nanocores / 1_000_000, bytes)
 }
 
-/// OOM kills and throttled CPU the pool answered `SetPodUsage` with, per recorded owner.
+/// OOM kills, throttled CPU and pressure evictions the pool answered `SetPodUsage` with, per
+/// recorded owner.
 #[derive(Debug, Default)]
 pub struct LimitCounts {
-    /// By `Kind/namespace/name` as recorded (`Pod/namespace/name` for an unmatched pod):
-    /// OOM kills and throttled CPU-seconds, wall time.
-    by_workload: HashMap<String, (u64, f64)>,
+    /// By `Kind/namespace/name` as recorded (`Pod/namespace/name` for an unmatched pod).
+    by_workload: HashMap<String, Limited>,
+}
+
+/// What limits did to one workload's pods; throttled CPU-seconds in wall time.
+#[derive(Debug, Default, Clone, Copy)]
+struct Limited {
+    oom_kills: u64,
+    throttled: f64,
+    evictions: u64,
 }
 
 impl LimitCounts {
     fn add(&mut self, workload: String, oom_kills: u64, throttled_cpu_seconds: f64) {
         let entry = self.by_workload.entry(workload).or_default();
-        entry.0 += oom_kills;
-        entry.1 += throttled_cpu_seconds;
+        entry.oom_kills += oom_kills;
+        entry.throttled += throttled_cpu_seconds;
+    }
+
+    fn evicted(&mut self, workload: String) {
+        self.by_workload.entry(workload).or_default().evictions += 1;
     }
 
     /// Into the report, throttled CPU in recorded time: what a container wanted beyond its
     /// limit over an interval the speed shortened.
     pub fn into_report(&self, speed: f64, used: &mut ksim_report::UsageReplayed) {
-        used.oom_kills = self.by_workload.values().map(|(kills, _)| kills).sum();
-        used.throttled_cpu_seconds = self
-            .by_workload
-            .values()
-            .map(|(_, throttled)| throttled * speed)
-            .sum();
+        let limited = self.by_workload.values();
+        used.oom_kills = limited.clone().map(|l| l.oom_kills).sum();
+        used.throttled_cpu_seconds = limited.clone().map(|l| l.throttled * speed).sum();
+        used.pressure_evictions = limited.map(|l| l.evictions).sum();
         let mut workloads: Vec<ksim_report::WorkloadLimits> = self
             .by_workload
             .iter()
-            .map(
-                |(name, (oom_kills, throttled))| ksim_report::WorkloadLimits {
-                    name: name.clone(),
-                    oom_kills: *oom_kills,
-                    throttled_cpu_seconds: throttled * speed,
-                },
-            )
+            .map(|(name, limited)| ksim_report::WorkloadLimits {
+                name: name.clone(),
+                oom_kills: limited.oom_kills,
+                throttled_cpu_seconds: limited.throttled * speed,
+                pressure_evictions: limited.evictions,
+            })
             .collect();
         workloads.sort_by(|a, b| {
             b.oom_kills
                 .cmp(&a.oom_kills)
+                .then(b.pressure_evictions.cmp(&a.pressure_evictions))
                 .then(b.throttled_cpu_seconds.total_cmp(&a.throttled_cpu_seconds))
                 .then_with(|| a.name.cmp(&b.name))
         });
@@ -174,10 +184,16 @@ async fn send(
                 counts
                     .not_running
                     .fetch_add(answer.not_running.into(), Ordering::Relaxed);
-                if !answer.oom_kills.is_empty() || !answer.throttled.is_empty() {
+                if !answer.oom_kills.is_empty()
+                    || !answer.throttled.is_empty()
+                    || !answer.evicted.is_empty()
+                {
                     let mut limits = counts.limits.lock().unwrap_or_else(PoisonError::into_inner);
                     for kill in &answer.oom_kills {
                         limits.add(workload_of(running, &kill.namespace, &kill.name), 1, 0.0);
+                    }
+                    for evicted in &answer.evicted {
+                        limits.evicted(workload_of(running, &evicted.namespace, &evicted.name));
                     }
                     for throttled in &answer.throttled {
                         limits.add(
@@ -286,23 +302,32 @@ mod tests {
         limits.add(workload_of(&running, "use-shop", "lone"), 1, 0.0);
         // A pod that finished since: named by itself.
         limits.add(workload_of(&running, "use-shop", "gone"), 0, 0.5);
+        limits.evicted(workload_of(&running, "use-shop", "api-1"));
 
         let mut used = ksim_report::UsageReplayed::default();
         limits.into_report(4.0, &mut used);
         assert_eq!(used.oom_kills, 3);
         assert_eq!(used.throttled_cpu_seconds, 9.0);
-        let named: Vec<(&str, u64, f64)> = used
+        assert_eq!(used.pressure_evictions, 1);
+        let named: Vec<(&str, u64, u64, f64)> = used
             .workloads
             .iter()
-            .map(|w| (w.name.as_str(), w.oom_kills, w.throttled_cpu_seconds))
+            .map(|w| {
+                (
+                    w.name.as_str(),
+                    w.oom_kills,
+                    w.pressure_evictions,
+                    w.throttled_cpu_seconds,
+                )
+            })
             .collect();
         assert_eq!(
             named,
             [
-                ("Deployment/shop/web", 2, 1.0),
-                ("Pod/use-shop/lone", 1, 0.0),
-                ("Deployment/shop/api", 0, 6.0),
-                ("Pod/use-shop/gone", 0, 2.0),
+                ("Deployment/shop/web", 2, 0, 1.0),
+                ("Pod/use-shop/lone", 1, 0, 0.0),
+                ("Deployment/shop/api", 0, 1, 6.0),
+                ("Pod/use-shop/gone", 0, 0, 2.0),
             ]
         );
     }
