@@ -5,8 +5,9 @@
 //!   cargo bench -p ksim-e2e --bench hpa -- --workloads 50 --speed 10
 //!
 //! The trace: `--workloads` Deployments of `--pods` pods (100m requested, each using 50m, its
-//! HPA's 50% target) for `--minutes` of recorded time; halfway, half of them double their load
-//! and the recording doubles their replicas, as the recorded HPAs did. Per run: the driver's
+//! HPA's 50% target) for `--minutes` of recorded time, each applied again every minute (a
+//! label); halfway, half of them double their load and the recording doubles their replicas,
+//! as the recorded HPAs did. Per run: the driver's
 //! lateness (when each operation was sent against when it was due), the operations, the HPAs'
 //! scale events and the scaled workloads' replica-hours recorded and simulated, and the CPU
 //! kube-controller-manager and kube-apiserver spent. kube-controller-manager runs the HPA
@@ -48,6 +49,9 @@ struct Args {
     /// Virtual nodes (m5.large).
     #[arg(long, default_value_t = 30)]
     nodes: i32,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 /// The HPA controller's duration flags as the environment runs them at `speed`: KCM's
@@ -143,19 +147,27 @@ fn trace_file(args: &Args) -> Vec<u8> {
             deleted: Vec::new(),
         })
         .unwrap();
-    // Halfway, the busy half doubles: the recording's HPAs doubled their replicas.
-    let doubled: Vec<trace::TraceObject> = names
-        .iter()
-        .step_by(2)
-        .map(|name| object("apps/v1.Deployment", name, &deployment(name, args.pods * 2)))
-        .collect();
-    writer
-        .write_event(&trace::TraceEvent {
-            timestamp_ms: START_MS + half_ms,
-            applied: doubled,
-            deleted: Vec::new(),
-        })
-        .unwrap();
+    // Every recorded minute each Deployment is applied again (a label, as a deploy tool
+    // would), one event each, spread over the minute: what the driver replays on time while
+    // the HPAs act. Halfway, the busy half doubles: the recording's HPAs doubled their
+    // replicas, and its later applies carry the doubled count.
+    let step_ms = 60_000 / i64::try_from(args.workloads.max(1)).unwrap_or(1);
+    for minute in 1..args.minutes {
+        for (index, name) in names.iter().enumerate() {
+            let at_ms = minute * 60_000 + step_ms * i64::try_from(index).unwrap_or(0);
+            let busy = index % 2 == 0 && at_ms >= half_ms;
+            let replicas = if busy { args.pods * 2 } else { args.pods };
+            let mut applied = deployment(name, replicas);
+            applied["metadata"]["labels"]["tick"] = json!(minute.to_string());
+            writer
+                .write_event(&trace::TraceEvent {
+                    timestamp_ms: START_MS + at_ms,
+                    applied: vec![object("apps/v1.Deployment", name, &applied)],
+                    deleted: Vec::new(),
+                })
+                .unwrap();
+        }
+    }
     // Each recorded pod at 50m; after halfway the busy half's twice as many pods, still 50m
     // each (so their total doubled).
     let mut lifecycles = Vec::new();
