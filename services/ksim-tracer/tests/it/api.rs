@@ -376,7 +376,7 @@ async fn bad_files_and_requests_get_clear_errors_and_nothing_is_kept() {
 
     // The watches fail (no cluster), and say so; the API still answers.
     let kinds = tracer.tracked_kinds().await;
-    assert_eq!(kinds.len(), 8, "the default kinds, nodes included");
+    assert_eq!(kinds.len(), 9, "the default kinds, nodes and HPAs included");
     assert!(
         kinds
             .iter()
