@@ -19,7 +19,7 @@ use std::{num::NonZeroUsize, time::Duration};
 use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
 use ksim_driver::{config::Settings, mesh::Mesh, runtime as driver};
-use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload};
+use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload, cpu_hpa};
 use ksim_grpc::ServeArgs;
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
 use ksim_testenv::ControlPlane;
@@ -78,23 +78,6 @@ fn hpa_flags(speed: f64) -> Vec<String> {
     ]
 }
 
-fn hpa(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": "shop"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicas": 1,
-            "maxReplicas": 40,
-            "metrics": [{"type": "Resource", "resource": {
-                "name": "cpu",
-                "target": {"type": "Utilization", "averageUtilization": 50},
-            }}],
-        },
-    })
-}
-
 fn object(kind: &str, name: &str, json: &serde_json::Value) -> trace::TraceObject {
     trace::TraceObject {
         gvk: Some(ksim_trace::gvk::parse(kind).unwrap()),
@@ -137,7 +120,7 @@ fn trace_file(args: &Args) -> Vec<u8> {
         first.push(object(
             "autoscaling/v2.HorizontalPodAutoscaler",
             name,
-            &hpa(name),
+            &cpu_hpa("shop", name, 50, 40),
         ));
     }
     writer

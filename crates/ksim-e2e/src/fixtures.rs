@@ -48,6 +48,30 @@ status:
   allocatable: { cpu: 3920m, memory: 7Gi, pods: "58" }
 "#;
 
+/// An autoscaling/v2 HorizontalPodAutoscaler named after the Deployment it scales, from 1 to
+/// `max_replicas` replicas at `target_utilization` percent of its pods' CPU requests.
+pub fn cpu_hpa(
+    namespace: &str,
+    deployment: &str,
+    target_utilization: u32,
+    max_replicas: u32,
+) -> Value {
+    json!({
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": deployment, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+            "minReplicas": 1,
+            "maxReplicas": max_replicas,
+            "metrics": [{"type": "Resource", "resource": {
+                "name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": target_utilization},
+            }}],
+        },
+    })
+}
+
 /// Group `group`'s seats in namespace `default`: `replicas` nodes of the inline `skeleton`,
 /// which cluster-autoscaler may resize between `min` and `max`. A [`SeatDeployment`], so a
 /// caller that needs another namespace, a ConfigMap skeleton or a provisioning model sets it

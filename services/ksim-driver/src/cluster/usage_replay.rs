@@ -188,16 +188,19 @@ async fn send(
                     || !answer.throttled.is_empty()
                     || !answer.evicted.is_empty()
                 {
+                    // Looked up per kill, throttling and eviction: by key, not by scanning.
+                    let owners: HashMap<&str, &RunningPod<String>> =
+                        running.iter().map(|pod| (pod.id.as_str(), pod)).collect();
                     let mut limits = counts.limits.lock().unwrap_or_else(PoisonError::into_inner);
                     for kill in &answer.oom_kills {
-                        limits.add(workload_of(running, &kill.namespace, &kill.name), 1, 0.0);
+                        limits.add(workload_of(&owners, &kill.namespace, &kill.name), 1, 0.0);
                     }
                     for evicted in &answer.evicted {
-                        limits.evicted(workload_of(running, &evicted.namespace, &evicted.name));
+                        limits.evicted(workload_of(&owners, &evicted.namespace, &evicted.name));
                     }
                     for throttled in &answer.throttled {
                         limits.add(
-                            workload_of(running, &throttled.namespace, &throttled.name),
+                            workload_of(&owners, &throttled.namespace, &throttled.name),
                             0,
                             throttled.cpu_seconds,
                         );
@@ -219,11 +222,14 @@ async fn send(
 }
 
 /// The recorded owner of the replayed pod `namespace/name`, as the report names workloads.
-fn workload_of(running: &[RunningPod<String>], namespace: &str, name: &str) -> String {
+fn workload_of(
+    running: &HashMap<&str, &RunningPod<String>>,
+    namespace: &str,
+    name: &str,
+) -> String {
     let key = format!("{namespace}/{name}");
     running
-        .iter()
-        .find(|pod| pod.id == key)
+        .get(key.as_str())
         .and_then(|pod| pod.owner.as_ref())
         .map_or_else(
             || format!("Pod/{key}"),
@@ -290,11 +296,13 @@ mod tests {
 
     #[test]
     fn limits_are_counted_per_recorded_owner_in_recorded_time_most_kills_first() {
-        let running = [
+        let pods = [
             pod("use-shop/web-1", Some("web")),
             pod("use-shop/api-1", Some("api")),
             pod("use-shop/lone", None),
         ];
+        let running: HashMap<&str, &RunningPod<String>> =
+            pods.iter().map(|pod| (pod.id.as_str(), pod)).collect();
         let mut limits = LimitCounts::default();
         limits.add(workload_of(&running, "use-shop", "api-1"), 0, 1.5);
         limits.add(workload_of(&running, "use-shop", "web-1"), 1, 0.0);

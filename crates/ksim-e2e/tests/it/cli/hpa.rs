@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::{
     apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler, core::v1::Namespace,
 };
-use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload};
+use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload, cpu_hpa};
 use ksim_proto::ksim::vnode::v1::{self as vnode, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_trace::time::now_ms;
 use kube::{Api, api::PostParams};
@@ -102,19 +102,8 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
         .create(&PostParams::default(), &web)
         .await
         .unwrap();
-    let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "minReplicas": 1,
-            "maxReplicas": 12,
-            "metrics": [{"type": "Resource", "resource": {
-                "name": "cpu",
-                "target": {"type": "Utilization", "averageUtilization": 50},
-            }}],
-        },
-    }))
-    .unwrap();
+    let hpa: HorizontalPodAutoscaler =
+        serde_json::from_value(cpu_hpa("shop", "web", 50, 12)).unwrap();
     Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), "shop")
         .create(&PostParams::default(), &hpa)
         .await

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::{apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler};
-use ksim_e2e::fixtures::Workload;
+use ksim_e2e::fixtures::{Workload, cpu_hpa};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_testenv::wait;
 use ksim_trace::pb as trace;
@@ -34,23 +34,6 @@ const FAST_HPA: &[&str] = &[
     "--horizontal-pod-autoscaler-initial-readiness-delay=2s",
     "--horizontal-pod-autoscaler-cpu-initialization-period=5s",
 ];
-
-fn hpa(target_utilization: u32) -> serde_json::Value {
-    json!({
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "minReplicas": 1,
-            "maxReplicas": 20,
-            "metrics": [{"type": "Resource", "resource": {
-                "name": "cpu",
-                "target": {"type": "Utilization", "averageUtilization": target_utilization},
-            }}],
-        },
-    })
-}
 
 /// web: 4 replicas recorded, each using 50m of its 100m (a total of 200m), under an HPA
 /// targeting `target_utilization` percent; re-applied at [`REAPPLY_MS`] with a new label.
@@ -99,7 +82,7 @@ fn trace_file(target_utilization: u32) -> Vec<u8> {
                         "autoscaling/v2.HorizontalPodAutoscaler",
                         "shop",
                         "web",
-                        hpa(target_utilization),
+                        cpu_hpa("shop", "web", target_utilization, 20),
                     ),
                 ],
                 Vec::new(),
