@@ -42,19 +42,23 @@ const DEADLINE: Duration = Duration::from_secs(240);
 /// wall clock there, 20 s of recorded time), or a size held briefly is never reached in it.
 const HOLD: Duration = Duration::from_secs(25);
 /// The tracer samples at most once a second and this test polls every 250 ms: a recorded value
-/// is one the test saw within this much of the same moment.
+/// is one the test saw within this much of the same moment. A look spans the time its two lists
+/// took (seconds on a loaded machine), and it counts as seen anywhere in that span.
 const SLACK_MS: i64 = 2_000;
 
 /// What the test saw of the recorded cluster at one moment.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
-    at_ms: i64,
+    /// When the look began and ended: what it saw was true at some moment between.
+    from_ms: i64,
+    to_ms: i64,
     nodes: u64,
     running: u64,
     pending: u64,
 }
 
 async fn look(client: &Client) -> Result<Seen, kube::Error> {
+    let from_ms = now_ms();
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default().labels(&format!("{GROUP_LABEL}={GROUP}")))
         .await?;
@@ -71,7 +75,8 @@ async fn look(client: &Client) -> Result<Seen, kube::Error> {
             .count() as u64
     };
     Ok(Seen {
-        at_ms: now_ms(),
+        from_ms,
+        to_ms: now_ms(),
         nodes: nodes.items.iter().filter(|node| is_ready(node)).count() as u64,
         running: phase("Running"),
         pending: phase("Pending"),
@@ -110,7 +115,7 @@ async fn scale(client: &Client, replicas: i32) {
 fn seen_near(curve: &[Seen], at_ms: i64, value: fn(&Seen) -> u64) -> Vec<u64> {
     let mut values: Vec<u64> = curve
         .iter()
-        .filter(|seen| (seen.at_ms - at_ms).abs() <= SLACK_MS)
+        .filter(|seen| seen.from_ms <= at_ms + SLACK_MS && at_ms - SLACK_MS <= seen.to_ms)
         .map(value)
         .collect();
     values.dedup();
