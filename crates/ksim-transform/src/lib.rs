@@ -32,7 +32,8 @@
 //!
 //! Operations ([`rules`] has the YAML keys): drop objects (`drop`); patch objects with an RFC
 //! 7386 merge patch (`mergePatch`) or an RFC 6902 JSON Patch (`jsonPatch`); scale
-//! `spec.replicas` by a factor (`scaleReplicas`); keep a time window (`keepWindow`); shift time
+//! `spec.replicas` by a factor (`scaleReplicas`); scale or set the requests and limits of the
+//! containers in a pod template (`scaleResources`, `setResources`: rightsizing); keep a time window (`keepWindow`); shift time
 //! (`shiftTime`); stretch time around the trace's start (`stretchTime`); rename a namespace
 //! (`renameNamespace`). Time rules apply to the whole trace and take no `match`, so events stay
 //! in timestamp order.
@@ -41,9 +42,11 @@
 //! changed are written back with their keys sorted; the others are kept byte for byte). The
 //! output header lists the rules applied ([`Rules::descriptions`]).
 //!
-//! Depends on the trace format (`ksim-trace`) only: no Kubernetes client, no gRPC.
+//! Depends on the trace format (`ksim-trace`) and Kubernetes quantities (`ksim-nodes`) only: no
+//! Kubernetes client, no gRPC.
 
 mod error;
+mod resources;
 pub mod rules;
 mod select;
 mod stream;

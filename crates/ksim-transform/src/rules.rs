@@ -9,6 +9,8 @@
 //!     drop: true                   # drop matching objects (and lifecycles of matching owners)
 //!   - mergePatch: { spec: { template: { spec: { priorityClassName: low } } } }   # RFC 7386
 //!   - jsonPatch: [ { op: replace, path: /spec/replicas, value: 3 } ]              # RFC 6902
+//!   - scaleResources: { requests: { cpu: 0.5 } }   # every container's stated amount x 0.5
+//!   - setResources: { container: app, limits: { memory: 256Mi } }   # set or added
 //!   - keepWindow: { start: 10m, end: 40m }   # from the trace's start, or RFC 3339 times
 //!   - shiftTime: -1h               # move every record (and the header's window)
 //!   - stretchTime: 2               # twice as long, around the trace's start
@@ -19,6 +21,7 @@
 //! Drops, patches, scaling and renames may have a `match`; a drop must. Time rules may not: they
 //! apply to the whole trace, so events stay in order.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -29,6 +32,7 @@ use serde_saphyr::Spanned;
 use ksim_trace::names::{MAX_REPLICAS, is_dns_label};
 
 use crate::error::RuleError;
+use crate::resources::{self, Amount, Change, Field, ResourceChange};
 use crate::select::Selector;
 
 /// Longest rules file accepted: rules are written by hand.
@@ -56,10 +60,20 @@ struct RawRule {
     merge_patch: Option<serde_json::Value>,
     json_patch: Option<json_patch::Patch>,
     scale_replicas: Option<f64>,
+    scale_resources: Option<RawResources>,
+    set_resources: Option<RawResources>,
     keep_window: Option<RawWindow>,
     shift_time: Option<String>,
     stretch_time: Option<f64>,
     rename_namespace: Option<RawRename>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResources {
+    container: Option<String>,
+    requests: Option<BTreeMap<String, serde_json::Value>>,
+    limits: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -92,6 +106,8 @@ pub(crate) enum Op {
     MergePatch(serde_json::Value),
     JsonPatch(json_patch::Patch),
     ScaleReplicas(f64),
+    /// `scaleResources` or `setResources`.
+    Resources(ResourceChange),
     KeepWindow {
         start: Option<Bound>,
         end: Option<Bound>,
@@ -264,6 +280,39 @@ fn check(index: usize, line: u64, raw: RawRule, env: &cel::Env) -> Result<Rule, 
             format!("scaleReplicas {factor_text}"),
         ));
     }
+    if let Some(scale) = raw.scale_resources {
+        let change = resource_change("scaleResources", scale, |field, resource, value| {
+            let factor = value.as_f64().ok_or_else(|| {
+                format!(
+                    "scaleResources: {}.{resource} {value} is not a number",
+                    field.key()
+                )
+            })?;
+            resources::check_factor(field, resource, factor)?;
+            Ok(Amount::Factor(factor))
+        })?;
+        let text = format!("scaleResources {}", change.text());
+        ops.push((Op::Resources(change), text));
+    }
+    if let Some(set) = raw.set_resources {
+        let change = resource_change("setResources", set, |field, resource, value| {
+            // `cpu: 2` is as good a quantity as `cpu: "2"`.
+            let quantity = match value {
+                serde_json::Value::String(text) => text.clone(),
+                serde_json::Value::Number(number) => number.to_string(),
+                other => {
+                    return Err(format!(
+                        "setResources: {}.{resource} {other} is not a quantity",
+                        field.key()
+                    ));
+                }
+            };
+            resources::check_quantity(field, resource, &quantity)?;
+            Ok(Amount::Quantity(quantity))
+        })?;
+        let text = format!("setResources {}", change.text());
+        ops.push((Op::Resources(change), text));
+    }
     if let Some(window) = raw.keep_window {
         let start = window
             .start
@@ -382,6 +431,46 @@ fn check(index: usize, line: u64, raw: RawRule, env: &cel::Env) -> Result<Rule, 
     })
 }
 
+/// A `scaleResources` or `setResources` map as checked changes, `amount` reading each value.
+fn resource_change(
+    operation: &str,
+    raw: RawResources,
+    amount: impl Fn(Field, &str, &serde_json::Value) -> Result<Amount, String>,
+) -> Result<ResourceChange, String> {
+    if let Some(container) = &raw.container
+        && !is_dns_label(container)
+    {
+        return Err(format!(
+            "{operation}: container {container:?} is not a container name (a DNS label)"
+        ));
+    }
+    let mut changes = Vec::new();
+    for (field, amounts) in [(Field::Requests, raw.requests), (Field::Limits, raw.limits)] {
+        for (resource, value) in amounts.into_iter().flatten() {
+            let amount = amount(field, &resource, &value)?;
+            changes.push(Change {
+                field,
+                resource,
+                amount,
+            });
+        }
+    }
+    if changes.is_empty() {
+        return Err(format!(
+            "{operation} needs requests or limits, e.g. {{ requests: {{ cpu: {} }} }}",
+            if operation == "scaleResources" {
+                "0.5"
+            } else {
+                "250m"
+            }
+        ));
+    }
+    Ok(ResourceChange {
+        container: raw.container,
+        changes,
+    })
+}
+
 /// `value` as a rule's text shows it: `2`, `0.5`, and `1e300` rather than its 301 digits.
 pub(crate) fn number(value: f64) -> String {
     if value.is_finite() && value.abs() < 1e16 {
@@ -392,11 +481,13 @@ pub(crate) fn number(value: f64) -> String {
     }
 }
 
-const OPERATIONS: [&str; 8] = [
+const OPERATIONS: [&str; 10] = [
     "drop",
     "mergePatch",
     "jsonPatch",
     "scaleReplicas",
+    "scaleResources",
+    "setResources",
     "keepWindow",
     "shiftTime",
     "stretchTime",
@@ -501,12 +592,14 @@ rules:
   - shiftTime: -1h
   - stretchTime: 2
   - renameNamespace: { from: shop, to: shop-b }
+  - scaleResources: { requests: { cpu: 0.5, memory: 0.75 } }
+  - setResources: { container: app, limits: { memory: 256Mi, cpu: 2 } }
 "#,
         )
         .unwrap();
-        assert_eq!(rules.len(), 8);
+        assert_eq!(rules.len(), 10);
         let lines: Vec<u64> = rules.rules.iter().map(|r| r.line).collect();
-        assert_eq!(lines, [3, 6, 8, 9, 10, 11, 12, 13]);
+        assert_eq!(lines, [3, 6, 8, 9, 10, 11, 12, 13, 14, 15]);
         assert!(matches!(rules.rules[5].op, Op::ShiftTime(-3_600_000)));
         assert!(matches!(
             rules.rules[4].op,
@@ -523,6 +616,13 @@ rules:
         assert_eq!(
             descriptions[7],
             "rule 8 (line 13): renameNamespace shop -> shop-b"
+        );
+        assert_eq!(
+            descriptions[8..],
+            [
+                "rule 9 (line 14): scaleResources requests.cpu x0.5 requests.memory x0.75",
+                "rule 10 (line 15): setResources limits.cpu=2 limits.memory=256Mi in container app",
+            ]
         );
     }
 
@@ -621,6 +721,31 @@ rules:
                 "rules:\n  - jsonPatch: [ { op: frobnicate, path: /a } ]\n",
                 "frobnicate",
             ),
+            (
+                "rules:\n  - scaleResources: {}\n",
+                "scaleResources needs requests or limits",
+            ),
+            (
+                "rules:\n  - scaleResources: { requests: { cpu: half } }\n",
+                "scaleResources: requests.cpu \"half\" is not a number",
+            ),
+            (
+                "rules:\n  - scaleResources: { limits: { memory: 0 } }\n",
+                "limits.memory 0 must be a number above 0",
+            ),
+            (
+                "rules:\n  - scaleResources: { requests: { pods: 2 } }\n",
+                "only cpu, memory, ephemeral-storage can be scaled",
+            ),
+            (
+                "rules:\n  - setResources: { limits: { memory: lots } }\n",
+                "setResources: limits.memory \"lots\" is not a non-negative quantity",
+            ),
+            (
+                "rules:\n  - setResources: { container: Main!, limits: { cpu: 1 } }\n",
+                "container \"Main!\" is not a container name",
+            ),
+            ("rules:\n  - setResources: { limit: { cpu: 1 } }\n", "limit"),
         ] {
             let error = error(yaml);
             assert!(
@@ -655,7 +780,7 @@ rules:
             + 8;
         let end = start + readme[start..].find("```").unwrap();
         let rules = Rules::parse(&readme[start..end]).unwrap();
-        assert_eq!(rules.len(), 7);
+        assert_eq!(rules.len(), 9);
     }
 
     #[test]

@@ -259,7 +259,7 @@ impl<'r> Transformer<'r> {
                     }
                 }
                 // Patches and scaling change objects; a lifecycle has none.
-                Op::MergePatch(_) | Op::JsonPatch(_) | Op::ScaleReplicas(_) => {}
+                Op::MergePatch(_) | Op::JsonPatch(_) | Op::ScaleReplicas(_) | Op::Resources(_) => {}
             }
         }
         self.stats.lifecycles_out += 1;
@@ -522,6 +522,12 @@ impl<'r> Transformer<'r> {
                     },
                     None => false,
                 }
+            }
+            Op::Resources(change) => {
+                let json = item.json().map_err(|problem| fail(problem.to_string()))?;
+                change
+                    .apply(json)
+                    .map_err(|problem| fail(format!("{}: {problem}", rule.op_text)))?
             }
             Op::RenameNamespace { from, to } => {
                 let json = item.json().map_err(|problem| fail(problem.to_string()))?;
@@ -869,6 +875,66 @@ mod tests {
                 "rule 1 (line 2): Deployment shop/web in the event at {T0} ms: scaleReplicas 1000 \
                  makes spec.replicas 2147484 into 2147484000, over 2147483647 (replicas are an \
                  int32)"
+            )
+        );
+    }
+
+    #[test]
+    fn rightsizing_rules_change_the_matched_workloads_containers() {
+        let resize = rules(
+            "rules:\n  - match: 'kind == \"Deployment\"'\n    scaleResources: { requests: { cpu: 0.5 } }\n  - match: 'name == \"web\"'\n    setResources: { container: main, limits: { memory: 96Mi } }\n",
+        );
+        let mut transformer = Transformer::new(&resize, &header()).unwrap();
+        let template = |cpu: &str| {
+            json!({"spec": {"replicas": 2, "template": {"spec": {"containers": [
+                {"name": "main", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
+            ]}}}})
+        };
+        let out = transformer
+            .event(event(
+                0,
+                vec![
+                    object("apps", "Deployment", "shop", "web", template("500m")),
+                    object("apps", "Deployment", "shop", "api", template("3")),
+                    object("apps", "StatefulSet", "shop", "db", template("1")),
+                ],
+            ))
+            .unwrap()
+            .unwrap();
+        let resources = |index: usize| {
+            json_of(&out.applied[index])["spec"]["template"]["spec"]["containers"][0]["resources"]
+                .clone()
+        };
+        assert_eq!(
+            resources(0),
+            json!({"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "96Mi"}})
+        );
+        assert_eq!(
+            resources(1),
+            json!({"requests": {"cpu": "1500m", "memory": "64Mi"}})
+        );
+        // Not matched: byte for byte.
+        assert_eq!(
+            out.applied[2],
+            object("apps", "StatefulSet", "shop", "db", template("1"))
+        );
+        assert_eq!(transformer.stats().objects_changed, 3);
+
+        // A limit below the request is refused, naming the rule, the object and the container.
+        let too_low = rules("rules:\n  - setResources: { limits: { memory: 32Mi } }\n");
+        let mut transformer = Transformer::new(&too_low, &header()).unwrap();
+        let error = transformer
+            .event(event(
+                0,
+                vec![object("apps", "Deployment", "shop", "web", template("1"))],
+            ))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "rule 1 (line 2): Deployment shop/web in the event at {T0} ms: setResources \
+                 limits.memory=32Mi: container main would request memory 64Mi, above its limit \
+                 32Mi; change the request too"
             )
         );
     }

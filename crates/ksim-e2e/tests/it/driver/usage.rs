@@ -185,48 +185,36 @@ async fn replayed_pods_use_what_their_recorded_pods_used_and_share_it_when_count
 }
 
 /// `workload` with its container's limits set (what a rightsizing transform would write).
-fn limited(workload: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
-    let mut workload = workload;
-    workload["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = limits;
-    workload
-}
+/// The rightsizing under test, as a user writes it: limits set by a trace transform.
+const RIGHTSIZING: &str = r#"
+rules:
+- name: web's memory limit below what it used
+  match: 'kind == "Deployment" && name == "web"'
+  setResources: { limits: { memory: 32Mi } }
+- name: api's CPU limit below what it used
+  match: 'kind == "Deployment" && name == "api"'
+  setResources: { limits: { cpu: 100m } }
+- name: db's limits above what it used
+  match: 'kind == "Deployment" && name == "db"'
+  setResources: { limits: { cpu: 1, memory: 1Gi } }
+"#;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn limits_below_the_recorded_usage_oom_kill_and_throttle_exactly_that_workload() {
     let mut mesh = start().await;
     let end_ms = 600_000;
-    // All three used 200m and 64Mi. web's memory limit is below that: OOM kills. api's CPU
-    // limit is below it: throttled. db's limits are above it: neither.
+    // All three used 200m and 64Mi with no limits. The transform sets web's memory limit below
+    // that: OOM kills. api's CPU limit below it: throttled. db's limits above it: neither.
     let mut usage = used("web-a", 0, end_ms, 200);
     usage.extend(used("api-a", 0, end_ms, 200));
     usage.extend(used("db-a", 0, end_ms, 200));
     let workload = |name: &str| Workload::new(name, 1).requests("100m", "32Mi").json();
-    let file = trace_file_with_usage(
+    let recorded_file = trace_file_with_usage(
         vec![(
             0,
-            vec![
-                (
-                    "apps/v1.Deployment",
-                    "shop",
-                    "web",
-                    limited(workload("web"), serde_json::json!({"memory": "32Mi"})),
-                ),
-                (
-                    "apps/v1.Deployment",
-                    "shop",
-                    "api",
-                    limited(workload("api"), serde_json::json!({"cpu": "100m"})),
-                ),
-                (
-                    "apps/v1.Deployment",
-                    "shop",
-                    "db",
-                    limited(
-                        workload("db"),
-                        serde_json::json!({"cpu": "1", "memory": "1Gi"}),
-                    ),
-                ),
-            ],
+            ["web", "api", "db"]
+                .map(|name| ("apps/v1.Deployment", "shop", name, workload(name)))
+                .to_vec(),
             Vec::new(),
         )],
         vec![
@@ -238,6 +226,11 @@ async fn limits_below_the_recorded_usage_oom_kill_and_throttle_exactly_that_work
         INTERVAL_MS,
         end_ms,
     );
+    let rules = ksim_transform::Rules::parse(RIGHTSIZING).unwrap();
+    let (file, summary) =
+        ksim_transform::transform_trace(&rules, recorded_file.as_slice(), Vec::new(), "test")
+            .unwrap();
+    assert_eq!(summary.stats.objects_changed, 3, "{summary:?}");
     let simulation = mesh
         .start_simulation(pb::SimulationSpec {
             trace_source: uploaded(file),
