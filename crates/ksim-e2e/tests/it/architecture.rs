@@ -30,7 +30,7 @@ const ALLOWED: [(&str, &[&str]); 6] = [
     // The runtime knows the generated servers (their message limits), never a service crate.
     ("ksim-grpc", &["ksim-proto"]),
     ("ksim-kube", &["ksim-nodes"]),
-    ("ksim-transform", &["ksim-trace"]),
+    ("ksim-transform", &["ksim-trace", "ksim-nodes"]),
     ("ksim-synth", &["ksim-trace"]),
     ("ksim-lint", &["ksim-trace"]),
 ];
