@@ -79,6 +79,7 @@ pub fn build(obs: &Observations) -> Report {
         ),
         nodes_kept: obs.nodes_kept.clone(),
         warnings: obs.warnings.clone(),
+        trace_transforms: obs.trace_transforms.clone(),
     }
 }
 

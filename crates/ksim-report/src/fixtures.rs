@@ -207,6 +207,7 @@ pub fn observations() -> Observations {
         pending_splits: Vec::new(),
         node_ready_times: Vec::new(),
         warnings: Vec::new(),
+        trace_transforms: Vec::new(),
         nodes_kept: None,
     }
 }

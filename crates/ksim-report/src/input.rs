@@ -93,6 +93,10 @@ pub struct Observations {
     /// observations saved before it was kept have none.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The rules the replayed trace was transformed by (see `Report::trace_transforms`), from
+    /// its header. Defaulted like `warnings`.
+    #[serde(default)]
+    pub trace_transforms: Vec<String>,
 }
 
 /// One scaled workload's `spec.replicas` over time: each series is a step function, a point

@@ -93,6 +93,11 @@ pub struct Report {
     /// would show, one sentence each. Defaulted: reports written before it was kept have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The rules the replayed trace was transformed by before the replay, in order, one line
+    /// each as its header records them: the figures are those of the transformed trace. Empty
+    /// for a trace never transformed; also the default for reports written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace_transforms: Vec<String>,
 }
 
 /// The pending pod-seconds of the pods that ran, by what they waited for, recorded time.

@@ -113,6 +113,7 @@ impl Report {
             node_ready_time: Some(percentiles_to_proto(&self.node_ready_time)),
             nodes_kept: self.nodes_kept.as_ref().map(crate::NodesKept::to_proto),
             warnings: self.warnings.clone(),
+            trace_transforms: self.trace_transforms.clone(),
         }
     }
 
@@ -227,6 +228,7 @@ impl Report {
             node_ready_time: percentiles_from_proto(report.node_ready_time.as_ref()),
             nodes_kept: report.nodes_kept.as_ref().map(crate::NodesKept::from_proto),
             warnings: report.warnings.clone(),
+            trace_transforms: report.trace_transforms.clone(),
         }
     }
 }
@@ -1008,6 +1010,24 @@ mod tests {
         let json = serde_json::to_string(&report).unwrap();
         let read: Report = serde_json::from_str(&json).unwrap();
         assert_eq!(read.warnings, report.warnings);
+    }
+
+    #[test]
+    fn trace_transforms_go_through_the_proto_and_the_json_and_none_are_absent() {
+        let mut report = fixtures::report();
+        assert!(report.to_proto().trace_transforms.is_empty());
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json.get("trace_transforms").is_none(), "{json}");
+        report.trace_transforms = vec![
+            r#"rule 1 (line 2) "web at half": scaleResources requests.cpu x0.5 where kind == "Deployment""#.into(),
+            "rule 2 (line 5): scaleReplicas 2".into(),
+        ];
+        let proto = report.to_proto();
+        assert_eq!(proto.trace_transforms, report.trace_transforms);
+        assert_eq!(Report::from_proto(&proto), report);
+        let json = serde_json::to_string(&report).unwrap();
+        let read: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.trace_transforms, report.trace_transforms);
     }
 
     #[test]

@@ -45,6 +45,14 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     for warning in &report.warnings {
         writeln!(out, "  warning: {warning}")?;
     }
+    // Which trace the figures are of: the rules it went through, one a line, aligned like files.
+    let mut transforms = report.trace_transforms.iter();
+    if let Some(first) = transforms.next() {
+        writeln!(out, "  transformed by:    {first}")?;
+        for transform in transforms {
+            writeln!(out, "                     {transform}")?;
+        }
+    }
     writeln!(out, "  events applied:    {}", report.events_applied)?;
     writeln!(out, "  peak nodes:        {}", report.peak_nodes)?;
 
@@ -942,6 +950,29 @@ mod tests {
         assert!(text.contains("\n  warning: second thing\n"), "{text}");
         let none = summary(&pb::Report::default());
         assert!(!none.contains("warning"), "{none}");
+    }
+
+    #[test]
+    fn the_transforms_follow_the_warnings_one_a_line_aligned() {
+        let text = summary(&pb::Report {
+            simulation_id: "s".into(),
+            warnings: vec!["a thing".into()],
+            trace_transforms: vec![
+                r#"rule 1 (line 2) "web at half": scaleResources requests.cpu x0.5"#.into(),
+                "rule 2 (line 5): scaleReplicas 2".into(),
+            ],
+            ..pb::Report::default()
+        });
+        let expected = [
+            "  warning: a thing",
+            r#"  transformed by:    rule 1 (line 2) "web at half": scaleResources requests.cpu x0.5"#,
+            "                     rule 2 (line 5): scaleReplicas 2",
+            "  events applied:    0",
+        ]
+        .join("\n");
+        assert!(text.contains(&expected), "{text}");
+        let none = summary(&pb::Report::default());
+        assert!(!none.contains("transformed"), "{none}");
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct Live {
     nodes_kept: Mutex<Option<NodesKeptFold>>,
     /// What the report warns of (`domain::warnings`).
     warnings: Vec<String>,
+    /// The rules the trace was transformed by, from its header: the report names them.
+    trace_transforms: Vec<String>,
     /// The usage replay's counts, when the trace holds usage: what it started from, and the
     /// counters its task adds to.
     usage: Option<(ksim_report::UsageReplayed, Arc<UsageCounts>)>,
@@ -68,6 +70,7 @@ impl Live {
             configuration: None,
             provisioning: None,
             warnings: Vec::new(),
+            trace_transforms: Vec::new(),
             prices: BTreeMap::new(),
             nodes_kept: Mutex::new(None),
             usage: None,
@@ -141,6 +144,12 @@ impl Live {
     /// The report's warnings, decided when the replay starts.
     pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
         self.warnings = warnings;
+        self
+    }
+
+    /// The rules the trace was transformed by, as its header records them, for the report.
+    pub fn with_trace_transforms(mut self, transforms: Vec<String>) -> Self {
+        self.trace_transforms = transforms;
         self
     }
 
@@ -218,6 +227,7 @@ impl Live {
                 .as_ref()
                 .and_then(|fold| fold.report(self.speed)),
             warnings: self.warnings.clone(),
+            trace_transforms: self.trace_transforms.clone(),
         }
     }
 

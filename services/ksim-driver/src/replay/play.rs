@@ -81,7 +81,8 @@ pub async fn start_clock(
     .with_provisioning(provisioning.used())
     // A price per node group and a few warnings: copied, so the phases keep `Prepared` whole.
     .with_prices(prepared.prices.clone())
-    .with_warnings(prepared.warnings.clone());
+    .with_warnings(prepared.warnings.clone())
+    .with_trace_transforms(trace.header.transforms.clone());
     if reads_autoscaler {
         live = live.with_nodes_kept(NodesKeptFold::new(configured.applied_at_ms));
     }
