@@ -77,13 +77,14 @@ impl Artifacts {
             svg_path: path(&self.svg),
             fidelity_csv_path,
             fidelity_svg_path,
+            replicas_csv_path: self.replicas.as_deref().map(path).unwrap_or_default(),
         }
     }
 }
 
-/// Writes the files into `dir` (three, five with fidelity, one more with scaled workloads), creating it if missing. Each file is written to a
-/// temporary sibling and renamed into place, so a reader sees the old file or the whole new
-/// one, never a part. Everything is rendered before the first write, so a rendering error
+/// Writes the files into `dir` (three, five with fidelity, one more with scaled workloads),
+/// creating it if missing. Each file is written to a temporary sibling and renamed into place,
+/// so a reader sees the old file or the whole new one, never a part. Everything is rendered before the first write, so a rendering error
 /// leaves the directory untouched.
 pub fn write_files(report: &Report, dir: &Path) -> Result<Artifacts, ReportError> {
     let json = serde_json::to_string_pretty(report)? + "\n";
@@ -274,6 +275,11 @@ mod tests {
         assert_eq!(path, tmp.path().join("replicas.csv"));
         let csv = fs::read_to_string(&path).unwrap();
         assert!(csv.starts_with("bucket,offset_ms,workload,recorded,simulated\n0,0,"));
+        // The API names it too.
+        assert_eq!(
+            artifacts.to_proto().replicas_csv_path,
+            path.display().to_string()
+        );
     }
 
     #[test]

@@ -181,6 +181,7 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
             &files.svg_path,
             &files.fidelity_csv_path,
             &files.fidelity_svg_path,
+            &files.replicas_csv_path,
         ];
         let mut paths = paths.into_iter().filter(|path| !path.is_empty());
         if let Some(first) = paths.next() {
@@ -905,6 +906,7 @@ mod tests {
             svg_path: "/r/timeline.svg".into(),
             fidelity_csv_path: "/r/fidelity.csv".into(),
             fidelity_svg_path: "/r/fidelity.svg".into(),
+            replicas_csv_path: "/r/replicas.csv".into(),
         });
         let text = summary(&report);
         for expected in [
@@ -925,6 +927,7 @@ mod tests {
             "files:             /r/report.json",
             "/r/timeline.svg",
             "/r/fidelity.svg",
+            "                     /r/replicas.csv\n",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }
