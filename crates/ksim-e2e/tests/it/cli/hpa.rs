@@ -1,7 +1,8 @@
 //! An HPA's target as a what-if, as a user runs it (issue 36): `ksim up` records a Deployment
 //! whose pods use half their CPU request under an HPA at 50%, and the experiment manual's
-//! section "What-if: an HPA's target" runs on that recording as written. The simulated HPA at
-//! 25% runs more replicas than the recorded target does.
+//! section "What-if: an HPA's target" runs on that recording as written. With CA sizing the
+//! group, the simulated HPA at 25% runs more replicas on more nodes than the recorded target
+//! does, and at 100% fewer on fewer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -15,55 +16,27 @@ use ksim_trace::time::now_ms;
 use kube::{Api, api::PostParams};
 use serde_json::{Value, json};
 
-use super::common::up::{Up, fast_autoscaler_args};
+use super::common::{
+    manual_what_if,
+    up::{Up, fast_autoscaler_args},
+};
 
 const DEADLINE: Duration = Duration::from_secs(240);
 /// How long the test records: the replay at the manual's 2x lasts half as long, enough for
-/// the HPA (its sync at 7.5 s, the pool's metrics window of 15 s) to act.
-const RECORDING: Duration = Duration::from_secs(80);
-/// Each recorded pod of web uses half of its 400m request.
-const USED_MILLICORES: u64 = 200;
-
-/// The manual's section: the files its `cat > FILE <<'END'` blocks write, and its
-/// `ksim experiment run` line.
-fn manual() -> (Vec<(String, String)>, Vec<String>) {
-    let docs = include_str!("../../../../../docs/experiments.md");
-    let section = docs
-        .split("\n**What-if: ")
-        .find(|section| section.starts_with("an HPA's target.**"))
-        .expect("the experiments manual has its HPA what-if");
-    let mut files = Vec::new();
-    let mut command = None;
-    let mut lines = section.lines();
-    while let Some(line) = lines.next() {
-        if let Some((name, end)) = line
-            .strip_prefix("cat > ")
-            .and_then(|rest| rest.split_once(" <<"))
-        {
-            let end = end.trim_matches('\'');
-            let text: Vec<&str> = lines.by_ref().take_while(|line| *line != end).collect();
-            files.push((name.to_owned(), text.join("\n") + "\n"));
-        } else if line.starts_with("ksim experiment run") {
-            command = Some(line.to_owned());
-        }
-    }
-    let command = command.expect("the section runs an experiment");
-    // `ksim experiment run -f hpa.yaml --assert '...'`: the quoted assertion is one argument.
-    let (head, assertion) = command.split_once(" '").unwrap();
-    let mut args: Vec<String> = head.split_whitespace().skip(1).map(str::to_owned).collect();
-    args.push(assertion.trim_end_matches('\'').to_owned());
-    (files, args)
-}
+/// the HPA (its sync at 7.5 s, the pool's metrics window of 15 s) to act and CA to follow.
+const RECORDING: Duration = Duration::from_secs(100);
+/// Each recorded pod of web uses half of its 800m request: two fit an m5.large (1930m).
+const USED_MILLICORES: u64 = 400;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
-    let (files, args) = manual();
+    let (files, args) = manual_what_if("an HPA's target.**");
     assert_eq!(
         files
             .iter()
             .map(|(name, _)| name.as_str())
             .collect::<Vec<_>>(),
-        ["lower-target.yaml", "hpa.yaml"]
+        ["lower-target.yaml", "higher-target.yaml", "hpa.yaml"]
     );
     // The tracer reads usage every 2 s (the test's setting; 15 s by default); CA with the
     // tests' fast flags as the environment's own.
@@ -88,12 +61,12 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
         .await
         .unwrap();
 
-    // The recorded cluster: web's four pods each use 200m of 400m, at its HPA's 50% target.
+    // The recorded cluster: web's four pods each use 400m of 800m, at its HPA's 50% target.
     let start_ms = now_ms();
     let web: Deployment = serde_json::from_value(
         Workload::new("web", 4)
             .namespace("shop")
-            .requests("400m", "64Mi")
+            .requests("800m", "64Mi")
             .on_any_group()
             .json(),
     )
@@ -178,7 +151,8 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
         );
     }
 
-    // Each run's report: the HPAs decided; the lower target's simulated web ran more than 4.
+    // The directions: the lower target ran more replicas on more nodes, the higher fewer on
+    // fewer (the assertion above held node-hours; here the comparison's own figures).
     let comparison: Value = serde_json::from_slice(
         &std::fs::read(dir.join("hpa-results").join("comparison.json")).unwrap(),
     )
@@ -200,8 +174,17 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
             .unwrap()
     };
     let replica_hours = figure("replica_hours");
-    assert!(replica_hours[1] > replica_hours[0], "{replica_hours:?}");
-    assert_eq!(figure("oom_kills"), [0.0, 0.0]);
+    assert!(
+        replica_hours[1] > replica_hours[0] && replica_hours[2] < replica_hours[0],
+        "{replica_hours:?}"
+    );
+    let node_hours = figure("node_hours");
+    assert!(
+        node_hours[1] > node_hours[0] && node_hours[2] < node_hours[0],
+        "{node_hours:?}"
+    );
+    assert_eq!(figure("oom_kills"), [0.0, 0.0, 0.0]);
+    // Each run's report: the HPAs decided; the lower target's simulated web ran more than 4.
     let report: Value = serde_json::from_slice(
         &std::fs::read(dir.join("hpa-results/lower/1/report.json")).unwrap(),
     )

@@ -122,3 +122,37 @@ pub fn write_simkube_trace(path: &Path) {
     let bytes = rmp_serde::to_vec_named(&trace).expect("encoding the SimKube trace");
     std::fs::write(path, bytes).expect("writing the SimKube trace");
 }
+
+/// A "What-if" section of the experiments manual, the one whose title starts `title`: the files
+/// its `cat > FILE <<'END'` blocks write (name, text) and its `ksim experiment run` line's
+/// arguments after `ksim`, the quoted assertion as one.
+pub fn manual_what_if(title: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let docs = include_str!("../../../../../../docs/experiments.md");
+    let section = docs
+        .split("\n**What-if: ")
+        .find(|section| section.starts_with(title))
+        .unwrap_or_else(|| panic!("the experiments manual has no what-if {title:?}"));
+    let mut files = Vec::new();
+    let mut command = None;
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        if let Some((name, end)) = line
+            .strip_prefix("cat > ")
+            .and_then(|rest| rest.split_once(" <<"))
+        {
+            let end = end.trim_matches('\'');
+            let text: Vec<&str> = lines.by_ref().take_while(|line| *line != end).collect();
+            files.push((name.to_owned(), text.join("\n") + "\n"));
+        } else if line.starts_with("ksim experiment run") {
+            command = Some(line.to_owned());
+        }
+    }
+    let command = command.expect("the section runs an experiment");
+    // `ksim experiment run -f hpa.yaml --assert '...'`: the quoted assertion is one argument.
+    let (head, assertion) = command
+        .split_once(" '")
+        .expect("the command has an assertion");
+    let mut args: Vec<String> = head.split_whitespace().skip(1).map(str::to_owned).collect();
+    args.push(assertion.trim_end_matches('\'').to_owned());
+    (files, args)
+}
