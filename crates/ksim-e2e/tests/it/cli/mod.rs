@@ -14,6 +14,7 @@ mod probe;
 mod provisioning;
 mod readme_walk;
 mod refusals;
+mod rightsizing;
 mod show;
 mod trace_cli;
 mod transform;
