@@ -221,7 +221,7 @@ fn scaled(resource: &str, value: f64) -> String {
     };
     if resource == "cpu" {
         let millis = up(value * 1_000.0) as u64;
-        return if millis % 1_000 == 0 {
+        return if millis.is_multiple_of(1_000) {
             (millis / 1_000).to_string()
         } else {
             format!("{millis}m")
@@ -229,7 +229,7 @@ fn scaled(resource: &str, value: f64) -> String {
     }
     let bytes = up(value) as u64;
     for (suffix, unit) in [("Gi", 1u64 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }
