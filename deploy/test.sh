@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command: installs what it needs (Go-built control plane and kubectl, the
-# cluster-autoscaler releases under test, metrics-server, buf, mdBook, buildah and podman), then
+# cluster-autoscaler releases under test, metrics-server, Karpenter, buf, mdBook, buildah and
+# podman), then
 # runs every check: formatting, the manuals' book, clippy, protobuf lint/format/breaking, unit
-# and integration tests against the real control plane, the real cluster-autoscaler and the real
-# metrics-server, images built and run, and a bounded fuzzing run of the trace decoders.
+# and integration tests against the real control plane, the real cluster-autoscaler, the real
+# metrics-server and the real Karpenter, images built and run, and a bounded fuzzing run of the trace decoders.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -44,6 +45,11 @@ step "metrics-server binary"
 # The aggregation-layer tests run the real metrics-server; without it they fail.
 KSIM_METRICS_SERVER_BIN_DIR=$(deploy/metrics-server/build.sh)
 export KSIM_METRICS_SERVER_BIN_DIR
+
+step "Karpenter binary"
+# The Karpenter tests run the real Karpenter with its KWOK provider; without it they fail.
+KSIM_KARPENTER_BIN_DIR=$(deploy/karpenter/build.sh)
+export KSIM_KARPENTER_BIN_DIR
 
 step "container tools"
 # The image tests build with buildah and run with podman (runc); Debian packages.

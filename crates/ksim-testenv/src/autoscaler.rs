@@ -616,8 +616,8 @@ pub async fn metrics_at(address: SocketAddr, max_bytes: usize) -> Result<String,
 }
 
 /// Status and body (at most `max_bytes`, else an error) of `GET path` on CA's plain-HTTP
-/// diagnostics server.
-async fn http_get(
+/// diagnostics server (or another component's plain-HTTP endpoint).
+pub(crate) async fn http_get(
     address: SocketAddr,
     path: &str,
     max_bytes: usize,

@@ -25,6 +25,11 @@ pub enum Error {
     )]
     MissingMetricsServer { path: PathBuf, version: String },
     #[error(
+        "Karpenter {version} not found in {dir} (its karpenter binary and crds/): run \
+         deploy/karpenter/build.sh (or point KSIM_KARPENTER_BIN_DIR at a directory holding them)"
+    )]
+    MissingKarpenter { dir: PathBuf, version: String },
+    #[error(
         "APIService {api_service} was not Available after {seconds} s (last seen: {last_seen}); \
          last log lines:\n{log_tail}"
     )]

@@ -23,6 +23,7 @@ pub mod autoscaler;
 mod binaries;
 mod control_plane;
 mod error;
+pub mod karpenter;
 mod kubeconfig;
 pub mod manifests;
 pub mod metrics_server;
@@ -40,6 +41,7 @@ pub use autoscaler::{
 pub use binaries::{ControlPlaneBinaries, cache_root, kubernetes_version};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::Error;
+pub use karpenter::{Karpenter, KarpenterBinary, KarpenterBuilder};
 pub use metrics_server::{MetricsServer, MetricsServerBinary, MetricsServerBuilder};
 pub use ports::free_port;
 pub use tuning::{Setting, Tuning};

@@ -26,11 +26,24 @@ impl Process {
         args: &[String],
         log_dir: &Path,
     ) -> Result<Self, Error> {
+        Self::spawn_with_env(name, binary, args, &[], log_dir)
+    }
+
+    /// As [`Process::spawn`], with `env` added to the inherited environment (for a component
+    /// that takes its configuration from variables, such as Karpenter's `KUBECONFIG`).
+    pub fn spawn_with_env(
+        name: &'static str,
+        binary: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log_dir: &Path,
+    ) -> Result<Self, Error> {
         let log = log_dir.join(format!("{name}.log"));
         let out = File::create(&log).map_err(Error::io("cannot create", &log))?;
         let err = out.try_clone().map_err(Error::io("cannot reopen", &log))?;
         let child = Command::new(binary)
             .args(args)
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -3,5 +3,6 @@
 
 mod autoscaler;
 mod control_plane;
+mod karpenter;
 mod metrics_server;
 mod tuning;
