@@ -75,8 +75,11 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
         .create(&PostParams::default(), &web)
         .await
         .unwrap();
-    let hpa: HorizontalPodAutoscaler =
-        serde_json::from_value(cpu_hpa("shop", "web", 50, 12)).unwrap();
+    // Its scale-down window is 10 s, not the 5 minutes of the controller's default: within the
+    // replay's 50 s a raised target can only run fewer replicas if the HPA may scale down.
+    let mut hpa = cpu_hpa("shop", "web", 50, 12);
+    hpa["spec"]["behavior"] = json!({"scaleDown": {"stabilizationWindowSeconds": 10}});
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(hpa).unwrap();
     Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), "shop")
         .create(&PostParams::default(), &hpa)
         .await
