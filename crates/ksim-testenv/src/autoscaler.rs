@@ -66,10 +66,7 @@ fn release_key(version: &str, fact: &str) -> String {
 }
 
 fn pinned(key: &str) -> Option<&'static str> {
-    VERSIONS_ENV
-        .lines()
-        .find_map(|line| line.trim().strip_prefix(key)?.strip_prefix('='))
-        .map(|value| value.trim().trim_matches('"'))
+    crate::binaries::pinned(VERSIONS_ENV, key)
 }
 
 /// The cluster-autoscaler executable.

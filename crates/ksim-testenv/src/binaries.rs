@@ -8,11 +8,15 @@ const VERSIONS_ENV: &str = include_str!("../../../deploy/control-plane/versions.
 
 /// The Kubernetes version pinned in deploy/control-plane/versions.env, e.g. `v1.35.4`.
 pub fn kubernetes_version() -> &'static str {
-    VERSIONS_ENV
+    pinned(VERSIONS_ENV, "KUBERNETES_VERSION").unwrap_or("unknown")
+}
+
+/// The value of `key` in a `deploy/*/versions.env` text (`KEY=value`, optionally quoted).
+pub(crate) fn pinned(versions_env: &'static str, key: &str) -> Option<&'static str> {
+    versions_env
         .lines()
-        .find_map(|line| line.trim().strip_prefix("KUBERNETES_VERSION="))
-        .map(str::trim)
-        .unwrap_or("unknown")
+        .find_map(|line| line.trim().strip_prefix(key)?.strip_prefix('='))
+        .map(|value| value.trim().trim_matches('"'))
 }
 
 /// Directory holding etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
@@ -163,6 +167,15 @@ pub fn cache_root() -> Result<PathBuf, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pinned_value_is_its_keys_own_unquoted() {
+        const ENV: &str =
+            "# A_VERSION=old\nA_VERSIONS=\"1 2\"\n  A_VERSION = x\nA_VERSION=\"v1.2\"\n";
+        assert_eq!(pinned(ENV, "A_VERSION"), Some("v1.2"));
+        assert_eq!(pinned(ENV, "A_VERSIONS"), Some("1 2"));
+        assert_eq!(pinned(ENV, "B"), None);
+    }
 
     #[test]
     fn the_reason_is_the_unquoted_error_of_the_failure_line() {

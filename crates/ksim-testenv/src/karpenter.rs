@@ -34,11 +34,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The Karpenter release pinned in deploy/karpenter/versions.env, e.g. `v1.14.1`.
 pub fn karpenter_version() -> &'static str {
-    VERSIONS_ENV
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("KARPENTER_VERSION="))
-        .map(|value| value.trim().trim_matches('"'))
-        .unwrap_or("unknown")
+    crate::binaries::pinned(VERSIONS_ENV, "KARPENTER_VERSION").unwrap_or("unknown")
 }
 
 /// The Karpenter executable and the CRDs of its release.

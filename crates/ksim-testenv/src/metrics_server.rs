@@ -42,11 +42,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The metrics-server release pinned in deploy/metrics-server/versions.env, e.g. `v0.8.0`.
 pub fn metrics_server_version() -> &'static str {
-    VERSIONS_ENV
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("METRICS_SERVER_VERSION="))
-        .map(|value| value.trim().trim_matches('"'))
-        .unwrap_or("unknown")
+    crate::binaries::pinned(VERSIONS_ENV, "METRICS_SERVER_VERSION").unwrap_or("unknown")
 }
 
 /// The metrics-server executable.

@@ -17,7 +17,7 @@ use kube::{Api, api::PostParams};
 use serde_json::{Value, json};
 
 use super::common::{
-    manual_what_if,
+    manual_what_if, run_what_if,
     up::{Up, fast_autoscaler_args},
 };
 
@@ -126,19 +126,7 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
             _ => arg,
         })
         .collect();
-    let output = tokio::task::spawn_blocking({
-        let state = up.state.path().to_owned();
-        move || super::common::up::ksim_in(&state, &args)
-    })
-    .await
-    .unwrap();
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(printed.contains("assert ok:"), "{printed}");
+    let printed = run_what_if(&up, args).await;
     for figure in [
         "replica_hours",
         "scale_events",

@@ -156,3 +156,21 @@ pub fn manual_what_if(title: &str) -> (Vec<(String, String)>, Vec<String>) {
     args.push(assertion.trim_end_matches('\'').to_owned());
     (files, args)
 }
+
+/// Runs a manual's `ksim experiment run` (its arguments after `ksim`, paths already made
+/// absolute) in `up`'s environment; what it printed, once it has succeeded with its assertion
+/// holding.
+pub async fn run_what_if(up: &up::Up, args: Vec<String>) -> String {
+    let state = up.state.path().to_owned();
+    let output = tokio::task::spawn_blocking(move || up::ksim_in(&state, &args))
+        .await
+        .expect("the ksim process ran");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(printed.contains("assert ok:"), "{printed}");
+    printed
+}
