@@ -118,7 +118,8 @@ impl ResourceChange {
                     change.field.key(),
                     change.resource
                 ))
-                .and_then(Value::as_str);
+                .and_then(quantity_text);
+            let current = current.as_deref();
             let new = match (&change.amount, current) {
                 (Amount::Factor(_), None) => continue,
                 (Amount::Factor(factor), Some(current)) => {
@@ -190,12 +191,12 @@ fn check_within_limits(container: &Value, name: &str) -> Result<(), String> {
     };
     for (resource, request) in requests {
         let (Some(request), Some(limit)) = (
-            request.as_str(),
-            limits.get(resource).and_then(Value::as_str),
+            quantity_text(request),
+            limits.get(resource).and_then(quantity_text),
         ) else {
             continue;
         };
-        if let (Some(asked), Some(allowed)) = (quantity_value(request), quantity_value(limit))
+        if let (Some(asked), Some(allowed)) = (quantity_value(&request), quantity_value(&limit))
             && asked > allowed
         {
             return Err(format!(
@@ -205,6 +206,15 @@ fn check_within_limits(container: &Value, name: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A quantity as written: a string, or a bare number in a hand-written object (`cpu: 2`).
+fn quantity_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    }
 }
 
 /// `value` (cores for CPU, bytes otherwise) rounded up to the resource's unit and written as
@@ -304,7 +314,7 @@ mod tests {
         };
         let mut object = deployment(json!([
             {"name": "main", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
-            {"name": "side", "resources": {"requests": {"cpu": "1", "memory": "1001"}}},
+            {"name": "side", "resources": {"requests": {"cpu": 1, "memory": "1001"}}},
             {"name": "bare"}
         ]));
         assert!(halve.apply(&mut object).unwrap());
