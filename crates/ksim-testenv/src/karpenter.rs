@@ -159,11 +159,7 @@ impl KarpenterBuilder {
             let last_seen = match crate::autoscaler::http_get(health, "/readyz", 1 << 16).await {
                 Ok((200, _)) => {
                     tracing::debug!(elapsed = ?started.elapsed(), pid = process.pid(), "karpenter ready");
-                    return Ok(Karpenter {
-                        process,
-                        health,
-                        env,
-                    });
+                    return Ok(Karpenter { process });
                 }
                 Ok((status, body)) => format!("/readyz answered {status}: {body}"),
                 Err(error) => error.to_string(),
@@ -212,10 +208,14 @@ pub async fn install_crds(
                 break;
             }
             if started.elapsed() > timeout {
-                return Err(Error::InvalidArgument(format!(
-                    "CRD {name} was not Established after {} s",
-                    timeout.as_secs()
-                )));
+                return Err(Error::NotReady {
+                    component: "Karpenter's CRDs",
+                    seconds: timeout.as_secs(),
+                    log_tail: format!(
+                        "CRD {name} is not Established: {:?}",
+                        crd.and_then(|crd| crd.status)
+                    ),
+                });
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
@@ -227,8 +227,6 @@ pub async fn install_crds(
 #[derive(Debug)]
 pub struct Karpenter {
     process: Process,
-    health: SocketAddr,
-    env: Vec<(String, String)>,
 }
 
 impl Karpenter {
@@ -253,16 +251,6 @@ impl Karpenter {
     /// Its metrics endpoint (`http://127.0.0.1:<port>`).
     pub fn metrics_url(&self) -> Option<&str> {
         self.process.url()
-    }
-
-    /// Its health probe address (`/healthz`, `/readyz`).
-    pub fn health_address(&self) -> SocketAddr {
-        self.health
-    }
-
-    /// The environment it was started with.
-    pub fn env(&self) -> &[(String, String)] {
-        &self.env
     }
 
     /// Its log (JSON lines).

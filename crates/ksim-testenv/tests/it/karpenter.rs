@@ -144,6 +144,7 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
     // own (together they would share one node).
     let pods = Api::<Pod>::namespaced(client.clone(), "default");
     let mut types = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for (count, (name, cpu, memory)) in [("small", "1500m", "1Gi"), ("large", "500m", "12Gi")]
         .into_iter()
         .enumerate()
@@ -151,12 +152,17 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
         pods.create(&PostParams::default(), &pod(name, cpu, memory))
             .await
             .unwrap();
+        // The NodeClaim this pod brought is the one not there before it.
         let claims = launched(&client, count + 1).await;
-        let newest = claims
+        let new: Vec<&DynamicObject> = claims
             .iter()
-            .max_by_key(|claim| claim.metadata.creation_timestamp.clone().map(|t| t.0))
-            .unwrap();
-        types.push(instance_type(newest));
+            .filter(|claim| !seen.contains(&claim.metadata.name))
+            .collect();
+        let [claim] = new.as_slice() else {
+            panic!("one new NodeClaim for {name}: {new:?}")
+        };
+        types.push(instance_type(claim));
+        seen.insert(claim.metadata.name.clone());
     }
     assert_eq!(
         types,
