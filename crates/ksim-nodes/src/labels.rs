@@ -16,6 +16,21 @@ pub const OWNER_POOL: &str = "pool";
 /// [`OWNER_LABEL`] value of nodes of seat Deployments.
 pub const OWNER_SEATS: &str = "seats";
 
+/// [`OWNER_LABEL`] value of nodes Karpenter created (through its KWOK provider) and the pool
+/// plays the kubelet for: Karpenter decides when they come and go, never the pool.
+pub const OWNER_KARPENTER: &str = "karpenter";
+
+/// Label Karpenter puts on every node it launches, naming its NodePool; the pool's group of
+/// such a node is named after it.
+pub const KARPENTER_NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+
+/// Annotation (value [`KWOK_FAKE_VALUE`]) Karpenter's KWOK provider puts on the nodes it
+/// creates: no machine backs them, so whoever plays their kubelet may take them.
+pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+
+/// Value of [`KWOK_NODE_ANNOTATION`] on a node nothing runs.
+pub const KWOK_FAKE_VALUE: &str = "fake";
+
 /// Label marking a node as virtual (value [`TRUE_VALUE`]).
 pub const VIRTUAL_LABEL: &str = "ksim.io/virtual-node";
 

@@ -275,6 +275,52 @@ pub fn node_status(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) -
     }
 }
 
+/// The labels the pool adds to a node someone else created (Karpenter's) when it takes the
+/// node's kubelet part: the node keeps its own labels, these only say whose it now is.
+pub fn adopted_labels(group: &str, pool: &str, owner: &str) -> BTreeMap<String, String> {
+    [
+        (GROUP_LABEL, group),
+        (VIRTUAL_LABEL, TRUE_VALUE),
+        (POOL_LABEL, pool),
+        (OWNER_LABEL, owner),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value.to_owned()))
+    .collect()
+}
+
+/// What a kubelet writes into the status of a node someone else created: addresses, daemon
+/// endpoints, system info and conditions. Capacity and allocatable are left out (`None`), so
+/// a merge patch of this status keeps the creator's.
+pub fn kubelet_status(
+    info: &NodeSystemInfo,
+    id: &NodeIdentity,
+    conditions: Vec<NodeCondition>,
+) -> NodeStatus {
+    NodeStatus {
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "InternalIP".to_owned(),
+                address: id.internal_ip.to_string(),
+            },
+            NodeAddress {
+                type_: "Hostname".to_owned(),
+                address: id.name.clone(),
+            },
+        ]),
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port: KUBELET_PORT }),
+        }),
+        node_info: Some(node_info_for(
+            &with_node_info_defaults(info.clone()),
+            &id.name,
+        )),
+        conditions: Some(conditions),
+        phase: Some("Running".to_owned()),
+        ..NodeStatus::default()
+    }
+}
+
 /// Reason of the Ready=False condition of a node booting by its group's provisioning model:
 /// the cloud provider reports no problem for it (a NotReady node whose reason is anything else,
 /// say the lifecycle controller's once its pool stopped, is one).
@@ -842,5 +888,28 @@ status:
         assert_eq!(stable_hex(&["x"], 20), "f5e276c0401e6489929b");
         assert_eq!(stable_hex(&["x"], 40).len(), 40);
         assert!(stable_hex(&["x"], 40).starts_with(&stable_hex(&["x"], 16)));
+    }
+
+    #[test]
+    fn a_taken_node_gets_a_kubelets_status_without_its_creators_resources() {
+        let status = kubelet_status(
+            &NodeSystemInfo::default(),
+            &identity(),
+            phase_conditions(Phase::Booting, now(), now()),
+        );
+        // Capacity and allocatable stay the creator's: a merge patch leaves out what is None.
+        assert!(status.capacity.is_none() && status.allocatable.is_none());
+        let addresses = status.addresses.unwrap();
+        assert_eq!(addresses[0].type_, "InternalIP");
+        assert_eq!(addresses[0].address, identity().internal_ip.to_string());
+        let info = status.node_info.unwrap();
+        assert!(!info.kubelet_version.is_empty() && !info.machine_id.is_empty());
+        let labels = adopted_labels("default", "p1", "karpenter");
+        assert_eq!(
+            labels.get(OWNER_LABEL).map(String::as_str),
+            Some("karpenter")
+        );
+        assert_eq!(labels.get(GROUP_LABEL).map(String::as_str), Some("default"));
+        assert_eq!(labels.len(), 4, "only whose the node now is: {labels:?}");
     }
 }

@@ -48,6 +48,11 @@ pub struct PoolConfig {
     #[arg(long, env = "KSIM_SEAT_HOST", default_value_t = true, action = clap::ArgAction::Set)]
     pub seat_host: bool,
 
+    /// Play the kubelet for the nodes Karpenter's KWOK provider creates (the pool's group of
+    /// each is named after its NodePool); Karpenter creates and deletes them.
+    #[arg(long, env = "KSIM_KARPENTER", default_value_t = false, action = clap::ArgAction::Set)]
+    pub karpenter: bool,
+
     #[command(flatten)]
     pub kubelet: KubeletEndpointConfig,
 }
@@ -107,6 +112,7 @@ impl Default for PoolConfig {
             job_duration_ms: 1000,
             api_concurrency: 64,
             seat_host: true,
+            karpenter: false,
             kubelet: KubeletEndpointConfig::default(),
         }
     }

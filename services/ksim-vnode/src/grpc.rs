@@ -44,7 +44,9 @@ impl From<PoolError> for Status {
             // As the cloud provider answers for a group it does not know.
             PoolError::UnknownGroup(_) => Status::not_found(message),
             PoolError::GroupExists(_) => Status::already_exists(message),
-            PoolError::NotPoolManaged(_) => Status::failed_precondition(message),
+            PoolError::NotPoolManaged(_) | PoolError::KarpenterGroup(_) => {
+                Status::failed_precondition(message)
+            }
             // Only at start, from the flags: never an answer to a call.
             PoolError::Cidr(_) | PoolError::Kubelet(_) => Status::internal(message),
             PoolError::Kube(_) => Status::unavailable(message),
@@ -241,6 +243,7 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
 fn group_message(group: &GroupView) -> pb::NodeGroup {
     let (source, deployment) = match &group.source {
         GroupSource::PoolManaged { .. } => (pb::NodeGroupSource::PoolManaged, None),
+        GroupSource::Karpenter => (pb::NodeGroupSource::Karpenter, None),
         GroupSource::Deployment {
             namespace, name, ..
         } => (

@@ -18,8 +18,8 @@ use crate::domain::{
     cidr::{CidrError, NodeIpam, PodCidrPool},
     groups::scale_plan_avoiding,
     labels::{
-        BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, OWNER_POOL, OWNER_SEATS, POOL_LABEL,
-        TERMINATING_UNTIL_ANNOTATION,
+        BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, OWNER_KARPENTER, OWNER_LABEL, OWNER_POOL,
+        OWNER_SEATS, POOL_LABEL, TERMINATING_UNTIL_ANNOTATION,
     },
     limits::{self, NodePressure, PodLimits, PodMemory},
     node::{NodeIdentity, Phase},
@@ -47,6 +47,9 @@ pub enum GroupSource {
         /// Seat name -> its creationTimestamp, the scale-up its node counts from.
         seats: BTreeMap<String, Timestamp>,
     },
+    /// The nodes Karpenter launched for the NodePool the group is named after. Karpenter
+    /// creates and deletes them; the pool only plays their kubelet.
+    Karpenter,
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +96,11 @@ pub struct NodeEntry {
     pub booting: bool,
     /// Shutting down since, gone at: its seat went or its group shrank.
     pub terminating: Option<(Timestamp, Timestamp)>,
+    /// Someone else (Karpenter) created the node and deletes it: the pool never plans it away.
+    pub external: bool,
+    /// The node's own shape, for a node whose group's nodes differ (Karpenter picks an
+    /// instance type per node); `None`: its group's skeleton.
+    pub shape: Option<Arc<NodeSkeleton>>,
     /// A status write for the node is in flight: one writer at a time, so a heartbeat's
     /// booting conditions never land after the write that made the node Ready.
     pub status_busy: bool,
@@ -142,6 +150,8 @@ impl NodeEntry {
             booting: false,
             terminating: None,
             status_busy: false,
+            external: false,
+            shape: None,
         }
     }
 }
@@ -212,6 +222,19 @@ pub enum AdoptError {
     NotOurs(String),
     #[error("node {node} has no usable podCIDR: {reason}")]
     BadCidr { node: String, reason: String },
+    #[error("no podCIDR is left for node {node}: {source}")]
+    NoCidr { node: String, source: CidrError },
+}
+
+/// A node someone else created that the pool now plays the kubelet for; what its first
+/// writes (labels, podCIDR, status, lease) need.
+#[derive(Debug, Clone)]
+pub struct Adopted {
+    pub identity: NodeIdentity,
+    /// Whether the node has no podCIDR yet: the pool's is written with its labels.
+    pub set_pod_cidr: bool,
+    /// Booting until then by its group's model; `None`: Ready at once.
+    pub ready_at: Option<Timestamp>,
 }
 
 #[derive(Debug)]
@@ -378,8 +401,87 @@ impl PoolIndex {
         entry.booting = entry.ready_at.is_some_and(|at| Timestamp::now() < at);
         entry.terminating = annotated_time(node, TERMINATING_UNTIL_ANNOTATION)
             .map(|gone| (Timestamp::now().min(gone), gone));
+        // Karpenter's node: it stays until Karpenter deletes it, whatever groups exist yet.
+        if labels.get(OWNER_LABEL).map(String::as_str) == Some(OWNER_KARPENTER) {
+            entry.external = true;
+            entry.shape = NodeSkeleton::from_node(node.clone()).ok().map(Arc::new);
+        }
         self.nodes.insert(name, entry);
         Ok(())
+    }
+
+    /// Takes over a node Karpenter created for `group` (its NodePool), which must exist: a
+    /// podCIDR is claimed (the node's own, after a restart) or allocated, and the group's model
+    /// draws its delays. The node boots from its creation for the model's registration and
+    /// ready delays together: Karpenter made the Node object at once, the instance behind it
+    /// would still be coming up. `Ok(None)`: the node is the pool's already.
+    pub fn adopt_external(
+        &mut self,
+        node: &Node,
+        group: &str,
+        now: Timestamp,
+    ) -> Result<Option<Adopted>, AdoptError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if self.nodes.contains_key(&name) {
+            return Ok(None);
+        }
+        let existing = node
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.pod_cidr.as_deref())
+            .filter(|cidr| !cidr.is_empty());
+        let cidr = match existing {
+            Some(cidr) => {
+                let bad_cidr = |reason: String| AdoptError::BadCidr {
+                    node: name.clone(),
+                    reason,
+                };
+                let cidr: Ipv4Net = cidr.parse().map_err(|e| bad_cidr(format!("{e}")))?;
+                self.cidrs
+                    .claim(cidr)
+                    .map_err(|e| bad_cidr(e.to_string()))?;
+                cidr
+            }
+            None => self.cidrs.allocate().map_err(|source| AdoptError::NoCidr {
+                node: name.clone(),
+                source,
+            })?,
+        };
+        let created = node
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |time| time.0);
+        let delays = self
+            .models
+            .get_mut(group)
+            .map(GroupModel::next_node)
+            .unwrap_or_default();
+        let boot = delays.registration.saturating_add(delays.ready);
+        // A node adopted again after a restart keeps the time its model gave it.
+        let ready_at = annotated_time(node, BOOTING_UNTIL_ANNOTATION)
+            .or_else(|| (!boot.is_zero()).then(|| after(created, boot)));
+        let mut entry = NodeEntry::new(name.clone(), group.to_owned(), cidr, created);
+        entry.delays = delays;
+        entry.external = true;
+        entry.shape = NodeSkeleton::from_node(node.clone()).ok().map(Arc::new);
+        entry.uid = node.metadata.uid.clone();
+        entry.ready_at = ready_at;
+        entry.booting = ready_at.is_some_and(|at| now < at);
+        let identity = NodeIdentity {
+            name: name.clone(),
+            group: group.to_owned(),
+            pool: self.pool.clone(),
+            owner: OWNER_KARPENTER,
+            pod_cidr: cidr,
+            internal_ip: entry.ipam.node_ip(),
+        };
+        self.nodes.insert(name, entry);
+        Ok(Some(Adopted {
+            identity,
+            set_pod_cidr: existing.is_none(),
+            ready_at: ready_at.filter(|at| now < *at),
+        }))
     }
 
     /// What to create, delete and change at `now` so every group has exactly its desired
@@ -425,6 +527,8 @@ impl PoolIndex {
                         desired.insert(seat.clone(), (group.name.clone(), *created));
                     }
                 }
+                // Karpenter creates and deletes its nodes itself.
+                GroupSource::Karpenter => {}
             }
         }
         let lingers = |index: &Self, group: &str| {
@@ -433,9 +537,10 @@ impl PoolIndex {
         };
         let mut forget = Vec::new();
         for node in self.nodes.values() {
-            let wanted = desired
-                .get(&node.name)
-                .is_some_and(|(group, _)| *group == node.group);
+            let wanted = node.external
+                || desired
+                    .get(&node.name)
+                    .is_some_and(|(group, _)| *group == node.group);
             match (node.state, node.terminating) {
                 (NodeState::Waiting, _) if !wanted => forget.push(node.name.clone()),
                 // Gone when its time comes, or at once when its group (or its group's model)
@@ -544,6 +649,7 @@ impl PoolIndex {
         let owner = match group.source {
             GroupSource::PoolManaged { .. } => OWNER_POOL,
             GroupSource::Deployment { .. } => OWNER_SEATS,
+            GroupSource::Karpenter => OWNER_KARPENTER,
         };
         let skeleton = group.skeleton.clone();
         let node = self.nodes.get_mut(name)?;
@@ -781,11 +887,15 @@ impl PoolIndex {
         self.pods.get(key).map(|pod| pod.node.as_str())
     }
 
-    /// The memory capacity a node registered with (`status.capacity.memory` of its group's
-    /// skeleton), bytes; `None` for a node whose group is gone.
+    /// The memory capacity a node registered with (`status.capacity.memory` of its own shape
+    /// or its group's skeleton), bytes; `None` for a node whose group is gone.
     pub fn memory_capacity(&self, node: &str) -> Option<u64> {
-        let group = self.groups.get(&self.nodes.get(node)?.group)?;
-        let value = quantity_value(&group.skeleton.capacity.get("memory")?.0)?;
+        let node = self.nodes.get(node)?;
+        let skeleton = match &node.shape {
+            Some(shape) => shape,
+            None => &self.groups.get(&node.group)?.skeleton,
+        };
+        let value = quantity_value(&skeleton.capacity.get("memory")?.0)?;
         // The skeleton's quantities were checked; `as` saturates anything absurd.
         (value.is_finite() && value >= 0.0).then(|| value.round() as u64)
     }
@@ -1470,5 +1580,125 @@ status:
             index.adopt_node(&node),
             Err(AdoptError::NotOurs(_))
         ));
+    }
+
+    fn karpenter_node(name: &str, pod_cidr: Option<&str>, created: Timestamp) -> Node {
+        let mut node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "uid": "u-1",
+                "labels": {"karpenter.sh/nodepool": "default",
+                    "node.kubernetes.io/instance-type": "c-2x-amd64-linux"},
+                "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "spec": {"providerID": format!("kwok://{name}")},
+            "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "32"}}
+        }))
+        .unwrap();
+        node.metadata.creation_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(created),
+        );
+        if let Some(cidr) = pod_cidr {
+            node.spec.as_mut().unwrap().pod_cidr = Some(cidr.to_owned());
+        }
+        node
+    }
+
+    fn karpenter_group(provisioning: Option<GroupProvisioning>) -> Group {
+        Group {
+            name: "default".to_owned(),
+            skeleton: Arc::new(NodeSkeleton::from_yaml(SKELETON).unwrap()),
+            source: GroupSource::Karpenter,
+            created: start(),
+            provisioning,
+        }
+    }
+
+    #[test]
+    fn karpenters_node_gets_a_podcidr_boots_by_its_model_and_is_never_planned_away() {
+        let mut index = index("10.0.0.0/16");
+        // Registration and ready delays both pass booting (the Node existed at once), in
+        // recorded time at the model's speed 2: (2 + 3) / 2 s.
+        index.upsert_group(karpenter_group(Some(model(2, 3, 7))));
+        let ready = start() + k8s_openapi::jiff::SignedDuration::from_millis(2500);
+        let node = karpenter_node("kwok-default-a", None, start());
+        let adopted = index
+            .adopt_external(&node, "default", secs(1))
+            .unwrap()
+            .unwrap();
+        assert!(adopted.set_pod_cidr);
+        assert_eq!(adopted.identity.owner, OWNER_KARPENTER);
+        assert_eq!(adopted.ready_at, Some(ready));
+        assert!(
+            adopted
+                .identity
+                .pod_cidr
+                .contains(&adopted.identity.internal_ip),
+            "the node's address is in its podCIDR"
+        );
+        // Its own shape, not the group's: memory from the node (4Gi), not the skeleton (8Gi).
+        assert_eq!(index.memory_capacity("kwok-default-a"), Some(4 << 30));
+        // Taken once only.
+        assert!(
+            index
+                .adopt_external(&node, "default", secs(1))
+                .unwrap()
+                .is_none()
+        );
+        index.node_registered("kwok-default-a", Some("u-1".into()));
+
+        // The pool neither deletes nor shuts it down, with its group or without; it turns
+        // Ready when its time comes.
+        let changes = index.plan_node_changes(secs(2));
+        assert!(changes.delete.is_empty() && changes.terminate.is_empty());
+        assert!(changes.ready.is_empty());
+        let changes = index.plan_node_changes(secs(3));
+        assert_eq!(changes.ready, vec![("kwok-default-a".to_owned(), ready)]);
+        index.ready_written("kwok-default-a", true);
+        index.remove_group("default");
+        let changes = index.plan_node_changes(secs(60));
+        assert!(changes.delete.is_empty() && changes.terminate.is_empty());
+        assert!(index.node("kwok-default-a").is_some());
+
+        // Gone when Karpenter deleted it: its podCIDR goes back to the pool.
+        let free = index.free_cidrs();
+        index.remove_node("kwok-default-a");
+        assert_eq!(index.free_cidrs(), free + 1);
+    }
+
+    #[test]
+    fn karpenters_node_keeps_its_podcidr_and_boot_time_across_a_restart() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(karpenter_group(Some(model(0, 30, 0))));
+        let mut node = karpenter_node("kwok-default-b", Some("10.0.7.0/24"), start());
+        node.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(BOOTING_UNTIL_ANNOTATION.to_owned(), secs(10).to_string());
+        let adopted = index
+            .adopt_external(&node, "default", secs(2))
+            .unwrap()
+            .unwrap();
+        assert!(!adopted.set_pod_cidr);
+        assert_eq!(adopted.identity.pod_cidr.to_string(), "10.0.7.0/24");
+        // What the model decided before the restart, not a new draw.
+        assert_eq!(adopted.ready_at, Some(secs(10)));
+        // Another node claiming the same podCIDR is refused by name.
+        let twin = karpenter_node("kwok-default-c", Some("10.0.7.0/24"), start());
+        assert!(matches!(
+            index.adopt_external(&twin, "default", secs(2)),
+            Err(AdoptError::BadCidr { node, .. }) if node == "kwok-default-c"
+        ));
+    }
+
+    #[test]
+    fn karpenters_node_without_a_model_is_ready_at_once() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(karpenter_group(None));
+        let node = karpenter_node("kwok-default-d", None, start());
+        let adopted = index
+            .adopt_external(&node, "default", secs(1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(adopted.ready_at, None);
+        assert!(!index.node("kwok-default-d").unwrap().booting);
     }
 }

@@ -48,6 +48,8 @@ pub enum PoolError {
     GroupExists(String),
     #[error("node group {0:?} is backed by a Deployment: scale or delete the Deployment instead")]
     NotPoolManaged(String),
+    #[error("node group {0:?} is Karpenter's NodePool: Karpenter sizes it")]
+    KarpenterGroup(String),
     #[error(
         "pod CIDR pool exhausted: node group {group:?} needs {needed} more node CIDRs, {available} are free"
     )]
@@ -253,6 +255,9 @@ impl Pool {
         tasks.spawn(controllers::nodes::run(ctx.clone()));
         tasks.spawn(controllers::pods::run(ctx.clone()));
         tasks.spawn(controllers::seats::run(ctx.clone()));
+        if ctx.config.karpenter {
+            tasks.spawn(controllers::karpenter::run(ctx.clone()));
+        }
         if let Some(endpoints) = endpoints {
             tasks.spawn(kubelet::run(ctx.clone(), endpoints));
         }
@@ -372,6 +377,7 @@ impl Pool {
             Some(group) if !index.is_internal_group(name) => match group.source {
                 GroupSource::PoolManaged { .. } => Ok(()),
                 GroupSource::Deployment { .. } => Err(PoolError::NotPoolManaged(name.to_owned())),
+                GroupSource::Karpenter => Err(PoolError::KarpenterGroup(name.to_owned())),
             },
             _ => Err(PoolError::UnknownGroup(name.to_owned())),
         }
@@ -669,6 +675,8 @@ fn group_view(index: &PoolIndex, group: &Group) -> GroupView {
     let desired = match &group.source {
         GroupSource::PoolManaged { desired, .. } => *desired,
         GroupSource::Deployment { seats, .. } => seats.len() as u32,
+        // Karpenter wants what it launched.
+        GroupSource::Karpenter => index.nodes_of(&group.name).count() as u32,
     };
     GroupView {
         name: group.name.clone(),

@@ -1,9 +1,11 @@
 //! Node objects and their leases in `kube-node-lease`.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::{
     api::{
         coordination::v1::{Lease, LeaseSpec},
-        core::v1::{Node, NodeAddress, NodeCondition, NodeDaemonEndpoints},
+        core::v1::{Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus, Taint},
     },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference},
     jiff::Timestamp,
@@ -14,7 +16,9 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::domain::labels::{FIELD_MANAGER, POOL_LABEL, TERMINATING_UNTIL_ANNOTATION};
+use crate::domain::labels::{
+    BOOTING_UNTIL_ANNOTATION, FIELD_MANAGER, POOL_LABEL, TERMINATING_UNTIL_ANNOTATION,
+};
 use ksim_kube::{is_conflict, is_not_found};
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -110,6 +114,50 @@ impl NodeClient {
         });
         self.nodes
             .patch_status(name, &patch_params(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+    }
+
+    /// Claims a node someone else created (Karpenter's): the pool's labels, its podCIDR when
+    /// the node has none, when it boots until and its taints when they change. One write, made against the version the
+    /// claim was decided on, so of two pools claiming one node the second gets a conflict.
+    pub async fn claim(
+        &self,
+        name: &str,
+        resource_version: &str,
+        labels: &BTreeMap<String, String>,
+        pod_cidr: Option<&str>,
+        booting_until: Option<&str>,
+        taints: Option<&[Taint]>,
+    ) -> Result<Node, kube::Error> {
+        let mut patch = json!({
+            "metadata": { "resourceVersion": resource_version, "labels": labels },
+        });
+        if let Some(cidr) = pod_cidr {
+            patch["spec"]["podCIDR"] = json!(cidr);
+            patch["spec"]["podCIDRs"] = json!([cidr]);
+        }
+        if let Some(taints) = taints {
+            // A merge patch replaces the list: the caller passes every taint the node keeps,
+            // and the resourceVersion makes sure none was added in between.
+            patch["spec"]["taints"] = json!(taints);
+        }
+        if let Some(until) = booting_until {
+            patch["metadata"]["annotations"] = json!({ BOOTING_UNTIL_ANNOTATION: until });
+        }
+        self.nodes
+            .patch(name, &patch_params(), &Patch::Merge(patch))
+            .await
+    }
+
+    /// Writes the status fields a kubelet owns (a merge patch: fields left `None` are kept).
+    pub async fn write_status(&self, name: &str, status: &NodeStatus) -> Result<(), kube::Error> {
+        self.nodes
+            .patch_status(
+                name,
+                &patch_params(),
+                &Patch::Merge(json!({ "status": status })),
+            )
             .await
             .map(drop)
     }

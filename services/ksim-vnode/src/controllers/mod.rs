@@ -3,6 +3,7 @@
 
 pub mod bound_pod;
 pub mod heartbeats;
+pub mod karpenter;
 pub mod kubelet;
 pub mod nodes;
 pub mod pods;

@@ -172,6 +172,12 @@ async fn sync_groups(
                         "a pool-managed group has this name; Deployment ignored"
                     );
                 }
+                Some(GroupSource::Karpenter) => {
+                    tracing::warn!(
+                        group = name,
+                        "a Karpenter NodePool has this name; Deployment ignored"
+                    );
+                }
                 _ => index.upsert_group(group),
             }
         }

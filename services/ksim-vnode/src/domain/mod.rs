@@ -4,6 +4,7 @@
 pub mod cidr;
 pub mod groups;
 pub mod heartbeat;
+pub mod karpenter;
 pub mod kubelet_endpoint;
 pub mod limits;
 pub mod metrics_api;

@@ -3,6 +3,7 @@
 
 mod common;
 mod grpc;
+mod karpenter;
 mod kubelet_endpoint;
 mod limits;
 mod metrics_api;
