@@ -6,9 +6,11 @@
 //! - [`skeleton`]: node skeletons, the instance-type part of a Node read from YAML.
 //! - [`node`]: the Node object a virtual node registers, and `ksim://` provider IDs.
 //! - [`seats`]: how a seat Deployment names its group and carries its skeleton.
+//! - [`karpenter`]: Karpenter's instance-type file, made from skeletons and their prices.
 //!
 //! Pure: no Kubernetes I/O, so every rule is unit-tested directly.
 
+pub mod karpenter;
 pub mod labels;
 pub mod limits;
 pub mod node;
