@@ -13,14 +13,20 @@
 //! returns once its readiness probe answers. Karpenter's KWOK provider creates the Node objects
 //! of the NodeClaims it launches itself; nothing here makes them Ready (that is a kubelet's
 //! part, the pool's in a simulation). Dropping the handle kills the process.
+//!
+//! Without [`KarpenterBuilder::instance_types`] the provider offers its built-in list (144
+//! made-up types in four `test-zone-*` zones); with it, the types and prices ksim's node
+//! skeletons describe ([`ksim_nodes::karpenter`]).
 
 use std::{
+    io::Write,
     net::{Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use ksim_nodes::karpenter::InstanceType;
 use kube::{Api, Client};
 
 use crate::{ControlPlane, Error, binaries::bin_dir, free_port, process::Process};
@@ -31,6 +37,10 @@ const BIN_DIR_ENV: &str = "KSIM_KARPENTER_BIN_DIR";
 /// Where build.sh puts the release's CRDs, beside the binary.
 const CRDS_DIR: &str = "crds";
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// The KWOK provider's option naming its instance-type file.
+const INSTANCE_TYPES_ENV: &str = "INSTANCE_TYPES_FILE_PATH";
+/// The instance-type file written into the control plane's directory.
+pub const INSTANCE_TYPES_FILE: &str = "karpenter-instance-types.json";
 
 /// The Karpenter release pinned in deploy/karpenter/versions.env, e.g. `v1.14.1`.
 pub fn karpenter_version() -> &'static str {
@@ -89,6 +99,7 @@ pub struct KarpenterBuilder {
     kubeconfig: PathBuf,
     dir: Option<PathBuf>,
     env: Vec<(String, String)>,
+    instance_types: Option<Vec<InstanceType>>,
     ready_timeout: Duration,
 }
 
@@ -98,6 +109,13 @@ impl std::fmt::Debug for KarpenterBuilder {
             .field("binary", &self.binary)
             .field("kubeconfig", &self.kubeconfig)
             .field("env", &self.env)
+            .field(
+                "instance_types",
+                &self
+                    .instance_types
+                    .as_ref()
+                    .map(|types| types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -114,6 +132,15 @@ impl KarpenterBuilder {
     /// defaults, so it overrides them.
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// The instance types the KWOK provider offers instead of its built-in list, e.g. from
+    /// [`ksim_nodes::karpenter::instance_types`]: `start` writes them to
+    /// `karpenter-instance-types.json` in the control plane's directory and names that file in
+    /// `INSTANCE_TYPES_FILE_PATH` (an [`env`](Self::env) of the same name overrides it).
+    pub fn instance_types(mut self, types: Vec<InstanceType>) -> Self {
+        self.instance_types = Some(types);
         self
     }
 
@@ -149,6 +176,10 @@ impl KarpenterBuilder {
             ("HEALTH_PROBE_PORT".to_owned(), health_port.to_string()),
             ("METRICS_PORT".to_owned(), metrics_port.to_string()),
         ];
+        if let Some(types) = &self.instance_types {
+            let path = write_instance_types(&dir, types)?;
+            env.push((INSTANCE_TYPES_ENV.to_owned(), path.display().to_string()));
+        }
         env.extend(self.env.iter().cloned());
         let mut process = Process::spawn_with_env(NAME, &binary.path(), &[], &env, &dir)?
             .with_url(format!("http://127.0.0.1:{metrics_port}"));
@@ -174,6 +205,22 @@ impl KarpenterBuilder {
             tokio::time::sleep(POLL_INTERVAL).await;
         }
     }
+}
+
+/// Writes `types` to [`INSTANCE_TYPES_FILE`] in `dir`: into a new temporary file first, then
+/// renamed over the name, so Karpenter never reads half a file and a link or device already
+/// there is replaced, never written through.
+fn write_instance_types(dir: &Path, types: &[InstanceType]) -> Result<PathBuf, Error> {
+    let json = ksim_nodes::karpenter::to_json(types)
+        .map_err(|error| Error::InvalidArgument(error.to_string()))?;
+    let path = dir.join(INSTANCE_TYPES_FILE);
+    let mut file =
+        tempfile::NamedTempFile::new_in(dir).map_err(Error::io("cannot create a file in", dir))?;
+    file.write_all(json.as_bytes())
+        .map_err(Error::io("cannot write", file.path().to_owned()))?;
+    file.persist(&path)
+        .map_err(|error| Error::io("cannot write", &path)(error.error))?;
+    Ok(path)
 }
 
 /// Server-side applies the release's CRDs and waits until the apiserver serves each
@@ -239,6 +286,7 @@ impl Karpenter {
             kubeconfig: control_plane.kubeconfig_path().to_owned(),
             dir: control_plane.dir().map(Path::to_owned),
             env: Vec::new(),
+            instance_types: None,
             // The CRDs are served within seconds; the operator starts its informers first.
             ready_timeout: Duration::from_secs(120),
         }
@@ -282,6 +330,30 @@ mod tests {
             "{}",
             karpenter_version()
         );
+    }
+
+    #[test]
+    fn the_instance_types_are_written_over_whatever_was_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(
+            "metadata: {labels: {node.kubernetes.io/instance-type: m5.large}}\n\
+             status: {capacity: {cpu: '2', memory: 8Gi}}",
+        )
+        .unwrap();
+        let prices = [("m5.large".to_owned(), 0.096)].into();
+        let types = ksim_nodes::karpenter::instance_types(&[skeleton], &prices).unwrap();
+        // A link where the file goes is replaced, not followed.
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "keep").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join(INSTANCE_TYPES_FILE)).unwrap();
+
+        let path = write_instance_types(dir.path(), &types).unwrap();
+        assert_eq!(path, dir.path().join(INSTANCE_TYPES_FILE));
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+        let written: Vec<InstanceType> =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(written, types);
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "keep");
     }
 
     #[test]

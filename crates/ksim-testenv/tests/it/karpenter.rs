@@ -1,13 +1,18 @@
 //! The real Karpenter with its KWOK cloud provider (built by deploy/karpenter/build.sh, which
 //! deploy/test.sh runs first) against the real control plane: it takes its CRDs, reads pending
 //! pods the real scheduler could not place, and launches for each a NodeClaim of the cheapest
-//! instance type that fits it, whose Node it creates. Without the binary these tests fail,
-//! naming the build script; they never skip.
+//! instance type that fits it, whose Node it creates, from its built-in list or from ksim's
+//! node skeletons and prices. Without the binary these tests fail, naming the build script;
+//! they never skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_nodes::{karpenter::PRICE_LABEL, skeleton::NodeSkeleton};
 use ksim_testenv::{ControlPlane, Karpenter, wait};
 use kube::{
     Api,
@@ -93,28 +98,24 @@ async fn launched(client: &kube::Client, count: usize) -> Vec<DynamicObject> {
     .unwrap()
 }
 
-fn instance_type(object: &DynamicObject) -> String {
-    object
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get("node.kubernetes.io/instance-type"))
+fn label(labels: Option<&BTreeMap<String, String>>, key: &str) -> String {
+    labels
+        .and_then(|labels| labels.get(key))
         .cloned()
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_each() {
-    let control_plane = ControlPlane::builder().start().await.unwrap();
-    let karpenter = Karpenter::builder(&control_plane)
-        .start()
-        .await
-        .unwrap_or_else(|error| panic!("{error}"));
-    let client = control_plane.client();
+fn instance_type(object: &DynamicObject) -> String {
+    label(
+        object.metadata.labels.as_ref(),
+        "node.kubernetes.io/instance-type",
+    )
+}
 
-    // One NodePool of on-demand linux/amd64 types from the provider's built-in list.
+/// The KWOKNodeClass and one NodePool of on-demand linux/amd64 types.
+async fn create_node_pool(client: &kube::Client) {
     create(
-        &client,
+        client,
         "karpenter.kwok.sh/v1alpha1",
         "KWOKNodeClass",
         "kwoknodeclasses",
@@ -123,7 +124,7 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
     )
     .await;
     create(
-        &client,
+        client,
         "karpenter.sh/v1",
         "NodePool",
         "nodepools",
@@ -138,22 +139,20 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
                 ]}}}}),
     )
     .await;
+}
 
-    // 1500m fits the 2-CPU types: the cheapest is c-2x (2 GiB a CPU). 12Gi fits 16 GiB types
-    // only: the cheapest is m-2x (8 GiB a CPU). One after the other, so each has a batch of its
-    // own (together they would share one node).
+/// Creates each pod (name, cpu, memory) in turn and returns the NodeClaim it brought, the one
+/// not there before it. One after the other, so each has a batch of its own (together they
+/// would share one node).
+async fn claim_per_pod(client: &kube::Client, specs: &[(&str, &str, &str)]) -> Vec<DynamicObject> {
     let pods = Api::<Pod>::namespaced(client.clone(), "default");
-    let mut types = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for (count, (name, cpu, memory)) in [("small", "1500m", "1Gi"), ("large", "500m", "12Gi")]
-        .into_iter()
-        .enumerate()
-    {
+    let mut seen = BTreeSet::new();
+    let mut brought = Vec::new();
+    for (count, (name, cpu, memory)) in specs.iter().enumerate() {
         pods.create(&PostParams::default(), &pod(name, cpu, memory))
             .await
             .unwrap();
-        // The NodeClaim this pod brought is the one not there before it.
-        let claims = launched(&client, count + 1).await;
+        let claims = launched(client, count + 1).await;
         let new: Vec<&DynamicObject> = claims
             .iter()
             .filter(|claim| !seen.contains(&claim.metadata.name))
@@ -161,9 +160,49 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
         let [claim] = new.as_slice() else {
             panic!("one new NodeClaim for {name}: {new:?}")
         };
-        types.push(instance_type(claim));
         seen.insert(claim.metadata.name.clone());
+        brought.push((*claim).clone());
     }
+    brought
+}
+
+/// The NodePool's Nodes, once there are `count`: the KWOK provider creates each NodeClaim's
+/// Node itself.
+async fn nodes_of_pool(client: &kube::Client, count: usize) -> Vec<Node> {
+    let nodes = Api::<Node>::all(client.clone());
+    wait::until(&format!("{count} Nodes"), DEADLINE, || async {
+        let listed = nodes
+            .list(&ListParams::default().labels("karpenter.sh/nodepool=default"))
+            .await
+            .map_err(|e| e.to_string())?
+            .items;
+        let total = listed.len();
+        (total == count)
+            .then_some(listed)
+            .ok_or(format!("{total} nodes"))
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_each() {
+    let control_plane = ControlPlane::builder().start().await.unwrap();
+    let karpenter = Karpenter::builder(&control_plane)
+        .start()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let client = control_plane.client();
+    create_node_pool(&client).await;
+
+    // From the provider's built-in list: 1500m fits the 2-CPU types, the cheapest is c-2x (2 GiB
+    // a CPU). 12Gi fits 16 GiB types only: the cheapest is m-2x (8 GiB a CPU).
+    let claims = claim_per_pod(
+        &client,
+        &[("small", "1500m", "1Gi"), ("large", "500m", "12Gi")],
+    )
+    .await;
+    let types: Vec<String> = claims.iter().map(instance_type).collect();
     assert_eq!(
         types,
         ["c-2x-amd64-linux", "m-2x-amd64-linux"],
@@ -172,20 +211,7 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
     );
 
     // The KWOK provider creates each NodeClaim's Node itself, in the NodePool, with its type.
-    let nodes = Api::<Node>::all(client.clone());
-    let created = wait::until("a Node per NodeClaim", DEADLINE, || async {
-        let listed = nodes
-            .list(&ListParams::default().labels("karpenter.sh/nodepool=default"))
-            .await
-            .map_err(|e| e.to_string())?
-            .items;
-        let total = listed.len();
-        (total == 2)
-            .then_some(listed)
-            .ok_or(format!("{total} nodes"))
-    })
-    .await
-    .unwrap();
+    let created = nodes_of_pool(&client, 2).await;
     let mut node_types: Vec<String> = created
         .iter()
         .map(|node| {
@@ -196,14 +222,67 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
                     .is_some_and(|id| id.starts_with("kwok://")),
                 "{provider_id:?}"
             );
-            node.metadata
-                .labels
-                .as_ref()
-                .and_then(|labels| labels.get("node.kubernetes.io/instance-type"))
-                .cloned()
-                .unwrap_or_default()
+            label(
+                node.metadata.labels.as_ref(),
+                "node.kubernetes.io/instance-type",
+            )
         })
         .collect();
     node_types.sort();
     assert_eq!(node_types, ["c-2x-amd64-linux", "m-2x-amd64-linux"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn instance_types_and_prices_come_from_ksims_skeletons_and_pricing() {
+    // Two of ksim's example skeletons, priced as the cloud provider's config prices them
+    // (pricing.instanceTypes): m5.large (2 CPU, 7910Mi) and m5.xlarge (4 CPU, 15546Mi).
+    let skeletons = [
+        include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml"),
+        include_str!("../../../../deploy/vnode/examples/skeleton-m5-xlarge.yaml"),
+    ]
+    .map(|yaml| NodeSkeleton::from_yaml(yaml).unwrap());
+    let prices = BTreeMap::from([
+        ("m5.large".to_owned(), 0.096),
+        ("m5.xlarge".to_owned(), 0.192),
+    ]);
+    let types = ksim_nodes::karpenter::instance_types(&skeletons, &prices).unwrap();
+
+    let control_plane = ControlPlane::builder().start().await.unwrap();
+    let karpenter = Karpenter::builder(&control_plane)
+        .instance_types(types)
+        .start()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let client = control_plane.client();
+    create_node_pool(&client).await;
+
+    // 1 CPU fits both, m5.large is the cheaper; 12Gi fits m5.xlarge only. Neither is in the
+    // built-in list, so a NodeClaim of either means the file was read.
+    let claims = claim_per_pod(&client, &[("small", "1", "1Gi"), ("large", "500m", "12Gi")]).await;
+    let types: Vec<String> = claims.iter().map(instance_type).collect();
+    assert_eq!(types, ["m5.large", "m5.xlarge"], "{}", karpenter.log_tail());
+
+    // Each Node carries the price it was launched at (Go's %f) and its skeleton's zone.
+    let mut seen: Vec<(String, String, String)> = nodes_of_pool(&client, 2)
+        .await
+        .iter()
+        .map(|node| {
+            let labels = node.metadata.labels.as_ref();
+            (
+                label(labels, "node.kubernetes.io/instance-type"),
+                label(labels, PRICE_LABEL),
+                label(labels, "topology.kubernetes.io/zone"),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("m5.large".into(), "0.096000".into(), "us-east-1a".into()),
+            ("m5.xlarge".into(), "0.192000".into(), "us-east-1a".into()),
+        ],
+        "{}",
+        karpenter.log_tail()
+    );
 }
