@@ -27,6 +27,10 @@ pub struct Experiment {
     /// Groups CA resizes, as `--autoscaler-group` (`NAME=SKELETON.yaml:MIN:MAX:INITIAL`).
     #[serde(default)]
     pub autoscaler_groups: Vec<String>,
+    /// Karpenter NodePool files, as `ksim run --nodepool` (relative to the experiment file);
+    /// the environment must run Karpenter.
+    #[serde(default)]
+    pub node_pools: Vec<String>,
     /// Every run starts from a settled cluster, as `ksim run --settle`.
     #[serde(default)]
     pub settle: bool,
@@ -59,6 +63,9 @@ pub struct Variant {
     pub node_groups: Option<Vec<String>>,
     /// Replaces the experiment's autoscaler groups for this variant.
     pub autoscaler_groups: Option<Vec<String>>,
+    /// Replaces the experiment's NodePools for this variant: the same trace under other
+    /// disruption settings, limits or weights.
+    pub node_pools: Option<Vec<String>>,
     /// Replaces the experiment's speed for this variant: variants of speeds alone, the baseline
     /// slowest, show how fast the trace replays before it drifts from the baseline
     /// (`nodes_agree_with_baseline`, `lateness_p99_ms`).

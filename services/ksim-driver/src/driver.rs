@@ -17,12 +17,13 @@ use crate::{
         ClusterError,
         lease::{LeaseError, SimulationLease},
         namespaces,
+        nodepools::{self, NodePoolError},
         root::{self, FoundRoot},
     },
     domain::{
         autoscaled::{self, ReplicaSource},
         report,
-        spec::{SimulationSpec, SpecError},
+        spec::{NodeGroup, SimulationSpec, SpecError},
     },
     mesh::MeshError,
     replay::{
@@ -65,6 +66,9 @@ pub enum DriverError {
          configuration with (--environment-url; `ksim up` sets it)"
     )]
     NoEnvironment,
+    /// A NodePool the apiserver (Karpenter's validation) refuses, or a cluster without them.
+    #[error(transparent)]
+    NodePool(#[from] NodePoolError),
 }
 
 #[derive(Debug, Clone)]
@@ -127,6 +131,12 @@ impl Driver {
                         message: other.to_string(),
                     },
                 })?;
+        }
+        // Karpenter's validation judges the NodePools before anything is created.
+        for group in &spec.node_groups {
+            if let NodeGroup::Karpenter { name, nodepool } = group {
+                nodepools::check(&self.ctx.client, name, nodepool).await?;
+            }
         }
         let id = new_id();
         namespaces::ensure(&self.ctx.client, &self.ctx.settings.namespace)
@@ -274,6 +284,8 @@ impl Driver {
         let created = Created {
             root: Some(left.root),
             pool_groups: left.pool_groups,
+            // Its NodePools go with the root; their nodes are Karpenter's to remove.
+            nodepools: Vec::new(),
             autoscaled: left.autoscaled,
             // It may have left the environment running its configuration; restoring what
             // already runs as started restarts nothing.

@@ -8,7 +8,7 @@ use tokio_stream::{Stream, wrappers::ReceiverStream};
 use tonic::{Request, Response, Status};
 
 use crate::{
-    cluster::lease::LeaseError,
+    cluster::{lease::LeaseError, nodepools::NodePoolError},
     driver::{Driver, DriverError},
     mesh::MeshError,
     replay::{handle::is_terminal, source::LoadError},
@@ -57,6 +57,12 @@ impl From<DriverError> for Status {
             DriverError::Configuration { code, .. } => Status::new(code, message),
             DriverError::NoEnvironment => Status::failed_precondition(message),
             DriverError::CancelPending { .. } => Status::deadline_exceeded(message),
+            DriverError::NodePool(error) if error.is_invalid() => Status::invalid_argument(message),
+            DriverError::NodePool(NodePoolError::NoKarpenter) => {
+                Status::failed_precondition(message)
+            }
+            DriverError::NodePool(NodePoolError::Exists { .. }) => Status::already_exists(message),
+            DriverError::NodePool(_) => Status::unavailable(message),
             DriverError::Lease(LeaseError::Api { .. }) | DriverError::Namespace { .. } => {
                 Status::unavailable(message)
             }

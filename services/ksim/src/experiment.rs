@@ -185,6 +185,13 @@ fn run_args(
                 .map_err(|error| anyhow::anyhow!("autoscaler group {text:?}: {error}"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let nodepools = variant
+        .node_pools
+        .as_ref()
+        .unwrap_or(&experiment.node_pools)
+        .iter()
+        .map(|file| path(file))
+        .collect();
     for arg in &variant.autoscaler_args {
         arg.parse::<ksim_experiment::AutoscalerFlag>()?;
     }
@@ -198,6 +205,7 @@ fn run_args(
         node_groups,
         autoscaler_groups,
         autoscaler: experiment.autoscaler,
+        nodepools,
         scheduler_config: variant.scheduler_config.as_deref().map(path),
         provider_config: variant.provider_config.as_deref().map(path),
         // A built-in model by name; a file relative to the experiment file.

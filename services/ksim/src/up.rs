@@ -12,8 +12,21 @@ use crate::env::{
 #[derive(Debug, Args)]
 pub struct UpArgs {
     /// Also start cluster-autoscaler against the cloud provider (needs its binary).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "karpenter")]
     pub autoscaler: bool,
+    /// Start the real Karpenter (its KWOK provider) as the node autoscaler instead, with the
+    /// KWOKNodeClass `default` for your NodePools; the pool plays its nodes' kubelet. The
+    /// embedded control plane only.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    pub karpenter: bool,
+    /// An instance type Karpenter may launch, as a node skeleton (repeatable), priced by the
+    /// provider config's `pricing.instanceTypes`; without any, the KWOK provider's own list.
+    #[arg(
+        long = "instance-type",
+        value_name = "SKELETON",
+        requires = "karpenter"
+    )]
+    pub instance_types: Vec<PathBuf>,
     /// Simulate on the existing cluster of this kubeconfig instead of the embedded control plane.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -48,6 +61,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     writeln!(out, "ksim: starting the local environment ...")?;
     let env = LocalEnv::start(EnvOptions {
         autoscaler: args.autoscaler,
+        karpenter: args.karpenter,
+        instance_types: args.instance_types,
         kubeconfig: args.kubeconfig,
         context: args.context,
         state_dir: None,
@@ -109,6 +124,15 @@ pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
             spec.url(),
             pid.unwrap_or_default(),
             spec.admin_url(),
+            log.display()
+        )?;
+    }
+    if let Some((pid, metrics_url, log)) = env.karpenter() {
+        writeln!(
+            out,
+            "  {:<10} {}  pid {pid}  (metrics {metrics_url}/metrics, log {})",
+            "karpenter",
+            ksim_testenv::karpenter::karpenter_version(),
             log.display()
         )?;
     }

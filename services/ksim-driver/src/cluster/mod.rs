@@ -8,6 +8,7 @@ pub mod cron_runs;
 pub mod launch_lifetimes;
 pub mod lease;
 pub mod namespaces;
+pub mod nodepools;
 pub mod observer;
 pub mod removed_pods;
 pub mod replicas;

@@ -6,7 +6,8 @@
 //! - [`autoscaled`] decides who sets scaled workloads' replica counts, the recording or the
 //!   simulated HPAs, and edits the plan for it.
 //! - [`hpa`] knows HPA objects: their kind, and their windows divided by the speed.
-//! - [`spec`] checks a simulation spec whole, naming the field at fault.
+//! - [`spec`] checks a simulation spec whole, naming the field at fault; [`nodepool`] reads
+//!   the Karpenter NodePools a spec gives.
 //! - [`waits`] reads why pods waited from the scheduler's and CA's events.
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
 //! - [`provisioning`] chooses a run's provisioning model: given, learned from the trace, or
@@ -25,6 +26,7 @@ pub mod cron;
 pub mod hpa;
 pub mod launches;
 pub mod lifetimes;
+pub mod nodepool;
 pub mod nodes_kept;
 pub mod outages;
 pub mod plan;

@@ -64,21 +64,31 @@ pub enum NodeGroup {
         max_size: i32,
         initial_size: i32,
     },
+    /// A Karpenter NodePool the run creates; Karpenter launches its nodes.
+    Karpenter {
+        name: String,
+        /// The NodePool as given, less what the cluster sets (`domain::nodepool`).
+        nodepool: serde_json::Value,
+    },
 }
 
 impl NodeGroup {
     pub fn name(&self) -> &str {
         match self {
-            Self::PoolManaged { name, .. } | Self::Deployment { name, .. } => name,
+            Self::PoolManaged { name, .. }
+            | Self::Deployment { name, .. }
+            | Self::Karpenter { name, .. } => name,
         }
     }
 
-    /// The skeleton its nodes are made from.
-    pub fn skeleton_yaml(&self) -> &str {
+    /// The skeleton its nodes are made from; `None` for a NodePool, whose nodes are of the
+    /// instance types Karpenter chooses.
+    pub fn skeleton_yaml(&self) -> Option<&str> {
         match self {
             Self::PoolManaged { skeleton_yaml, .. } | Self::Deployment { skeleton_yaml, .. } => {
-                skeleton_yaml
+                Some(skeleton_yaml)
             }
+            Self::Karpenter { .. } => None,
         }
     }
 
@@ -87,6 +97,8 @@ impl NodeGroup {
         match self {
             Self::PoolManaged { count, .. } => *count,
             Self::Deployment { initial_size, .. } => *initial_size,
+            // Karpenter launches for pending pods only.
+            Self::Karpenter { .. } => 0,
         }
     }
 }
@@ -341,38 +353,36 @@ fn node_groups(groups: &[pb::NodeGroupSpec]) -> Result<Vec<NodeGroup>, SpecError
                     initial_size: d.initial_size,
                 }
             }
-            None => return Err(invalid(field, "set pool_managed or deployment")),
-        };
-        let (name, skeleton) = match &group {
-            NodeGroup::PoolManaged {
-                name,
-                skeleton_yaml,
-                ..
+            Some(pb::node_group_spec::Kind::Karpenter(pool)) => {
+                let (name, nodepool) = super::nodepool::parse(&pool.nodepool_yaml)
+                    .map_err(|why| invalid(format!("{field}.karpenter.nodepool_yaml"), why))?;
+                NodeGroup::Karpenter { name, nodepool }
             }
-            | NodeGroup::Deployment {
-                name,
-                skeleton_yaml,
-                ..
-            } => (name, skeleton_yaml),
+            None => {
+                return Err(invalid(field, "set pool_managed, deployment or karpenter"));
+            }
         };
+        let name = group.name();
         if !is_dns_label(name) {
             return Err(invalid(
                 format!("{field}.name"),
                 format!("{name:?} is not a DNS label"),
             ));
         }
-        if !names.insert(name.clone()) {
+        if !names.insert(name.to_owned()) {
             return Err(invalid(
                 format!("{field}.name"),
                 format!("{name:?} is used twice"),
             ));
         }
-        NodeSkeleton::from_yaml(skeleton).map_err(|error| {
-            invalid(
-                format!("{field}.node_skeleton_yaml"),
-                format!("group {name}: {error}"),
-            )
-        })?;
+        if let Some(skeleton) = group.skeleton_yaml() {
+            NodeSkeleton::from_yaml(skeleton).map_err(|error| {
+                invalid(
+                    format!("{field}.node_skeleton_yaml"),
+                    format!("group {name}: {error}"),
+                )
+            })?;
+        }
         valid.push(group);
     }
     Ok(valid)

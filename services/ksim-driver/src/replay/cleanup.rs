@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::{context::RunContext, handle::Handle};
 use crate::{
-    cluster::{ClusterError, namespaces, root, seats},
+    cluster::{ClusterError, namespaces, nodepools, root, seats},
     domain::RootRef,
     mesh::MeshError,
 };
@@ -27,6 +27,10 @@ pub enum CleanupProblem {
     Cluster(#[from] ClusterError),
     #[error("namespaces left behind: {}", .0.join(", "))]
     NamespacesLeft(Vec<String>),
+    #[error("Karpenter's nodes left behind: {}", .0.join(", "))]
+    NodesLeft(Vec<String>),
+    #[error("listing Karpenter's nodes: {0}")]
+    Nodes(kube::Error),
     #[error(transparent)]
     Root(#[from] root::CleanupError),
     #[error("deleting node group {name}: {source}")]
@@ -47,6 +51,8 @@ pub struct Created {
     pub root: Option<RootRef>,
     /// Pool-managed groups; seat Deployments are owned by the root and go with it.
     pub pool_groups: Vec<String>,
+    /// Karpenter NodePools: owned by the root too; their nodes are waited for.
+    pub nodepools: Vec<String>,
     /// cluster-autoscaler was to resize the seat groups.
     pub autoscaled: bool,
     /// The environment was asked to run the simulation's configuration: restore its own.
@@ -60,8 +66,8 @@ const RELEASE_DEADLINE: Duration = Duration::from_secs(30);
 /// Order matters: the seat groups retire first, so that cluster-autoscaler lets go of them
 /// before their pods and nodes start to vanish under it; then the simulation's namespaces go,
 /// while their pods' nodes still exist (a pod on a vanished node waits for the pod garbage
-/// collector, minutes later); then the root takes the rest (seat Deployments, cluster-scoped
-/// objects); then the pool's groups.
+/// collector, minutes later); then the root takes the rest (seat Deployments, NodePools,
+/// cluster-scoped objects), and Karpenter the NodePools' nodes; then the pool's groups.
 pub async fn cleanup(
     ctx: &RunContext,
     handle: &Handle,
@@ -78,6 +84,10 @@ pub async fn cleanup(
         {
             problems.push(error.into());
         }
+    }
+    // The root took the NodePools; Karpenter drains and deletes their nodes after them.
+    if let Err(problem) = wait_for_karpenter(ctx, &created.nodepools).await {
+        problems.push(problem);
     }
     for name in &created.pool_groups {
         if let Err(source) = ctx.mesh.delete_node_group(name).await {
@@ -132,6 +142,29 @@ async fn retire_seat_groups(ctx: &RunContext, id: &str, autoscaled: bool) {
             }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until Karpenter has removed the nodes of the simulation's NodePools, failing when
+/// none went for `cleanup_deadline`.
+async fn wait_for_karpenter(ctx: &RunContext, nodepools: &[String]) -> Result<(), CleanupProblem> {
+    let mut last_progress = Instant::now();
+    let mut fewest = usize::MAX;
+    loop {
+        let left = nodepools::nodes_left(&ctx.client, nodepools)
+            .await
+            .map_err(CleanupProblem::Nodes)?;
+        if left.is_empty() {
+            return Ok(());
+        }
+        if left.len() < fewest {
+            fewest = left.len();
+            last_progress = Instant::now();
+        }
+        if last_progress.elapsed() >= ctx.settings.cleanup_deadline {
+            return Err(CleanupProblem::NodesLeft(left));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -9,7 +9,8 @@ use std::{
     time::Duration,
 };
 
-use ksim_experiment::provisioning::Model;
+use ksim_experiment::provisioning::{GroupProvisioning, Model};
+use ksim_nodes::labels::PROVISIONING_ANNOTATION;
 use ksim_nodes::skeleton::NodeSkeleton;
 use ksim_trace::Trace;
 use tokio::{sync::mpsc, time::Instant};
@@ -22,14 +23,16 @@ use crate::{
         applier::Applier,
         launch_lifetimes::{self, UsageFeed},
         namespaces,
+        nodepools::{self, NodePoolError},
         observer::Observer,
         replicas::ReplicaWatch,
         root, seats,
     },
     domain::{
-        RootRef, autoscaled,
+        RootRef, SIMULATION_LABEL, autoscaled,
         launches::Launches,
         lifetimes::Lifetimes,
+        nodepool,
         plan::{Plan, plan, template_paths},
         report::GroupPrice,
         rewrite::{RewriteOptions, Rewriter},
@@ -70,6 +73,8 @@ pub enum PrepareError {
     NoCloudProvider,
     #[error("the cloud provider does not offer node groups {0:?} to cluster-autoscaler")]
     NotOffered(Vec<String>),
+    #[error(transparent)]
+    NodePool(#[from] NodePoolError),
     #[error("node groups were not Ready after {after:?}: {}", .short.join(", "))]
     NotReady {
         after: Duration,
@@ -226,7 +231,7 @@ pub async fn prepare(
     create_namespaces(ctx, &handle.id, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
     created.autoscaled = spec.enable_autoscaler;
-    create_node_groups(ctx, handle, spec, &root, &mut created.pool_groups).await?;
+    create_node_groups(ctx, handle, spec, &root, model, created).await?;
     if handle.cancel.is_cancelled() {
         return Ok(None);
     }
@@ -250,7 +255,11 @@ pub async fn prepare(
 async fn prices(ctx: &RunContext, spec: &SimulationSpec) -> BTreeMap<String, GroupPrice> {
     let mut prices = BTreeMap::new();
     for group in &spec.node_groups {
-        let instance_type = NodeSkeleton::from_yaml(group.skeleton_yaml())
+        // A NodePool's nodes are of the types Karpenter chooses: no one price for the group.
+        let Some(skeleton) = group.skeleton_yaml() else {
+            continue;
+        };
+        let instance_type = NodeSkeleton::from_yaml(skeleton)
             .ok()
             .and_then(|skeleton| skeleton.instance_type().map(str::to_owned))
             .unwrap_or_default();
@@ -332,10 +341,30 @@ pub async fn create_node_groups(
     handle: &Handle,
     spec: &SimulationSpec,
     root: &RootRef,
-    created: &mut Vec<String>,
+    model: &Model,
+    created: &mut Created,
 ) -> Result<(), PrepareError> {
     for group in &spec.node_groups {
         match group {
+            NodeGroup::Karpenter { name, nodepool } => {
+                let owner = serde_json::json!({
+                    "apiVersion": root.api_version, "kind": root.kind, "name": root.name,
+                    "uid": root.uid, "blockOwnerDeletion": true, "controller": false,
+                });
+                // As a seat group's: no delays, no annotation.
+                let delays = GroupProvisioning::of(model, name, spec.speed);
+                let provisioning =
+                    (!delays.nodes.is_zero()).then(|| (PROVISIONING_ANNOTATION, delays.to_json()));
+                let object = nodepool::for_simulation(
+                    nodepool,
+                    owner,
+                    (SIMULATION_LABEL, &handle.id),
+                    provisioning,
+                );
+                // Recorded first: a NodePool that exists was made by no one else's run.
+                created.nodepools.push(name.clone());
+                nodepools::create(&ctx.client, name, &object).await?;
+            }
             NodeGroup::PoolManaged {
                 name,
                 skeleton_yaml,
@@ -348,14 +377,19 @@ pub async fn create_node_groups(
                         name: name.clone(),
                         source,
                     })?;
-                created.push(name.clone());
+                created.pool_groups.push(name.clone());
                 // On the root too, for a driver restarted after this one died.
-                root::record(&ctx.client, &handle.id, created, spec.enable_autoscaler)
-                    .await
-                    .map_err(|source| PrepareError::RecordGroup {
-                        name: name.clone(),
-                        source,
-                    })?;
+                root::record(
+                    &ctx.client,
+                    &handle.id,
+                    &created.pool_groups,
+                    spec.enable_autoscaler,
+                )
+                .await
+                .map_err(|source| PrepareError::RecordGroup {
+                    name: name.clone(),
+                    source,
+                })?;
             }
             NodeGroup::Deployment {
                 name,

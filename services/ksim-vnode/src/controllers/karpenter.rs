@@ -260,7 +260,8 @@ async fn claim(ctx: &Context, node: Node, adopted: Adopted) {
             ctx.reconcile_nodes.notify_one();
         }
         Err(error) => {
-            if !ksim_kube::is_conflict(&error) {
+            // Changed or gone meanwhile: the watch brings what happened next.
+            if !ksim_kube::is_conflict(&error) && !ksim_kube::is_not_found(&error) {
                 ctx.metrics.api_error("take Karpenter's node", &error);
             }
             ctx.index().remove_node(&name);

@@ -19,8 +19,8 @@ pub fn tracer(data_dir: &Path) -> Vec<OsString> {
 /// embedded plane its node leases match the plane's node lifecycle grace period
 /// (`ksim_testenv::tuning`); on a cluster of the user's (`None`) it keeps a kubelet's.
 /// `metrics_api`: it serves the metrics API (`kubectl top`, the HPA) on a free port of this
-/// machine's own address.
-pub fn pool(node_lease_seconds: Option<u32>, metrics_api: bool) -> Vec<OsString> {
+/// machine's own address. `karpenter`: it plays the kubelet for Karpenter's nodes too.
+pub fn pool(node_lease_seconds: Option<u32>, metrics_api: bool, karpenter: bool) -> Vec<OsString> {
     let mut args = namespace().to_vec();
     if let Some(seconds) = node_lease_seconds {
         args.extend([
@@ -30,6 +30,9 @@ pub fn pool(node_lease_seconds: Option<u32>, metrics_api: bool) -> Vec<OsString>
     }
     if metrics_api {
         args.extend(["--metrics-api-addr".into(), "0.0.0.0:0".into()]);
+    }
+    if karpenter {
+        args.extend(["--karpenter".into(), "true".into()]);
     }
     args
 }
@@ -100,14 +103,17 @@ mod tests {
 
     #[test]
     fn the_pool_shortens_its_leases_on_the_embedded_plane_and_serves_the_metrics_api_if_asked() {
-        let embedded = pool(Some(12), true);
+        let embedded = pool(Some(12), true, false);
         assert_eq!(value(&embedded, "--lease-duration-seconds"), Some("12"));
         assert_eq!(value(&embedded, "--metrics-api-addr"), Some("0.0.0.0:0"));
         assert_eq!(value(&embedded, "--namespace"), Some(NAMESPACE));
-        let existing = pool(None, false);
+        assert_eq!(value(&embedded, "--karpenter"), None);
+        let existing = pool(None, false, false);
         assert_eq!(value(&existing, "--lease-duration-seconds"), None);
         assert_eq!(value(&existing, "--metrics-api-addr"), None);
         assert_eq!(value(&existing, "--namespace"), Some(NAMESPACE));
+        let karpenter = pool(Some(12), true, true);
+        assert_eq!(value(&karpenter, "--karpenter"), Some("true"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod args;
 mod backoff;
 pub mod cluster;
 pub mod configuration;
+pub mod karpenter;
 pub mod services;
 pub mod state;
 
@@ -21,12 +22,13 @@ use std::{
 use anyhow::Context;
 use ksim_experiment::AutoscalerFlags;
 use ksim_grpc::{GrpcServer, ServeArgs};
-use ksim_testenv::autoscaler::ClusterAutoscalerBinary;
+use ksim_testenv::{Karpenter, autoscaler::ClusterAutoscalerBinary};
 use tokio::sync::Mutex;
 
 use self::{
     cluster::Cluster,
     configuration::{Components, EnvironmentService, ProviderFile},
+    karpenter::KarpenterSetup,
     services::{CLOUDPROV, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
     state::{EnvState, Urls},
 };
@@ -44,6 +46,12 @@ const HEALTH_DEADLINE: Duration = Duration::from_secs(90);
 pub struct EnvOptions {
     /// Also start cluster-autoscaler against the cloud provider.
     pub autoscaler: bool,
+    /// Start Karpenter (its KWOK provider) as the node autoscaler instead, with the pool
+    /// playing its nodes' kubelet; the embedded control plane only.
+    pub karpenter: bool,
+    /// Karpenter's instance types, as node skeletons (priced by the provider config); none:
+    /// the KWOK provider's built-in list.
+    pub instance_types: Vec<PathBuf>,
     /// Use the existing cluster of this kubeconfig instead of the embedded control plane.
     pub kubeconfig: Option<PathBuf>,
     /// Use this context of the kubeconfig (implies an existing cluster).
@@ -72,6 +80,10 @@ pub struct LocalEnv {
     components: Arc<Mutex<Components>>,
     /// The environment API's server; stopped before anything it could restart.
     server: Option<ksim_grpc::Running>,
+    /// Karpenter, with `--karpenter`; stopped first, like cluster-autoscaler.
+    karpenter: Option<Karpenter>,
+    /// Karpenter's exit was reported: once, as it is not started again.
+    karpenter_reported: bool,
     /// The API server of the embedded control plane; `None` for an existing cluster.
     apiserver_url: Option<String>,
     state_dir: PathBuf,
@@ -164,6 +176,21 @@ impl LocalEnv {
             Some(path) => Some(ProviderFile::read(path)?),
             None => None,
         };
+        let karpenter = if options.karpenter {
+            if options.kubeconfig.is_some() || options.context.is_some() {
+                anyhow::bail!(
+                    "--karpenter runs on the embedded control plane only (it installs Karpenter's CRDs)"
+                );
+            }
+            Some(KarpenterSetup::prepare(
+                &options.instance_types,
+                provider_config.as_ref(),
+            )?)
+        } else if !options.instance_types.is_empty() {
+            anyhow::bail!("--instance-type is Karpenter's: give --karpenter too");
+        } else {
+            None
+        };
 
         let cluster = Cluster::start(
             options.kubeconfig.as_deref(),
@@ -183,8 +210,24 @@ impl LocalEnv {
             .await?;
         // Before the driver, which calls it when a simulation has a configuration.
         env.serve_api().await?;
-        env.start_services(binaries.services, provider_config, &log_dir)
-            .await?;
+        env.start_services(
+            binaries.services,
+            provider_config,
+            karpenter.is_some(),
+            &log_dir,
+        )
+        .await?;
+        if let Some(setup) = karpenter {
+            let components = env.components.lock().await;
+            let control_plane = components
+                .cluster
+                .as_ref()
+                .and_then(|cluster| cluster.control_plane())
+                .context("--karpenter runs on the embedded control plane only")?;
+            let karpenter = setup.start(control_plane).await?;
+            drop(components);
+            env.karpenter = Some(karpenter);
+        }
         env.start_autoscaler(
             binaries.autoscaler,
             binaries.autoscaler_flags,
@@ -211,6 +254,8 @@ impl LocalEnv {
                 config_dir,
             ))),
             server: None,
+            karpenter: None,
+            karpenter_reported: false,
             apiserver_url,
             state_dir,
             kubeconfig,
@@ -237,6 +282,7 @@ impl LocalEnv {
             driver,
         }: ServiceBinaries,
         provider_config: Option<ProviderFile>,
+        karpenter: bool,
         log_dir: &Path,
     ) -> anyhow::Result<()> {
         let tracer_data = self.tracer_data_dir()?;
@@ -263,7 +309,11 @@ impl LocalEnv {
                     false
                 }
             };
-        self.spawn(pool, &args::pool(node_lease_seconds, metrics_api), log_dir)?;
+        self.spawn(
+            pool,
+            &args::pool(node_lease_seconds, metrics_api, karpenter),
+            log_dir,
+        )?;
         // The provider lives in `components`: the environment API restarts it with a run's
         // configuration.
         let provider_args = args::cloudprov(provider_config.as_ref().map(|file| &*file.path));
@@ -365,6 +415,16 @@ impl LocalEnv {
         ))
     }
 
+    /// The running Karpenter, if any: its pid, metrics URL and log.
+    pub fn karpenter(&self) -> Option<(u32, String, PathBuf)> {
+        let karpenter = self.karpenter.as_ref()?;
+        Some((
+            karpenter.pid(),
+            karpenter.metrics_url().unwrap_or_default().to_owned(),
+            karpenter.log_path().to_owned(),
+        ))
+    }
+
     /// Stops cluster-autoscaler, then the services in reverse start order (the driver first,
     /// so it can clean up while the rest still runs), then the cluster; removes `env.json`.
     /// Checks every service and cluster-autoscaler: one that exited is reported (name, exit
@@ -384,6 +444,18 @@ impl LocalEnv {
             }
             components.supervise_autoscaler(now, &mut events).await;
         }
+        if let Some(karpenter) = self.karpenter.as_mut()
+            && !self.karpenter_reported
+            && let Err(error) = karpenter.check_running()
+        {
+            // Not started again: its decisions so far are in the cluster, and a new one
+            // would start from them without the user knowing.
+            self.karpenter_reported = true;
+            events.push(format!(
+                "karpenter stopped and is not started again: {error} (log {})",
+                karpenter.log_path().display()
+            ));
+        }
         if !events.is_empty() {
             state::append_supervision(&self.state_dir, &events);
         }
@@ -391,6 +463,7 @@ impl LocalEnv {
     }
 
     pub async fn shutdown(mut self) {
+        self.karpenter = None;
         self.components.lock().await.autoscaler = None;
         while let Some(mut service) = self.services.pop() {
             // The driver deletes what a cancelled simulation created (and restores the
@@ -498,6 +571,7 @@ impl Drop for LocalEnv {
         if let Some(components) = components.as_mut() {
             components.autoscaler = None;
         }
+        self.karpenter = None;
         self.server = None;
         // Each service's own drop stops it; popping keeps the reverse order.
         if let Some(driver) = self.services.pop() {

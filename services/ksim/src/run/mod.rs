@@ -41,8 +41,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = OnError::Continue)]
     pub on_error: OnError,
 
-    /// A fixed-size node group the pool creates (repeatable). Without any group flag: one
-    /// group "default" of 3 m5.large nodes.
+    /// A fixed-size node group the pool creates (repeatable). Without any group flag (or
+    /// --nodepool): one group "default" of 3 m5.large nodes.
     #[arg(long = "node-group", value_name = "NAME=SKELETON.yaml:COUNT", value_parser = groups::parse_node_group)]
     pub node_groups: Vec<NodeGroupArg>,
 
@@ -53,6 +53,12 @@ pub struct RunArgs {
     /// Run cluster-autoscaler against the --autoscaler-group groups.
     #[arg(long)]
     pub autoscaler: bool,
+
+    /// A Karpenter NodePool (karpenter.sh/v1, YAML) the simulation creates and deletes
+    /// (repeatable); the environment must run Karpenter (`ksim up --karpenter`), which
+    /// launches its nodes. Checked by the apiserver before anything is created.
+    #[arg(long = "nodepool", value_name = "FILE", conflicts_with = "autoscaler")]
+    pub nodepools: Vec<PathBuf>,
 
     /// Run kube-scheduler with this KubeSchedulerConfiguration for the simulation (the
     /// environment restarts it, and with its defaults afterwards). Checked by kube-scheduler

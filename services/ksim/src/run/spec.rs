@@ -5,8 +5,8 @@ use std::{path::Path, time::SystemTime};
 
 use anyhow::Context;
 use ksim_proto::ksim::driver::v1::{
-    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, ProvisioningModel,
-    ReplicaSource, SimulationSpec, StoredTrace, node_group_spec::Kind,
+    DeploymentNodeGroup, KarpenterNodePool, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup,
+    ProvisioningModel, ReplicaSource, SimulationSpec, StoredTrace, node_group_spec::Kind,
     simulation_spec::TraceSource,
 };
 use ksim_proto::ksim::env::v1::{
@@ -65,6 +65,14 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
     }
     for group in &args.autoscaler_groups {
         node_groups.push(deployment(group)?);
+    }
+    for path in &args.nodepools {
+        let yaml = read_text_bounded(path, MAX_CONFIG_BYTES, "the NodePool")?;
+        node_groups.push(NodeGroupSpec {
+            kind: Some(Kind::Karpenter(KarpenterNodePool {
+                nodepool_yaml: yaml,
+            })),
+        });
     }
     if node_groups.is_empty() {
         node_groups.push(NodeGroupSpec {

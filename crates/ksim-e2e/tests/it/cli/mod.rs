@@ -8,6 +8,7 @@ mod demo;
 mod experiment;
 mod fidelity;
 mod hpa;
+mod karpenter;
 mod mesh_telemetry;
 mod pool_restart;
 mod probe;

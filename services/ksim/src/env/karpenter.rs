@@ -1,0 +1,102 @@
+//! `ksim up --karpenter`: the real Karpenter (its KWOK provider) as the environment's node
+//! autoscaler in place of cluster-autoscaler, offering the instance types of the user's node
+//! skeletons at the prices of the provider config, with the KWOKNodeClass `default` a user's
+//! NodePools refer to. Everything it reads is checked before anything starts.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use anyhow::Context;
+use ksim_nodes::{
+    karpenter::{InstanceType, instance_types},
+    skeleton::NodeSkeleton,
+};
+use ksim_testenv::{ControlPlane, Karpenter, KarpenterBinary, manifests};
+use serde::Deserialize;
+
+use super::configuration::ProviderFile;
+
+/// The node class every NodePool of the environment may name (`nodeClassRef` to the
+/// KWOKNodeClass `default`), with no registration delay of its own: a NodePool's provisioning
+/// model is the pool's to play.
+const NODE_CLASS_YAML: &str = "\
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata:
+  name: default
+spec: {}
+";
+
+/// What Karpenter will run with, found and checked before the environment starts.
+#[derive(Debug)]
+pub struct KarpenterSetup {
+    binary: KarpenterBinary,
+    /// Empty: the KWOK provider's built-in list.
+    instance_types: Vec<InstanceType>,
+}
+
+/// The part of the provider config Karpenter needs; the cloud provider checks the whole file.
+#[derive(Debug, Default, Deserialize)]
+struct Prices {
+    #[serde(default)]
+    pricing: Pricing,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Pricing {
+    #[serde(default, rename = "instanceTypes")]
+    instance_types: BTreeMap<String, f64>,
+}
+
+impl KarpenterSetup {
+    /// The binary, and the instance types of `skeletons` priced by the provider config's
+    /// `pricing.instanceTypes` (every type needs a price: Karpenter launches the cheapest).
+    pub fn prepare(
+        skeletons: &[PathBuf],
+        provider_config: Option<&ProviderFile>,
+    ) -> anyhow::Result<Self> {
+        let binary = KarpenterBinary::locate()
+            .context("--karpenter needs Karpenter (deploy/karpenter/build.sh)")?;
+        let mut shapes = Vec::with_capacity(skeletons.len());
+        for path in skeletons {
+            let yaml = crate::files::read_text_bounded(
+                path,
+                crate::files::MAX_CONFIG_BYTES,
+                "the instance type's node skeleton",
+            )?;
+            let skeleton = NodeSkeleton::from_yaml(&yaml)
+                .with_context(|| format!("--instance-type {}", path.display()))?;
+            shapes.push(skeleton);
+        }
+        let prices = match provider_config {
+            Some(file) => {
+                let prices: Option<Prices> = serde_saphyr::from_str(&file.yaml)
+                    .with_context(|| format!("the provider config {}", file.source))?;
+                prices.unwrap_or_default().pricing.instance_types
+            }
+            None => BTreeMap::new(),
+        };
+        let instance_types = if shapes.is_empty() {
+            Vec::new()
+        } else {
+            instance_types(&shapes, &prices).context("--instance-type")?
+        };
+        Ok(Self {
+            binary,
+            instance_types,
+        })
+    }
+
+    /// Starts Karpenter against the embedded control plane with its own defaults (production's)
+    /// and creates the node class.
+    pub async fn start(self, control_plane: &ControlPlane) -> anyhow::Result<Karpenter> {
+        let mut builder = Karpenter::builder(control_plane).binary(self.binary);
+        if !self.instance_types.is_empty() {
+            builder = builder.instance_types(self.instance_types);
+        }
+        let karpenter = builder.start().await.context("starting Karpenter")?;
+        manifests::apply(&control_plane.client(), NODE_CLASS_YAML)
+            .await
+            .context("creating Karpenter's node class")?;
+        Ok(karpenter)
+    }
+}
