@@ -112,6 +112,56 @@ pub fn for_simulation(
     object
 }
 
+/// The NodePool durations Karpenter times in the simulation, as JSON pointers: in recorded time
+/// as given, divided by the speed as created.
+const DILATED: &[&str] = &[
+    "/spec/disruption/consolidateAfter",
+    "/spec/template/spec/expireAfter",
+    "/spec/template/spec/terminationGracePeriod",
+];
+
+/// What Karpenter times that a NodePool cannot carry divided by the speed; said in the report.
+pub const NOT_DILATED: &str = "its batching of pending pods (1s idle, 10s at most), its \
+    disruption loop (every 10s), its registration and launch timeouts, and budget schedules (cron) \
+    and their durations";
+
+/// A duration of the NodePool as given (recorded time) and as it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dilated {
+    /// Its field, e.g. `spec.disruption.consolidateAfter`.
+    pub field: String,
+    pub given: String,
+    pub as_run: String,
+}
+
+/// Divides the NodePool's durations ([`DILATED`]) by `speed`, rounded up to whole seconds (the
+/// only unit finer than minutes Karpenter's schema takes; `Never` stays), and says what each
+/// became. A value that is no duration is left for the apiserver's check to refuse.
+pub fn dilate(nodepool: &mut Value, speed: f64) -> Vec<Dilated> {
+    let mut dilated = Vec::new();
+    for pointer in DILATED {
+        let Some(value) = nodepool.pointer_mut(pointer) else {
+            continue;
+        };
+        let Some(given) = value.as_str().map(str::to_owned) else {
+            continue;
+        };
+        let Ok(duration) = ksim_experiment::go_duration::parse(&given) else {
+            continue;
+        };
+        let seconds = (duration.as_secs_f64() / speed).ceil();
+        // Saturating: a speed below 1 never overflows what Karpenter reads.
+        let as_run = format!("{}s", seconds.min(i64::MAX as f64 / 1e9) as u64);
+        *value = Value::String(as_run.clone());
+        dilated.push(Dilated {
+            field: pointer.trim_start_matches('/').replace('/', "."),
+            given,
+            as_run,
+        });
+    }
+    dilated
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -147,6 +197,44 @@ status: {resources: {cpu: '4'}}
             object["spec"]["template"]["spec"]["nodeClassRef"]["kind"],
             "KWOKNodeClass"
         );
+    }
+
+    #[test]
+    fn its_durations_run_divided_by_the_speed_in_whole_seconds() {
+        let mut nodepool = json!({"spec": {
+            "disruption": {"consolidateAfter": "1m30s", "budgets": [{"nodes": "1", "duration": "10m"}]},
+            "template": {"spec": {"expireAfter": "Never", "terminationGracePeriod": "25s"}}}});
+        let dilated = dilate(&mut nodepool, 10.0);
+        assert_eq!(nodepool["spec"]["disruption"]["consolidateAfter"], "9s");
+        // 2.5 s rounds up: never sooner than recorded.
+        assert_eq!(
+            nodepool["spec"]["template"]["spec"]["terminationGracePeriod"],
+            "3s"
+        );
+        assert_eq!(nodepool["spec"]["template"]["spec"]["expireAfter"], "Never");
+        // A budget's window goes with its cron schedule, which cannot be divided.
+        assert_eq!(
+            nodepool["spec"]["disruption"]["budgets"][0]["duration"],
+            "10m"
+        );
+        assert_eq!(
+            dilated,
+            vec![
+                Dilated {
+                    field: "spec.disruption.consolidateAfter".into(),
+                    given: "1m30s".into(),
+                    as_run: "9s".into()
+                },
+                Dilated {
+                    field: "spec.template.spec.terminationGracePeriod".into(),
+                    given: "25s".into(),
+                    as_run: "3s".into()
+                },
+            ]
+        );
+        let mut zero = json!({"spec": {"disruption": {"consolidateAfter": "0s"}}});
+        dilate(&mut zero, 40.0);
+        assert_eq!(zero["spec"]["disruption"]["consolidateAfter"], "0s");
     }
 
     #[test]

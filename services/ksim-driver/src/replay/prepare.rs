@@ -231,13 +231,14 @@ pub async fn prepare(
     create_namespaces(ctx, &handle.id, &rewriter, &plan).await?;
     let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
     created.autoscaled = spec.enable_autoscaler;
-    create_node_groups(ctx, handle, spec, &root, model, created).await?;
+    let karpenter_notes = create_node_groups(ctx, handle, spec, &root, model, created).await?;
     if handle.cancel.is_cancelled() {
         return Ok(None);
     }
     wait_for_nodes(ctx, handle, spec, &observer).await?;
     let prices = prices(ctx, spec).await;
-    let warnings = report_warnings(ctx, spec, configuration, model).await;
+    let mut warnings = report_warnings(ctx, spec, configuration, model).await;
+    warnings.extend(karpenter_notes);
     Ok(Some(Prepared {
         plan,
         applier,
@@ -335,7 +336,8 @@ pub async fn create_namespaces(
 
 /// Creates the spec's node groups. Pool groups it created are added to `created` one by one,
 /// so a failure half-way leaves the cleanup a list of exactly what is this run's; a group that
-/// already exists fails the run and is left alone.
+/// already exists fails the run and is left alone. Returns what the report says of each
+/// NodePool: its durations as given and as run, and what Karpenter times undivided.
 pub async fn create_node_groups(
     ctx: &RunContext,
     handle: &Handle,
@@ -343,7 +345,8 @@ pub async fn create_node_groups(
     root: &RootRef,
     model: &Model,
     created: &mut Created,
-) -> Result<(), PrepareError> {
+) -> Result<Vec<String>, PrepareError> {
+    let mut notes = Vec::new();
     for group in &spec.node_groups {
         match group {
             NodeGroup::Karpenter { name, nodepool } => {
@@ -355,12 +358,14 @@ pub async fn create_node_groups(
                 let delays = GroupProvisioning::of(model, name, spec.speed);
                 let provisioning =
                     (!delays.nodes.is_zero()).then(|| (PROVISIONING_ANNOTATION, delays.to_json()));
-                let object = nodepool::for_simulation(
+                let mut object = nodepool::for_simulation(
                     nodepool,
                     owner,
                     (SIMULATION_LABEL, &handle.id),
                     provisioning,
                 );
+                let dilated = nodepool::dilate(&mut object, spec.speed);
+                notes.push(karpenter_note(name, spec.speed, &dilated));
                 // Recorded first: a NodePool that exists was made by no one else's run.
                 created.nodepools.push(name.clone());
                 nodepools::create(&ctx.client, name, &object).await?;
@@ -429,7 +434,25 @@ pub async fn create_node_groups(
     if spec.enable_autoscaler {
         wait_for_autoscaler_groups(ctx, spec).await?;
     }
-    Ok(())
+    Ok(notes)
+}
+
+/// `Karpenter NodePool general at 10x: spec.disruption.consolidateAfter 30s runs as 3s; not
+/// divided by the speed: ...`.
+fn karpenter_note(name: &str, speed: f64, dilated: &[nodepool::Dilated]) -> String {
+    let durations = if dilated.is_empty() {
+        "no duration of its own to divide".to_owned()
+    } else {
+        dilated
+            .iter()
+            .map(|d| format!("{} {} runs as {}", d.field, d.given, d.as_run))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "Karpenter NodePool {name} at {speed}x: {durations}; not divided by the speed: {}",
+        nodepool::NOT_DILATED
+    )
 }
 
 /// cluster-autoscaler sees a group only through the cloud provider; a group it cannot see would

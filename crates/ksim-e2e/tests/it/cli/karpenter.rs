@@ -1,21 +1,34 @@
 //! Karpenter as a user runs it (issue 37): `ksim up --karpenter` with ksim's own instance types
-//! and prices, then `ksim run` of the demo trace with a NodePool of the user's. The real
-//! Karpenter launches the nodes, the pool plays their kubelet, every pod runs, and after the
-//! run nothing of it is left: no NodePool, NodeClaim or node. A NodePool Karpenter's
-//! validation refuses is one line naming the field, and nothing is created.
+//! and prices, then `ksim run` with NodePools of the user's, in one environment:
+//! - a NodePool Karpenter's validation refuses is one line naming the field, nothing created;
+//! - the demo trace: the real Karpenter launches the nodes, the pool plays their kubelet, every
+//!   pod runs, and after the run nothing of it is left (no NodePool, NodeClaim or node);
+//! - consolidation at 10x: nodes emptied by a recorded scale-down go, never sooner than the
+//!   NodePool's consolidateAfter in recorded time after it, and never more than its budget of
+//!   one node at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use ksim_e2e::fixtures::M5_LARGE_SKELETON;
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, ListParams},
+    runtime::{WatchStreamExt, watcher},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::common::up::{Up, report_dir};
+use super::common::{
+    self,
+    up::{Up, report_dir},
+};
 
 const M5_XLARGE_SKELETON: &str =
     include_str!("../../../../../deploy/vnode/examples/skeleton-m5-xlarge.yaml");
@@ -49,6 +62,73 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// Only m5.large (one pod of a CPU each), emptied nodes go 60 s (recorded) after they empty,
+/// one at a time.
+const CONSOLIDATING: &str = "\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 60s
+    budgets: [{nodes: '1'}]
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+";
+
+/// When the recorded scale-down to zero happens, and the trace's last event (offsets, ms).
+const SCALE_DOWN_MS: i64 = 30_000;
+const END_MS: i64 = 1_200_000;
+const START_MS: i64 = 1_767_225_600_000;
+
+/// Most of Karpenter's nodes being disrupted (tainted `karpenter.sh/disrupted` or deleting) at
+/// once, as a watch saw them, until the returned task is aborted.
+fn most_disrupted_at_once(
+    client: &kube::Client,
+) -> (Arc<Mutex<usize>>, tokio::task::JoinHandle<()>) {
+    let most = Arc::new(Mutex::new(0));
+    let events = watcher(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default().labels("karpenter.sh/nodepool"),
+    )
+    .default_backoff();
+    let seen = most.clone();
+    let task = tokio::spawn(async move {
+        let mut disrupted: BTreeMap<String, bool> = BTreeMap::new();
+        let mut events = std::pin::pin!(events);
+        while let Some(Ok(event)) = events.next().await {
+            match event {
+                watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                    let tainted = node
+                        .spec
+                        .as_ref()
+                        .and_then(|spec| spec.taints.as_ref())
+                        .is_some_and(|taints| {
+                            taints.iter().any(|t| t.key == "karpenter.sh/disrupted")
+                        });
+                    let deleting = node.metadata.deletion_timestamp.is_some();
+                    disrupted.insert(
+                        node.metadata.name.clone().unwrap_or_default(),
+                        tainted || deleting,
+                    );
+                }
+                watcher::Event::Delete(node) => {
+                    disrupted.remove(&node.metadata.name.clone().unwrap_or_default());
+                }
+                watcher::Event::Init | watcher::Event::InitDone => {}
+            }
+            let now = disrupted.values().filter(|d| **d).count();
+            let mut most = seen.lock().unwrap();
+            *most = (*most).max(now);
+        }
+    });
+    (most, task)
+}
+
 /// NodePools, NodeClaims and Karpenter's nodes in the cluster.
 async fn karpenters(client: &kube::Client) -> (usize, usize, usize) {
     let count = |kind, plural| {
@@ -69,7 +149,7 @@ async fn karpenters(client: &kube::Client) -> (usize, usize, usize) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_demo_trace_runs_on_nodes_karpenter_launches_and_leaves_nothing() {
+async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_recorded_time() {
     let dir = tempfile::tempdir().unwrap();
     let large = write(dir.path(), "m5-large.yaml", M5_LARGE_SKELETON);
     let xlarge = write(dir.path(), "m5-xlarge.yaml", M5_XLARGE_SKELETON);
@@ -145,4 +225,69 @@ async fn the_demo_trace_runs_on_nodes_karpenter_launches_and_leaves_nothing() {
     );
     // And nothing of it is left.
     assert_eq!(karpenters(&client).await, (0, 0, 0), "{printed}");
+
+    // Three pods of a CPU need three m5.large; at 30 s the recording scales them to zero, and
+    // the trace goes on to 20 minutes (2 minutes at 10x).
+    let consolidating = write(dir.path(), "consolidating.yaml", CONSOLIDATING);
+    let scaled = dir.path().join("scaled.ktrace");
+    let web = |replicas| {
+        common::deployment(
+            &serde_json::to_value(common::web("general", replicas, json!({}))).unwrap(),
+        )
+    };
+    common::write_trace(
+        &scaled,
+        [
+            (START_MS, web(3)),
+            (START_MS + SCALE_DOWN_MS, web(0)),
+            (START_MS + END_MS, web(0)),
+        ],
+        &[],
+    );
+    let (most, watch) = most_disrupted_at_once(&client);
+    let run = up.ksim(&[
+        "run",
+        scaled.to_str().unwrap(),
+        "--speed",
+        "10",
+        "--nodepool",
+        &consolidating,
+    ]);
+    watch.abort();
+    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
+    )
+    .unwrap();
+    let changes = |kind: &str| -> Vec<i64> {
+        report["node_changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|change| change["kind"] == kind)
+            .map(|change| change["offset_ms"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(changes("added").len(), 3, "{printed}");
+    let removed = changes("removed");
+    assert_eq!(
+        removed.len(),
+        3,
+        "every emptied node consolidated: {printed}"
+    );
+    // consolidateAfter 60 s ran as 6 s at 10x: in recorded time, never sooner than 60 s after
+    // the scale-down emptied them.
+    assert!(
+        removed.iter().all(|at| *at >= SCALE_DOWN_MS + 60_000),
+        "{removed:?}: {printed}"
+    );
+    assert!(
+        printed.contains("spec.disruption.consolidateAfter 60s runs as 6s"),
+        "{printed}"
+    );
+    assert_eq!(
+        *most.lock().unwrap(),
+        1,
+        "the budget of one node: {printed}"
+    );
 }
