@@ -56,6 +56,7 @@ mod tests {
             group: "m5".to_owned(),
             node: node.to_owned(),
             kind,
+            instance_type: String::new(),
             owner,
         }
     }

@@ -206,7 +206,10 @@ mod tests {
                     .map(|(group, nodes)| {
                         (
                             group.to_owned(),
-                            super::super::input::NodeCount { nodes, ready: 0 },
+                            super::super::input::NodeCount {
+                                nodes,
+                                ..Default::default()
+                            },
                         )
                     })
                     .collect(),
@@ -224,6 +227,7 @@ mod tests {
             group: "m5".into(),
             node: node.into(),
             kind,
+            instance_type: String::new(),
             owner: None,
         };
         let obs = Observations {

@@ -517,6 +517,7 @@ mod tests {
                         NodeCount {
                             nodes: ready,
                             ready,
+                            ..NodeCount::default()
                         },
                     )]
                     .into(),

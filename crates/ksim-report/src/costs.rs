@@ -3,7 +3,9 @@
 //! - Node-hours: each bucket's registered nodes times its width (the timeline is recorded time
 //!   already), per group. A node costs from when it registers, ready or not, as in a cloud.
 //! - Cost: node-hours times the cloud provider's price for the group's instance type. A group
-//!   without one is listed as unpriced and left out; no price is ever made up.
+//!   whose nodes each carry a price of their own (a Karpenter NodePool's, of the instance types
+//!   Karpenter chose) costs each bucket's priced nodes at their prices. A group with neither
+//!   is listed as unpriced and left out; no price is ever made up.
 //! - Pending pod-seconds: every pod's time from first seen until it ran, or until it was
 //!   deleted or the replay ended for pods that never ran, times the speed.
 //! - Packing: requested over allocatable CPU and memory of the simulation's nodes, per bucket
@@ -12,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::input::Observations;
+use super::input::{NodeChangeKind, Observations};
 use super::model::{Bucket, Costs, GroupCost, WaitReason};
 use super::timeline::{effective_speed, recorded};
 
@@ -39,11 +41,31 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
             },
         );
     }
+    // Per group: the cost of its own-priced nodes, while every node it had carried a price.
+    let mut own_priced: BTreeMap<&String, Option<f64>> = BTreeMap::new();
     for bucket in timeline {
         for (name, count) in &bucket.nodes {
             if let Some(group) = groups.get_mut(name) {
                 group.node_hours += count.nodes as f64 * hours_per_bucket;
             }
+            let cost = own_priced.entry(name).or_insert(Some(0.0));
+            *cost = match *cost {
+                Some(sum) if count.priced == count.nodes => {
+                    Some(sum + count.price_micros_per_hour as f64 / 1e6 * hours_per_bucket)
+                }
+                _ => None,
+            };
+        }
+    }
+    for change in &obs.node_changes {
+        if change.kind == NodeChangeKind::Added
+            && !change.instance_type.is_empty()
+            && let Some(group) = groups.get_mut(&change.group)
+        {
+            *group
+                .instance_types
+                .entry(change.instance_type.clone())
+                .or_default() += 1;
         }
     }
     for event in &obs.scale_events {
@@ -56,7 +78,15 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
         }
     }
     for group in groups.values_mut() {
-        group.cost = group.price_per_hour.map(|price| price * group.node_hours);
+        group.cost = match group.price_per_hour {
+            Some(price) => Some(price * group.node_hours),
+            // Priced per node only where some node had a price.
+            None => own_priced.get(&group.group).copied().flatten().filter(|_| {
+                timeline
+                    .iter()
+                    .any(|b| b.nodes.get(&group.group).is_some_and(|c| c.priced > 0))
+            }),
+        };
     }
     let groups: Vec<GroupCost> = groups.into_values().collect();
     let priced: Vec<f64> = groups.iter().filter_map(|group| group.cost).collect();
@@ -82,7 +112,7 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
         cost: (!priced.is_empty()).then(|| priced.iter().sum()),
         unpriced_groups: groups
             .iter()
-            .filter(|group| group.price_per_hour.is_none())
+            .filter(|group| group.cost.is_none())
             .map(|group| group.group.clone())
             .collect(),
         groups,
@@ -149,6 +179,7 @@ mod tests {
                         NodeCount {
                             nodes: *n,
                             ready: *n,
+                            ..NodeCount::default()
                         },
                     )
                 })
@@ -218,6 +249,55 @@ mod tests {
         assert!((costs.cpu_requested_mean - 0.5).abs() < 1e-9);
         assert!((costs.cpu_requested_peak - 0.75).abs() < 1e-9);
         assert_eq!(costs.memory_requested_peak, 0.0);
+    }
+
+    #[test]
+    fn a_nodepool_costs_each_node_at_its_own_price_and_names_the_types_chosen() {
+        let priced = |nodes, micros| Bucket {
+            nodes: BTreeMap::from([(
+                "general".to_owned(),
+                NodeCount {
+                    nodes,
+                    ready: nodes,
+                    priced: nodes,
+                    price_micros_per_hour: micros,
+                },
+            )]),
+            ..Bucket::default()
+        };
+        // Half an hour of an m5.large (0.096), then half an hour of it and an m5.xlarge (0.192).
+        let timeline = [priced(1, 96_000), priced(2, 288_000)];
+        let change = |node: &str, instance_type: &str| crate::input::NodeChange {
+            offset: Duration::ZERO,
+            group: "general".into(),
+            node: node.into(),
+            kind: NodeChangeKind::Added,
+            instance_type: instance_type.into(),
+            owner: None,
+        };
+        let obs = Observations {
+            node_changes: vec![change("a", "m5.large"), change("b", "m5.xlarge")],
+            ..Observations::default()
+        };
+        let costs = costs(&obs, &timeline, 1_800_000);
+        let general = &costs.groups[0];
+        assert!((general.node_hours - 1.5).abs() < 1e-9, "{general:?}");
+        assert!((general.cost.unwrap() - 0.192).abs() < 1e-9, "{general:?}");
+        assert_eq!(general.price_per_hour, None, "no one price for the group");
+        assert_eq!(
+            general.instance_types,
+            BTreeMap::from([("m5.large".to_owned(), 1), ("m5.xlarge".to_owned(), 1)])
+        );
+        assert!(costs.unpriced_groups.is_empty());
+
+        // A node without a price of its own in any bucket leaves the group unpriced.
+        let mut partly = priced(2, 96_000);
+        if let Some(count) = partly.nodes.get_mut("general") {
+            count.priced = 1;
+        }
+        let costs = super::costs(&obs, &[priced(1, 96_000), partly], 1_800_000);
+        assert_eq!(costs.groups[0].cost, None);
+        assert_eq!(costs.unpriced_groups, ["general"]);
     }
 
     #[test]

@@ -248,6 +248,7 @@ mod tests {
                 NodeCount {
                     nodes: ready + 1,
                     ready,
+                    ..NodeCount::default()
                 },
             )]),
             pods: PodCounts {

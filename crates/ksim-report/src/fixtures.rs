@@ -27,6 +27,7 @@ pub fn observations() -> Observations {
                     NodeCount {
                         nodes: *n,
                         ready: *n,
+                        ..NodeCount::default()
                     },
                 )
             })
@@ -229,6 +230,7 @@ fn node_change(ms: u64, node: &str, kind: NodeChangeKind) -> NodeChange {
         group: "group-b".into(),
         node: node.into(),
         kind,
+        instance_type: String::new(),
         owner: Some(crate::GroupOwner::Seats),
     }
 }

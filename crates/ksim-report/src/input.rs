@@ -222,6 +222,17 @@ pub struct NodeCount {
     pub nodes: u64,
     /// Nodes whose Ready condition is True.
     pub ready: u64,
+    /// How many of its nodes carry a price of their own (Karpenter's nodes: the price of the
+    /// offering it launched, `eks-node-viewer/instance-price`), and their price per hour
+    /// together, in millionths.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priced: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub price_micros_per_hour: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Simulated pods by phase.
@@ -252,6 +263,10 @@ pub struct NodeChange {
     pub group: String,
     pub node: String,
     pub kind: NodeChangeKind,
+    /// Its `node.kubernetes.io/instance-type`; empty when it has none (or for observations
+    /// saved before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instance_type: String,
     /// Who sizes the node's group, from its `ksim.io/group-owner` label. Defaulted: a node
     /// without the label, or observations saved before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -298,6 +298,9 @@ pub struct GroupCost {
     pub cost: Option<f64>,
     pub scale_ups: u64,
     pub scale_downs: u64,
+    /// Nodes that joined during the replay, by instance type: a Karpenter NodePool's choices.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub instance_types: BTreeMap<String, u64>,
 }
 
 /// One reason pods waited, for one owner.

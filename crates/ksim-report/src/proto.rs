@@ -474,6 +474,8 @@ fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
                 let nodes = NodeCount {
                     nodes: count.nodes,
                     ready: count.ready_nodes,
+                    // Priced nodes only price the report as it is built.
+                    ..NodeCount::default()
                 };
                 (count.node_group.clone(), nodes)
             })
@@ -512,6 +514,7 @@ fn costs_to_proto(costs: &Costs) -> pb::Costs {
                 cost: group.cost,
                 scale_ups: group.scale_ups,
                 scale_downs: group.scale_downs,
+                instance_types: group.instance_types.clone().into_iter().collect(),
             })
             .collect(),
         node_hours: costs.node_hours,
@@ -541,6 +544,7 @@ fn costs_from_proto(costs: &pb::Costs) -> Costs {
                 cost: group.cost,
                 scale_ups: group.scale_ups,
                 scale_downs: group.scale_downs,
+                instance_types: group.instance_types.clone().into_iter().collect(),
             })
             .collect(),
         node_hours: costs.node_hours,

@@ -609,6 +609,18 @@ fn listed(names: &[&str]) -> String {
 /// Reasons listed in the summary; `report.json` has them all.
 const LISTED_WAITS: usize = 3;
 
+/// `2 m5.large, 1 m5.xlarge`, or `nodes priced each` without any type.
+fn instance_types(types: &std::collections::BTreeMap<String, u64>) -> String {
+    if types.is_empty() {
+        return "nodes priced each".to_owned();
+    }
+    types
+        .iter()
+        .map(|(name, count)| format!("{count} {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Node-hours and cost per group, pending time, and how tightly pods were packed.
 pub fn cost_lines(costs: &pb::Costs) -> Vec<String> {
     let groups: Vec<String> = costs
@@ -618,6 +630,13 @@ pub fn cost_lines(costs: &pb::Costs) -> Vec<String> {
             (Some(price), Some(cost)) => format!(
                 "{} {:.3} at {price}/h = {cost:.4}",
                 group.group, group.node_hours
+            ),
+            // Each node at its own price: a NodePool of the types Karpenter chose.
+            (None, Some(cost)) => format!(
+                "{} {:.3} of {} = {cost:.4}",
+                group.group,
+                group.node_hours,
+                instance_types(&group.instance_types)
             ),
             _ => format!("{} {:.3}, no price", group.group, group.node_hours),
         })

@@ -132,6 +132,7 @@ mod tests {
                     let count = NodeCount {
                         nodes: *nodes,
                         ready: *nodes,
+                        ..NodeCount::default()
                     };
                     ((*group).to_owned(), count)
                 })
@@ -210,7 +211,14 @@ mod tests {
         assert_eq!(buckets[3].unscheduled, 1);
         assert_eq!(buckets[3].offset_ms, 3_000);
         assert_eq!(buckets[3].time_ms, 1_003_000);
-        assert_eq!(buckets[4].nodes["b"], NodeCount { nodes: 4, ready: 4 });
+        assert_eq!(
+            buckets[4].nodes["b"],
+            NodeCount {
+                nodes: 4,
+                ready: 4,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]

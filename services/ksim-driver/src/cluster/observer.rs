@@ -19,7 +19,11 @@ use k8s_openapi::api::{
     core::v1::{Event, Node, Pod},
 };
 use ksim_nodes::{
-    labels::{GROUP_LABEL, OWNER_LABEL, OWNER_POOL, OWNER_SEATS, TRUE_VALUE, VIRTUAL_LABEL},
+    karpenter::PRICE_LABEL as KARPENTER_PRICE_LABEL,
+    labels::{
+        GROUP_LABEL, INSTANCE_TYPE_LABEL, OWNER_LABEL, OWNER_POOL, OWNER_SEATS, TRUE_VALUE,
+        VIRTUAL_LABEL,
+    },
     node::takes_pods,
     skeleton::quantity_value,
 };
@@ -96,6 +100,9 @@ struct NodeSeen {
     /// its time to Ready is timed from there, once.
     joined_at: Option<Instant>,
     allocatable: Resources,
+    instance_type: String,
+    /// Its own price per hour in millionths, when it carries one (Karpenter's nodes).
+    price_micros: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -222,13 +229,17 @@ impl Observer {
         let mut nodes: BTreeMap<String, NodeCount> = seen
             .groups
             .iter()
-            .map(|group| (group.clone(), NodeCount { nodes: 0, ready: 0 }))
+            .map(|group| (group.clone(), NodeCount::default()))
             .collect();
         let mut usage = Usage::default();
         for node in seen.nodes.values() {
             if let Some(count) = nodes.get_mut(&node.group) {
                 count.nodes += 1;
                 count.ready += u64::from(node.ready);
+                if let Some(price) = node.price_micros {
+                    count.priced += 1;
+                    count.price_micros_per_hour += price;
+                }
                 usage.allocatable_cpu_millis += node.allocatable.cpu_millis;
                 usage.allocatable_memory_bytes += node.allocatable.memory_bytes;
             }
@@ -616,9 +627,18 @@ impl Seen {
         };
         match group {
             Some(group) if present => {
+                let instance_type = labels
+                    .and_then(|labels| labels.get(INSTANCE_TYPE_LABEL))
+                    .cloned()
+                    .unwrap_or_default();
                 if !self.nodes.contains_key(&name) {
-                    self.node_changed(&name, &group, owner, NodeChangeKind::Added);
+                    self.node_changed(&name, &group, owner, &instance_type, NodeChangeKind::Added);
                 }
+                let price_micros = labels
+                    .and_then(|labels| labels.get(KARPENTER_PRICE_LABEL))
+                    .and_then(|price| price.parse::<f64>().ok())
+                    .filter(|price| price.is_finite() && *price >= 0.0)
+                    .map(|price| (price * 1e6).round() as u64);
                 let allocatable =
                     Resources::of(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
                 let ready = takes_pods(node);
@@ -640,12 +660,20 @@ impl Seen {
                     ready,
                     allocatable,
                     joined_at,
+                    instance_type,
+                    price_micros,
                 };
                 self.nodes.insert(name, seen);
             }
             _ => {
                 if let Some(gone) = self.nodes.remove(&name) {
-                    self.node_changed(&name, &gone.group, gone.owner, NodeChangeKind::Removed);
+                    self.node_changed(
+                        &name,
+                        &gone.group,
+                        gone.owner,
+                        &gone.instance_type,
+                        NodeChangeKind::Removed,
+                    );
                 }
             }
         }
@@ -668,7 +696,13 @@ impl Seen {
                     .collect();
                 for name in gone {
                     if let Some(node) = self.nodes.remove(&name) {
-                        self.node_changed(&name, &node.group, node.owner, NodeChangeKind::Removed);
+                        self.node_changed(
+                            &name,
+                            &node.group,
+                            node.owner,
+                            &node.instance_type,
+                            NodeChangeKind::Removed,
+                        );
                     }
                 }
             }
@@ -681,6 +715,7 @@ impl Seen {
         node: &str,
         group: &str,
         owner: Option<GroupOwner>,
+        instance_type: &str,
         kind: NodeChangeKind,
     ) {
         if !self.replaying || !self.groups.contains(group) {
@@ -691,6 +726,7 @@ impl Seen {
             group: group.to_owned(),
             node: node.to_owned(),
             kind,
+            instance_type: instance_type.to_owned(),
             owner,
         });
     }

@@ -269,6 +269,23 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
             .collect()
     };
     assert_eq!(changes("added").len(), 3, "{printed}");
+    // Priced at ksim's price of the one type the NodePool allows, as Karpenter was.
+    let general = &report["costs"]["groups"][0];
+    assert_eq!(general["group"], "general", "{printed}");
+    assert_eq!(
+        general["instance_types"],
+        json!({"m5.large": 3}),
+        "{printed}"
+    );
+    let (hours, cost) = (
+        general["node_hours"].as_f64().unwrap(),
+        general["cost"].as_f64().unwrap(),
+    );
+    assert!(
+        hours > 0.0 && (cost - hours * 0.096).abs() < 1e-6,
+        "{printed}"
+    );
+    assert!(printed.contains("of 3 m5.large = "), "{printed}");
     let removed = changes("removed");
     assert_eq!(
         removed.len(),
