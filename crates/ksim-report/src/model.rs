@@ -306,7 +306,7 @@ pub struct GroupCost {
 /// One reason pods waited, for one owner.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct WaitReason {
-    /// `scheduler` or `autoscaler`.
+    /// `scheduler`, `autoscaler` (cluster-autoscaler) or `karpenter`.
     pub source: String,
     /// Without node counts: `Insufficient cpu`, `TriggeredScaleUp`, ...
     pub reason: String,

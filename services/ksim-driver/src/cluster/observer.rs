@@ -549,7 +549,8 @@ impl Seen {
         }
     }
 
-    /// The scheduler's and CA's events about a simulation pod, each repeat counted once.
+    /// The scheduler's, CA's and Karpenter's events about a simulation pod, each repeat counted
+    /// once.
     fn event(&mut self, event: &Event, present: bool) {
         let reason = event.reason.as_deref().unwrap_or_default();
         let (source, reasons) =
@@ -558,7 +559,7 @@ impl Seen {
             return;
         }
         let pod_uid = event.involved_object.uid.as_deref().unwrap_or_default();
-        if reason == waits::TRIGGERED_SCALE_UP
+        if waits::asks_for_a_node(reason)
             && let Some(pod) = self.pods.get_mut(pod_uid)
         {
             pod.triggered_at.get_or_insert_with(Instant::now);

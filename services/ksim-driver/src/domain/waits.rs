@@ -1,15 +1,34 @@
-//! Why pods waited, from the events the scheduler and cluster-autoscaler give a pod: the
-//! reasons without their node counts, so that the same constraint counts as one reason.
+//! Why pods waited, from the events the scheduler, cluster-autoscaler and Karpenter give a pod:
+//! the reasons without their node counts, so that the same constraint counts as one reason.
 
-/// The events read: the scheduler's, and CA's two about scale-ups.
+/// The events read: the scheduler's, CA's two about scale-ups, and Karpenter's nomination (its
+/// FailedScheduling is told from the scheduler's by its message).
 pub const FAILED_SCHEDULING: &str = "FailedScheduling";
 pub const TRIGGERED_SCALE_UP: &str = "TriggeredScaleUp";
 pub const NOT_TRIGGER_SCALE_UP: &str = "NotTriggerScaleUp";
+pub const NOMINATED: &str = "Nominated";
+
+/// How Karpenter's FailedScheduling begins (v1.14: `Failed to schedule pod, <why>`).
+const KARPENTER_FAILED: &str = "Failed to schedule pod, ";
+
+/// Whether the event says a node is on its way for the pod: the wait from then until the pod
+/// is bound is for a node to boot.
+pub fn asks_for_a_node(reason: &str) -> bool {
+    reason == TRIGGERED_SCALE_UP || reason == NOMINATED
+}
 
 /// Where a reason came from, and the reasons an event of `reason` with `message` gives; empty
 /// for an event that says nothing of waiting.
 pub fn reasons(reason: &str, message: &str) -> (&'static str, Vec<String>) {
     match reason {
+        FAILED_SCHEDULING if message.starts_with(KARPENTER_FAILED) => (
+            "karpenter",
+            vec![karpenter_reason(&message[KARPENTER_FAILED.len()..])],
+        ),
+        // Karpenter launched (or found) a node for the pod.
+        NOMINATED if message.starts_with("Pod should schedule on") => {
+            ("karpenter", vec![NOMINATED.to_owned()])
+        }
         FAILED_SCHEDULING => ("scheduler", scheduler_reasons(message)),
         TRIGGERED_SCALE_UP => ("autoscaler", vec![TRIGGERED_SCALE_UP.to_owned()]),
         NOT_TRIGGER_SCALE_UP => ("autoscaler", autoscaler_reasons(message)),
@@ -72,6 +91,22 @@ fn list(listed: &str) -> Vec<String> {
         .collect()
 }
 
+/// Karpenter's reason without what is particular to the pod: its first clause,
+/// `incompatible with nodepool "general"` of `incompatible with nodepool "general", daemonset
+/// overhead={...}, no instance type satisfied resources {...}`.
+fn karpenter_reason(why: &str) -> String {
+    let mut depth = 0_i32;
+    for (index, c) in why.char_indices() {
+        match c {
+            '{' | '[' | '(' => depth += 1,
+            '}' | ']' | ')' => depth -= 1,
+            ',' if depth == 0 => return whole(&why[..index]),
+            _ => {}
+        }
+    }
+    whole(why)
+}
+
 fn whole(text: &str) -> String {
     text.trim().trim_end_matches('.').trim().to_owned()
 }
@@ -125,6 +160,48 @@ mod tests {
             "0/2 nodes are available: 2 Insufficient memory. preemption: 0/2 nodes are available.",
         );
         assert_eq!(older, ["Insufficient memory"]);
+    }
+
+    #[test]
+    fn karpenters_events_are_its_own_reasons_without_what_is_the_pods() {
+        // As Karpenter v1.14 words them.
+        let (source, found) = reasons(
+            FAILED_SCHEDULING,
+            "Failed to schedule pod, incompatible with nodepool \"general\", daemonset \
+             overhead={\"cpu\":\"0\",\"pods\":\"0\"}, no instance type satisfied resources \
+             {\"cpu\":\"64\",\"pods\":\"1\"} and requirements karpenter.sh/nodepool In [general]",
+        );
+        assert_eq!(source, "karpenter");
+        assert_eq!(found, ["incompatible with nodepool \"general\""]);
+        let (_, limits) = reasons(
+            FAILED_SCHEDULING,
+            "Failed to schedule pod, all available instance types exceed limits for nodepool: \"general\"",
+        );
+        assert_eq!(
+            limits,
+            ["all available instance types exceed limits for nodepool: \"general\""]
+        );
+        let (source, nominated) = reasons(
+            NOMINATED,
+            "Pod should schedule on: nodeclaim/general-abc12, node/kwok-general-abc12-x",
+        );
+        assert_eq!(
+            (source, nominated),
+            ("karpenter", vec!["Nominated".to_owned()])
+        );
+        assert!(asks_for_a_node(NOMINATED) && asks_for_a_node(TRIGGERED_SCALE_UP));
+        assert!(!asks_for_a_node(FAILED_SCHEDULING));
+        // The scheduler's own FailedScheduling stays the scheduler's.
+        assert_eq!(
+            reasons(
+                FAILED_SCHEDULING,
+                "0/1 nodes are available: 1 Insufficient cpu."
+            )
+            .0,
+            "scheduler"
+        );
+        // Another component's Nominated says nothing of Karpenter.
+        assert!(reasons(NOMINATED, "something else").1.is_empty());
     }
 
     #[test]

@@ -211,6 +211,20 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         last["nodes"]["general"]["ready"].as_u64().unwrap() > 0,
         "{printed}"
     );
+    // Why pods waited counts Karpenter's own events: it nominated nodes for them.
+    let karpenter_waits: Vec<&Value> = report["waits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|wait| wait["source"] == "karpenter")
+        .collect();
+    assert!(
+        karpenter_waits
+            .iter()
+            .any(|wait| wait["reason"] == "Nominated"),
+        "{:#}",
+        report["waits"]
+    );
     let added: Vec<&str> = report["node_changes"]
         .as_array()
         .unwrap()
