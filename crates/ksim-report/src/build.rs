@@ -57,6 +57,7 @@ pub fn build(obs: &Observations) -> Report {
         configuration: obs.configuration.clone(),
         costs,
         waits: costs::waits(&obs.waits),
+        node_disruptions: costs::waits(&obs.node_disruptions),
         autoscaler_outages: obs
             .autoscaler_outages
             .as_ref()

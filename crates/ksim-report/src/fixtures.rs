@@ -200,6 +200,12 @@ pub fn observations() -> Observations {
             owner: "Deployment/web".into(),
             count: 3,
         }],
+        node_disruptions: vec![crate::WaitReason {
+            source: "disrupted".into(),
+            reason: "Empty".into(),
+            owner: "group-b".into(),
+            count: 2,
+        }],
         autoscaler_outages: None,
         provisioning: None,
         usage: None,

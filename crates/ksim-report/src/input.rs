@@ -58,6 +58,10 @@ pub struct Observations {
     /// Why pods waited, as the scheduler's and CA's events said.
     #[serde(default)]
     pub waits: Vec<crate::WaitReason>,
+    /// Why Karpenter disrupted nodes or kept them, from its events: source `disrupted` or
+    /// `kept`, owner the NodePool (the group).
+    #[serde(default)]
+    pub node_disruptions: Vec<crate::WaitReason>,
     /// When cluster-autoscaler was down during the replay, as the environment listed it.
     /// `None`: unknown (no environment, or one that does not list them), which is not "none".
     /// Defaulted: observations saved before it was kept do not know.

@@ -56,6 +56,11 @@ pub struct Report {
     /// Why pods waited, most frequent first. Defaulted like `costs`.
     #[serde(default)]
     pub waits: Vec<WaitReason>,
+    /// Why Karpenter disrupted nodes (source `disrupted`: Empty, Underutilized, ...) or kept
+    /// them (`kept`: Unconsolidatable and DisruptionBlocked), counted per NodePool (`owner`),
+    /// most frequent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_disruptions: Vec<WaitReason>,
     /// When cluster-autoscaler was down during the replay, in time order: it made no decisions
     /// then. `None`: unknown (no environment, or one that does not list them); also the
     /// default for reports written before it was kept.

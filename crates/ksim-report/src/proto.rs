@@ -39,6 +39,7 @@ impl Report {
             configuration: self.configuration.as_ref().map(Configuration::to_proto),
             costs: Some(costs_to_proto(&self.costs)),
             waits: self.waits.iter().map(wait_to_proto).collect(),
+            node_disruptions: self.node_disruptions.iter().map(wait_to_proto).collect(),
             autoscaler_outages: self.autoscaler_outages.as_ref().map(|outages| {
                 pb::AutoscalerOutages {
                     outages: outages.iter().map(outage_to_proto).collect(),
@@ -153,6 +154,11 @@ impl Report {
                 .map(costs_from_proto)
                 .unwrap_or_default(),
             waits: report.waits.iter().map(wait_from_proto).collect(),
+            node_disruptions: report
+                .node_disruptions
+                .iter()
+                .map(wait_from_proto)
+                .collect(),
             autoscaler_outages: report
                 .autoscaler_outages
                 .as_ref()

@@ -134,6 +134,13 @@ fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
     if !report.waits.is_empty() {
         writeln!(out, "  why pods waited:   {}", waits(&report.waits))?;
     }
+    if !report.node_disruptions.is_empty() {
+        writeln!(
+            out,
+            "  karpenter:         {}",
+            waits(&report.node_disruptions)
+        )?;
+    }
     if let Some(line) = crate::nodes_kept_line(report) {
         writeln!(out, "  why nodes stayed:  {line}")?;
     }

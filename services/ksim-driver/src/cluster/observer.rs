@@ -81,6 +81,8 @@ struct Seen {
     /// Waits from events about pods not seen yet, per pod uid.
     unclaimed: HashMap<String, Vec<(&'static str, String, u64)>>,
     waits: Vec<WaitReason>,
+    /// Why Karpenter disrupted or kept the simulation's nodes, per NodePool.
+    node_disruptions: Vec<WaitReason>,
 }
 
 /// Pods whose events are kept before the pod itself is seen: enough for a simulation's burst,
@@ -206,6 +208,18 @@ impl Observer {
             Seen::event,
             |_, _| {},
         ));
+        // Karpenter's events on the simulation's nodes and NodePools: why it disrupted or
+        // kept them.
+        for kind in ["Node", "NodePool"] {
+            let events: Api<Event> = Api::all(client.clone());
+            watches.spawn(watch(
+                events,
+                watcher::Config::default().fields(&format!("involvedObject.kind={kind}")),
+                seen.clone(),
+                Seen::node_event,
+                |_, _| {},
+            ));
+        }
         let seats: Api<Deployment> = Api::namespaced(client.clone(), seat_namespace);
         watches.spawn(watch(
             seats,
@@ -298,6 +312,10 @@ impl Observer {
 
     pub fn waits(&self) -> Vec<WaitReason> {
         self.lock().waits.clone()
+    }
+
+    pub fn node_disruptions(&self) -> Vec<WaitReason> {
+        self.lock().node_disruptions.clone()
     }
 
     pub fn pending_times(&self) -> Vec<Duration> {
@@ -452,6 +470,7 @@ impl Seen {
             event_counts: HashMap::new(),
             unclaimed: HashMap::new(),
             waits: Vec::new(),
+            node_disruptions: Vec::new(),
         }
     }
 
@@ -591,6 +610,49 @@ impl Seen {
                 .or_default()
                 .extend(waits),
             None => {}
+        }
+    }
+
+    /// Karpenter's event about one of the simulation's nodes or NodePools during the replay,
+    /// each repeat counted once, for the node's group or the NodePool.
+    fn node_event(&mut self, event: &Event, present: bool) {
+        if !present || !self.replaying {
+            return;
+        }
+        let reason = event.reason.as_deref().unwrap_or_default();
+        let message = event.message.as_deref().unwrap_or_default();
+        let Some((source, why)) = waits::disruption(reason, message) else {
+            return;
+        };
+        let object = event.involved_object.name.as_deref().unwrap_or_default();
+        let group = match event.involved_object.kind.as_deref() {
+            Some("Node") => self.nodes.get(object).map(|node| node.group.clone()),
+            Some("NodePool") => Some(object.to_owned()),
+            _ => None,
+        };
+        let Some(group) = group.filter(|group| self.groups.contains(group)) else {
+            return;
+        };
+        let Some(event_uid) = event.metadata.uid.clone() else {
+            return;
+        };
+        let count = event
+            .count
+            .into_iter()
+            .chain(event.series.as_ref().and_then(|s| s.count))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let count = u64::try_from(count).unwrap_or(1);
+        let counted = self.event_counts.insert(event_uid, count).unwrap_or(0);
+        let new = count.saturating_sub(counted);
+        if new > 0 {
+            self.node_disruptions.push(WaitReason {
+                source: source.to_owned(),
+                reason: why,
+                owner: group,
+                count: new,
+            });
         }
     }
 

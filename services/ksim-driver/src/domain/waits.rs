@@ -91,6 +91,28 @@ fn list(listed: &str) -> Vec<String> {
         .collect()
 }
 
+/// Why Karpenter disrupted a node, or kept one or a NodePool's, from its event on the Node or
+/// NodePool: (`disrupted`, `Empty`) of `DisruptionTerminating` `Disrupting Node: Empty`;
+/// (`kept`, why) of `Unconsolidatable` and `DisruptionBlocked`, without the pod or budget they
+/// name (`Pod has "karpenter.sh/do-not-disrupt" annotation`). `None`: another event.
+pub fn disruption(reason: &str, message: &str) -> Option<(&'static str, String)> {
+    match reason {
+        "DisruptionTerminating" => {
+            let why = message.strip_prefix("Disrupting Node: ")?;
+            Some(("disrupted", whole(why)))
+        }
+        "Unconsolidatable" | "DisruptionBlocked" => {
+            // `... (Pod=ns/name)`, `... (PodDisruptionBudget=[ns/name])`: the one it names.
+            let why = match message.rfind(" (") {
+                Some(at) if message.ends_with(')') && message[at..].contains('=') => &message[..at],
+                _ => message,
+            };
+            Some(("kept", whole(why)))
+        }
+        _ => None,
+    }
+}
+
 /// Karpenter's reason without what is particular to the pod: its first clause,
 /// `incompatible with nodepool "general"` of `incompatible with nodepool "general", daemonset
 /// overhead={...}, no instance type satisfied resources {...}`.
@@ -202,6 +224,55 @@ mod tests {
         );
         // Another component's Nominated says nothing of Karpenter.
         assert!(reasons(NOMINATED, "something else").1.is_empty());
+    }
+
+    #[test]
+    fn karpenters_disruptions_and_what_kept_nodes_lose_the_pod_they_name() {
+        assert_eq!(
+            disruption("DisruptionTerminating", "Disrupting Node: Underutilized"),
+            Some(("disrupted", "Underutilized".to_owned()))
+        );
+        // The NodeClaim's twin of the Node's event is not counted twice.
+        assert_eq!(
+            disruption("DisruptionTerminating", "Disrupting NodeClaim: Empty"),
+            None
+        );
+        assert_eq!(
+            disruption(
+                "DisruptionBlocked",
+                "Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=shop/web-1)"
+            ),
+            Some((
+                "kept",
+                "Pod has \"karpenter.sh/do-not-disrupt\" annotation".to_owned()
+            ))
+        );
+        assert_eq!(
+            disruption(
+                "DisruptionBlocked",
+                "Pdb prevents pod evictions (PodDisruptionBudget=[shop/web])"
+            ),
+            Some(("kept", "Pdb prevents pod evictions".to_owned()))
+        );
+        assert_eq!(
+            disruption("Unconsolidatable", "Can't replace with a cheaper node"),
+            Some(("kept", "Can't replace with a cheaper node".to_owned()))
+        );
+        assert_eq!(
+            disruption(
+                "DisruptionBlocked",
+                "No allowed disruptions for disruption reason Empty due to blocking budget"
+            ),
+            Some((
+                "kept",
+                "No allowed disruptions for disruption reason Empty due to blocking budget"
+                    .to_owned()
+            ))
+        );
+        assert_eq!(
+            disruption("Nominated", "Pod should schedule on: node/a"),
+            None
+        );
     }
 
     #[test]

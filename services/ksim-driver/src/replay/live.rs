@@ -195,6 +195,7 @@ impl Live {
             pods_evicted,
             pods_preempted,
             waits: self.observer.waits(),
+            node_disruptions: self.observer.node_disruptions(),
             // Asked of the environment once, for the final report (`run::final_report`).
             autoscaler_outages: None,
             provisioning: self.provisioning.clone(),

@@ -321,4 +321,17 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         1,
         "the budget of one node: {printed}"
     );
+    // Why Karpenter disrupted them, from its events, for the NodePool.
+    let disrupted: u64 = report["node_disruptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["source"] == "disrupted" && d["reason"] == "Empty" && d["owner"] == "general")
+        .map(|d| d["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(disrupted, 3, "{:#}", report["node_disruptions"]);
+    assert!(
+        printed.contains("karpenter:         Empty x3 (general"),
+        "{printed}"
+    );
 }
