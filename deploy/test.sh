@@ -46,10 +46,18 @@ step "metrics-server binary"
 KSIM_METRICS_SERVER_BIN_DIR=$(deploy/metrics-server/build.sh)
 export KSIM_METRICS_SERVER_BIN_DIR
 
-step "Karpenter binary"
-# The Karpenter tests run the real Karpenter with its KWOK provider; without it they fail.
-KSIM_KARPENTER_BIN_DIR=$(deploy/karpenter/build.sh)
-export KSIM_KARPENTER_BIN_DIR
+step "Karpenter binaries"
+# The Karpenter tests run the real Karpenter with its KWOK provider, every release the version
+# tests run against (versions.env); without one they fail.
+# shellcheck source=karpenter/versions.env
+source deploy/karpenter/versions.env
+for version in $KARPENTER_TESTED_VERSIONS; do
+  karpenter_dir=$(deploy/karpenter/build.sh "$version") ||
+    { echo "error: Karpenter $version could not be built (see above)" >&2; exit 1; }
+  if [[ "$version" == "$KARPENTER_VERSION" ]]; then
+    export KSIM_KARPENTER_BIN_DIR=$karpenter_dir
+  fi
+done
 
 step "container tools"
 # The image tests build with buildah and run with podman (runc); Debian packages.

@@ -3,10 +3,12 @@
 # the version pinned in versions.env, and caches it outside the repository with the CRDs it
 # needs installed (NodePool, NodeClaim, NodeOverlay, CapacityBuffer, KWOKNodeClass).
 #
-#   deploy/karpenter/build.sh            build (or reuse) and print the binary directory
+#   deploy/karpenter/build.sh            build (or reuse) the pinned release, print its directory
+#   deploy/karpenter/build.sh v1.13.0    the same for another release of KARPENTER_TESTED_VERSIONS
 #
 # Environment:
 #   KSIM_KARPENTER_BIN_DIR  a directory that already holds `karpenter` and `crds/`: used as is
+#                           for the pinned release
 #   KSIM_CACHE_DIR          cache root (default: $XDG_CACHE_HOME/ksim or ~/.cache/ksim)
 #
 # Karpenter's go.mod has no local replaces, so a wrapper module that requires it as a tool
@@ -20,7 +22,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/versions.env"
 # shellcheck source=../lib/cache.sh
 source "$here/../lib/cache.sh"
-version=$KARPENTER_VERSION
+version=${1:-$KARPENTER_VERSION}
+case " $KARPENTER_TESTED_VERSIONS " in
+  *" $version "*) ;;
+  *) echo "karpenter: $version is not one of the tested releases ($KARPENTER_TESTED_VERSIONS)" >&2; exit 1 ;;
+esac
+sum_var=KARPENTER_$(echo "$version" | tr 'a-z.' 'A-Z_')_SUM
+expected_sum=${!sum_var:-}
 module=sigs.k8s.io/karpenter
 package=$module/kwok
 binary=karpenter
@@ -31,7 +39,7 @@ source "$here/../lib/log.sh"
 
 has_binary() { [[ -x "$1/$binary" && -d "$1/crds" ]]; }
 
-if [[ -n "${KSIM_KARPENTER_BIN_DIR:-}" ]]; then
+if [[ -n "${KSIM_KARPENTER_BIN_DIR:-}" && "$version" == "$KARPENTER_VERSION" ]]; then
   has_binary "$KSIM_KARPENTER_BIN_DIR" ||
     die "KSIM_KARPENTER_BIN_DIR=$KSIM_KARPENTER_BIN_DIR has no $binary binary and crds/ directory"
   echo "$KSIM_KARPENTER_BIN_DIR"
@@ -51,8 +59,8 @@ wrapper=$version_dir/wrapper
 rm -rf "$wrapper"
 mkdir -p "$wrapper"
 sum=$(cd "$wrapper" && go mod download -json "$module@$version" | sed -n 's/^\t"Sum": "\(.*\)",$/\1/p')
-[[ "$sum" == "$KARPENTER_SUM" ]] ||
-  die "$module@$version has hash ${sum:-<none>}, versions.env pins $KARPENTER_SUM"
+[[ -n "$expected_sum" && "$sum" == "$expected_sum" ]] ||
+  die "$module@$version has hash ${sum:-<none>}, versions.env pins ${expected_sum:-none} ($sum_var)"
 (cd "$wrapper" && go mod init ksim.local/karpenter >&2 && go get -tool "$package@$version" >&2) ||
   die "could not make the wrapper module for Karpenter $version"
 source_dir=$(cd "$wrapper" && go list -m -f '{{.Dir}}' "$module")

@@ -26,7 +26,8 @@ pub enum Error {
     MissingMetricsServer { path: PathBuf, version: String },
     #[error(
         "Karpenter {version} not found in {dir} (its karpenter binary and crds/): run \
-         deploy/karpenter/build.sh (or point KSIM_KARPENTER_BIN_DIR at a directory holding them)"
+         deploy/karpenter/build.sh {version} (or, for the pinned release, point \
+         KSIM_KARPENTER_BIN_DIR at a directory holding them)"
     )]
     MissingKarpenter { dir: PathBuf, version: String },
     #[error(

@@ -29,7 +29,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use ksim_nodes::karpenter::InstanceType;
 use kube::{Api, Client};
 
-use crate::{ControlPlane, Error, binaries::bin_dir, free_port, process::Process};
+use crate::{
+    ControlPlane, Error,
+    binaries::{bin_dir, cached_bin_dir},
+    free_port,
+    process::Process,
+};
 
 const VERSIONS_ENV: &str = include_str!("../../../deploy/karpenter/versions.env");
 const NAME: &str = "karpenter";
@@ -41,6 +46,13 @@ const POLL_INTERVAL: Duration = Duration::from_millis(250);
 const INSTANCE_TYPES_ENV: &str = "INSTANCE_TYPES_FILE_PATH";
 /// The instance-type file written into the control plane's directory.
 pub const INSTANCE_TYPES_FILE: &str = "karpenter-instance-types.json";
+
+/// The releases deploy/test.sh builds and the version tests run against, pinned release first.
+pub fn tested_karpenter_versions() -> Vec<&'static str> {
+    crate::binaries::pinned(VERSIONS_ENV, "KARPENTER_TESTED_VERSIONS")
+        .map(|versions| versions.split_whitespace().collect())
+        .unwrap_or_default()
+}
 
 /// The Karpenter release pinned in deploy/karpenter/versions.env, e.g. `v1.14.1`.
 pub fn karpenter_version() -> &'static str {
@@ -57,16 +69,31 @@ impl KarpenterBinary {
     /// `KSIM_KARPENTER_BIN_DIR` if set, otherwise the cache that build.sh fills for the
     /// pinned release.
     pub fn locate() -> Result<Self, Error> {
-        let dir = bin_dir(BIN_DIR_ENV, &format!("karpenter-{}", karpenter_version()))?;
-        Self::in_dir(&dir)
+        Self::locate_release(karpenter_version())
+    }
+
+    /// Release `version` (e.g. `v1.13.0`) as `deploy/karpenter/build.sh VERSION` caches it.
+    /// `KSIM_KARPENTER_BIN_DIR` stands in for the pinned release only.
+    pub fn locate_release(version: &str) -> Result<Self, Error> {
+        let cached = format!("karpenter-{version}");
+        let dir = if version == karpenter_version() {
+            bin_dir(BIN_DIR_ENV, &cached)?
+        } else {
+            cached_bin_dir(&cached)?
+        };
+        Self::in_release_dir(&dir, version)
     }
 
     /// `dir/karpenter` and `dir/crds/`, which must exist.
     pub fn in_dir(dir: &Path) -> Result<Self, Error> {
+        Self::in_release_dir(dir, karpenter_version())
+    }
+
+    fn in_release_dir(dir: &Path, version: &str) -> Result<Self, Error> {
         if !dir.join(NAME).is_file() || !dir.join(CRDS_DIR).is_dir() {
             return Err(Error::MissingKarpenter {
                 dir: dir.to_owned(),
-                version: karpenter_version().to_owned(),
+                version: version.to_owned(),
             });
         }
         Ok(Self {
@@ -322,6 +349,18 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn the_pinned_release_is_tested_first_and_every_tested_release_has_its_hash() {
+        let tested = tested_karpenter_versions();
+        assert_eq!(tested.first().copied(), Some(karpenter_version()));
+        assert!(tested.len() >= 2, "{tested:?}");
+        for version in tested {
+            let key = format!("KARPENTER_{}_SUM", version.to_uppercase().replace('.', "_"));
+            let sum = crate::binaries::pinned(VERSIONS_ENV, &key);
+            assert!(sum.is_some_and(|sum| sum.starts_with("h1:")), "{key}");
+        }
+    }
 
     #[test]
     fn the_pinned_release_is_a_version() {

@@ -13,7 +13,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_nodes::{karpenter::PRICE_LABEL, skeleton::NodeSkeleton};
-use ksim_testenv::{ControlPlane, Karpenter, wait};
+use ksim_testenv::{ControlPlane, Karpenter, KarpenterBinary, wait};
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, ListParams, PostParams},
@@ -187,11 +187,22 @@ async fn nodes_of_pool(client: &kube::Client, count: usize) -> Vec<Node> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_each() {
+    // On every tested release (docs/compatibility.md), pinned first.
+    let versions = ksim_testenv::karpenter::tested_karpenter_versions();
+    assert!(versions.len() >= 2, "{versions:?}");
+    for version in versions {
+        cheapest_types_on(version).await;
+    }
+}
+
+async fn cheapest_types_on(version: &str) {
     let control_plane = ControlPlane::builder().start().await.unwrap();
+    let binary = KarpenterBinary::locate_release(version).unwrap_or_else(|error| panic!("{error}"));
     let karpenter = Karpenter::builder(&control_plane)
+        .binary(binary)
         .start()
         .await
-        .unwrap_or_else(|error| panic!("{error}"));
+        .unwrap_or_else(|error| panic!("Karpenter {version}: {error}"));
     let client = control_plane.client();
     create_node_pool(&client).await;
 
@@ -206,7 +217,7 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
     assert_eq!(
         types,
         ["c-2x-amd64-linux", "m-2x-amd64-linux"],
-        "{}",
+        "Karpenter {version}: {}",
         karpenter.log_tail()
     );
 
@@ -229,7 +240,11 @@ async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_eac
         })
         .collect();
     node_types.sort();
-    assert_eq!(node_types, ["c-2x-amd64-linux", "m-2x-amd64-linux"]);
+    assert_eq!(
+        node_types,
+        ["c-2x-amd64-linux", "m-2x-amd64-linux"],
+        "Karpenter {version}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

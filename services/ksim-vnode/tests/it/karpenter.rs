@@ -18,7 +18,7 @@ use ipnet::Ipv4Net;
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease, core::v1::Node};
 use ksim_experiment::provisioning::{Delay, GroupProvisioning, NodeDelays};
 use ksim_nodes::node::{is_booting, is_ready};
-use ksim_testenv::{Karpenter, manifests, wait};
+use ksim_testenv::{Karpenter, KarpenterBinary, manifests, wait};
 use ksim_vnode::{config::PoolConfig, index::GroupSource};
 use kube::{
     Api, Client,
@@ -98,12 +98,21 @@ async fn create(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pool_plays_the_kubelet_for_karpenters_nodes_from_launch_to_consolidation() {
+    // On every tested release (docs/compatibility.md), pinned first.
+    for version in ksim_testenv::karpenter::tested_karpenter_versions() {
+        launch_to_consolidation_on(version).await;
+    }
+}
+
+async fn launch_to_consolidation_on(version: &str) {
     let env = control_plane().await;
     let client = env.client.clone();
+    let binary = KarpenterBinary::locate_release(version).unwrap_or_else(|error| panic!("{error}"));
     let karpenter = Karpenter::builder(&env.control_plane)
+        .binary(binary)
         .start()
         .await
-        .unwrap_or_else(|error| panic!("{error}"));
+        .unwrap_or_else(|error| panic!("Karpenter {version}: {error}"));
     manifests::apply(&client, NAMESPACE_YAML).await.unwrap();
     manifests::apply(&client, RBAC_YAML).await.unwrap();
     let as_pool = env
