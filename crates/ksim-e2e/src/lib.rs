@@ -95,13 +95,25 @@ pub static LOCAL_ENV_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_n
 /// A `ksim up --port-base` no other environment of this test run has (or a fixed port for a
 /// service a test starts alone, as the README walk's tracer): each base takes ten ports' room
 /// (an environment uses five from it, and five more 2100 above), counting up from 20000,
-/// under `ksim up`'s highest (30663) and the ephemeral range (32768 on).
+/// under `ksim up`'s highest (30663) and the ephemeral range (32768 on). A base whose ports
+/// something already listens on (another test run on this machine) is skipped.
 ///
 /// # Panics
 /// After a thousand environments in one run.
 pub fn port_base() -> u16 {
     static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(20_000);
-    let base = NEXT.fetch_add(10, std::sync::atomic::Ordering::Relaxed);
-    assert!(base < 30_000, "out of port bases");
-    base
+    loop {
+        let base = NEXT.fetch_add(10, std::sync::atomic::Ordering::Relaxed);
+        assert!(base < 30_000, "out of port bases");
+        if ports_free(base) {
+            return base;
+        }
+    }
+}
+
+/// Whether nothing listens on loopback on the ports an environment at `base` takes.
+fn ports_free(base: u16) -> bool {
+    (base..base + 5)
+        .chain(base + 2100..base + 2105)
+        .all(|port| std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_ok())
 }
