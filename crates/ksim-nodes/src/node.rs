@@ -255,23 +255,8 @@ pub fn node_status(skeleton: &NodeSkeleton, id: &NodeIdentity, now: Timestamp) -
     NodeStatus {
         capacity: Some(skeleton.capacity.clone()),
         allocatable: Some(skeleton.allocatable.clone()),
-        conditions: Some(node_conditions(now, now)),
-        addresses: Some(vec![
-            NodeAddress {
-                type_: "InternalIP".to_owned(),
-                address: id.internal_ip.to_string(),
-            },
-            NodeAddress {
-                type_: "Hostname".to_owned(),
-                address: id.name.clone(),
-            },
-        ]),
-        daemon_endpoints: Some(NodeDaemonEndpoints {
-            kubelet_endpoint: Some(DaemonEndpoint { port: KUBELET_PORT }),
-        }),
-        node_info: Some(node_info_for(&skeleton.node_info, &id.name)),
-        phase: Some("Running".to_owned()),
-        ..NodeStatus::default()
+        // A skeleton's system info has its defaults already; filling them again changes nothing.
+        ..kubelet_status(&skeleton.node_info, id, node_conditions(now, now))
     }
 }
 

@@ -583,19 +583,7 @@ impl Seen {
         {
             pod.triggered_at.get_or_insert_with(Instant::now);
         }
-        let Some(event_uid) = event.metadata.uid.clone() else {
-            return;
-        };
-        let count = event
-            .count
-            .into_iter()
-            .chain(event.series.as_ref().and_then(|s| s.count))
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        let count = u64::try_from(count).unwrap_or(1);
-        let counted = self.event_counts.insert(event_uid, count).unwrap_or(0);
-        let new = count.saturating_sub(counted);
+        let new = self.new_repeats(event);
         if new == 0 {
             return;
         }
@@ -633,8 +621,22 @@ impl Seen {
         let Some(group) = group.filter(|group| self.groups.contains(group)) else {
             return;
         };
+        let new = self.new_repeats(event);
+        if new > 0 {
+            self.node_disruptions.push(WaitReason {
+                source: source.to_owned(),
+                reason: why,
+                owner: group,
+                count: new,
+            });
+        }
+    }
+
+    /// The repeats of `event` not counted before (an event repeats by counting up, as
+    /// `count` or its series' count); 0 for an event without a uid.
+    fn new_repeats(&mut self, event: &Event) -> u64 {
         let Some(event_uid) = event.metadata.uid.clone() else {
-            return;
+            return 0;
         };
         let count = event
             .count
@@ -645,15 +647,7 @@ impl Seen {
             .max(1);
         let count = u64::try_from(count).unwrap_or(1);
         let counted = self.event_counts.insert(event_uid, count).unwrap_or(0);
-        let new = count.saturating_sub(counted);
-        if new > 0 {
-            self.node_disruptions.push(WaitReason {
-                source: source.to_owned(),
-                reason: why,
-                owner: group,
-                count: new,
-            });
-        }
+        count.saturating_sub(counted)
     }
 
     fn count_waits(

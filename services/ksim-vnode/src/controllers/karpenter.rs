@@ -22,7 +22,7 @@ use kube::{
 };
 use tokio::{sync::Notify, task::JoinSet};
 
-use super::Context;
+use super::{Context, notify_on_change};
 use crate::{
     domain::{
         karpenter::nodepool_of,
@@ -59,7 +59,8 @@ pub async fn run(ctx: Context) {
     let pools = pool_writer.as_reader();
     let changed = Arc::new(Notify::new());
     let mut watches = JoinSet::new();
-    watches.spawn(drive(
+    watches.spawn(notify_on_change(
+        "Karpenter's nodes",
         watcher(
             Api::<Node>::all(ctx.client.clone()),
             watcher::Config::default().labels(KARPENTER_NODEPOOL_LABEL),
@@ -70,7 +71,8 @@ pub async fn run(ctx: Context) {
     ));
     // Only for the NodePools' provisioning models: until it lists (or without Karpenter's
     // CRDs) nodes are still taken, without delays.
-    watches.spawn(drive(
+    watches.spawn(notify_on_change(
+        "NodePools",
         watcher(
             Api::<DynamicObject>::all_with(ctx.client.clone(), &nodepools()),
             watcher::Config::default(),
@@ -86,20 +88,6 @@ pub async fn run(ctx: Context) {
     loop {
         sync(&ctx, &nodes, &pools).await;
         let _ = tokio::time::timeout(RESYNC, changed.notified()).await;
-    }
-}
-
-async fn drive<S, T, E>(events: S, changed: Arc<Notify>)
-where
-    S: futures::Stream<Item = Result<T, E>>,
-    E: std::fmt::Display,
-{
-    let mut events = std::pin::pin!(events);
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(_) => changed.notify_one(),
-            Err(error) => tracing::warn!(%error, "Karpenter watch failed; retrying"),
-        }
     }
 }
 

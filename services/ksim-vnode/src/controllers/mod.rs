@@ -45,6 +45,23 @@ impl std::fmt::Debug for Context {
     }
 }
 
+/// Drives a reflecting watch, waking `changed` at each event; an error is logged, naming
+/// `what` is watched, and the watch retries by its own backoff.
+pub(crate) async fn notify_on_change<S, T, E>(what: &'static str, events: S, changed: Arc<Notify>)
+where
+    S: futures::Stream<Item = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    use futures::StreamExt;
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(_) => changed.notify_one(),
+            Err(error) => tracing::warn!(%error, watch = what, "watch failed; retrying"),
+        }
+    }
+}
+
 impl Context {
     /// The index, also after a panic elsewhere poisoned the lock: its data stays consistent
     /// because no method leaves it half-updated.

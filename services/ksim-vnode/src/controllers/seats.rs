@@ -7,7 +7,6 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use futures::StreamExt;
 use k8s_openapi::{
     api::{apps::v1::Deployment, core::v1::Pod},
     jiff::Timestamp,
@@ -23,7 +22,7 @@ use kube::{
 };
 use tokio::{sync::Notify, task::JoinSet};
 
-use super::Context;
+use super::{Context, notify_on_change};
 use crate::{
     domain::{
         labels::GROUP_LABEL,
@@ -46,7 +45,8 @@ pub async fn run(ctx: Context) {
     // The watches run in tasks of their own so the stores fill while this loop waits; the
     // JoinSet aborts them when this controller is aborted.
     let mut watches = JoinSet::new();
-    watches.spawn(drive(
+    watches.spawn(notify_on_change(
+        "seat Deployments",
         watcher(
             Api::<Deployment>::all(client.clone()),
             watcher::Config::default().labels(GROUP_LABEL),
@@ -55,7 +55,8 @@ pub async fn run(ctx: Context) {
         .reflect(deployment_writer),
         changed.clone(),
     ));
-    watches.spawn(drive(
+    watches.spawn(notify_on_change(
+        "seats",
         watcher(
             Api::<Pod>::all(client),
             watcher::Config::default().labels(GROUP_LABEL),
@@ -75,20 +76,6 @@ pub async fn run(ctx: Context) {
         sync_groups(&ctx, &deployments, &seats, &skeletons, &warned).await;
         // A notification that came during the sync is kept as a permit, so none is lost.
         changed.notified().await;
-    }
-}
-
-async fn drive<S, T, E>(events: S, changed: Arc<Notify>)
-where
-    S: futures::Stream<Item = Result<T, E>>,
-    E: std::fmt::Display,
-{
-    let mut events = std::pin::pin!(events);
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(_) => changed.notify_one(),
-            Err(error) => tracing::warn!(%error, "node group watch failed; retrying"),
-        }
     }
 }
 
