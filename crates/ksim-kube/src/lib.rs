@@ -7,6 +7,7 @@ pub mod aggregation;
 mod args;
 mod connect;
 mod errors;
+pub mod karpenter;
 pub mod skeletons;
 
 pub use args::KubeArgs;

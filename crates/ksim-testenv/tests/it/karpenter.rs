@@ -13,7 +13,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_nodes::{karpenter::PRICE_LABEL, skeleton::NodeSkeleton};
-use ksim_testenv::{ControlPlane, Karpenter, KarpenterBinary, wait};
+use ksim_testenv::{ControlPlane, Karpenter, KarpenterBinary, manifests, wait};
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, ListParams, PostParams},
@@ -31,28 +31,6 @@ fn nodeclaims() -> ApiResource {
         kind: "NodeClaim".into(),
         plural: "nodeclaims".into(),
     }
-}
-
-async fn create(
-    client: &kube::Client,
-    api_version: &str,
-    kind: &str,
-    plural: &str,
-    body: serde_json::Value,
-) {
-    let (group, version) = api_version.split_once('/').unwrap();
-    let resource = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: api_version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    let object: DynamicObject = serde_json::from_value(body).unwrap();
-    Api::<DynamicObject>::all_with(client.clone(), &resource)
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap_or_else(|error| panic!("creating {kind}: {error}"));
 }
 
 fn pod(name: &str, cpu: &str, memory: &str) -> Pod {
@@ -114,21 +92,15 @@ fn instance_type(object: &DynamicObject) -> String {
 
 /// The KWOKNodeClass and one NodePool of on-demand linux/amd64 types.
 async fn create_node_pool(client: &kube::Client) {
-    create(
+    manifests::apply(
         client,
-        "karpenter.kwok.sh/v1alpha1",
-        "KWOKNodeClass",
-        "kwoknodeclasses",
-        json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
-            "metadata": {"name": "default"}, "spec": {}}),
+        &json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+            "metadata": {"name": "default"}, "spec": {}})
+        .to_string(),
     )
-    .await;
-    create(
-        client,
-        "karpenter.sh/v1",
-        "NodePool",
-        "nodepools",
-        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+    .await
+    .unwrap();
+    manifests::apply(client, &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
             "metadata": {"name": "default"},
             "spec": {"template": {"spec": {
                 "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
@@ -136,9 +108,9 @@ async fn create_node_pool(client: &kube::Client) {
                     {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                     {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-                ]}}}}),
-    )
-    .await;
+                ]}}}}).to_string())
+    .await
+    .unwrap();
 }
 
 /// Creates each pod (name, cpu, memory) in turn and returns the NodeClaim it brought, the one

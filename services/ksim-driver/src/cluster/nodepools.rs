@@ -6,23 +6,13 @@
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, ListParams, PostParams},
+    api::{DynamicObject, ListParams, PostParams},
 };
 
-use crate::domain::nodepool::{API_VERSION, KIND};
+use ksim_kube::karpenter::nodepools as resource;
+use ksim_nodes::labels::KARPENTER_NODEPOOL_LABEL as NODEPOOL_LABEL;
 
-/// Karpenter's label naming a node's NodePool.
-const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
-
-fn resource() -> ApiResource {
-    ApiResource {
-        group: "karpenter.sh".into(),
-        version: "v1".into(),
-        api_version: API_VERSION.into(),
-        kind: KIND.into(),
-        plural: "nodepools".into(),
-    }
-}
+use crate::domain::nodepool::API_VERSION;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodePoolError {

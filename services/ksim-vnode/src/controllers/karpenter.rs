@@ -11,9 +11,10 @@ use k8s_openapi::{
     api::core::v1::{Node, Taint},
     jiff::Timestamp,
 };
+use ksim_kube::karpenter::nodepools;
 use kube::{
     Api, ResourceExt,
-    api::{ApiResource, DynamicObject},
+    api::DynamicObject,
     runtime::{
         WatchStreamExt,
         reflector::{self, Store},
@@ -42,16 +43,6 @@ const RESYNC: Duration = Duration::from_secs(5);
 /// written with the claim of a booting node, so no pod is bound to it before its status says
 /// it is booting (Karpenter's node has no conditions until then).
 const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
-
-pub fn nodepools() -> ApiResource {
-    ApiResource {
-        group: "karpenter.sh".into(),
-        version: "v1".into(),
-        api_version: "karpenter.sh/v1".into(),
-        kind: "NodePool".into(),
-        plural: "nodepools".into(),
-    }
-}
 
 pub async fn run(ctx: Context) {
     let (nodes, node_writer) = reflector::store::<Node>();

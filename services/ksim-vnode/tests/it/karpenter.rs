@@ -22,7 +22,7 @@ use ksim_testenv::{Karpenter, KarpenterBinary, manifests, wait};
 use ksim_vnode::{config::PoolConfig, index::GroupSource};
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
@@ -72,28 +72,6 @@ fn record(client: &Client) -> (Lives, tokio::task::JoinHandle<()>) {
         }
     });
     (lives, task)
-}
-
-async fn create(
-    client: &Client,
-    api_version: &str,
-    kind: &str,
-    plural: &str,
-    body: serde_json::Value,
-) {
-    let (group, version) = api_version.split_once('/').unwrap();
-    let resource = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: api_version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    let object: DynamicObject = serde_json::from_value(body).unwrap();
-    Api::<DynamicObject>::all_with(client.clone(), &resource)
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap_or_else(|error| panic!("creating {kind}: {error}"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -146,21 +124,15 @@ async fn launch_to_consolidation_on(version: &str) {
             termination: Delay::Fixed(Duration::ZERO),
         },
     };
-    create(
+    manifests::apply(
         &client,
-        "karpenter.kwok.sh/v1alpha1",
-        "KWOKNodeClass",
-        "kwoknodeclasses",
-        json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
-            "metadata": {"name": "default"}, "spec": {}}),
+        &json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+            "metadata": {"name": "default"}, "spec": {}})
+        .to_string(),
     )
-    .await;
-    create(
-        &client,
-        "karpenter.sh/v1",
-        "NodePool",
-        "nodepools",
-        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+    .await
+    .unwrap();
+    manifests::apply(&client, &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
             "metadata": {"name": "default",
                 "annotations": {"ksim.io/provisioning": model.to_json()}},
             "spec": {
@@ -172,9 +144,9 @@ async fn launch_to_consolidation_on(version: &str) {
                     {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                     {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
-                ]}}}}),
-    )
-    .await;
+                ]}}}}).to_string())
+    .await
+    .unwrap();
 
     let deployment: Deployment = serde_json::from_value(json!({
         "metadata": { "name": "web" },
