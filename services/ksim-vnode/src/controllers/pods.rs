@@ -296,6 +296,18 @@ async fn reconcile_unsettled(
                 .assign_pod_ip(&key, uid(pod), node, is_host_network(pod));
             match assigned {
                 Ok(ip) => {
+                    // Running for the pool before anyone can read it so, as a kubelet knows
+                    // its containers started before it reports them: usage sent for a pod
+                    // seen Running is never refused as not running. A failed write is retried
+                    // with the same IP and phase.
+                    ctx.index().observe_pod(
+                        &key,
+                        uid(pod),
+                        node,
+                        Some(ip),
+                        PodPhase::Running,
+                        bound.limits.clone(),
+                    );
                     ctx.pods
                         .write_status(pod, &running_status(pod, node_ip, ip, now))
                         .await
@@ -307,14 +319,6 @@ async fn reconcile_unsettled(
                             .observe(due.delay().as_secs_f64());
                         starts.lock().forget_pod(&key);
                     }
-                    ctx.index().observe_pod(
-                        &key,
-                        uid(pod),
-                        node,
-                        Some(ip),
-                        PodPhase::Running,
-                        bound.limits.clone(),
-                    );
                     // The Running pod comes back through the watch to schedule its end.
                     Ok(Next::AwaitChange)
                 }

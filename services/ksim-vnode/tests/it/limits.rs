@@ -184,6 +184,8 @@ async fn a_node_short_of_memory_evicts_the_pod_over_its_request() {
         )
         .await
         .unwrap();
+    // Both were Running for the pool as soon as anyone could see them so.
+    assert_eq!((applied.applied, applied.not_running), (2, 0));
     assert!(applied.evicted.is_empty(), "{:?}", applied.evicted);
 
     // 16 GiB used of 16 GiB: greedy, 9 GiB above its request, goes; modest, within its
