@@ -16,8 +16,9 @@ pub fn causes(changes: &[&NodeChange]) -> Vec<NodeChangeCause> {
         .iter()
         .map(|change| match change.owner {
             Some(GroupOwner::Pool) => NodeChangeCause::Pool,
-            // Seats, or a node without the label: the autoscaler's, as reports always said.
-            Some(GroupOwner::Seats) | None => NodeChangeCause::Autoscaler,
+            // Seats, Karpenter's, or a node without the label: the autoscaler's, as reports
+            // always said.
+            Some(GroupOwner::Seats | GroupOwner::Karpenter) | None => NodeChangeCause::Autoscaler,
         })
         .collect();
     // Per node: where it was last removed, until it comes back.

@@ -46,7 +46,7 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
     for bucket in timeline {
         for (name, count) in &bucket.nodes {
             if let Some(group) = groups.get_mut(name) {
-                group.node_hours += count.nodes as f64 * hours_per_bucket;
+                group.node_hours += (count.nodes + count.launching) as f64 * hours_per_bucket;
             }
             let cost = own_priced.entry(name).or_insert(Some(0.0));
             *cost = match *cost {
@@ -249,6 +249,15 @@ mod tests {
         assert!((costs.cpu_requested_mean - 0.5).abs() < 1e-9);
         assert!((costs.cpu_requested_peak - 0.75).abs() < 1e-9);
         assert_eq!(costs.memory_requested_peak, 0.0);
+
+        // A seat CA asked for is billed while its node boots: one more m5 in the first bucket.
+        let mut booting = timeline.clone();
+        if let Some(m5) = booting[0].nodes.get_mut("m5") {
+            m5.launching = 1;
+        }
+        let costs = super::costs(&obs, &booting, 1_800_000);
+        assert!((costs.groups[1].node_hours - 2.0).abs() < 1e-9, "{costs:?}");
+        assert!((costs.groups[1].cost.unwrap() - 0.192).abs() < 1e-9);
     }
 
     #[test]
@@ -261,6 +270,7 @@ mod tests {
                     ready: nodes,
                     priced: nodes,
                     price_micros_per_hour: micros,
+                    launching: 0,
                 },
             )]),
             ..Bucket::default()

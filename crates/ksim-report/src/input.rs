@@ -233,6 +233,11 @@ pub struct NodeCount {
     pub priced: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub price_micros_per_hour: u64,
+    /// Instances asked for whose Node has not registered yet (a seat cluster-autoscaler added,
+    /// booting by the provisioning model): a cloud bills an instance from its launch, so they
+    /// count in node-hours, as Karpenter's nodes do from theirs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub launching: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -285,6 +290,9 @@ pub enum GroupOwner {
     Pool,
     /// A seat Deployment, resized by cluster-autoscaler through the cloud provider.
     Seats,
+    /// A Karpenter NodePool (`karpenter.sh/nodepool`): Karpenter launches and removes its
+    /// nodes one by one.
+    Karpenter,
 }
 
 /// Whether a node joined or left.

@@ -21,10 +21,10 @@ use k8s_openapi::api::{
 use ksim_nodes::{
     karpenter::PRICE_LABEL as KARPENTER_PRICE_LABEL,
     labels::{
-        GROUP_LABEL, INSTANCE_TYPE_LABEL, OWNER_LABEL, OWNER_POOL, OWNER_SEATS, TRUE_VALUE,
-        VIRTUAL_LABEL,
+        GROUP_LABEL, INSTANCE_TYPE_LABEL, KARPENTER_NODEPOOL_LABEL, OWNER_LABEL, OWNER_POOL,
+        OWNER_SEATS, TRUE_VALUE, VIRTUAL_LABEL,
     },
-    node::takes_pods,
+    node::{is_shutting_down, takes_pods},
     skeleton::quantity_value,
 };
 use kube::{
@@ -105,6 +105,8 @@ struct NodeSeen {
     instance_type: String,
     /// Its own price per hour in millionths, when it carries one (Karpenter's nodes).
     price_micros: Option<u64>,
+    /// Removed from its group, lingering by the provisioning model until it goes.
+    shutting_down: bool,
 }
 
 #[derive(Debug)]
@@ -239,55 +241,7 @@ impl Observer {
     }
 
     pub fn sample(&self) -> Sample {
-        let seen = self.lock();
-        let mut nodes: BTreeMap<String, NodeCount> = seen
-            .groups
-            .iter()
-            .map(|group| (group.clone(), NodeCount::default()))
-            .collect();
-        let mut usage = Usage::default();
-        for node in seen.nodes.values() {
-            if let Some(count) = nodes.get_mut(&node.group) {
-                count.nodes += 1;
-                count.ready += u64::from(node.ready);
-                if let Some(price) = node.price_micros {
-                    count.priced += 1;
-                    count.price_micros_per_hour += price;
-                }
-                usage.allocatable_cpu_millis += node.allocatable.cpu_millis;
-                usage.allocatable_memory_bytes += node.allocatable.memory_bytes;
-            }
-        }
-        let mut pods = PodCounts::default();
-        let mut unscheduled = 0;
-        for pod in seen.pods.values() {
-            let on_our_node = pod
-                .node
-                .as_ref()
-                .and_then(|name| seen.nodes.get(name))
-                .is_some_and(|node| seen.groups.contains(&node.group));
-            if on_our_node && matches!(pod.phase.as_str(), "Pending" | "Running") {
-                usage.requested_cpu_millis += pod.requests.cpu_millis;
-                usage.requested_memory_bytes += pod.requests.memory_bytes;
-            }
-            match pod.phase.as_str() {
-                "Running" => pods.running += 1,
-                "Succeeded" => pods.succeeded += 1,
-                "Failed" => pods.failed += 1,
-                "Unknown" => pods.unknown += 1,
-                _ => {
-                    pods.pending += 1;
-                    unscheduled += u64::from(pod.node.is_none());
-                }
-            }
-        }
-        Sample {
-            offset: Instant::now().saturating_duration_since(seen.origin),
-            nodes,
-            pods,
-            unscheduled,
-            usage,
-        }
+        self.lock().sample()
     }
 
     /// Pods that never ran: those deleted first, and those still waiting now.
@@ -448,6 +402,69 @@ async fn watch<K>(
 }
 
 impl Seen {
+    /// The groups' nodes and the simulation's pods now.
+    fn sample(&self) -> Sample {
+        let mut nodes: BTreeMap<String, NodeCount> = self
+            .groups
+            .iter()
+            .map(|group| (group.clone(), NodeCount::default()))
+            .collect();
+        let mut usage = Usage::default();
+        // Per seat group, its nodes not shutting down: the seats' that registered.
+        let mut live: HashMap<&str, i32> = HashMap::new();
+        for node in self.nodes.values() {
+            if let Some(count) = nodes.get_mut(&node.group) {
+                if !node.shutting_down {
+                    *live.entry(node.group.as_str()).or_default() += 1;
+                }
+                count.nodes += 1;
+                count.ready += u64::from(node.ready);
+                if let Some(price) = node.price_micros {
+                    count.priced += 1;
+                    count.price_micros_per_hour += price;
+                }
+                usage.allocatable_cpu_millis += node.allocatable.cpu_millis;
+                usage.allocatable_memory_bytes += node.allocatable.memory_bytes;
+            }
+        }
+        for (group, replicas) in &self.seat_replicas {
+            if let Some(count) = nodes.get_mut(group) {
+                let registered = live.get(group.as_str()).copied().unwrap_or(0);
+                count.launching = u64::try_from(replicas - registered).unwrap_or(0);
+            }
+        }
+        let mut pods = PodCounts::default();
+        let mut unscheduled = 0;
+        for pod in self.pods.values() {
+            let on_our_node = pod
+                .node
+                .as_ref()
+                .and_then(|name| self.nodes.get(name))
+                .is_some_and(|node| self.groups.contains(&node.group));
+            if on_our_node && matches!(pod.phase.as_str(), "Pending" | "Running") {
+                usage.requested_cpu_millis += pod.requests.cpu_millis;
+                usage.requested_memory_bytes += pod.requests.memory_bytes;
+            }
+            match pod.phase.as_str() {
+                "Running" => pods.running += 1,
+                "Succeeded" => pods.succeeded += 1,
+                "Failed" => pods.failed += 1,
+                "Unknown" => pods.unknown += 1,
+                _ => {
+                    pods.pending += 1;
+                    unscheduled += u64::from(pod.node.is_none());
+                }
+            }
+        }
+        Sample {
+            offset: Instant::now().saturating_duration_since(self.origin),
+            nodes,
+            pods,
+            unscheduled,
+            usage,
+        }
+    }
+
     fn new(groups: BTreeSet<String>, starts: Option<mpsc::UnboundedSender<PodChange>>) -> Self {
         Self {
             origin: Instant::now(),
@@ -680,6 +697,9 @@ impl Seen {
         {
             Some(OWNER_POOL) => Some(GroupOwner::Pool),
             Some(OWNER_SEATS) => Some(GroupOwner::Seats),
+            _ if labels.is_some_and(|labels| labels.contains_key(KARPENTER_NODEPOOL_LABEL)) => {
+                Some(GroupOwner::Karpenter)
+            }
             _ => None,
         };
         match group {
@@ -719,6 +739,7 @@ impl Seen {
                     joined_at,
                     instance_type,
                     price_micros,
+                    shutting_down: is_shutting_down(node),
                 };
                 self.nodes.insert(name, seen);
             }
@@ -778,8 +799,21 @@ impl Seen {
         if !self.replaying || !self.groups.contains(group) {
             return;
         }
+        let offset = Instant::now().saturating_duration_since(self.origin);
+        // Each node Karpenter launches or removes is one of its decisions, as a seat
+        // Deployment's resize is one of CA's: the two compare side by side.
+        if owner == Some(GroupOwner::Karpenter) {
+            self.scale_events.push(ScaleEvent {
+                offset,
+                group: group.to_owned(),
+                delta: match kind {
+                    NodeChangeKind::Added => 1,
+                    NodeChangeKind::Removed => -1,
+                },
+            });
+        }
         self.node_changes.push(NodeChange {
-            offset: Instant::now().saturating_duration_since(self.origin),
+            offset,
             group: group.to_owned(),
             node: node.to_owned(),
             kind,
@@ -925,6 +959,89 @@ mod tests {
                     Some(GroupOwner::Seats)
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn seats_whose_nodes_have_not_registered_are_launching_and_shutting_down_nodes_are_not_seats() {
+        use k8s_openapi::api::{
+            apps::v1::{Deployment, DeploymentSpec},
+            core::v1::{NodeCondition, NodeStatus},
+        };
+        let seats = |replicas| Deployment {
+            metadata: ObjectMeta {
+                labels: Some([(GROUP_LABEL.to_owned(), "m5".to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(DeploymentSpec {
+                replicas: Some(replicas),
+                ..DeploymentSpec::default()
+            }),
+            ..Deployment::default()
+        };
+        let mut seen = seen(&["m5", "fixed"]);
+        seen.seat(&seats(2), true);
+        seen.node(&node("m5-a", "m5"), true);
+        seen.node(&node("m5-b", "m5"), true);
+        seen.node(&node("fixed-0", "fixed"), true);
+        seen.replaying = true;
+        let launching = |seen: &Seen| {
+            let sample = seen.sample();
+            (
+                sample.nodes["m5"].launching,
+                sample.nodes["fixed"].launching,
+            )
+        };
+        assert_eq!(launching(&seen), (0, 0));
+        // CA asks for two more seats; their nodes are booting, not registered.
+        seen.seat(&seats(4), true);
+        assert_eq!(launching(&seen), (2, 0));
+        // One registers; then CA removes a seat whose node lingers shutting down.
+        seen.node(&node("m5-c", "m5"), true);
+        assert_eq!(launching(&seen), (1, 0));
+        let mut lingering = node("m5-a", "m5");
+        lingering.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: Some(ksim_nodes::node::SHUTTING_DOWN_REASON.into()),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        });
+        seen.seat(&seats(3), true);
+        seen.node(&lingering, true);
+        let sample = seen.sample();
+        assert_eq!(
+            (sample.nodes["m5"].nodes, sample.nodes["m5"].launching),
+            (3, 1)
+        );
+    }
+
+    #[test]
+    fn each_node_karpenter_launches_or_removes_is_a_scale_event_of_its_nodepool() {
+        let launched = |name: &str| {
+            let mut node = node(name, "general");
+            if let Some(labels) = node.metadata.labels.as_mut() {
+                labels.insert(KARPENTER_NODEPOOL_LABEL.to_owned(), "general".to_owned());
+            }
+            node
+        };
+        let mut seen = seen(&["general"]);
+        seen.replaying = true;
+        seen.node(&launched("kwok-general-a"), true);
+        seen.node(&launched("kwok-general-b"), true);
+        seen.node(&launched("kwok-general-a"), false);
+        let deltas: Vec<(&str, i64)> = seen
+            .scale_events
+            .iter()
+            .map(|event| (event.group.as_str(), event.delta))
+            .collect();
+        assert_eq!(deltas, [("general", 1), ("general", 1), ("general", -1)]);
+        assert!(
+            seen.node_changes
+                .iter()
+                .all(|change| change.owner == Some(GroupOwner::Karpenter))
         );
     }
 
