@@ -18,7 +18,7 @@ pub struct Experiment {
     /// Runs of each variant; default 1.
     #[serde(default = "one_run")]
     pub repeats: u32,
-    /// Whether cluster-autoscaler resizes the `autoscalerGroups`.
+    /// Whether cluster-autoscaler resizes the `autoscalerGroups` (a variant may say otherwise).
     #[serde(default)]
     pub autoscaler: bool,
     /// Fixed-size groups as `ksim run --node-group` takes them (`NAME=SKELETON.yaml:COUNT`).
@@ -52,6 +52,9 @@ pub struct Variant {
     pub name: String,
     /// A KubeSchedulerConfiguration file, as `ksim run --scheduler-config`.
     pub scheduler_config: Option<String>,
+    /// Replaces the experiment's `autoscaler`: a variant of cluster-autoscaler beside one of
+    /// Karpenter's `nodePools` (one node autoscaler a run) compares the two on one trace.
+    pub autoscaler: Option<bool>,
     /// CA flags as `--autoscaler-arg FLAG=VALUE`.
     #[serde(default)]
     pub autoscaler_args: Vec<String>,
@@ -97,6 +100,16 @@ impl Variant {
     /// Who decides replica counts in `experiment` (`None`: the trace's default).
     pub fn replicas_in(&self, experiment: &Experiment) -> Option<Replicas> {
         self.replicas.or(experiment.replicas)
+    }
+
+    /// Whether cluster-autoscaler runs in it in `experiment`.
+    pub fn autoscaler_in(&self, experiment: &Experiment) -> bool {
+        self.autoscaler.unwrap_or(experiment.autoscaler)
+    }
+
+    /// Karpenter's NodePool files of it in `experiment`.
+    pub fn node_pools_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
+        self.node_pools.as_deref().unwrap_or(&experiment.node_pools)
     }
 
     /// The speed it runs at in `experiment`.
@@ -167,9 +180,18 @@ impl Experiment {
             if !names.insert(variant.name.as_str()) {
                 return Err(invalid(format!("variant {} is named twice", variant.name)));
             }
-            if !experiment.autoscaler && !variant.autoscaler_args.is_empty() {
+            let autoscaler = variant.autoscaler_in(&experiment);
+            if !autoscaler && !variant.autoscaler_args.is_empty() {
                 return Err(invalid(format!(
                     "variant {}: autoscalerArgs need autoscaler: true",
+                    variant.name
+                )));
+            }
+            if autoscaler && !variant.node_pools_in(&experiment).is_empty() {
+                return Err(invalid(format!(
+                    "variant {}: autoscaler and nodePools: a run has one node autoscaler, \
+                     cluster-autoscaler or Karpenter (set autoscaler: false in the variant of \
+                     NodePools)",
                     variant.name
                 )));
             }
@@ -236,6 +258,31 @@ variants:
     }
 
     #[test]
+    fn a_variant_of_karpenter_beside_one_of_cluster_autoscaler() {
+        let experiment = Experiment::parse(
+            "e.yaml",
+            "\
+trace: demo.ktrace
+autoscaler: true
+autoscalerGroups: [\"m5=m5.yaml:0:6:0\"]
+variants:
+- name: ca
+- name: karpenter
+  autoscaler: false
+  nodePools: [general.yaml]
+",
+        )
+        .unwrap();
+        let [ca, karpenter] = &experiment.variants[..] else {
+            panic!("two variants")
+        };
+        assert!(ca.autoscaler_in(&experiment));
+        assert!(ca.node_pools_in(&experiment).is_empty());
+        assert!(!karpenter.autoscaler_in(&experiment));
+        assert_eq!(karpenter.node_pools_in(&experiment), ["general.yaml"]);
+    }
+
+    #[test]
     fn mistakes_are_named() {
         let cases = [
             (format!("{FILE}colour: red\n"), "unknown field `colour`"),
@@ -257,6 +304,13 @@ variants:
             (
                 FILE.replace("autoscaler: true", "autoscaler: false"),
                 "autoscalerArgs need autoscaler: true",
+            ),
+            (
+                FILE.replace(
+                    "- name: packed\n",
+                    "- name: packed\n  nodePools: [np.yaml]\n",
+                ),
+                "variant packed: autoscaler and nodePools",
             ),
             ("trace: t\nvariants: []\n".to_owned(), "at least one"),
             (

@@ -301,7 +301,10 @@ pub struct GroupCost {
     /// `None`: the cloud provider has no price for its instance type.
     pub price_per_hour: Option<f64>,
     pub cost: Option<f64>,
+    /// Nodes the autoscaler asked for: cluster-autoscaler's seat resizes, or the nodes
+    /// Karpenter launched for a NodePool.
     pub scale_ups: u64,
+    /// Nodes it gave back, likewise.
     pub scale_downs: u64,
     /// Nodes that joined during the replay, by instance type: a Karpenter NodePool's choices.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -348,6 +351,10 @@ pub struct Configuration {
     /// empty unless the run's HPAs decided replica counts, and in reports from before them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub controller_manager_flags: Vec<ControllerManagerFlag>,
+    /// Karpenter's release when it ran as the node autoscaler (its own defaults, the run's
+    /// NodePools); `None`: it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub karpenter: Option<String>,
 }
 
 /// A kube-controller-manager flag as given (its default, in recorded time) and as run.

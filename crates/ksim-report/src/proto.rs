@@ -296,6 +296,9 @@ impl Configuration {
                     as_run: f.as_run.clone(),
                 })
                 .collect(),
+            karpenter: self.karpenter.as_ref().map(|version| env::KarpenterRun {
+                version: version.clone(),
+            }),
         }
     }
 
@@ -354,6 +357,7 @@ impl Configuration {
                     as_run: f.as_run.clone(),
                 })
                 .collect(),
+            karpenter: applied.karpenter.as_ref().map(|run| run.version.clone()),
         }
     }
 }

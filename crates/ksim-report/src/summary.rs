@@ -724,6 +724,12 @@ pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<Str
         };
         lines.push(format!("{label:19}{}={value}", flag.name));
     }
+    if let Some(karpenter) = &configuration.karpenter {
+        lines.push(format!(
+            "node autoscaler:   Karpenter {} (its own defaults, the run's NodePools)",
+            karpenter.version
+        ));
+    }
     if !configuration.autoscaler {
         return lines;
     }
@@ -1421,6 +1427,7 @@ mod tests {
                     as_run: "30s".into(),
                 },
             ],
+            karpenter: None,
         };
         assert_eq!(
             configuration_lines(&configuration),
@@ -1465,6 +1472,19 @@ mod tests {
         assert_eq!(
             configuration_lines(&defaults),
             ["scheduler:         its defaults"]
+        );
+        let karpenter = env::AppliedConfiguration {
+            karpenter: Some(env::KarpenterRun {
+                version: "v1.14.1".into(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            configuration_lines(&karpenter),
+            [
+                "scheduler:         its defaults",
+                "node autoscaler:   Karpenter v1.14.1 (its own defaults, the run's NodePools)",
+            ]
         );
         // Workload autoscaling without CA, at 1x: the HPA flags all the same.
         let hpa_only = env::AppliedConfiguration {

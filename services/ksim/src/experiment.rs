@@ -186,9 +186,7 @@ fn run_args(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let nodepools = variant
-        .node_pools
-        .as_ref()
-        .unwrap_or(&experiment.node_pools)
+        .node_pools_in(experiment)
         .iter()
         .map(|file| path(file))
         .collect();
@@ -204,7 +202,7 @@ fn run_args(
         on_error: OnError::Continue,
         node_groups,
         autoscaler_groups,
-        autoscaler: experiment.autoscaler,
+        autoscaler: variant.autoscaler_in(experiment),
         nodepools,
         scheduler_config: variant.scheduler_config.as_deref().map(path),
         provider_config: variant.provider_config.as_deref().map(path),

@@ -127,7 +127,7 @@ pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
             log.display()
         )?;
     }
-    if let Some((pid, metrics_url, log)) = env.karpenter() {
+    if let Some((pid, metrics_url, log)) = env.karpenter().await {
         writeln!(
             out,
             "  {:<10} {}  pid {pid}  (metrics {metrics_url}/metrics, log {})",

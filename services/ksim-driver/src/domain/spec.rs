@@ -92,6 +92,11 @@ impl NodeGroup {
         }
     }
 
+    /// A NodePool: Karpenter launches its nodes.
+    pub fn is_karpenter(&self) -> bool {
+        matches!(self, Self::Karpenter { .. })
+    }
+
     /// Nodes the group has when the replay starts.
     pub fn initial_nodes(&self) -> i32 {
         match self {
@@ -215,6 +220,13 @@ impl SimulationSpec {
                 "needs at least one deployment node group for cluster-autoscaler to resize",
             ));
         }
+        if spec.enable_autoscaler && node_groups.iter().any(NodeGroup::is_karpenter) {
+            return Err(invalid(
+                "spec.enable_autoscaler",
+                "a simulation runs one node autoscaler: cluster-autoscaler (enable_autoscaler) \
+                 or Karpenter (karpenter node groups), not both",
+            ));
+        }
         let provisioning = spec
             .provisioning
             .as_ref()
@@ -253,6 +265,7 @@ impl SimulationSpec {
             speed: self.speed,
             autoscaler: self.enable_autoscaler,
             workload_autoscaling,
+            karpenter: self.node_groups.iter().any(NodeGroup::is_karpenter),
         }
     }
 }
@@ -429,6 +442,20 @@ mod tests {
         }
     }
 
+    fn deployment_group(name: &str) -> pb::NodeGroupSpec {
+        pb::NodeGroupSpec {
+            kind: Some(pb::node_group_spec::Kind::Deployment(
+                pb::DeploymentNodeGroup {
+                    name: name.to_owned(),
+                    node_skeleton_yaml: SKELETON.to_owned(),
+                    min_size: 0,
+                    max_size: 3,
+                    initial_size: 0,
+                },
+            )),
+        }
+    }
+
     fn error(spec: pb::SimulationSpec) -> SpecError {
         SimulationSpec::from_proto(Some(spec)).unwrap_err()
     }
@@ -550,6 +577,40 @@ mod tests {
             .field,
             "spec.enable_autoscaler"
         );
+    }
+
+    #[test]
+    fn a_run_of_nodepools_asks_for_karpenter_and_not_for_cluster_autoscaler_too() {
+        let nodepool = pb::NodeGroupSpec {
+            kind: Some(pb::node_group_spec::Kind::Karpenter(
+                pb::KarpenterNodePool {
+                    nodepool_yaml: "apiVersion: karpenter.sh/v1\nkind: NodePool\n\
+                                metadata: {name: general}\nspec: {}\n"
+                        .to_owned(),
+                },
+            )),
+        };
+        let spec = SimulationSpec::from_proto(Some(pb::SimulationSpec {
+            node_groups: vec![pool_group("fixed", 1), nodepool.clone()],
+            ..uploaded()
+        }))
+        .unwrap();
+        let run = spec.environment_run(false);
+        assert!(run.karpenter && !run.autoscaler);
+        let fixed = SimulationSpec::from_proto(Some(pb::SimulationSpec {
+            node_groups: vec![pool_group("fixed", 1)],
+            ..uploaded()
+        }))
+        .unwrap();
+        assert!(!fixed.environment_run(false).karpenter);
+
+        let both = error(pb::SimulationSpec {
+            enable_autoscaler: true,
+            node_groups: vec![nodepool, deployment_group("seats")],
+            ..uploaded()
+        });
+        assert_eq!(both.field, "spec.enable_autoscaler");
+        assert!(both.problem.contains("not both"), "{}", both.problem);
     }
 
     #[test]

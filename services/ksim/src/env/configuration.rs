@@ -34,7 +34,9 @@ use ksim_testenv::autoscaler::{
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
-use super::{backoff::Backoff, cluster::Cluster, services::ServiceProcess};
+use super::{
+    backoff::Backoff, cluster::Cluster, karpenter::KarpenterSlot, services::ServiceProcess,
+};
 
 /// What the scheduler runs with besides its defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,6 +215,8 @@ struct Setup {
     /// The run's HPAs decide replica counts: only then are KCM's HPA flags listed (a run
     /// without them leaves KCM as it runs, which is nothing to the run).
     workload_autoscaling: bool,
+    /// Karpenter's release while it runs; `None`: it does not.
+    karpenter: Option<String>,
 }
 
 impl Setup {
@@ -273,6 +277,9 @@ impl Setup {
             } else {
                 Vec::new()
             },
+            karpenter: self.karpenter.as_ref().map(|version| pb::KarpenterRun {
+                version: version.clone(),
+            }),
         }
     }
 }
@@ -302,12 +309,14 @@ fn flags_as_run(
         .collect()
 }
 
-/// The cluster, the cloud provider and cluster-autoscaler of an environment: what a
-/// configuration changes.
+/// The cluster, the cloud provider and the node autoscaler (cluster-autoscaler or Karpenter)
+/// of an environment: what a configuration changes.
 #[derive(Debug)]
 pub struct Components {
     pub cluster: Option<Cluster>,
     pub autoscaler: Option<ClusterAutoscaler>,
+    /// Karpenter, in an environment started with it.
+    pub karpenter: Option<KarpenterSlot>,
     /// The cloud provider service; a provider configuration restarts it.
     pub provider: Option<ServiceProcess>,
     /// Its flags besides `--provider-config`.
@@ -338,6 +347,7 @@ impl Components {
             kubeconfig: cluster.kubeconfig_path().to_owned(),
             cluster: Some(cluster),
             autoscaler: None,
+            karpenter: None,
             provider: None,
             provider_args: Vec::new(),
             cloud_provider_address,
@@ -387,6 +397,26 @@ impl Components {
         self.running.autoscaler = Some(defaults);
     }
 
+    /// The environment started Karpenter (`slot`, running): it runs between simulations and in
+    /// every one but those of cluster-autoscaler.
+    pub fn started_with_karpenter(&mut self, slot: KarpenterSlot) {
+        let version = Some(slot.version().to_owned());
+        self.karpenter = Some(slot);
+        self.defaults.karpenter.clone_from(&version);
+        self.running.karpenter = version;
+    }
+
+    /// Karpenter, if it exited since the last look: it is reported, and started again by the
+    /// next simulation that runs it (not during this one, which would not know).
+    pub fn supervise_karpenter(&mut self, events: &mut Vec<String>) {
+        if let Some(what) = self.karpenter.as_mut().and_then(KarpenterSlot::exited) {
+            self.running.karpenter = None;
+            events.push(format!(
+                "{what}; the next simulation that runs it starts it again"
+            ));
+        }
+    }
+
     /// CA started with the environment's own flags (`flags`) at 1x.
     pub async fn start_default_autoscaler(
         kubeconfig: &Path,
@@ -413,6 +443,7 @@ impl Components {
             }
             _ => None,
         };
+        let karpenter = self.check_karpenter(run)?;
         let autoscaler = if run.autoscaler {
             Some(self.check_autoscaler(
                 &configuration.autoscaler_args,
@@ -423,6 +454,8 @@ impl Components {
             return Err(Status::invalid_argument(
                 "autoscaler_args: the simulation does not run cluster-autoscaler (enable_autoscaler is off)",
             ));
+        } else if run.karpenter {
+            None
         } else {
             self.defaults.autoscaler.clone()
         };
@@ -441,7 +474,34 @@ impl Components {
             provider,
             controller_manager,
             workload_autoscaling: run.workload_autoscaling,
+            karpenter,
         })
+    }
+
+    /// Whether Karpenter runs for `run`: when its nodes come from NodePools, and, in an
+    /// environment of Karpenter's, in every run but one of cluster-autoscaler (one node
+    /// autoscaler at a time).
+    fn check_karpenter(&self, run: &pb::Run) -> Result<Option<String>, Status> {
+        let version = self
+            .karpenter
+            .as_ref()
+            .map(|slot| slot.version().to_owned());
+        if !run.karpenter {
+            return Ok(version.filter(|_| !run.autoscaler && self.defaults.karpenter.is_some()));
+        }
+        if run.autoscaler {
+            return Err(Status::invalid_argument(
+                "run.karpenter: a simulation runs one node autoscaler, cluster-autoscaler \
+                 (autoscaler) or Karpenter's NodePools (karpenter), not both",
+            ));
+        }
+        match version {
+            Some(version) => Ok(Some(version)),
+            None => Err(Status::failed_precondition(
+                "the simulation's NodePools need Karpenter, and this environment runs without \
+                 it: start it with `ksim up --karpenter`",
+            )),
+        }
     }
 
     /// KCM with the HPA controller's durations divided by `speed`, on a control plane that is
@@ -716,6 +776,15 @@ impl Components {
             tracing::info!(config = ?wanted.provider.as_ref().map(|f| &f.path), "cloud provider restarted");
             self.running.provider = wanted.provider.clone();
         }
+        if wanted.karpenter.is_none()
+            && let Some(slot) = self.karpenter.as_mut()
+            && slot.running().is_some()
+        {
+            // Before CA starts: one node autoscaler at a time.
+            slot.stop();
+            self.running.karpenter = None;
+            tracing::info!("karpenter stopped");
+        }
         if wanted.autoscaler != self.running.autoscaler {
             // Located before the running CA stops, so a missing binary leaves it running.
             let binary = match wanted.autoscaler {
@@ -769,6 +838,22 @@ impl Components {
                     }
                 }
             }
+        }
+        if wanted.karpenter.is_some() && self.running.karpenter.is_none() {
+            let control_plane = self
+                .cluster
+                .as_ref()
+                .and_then(Cluster::control_plane)
+                .ok_or_else(|| Status::failed_precondition("no local control plane"))?;
+            let slot = self
+                .karpenter
+                .as_mut()
+                .ok_or_else(|| Status::failed_precondition("this environment has no Karpenter"))?;
+            slot.start(control_plane)
+                .await
+                .map_err(|error| Status::internal(format!("{error:#}")))?;
+            tracing::info!("karpenter started");
+            self.running.karpenter = wanted.karpenter;
         }
         Ok(())
     }
@@ -1224,6 +1309,60 @@ mod tests {
                 .describe(&wanted)
                 .controller_manager_flags
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn karpenter_runs_in_its_environment_unless_a_run_is_cluster_autoscalers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut components = Components::new(
+            Cluster::Existing {
+                kubeconfig: dir.path().join("kubeconfig"),
+            },
+            "127.0.0.1:1".to_owned(),
+            dir.path().join("config"),
+        );
+        let run = |autoscaler, karpenter| pb::Run {
+            autoscaler,
+            karpenter,
+            ..Default::default()
+        };
+        let both = components.check_karpenter(&run(true, true)).unwrap_err();
+        assert_eq!(both.code(), tonic::Code::InvalidArgument);
+        assert!(both.message().contains("not both"), "{both:?}");
+        let without = components.check_karpenter(&run(false, true)).unwrap_err();
+        assert_eq!(without.code(), tonic::Code::FailedPrecondition);
+        assert!(
+            without.message().contains("ksim up --karpenter"),
+            "{without:?}"
+        );
+        assert_eq!(
+            components.check_karpenter(&run(false, false)).unwrap(),
+            None
+        );
+
+        // An environment started with Karpenter (a binary never run here).
+        let bin = dir.path().join("karpenter-bin");
+        std::fs::create_dir_all(bin.join("crds")).unwrap();
+        std::fs::write(bin.join("karpenter"), "").unwrap();
+        let binary = ksim_testenv::KarpenterBinary::in_dir(&bin).unwrap();
+        components.started_with_karpenter(KarpenterSlot::new(
+            super::super::karpenter::KarpenterSetup::of_binary(binary),
+        ));
+        let version = Some(ksim_testenv::karpenter::karpenter_version().to_owned());
+        assert_eq!(
+            components.check_karpenter(&run(false, true)).unwrap(),
+            version.clone()
+        );
+        // Between runs and in runs of fixed groups it runs; a run of CA's stops it.
+        assert_eq!(
+            components.check_karpenter(&run(false, false)).unwrap(),
+            version.clone()
+        );
+        assert_eq!(components.check_karpenter(&run(true, false)).unwrap(), None);
+        assert_eq!(
+            components.describe(&components.defaults).karpenter,
+            version.map(|version| pb::KarpenterRun { version })
         );
     }
 

@@ -22,13 +22,13 @@ use std::{
 use anyhow::Context;
 use ksim_experiment::AutoscalerFlags;
 use ksim_grpc::{GrpcServer, ServeArgs};
-use ksim_testenv::{Karpenter, autoscaler::ClusterAutoscalerBinary};
+use ksim_testenv::autoscaler::ClusterAutoscalerBinary;
 use tokio::sync::Mutex;
 
 use self::{
     cluster::Cluster,
     configuration::{Components, EnvironmentService, ProviderFile},
-    karpenter::KarpenterSetup,
+    karpenter::{KarpenterSetup, KarpenterSlot},
     services::{CLOUDPROV, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
     state::{EnvState, Urls},
 };
@@ -80,10 +80,6 @@ pub struct LocalEnv {
     components: Arc<Mutex<Components>>,
     /// The environment API's server; stopped before anything it could restart.
     server: Option<ksim_grpc::Running>,
-    /// Karpenter, with `--karpenter`; stopped first, like cluster-autoscaler.
-    karpenter: Option<Karpenter>,
-    /// Karpenter's exit was reported: once, as it is not started again.
-    karpenter_reported: bool,
     /// The API server of the embedded control plane; `None` for an existing cluster.
     apiserver_url: Option<String>,
     state_dir: PathBuf,
@@ -184,7 +180,9 @@ impl LocalEnv {
             }
             Some(KarpenterSetup::prepare(
                 &options.instance_types,
-                provider_config.as_ref(),
+                provider_config
+                    .as_ref()
+                    .map(|file| (file.source.as_str(), file.yaml.as_str())),
             )?)
         } else if !options.instance_types.is_empty() {
             anyhow::bail!("--instance-type is Karpenter's: give --karpenter too");
@@ -218,15 +216,15 @@ impl LocalEnv {
         )
         .await?;
         if let Some(setup) = karpenter {
-            let components = env.components.lock().await;
+            let mut components = env.components.lock().await;
             let control_plane = components
                 .cluster
                 .as_ref()
                 .and_then(|cluster| cluster.control_plane())
                 .context("--karpenter runs on the embedded control plane only")?;
-            let karpenter = setup.start(control_plane).await?;
-            drop(components);
-            env.karpenter = Some(karpenter);
+            let mut slot = KarpenterSlot::new(setup);
+            slot.start(control_plane).await?;
+            components.started_with_karpenter(slot);
         }
         env.start_autoscaler(
             binaries.autoscaler,
@@ -254,8 +252,6 @@ impl LocalEnv {
                 config_dir,
             ))),
             server: None,
-            karpenter: None,
-            karpenter_reported: false,
             apiserver_url,
             state_dir,
             kubeconfig,
@@ -416,8 +412,9 @@ impl LocalEnv {
     }
 
     /// The running Karpenter, if any: its pid, metrics URL and log.
-    pub fn karpenter(&self) -> Option<(u32, String, PathBuf)> {
-        let karpenter = self.karpenter.as_ref()?;
+    pub async fn karpenter(&self) -> Option<(u32, String, PathBuf)> {
+        let components = self.components.lock().await;
+        let karpenter = components.karpenter.as_ref()?.running()?;
         Some((
             karpenter.pid(),
             karpenter.metrics_url().unwrap_or_default().to_owned(),
@@ -443,18 +440,7 @@ impl LocalEnv {
                 supervise(provider, now, &mut events);
             }
             components.supervise_autoscaler(now, &mut events).await;
-        }
-        if let Some(karpenter) = self.karpenter.as_mut()
-            && !self.karpenter_reported
-            && let Err(error) = karpenter.check_running()
-        {
-            // Not started again: its decisions so far are in the cluster, and a new one
-            // would start from them without the user knowing.
-            self.karpenter_reported = true;
-            events.push(format!(
-                "karpenter stopped and is not started again: {error} (log {})",
-                karpenter.log_path().display()
-            ));
+            components.supervise_karpenter(&mut events);
         }
         if !events.is_empty() {
             state::append_supervision(&self.state_dir, &events);
@@ -463,8 +449,11 @@ impl LocalEnv {
     }
 
     pub async fn shutdown(mut self) {
-        self.karpenter = None;
-        self.components.lock().await.autoscaler = None;
+        {
+            let mut components = self.components.lock().await;
+            components.karpenter = None;
+            components.autoscaler = None;
+        }
         while let Some(mut service) = self.services.pop() {
             // The driver deletes what a cancelled simulation created (and restores the
             // configuration through the API below): give it time.
@@ -569,9 +558,9 @@ impl Drop for LocalEnv {
         // holds then goes with the last reference.
         let mut components = self.components.try_lock().ok();
         if let Some(components) = components.as_mut() {
+            components.karpenter = None;
             components.autoscaler = None;
         }
-        self.karpenter = None;
         self.server = None;
         // Each service's own drop stops it; popping keeps the reverse order.
         if let Some(driver) = self.services.pop() {

@@ -430,7 +430,7 @@ fn env_run(speed: f64, autoscaler_args: &[&str]) -> Option<env::Run> {
         }),
         speed,
         autoscaler: true,
-        workload_autoscaling: false,
+        ..Default::default()
     })
 }
 

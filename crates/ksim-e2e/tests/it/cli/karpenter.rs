@@ -335,3 +335,159 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         "{printed}"
     );
 }
+
+/// The same demo trace under each node autoscaler: cluster-autoscaler resizing a group of
+/// m5.large, or Karpenter launching them for a NodePool.
+const SIDE_BY_SIDE: &str = "\
+trace: demo.ktrace
+speed: 10
+provisioning: instant
+variants:
+- name: ca
+  autoscaler: true
+  autoscalerGroups: [\"general=m5.yaml:0:8:0\"]
+- name: karpenter
+  nodePools: [general.yaml]
+";
+
+/// One experiment puts the two node autoscalers side by side (issue 37): in an environment of
+/// Karpenter's, the variant of cluster-autoscaler runs CA alone (Karpenter stopped), the
+/// variant of NodePools runs Karpenter alone again, and the comparison holds node-hours, cost
+/// and pending times of both at the same prices.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let large = write(dir.path(), "m5-large.yaml", M5_LARGE_SKELETON);
+    let pricing = write(
+        dir.path(),
+        "pricing.yaml",
+        "pricing:\n  instanceTypes: {m5.large: 0.096}\n",
+    );
+    let up = tokio::task::spawn_blocking(move || {
+        Up::start(&[
+            "--karpenter",
+            "--instance-type",
+            &large,
+            "--provider-config",
+            &pricing,
+        ])
+    })
+    .await
+    .unwrap();
+    let what_if = dir.path().join("what-if");
+    std::fs::create_dir_all(&what_if).unwrap();
+    up.ksim(&[
+        "demo",
+        "--write-trace",
+        what_if.join("demo.ktrace").to_str().unwrap(),
+    ]);
+    write(&what_if, "m5.yaml", M5_LARGE_SKELETON);
+    write(&what_if, "general.yaml", NODEPOOL);
+    let file = write(&what_if, "experiment.yaml", SIDE_BY_SIDE);
+
+    let both_priced = "variants.ca.cost > 0.0 && variants.karpenter.cost > 0.0";
+    let output = tokio::task::block_in_place(|| {
+        up.ksim(&["experiment", "run", "-f", &file, "--assert", both_priced])
+    });
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        printed.contains(&format!("assert ok:     {both_priced}")),
+        "{printed}"
+    );
+
+    let results = what_if.join("experiment-results");
+    let report = |variant: &str| -> Value {
+        let path = results.join(variant).join("1").join("report.json");
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    };
+    let (ca, karpenter) = (report("ca"), report("karpenter"));
+    for (name, report) in [("ca", &ca), ("karpenter", &karpenter)] {
+        let last = report["timeline"].as_array().unwrap().last().unwrap();
+        assert_eq!(last["pods"]["pending"], 0, "{name}: {printed}");
+        assert!(
+            last["nodes"]["general"]["ready"].as_u64().unwrap() > 0,
+            "{name}"
+        );
+        // Priced per node at the one price both were given.
+        let group = &report["costs"]["groups"][0];
+        let (hours, cost) = (
+            group["node_hours"].as_f64().unwrap(),
+            group["cost"].as_f64().unwrap(),
+        );
+        assert!(
+            hours > 0.0 && (cost - hours * 0.096).abs() < 1e-6,
+            "{name}: {group}"
+        );
+    }
+    // Each run says which node autoscaler produced it, and only that one acted.
+    assert_eq!(ca["configuration"]["autoscaler"], true);
+    assert_eq!(ca["configuration"]["karpenter"], Value::Null);
+    assert_eq!(karpenter["configuration"]["autoscaler"], false);
+    assert_eq!(karpenter["configuration"]["karpenter"], "v1.14.1");
+    let sources = |report: &Value| -> Vec<String> {
+        report["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|wait| wait["source"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (ca_sources, karpenter_sources) = (sources(&ca), sources(&karpenter));
+    assert!(
+        ca_sources.iter().any(|s| s == "autoscaler")
+            && !ca_sources.iter().any(|s| s == "karpenter"),
+        "{ca_sources:?}"
+    );
+    assert!(
+        karpenter_sources.iter().any(|s| s == "karpenter")
+            && !karpenter_sources.iter().any(|s| s == "autoscaler"),
+        "{karpenter_sources:?}"
+    );
+    let added = |report: &Value| -> Vec<String> {
+        report["node_changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|change| change["kind"] == "added")
+            .map(|change| change["node"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(
+        added(&karpenter)
+            .iter()
+            .all(|node| node.starts_with("kwok-general-")),
+        "{:?}",
+        added(&karpenter)
+    );
+    assert!(
+        !added(&ca).is_empty() && !added(&ca).iter().any(|node| node.starts_with("kwok-")),
+        "{:?}",
+        added(&ca)
+    );
+
+    // The comparison: both variants' node-hours, cost and pending times, each the report's.
+    let comparison: Value =
+        serde_json::from_slice(&std::fs::read(results.join("comparison.json")).unwrap()).unwrap();
+    assert_eq!(comparison["runs"], json!(["ca", "karpenter"]));
+    for (figure, of) in [
+        ("node_hours", &["costs", "node_hours"][..]),
+        ("cost", &["costs", "cost"][..]),
+        ("pending_p99_ms", &["pod_pending_time", "p99_ms"][..]),
+    ] {
+        let row = comparison["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["name"] == figure)
+            .unwrap_or_else(|| panic!("no {figure}: {comparison:#}"));
+        for (i, report) in [&ca, &karpenter].into_iter().enumerate() {
+            let value = of.iter().fold(report, |value, key| &value[*key]);
+            assert!(
+                (row["values"][i].as_f64().unwrap() - value.as_f64().unwrap()).abs() < 1e-9,
+                "{figure}: {row} against {value}"
+            );
+        }
+    }
+    // Nothing of either run is left.
+    assert_eq!(karpenters(&up.client().await).await, (0, 0, 0));
+}
