@@ -1259,16 +1259,21 @@ mod tests {
         );
     }
 
+    /// The components of an existing cluster whose files go to `dir`, nothing started.
+    fn of_an_existing_cluster(dir: &Path) -> Components {
+        Components::new(
+            Cluster::Existing {
+                kubeconfig: dir.join("kubeconfig"),
+            },
+            "127.0.0.1:1".to_owned(),
+            dir.join("config"),
+        )
+    }
+
     #[tokio::test]
     async fn workload_autoscaling_needs_the_embedded_plane_and_a_run_without_it_keeps_kcm() {
         let dir = tempfile::tempdir().unwrap();
-        let mut components = Components::new(
-            Cluster::Existing {
-                kubeconfig: dir.path().join("kubeconfig"),
-            },
-            "127.0.0.1:1".to_owned(),
-            dir.path().join("config"),
-        );
+        let mut components = of_an_existing_cluster(dir.path());
         let run = |workload_autoscaling| pb::Run {
             speed: 10.0,
             workload_autoscaling,
@@ -1315,13 +1320,7 @@ mod tests {
     #[test]
     fn karpenter_runs_in_its_environment_unless_a_run_is_cluster_autoscalers() {
         let dir = tempfile::tempdir().unwrap();
-        let mut components = Components::new(
-            Cluster::Existing {
-                kubeconfig: dir.path().join("kubeconfig"),
-            },
-            "127.0.0.1:1".to_owned(),
-            dir.path().join("config"),
-        );
+        let mut components = of_an_existing_cluster(dir.path());
         let run = |autoscaler, karpenter| pb::Run {
             autoscaler,
             karpenter,
