@@ -482,12 +482,9 @@ impl Components {
     /// environment of Karpenter's, in every run but one of cluster-autoscaler (one node
     /// autoscaler at a time).
     fn check_karpenter(&self, run: &pb::Run) -> Result<Option<String>, Status> {
-        let version = self
-            .karpenter
-            .as_ref()
-            .map(|slot| slot.version().to_owned());
         if !run.karpenter {
-            return Ok(version.filter(|_| !run.autoscaler && self.defaults.karpenter.is_some()));
+            // The environment's own, unless CA runs.
+            return Ok(self.defaults.karpenter.clone().filter(|_| !run.autoscaler));
         }
         if run.autoscaler {
             return Err(Status::invalid_argument(
@@ -495,13 +492,12 @@ impl Components {
                  (autoscaler) or Karpenter's NodePools (karpenter), not both",
             ));
         }
-        match version {
-            Some(version) => Ok(Some(version)),
-            None => Err(Status::failed_precondition(
+        self.defaults.karpenter.clone().map(Some).ok_or_else(|| {
+            Status::failed_precondition(
                 "the simulation's NodePools need Karpenter, and this environment runs without \
                  it: start it with `ksim up --karpenter`",
-            )),
-        }
+            )
+        })
     }
 
     /// KCM with the HPA controller's durations divided by `speed`, on a control plane that is
