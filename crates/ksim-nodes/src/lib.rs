@@ -7,6 +7,8 @@
 //! - [`node`]: the Node object a virtual node registers, and `ksim://` provider IDs.
 //! - [`seats`]: how a seat Deployment names its group and carries its skeleton.
 //! - [`karpenter`]: Karpenter's instance-type file, made from skeletons and their prices.
+//! - [`pricing`]: the prices of instance types and of pods' requests, as the provider config
+//!   gives them.
 //!
 //! Pure: no Kubernetes I/O, so every rule is unit-tested directly.
 
@@ -14,5 +16,6 @@ pub mod karpenter;
 pub mod labels;
 pub mod limits;
 pub mod node;
+pub mod pricing;
 pub mod seats;
 pub mod skeleton;

@@ -5,11 +5,10 @@ use std::{collections::HashMap, path::PathBuf, time::Duration};
 use serde::Deserialize;
 use thiserror::Error;
 
+use ksim_nodes::pricing::{BadPrice, Pricing};
+
 use crate::{
-    domain::{
-        options::{BadOption, GroupOptions},
-        pricing::{BadPrice, Pricing},
-    },
+    domain::options::{BadOption, GroupOptions},
     provider::Settings,
 };
 

@@ -468,7 +468,7 @@ mod tests {
     use tonic::Code;
 
     use super::*;
-    use crate::domain::pricing::PricingError;
+    use ksim_nodes::pricing::PricingError;
 
     #[test]
     fn errors_map_to_the_codes_cluster_autoscaler_handles() {

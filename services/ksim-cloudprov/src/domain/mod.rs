@@ -4,5 +4,4 @@ pub mod group;
 pub mod limits;
 pub mod options;
 pub mod plan;
-pub mod pricing;
 pub mod template;

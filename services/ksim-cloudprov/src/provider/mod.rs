@@ -10,7 +10,10 @@ use std::{
 };
 
 use futures::{StreamExt, TryStreamExt};
-use ksim_nodes::skeleton::NodeSkeleton;
+use ksim_nodes::{
+    pricing::{Pricing, PricingError},
+    skeleton::NodeSkeleton,
+};
 use thiserror::Error;
 
 use crate::{
@@ -21,7 +24,6 @@ use crate::{
             CHOSEN_DELETION_COST, NodeRef, PlanError, Removal, plan_decrease, plan_delete_nodes,
             plan_increase, removal_hazards,
         },
-        pricing::{Pricing, PricingError},
         template::template_node_bytes,
     },
     index::{GroupInfo, Index, Skeleton},

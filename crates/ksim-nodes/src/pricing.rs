@@ -1,10 +1,15 @@
-//! Prices for cluster-autoscaler's `price` expander. Answered only when configured: a made-up
-//! price would steer the simulated autoscaler in a way the real cluster never would.
+//! The provider config's `pricing`: what a node of an instance type and a pod's requests cost
+//! an hour. The cloud provider answers cluster-autoscaler's `price` expander with it (only when
+//! configured: a made-up price would steer the simulated autoscaler in a way the real cluster
+//! never would), and Karpenter's instance types carry the same prices, so both autoscalers
+//! choose, and the reports count, at one price list.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use thiserror::Error;
+
+use crate::skeleton::quantity_value;
 
 const SECONDS_PER_HOUR: f64 = 3600.0;
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -127,55 +132,15 @@ fn hours(seconds: f64) -> Result<f64, PricingError> {
 }
 
 fn quantity(resource: &str, value: &str) -> Result<f64, PricingError> {
-    parse_quantity(value).ok_or_else(|| PricingError::BadQuantity {
+    quantity_value(value).ok_or_else(|| PricingError::BadQuantity {
         resource: resource.to_owned(),
         value: value.to_owned(),
     })
 }
 
-/// A Kubernetes quantity (`500m`, `2Gi`, `1.5`, `1e3`) as a number.
-pub fn parse_quantity(text: &str) -> Option<f64> {
-    const SUFFIXES: &[(&str, f64)] = &[
-        ("Ki", 1024.0),
-        ("Mi", 1_048_576.0),
-        ("Gi", 1_073_741_824.0),
-        ("Ti", 1_099_511_627_776.0),
-        ("Pi", 1_125_899_906_842_624.0),
-        ("Ei", 1_152_921_504_606_846_976.0),
-        ("n", 1e-9),
-        ("u", 1e-6),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("P", 1e15),
-        ("E", 1e18),
-    ];
-    if !ksim_nodes::skeleton::is_valid_quantity(text) {
-        return None;
-    }
-    let (number, scale) = SUFFIXES
-        .iter()
-        .find_map(|(suffix, scale)| text.strip_suffix(suffix).map(|n| (n, *scale)))
-        .unwrap_or((text, 1.0));
-    number.parse::<f64>().ok().map(|n| n * scale)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quantities_parse_with_binary_decimal_and_exponent_forms() {
-        assert_eq!(parse_quantity("500m"), Some(0.5));
-        assert_eq!(parse_quantity("2Gi"), Some(2.0 * BYTES_PER_GIB));
-        assert_eq!(parse_quantity("1.5"), Some(1.5));
-        assert_eq!(parse_quantity("1e3"), Some(1000.0));
-        assert_eq!(parse_quantity("3k"), Some(3000.0));
-        assert_eq!(parse_quantity("lots"), None);
-        assert_eq!(parse_quantity("1Xi"), None);
-    }
 
     #[test]
     fn node_price_scales_with_time_and_needs_a_known_type() {
