@@ -210,6 +210,15 @@ impl SimulationSpec {
             )
         })?;
         let node_groups = node_groups(&spec.node_groups)?;
+        // Checked first: with NodePools alone, "not both" names the mistake, where "needs a
+        // deployment group" would send the user to add one.
+        if spec.enable_autoscaler && node_groups.iter().any(NodeGroup::is_karpenter) {
+            return Err(invalid(
+                "spec.enable_autoscaler",
+                "a simulation runs one node autoscaler: cluster-autoscaler (enable_autoscaler) \
+                 or Karpenter (karpenter node groups), not both",
+            ));
+        }
         if spec.enable_autoscaler
             && !node_groups
                 .iter()
@@ -218,13 +227,6 @@ impl SimulationSpec {
             return Err(invalid(
                 "spec.enable_autoscaler",
                 "needs at least one deployment node group for cluster-autoscaler to resize",
-            ));
-        }
-        if spec.enable_autoscaler && node_groups.iter().any(NodeGroup::is_karpenter) {
-            return Err(invalid(
-                "spec.enable_autoscaler",
-                "a simulation runs one node autoscaler: cluster-autoscaler (enable_autoscaler) \
-                 or Karpenter (karpenter node groups), not both",
             ));
         }
         let provisioning = spec
@@ -604,13 +606,18 @@ mod tests {
         .unwrap();
         assert!(!fixed.environment_run(false).karpenter);
 
-        let both = error(pb::SimulationSpec {
-            enable_autoscaler: true,
-            node_groups: vec![nodepool, deployment_group("seats")],
-            ..uploaded()
-        });
-        assert_eq!(both.field, "spec.enable_autoscaler");
-        assert!(both.problem.contains("not both"), "{}", both.problem);
+        for node_groups in [
+            vec![nodepool.clone(), deployment_group("seats")],
+            vec![nodepool],
+        ] {
+            let both = error(pb::SimulationSpec {
+                enable_autoscaler: true,
+                node_groups,
+                ..uploaded()
+            });
+            assert_eq!(both.field, "spec.enable_autoscaler");
+            assert!(both.problem.contains("not both"), "{}", both.problem);
+        }
     }
 
     #[test]
