@@ -31,9 +31,10 @@ pub enum ExperimentCommand {
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
-    /// `autoscalerGroups`, `settle`, `provisioning`, and `variants` (each `name` and any of
-    /// `schedulerConfig`, `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`,
-    /// `autoscalerGroups`, `speed`, `provisioning`). Paths are relative to it.
+    /// `autoscalerGroups`, `nodePools`, `settle`, `provisioning`, `replicas`, and `variants`
+    /// (each `name` and any of `schedulerConfig`, `autoscaler`, `autoscalerArgs`,
+    /// `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`,
+    /// `provisioning`, `replicas`). Paths are relative to it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
@@ -203,6 +204,8 @@ fn run_args(
         node_groups,
         autoscaler_groups,
         autoscaler: variant.autoscaler_in(experiment),
+        // A variant's NodePools are its choice of Karpenter; it has no default NodePool.
+        karpenter: false,
         nodepools,
         scheduler_config: variant.scheduler_config.as_deref().map(path),
         provider_config: variant.provider_config.as_deref().map(path),
@@ -381,4 +384,49 @@ fn variant_figures(
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Args as _;
+    use ksim_experiment::experiment::Experiment;
+
+    use super::ExperimentArgs;
+
+    /// The keys the experiment file takes, as its parser lists them for an unknown one.
+    fn keys_taken(yaml: &str) -> Vec<String> {
+        let error = Experiment::parse("x.yaml", yaml).unwrap_err().to_string();
+        let (_, expected) = error
+            .split_once("expected one of")
+            .unwrap_or_else(|| panic!("{error}"));
+        expected
+            .split(',')
+            .map(|key| key.trim().trim_matches('`').to_owned())
+            .collect()
+    }
+
+    /// `--file`'s help is where a user learns the file's keys: a key added to the file and
+    /// not to the help fails here.
+    #[test]
+    fn the_file_flags_help_names_every_key_the_file_takes() {
+        let command = ExperimentArgs::augment_args(clap::Command::new("run"));
+        let file = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == "file")
+            .unwrap();
+        let help = file.get_help().unwrap().to_string();
+        let (top, variant) = help.split_once("`variants`").unwrap();
+        let top_keys = keys_taken("trace: t\nvariants: [{name: a}]\nnoSuchKey: 1\n");
+        let variant_keys = keys_taken("trace: t\nvariants: [{name: a, noSuchKey: 1}]\n");
+        assert!(top_keys.len() > 5 && variant_keys.len() > 5, "{top_keys:?}");
+        for key in top_keys.iter().filter(|key| *key != "variants") {
+            assert!(top.contains(&format!("`{key}`")), "{key} missing: {help}");
+        }
+        for key in &variant_keys {
+            assert!(
+                variant.contains(&format!("`{key}`")),
+                "variant key {key}: {help}"
+            );
+        }
+    }
 }
