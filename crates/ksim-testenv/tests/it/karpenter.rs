@@ -90,8 +90,11 @@ fn instance_type(object: &DynamicObject) -> String {
     )
 }
 
-/// The KWOKNodeClass and one NodePool of on-demand linux/amd64 types.
-async fn create_node_pool(client: &kube::Client) {
+/// The NodePool `ksim run --karpenter` creates when given none.
+const DEFAULT_NODEPOOL: &str = include_str!("../../../../deploy/karpenter/nodepool-default.yaml");
+
+/// The KWOKNodeClass every NodePool names.
+async fn create_node_class(client: &kube::Client) {
     manifests::apply(
         client,
         &json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
@@ -100,6 +103,12 @@ async fn create_node_pool(client: &kube::Client) {
     )
     .await
     .unwrap();
+}
+
+/// The node class and one NodePool of on-demand linux/amd64 types: the provider's built-in
+/// list also has windows and arm64 ones.
+async fn create_node_pool(client: &kube::Client) {
+    create_node_class(client).await;
     manifests::apply(client, &json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
             "metadata": {"name": "default"},
             "spec": {"template": {"spec": {
@@ -241,7 +250,10 @@ async fn instance_types_and_prices_come_from_ksims_skeletons_and_pricing() {
         .await
         .unwrap_or_else(|error| panic!("{error}"));
     let client = control_plane.client();
-    create_node_pool(&client).await;
+    // The default NodePool of `ksim run --karpenter`: its CRD takes it, and it offers every
+    // type of ksim's.
+    create_node_class(&client).await;
+    manifests::apply(&client, DEFAULT_NODEPOOL).await.unwrap();
 
     // 1 CPU fits both, m5.large is the cheaper; 12Gi fits m5.xlarge only. Neither is in the
     // built-in list, so a NodeClaim of either means the file was read.

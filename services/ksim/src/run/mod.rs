@@ -42,7 +42,7 @@ pub struct RunArgs {
     pub on_error: OnError,
 
     /// A fixed-size node group the pool creates (repeatable). Without any group flag (or
-    /// --nodepool): one group "default" of 3 m5.large nodes.
+    /// --karpenter): one group "default" of 3 m5.large nodes.
     #[arg(long = "node-group", value_name = "NAME=SKELETON.yaml:COUNT", value_parser = groups::parse_node_group)]
     pub node_groups: Vec<NodeGroupArg>,
 
@@ -54,9 +54,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub autoscaler: bool,
 
+    /// Run Karpenter, which launches the nodes for the --nodepool NodePools, or without any
+    /// for one NodePool "default" over every instance type the environment offers, with
+    /// Karpenter's own disruption defaults (deploy/karpenter/nodepool-default.yaml). The
+    /// environment must run Karpenter (`ksim up --karpenter`).
+    #[arg(long, conflicts_with = "autoscaler")]
+    pub karpenter: bool,
+
     /// A Karpenter NodePool (karpenter.sh/v1, YAML) the simulation creates and deletes
-    /// (repeatable); the environment must run Karpenter (`ksim up --karpenter`), which
-    /// launches its nodes. Checked by the apiserver before anything is created.
+    /// (repeatable; implies --karpenter). Checked by the apiserver before anything is
+    /// created.
     #[arg(long = "nodepool", value_name = "FILE", conflicts_with = "autoscaler")]
     pub nodepools: Vec<PathBuf>,
 

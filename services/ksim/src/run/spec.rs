@@ -25,6 +25,9 @@ pub const DEFAULT_SKELETON: &str =
     include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 pub const DEFAULT_GROUP: &str = "default";
 pub const DEFAULT_NODES: i32 = 3;
+/// `--karpenter`'s NodePool when no --nodepool is given.
+pub const DEFAULT_NODEPOOL: &str =
+    include_str!("../../../../deploy/karpenter/nodepool-default.yaml");
 
 pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
     // The flag's parser checks it too; an experiment's speeds come from its file.
@@ -66,8 +69,14 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
     for group in &args.autoscaler_groups {
         node_groups.push(deployment(group)?);
     }
+    let mut nodepools = Vec::with_capacity(args.nodepools.len());
     for path in &args.nodepools {
-        let yaml = read_text_bounded(path, MAX_CONFIG_BYTES, "the NodePool")?;
+        nodepools.push(read_text_bounded(path, MAX_CONFIG_BYTES, "the NodePool")?);
+    }
+    if args.karpenter && nodepools.is_empty() {
+        nodepools.push(DEFAULT_NODEPOOL.to_owned());
+    }
+    for yaml in nodepools {
         node_groups.push(NodeGroupSpec {
             kind: Some(Kind::Karpenter(KarpenterNodePool {
                 nodepool_yaml: yaml,
@@ -305,6 +314,47 @@ mod tests {
         };
         assert_eq!((group.name.as_str(), group.count), ("default", 3));
         assert!(group.node_skeleton_yaml.contains("kind: Node"));
+    }
+
+    #[test]
+    fn karpenter_alone_runs_the_default_nodepool_and_a_given_one_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.ksim");
+        std::fs::write(&trace, b"trace bytes").unwrap();
+        let trace = trace.to_str().unwrap();
+        let nodepools = |spec: &SimulationSpec| -> Vec<String> {
+            spec.node_groups
+                .iter()
+                .map(|group| match &group.kind {
+                    Some(Kind::Karpenter(pool)) => pool.nodepool_yaml.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+
+        let spec = build(&args(&[trace, "--karpenter"])).unwrap();
+        assert_eq!(nodepools(&spec), [DEFAULT_NODEPOOL]);
+        assert!(!spec.enable_autoscaler);
+        let default: serde_json::Value = serde_saphyr::from_str(DEFAULT_NODEPOOL).unwrap();
+        assert_eq!(default["kind"], "NodePool");
+        assert_eq!(default["metadata"]["name"], DEFAULT_GROUP);
+        // Karpenter's own disruption defaults: the file sets none.
+        assert_eq!(default["spec"].get("disruption"), None);
+
+        let mine = dir.path().join("mine.yaml");
+        std::fs::write(&mine, "kind: NodePool\n").unwrap();
+        let mine = mine.to_str().unwrap();
+        for argv in [
+            vec![trace, "--nodepool", mine],
+            vec![trace, "--karpenter", "--nodepool", mine],
+        ] {
+            assert_eq!(
+                nodepools(&build(&args(&argv)).unwrap()),
+                ["kind: NodePool\n"]
+            );
+        }
+        let both = Cli::try_parse_from(["ksim", trace, "--karpenter", "--autoscaler"]).unwrap_err();
+        assert!(both.to_string().contains("--autoscaler"), "{both}");
     }
 
     #[test]
