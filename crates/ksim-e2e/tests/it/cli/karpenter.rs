@@ -170,7 +170,14 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         "--provider-config",
         &pricing,
     ]);
-    assert!(up.said().contains("karpenter  v1.14.1"), "{}", up.said());
+    // The release deploy/karpenter/versions.env pins, as `ksim up` prints it.
+    let version = ksim_testenv::karpenter::karpenter_version();
+    assert!(version.starts_with('v'), "{version}");
+    assert!(
+        up.said().contains(&format!("karpenter  {version}")),
+        "{}",
+        up.said()
+    );
     up.ksim(&["demo", "--write-trace", trace]);
     let client = up.client().await;
 
@@ -423,7 +430,10 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
     assert_eq!(ca["configuration"]["autoscaler"], true);
     assert_eq!(ca["configuration"]["karpenter"], Value::Null);
     assert_eq!(karpenter["configuration"]["autoscaler"], false);
-    assert_eq!(karpenter["configuration"]["karpenter"], "v1.14.1");
+    assert_eq!(
+        karpenter["configuration"]["karpenter"],
+        ksim_testenv::karpenter::karpenter_version()
+    );
     let sources = |report: &Value| -> Vec<String> {
         report["waits"]
             .as_array()
