@@ -2,7 +2,8 @@
 //! and prices, then `ksim run` with NodePools of the user's, in one environment:
 //! - a NodePool Karpenter's validation refuses is one line naming the field, nothing created;
 //! - the demo trace: the real Karpenter launches the nodes, the pool plays their kubelet, every
-//!   pod runs, and after the run nothing of it is left (no NodePool, NodeClaim or node);
+//!   pod runs, and after the run nothing of it is left (no NodePool, NodeClaim or node); with
+//!   `--karpenter` alone, on the default NodePool;
 //! - consolidation at 10x: nodes emptied by a recorded scale-down go, never sooner than the
 //!   NodePool's consolidateAfter in recorded time after it, and never more than its budget of
 //!   one node at once.
@@ -245,6 +246,36 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         "{added:?}"
     );
     // And nothing of it is left.
+    assert_eq!(karpenters(&client).await, (0, 0, 0), "{printed}");
+
+    // `--karpenter` alone runs the default NodePool, Karpenter's disruption defaults and all:
+    // it launches the nodes, and they go with the run.
+    let run = up.ksim(&["run", trace, "--speed", "10", "--karpenter"]);
+    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        report["configuration"]["karpenter"],
+        ksim_testenv::karpenter::karpenter_version(),
+        "{printed}"
+    );
+    let added: Vec<&str> = report["node_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|change| change["kind"] == "added")
+        .map(|change| change["node"].as_str().unwrap())
+        .collect();
+    assert!(
+        !added.is_empty() && added.iter().all(|node| node.starts_with("kwok-default-")),
+        "{printed}"
+    );
+    assert_eq!(
+        report["costs"]["groups"][0]["group"], "default",
+        "{printed}"
+    );
     assert_eq!(karpenters(&client).await, (0, 0, 0), "{printed}");
 
     // Three pods of a CPU need three m5.large; at 30 s the recording scales them to zero, and
