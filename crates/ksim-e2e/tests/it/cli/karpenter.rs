@@ -57,6 +57,27 @@ fn karpenter_resource(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
+/// What `ksim run` printed, and the report.json it names.
+fn printed_report(run: &std::process::Output) -> (String, Value) {
+    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
+    let report = serde_json::from_slice(
+        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
+    )
+    .unwrap();
+    (printed, report)
+}
+
+/// The nodes a report says were added.
+fn added_nodes(report: &Value) -> Vec<String> {
+    report["node_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|change| change["kind"] == "added")
+        .map(|change| change["node"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -206,11 +227,7 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
     assert_eq!(karpenters(&client).await, (0, 0, 0));
 
     let run = up.ksim(&["run", trace, "--speed", "10", "--nodepool", &nodepool]);
-    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let (printed, report) = printed_report(&run);
     // Every pod ran, on nodes Karpenter launched for the NodePool (its group).
     let last = report["timeline"].as_array().unwrap().last().unwrap();
     assert_eq!(last["pods"]["pending"], 0, "{printed}");
@@ -233,13 +250,7 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         "{:#}",
         report["waits"]
     );
-    let added: Vec<&str> = report["node_changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|change| change["kind"] == "added")
-        .map(|change| change["node"].as_str().unwrap())
-        .collect();
+    let added = added_nodes(&report);
     assert!(!added.is_empty(), "{printed}");
     assert!(
         added.iter().all(|node| node.starts_with("kwok-general-")),
@@ -251,23 +262,13 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
     // `--karpenter` alone runs the default NodePool, Karpenter's disruption defaults and all:
     // it launches the nodes, and they go with the run.
     let run = up.ksim(&["run", trace, "--speed", "10", "--karpenter"]);
-    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let (printed, report) = printed_report(&run);
     assert_eq!(
         report["configuration"]["karpenter"],
         ksim_testenv::karpenter::karpenter_version(),
         "{printed}"
     );
-    let added: Vec<&str> = report["node_changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|change| change["kind"] == "added")
-        .map(|change| change["node"].as_str().unwrap())
-        .collect();
+    let added = added_nodes(&report);
     assert!(
         !added.is_empty() && added.iter().all(|node| node.starts_with("kwok-default-")),
         "{printed}"
@@ -306,11 +307,7 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         &consolidating,
     ]);
     watch.abort();
-    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(Path::new(report_dir(&printed)).join("report.json")).unwrap(),
-    )
-    .unwrap();
+    let (printed, report) = printed_report(&run);
     let changes = |kind: &str| -> Vec<i64> {
         report["node_changes"]
             .as_array()
@@ -484,15 +481,7 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
             && !karpenter_sources.iter().any(|s| s == "autoscaler"),
         "{karpenter_sources:?}"
     );
-    let added = |report: &Value| -> Vec<String> {
-        report["node_changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|change| change["kind"] == "added")
-            .map(|change| change["node"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let added = added_nodes;
     assert!(
         added(&karpenter)
             .iter()
