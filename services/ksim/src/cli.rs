@@ -36,7 +36,9 @@ impl LogArgs {
     /// As the shared telemetry setup takes them.
     pub fn telemetry(&self) -> ksim_grpc::LogArgs {
         let by_verbosity = match self.verbose {
-            0 => "warn",
+            // kube's client logs each failed request as an error before returning it; the
+            // command says what failed, in one line, itself.
+            0 => "warn,kube_client=off",
             1 => "info",
             _ => "debug",
         };

@@ -6,6 +6,7 @@ mod common;
 mod configuration;
 mod demo;
 mod experiment;
+mod fan_out;
 mod fidelity;
 mod hpa;
 mod karpenter;

@@ -1,6 +1,14 @@
 //! `ksim experiment run -f FILE`: every variant of an experiment, each repeated, in turn through
-//! the driver (which applies each variant's configuration and leaves nothing between runs),
-//! then their comparison and the `--assert`ions over it.
+//! the driver (which applies each variant's configuration and leaves nothing between runs), or
+//! fanned out over a cluster as a Job (`cluster`), then their comparison and the `--assert`ions
+//! over it. `ksim experiment run-one` is one run in an environment of its own (`worker`).
+
+mod bundle;
+mod cluster;
+mod job;
+mod plan;
+mod store;
+mod worker;
 
 use std::{
     collections::BTreeMap,
@@ -26,6 +34,9 @@ use crate::{
 pub enum ExperimentCommand {
     /// Run every variant of an experiment file, compare them and check the assertions.
     Run(ExperimentArgs),
+    /// Run one run of an experiment in an embedded environment started for it (what each pod
+    /// of `run --cluster` does).
+    RunOne(worker::RunOneArgs),
 }
 
 #[derive(Debug, Args)]
@@ -50,16 +61,17 @@ pub struct ExperimentArgs {
 
     #[command(flatten)]
     pub driver: DriverArgs,
+
+    #[command(flatten)]
+    pub cluster: cluster::ClusterArgs,
 }
 
 pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
-    let ExperimentCommand::Run(args) = command;
-    let text = crate::files::read_text_bounded(
-        &args.file,
-        crate::files::MAX_CONFIG_BYTES,
-        "the experiment",
-    )?;
-    let experiment = Experiment::parse(&args.file.display().to_string(), &text)?;
+    let args = match command {
+        ExperimentCommand::Run(args) => args,
+        ExperimentCommand::RunOne(args) => return worker::run(args).await,
+    };
+    let (experiment, _) = plan::read(&args.file)?;
     // Everything is checked before the first simulation: assertions, files, groups.
     let assertions = args
         .assertions
@@ -75,13 +87,19 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
         assertion.check_names(&variant_names, &ksim_report::FIGURES)?;
     }
     let base = args.file.parent().unwrap_or(Path::new("."));
+    // Every variant's files are read and checked here, whichever way it runs.
     let mut specs = Vec::new();
     for variant in &experiment.variants {
-        let run_args = run_args(&experiment, variant, base, &args.driver)
+        let run_args = run_args(&experiment, variant, &|file| base.join(file), &args.driver)
             .with_context(|| format!("variant {}", variant.name))?;
         let spec = spec::build(&run_args).with_context(|| format!("variant {}", variant.name))?;
         specs.push((variant.name.clone(), spec));
     }
+    let bundle = if args.cluster.cluster {
+        Some(plan::bundle(&args.file)?.1)
+    } else {
+        None
+    };
     let output = match &args.output {
         Some(dir) => dir.clone(),
         None => {
@@ -89,17 +107,36 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
             base.join(format!("{stem}-results"))
         }
     };
-    std::fs::create_dir_all(&output).with_context(|| format!("creating {}", output.display()))?;
-
     let mut out = std::io::stdout();
-    let runs = run_all(
-        &args.driver.resolve()?,
-        &specs,
-        experiment.repeats,
-        &output,
-        &mut out,
-    )
-    .await?;
+    let runs = match &bundle {
+        Some(bundle) => {
+            let runs = cluster::run_all(
+                &args.cluster,
+                &args.file,
+                &experiment,
+                bundle,
+                &output,
+                &mut out,
+            )
+            .await?;
+            if args.cluster.dry_run {
+                return Ok(());
+            }
+            runs
+        }
+        None => {
+            std::fs::create_dir_all(&output)
+                .with_context(|| format!("creating {}", output.display()))?;
+            run_all(
+                &args.driver.resolve()?,
+                &specs,
+                experiment.repeats,
+                &output,
+                &mut out,
+            )
+            .await?
+        }
+    };
     let comparison = write_comparison(&runs, &output)?;
     write!(out, "{}", comparison.table())?;
     for variant in &runs {
@@ -151,29 +188,26 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `ksim run`'s arguments for one variant, its paths resolved against the experiment file's.
+/// `ksim run`'s arguments for one variant, each file the experiment names (as written, relative
+/// to the experiment file) found by `path`: beside the file locally, in the bundle in a Job.
 fn run_args(
     experiment: &Experiment,
     variant: &Variant,
-    base: &Path,
+    path: &dyn Fn(&str) -> PathBuf,
     driver: &DriverArgs,
 ) -> anyhow::Result<RunArgs> {
-    let path = |relative: &str| base.join(relative);
-    let group = |text: &String| -> anyhow::Result<String> {
-        // NAME=SKELETON...: the skeleton is relative to the experiment file too.
-        let (name, rest) = text
-            .split_once('=')
-            .with_context(|| format!("group {text:?}: expected NAME=SKELETON.yaml:..."))?;
-        Ok(format!("{name}={}", path(rest).display()))
-    };
+    // A group's skeleton is a file the experiment names too: parsed as written, then found.
+    let skeleton = |written: &Path| path(&written.to_string_lossy());
     let node_groups = variant
         .node_groups
         .as_ref()
         .unwrap_or(&experiment.node_groups)
         .iter()
         .map(|text| {
-            groups::parse_node_group(&group(text)?)
-                .map_err(|error| anyhow::anyhow!("node group {text:?}: {error}"))
+            let mut group = groups::parse_node_group(text)
+                .map_err(|error| anyhow::anyhow!("node group {text:?}: {error}"))?;
+            group.skeleton = skeleton(&group.skeleton);
+            Ok(group)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let autoscaler_groups = variant
@@ -182,8 +216,10 @@ fn run_args(
         .unwrap_or(&experiment.autoscaler_groups)
         .iter()
         .map(|text| {
-            groups::parse_autoscaler_group(&group(text)?)
-                .map_err(|error| anyhow::anyhow!("autoscaler group {text:?}: {error}"))
+            let mut group = groups::parse_autoscaler_group(text)
+                .map_err(|error| anyhow::anyhow!("autoscaler group {text:?}: {error}"))?;
+            group.skeleton = skeleton(&group.skeleton);
+            Ok(group)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let nodepools = variant
