@@ -178,6 +178,7 @@ async fn every_image_builds_and_runs_as_non_root_serving_health_and_reflection()
     let binaries = binaries.parent().unwrap();
     let tag = format!("e2e-{}", std::process::id());
     let out = tempfile::tempdir().unwrap();
+    // ksim-run has a test of its own (below): building it takes the control plane.
     let images = [
         "ksim-tracer",
         "ksim-vnode",
@@ -196,7 +197,8 @@ async fn every_image_builds_and_runs_as_non_root_serving_health_and_reflection()
         .args(["--tag", &tag, "--binaries"])
         .arg(binaries)
         .arg("--out")
-        .arg(out.path()));
+        .arg(out.path())
+        .args(images));
     let printed = String::from_utf8_lossy(&built.stdout);
     eprintln!("{printed}");
     assert_eq!(printed.lines().count(), images.len(), "{printed}");
@@ -348,4 +350,172 @@ async fn every_image_builds_and_runs_as_non_root_serving_health_and_reflection()
     .await
     .unwrap();
     drop(cleanup);
+}
+
+const EXPERIMENT: &str = "\
+trace: demo.ktrace
+speed: 20
+nodeGroups: [\"small=m5.yaml:4\"]
+provisioning: instant
+variants:
+- name: baseline
+- name: spread
+  speed: 10
+";
+
+/// Every key path of a JSON value (arrays by their first element), for comparing shapes.
+fn shape(value: &serde_json::Value, at: &str, into: &mut std::collections::BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                let path = format!("{at}.{key}");
+                into.insert(path.clone());
+                shape(value, &path, into);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            if let Some(first) = items.first() {
+                shape(first, &format!("{at}[]"), into);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// ksim-run holds a whole simulation: in a container on a network of its own (podman's default,
+/// as a pod's; kube-apiserver needs a default route to choose its address), with no
+/// capabilities and a read-only root, as user 65532, it starts its own control plane and services, runs one run of
+/// an experiment, and writes a report shaped as the same run's outside a container.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_run_image_runs_one_run_of_the_demo_trace_unprivileged() {
+    let binaries = ksim_e2e::binary("ksim");
+    let binaries = binaries.parent().unwrap();
+    let tag = format!("e2e-run-{}", std::process::id());
+    let out = tempfile::tempdir().unwrap();
+    let image = format!("docker.io/ksim/ksim-run:{tag}");
+    let container = format!("ksim-e2e-run-{}", std::process::id());
+    let _cleanup = Cleanup {
+        containers: vec![container.clone()],
+        images: vec![image.clone()],
+    };
+    let built = run(Command::new(repo().join("deploy/images/build.sh"))
+        .args(["--tag", &tag, "--binaries"])
+        .arg(binaries)
+        .arg("--out")
+        .arg(out.path())
+        .arg("ksim-run"));
+    eprintln!("{}", String::from_utf8_lossy(&built.stdout));
+    let inspected = run(Command::new("skopeo")
+        .args(["inspect", "--config"])
+        .arg(format!(
+            "oci-archive:{}",
+            out.path().join("ksim-run.oci.tar").display()
+        )));
+    let config: serde_json::Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    let config = &config["config"];
+    assert_eq!(config["User"], "65532:65532", "{config}");
+    assert_eq!(
+        config["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/ksim"])
+    );
+    let env: Vec<&str> = config["Env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .collect();
+    assert!(
+        env.contains(&"KSIM_CONTROL_PLANE_BIN_DIR=/opt/ksim/control-plane"),
+        "{env:?}"
+    );
+
+    // The experiment's files, read-only; the report goes to a directory the image's user may
+    // write.
+    let files = tempfile::tempdir().unwrap();
+    let written = Command::new(ksim_e2e::binary("ksim"))
+        .args(["demo", "--write-trace"])
+        .arg(files.path().join("demo.ktrace"))
+        .output()
+        .unwrap();
+    assert!(written.status.success());
+    std::fs::write(files.path().join("m5.yaml"), SKELETON).unwrap();
+    std::fs::write(files.path().join("experiment.yaml"), EXPERIMENT).unwrap();
+    let reports = tempfile::tempdir().unwrap();
+    run(Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(files.path())
+        .arg(reports.path()));
+    let contained = podman_run()
+        .args([
+            "--rm",
+            "--name",
+            &container,
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--read-only",
+            "--tmpfs",
+            "/tmp:rw,exec,size=2g",
+            "-v",
+        ])
+        .arg(format!("{}:/experiment:ro", files.path().display()))
+        .arg("-v")
+        .arg(format!("{}:/reports", reports.path().display()))
+        .args([
+            image.as_str(),
+            "experiment",
+            "run-one",
+            "-f",
+            "/experiment/experiment.yaml",
+            "--index",
+            "1",
+            "--report",
+            "/reports/report.json",
+        ])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&contained.stdout);
+    assert!(
+        contained.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&contained.stderr)
+    );
+    assert!(
+        printed.contains("run 1 (variant spread, repeat 1 of 1)"),
+        "{printed}"
+    );
+    let in_container: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(reports.path().join("report.json")).unwrap())
+            .unwrap();
+
+    // The same run on this machine, outside a container.
+    let host_report = reports.path().join("host.json");
+    let state = tempfile::tempdir().unwrap();
+    let outside = Command::new(ksim_e2e::binary("ksim"))
+        .args(["experiment", "run-one", "-f"])
+        .arg(files.path().join("experiment.yaml"))
+        .args(["--index", "1", "--report"])
+        .arg(&host_report)
+        .env("KSIM_STATE_DIR", state.path())
+        .env("KSIM_PORT_BASE", ksim_e2e::port_base().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        outside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&outside.stderr)
+    );
+    let on_host: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&host_report).unwrap()).unwrap();
+    for report in [&in_container, &on_host] {
+        assert_eq!(report["complete"], true, "{report}");
+        assert_eq!(report["peak_nodes"], 4);
+        assert_eq!(report["speed"], 10.0);
+    }
+    assert_eq!(in_container["events_applied"], on_host["events_applied"]);
+    let (mut inside_shape, mut host_shape) = Default::default();
+    shape(&in_container, "", &mut inside_shape);
+    shape(&on_host, "", &mut host_shape);
+    assert_eq!(inside_shape, host_shape);
 }
