@@ -507,7 +507,7 @@ async fn follow(
     let bars = Bars::new(&runs, experiment, &plan.runs);
     loop {
         // Reports first: a run whose pod has just exited has handed its report back.
-        for (kind, blob) in store::complete(maps, &plan.id).await? {
+        for (kind, blob) in store::complete(maps, &plan.id, store::Blobs::Reports).await? {
             let Some(index) = kind
                 .strip_prefix("report-")
                 .and_then(|n| n.parse::<u32>().ok())

@@ -36,26 +36,24 @@ pub struct Sizing {
     pub memory_mib: u32,
 }
 
-/// The sizing rule (docs/experiments.md, measured in docs/benchmarks.md): a base for the control
-/// plane, the four services and an autoscaler, memory growing with the simulated nodes (the
-/// apiserver's watch cache and etcd hold every Node, Lease and pod) and CPU with the rate at
-/// which the replay applies events.
+/// The sizing rule, fitted to runs measured in a process tree (docs/benchmarks.md, "One run in
+/// one pod"): memory is a base (the control plane, four services and an autoscaler idle) and a
+/// part per simulated node with its pods (the apiserver's watch cache and etcd hold every Node,
+/// Lease and pod); CPU is a base, a part per node (leases, status, scheduling) and a part per
+/// event a minute of wall time (the replay's writes and what they set off).
 pub fn sizing(peak_nodes: u32, events_per_minute: u32) -> Sizing {
-    const BASE_CPU_MILLIS: u32 = 1000;
-    const CPU_MILLIS_PER_1000_EVENTS_A_MINUTE: u32 = 100;
+    const BASE_CPU_MILLIS: u32 = 250;
+    const CPU_MILLIS_PER_100_NODES: u32 = 100;
+    const CPU_MILLIS_PER_EVENT_A_MINUTE: u32 = 1;
     const BASE_MEMORY_MIB: u32 = 1024;
-    const MEMORY_MIB_PER_100_NODES: u32 = 64;
+    const MEMORY_MIB_PER_100_NODES: u32 = 160;
+    let hundreds = peak_nodes.div_ceil(100);
     Sizing {
-        cpu_millis: BASE_CPU_MILLIS.saturating_add(
-            events_per_minute
-                .div_ceil(1000)
-                .saturating_mul(CPU_MILLIS_PER_1000_EVENTS_A_MINUTE),
-        ),
-        memory_mib: BASE_MEMORY_MIB.saturating_add(
-            peak_nodes
-                .div_ceil(100)
-                .saturating_mul(MEMORY_MIB_PER_100_NODES),
-        ),
+        cpu_millis: BASE_CPU_MILLIS
+            .saturating_add(hundreds.saturating_mul(CPU_MILLIS_PER_100_NODES))
+            .saturating_add(events_per_minute.saturating_mul(CPU_MILLIS_PER_EVENT_A_MINUTE)),
+        memory_mib: BASE_MEMORY_MIB
+            .saturating_add(hundreds.saturating_mul(MEMORY_MIB_PER_100_NODES)),
     }
 }
 
@@ -239,26 +237,28 @@ mod tests {
             image: DEFAULT_IMAGE.to_owned(),
             runs: vec![1, 4, 5],
             parallelism: 8,
-            sizing: sizing(1100, 2500),
+            sizing: sizing(1200, 484),
         }
     }
 
     #[test]
     fn the_rule_grows_memory_with_nodes_and_cpu_with_the_event_rate() {
-        let small = sizing(10, 100);
+        // The demo: 4 nodes, under an event a minute.
+        let small = sizing(4, 1);
         assert_eq!(
             small,
             Sizing {
-                cpu_millis: 1100,
-                memory_mib: 1088
+                cpu_millis: 351,
+                memory_mib: 1184
             }
         );
-        let day = sizing(1100, 2500);
+        // The generated 1,000-node day at 40x: its groups' 1,200 nodes, 484 events a minute.
+        let day = sizing(1200, 484);
         assert_eq!(
             day,
             Sizing {
-                cpu_millis: 1300,
-                memory_mib: 1024 + 11 * 64
+                cpu_millis: 250 + 1200 + 484,
+                memory_mib: 1024 + 12 * 160
             }
         );
         // Past any real cluster, it still answers (saturating), never panics.
@@ -285,8 +285,9 @@ mod tests {
         let args = container.args.as_ref().unwrap();
         assert_eq!(args[args.len() - 2..], ["--runs", "1,4,5"]);
         let resources = container.resources.as_ref().unwrap();
-        assert_eq!(resources.requests.as_ref().unwrap()["memory"].0, "1728Mi");
-        assert_eq!(resources.limits.as_ref().unwrap()["memory"].0, "2592Mi");
+        assert_eq!(resources.requests.as_ref().unwrap()["cpu"].0, "1934m");
+        assert_eq!(resources.requests.as_ref().unwrap()["memory"].0, "2944Mi");
+        assert_eq!(resources.limits.as_ref().unwrap()["memory"].0, "4416Mi");
         assert!(resources.limits.as_ref().unwrap().get("cpu").is_none());
         let security = container.security_context.as_ref().unwrap();
         assert_eq!(security.allow_privilege_escalation, Some(false));

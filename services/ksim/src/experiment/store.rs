@@ -89,12 +89,29 @@ pub async fn put(api: &Api<ConfigMap>, pieces: &[ConfigMap]) -> anyhow::Result<(
     Ok(())
 }
 
+/// Which of an experiment's blobs to read.
+#[derive(Debug, Clone, Copy)]
+pub enum Blobs {
+    /// The bundle (a run's pod).
+    Bundle,
+    /// The reports (the CLI, every few seconds: never the bundle's pieces again).
+    Reports,
+}
+
 /// Every complete blob of `experiment` among its ConfigMaps, by blob kind.
 pub async fn complete(
     api: &Api<ConfigMap>,
     experiment: &str,
+    which: Blobs,
 ) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
-    let selector = format!("{EXPERIMENT_LABEL}={experiment}");
+    let kind = match which {
+        Blobs::Bundle => "=",
+        Blobs::Reports => "!=",
+    };
+    let selector = format!(
+        "{EXPERIMENT_LABEL}={experiment},{BLOB_LABEL}{kind}{}",
+        super::cluster::BUNDLE_BLOB
+    );
     let list = api
         .list(&ListParams::default().labels(&selector))
         .await

@@ -113,7 +113,7 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
             let namespace = args.namespace.clone().context("--namespace is needed")?;
             let client = args.kube.connect().await?.client;
             let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &namespace);
-            let mut blobs = store::complete(&api, id).await?;
+            let mut blobs = store::complete(&api, id, store::Blobs::Bundle).await?;
             let blob = blobs.remove(super::cluster::BUNDLE_BLOB).with_context(|| {
                 format!("experiment {id}: no complete bundle among the ConfigMaps of {namespace}")
             })?;

@@ -195,6 +195,8 @@ async fn the_job_is_accepted_as_the_experimenter_and_bad_input_is_one_line_leavi
     assert!(printed.status.success(), "{}", text(&printed.stderr));
     let manifests = text(&printed.stdout);
     assert!(manifests.contains("kind: Job"), "{manifests}");
+    // Sized by the rule for at most 100 nodes (the demo's 4): 1,024 MiB and 160 a hundred nodes.
+    assert!(manifests.contains("memory: 1184Mi"), "{manifests}");
     let mut apply = Command::new(&setup.kubectl)
         .args([
             "apply",
