@@ -222,3 +222,17 @@ impl Workload {
             .unwrap_or_else(|e| panic!("workload {} is not a valid Deployment: {e}", self.name))
     }
 }
+
+/// A KubeSchedulerConfiguration that packs (NodeResourcesFit scoring MostAllocated) where the
+/// default spreads: the experiments' change with a real effect.
+pub const PACKING_SCHEDULER_CONFIG: &str = "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+";

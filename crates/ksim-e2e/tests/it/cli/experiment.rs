@@ -11,17 +11,7 @@ use super::common::up::Up;
 
 const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 
-const PACKED: &str = "\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-";
+const PACKED: &str = ksim_e2e::fixtures::PACKING_SCHEDULER_CONFIG;
 
 const EXPERIMENT: &str = "\
 trace: demo.ktrace

@@ -31,17 +31,7 @@ const NAMESPACE: &str = "ksim-experiments";
 const EXPERIMENTER: &str = "ksim-experimenter";
 const RUN_ACCOUNT: &str = "ksim-experiment-run";
 
-const PACKED: &str = "\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-";
+const PACKED: &str = ksim_e2e::fixtures::PACKING_SCHEDULER_CONFIG;
 
 const EXPERIMENT: &str = "\
 trace: demo.ktrace
