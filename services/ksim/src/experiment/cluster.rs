@@ -185,9 +185,10 @@ pub async fn run_all(
                     &mut collected,
                     out,
                 );
+                // Ctrl-C or SIGTERM: None, then the cleanup below.
                 tokio::select! {
                     outcome = follow => Some(outcome),
-                    _ = tokio::signal::ctrl_c() => None,
+                    signal = ksim_grpc::shutdown_signal() => signal.err().map(|e| Err(e.into())),
                 }
             }
             Err(error) => Some(Err(error)),

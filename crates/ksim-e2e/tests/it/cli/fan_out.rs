@@ -286,15 +286,7 @@ async fn the_job_is_accepted_as_the_experimenter_and_bad_input_is_one_line_leavi
         .spawn()
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(setup.plane.client(), NAMESPACE);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let pod = loop {
-        assert!(Instant::now() < deadline, "no pod of the Job appeared");
-        let list = pods.list(&ListParams::default()).await.unwrap();
-        if let Some(pod) = list.items.into_iter().next() {
-            break pod;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let pod = first_pod(&pods).await;
     let status = json!({ "status": { "phase": "Pending", "containerStatuses": [{
         "name": "run", "image": "registry.invalid/ksim-run:none", "imageID": "", "ready": false,
         "restartCount": 0,
@@ -317,6 +309,55 @@ async fn the_job_is_accepted_as_the_experimenter_and_bad_input_is_one_line_leavi
         "{said}"
     );
     setup.nothing_left().await;
+
+    // Ctrl-C while the runs wait deletes the Job and what it made, and says how to resume.
+    // (First the garbage collector removes the pull test's pod, so the pod awaited is new.)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "the deleted Job's pod stayed");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let running = setup
+        .command(&setup.experimenter, &["-o", &output_arg])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    first_pod(&pods).await;
+    let signalled = Command::new("kill")
+        .args(["-INT", &running.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let output = tokio::task::spawn_blocking(move || running.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let said = refused(&output);
+    assert!(
+        said.contains("interrupted: the Job and its ConfigMaps are deleted; 0 of 2 reports are in"),
+        "{said}"
+    );
+    setup.nothing_left().await;
+}
+
+/// The first pod of the experiment's Job, once the Job controller has made it.
+async fn first_pod(pods: &Api<Pod>) -> Pod {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(Instant::now() < deadline, "no pod of the Job appeared");
+        let list = pods.list(&ListParams::default()).await.unwrap();
+        if let Some(pod) = list.items.into_iter().next() {
+            return pod;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The test's kubelet: each pod of the experiment's Job runs its container's command as a
