@@ -26,6 +26,9 @@ pub const RUN_SERVICE_ACCOUNT: &str = "ksim-experiment-run";
 /// The image of one run, as `deploy/images/build.sh` names it.
 pub const DEFAULT_IMAGE: &str = "docker.io/ksim/ksim-run:dev";
 
+/// The tmpfs at /dev/shm a run's etcd keeps its data on (counted in the pod's memory).
+pub const SHM_SIZE: &str = "1Gi";
+
 /// Attempts of one run beyond its first before the Job counts it failed.
 pub const RETRIES_PER_RUN: i32 = 2;
 
@@ -162,11 +165,18 @@ impl JobPlan {
                 }),
                 ..SecurityContext::default()
             }),
-            volume_mounts: Some(vec![VolumeMount {
-                name: "tmp".to_owned(),
-                mount_path: "/tmp".to_owned(),
-                ..VolumeMount::default()
-            }]),
+            volume_mounts: Some(vec![
+                VolumeMount {
+                    name: "tmp".to_owned(),
+                    mount_path: "/tmp".to_owned(),
+                    ..VolumeMount::default()
+                },
+                VolumeMount {
+                    name: "shm".to_owned(),
+                    mount_path: "/dev/shm".to_owned(),
+                    ..VolumeMount::default()
+                },
+            ]),
             ..Container::default()
         };
         Job {
@@ -210,11 +220,23 @@ impl JobPlan {
                             ..PodSecurityContext::default()
                         }),
                         containers: vec![container],
-                        volumes: Some(vec![Volume {
-                            name: "tmp".to_owned(),
-                            empty_dir: Some(EmptyDirVolumeSource::default()),
-                            ..Volume::default()
-                        }]),
+                        volumes: Some(vec![
+                            Volume {
+                                name: "tmp".to_owned(),
+                                empty_dir: Some(EmptyDirVolumeSource::default()),
+                                ..Volume::default()
+                            },
+                            // etcd keeps its data on tmpfs at /dev/shm (the tuned plane), and
+                            // a container's own /dev/shm is 64 MiB: less than etcd's first WAL.
+                            Volume {
+                                name: "shm".to_owned(),
+                                empty_dir: Some(EmptyDirVolumeSource {
+                                    medium: Some("Memory".to_owned()),
+                                    size_limit: Some(Quantity(SHM_SIZE.to_owned())),
+                                }),
+                                ..Volume::default()
+                            },
+                        ]),
                         ..PodSpec::default()
                     }),
                 },
@@ -289,6 +311,17 @@ mod tests {
         assert_eq!(resources.requests.as_ref().unwrap()["memory"].0, "2944Mi");
         assert_eq!(resources.limits.as_ref().unwrap()["memory"].0, "4416Mi");
         assert!(resources.limits.as_ref().unwrap().get("cpu").is_none());
+        let shm = pod
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|v| v.name == "shm")
+            .unwrap();
+        assert_eq!(
+            shm.empty_dir.as_ref().unwrap().medium.as_deref(),
+            Some("Memory")
+        );
         let security = container.security_context.as_ref().unwrap();
         assert_eq!(security.allow_privilege_escalation, Some(false));
     }

@@ -457,6 +457,10 @@ async fn the_run_image_runs_one_run_of_the_demo_trace_unprivileged() {
             "--read-only",
             "--tmpfs",
             "/tmp:rw,exec,size=2g",
+            // etcd's data lives on /dev/shm, which is 64 MiB in a container by default: less
+            // than its first WAL file. The Job's pods mount a memory emptyDir there.
+            "--shm-size",
+            "1g",
             "-v",
         ])
         .arg(format!("{}:/experiment:ro", files.path().display()))
