@@ -299,16 +299,12 @@ async fn the_job_is_accepted_as_the_experimenter_and_bad_input_is_one_line_leavi
     )
     .await
     .unwrap();
-    let output = tokio::task::spawn_blocking(move || running.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    let said = refused(&output);
-    assert!(
-        said.contains("the image registry.invalid/ksim-run:none cannot be pulled (ErrImagePull"),
-        "{said}"
-    );
-    setup.nothing_left().await;
+    refused_in_the_end(
+        &setup,
+        running,
+        "the image registry.invalid/ksim-run:none cannot be pulled (ErrImagePull",
+    )
+    .await;
 
     // Ctrl-C while the runs wait deletes the Job and what it made, and says how to resume.
     // (First the garbage collector removes the pull test's pod, so the pod awaited is new.)
@@ -335,15 +331,23 @@ async fn the_job_is_accepted_as_the_experimenter_and_bad_input_is_one_line_leavi
         .status()
         .unwrap();
     assert!(signalled.success());
+    refused_in_the_end(
+        &setup,
+        running,
+        "interrupted: the Job and its ConfigMaps are deleted; 0 of 2 reports are in",
+    )
+    .await;
+}
+
+/// A `ksim` started in the background ends refused, its one line saying `reason`, and leaves
+/// nothing on the cluster.
+async fn refused_in_the_end(setup: &Setup, running: Child, reason: &str) {
     let output = tokio::task::spawn_blocking(move || running.wait_with_output())
         .await
         .unwrap()
         .unwrap();
     let said = refused(&output);
-    assert!(
-        said.contains("interrupted: the Job and its ConfigMaps are deleted; 0 of 2 reports are in"),
-        "{said}"
-    );
+    assert!(said.contains(reason), "{reason}: {said}");
     setup.nothing_left().await;
 }
 
