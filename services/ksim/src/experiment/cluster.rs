@@ -16,12 +16,9 @@ use std::{
 
 use anyhow::Context;
 use clap::Args;
-use k8s_openapi::{
-    api::{
-        batch::v1::Job,
-        core::v1::{ConfigMap, Pod, ServiceAccount},
-    },
-    apimachinery::pkg::apis::meta::v1::OwnerReference,
+use k8s_openapi::api::{
+    batch::v1::Job,
+    core::v1::{ConfigMap, Pod, ServiceAccount},
 };
 use ksim_experiment::experiment::Experiment;
 use ksim_proto::ksim::driver::v1::SimulationState;
@@ -378,7 +375,14 @@ async fn preflight(
 /// An API error as one line saying what to do about it.
 fn api_error(error: kube::Error, namespace: &str, what: &str) -> anyhow::Error {
     match &error {
-        kube::Error::Api(status) if status.code == 404 && status.message.contains("namespaces") => {
+        // The apiserver's NotFound names the kind missing: the namespace, not the object.
+        kube::Error::Api(status)
+            if status.code == 404
+                && status
+                    .details
+                    .as_ref()
+                    .is_some_and(|d| d.kind == "namespaces") =>
+        {
             anyhow::anyhow!("namespace {namespace} does not exist on the cluster")
         }
         kube::Error::Api(status) if status.code == 403 => anyhow::anyhow!(
@@ -406,13 +410,7 @@ async fn create(
         .await
         .context("creating the Job")?;
     let name = created.metadata.name.clone().unwrap_or_default();
-    let owner = OwnerReference {
-        api_version: "batch/v1".to_owned(),
-        kind: "Job".to_owned(),
-        name: name.clone(),
-        uid: created.metadata.uid.clone().unwrap_or_default(),
-        ..OwnerReference::default()
-    };
+    let owner = job::job_owner(&name, created.metadata.uid.as_deref().unwrap_or_default());
     for piece in &mut pieces {
         piece.metadata.owner_references = Some(vec![owner.clone()]);
     }

@@ -14,7 +14,10 @@ use k8s_openapi::{
             ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
         },
     },
-    apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ObjectMeta},
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{ObjectMeta, OwnerReference},
+    },
 };
 
 use super::store::EXPERIMENT_LABEL;
@@ -77,6 +80,17 @@ pub struct JobPlan {
 /// The Job's name.
 pub fn job_name(id: &str) -> String {
     format!("ksim-{id}")
+}
+
+/// What the experiment's ConfigMaps carry so that deleting the Job deletes them.
+pub fn job_owner(name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "batch/v1".to_owned(),
+        kind: "Job".to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        ..OwnerReference::default()
+    }
 }
 
 impl JobPlan {

@@ -135,33 +135,26 @@ pub fn load(experiment: &Experiment, bundle: &Bundle) -> anyhow::Result<(u32, u3
         .files
         .get(&experiment.trace)
         .with_context(|| format!("the bundle lacks the trace {}", experiment.trace))?;
-    let inspection = match ksim_trace::detect_format(trace) {
-        Some(ksim_proto::ksim::trace::v1::TraceFormat::SimkubeV2) => {
-            let (converted, _) = ksim_trace::simkube::convert(trace, Vec::new(), "ksim sizing")
-                .with_context(|| format!("{} is not a valid SimKube trace", experiment.trace))?;
-            ksim_trace::inspect::inspect(converted.as_slice())
-        }
-        _ => ksim_trace::inspect::inspect(trace.as_slice()),
-    }
-    .with_context(|| format!("{} is not a valid trace", experiment.trace))?;
+    let inspection = crate::trace::inspect::inspect_bytes(trace, &experiment.trace)?;
     let mut nodes = inspection.peak_ready_nodes;
     let mut speed = 0.0_f64;
     for variant in &experiment.variants {
-        speed = speed.max(variant.speed_in(experiment));
-        let fixed: u64 = variant
+        // The groups as a run takes them (paths are not read here).
+        let run = super::run_args(
+            experiment,
+            variant,
+            &|written: &str| PathBuf::from(written),
+            &DriverArgs { url: None },
+        )?;
+        speed = speed.max(run.speed);
+        let fixed: u64 = run
             .node_groups
-            .as_ref()
-            .unwrap_or(&experiment.node_groups)
             .iter()
-            .filter_map(|text| crate::run::groups::parse_node_group(text).ok())
             .map(|group| u64::try_from(group.count).unwrap_or(0))
             .sum();
-        let scaled: u64 = variant
+        let scaled: u64 = run
             .autoscaler_groups
-            .as_ref()
-            .unwrap_or(&experiment.autoscaler_groups)
             .iter()
-            .filter_map(|text| crate::run::groups::parse_autoscaler_group(text).ok())
             .map(|group| u64::try_from(group.max).unwrap_or(0))
             .sum();
         nodes = nodes.max(fixed + scaled);

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::Context;
 use clap::Args;
-use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::OwnerReference};
+use k8s_openapi::api::core::v1::ConfigMap;
 use ksim_experiment::experiment::Experiment;
 use ksim_proto::ksim::driver::v1::SimulationState;
 use ksim_report::Report;
@@ -154,7 +154,7 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
     }
     if let Some((api, id)) = cluster {
         let owner = match (&args.job_name, &args.job_uid) {
-            (Some(name), Some(uid)) => Some(job_owner(name, uid)),
+            (Some(name), Some(uid)) => Some(super::job::job_owner(name, uid)),
             _ => None,
         };
         let blob = bundle::compress(&json).context("compressing the report")?;
@@ -223,15 +223,4 @@ async fn run_in_fresh_env(
         state_name(state)
     )?;
     Ok((state, Report::from_proto(&outcome.report)))
-}
-
-/// The owner reference of a Job.
-fn job_owner(name: &str, uid: &str) -> OwnerReference {
-    OwnerReference {
-        api_version: "batch/v1".to_owned(),
-        kind: "Job".to_owned(),
-        name: name.to_owned(),
-        uid: uid.to_owned(),
-        ..OwnerReference::default()
-    }
 }

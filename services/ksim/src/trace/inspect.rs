@@ -24,18 +24,28 @@ pub fn run(path: &Path) -> anyhow::Result<()> {
                 crate::files::MAX_WHOLE_TRACE_BYTES,
                 "a SimKube trace",
             )?;
-            let (converted, _) =
-                ksim_trace::simkube::convert(&bytes, Vec::new(), "ksim inspect")
-                    .with_context(|| format!("{} is not a valid SimKube trace", path.display()))?;
-            ksim_trace::inspect::inspect(converted.as_slice())
+            inspect_bytes(&bytes, &path.display().to_string())?
         }
-        _ => ksim_trace::inspect::inspect(BufReader::new(open()?)),
-    }
-    .with_context(|| format!("{} is not a valid trace", path.display()))?;
+        _ => ksim_trace::inspect::inspect(BufReader::new(open()?))
+            .with_context(|| format!("{} is not a valid trace", path.display()))?,
+    };
     std::io::stdout()
         .write_all(render(&inspection).as_bytes())
         .context("writing to stdout")?;
     Ok(())
+}
+
+/// The summary of a trace held in memory, of either format (`label` names it in errors).
+pub fn inspect_bytes(bytes: &[u8], label: &str) -> anyhow::Result<Inspection> {
+    match ksim_trace::detect_format(bytes) {
+        Some(pb::TraceFormat::SimkubeV2) => {
+            let (converted, _) = ksim_trace::simkube::convert(bytes, Vec::new(), "ksim inspect")
+                .with_context(|| format!("{label} is not a valid SimKube trace"))?;
+            ksim_trace::inspect::inspect(converted.as_slice())
+        }
+        _ => ksim_trace::inspect::inspect(bytes),
+    }
+    .with_context(|| format!("{label} is not a valid trace"))
 }
 
 /// Whether the trace carries the recorded cluster's state, which reports compare a replay with.

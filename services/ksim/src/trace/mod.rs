@@ -6,7 +6,7 @@ mod export;
 mod generate;
 mod import;
 mod input;
-mod inspect;
+pub mod inspect;
 mod progress;
 mod show;
 pub mod transform;
