@@ -236,3 +236,23 @@ profiles:
       scoringStrategy:
         type: MostAllocated
 ";
+
+/// Packs pods on the most allocated node, with the scores that would spread them (topology
+/// spreading, balanced allocation) off: unlike [`PACKING_SCHEDULER_CONFIG`], pods of one
+/// Deployment land together.
+pub const PACKING_ONLY_SCHEDULER_CONFIG: &str = "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    score:
+      disabled:
+      - name: PodTopologySpread
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+";

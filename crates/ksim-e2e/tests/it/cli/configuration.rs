@@ -12,30 +12,15 @@ use kube::{Api, Client, api::ListParams};
 use serde_json::{Value, json};
 
 use super::common::{
-    deployment,
+    deployment, shop_deployment,
     up::{Up, report_dir},
     write_trace,
 };
 
 const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+const PACKED: &str = ksim_e2e::fixtures::PACKING_ONLY_SCHEDULER_CONFIG;
 const HEADER: &str =
     "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
-
-/// Packs pods on the most allocated node: the spreading scores that would outweigh it are off.
-const PACKED: &str = "\
-profiles:
-- schedulerName: default-scheduler
-  plugins:
-    score:
-      disabled:
-      - name: PodTopologySpread
-      - name: NodeResourcesBalancedAllocation
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-";
 
 /// `web` in namespace `shop`: `replicas` pods of `cpu` each.
 fn web(replicas: i32, cpu: &str, revision: &str) -> Value {
@@ -44,29 +29,7 @@ fn web(replicas: i32, cpu: &str, revision: &str) -> Value {
 
 /// Deployment `name` in namespace `shop`: `replicas` pods of `cpu` each.
 fn app(name: &str, replicas: i32, cpu: &str, revision: &str) -> Value {
-    sized(name, replicas, cpu, "256Mi", revision)
-}
-
-/// Deployment `name` in namespace `shop`: `replicas` pods of `cpu` and `memory` each.
-fn sized(name: &str, replicas: i32, cpu: &str, memory: &str, revision: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "shop", "labels": {"revision": revision}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "tolerations": [{"key": "workload-class", "operator": "Exists",
-                        "effect": "NoSchedule"}],
-                    "containers": [{"name": "web", "image": "registry.example/web:1",
-                        "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
-                }
-            }
-        }
-    })
+    shop_deployment(name, replicas, cpu, "256Mi", revision)
 }
 
 fn args(list: &[&str]) -> Vec<String> {
@@ -275,7 +238,7 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
     assert!(namespaces.is_empty(), "{namespaces:?}");
 
     // Packed by the configuration under test, spread by the scheduler's defaults after it.
-    let packed = write("packed.yaml", &format!("{HEADER}{PACKED}"));
+    let packed = write("packed.yaml", PACKED);
     let (output, nodes) = run_while(
         &up,
         args(&[
@@ -774,178 +737,6 @@ async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_i
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn packed_by_the_scheduler_cluster_autoscaler_needs_fewer_node_hours_and_costs_less() {
-    let files = tempfile::tempdir().unwrap();
-    let pricing = files.path().join("provider.yaml");
-    std::fs::write(
-        &pricing,
-        "pricing:\n  instanceTypes:\n    m5.large: 0.096\n",
-    )
-    .unwrap();
-    let provider_config = pricing.to_str().unwrap().to_owned();
-    let up = tokio::task::spawn_blocking(move || {
-        Up::with_fast_autoscaler(&["--provider-config", &provider_config])
-    })
-    .await
-    .unwrap();
-    let dir = up.state.path();
-    let trace = dir.join("three.ksim");
-    // Three pods that fit one node together, replayed for 300 recorded seconds: 30 s at 10x,
-    // so CA on a busy machine (another test's environment beside it) still removes both
-    // empty nodes in the packed run (150 s once left it time for one).
-    let t0 = 1_767_225_600_000;
-    write_trace(
-        &trace,
-        [
-            (t0, deployment(&web(3, "600m", "a"))),
-            (t0 + 300_000, deployment(&web(3, "600m", "b"))),
-        ],
-        &[],
-    );
-    let skeleton = dir.join("m5.yaml");
-    std::fs::write(&skeleton, SKELETON).unwrap();
-    let packed = dir.join("packed.yaml");
-    std::fs::write(&packed, format!("{HEADER}{PACKED}")).unwrap();
-    let trace = trace.to_str().unwrap().to_owned();
-    let group = format!("--autoscaler-group=m5={}:1:4:3", skeleton.display());
-    let run = |scheduler: Option<&str>| {
-        // Spread, the three nodes hold 31% each: above this threshold, none is removed.
-        let mut args = args(&[
-            "run",
-            &trace,
-            "--driver",
-            &up.urls.driver,
-            "--speed",
-            "10",
-            "--autoscaler",
-            &group,
-            "--autoscaler-arg",
-            "scale-down-utilization-threshold=0.2",
-        ]);
-        if let Some(file) = scheduler {
-            args.extend(["--scheduler-config".to_owned(), file.to_owned()]);
-        }
-        let printed = run_ok(&up, &args);
-        (
-            report_of(&printed),
-            report_dir(&printed).to_owned(),
-            printed,
-        )
-    };
-    let (spread, spread_dir, _) = tokio::task::block_in_place(|| run(None));
-    let (packed, packed_dir, printed) = tokio::task::block_in_place(|| run(packed.to_str()));
-
-    let figure = |report: &Value, name: &str| report["costs"][name].as_f64().unwrap();
-    // Packed, two nodes are empty and CA removes them; spread, none is.
-    assert!(
-        figure(&packed, "node_hours") < figure(&spread, "node_hours"),
-        "packed {:#} spread {:#}",
-        packed["costs"],
-        spread["costs"]
-    );
-    assert!(
-        figure(&packed, "cpu_requested_mean") > figure(&spread, "cpu_requested_mean"),
-        "packed {:#} spread {:#}",
-        packed["costs"],
-        spread["costs"]
-    );
-    assert!(figure(&packed, "cost") < figure(&spread, "cost"));
-    for report in [&spread, &packed] {
-        let m5 = &report["costs"]["groups"][0];
-        assert_eq!(m5["group"], "m5");
-        assert_eq!(m5["instance_type"], "m5.large");
-        assert_eq!(m5["price_per_hour"], 0.096);
-        let expected = m5["node_hours"].as_f64().unwrap() * 0.096;
-        assert!(
-            (m5["cost"].as_f64().unwrap() - expected).abs() < 1e-9,
-            "{m5}"
-        );
-        // The timeline says how tightly: requested and allocatable per bucket.
-        let usage = &report["timeline"].as_array().unwrap().last().unwrap()["usage"];
-        assert_eq!(usage["requested_cpu_millis"], 1800, "{usage}");
-    }
-    assert!(
-        packed["costs"]["groups"][0]["scale_downs"]
-            .as_u64()
-            .unwrap()
-            >= 2,
-        "{:#}",
-        packed["costs"]
-    );
-    assert!(printed.contains("node-hours:"), "{printed}");
-    assert!(printed.contains("at 0.096/h"), "{printed}");
-
-    // Side by side: the deltas are the reports' own figures against the baseline's.
-    let chart = dir.join("compare.svg");
-    let output = up.ksim_any(&args(&[
-        "compare",
-        &spread_dir,
-        &packed_dir,
-        "--json",
-        "--svg",
-        chart.to_str().unwrap(),
-    ]));
-    assert!(output.status.success(), "{}", stderr(&output));
-    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(comparison["runs"], json!([spread_dir, packed_dir]));
-    let compared = |name: &str| {
-        comparison["figures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|figure| figure["name"] == name)
-            .unwrap()
-            .clone()
-    };
-    for name in [
-        "node_hours",
-        "cost",
-        "cpu_requested_mean",
-        "pending_pod_seconds",
-    ] {
-        let (base, other) = (figure(&spread, name), figure(&packed, name));
-        let row = compared(name);
-        assert_eq!(row["values"], json!([base, other]), "{name}");
-        let delta = row["deltas"][1].as_f64().unwrap();
-        assert!((delta - (other - base)).abs() < 1e-9, "{name}: {row}");
-        if base != 0.0 {
-            let relative = row["relative"][1].as_f64().unwrap();
-            assert!(
-                (relative - (other - base) / base).abs() < 1e-9,
-                "{name}: {row}"
-            );
-        }
-    }
-    let pending_p99 = compared("pending_p99_ms");
-    assert_eq!(
-        pending_p99["values"],
-        json!([
-            spread["pod_pending_time"]["p99_ms"],
-            packed["pod_pending_time"]["p99_ms"]
-        ])
-    );
-    let svg = std::fs::read_to_string(&chart).unwrap();
-    assert!(
-        svg.contains(&spread_dir) && svg.contains(&packed_dir),
-        "{svg}"
-    );
-    let table = up.ksim_any(&args(&["compare", &spread_dir, &packed_dir]));
-    let table = String::from_utf8_lossy(&table.stdout);
-    assert!(
-        table.contains("(baseline)") && table.contains("node_hours"),
-        "{table}"
-    );
-    // A name that is neither a directory nor a simulation is one line and an exit.
-    let missing = up.ksim_any(&args(&["compare", &spread_dir, "no-such-report"]));
-    assert!(!missing.status.success());
-    assert!(
-        stderr(&missing).contains("no-such-report"),
-        "{}",
-        stderr(&missing)
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_fitting_one() {
     let files = tempfile::tempdir().unwrap();
     let pricing = files.path().join("provider.yaml");
@@ -969,10 +760,13 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
     write_trace(
         &trace,
         [
-            (t0, deployment(&sized("web", 4, "500m", "6Gi", "a"))),
+            (
+                t0,
+                deployment(&shop_deployment("web", 4, "500m", "6Gi", "a")),
+            ),
             (
                 t0 + 120_000,
-                deployment(&sized("web", 4, "500m", "6Gi", "b")),
+                deployment(&shop_deployment("web", 4, "500m", "6Gi", "b")),
             ),
         ],
         &[],

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::common::up::Up;
+use super::common::{deployment, shop_deployment, up::Up, write_trace};
 
 const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
 
@@ -203,4 +203,322 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
         assert!(Path::new(&results.join(name)).is_file(), "{name}");
     }
     assert!(printed.contains("(baseline)"), "{printed}");
+
+    // The same reports through the cluster's path (`--cluster` reads each run's report.json
+    // back as it does the ones its Jobs hand back, then compares): the same bytes, the same
+    // verdicts. With every report already collected, it has nothing to ask of a cluster.
+    let elsewhere = dir.join("cluster-results");
+    for variant in ["baseline", "packed"] {
+        for run in ["1", "2"] {
+            let into = elsewhere.join(variant).join(run);
+            std::fs::create_dir_all(&into).unwrap();
+            std::fs::copy(
+                results.join(variant).join(run).join("report.json"),
+                into.join("report.json"),
+            )
+            .unwrap();
+        }
+    }
+    std::fs::write(
+        elsewhere.join("cluster-experiment.json"),
+        r#"{"id": "same-reports"}"#,
+    )
+    .unwrap();
+    let unreachable = dir.join("no-cluster.kubeconfig");
+    let output = ksim(
+        &up,
+        &[
+            "experiment",
+            "run",
+            "-f",
+            &file_arg,
+            "--cluster",
+            "--id",
+            "same-reports",
+            "--kubeconfig",
+            unreachable.to_str().unwrap(),
+            "-o",
+            elsewhere.to_str().unwrap(),
+            "--assert",
+            holds,
+            "--assert",
+            fails,
+            "--assert",
+            judged,
+        ],
+    );
+    let replayed = text(&output.stdout);
+    assert!(!output.status.success(), "{replayed}");
+    assert!(
+        replayed.contains("resuming experiment same-reports: 4 reports"),
+        "{replayed}"
+    );
+    for name in ["comparison.json", "comparison.txt", "comparison.svg"] {
+        assert!(
+            std::fs::read(results.join(name)).unwrap()
+                == std::fs::read(elsewhere.join(name)).unwrap(),
+            "{name} differs"
+        );
+    }
+    let verdicts = |printed: &str| -> Vec<String> {
+        printed
+            .lines()
+            .filter(|line| line.starts_with("  assert "))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(verdicts(&replayed), verdicts(&printed));
+    assert_eq!(verdicts(&printed).len(), 3, "{printed}");
+}
+
+/// Noise told apart from effect on repeats: the same configuration run as a second variant is
+/// within the noise of the baseline's repeats on every figure the test judges, and the scheduler
+/// packing where it spread (two of three nodes emptied, so cluster-autoscaler removes them) is
+/// beyond it, in the table, the JSON and the assertions' CEL context alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_configuration_is_within_noise_and_packing_where_it_spread_is_beyond_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pricing = dir.path().join("provider.yaml");
+    std::fs::write(
+        &pricing,
+        "pricing:\n  instanceTypes:\n    m5.large: 0.096\n",
+    )
+    .unwrap();
+    let provider_config = pricing.to_str().unwrap().to_owned();
+    let up = tokio::task::spawn_blocking(move || {
+        Up::with_fast_autoscaler(&["--provider-config", &provider_config])
+    })
+    .await
+    .unwrap();
+    let dir = dir.path();
+    // Three pods that fit one node together, for 300 recorded seconds: spread over the group's
+    // three nodes they hold 31% each, above the threshold, so none is removed; packed, two are
+    // empty.
+    let t0 = 1_767_225_600_000;
+    write_trace(
+        &dir.join("three.ktrace"),
+        [
+            (
+                t0,
+                deployment(&shop_deployment("web", 3, "600m", "256Mi", "a")),
+            ),
+            (
+                t0 + 300_000,
+                deployment(&shop_deployment("web", 3, "600m", "256Mi", "b")),
+            ),
+        ],
+        &[],
+    );
+    std::fs::write(dir.join("m5.yaml"), SKELETON).unwrap();
+    std::fs::write(
+        dir.join("packed.yaml"),
+        ksim_e2e::fixtures::PACKING_ONLY_SCHEDULER_CONFIG,
+    )
+    .unwrap();
+    let file = dir.join("experiment.yaml");
+    std::fs::write(
+        &file,
+        "\
+trace: three.ktrace
+speed: 10
+repeats: 2
+provisioning: instant
+autoscaler: true
+autoscalerGroups: [\"m5=m5.yaml:1:4:3\"]
+variants:
+- name: spread
+  autoscalerArgs: [scale-down-utilization-threshold=0.2]
+- name: again
+  autoscalerArgs: [scale-down-utilization-threshold=0.2]
+- name: packed
+  autoscalerArgs: [scale-down-utilization-threshold=0.2]
+  schedulerConfig: packed.yaml
+",
+    )
+    .unwrap();
+    let judged = [
+        "node_hours",
+        "peak_nodes",
+        "scale_downs",
+        "cpu_requested_mean",
+    ];
+    let within = judged
+        .iter()
+        .map(|figure| format!("!variants.again.beyond_noise.{figure}"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let beyond = "variants.packed.beyond_noise.node_hours \
+                  && variants.packed.node_hours < variants.spread.node_hours";
+    let output = tokio::task::block_in_place(|| {
+        ksim(
+            &up,
+            &[
+                "experiment",
+                "run",
+                "-f",
+                file.to_str().unwrap(),
+                "--assert",
+                &within,
+                "--assert",
+                beyond,
+            ],
+        )
+    });
+    let printed = text(&output.stdout);
+    assert!(output.status.success(), "{printed}{}", text(&output.stderr));
+    for assertion in [within.as_str(), beyond] {
+        assert!(
+            printed.contains(&format!("assert ok:     {assertion}")),
+            "{printed}"
+        );
+    }
+    let results = dir.join("experiment-results");
+    let comparison: Value =
+        serde_json::from_slice(&std::fs::read(results.join("comparison.json")).unwrap()).unwrap();
+    let noise = |name: &str, variant: usize| -> Value {
+        let row = comparison["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|figure| figure["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        row["noise"][variant].clone()
+    };
+    for figure in judged {
+        let again = noise(figure, 1);
+        assert_eq!(again["beyond_noise"], false, "{figure}: {again}");
+        assert!(
+            again["p_value"].as_f64().unwrap() >= 0.05,
+            "{figure}: {again}"
+        );
+    }
+    for figure in ["node_hours", "cost", "scale_downs", "cpu_requested_mean"] {
+        let packed = noise(figure, 2);
+        assert_eq!(packed["beyond_noise"], true, "{figure}: {packed}");
+        assert!(
+            packed["p_value"].as_f64().unwrap() < 0.05,
+            "{figure}: {packed}"
+        );
+        assert!(packed.get("repeats_needed").is_none(), "{figure}: {packed}");
+    }
+    // The table marks each judgement: `~` within the noise, `*` beyond it.
+    let table = std::fs::read_to_string(results.join("comparison.txt")).unwrap();
+    let line = table
+        .lines()
+        .find(|line| line.starts_with("node_hours "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(line.matches("~p=").count(), 1, "{line}");
+    assert_eq!(line.matches("*p=").count(), 1, "{line}");
+
+    // Each run's report: packed, two nodes are empty and CA removes them; spread, none is.
+    let report = |variant: &str, run: u32| -> (String, Value) {
+        let dir = results.join(variant).join(run.to_string());
+        let report = serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap());
+        (dir.to_str().unwrap().to_owned(), report.unwrap())
+    };
+    let costs = |report: &Value, name: &str| report["costs"][name].as_f64().unwrap();
+    for run in 1..=2 {
+        let ((_, spread), (_, packed)) = (report("spread", run), report("packed", run));
+        assert!(
+            costs(&packed, "node_hours") < costs(&spread, "node_hours")
+                && costs(&packed, "cpu_requested_mean") > costs(&spread, "cpu_requested_mean")
+                && costs(&packed, "cost") < costs(&spread, "cost"),
+            "packed {:#} spread {:#}",
+            packed["costs"],
+            spread["costs"]
+        );
+        assert_eq!(spread["costs"]["groups"][0]["scale_downs"], 0);
+        let removed = packed["costs"]["groups"][0]["scale_downs"]
+            .as_u64()
+            .unwrap();
+        assert!(removed >= 2, "{:#}", packed["costs"]);
+        for report in [&spread, &packed] {
+            let m5 = &report["costs"]["groups"][0];
+            assert_eq!(m5["group"], "m5");
+            assert_eq!(m5["instance_type"], "m5.large");
+            assert_eq!(m5["price_per_hour"], 0.096);
+            let expected = m5["node_hours"].as_f64().unwrap() * 0.096;
+            assert!(
+                (m5["cost"].as_f64().unwrap() - expected).abs() < 1e-9,
+                "{m5}"
+            );
+            // The timeline says how tightly: requested and allocatable per bucket.
+            let usage = &report["timeline"].as_array().unwrap().last().unwrap()["usage"];
+            assert_eq!(usage["requested_cpu_millis"], 1800, "{usage}");
+        }
+    }
+    assert!(printed.contains("at 0.096/h"), "{printed}");
+
+    // Two runs side by side with `ksim compare`: the deltas are the reports' own figures.
+    let ((spread_dir, spread), (packed_dir, packed)) = (report("spread", 1), report("packed", 1));
+    let chart = dir.join("compare.svg");
+    let compare = |extra: &[&str]| {
+        let mut args = vec!["compare".to_owned(), spread_dir.clone(), packed_dir.clone()];
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        up.ksim_any(&args)
+    };
+    let output = compare(&["--json", "--svg", chart.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let compared: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        compared["runs"],
+        serde_json::json!([spread_dir, packed_dir])
+    );
+    let row = |name: &str| -> Value {
+        compared["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|figure| figure["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    for name in [
+        "node_hours",
+        "cost",
+        "cpu_requested_mean",
+        "pending_pod_seconds",
+    ] {
+        let (base, other) = (costs(&spread, name), costs(&packed, name));
+        let row = row(name);
+        assert_eq!(row["values"], serde_json::json!([base, other]), "{name}");
+        let delta = row["deltas"][1].as_f64().unwrap();
+        assert!((delta - (other - base)).abs() < 1e-9, "{name}: {row}");
+        if base != 0.0 {
+            let relative = row["relative"][1].as_f64().unwrap();
+            assert!(
+                (relative - (other - base) / base).abs() < 1e-9,
+                "{name}: {row}"
+            );
+        }
+    }
+    assert_eq!(
+        row("pending_p99_ms")["values"],
+        serde_json::json!([
+            spread["pod_pending_time"]["p99_ms"],
+            packed["pod_pending_time"]["p99_ms"]
+        ])
+    );
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(
+        svg.contains(&spread_dir) && svg.contains(&packed_dir),
+        "{svg}"
+    );
+    let table = text(&compare(&[]).stdout);
+    assert!(
+        table.contains("(baseline)") && table.contains("node_hours"),
+        "{table}"
+    );
+    // A name that is neither a directory nor a simulation is one line and an exit.
+    let missing = up.ksim_any(&[
+        "compare".to_owned(),
+        spread_dir.clone(),
+        "no-such-report".to_owned(),
+    ]);
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing.stderr).contains("no-such-report"),
+        "{}",
+        text(&missing.stderr)
+    );
 }

@@ -58,6 +58,34 @@ pub async fn forget_recording(client: &kube::Client, group: &str) {
         .unwrap();
 }
 
+/// Deployment `name` in namespace `shop`: `replicas` pods of `cpu` and `memory` each.
+pub fn shop_deployment(
+    name: &str,
+    replicas: i32,
+    cpu: &str,
+    memory: &str,
+    revision: &str,
+) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "shop", "labels": {"revision": revision}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "tolerations": [{"key": "workload-class", "operator": "Exists",
+                        "effect": "NoSchedule"}],
+                    "containers": [{"name": "web", "image": "registry.example/web:1",
+                        "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+                }
+            }
+        }
+    })
+}
+
 /// A Deployment in namespace `shop`, applied.
 pub fn deployment(object: &Value) -> pb::TraceObject {
     pb::TraceObject {
