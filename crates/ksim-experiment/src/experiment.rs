@@ -31,6 +31,15 @@ pub struct Experiment {
     /// the environment must run Karpenter.
     #[serde(default)]
     pub node_pools: Vec<String>,
+    /// Karpenter's instance types, as node skeleton files (`ksim up --instance-type`), relative
+    /// to the experiment file and priced by each run's `providerConfig`; empty: the KWOK
+    /// provider's built-in list. A run on a cluster starts its Karpenter with them; a local
+    /// run checks that the environment's Karpenter offers the same.
+    #[serde(default)]
+    pub instance_types: Vec<String>,
+    /// The cloud provider's pricing and per-group options of every variant that names none, as
+    /// `ksim run --provider-config`.
+    pub provider_config: Option<String>,
     /// Every run starts from a settled cluster, as `ksim run --settle`.
     #[serde(default)]
     pub settle: bool,
@@ -58,7 +67,8 @@ pub struct Variant {
     /// CA flags as `--autoscaler-arg FLAG=VALUE`.
     #[serde(default)]
     pub autoscaler_args: Vec<String>,
-    /// The cloud provider's pricing and per-group options, as `ksim run --provider-config`.
+    /// The cloud provider's pricing and per-group options, as `ksim run --provider-config`;
+    /// replaces the experiment's.
     pub provider_config: Option<String>,
     /// Trace rules applied before the replay, as `ksim run --transform`.
     pub transform: Option<String>,
@@ -100,6 +110,13 @@ impl Variant {
     /// Who decides replica counts in `experiment` (`None`: the trace's default).
     pub fn replicas_in(&self, experiment: &Experiment) -> Option<Replicas> {
         self.replicas.or(experiment.replicas)
+    }
+
+    /// Its provider configuration file in `experiment`, as written.
+    pub fn provider_config_in<'a>(&'a self, experiment: &'a Experiment) -> Option<&'a str> {
+        self.provider_config
+            .as_deref()
+            .or(experiment.provider_config.as_deref())
     }
 
     /// Whether cluster-autoscaler runs in it in `experiment`.
@@ -196,6 +213,15 @@ impl Experiment {
                 )));
             }
         }
+        let karpenter = experiment
+            .variants
+            .iter()
+            .any(|variant| !variant.node_pools_in(&experiment).is_empty());
+        if !experiment.instance_types.is_empty() && !karpenter {
+            return Err(invalid(
+                "instanceTypes are Karpenter's, and no variant names nodePools".to_owned(),
+            ));
+        }
         Ok(experiment)
     }
 }
@@ -265,11 +291,14 @@ variants:
 trace: demo.ktrace
 autoscaler: true
 autoscalerGroups: [\"m5=m5.yaml:0:6:0\"]
+instanceTypes: [m5.yaml]
+providerConfig: prices.yaml
 variants:
 - name: ca
 - name: karpenter
   autoscaler: false
   nodePools: [general.yaml]
+  providerConfig: other-prices.yaml
 ",
         )
         .unwrap();
@@ -280,6 +309,12 @@ variants:
         assert!(ca.node_pools_in(&experiment).is_empty());
         assert!(!karpenter.autoscaler_in(&experiment));
         assert_eq!(karpenter.node_pools_in(&experiment), ["general.yaml"]);
+        assert_eq!(experiment.instance_types, ["m5.yaml"]);
+        assert_eq!(ca.provider_config_in(&experiment), Some("prices.yaml"));
+        assert_eq!(
+            karpenter.provider_config_in(&experiment),
+            Some("other-prices.yaml")
+        );
     }
 
     #[test]
@@ -313,6 +348,10 @@ variants:
                 "variant packed: autoscaler and nodePools",
             ),
             ("trace: t\nvariants: []\n".to_owned(), "at least one"),
+            (
+                format!("instanceTypes: [m5.yaml]\n{FILE}"),
+                "instanceTypes are Karpenter's, and no variant names nodePools",
+            ),
             (
                 FILE.replace("replicas: recorded", "replicas: hap"),
                 "unknown variant `hap`",

@@ -53,21 +53,15 @@ impl KarpenterSetup {
     ) -> anyhow::Result<Self> {
         let binary = KarpenterBinary::locate()
             .context("--karpenter needs Karpenter (deploy/karpenter/build.sh)")?;
-        let mut shapes = Vec::with_capacity(skeletons.len());
-        for path in skeletons {
-            let yaml = crate::files::read_text_bounded(
-                path,
-                crate::files::MAX_CONFIG_BYTES,
-                "the instance type's node skeleton",
-            )?;
-            let skeleton = NodeSkeleton::from_yaml(&yaml)
-                .with_context(|| format!("--instance-type {}", path.display()))?;
-            shapes.push(skeleton);
-        }
         Ok(Self {
             binary,
-            instance_types: priced(&shapes, provider_config)?,
+            instance_types: instance_types_of(skeletons, provider_config)?,
         })
+    }
+
+    /// The instance types it offers; empty: the KWOK provider's built-in list.
+    pub fn instance_types(&self) -> &[InstanceType] {
+        &self.instance_types
     }
 
     /// Karpenter of `binary` with its built-in instance types, for tests that never start it.
@@ -92,6 +86,27 @@ impl KarpenterSetup {
             .context("creating Karpenter's node class")?;
         Ok(karpenter)
     }
+}
+
+/// The instance types of the node skeleton files `skeletons` at the provider config's prices
+/// (`provider_config`: where the file came from, and its YAML); none (the KWOK provider's
+/// built-in list) without skeletons.
+pub fn instance_types_of(
+    skeletons: &[PathBuf],
+    provider_config: Option<(&str, &str)>,
+) -> anyhow::Result<Vec<InstanceType>> {
+    let mut shapes = Vec::with_capacity(skeletons.len());
+    for path in skeletons {
+        let yaml = crate::files::read_text_bounded(
+            path,
+            crate::files::MAX_CONFIG_BYTES,
+            "the instance type's node skeleton",
+        )?;
+        let skeleton = NodeSkeleton::from_yaml(&yaml)
+            .with_context(|| format!("--instance-type {}", path.display()))?;
+        shapes.push(skeleton);
+    }
+    priced(&shapes, provider_config)
 }
 
 /// The instance types of `shapes` at the provider config's prices; none (the KWOK provider's

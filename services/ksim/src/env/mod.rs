@@ -88,6 +88,8 @@ pub struct LocalEnv {
     /// The environment API's own place, on this environment's ports.
     environment: ServiceSpec,
     state_written: bool,
+    /// What its Karpenter offers, for `env.json`; `None` without Karpenter.
+    karpenter_instance_types: Option<Vec<ksim_nodes::karpenter::InstanceType>>,
 }
 
 /// The four services' binaries, each with its place on the environment's ports.
@@ -215,6 +217,9 @@ impl LocalEnv {
             &log_dir,
         )
         .await?;
+        env.karpenter_instance_types = karpenter
+            .as_ref()
+            .map(|setup| setup.instance_types().to_vec());
         if let Some(setup) = karpenter {
             let mut components = env.components.lock().await;
             let control_plane = components
@@ -264,6 +269,7 @@ impl LocalEnv {
             },
             environment: ENVIRONMENT.at(base),
             state_written: false,
+            karpenter_instance_types: None,
         }
     }
 
@@ -534,6 +540,7 @@ impl LocalEnv {
             kubeconfig: self.kubeconfig.clone(),
             urls: self.urls.clone(),
             started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            karpenter_instance_types: self.karpenter_instance_types.clone(),
         }
         .write(&self.state_dir)?;
         self.state_written = true;

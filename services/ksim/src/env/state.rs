@@ -99,7 +99,7 @@ pub struct Urls {
 }
 
 /// What `env.json` holds about a running `ksim up`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvState {
     /// The process that owns the environment; SIGTERM to it stops everything.
     pub pid: u32,
@@ -107,6 +107,10 @@ pub struct EnvState {
     pub urls: Urls,
     /// RFC 3339, UTC.
     pub started_at: String,
+    /// The instance types its Karpenter offers (empty: the KWOK provider's built-in list);
+    /// absent without Karpenter. An experiment checks its own against them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub karpenter_instance_types: Option<Vec<ksim_nodes::karpenter::InstanceType>>,
 }
 
 impl EnvState {
@@ -176,6 +180,7 @@ mod tests {
                 environment: "http://127.0.0.1:7065".into(),
             },
             started_at: "2025-01-01T00:00:00Z".into(),
+            karpenter_instance_types: None,
         }
     }
 

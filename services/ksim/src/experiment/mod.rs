@@ -6,6 +6,7 @@
 mod bundle;
 mod cluster;
 mod job;
+mod karpenter;
 mod plan;
 mod store;
 mod worker;
@@ -42,7 +43,8 @@ pub enum ExperimentCommand {
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
-    /// `autoscalerGroups`, `nodePools`, `settle`, `provisioning`, `replicas`, and `variants`
+    /// `autoscalerGroups`, `nodePools`, `instanceTypes`, `providerConfig`, `settle`,
+    /// `provisioning`, `replicas`, and `variants`
     /// (each `name` and any of `schedulerConfig`, `autoscaler`, `autoscalerArgs`,
     /// `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`,
     /// `provisioning`, `replicas`). Paths are relative to it.
@@ -125,6 +127,7 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
             runs
         }
         None => {
+            check_environment_karpenter(&experiment, base, &args.driver)?;
             std::fs::create_dir_all(&output)
                 .with_context(|| format!("creating {}", output.display()))?;
             run_all(
@@ -188,6 +191,37 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A local experiment's Karpenter variants run on the Karpenter `ksim up` started, which offers
+/// what it was started with: refused unless that is what the file asks, as a run on a cluster
+/// would get it. Unknown for an environment named only by `--driver`.
+fn check_environment_karpenter(
+    experiment: &Experiment,
+    base: &Path,
+    driver: &DriverArgs,
+) -> anyhow::Result<()> {
+    if driver.url.is_some() {
+        return Ok(());
+    }
+    let Some(state) = crate::env::state::state_dir()
+        .ok()
+        .and_then(|dir| crate::env::state::EnvState::read(&dir).ok().flatten())
+    else {
+        return Ok(());
+    };
+    // Without Karpenter, a variant of NodePools is refused by the run itself, which says so.
+    let Some(running) = state.karpenter_instance_types else {
+        return Ok(());
+    };
+    for variant in &experiment.variants {
+        let wanted = karpenter::instance_types(experiment, variant, &|file| base.join(file))
+            .with_context(|| format!("variant {}", variant.name))?;
+        if let Some(wanted) = wanted {
+            karpenter::check_same(&variant.name, &wanted, &running)?;
+        }
+    }
+    Ok(())
+}
+
 /// `ksim run`'s arguments for one variant, each file the experiment names (as written, relative
 /// to the experiment file) found by `path`: beside the file locally, in the bundle in a Job.
 fn run_args(
@@ -244,7 +278,7 @@ fn run_args(
         karpenter: false,
         nodepools,
         scheduler_config: variant.scheduler_config.as_deref().map(path),
-        provider_config: variant.provider_config.as_deref().map(path),
+        provider_config: variant.provider_config_in(experiment).map(path),
         // A built-in model by name; a file relative to the experiment file.
         provisioning: variant.provisioning_in(experiment).map(|given| {
             match ksim_experiment::provisioning::Model::builtin(given) {

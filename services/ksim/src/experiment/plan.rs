@@ -59,6 +59,7 @@ pub fn named_files(experiment: &Experiment) -> anyhow::Result<BTreeSet<String>> 
     for variant in &experiment.variants {
         super::run_args(experiment, variant, &record, &DriverArgs { url: None })
             .with_context(|| format!("variant {}", variant.name))?;
+        super::karpenter::files(experiment, variant, &record);
     }
     Ok(named.into_inner())
 }
@@ -209,6 +210,34 @@ variants:
                 "fixed.yaml",
                 "m5.yaml",
                 "packed.yaml"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_karpenter_variant_names_the_instance_types_and_their_prices() {
+        let file = "
+trace: demo.ktrace
+instanceTypes: [types/m5.yaml, types/c5.yaml]
+providerConfig: prices.yaml
+variants:
+- name: karpenter
+  nodePools: [general.yaml]
+- name: dearer
+  nodePools: [general.yaml]
+  providerConfig: dearer.yaml
+";
+        let experiment = Experiment::parse("x.yaml", file).unwrap();
+        let named: Vec<String> = named_files(&experiment).unwrap().into_iter().collect();
+        assert_eq!(
+            named,
+            [
+                "dearer.yaml",
+                "demo.ktrace",
+                "general.yaml",
+                "prices.yaml",
+                "types/c5.yaml",
+                "types/m5.yaml"
             ]
         );
     }

@@ -377,6 +377,8 @@ const SIDE_BY_SIDE: &str = "\
 trace: demo.ktrace
 speed: 10
 provisioning: instant
+instanceTypes: [m5.yaml]
+providerConfig: pricing.yaml
 variants:
 - name: ca
   autoscaler: true
@@ -418,6 +420,33 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
     ]);
     write(&what_if, "m5.yaml", M5_LARGE_SKELETON);
     write(&what_if, "general.yaml", NODEPOOL);
+    write(
+        &what_if,
+        "pricing.yaml",
+        "pricing:\n  instanceTypes: {m5.large: 0.096}\n",
+    );
+    // Karpenter's instance types are the environment's: a file that names none (the KWOK
+    // provider's list, as a run on a cluster would get) is refused here, where Karpenter offers
+    // m5.large, before anything runs.
+    let builtin = write(
+        &what_if,
+        "builtin.yaml",
+        &SIDE_BY_SIDE.replace("instanceTypes: [m5.yaml]\n", ""),
+    );
+    let refused = up.ksim_any(&[
+        "experiment".to_owned(),
+        "run".to_owned(),
+        "-f".to_owned(),
+        builtin,
+    ]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
+    assert!(
+        said.contains("variant karpenter: the experiment offers Karpenter the KWOK provider's built-in instance types, but the environment's Karpenter offers m5.large at 0.096/h"),
+        "{said}"
+    );
+    assert!(!what_if.join("builtin-results").exists());
     let file = write(&what_if, "experiment.yaml", SIDE_BY_SIDE);
 
     let both_priced = "variants.ca.cost > 0.0 && variants.karpenter.cost > 0.0";
@@ -493,6 +522,48 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
         !added(&ca).is_empty() && !added(&ca).iter().any(|node| node.starts_with("kwok-")),
         "{:?}",
         added(&ca)
+    );
+
+    // The Karpenter variant as a pod of `--cluster` runs it: an environment started for the run
+    // alone, whose Karpenter offers the file's instance types at its prices.
+    let state = tempfile::tempdir().unwrap();
+    let alone = state.path().join("report.json");
+    let output = up.ksim_any(&[
+        "experiment".to_owned(),
+        "run-one".to_owned(),
+        "-f".to_owned(),
+        file.clone(),
+        "--index".to_owned(),
+        "1".to_owned(),
+        "--report".to_owned(),
+        alone.to_str().unwrap().to_owned(),
+        "--state-dir".to_owned(),
+        state.path().join("env").to_str().unwrap().to_owned(),
+        "--port-base".to_owned(),
+        ksim_e2e::port_base().to_string(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let alone: Value = serde_json::from_slice(&std::fs::read(&alone).unwrap()).unwrap();
+    let group = &alone["costs"]["groups"][0];
+    let (hours, cost) = (
+        group["node_hours"].as_f64().unwrap(),
+        group["cost"].as_f64().unwrap(),
+    );
+    assert!(
+        hours > 0.0 && (cost - hours * 0.096).abs() < 1e-6,
+        "{group}"
+    );
+    assert!(
+        added(&alone)
+            .iter()
+            .all(|node| node.starts_with("kwok-general-"))
+            && !added(&alone).is_empty(),
+        "{:?}",
+        added(&alone)
     );
 
     // The comparison: both variants' node-hours, cost and pending times, each the report's.
