@@ -33,7 +33,9 @@ use super::{
     Finished, VariantRuns, bundle,
     bundle::Bundle,
     job::{self, JobPlan},
-    plan, store,
+    plan,
+    progress::{Bars, RunState, completion_index, failed_indexes, pending_reason, pull_failure},
+    store,
 };
 
 /// The bundle's blob kind.
@@ -451,37 +453,6 @@ async fn delete_all(jobs: &Api<Job>, maps: &Api<ConfigMap>, id: &str) -> anyhow:
     Ok(())
 }
 
-/// What one run is doing, as the Job and its pods say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum RunState {
-    Waiting,
-    Pending(String),
-    Running { attempt: u32 },
-    Collected,
-    Failed,
-}
-
-impl std::fmt::Display for RunState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Waiting => write!(f, "waiting for a slot"),
-            Self::Pending(why) => write!(f, "pending ({why})"),
-            Self::Running { attempt: 1 } => write!(f, "running"),
-            Self::Running { attempt } => write!(f, "running (attempt {attempt})"),
-            Self::Collected => write!(f, "report collected"),
-            Self::Failed => write!(f, "failed after {} attempts", job::RETRIES_PER_RUN + 1),
-        }
-    }
-}
-
-/// Image pull failures: the run never starts, so the experiment stops at the first one.
-const PULL_FAILURES: &[&str] = &[
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "ErrImageNeverPull",
-];
-
 /// Follows the Job until every run's report is collected or the run has failed for good,
 /// writing each report as it arrives (and deleting its ConfigMaps).
 #[allow(clippy::too_many_arguments)]
@@ -616,158 +587,6 @@ async fn follow(
     }
 }
 
-/// A pod's completion index (its annotation).
-fn completion_index(pod: &Pod) -> Option<u32> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get("batch.kubernetes.io/job-completion-index")?
-        .parse()
-        .ok()
-}
-
-/// Why a pod is pending: its container's waiting reason, else its scheduling condition.
-fn pending_reason(pod: &Pod) -> String {
-    let status = pod.status.as_ref();
-    let waiting = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|statuses| statuses.first())
-        .and_then(|s| s.state.as_ref())
-        .and_then(|s| s.waiting.as_ref())
-        .and_then(|w| w.reason.clone());
-    if let Some(reason) = waiting {
-        return reason;
-    }
-    let unschedulable = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|conditions| {
-            conditions
-                .iter()
-                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        })
-        .map(|c| {
-            c.message
-                .clone()
-                .unwrap_or_else(|| "unschedulable".to_owned())
-        });
-    unschedulable.unwrap_or_else(|| "starting".to_owned())
-}
-
-/// The reason and message of a container that cannot get its image.
-fn pull_failure(pod: &Pod) -> Option<(String, String)> {
-    pod.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .filter_map(|s| s.state.as_ref()?.waiting.as_ref())
-        .find_map(|waiting| {
-            let reason = waiting.reason.as_deref()?;
-            PULL_FAILURES.contains(&reason).then(|| {
-                (
-                    reason.to_owned(),
-                    waiting.message.clone().unwrap_or_default(),
-                )
-            })
-        })
-}
-
-/// The Job's failed completion indexes (`status.failedIndexes`, e.g. "1,3-5").
-fn failed_indexes(job: &Job) -> Vec<u32> {
-    let Some(text) = job
-        .status
-        .as_ref()
-        .and_then(|s| s.failed_indexes.as_deref())
-    else {
-        return Vec::new();
-    };
-    parse_indexes(text)
-}
-
-fn parse_indexes(text: &str) -> Vec<u32> {
-    let mut indexes = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((from, to)) => {
-                if let (Ok(from), Ok(to)) = (from.parse::<u32>(), to.parse::<u32>()) {
-                    indexes.extend(from..=to.min(from.saturating_add(100_000)));
-                }
-            }
-            None => indexes.extend(part.parse::<u32>().ok()),
-        }
-    }
-    indexes
-}
-
-/// A bar per run when the output is a terminal; a line per change otherwise.
-struct Bars {
-    multi: indicatif::MultiProgress,
-    bars: BTreeMap<u32, indicatif::ProgressBar>,
-    labels: BTreeMap<u32, String>,
-}
-
-impl Bars {
-    fn new(runs: &[plan::Run], experiment: &Experiment, todo: &[u32]) -> Self {
-        let multi = indicatif::MultiProgress::new();
-        let style =
-            indicatif::ProgressStyle::with_template("{spinner} {prefix:<24} {elapsed:>4} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
-        let mut bars = BTreeMap::new();
-        let mut labels = BTreeMap::new();
-        for run in runs.iter().filter(|run| todo.contains(&run.index)) {
-            let label = format!(
-                "{} #{}",
-                experiment
-                    .variants
-                    .get(run.variant)
-                    .map_or("?", |v| v.name.as_str()),
-                run.repeat
-            );
-            let bar = multi.add(indicatif::ProgressBar::new_spinner());
-            bar.set_style(style.clone());
-            bar.set_prefix(label.clone());
-            bar.enable_steady_tick(Duration::from_millis(200));
-            bars.insert(run.index, bar);
-            labels.insert(run.index, label);
-        }
-        Self {
-            multi,
-            bars,
-            labels,
-        }
-    }
-
-    fn set(
-        &self,
-        index: u32,
-        state: &RunState,
-        elapsed: Duration,
-        out: &mut impl Write,
-    ) -> anyhow::Result<()> {
-        if let Some(bar) = self.bars.get(&index) {
-            bar.set_message(state.to_string());
-            if matches!(state, RunState::Collected | RunState::Failed) {
-                bar.finish();
-            }
-        }
-        if self.multi.is_hidden() {
-            writeln!(
-                out,
-                "ksim experiment: [{:>5}s] {}: {state}",
-                elapsed.as_secs(),
-                self.labels.get(&index).map_or("?", String::as_str)
-            )?;
-        }
-        Ok(())
-    }
-
-    fn finish(&self) {
-        for bar in self.bars.values() {
-            bar.finish();
-        }
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -789,12 +608,5 @@ mod tests {
         assert_ne!(id, default_id(Path::new("dir/My Day.v2.yaml"), b"two"));
         let long = default_id(Path::new(&format!("{}.yaml", "a".repeat(80))), b"x");
         check_id(&long).unwrap();
-    }
-
-    #[test]
-    fn failed_indexes_read_as_the_job_writes_them() {
-        assert_eq!(parse_indexes("1,3-5,9"), [1, 3, 4, 5, 9]);
-        assert_eq!(parse_indexes(""), Vec::<u32>::new());
-        assert_eq!(parse_indexes("x,2"), [2]);
     }
 }

@@ -8,6 +8,7 @@ mod cluster;
 mod job;
 mod karpenter;
 mod plan;
+mod progress;
 mod store;
 mod worker;
 
