@@ -36,12 +36,7 @@ timeout=${KSIM_REAL_NODE_CHECK_TIMEOUT:-300}
 
 fail() { echo "check: FAILED: $*" >&2; exit 1; }
 
-kubeconfig=$(ksim_kubeconfig) || fail "no running \`ksim up\` (start it, then deploy/real-node/join.sh)"
-kubectl=$(kubectl_bin)
-k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
-ready=$(k get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) ||
-  fail "node $node_name is not registered (run deploy/real-node/join.sh)"
-[[ $ready == True ]] || fail "node $node_name is not Ready"
+use_joined_node
 [[ -z $(k get node "$node_name" -o jsonpath='{.spec.taints}') ]] || fail "node $node_name is tainted"
 for service in "${services[@]}"; do
   image=docker.io/ksim/ksim-$service:dev

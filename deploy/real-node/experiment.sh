@@ -27,12 +27,7 @@ image=docker.io/ksim/ksim-run:dev
 
 fail() { echo "experiment: FAILED: $*" >&2; exit 1; }
 
-kubeconfig=$(ksim_kubeconfig) || fail "no running \`ksim up\` (start it, then deploy/real-node/join.sh)"
-kubectl=$(kubectl_bin)
-k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
-ready=$(k get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) ||
-  fail "node $node_name is not registered (run deploy/real-node/join.sh)"
-[[ $ready == True ]] || fail "node $node_name is not Ready"
+use_joined_node
 ctr_k8s images ls -q | grep -qx "$image" ||
   fail "$image is not loaded in the node's containerd (deploy/images/build.sh ksim-run, then join.sh)"
 ksim=$(command -v ksim) || fail "ksim is not on PATH (the CLI that builds the image: target/debug or target/release)"

@@ -52,6 +52,19 @@ kubectl_bin() {
   echo "$("$repo/deploy/control-plane/build.sh")/kubectl"
 }
 
+# For the scripts that use a joined node (check.sh, experiment.sh): sets `kubeconfig` (the
+# running `ksim up`'s admin one) and `kubectl`, defines `k` as kubectl on that cluster, and
+# checks the node is registered and Ready; the caller's `fail` says what is missing.
+use_joined_node() {
+  kubeconfig=$(ksim_kubeconfig) || fail "no running \`ksim up\` (start it, then deploy/real-node/join.sh)"
+  kubectl=$(kubectl_bin)
+  k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
+  local ready
+  ready=$(k get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) ||
+    fail "node $node_name is not registered (run deploy/real-node/join.sh)"
+  [[ $ready == True ]] || fail "node $node_name is not Ready"
+}
+
 # start NAME COMMAND...: runs COMMAND in the background, its output in logs/NAME.log and its
 # pid in pids/NAME.pid. `nohup` and the command exec in place, so $! is the process itself.
 start() {

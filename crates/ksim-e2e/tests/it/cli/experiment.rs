@@ -90,23 +90,11 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
     // The noise test judged every variant after the baseline, and only those.
     let judged = "has(variants.packed.p.node_hours) && !has(variants.baseline.p.node_hours) \
                   && (variants.packed.beyond_noise.node_hours == (variants.packed.p.node_hours < 0.05))";
+    let assertions = ["--assert", holds, "--assert", fails, "--assert", judged];
     let tokio_up = &up;
     let output = tokio::task::block_in_place(|| {
-        ksim(
-            tokio_up,
-            &[
-                "experiment",
-                "run",
-                "-f",
-                &file_arg,
-                "--assert",
-                holds,
-                "--assert",
-                fails,
-                "--assert",
-                judged,
-            ],
-        )
+        let run = ["experiment", "run", "-f", &file_arg];
+        ksim(tokio_up, &[&run[..], &assertions[..]].concat())
     });
     let printed = text(&output.stdout);
     let said = text(&output.stderr);
@@ -225,28 +213,20 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
     )
     .unwrap();
     let unreachable = dir.join("no-cluster.kubeconfig");
-    let output = ksim(
-        &up,
-        &[
-            "experiment",
-            "run",
-            "-f",
-            &file_arg,
-            "--cluster",
-            "--id",
-            "same-reports",
-            "--kubeconfig",
-            unreachable.to_str().unwrap(),
-            "-o",
-            elsewhere.to_str().unwrap(),
-            "--assert",
-            holds,
-            "--assert",
-            fails,
-            "--assert",
-            judged,
-        ],
-    );
+    let to_cluster = [
+        "experiment",
+        "run",
+        "-f",
+        &file_arg,
+        "--cluster",
+        "--id",
+        "same-reports",
+        "--kubeconfig",
+        unreachable.to_str().unwrap(),
+        "-o",
+        elsewhere.to_str().unwrap(),
+    ];
+    let output = ksim(&up, &[&to_cluster[..], &assertions[..]].concat());
     let replayed = text(&output.stdout);
     assert!(!output.status.success(), "{replayed}");
     assert!(
