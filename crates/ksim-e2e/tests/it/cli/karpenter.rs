@@ -78,6 +78,16 @@ fn added_nodes(report: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether a report's first group ran some node-hours, each at `price` an hour.
+fn priced_at(report: &Value, price: f64) -> bool {
+    let group = &report["costs"]["groups"][0];
+    let (hours, cost) = (
+        group["node_hours"].as_f64().unwrap(),
+        group["cost"].as_f64().unwrap(),
+    );
+    hours > 0.0 && (cost - hours * price).abs() < 1e-6
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -473,15 +483,7 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
             "{name}"
         );
         // Priced per node at the one price both were given.
-        let group = &report["costs"]["groups"][0];
-        let (hours, cost) = (
-            group["node_hours"].as_f64().unwrap(),
-            group["cost"].as_f64().unwrap(),
-        );
-        assert!(
-            hours > 0.0 && (cost - hours * 0.096).abs() < 1e-6,
-            "{name}: {group}"
-        );
+        assert!(priced_at(report, 0.096), "{name}: {:#}", report["costs"]);
     }
     // Each run says which node autoscaler produced it, and only that one acted.
     assert_eq!(ca["configuration"]["autoscaler"], true);
@@ -548,15 +550,7 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
         String::from_utf8_lossy(&output.stderr)
     );
     let alone: Value = serde_json::from_slice(&std::fs::read(&alone).unwrap()).unwrap();
-    let group = &alone["costs"]["groups"][0];
-    let (hours, cost) = (
-        group["node_hours"].as_f64().unwrap(),
-        group["cost"].as_f64().unwrap(),
-    );
-    assert!(
-        hours > 0.0 && (cost - hours * 0.096).abs() < 1e-6,
-        "{group}"
-    );
+    assert!(priced_at(&alone, 0.096), "{:#}", alone["costs"]);
     assert!(
         added(&alone)
             .iter()
