@@ -11,14 +11,16 @@ use ksim_nodes::karpenter::InstanceType;
 
 use crate::env::{configuration::ProviderFile, karpenter::instance_types_of};
 
-/// What a variant's environment starts Karpenter with, each file found by `path`: the
-/// skeletons of its instance types and the provider configuration that prices them. `None`
-/// for a variant without NodePools.
+/// What a variant's environment starts Karpenter with.
 pub struct KarpenterFiles {
+    /// The node skeletons of its instance types; none: the KWOK provider's built-in list.
     pub skeletons: Vec<PathBuf>,
+    /// The provider configuration that prices them.
     pub provider_config: Option<PathBuf>,
 }
 
+/// A variant's [`KarpenterFiles`], each file found by `path`; `None` for a variant without
+/// NodePools.
 pub fn files(
     experiment: &Experiment,
     variant: &Variant,
