@@ -4,12 +4,16 @@
 //! checks, before anything runs, that the environment `ksim up` started offers the same. The
 //! same file then gives the same runs either way.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use ksim_experiment::experiment::{Experiment, Variant};
 use ksim_nodes::karpenter::InstanceType;
 
-use crate::env::{configuration::ProviderFile, karpenter::instance_types_of};
+use crate::{
+    driver::DriverArgs,
+    env::{configuration::ProviderFile, karpenter::instance_types_of},
+};
 
 /// What a variant's environment starts Karpenter with.
 pub struct KarpenterFiles {
@@ -57,6 +61,37 @@ pub fn instance_types(
             .map(|file| (file.source.as_str(), file.yaml.as_str())),
     )?;
     Ok(Some(types))
+}
+
+/// A local experiment's Karpenter variants run on the Karpenter `ksim up` started, which offers
+/// what it was started with: refused unless that is what the file asks, as a run on a cluster
+/// would get it. Unknown for an environment named only by `--driver`.
+pub fn check_environment(
+    experiment: &Experiment,
+    base: &Path,
+    driver: &DriverArgs,
+) -> anyhow::Result<()> {
+    if driver.url.is_some() {
+        return Ok(());
+    }
+    let Some(state) = crate::env::state::state_dir()
+        .ok()
+        .and_then(|dir| crate::env::state::EnvState::read(&dir).ok().flatten())
+    else {
+        return Ok(());
+    };
+    // Without Karpenter, a variant of NodePools is refused by the run itself, which says so.
+    let Some(running) = state.karpenter_instance_types else {
+        return Ok(());
+    };
+    for variant in &experiment.variants {
+        let wanted = instance_types(experiment, variant, &|file| base.join(file))
+            .with_context(|| format!("variant {}", variant.name))?;
+        if let Some(wanted) = wanted {
+            check_same(&variant.name, &wanted, &running)?;
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a Karpenter variant whose instance types (`wanted`) are not the ones the

@@ -128,7 +128,7 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
             runs
         }
         None => {
-            check_environment_karpenter(&experiment, base, &args.driver)?;
+            karpenter::check_environment(&experiment, base, &args.driver)?;
             std::fs::create_dir_all(&output)
                 .with_context(|| format!("creating {}", output.display()))?;
             run_all(
@@ -188,37 +188,6 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
         .count();
     if unfinished > 0 {
         anyhow::bail!("{unfinished} of {total} runs did not succeed");
-    }
-    Ok(())
-}
-
-/// A local experiment's Karpenter variants run on the Karpenter `ksim up` started, which offers
-/// what it was started with: refused unless that is what the file asks, as a run on a cluster
-/// would get it. Unknown for an environment named only by `--driver`.
-fn check_environment_karpenter(
-    experiment: &Experiment,
-    base: &Path,
-    driver: &DriverArgs,
-) -> anyhow::Result<()> {
-    if driver.url.is_some() {
-        return Ok(());
-    }
-    let Some(state) = crate::env::state::state_dir()
-        .ok()
-        .and_then(|dir| crate::env::state::EnvState::read(&dir).ok().flatten())
-    else {
-        return Ok(());
-    };
-    // Without Karpenter, a variant of NodePools is refused by the run itself, which says so.
-    let Some(running) = state.karpenter_instance_types else {
-        return Ok(());
-    };
-    for variant in &experiment.variants {
-        let wanted = karpenter::instance_types(experiment, variant, &|file| base.join(file))
-            .with_context(|| format!("variant {}", variant.name))?;
-        if let Some(wanted) = wanted {
-            karpenter::check_same(&variant.name, &wanted, &running)?;
-        }
     }
     Ok(())
 }

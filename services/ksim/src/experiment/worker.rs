@@ -206,12 +206,13 @@ async fn run_in_fresh_env(
     // Karpenter offers the file's instance types at the variant's prices, as `ksim up
     // --karpenter --instance-type ... --provider-config ...` would.
     let karpenter = super::karpenter::files(experiment, variant, &find);
+    let started_with_karpenter = karpenter.is_some();
     let (instance_types, provider_config) = karpenter.map_or((Vec::new(), None), |files| {
         (files.skeletons, files.provider_config)
     });
     let env = LocalEnv::start(EnvOptions {
         autoscaler: variant.autoscaler_in(experiment),
-        karpenter: !variant.node_pools_in(experiment).is_empty(),
+        karpenter: started_with_karpenter,
         instance_types,
         provider_config,
         state_dir,
