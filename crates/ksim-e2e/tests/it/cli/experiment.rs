@@ -303,7 +303,7 @@ async fn the_same_configuration_is_within_noise_and_packing_where_it_spread_is_b
         "\
 trace: six.ktrace
 speed: 10
-repeats: 3
+repeats: 2
 settle: true
 provisioning: instant
 autoscaler: true
@@ -394,7 +394,7 @@ variants:
         (dir.to_str().unwrap().to_owned(), report.unwrap())
     };
     let costs = |report: &Value, name: &str| report["costs"][name].as_f64().unwrap();
-    for run in 1..=3 {
+    for run in 1..=2 {
         let ((_, spread), (_, packed)) = (report("spread", run), report("packed", run));
         assert!(
             costs(&packed, "node_hours") < costs(&spread, "node_hours")
