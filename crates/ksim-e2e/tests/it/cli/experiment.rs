@@ -273,9 +273,9 @@ async fn the_same_configuration_is_within_noise_and_packing_where_it_spread_is_b
     // Six pods, three of which fit one node, for 300 recorded seconds: spread over the group's
     // six nodes they hold 31% each, above the threshold, so none is removed; packed, four are
     // empty. The runs settle: unsettled, the groups are released as the clock starts and the
-    // pods land a moment later, and CA at the test's half-second unneeded time now and then
-    // removes an initial node in between (a spread run with a removal, a packed one with one
-    // fewer).
+    // pods land a moment later, and CA at the test's unneeded time (5 s, half a second at 10x)
+    // now and then removes an initial node in between (a spread run with a removal, a packed
+    // one with one fewer).
     let t0 = 1_767_225_600_000;
     write_trace(
         &dir.join("six.ktrace"),
