@@ -52,8 +52,7 @@ impl From<ProviderError> for Status {
                 | PlanError::NotAMember { .. }
                 | PlanError::WouldRemoveRegistered { .. },
             )
-            | ProviderError::InvalidSkeleton { .. }
-            | ProviderError::PoolOwned { .. } => Status::failed_precondition(message),
+            | ProviderError::InvalidSkeleton { .. } => Status::failed_precondition(message),
             ProviderError::NoSkeleton(_) | ProviderError::NotConfigured(_) => {
                 Status::unimplemented(message)
             }
@@ -488,6 +487,7 @@ mod tests {
                     removing: 1,
                     left: 0,
                     min: 1,
+                    held: false,
                 }),
                 Code::FailedPrecondition,
             ),

@@ -54,6 +54,9 @@ pub struct GroupState {
     /// The group's provisioning model keeps removed nodes for a while: the pool deletes them
     /// when their termination delay has passed, so the provider must not delete them itself.
     pub nodes_linger: bool,
+    /// Held for a replay that has not started: offered to cluster-autoscaler at min = max =
+    /// its size (see [`GroupState::min_size`]).
+    pub held: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +86,17 @@ pub enum Member {
 }
 
 impl GroupState {
+    /// The fewest nodes a removal may leave: the min offered to cluster-autoscaler, which for a
+    /// held group is its size. A retiring group keeps its own min, so a scale-down CA began
+    /// before the group retired can finish.
+    pub fn min_size(&self) -> i32 {
+        if self.held {
+            self.limits.min.max(self.replicas)
+        } else {
+            self.limits.min
+        }
+    }
+
     /// Seats the ReplicaSet still counts toward `replicas`.
     pub fn active_seats(&self) -> impl Iterator<Item = &Seat> {
         self.seats.iter().filter(|seat| !seat.deleting)
@@ -182,6 +196,7 @@ pub(crate) mod tests {
             seats,
             orphan_nodes: Vec::new(),
             nodes_linger: false,
+            held: false,
         }
     }
 

@@ -24,14 +24,20 @@ pub enum PlanError {
         max: i32,
         current: i32,
     },
+    /// CA's contract: DeleteNodes keeps the group at or above its min size (only its
+    /// ForceDeleteNodes may not); CA checks before calling, so this stops other callers.
     #[error(
-        "removing {removing} node(s) from node group {group} would leave {left}, below its min size {min}"
+        "removing {removing} node(s) from node group {group} would leave {left}, below its min \
+         size {min}{}",
+        if *held { " (held: frozen at its size until its replay starts)" } else { "" }
     )]
     BelowMin {
         group: String,
         removing: i32,
         left: i32,
         min: i32,
+        /// The min is the held group's size, as offered to cluster-autoscaler.
+        held: bool,
     },
     #[error("node {node:?} has provider ID {provider_id:?}, which is not a ksim node")]
     NotKsim { node: String, provider_id: String },
@@ -214,12 +220,14 @@ fn removal(
 ) -> Result<Removal, PlanError> {
     let removing = i32::try_from(seats.len()).unwrap_or(i32::MAX) + placeholders;
     let left = state.replicas - removing;
-    if removing > 0 && left < state.limits.min {
+    let min = state.min_size();
+    if removing > 0 && left < min {
         return Err(PlanError::BelowMin {
             group: state.id.clone(),
             removing,
             left,
-            min: state.limits.min,
+            min,
+            held: state.held,
         });
     }
     let unmark = state
@@ -332,6 +340,40 @@ mod tests {
                 min: 1,
                 ..
             }
+        ));
+    }
+
+    /// Issue 53, finding 1: a held group is offered at min = its size; a DeleteNodes from a
+    /// caller other than CA took one at 1 to 0 by its own min annotation (0).
+    #[test]
+    fn a_held_group_refuses_any_removal_below_its_size() {
+        let mut state = group(1, vec![seat("a", NodeState::Registered)]);
+        state.limits.min = 0;
+        assert_eq!(state.min_size(), 0);
+        assert!(plan_delete_nodes(&state, &[node("a")], &none()).is_ok());
+        state.held = true;
+        assert_eq!(state.min_size(), 1);
+        let err = plan_delete_nodes(&state, &[node("a")], &none()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "removing 1 node(s) from node group m5 would leave 0, below its min size 1 (held: \
+             frozen at its size until its replay starts)"
+        );
+        assert!(matches!(
+            plan_decrease(&group(2, vec![]), -1).map(|_| ()),
+            Ok(())
+        ));
+        let mut unseated = group(2, vec![]);
+        unseated.limits.min = 0;
+        unseated.held = true;
+        assert!(matches!(
+            plan_decrease(&unseated, -1),
+            Err(PlanError::BelowMin {
+                min: 2,
+                left: 1,
+                held: true,
+                ..
+            })
         ));
     }
 

@@ -4,15 +4,15 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque},
-    sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard},
+    sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard},
 };
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
     labels::{
-        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_POOL, OWNER_SEATS,
-        PROVISIONING_ANNOTATION, RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
+        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_SEATS, PROVISIONING_ANNOTATION,
+        RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
     },
     node::parse_provider_id,
     seats::group_of,
@@ -27,6 +27,10 @@ use crate::domain::{
 
 /// The annotation the ReplicaSet controller ranks seats by.
 pub const DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// The label the Deployment controller puts on a ReplicaSet's pods: the suffix of the
+/// ReplicaSet's name after the Deployment's.
+const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 
 /// A group's node skeleton, as far as it could be resolved.
 #[derive(Debug, Clone)]
@@ -81,6 +85,9 @@ struct DeploymentEntry {
 #[derive(Debug, Clone)]
 struct SeatEntry {
     group: String,
+    /// The Deployment whose ReplicaSet made the pod (its controller): a pod merely labelled
+    /// with a group is no seat of it.
+    owner: Option<String>,
     deleting: bool,
     terminated: bool,
     ready: bool,
@@ -93,12 +100,12 @@ struct NodeEntry {
     deleting: bool,
     /// cluster-autoscaler has tainted it for removal: a scale-down of it is under way.
     removing: bool,
-    /// Labelled as a node of the pool's pool-managed group of this name: never ours.
-    pool_owned: bool,
+    /// Labelled with the group its provider ID names (`ksim.io/node-group`).
+    group_labelled: bool,
     /// Labelled as a seat Deployment's node (`ksim.io/group-owner=seats`) of the group its
-    /// provider ID names, under the name its provider ID names: only such a node is ever
-    /// counted, answered for or deleted as a group's.
-    ours: bool,
+    /// provider ID names, under the name its provider ID names. Labels anyone can write: the
+    /// node is the group's only with a seat of the group behind it (see [`State::member`]).
+    seat_labelled: bool,
     /// Reports Ready=True.
     ready: bool,
     /// NotReady because it is booting by its group's provisioning model.
@@ -114,11 +121,11 @@ struct State {
     /// Group id -> node name -> entry; only nodes with a `ksim://` provider ID.
     nodes: HashMap<String, BTreeMap<String, NodeEntry>>,
     node_groups: HashMap<String, String>,
-    /// Group id -> how many of its nodes are pool-owned: asked on every call that names a
-    /// group (CA asks NodeGroupForNode for every node on every loop), so counted, not scanned.
-    pool_owned_nodes: HashMap<String, usize>,
     departed: Departed,
     synced: BTreeSet<Source>,
+    /// Nodes labelled as a served group's that are none of its members, each warned of once
+    /// (a Mutex: found under the read lock, by the calls that answer for a group).
+    ignored: Mutex<BTreeSet<String>>,
 }
 
 /// Members (group, name) whose seat or Node the index saw go, newest last, so a retried
@@ -272,6 +279,7 @@ impl Index {
                 });
         let entry = SeatEntry {
             group: group.clone(),
+            owner: owning_deployment(pod),
             deleting: pod.metadata.deletion_timestamp.is_some(),
             terminated: matches!(phase, Some("Succeeded" | "Failed")),
             ready,
@@ -308,6 +316,7 @@ impl Index {
         // An update, not a departure: the entry is replaced below.
         state.remove_node(&name);
         if let Some((group, id_name)) = parsed {
+            let group_labelled = label(GROUP_LABEL) == Some(group.as_str());
             let entry = NodeEntry {
                 deleting: node.metadata.deletion_timestamp.is_some(),
                 removing: node
@@ -317,14 +326,11 @@ impl Index {
                     .is_some_and(|taints| taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT)),
                 ready: ksim_nodes::node::is_ready(node),
                 booting: ksim_nodes::node::is_booting(node),
-                pool_owned: label(OWNER_LABEL) == Some(OWNER_POOL),
-                ours: label(OWNER_LABEL) == Some(OWNER_SEATS)
-                    && label(GROUP_LABEL) == Some(group.as_str())
+                group_labelled,
+                seat_labelled: label(OWNER_LABEL) == Some(OWNER_SEATS)
+                    && group_labelled
                     && id_name == name,
             };
-            if entry.pool_owned {
-                *state.pool_owned_nodes.entry(group.clone()).or_default() += 1;
-            }
             state
                 .nodes
                 .entry(group.clone())
@@ -404,13 +410,11 @@ impl Index {
         groups
     }
 
-    /// The seat Deployment claiming group `id` although the name is a pool-managed group's.
-    pub fn clash(&self, id: &str) -> Option<ObjectKey> {
+    /// The nodes warned of as labelled like a served group's without being its members.
+    pub fn ignored_nodes(&self) -> Vec<String> {
         let state = self.read();
-        if !state.pool_owned(id) {
-            return None;
-        }
-        state.groups.get(id).cloned()
+        let ignored = state.ignored.lock().unwrap_or_else(|e| e.into_inner());
+        ignored.iter().cloned().collect()
     }
 
     /// Group `id` as offered to cluster-autoscaler (see [`Index::groups`]).
@@ -423,10 +427,11 @@ impl Index {
     pub fn unreleased(&self) -> Vec<ObjectKey> {
         let state = self.read();
         let removing = |group: &str| {
-            state
-                .nodes
-                .get(group)
-                .is_some_and(|nodes| nodes.values().any(|node| node.removing))
+            state.nodes.get(group).is_some_and(|nodes| {
+                nodes
+                    .iter()
+                    .any(|(name, node)| node.removing && state.member(group, name, node))
+            })
         };
         state
             .deployments
@@ -447,7 +452,11 @@ impl Index {
         let state = self.read();
         let ((namespace, deployment), entry, limits) = state.served(id)?;
         let nodes = state.nodes.get(id);
-        let ours = |name: &str| nodes.and_then(|n| n.get(name)).filter(|node| node.ours);
+        let ours = |name: &str| {
+            nodes
+                .and_then(|n| n.get(name))
+                .filter(|node| state.member(id, name, node))
+        };
         let node_state = |name: &str| match ours(name) {
             None => NodeState::Absent,
             Some(node) if node.deleting => NodeState::Deleting,
@@ -456,7 +465,9 @@ impl Index {
         let seats: Vec<Seat> = state
             .seats
             .iter()
-            .filter(|((ns, _), seat)| ns == namespace && seat.group == id && !seat.terminated)
+            .filter(|((ns, _), seat)| {
+                ns == namespace && seat.owned_by(id, deployment) && !seat.terminated
+            })
             .map(|((_, name), seat)| Seat {
                 name: name.clone(),
                 deleting: seat.deleting,
@@ -470,12 +481,18 @@ impl Index {
         // A set, not a scan of the seats per node: this runs for every answer CA gets about
         // the group, and a 1,000-node group made it a million comparisons.
         let seat_names: BTreeSet<&str> = seats.iter().map(|seat| seat.name.as_str()).collect();
-        let orphan_nodes = nodes
-            .into_iter()
-            .flatten()
-            .filter(|(name, node)| node.ours && !seat_names.contains(name.as_str()))
-            .map(|(name, _)| name.clone())
-            .collect();
+        let mut orphan_nodes = Vec::new();
+        let mut ignored = Vec::new();
+        for (name, node) in nodes.into_iter().flatten() {
+            if state.member(id, name, node) {
+                if !seat_names.contains(name.as_str()) {
+                    orphan_nodes.push(name.clone());
+                }
+            } else if node.group_labelled || node.seat_labelled {
+                ignored.push(name);
+            }
+        }
+        state.warn_ignored(id, &ignored);
         Some((
             GroupState {
                 id: id.to_owned(),
@@ -486,6 +503,7 @@ impl Index {
                 seats,
                 orphan_nodes,
                 nodes_linger: entry.nodes_linger,
+                held: entry.held && !entry.retiring && !entry.gone,
             },
             entry.resource_version.clone(),
         ))
@@ -511,15 +529,16 @@ impl Index {
     pub fn group_for_provider_id(&self, provider_id: &str) -> Option<GroupInfo> {
         let (group, member) = member_of(provider_id)?;
         let state = self.read();
-        let ((namespace, _), _, _) = state.served(&group)?;
+        state.served(&group)?;
         let known = match member {
             // Instance ids the provider made up for replicas without a seat pod; no Node has one.
             Member::Placeholder => true,
             Member::Seat(name) => {
                 let node = state.nodes.get(&group).and_then(|nodes| nodes.get(&name));
-                let seat = state.seats.get(&(namespace.clone(), name));
-                node.is_some_and(|node| node.ours)
-                    || seat.is_some_and(|seat| seat.group == group && !seat.terminated)
+                node.is_some_and(|node| state.member(&group, &name, node))
+                    || state
+                        .seat(&group, &name)
+                        .is_some_and(|seat| !seat.terminated)
             }
         };
         if known { state.offered(&group) } else { None }
@@ -606,22 +625,44 @@ impl State {
         }
     }
 
-    /// Whether group `id` has nodes of the pool's pool-managed group of that name.
-    fn pool_owned(&self, id: &str) -> bool {
-        self.pool_owned_nodes.contains_key(id)
-    }
-
-    /// The Deployment serving group `id`, if its limits are valid and the name is not a
-    /// pool-managed group's: a seat Deployment that takes one's name is never served, so
-    /// nothing resizes or deletes the pool's nodes through it.
+    /// The Deployment serving group `id`, if its limits are valid. Nodes never decide it: a
+    /// pool-managed group's nodes are not the group's members (see [`State::member`]), so
+    /// nothing resizes or deletes them through it, and a Node anyone labels cannot hide it.
     fn served(&self, id: &str) -> Option<(&ObjectKey, &DeploymentEntry, SizeLimits)> {
-        if self.pool_owned(id) {
-            return None;
-        }
         let key = self.groups.get(id)?;
         let entry = self.deployments.get(key)?;
         let limits = entry.limits.clone().ok()?;
         Some((key, entry, limits))
+    }
+
+    /// Seat `name` of group `id`, made by the ReplicaSet of the Deployment serving it.
+    fn seat(&self, id: &str, name: &str) -> Option<&SeatEntry> {
+        let ((namespace, deployment), _, _) = self.served(id)?;
+        self.seats
+            .get(&(namespace.clone(), name.to_owned()))
+            .filter(|seat| seat.owned_by(id, deployment))
+    }
+
+    /// Whether `node` is a member of group `id`: labelled as its seat node, and the node of a
+    /// seat the group's Deployment made (present, or seen going: the pool removes a node
+    /// after its seat). Labels alone make no member, whoever wrote them.
+    fn member(&self, id: &str, name: &str, node: &NodeEntry) -> bool {
+        node.seat_labelled && (self.seat(id, name).is_some() || self.departed.contains(id, name))
+    }
+
+    /// Warns once of each of `names`, nodes labelled as group `id`'s that are none of its
+    /// members; not before every watch has listed, when a seat may just not be seen yet.
+    fn warn_ignored(&self, id: &str, names: &[&String]) {
+        if names.is_empty() || self.synced.len() < 3 {
+            return;
+        }
+        let mut ignored = self.ignored.lock().unwrap_or_else(|e| e.into_inner());
+        for name in names {
+            if ignored.insert((*name).clone()) {
+                tracing::warn!(node = %name, group = id,
+                    "node labelled as the group's but made for none of its seats; ignored for the group");
+            }
+        }
     }
 
     fn offered(&self, id: &str) -> Option<GroupInfo> {
@@ -655,30 +696,55 @@ impl State {
     fn remove_node(&mut self, name: &str) -> Option<(String, NodeEntry)> {
         let group = self.node_groups.remove(name)?;
         let node = self.nodes.get_mut(&group)?.remove(name)?;
-        if node.pool_owned
-            && let Some(count) = self.pool_owned_nodes.get_mut(&group)
-        {
-            *count -= 1;
-            if *count == 0 {
-                self.pool_owned_nodes.remove(&group);
-            }
-        }
         Some((group, node))
     }
 
     fn forget_node(&mut self, name: &str) {
-        if let Some((group, node)) = self.remove_node(name)
-            && node.ours
+        let member = self
+            .node_groups
+            .get(name)
+            .and_then(|group| Some((group, self.nodes.get(group)?.get(name)?)))
+            .is_some_and(|(group, node)| self.member(group, name, node));
+        if let Some((group, _)) = self.remove_node(name)
+            && member
         {
             self.departed.record(&group, name);
         }
+        self.ignored
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
     }
 
     fn forget_seat(&mut self, key: &ObjectKey) {
-        if let Some(seat) = self.seats.remove(key) {
+        // Only a seat a Deployment made: its node may outlive it as the group's.
+        if let Some(seat) = self.seats.remove(key)
+            && seat.owner.is_some()
+        {
             self.departed.record(&seat.group, &key.1);
         }
     }
+}
+
+impl SeatEntry {
+    /// A seat of group `id` made by Deployment `deployment`'s ReplicaSet.
+    fn owned_by(&self, id: &str, deployment: &str) -> bool {
+        self.group == id && self.owner.as_deref() == Some(deployment)
+    }
+}
+
+/// The Deployment whose ReplicaSet controls `pod`: the Deployment controller names each
+/// ReplicaSet `<deployment>-<pod-template-hash>` and labels its pods with the hash.
+fn owning_deployment(pod: &Pod) -> Option<String> {
+    let hash = pod.metadata.labels.as_ref()?.get(POD_TEMPLATE_HASH_LABEL)?;
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|owner| owner.controller == Some(true) && owner.kind == "ReplicaSet")?;
+    let deployment = owner.name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
+    (!deployment.is_empty()).then(|| deployment.to_owned())
 }
 
 /// Whether a provisioning annotation keeps removed nodes a while. One the pool cannot read

@@ -6,9 +6,9 @@ use k8s_openapi::api::{
     apps::v1::{Deployment, DeploymentSpec},
     core::v1::{Node, NodeSpec, Pod, PodCondition, PodSpec, PodStatus},
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use ksim_nodes::labels::{GROUP_LABEL, OWNER_SEATS};
+use ksim_nodes::labels::{GROUP_LABEL, OWNER_POOL, OWNER_SEATS};
 
 use super::*;
 use crate::domain::{
@@ -49,12 +49,24 @@ pub(crate) fn deployment(
     }
 }
 
+/// A seat pod as the ReplicaSet of Deployment `seats-<group>` makes it.
 pub(crate) fn seat_pod(name: &str, group: &str, ready: bool) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some("ksim-system".to_owned()),
-            labels: Some(map(&[(GROUP_LABEL, group)])),
+            labels: Some(map(&[
+                (GROUP_LABEL, group),
+                (POD_TEMPLATE_HASH_LABEL, "5d8f7c9b6"),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".to_owned(),
+                kind: "ReplicaSet".to_owned(),
+                name: format!("seats-{group}-5d8f7c9b6"),
+                uid: "0b8e0e4c-2f43-4f57-9a43-8f7d2f0c1a11".to_owned(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
             ..ObjectMeta::default()
         },
         spec: Some(PodSpec {
@@ -183,6 +195,9 @@ fn nodes_move_between_states_and_orphans_are_deleting() {
     let mut going = node("seat-a", "ksim://m5/seat-a");
     going.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
     index.apply_node(&going);
+    // A seat the group had: its node outlives it, an orphan of the group.
+    index.apply_pod(&seat_pod("old-seat", "m5", true));
+    index.delete_pod("ksim-system", "old-seat");
     index.apply_node(&node("old-seat", "ksim://m5/old-seat"));
     index.apply_node(&node("real", "aws:///i-1"));
     let (state, _) = index.group_state("m5").unwrap();
@@ -250,11 +265,14 @@ async fn wait_until_wakes_on_a_change() {
     assert!(waiter.await.unwrap());
 }
 
+/// A seat Deployment that takes a pool-managed group's name is served (issue 53: a Node
+/// labelled as the pool's must not hide a group), and the pool's nodes are never its members:
+/// nothing lists, claims or deletes them through it (issue 14).
 #[test]
-fn a_deployment_taking_a_pool_managed_groups_name_is_not_served() {
+fn a_pool_managed_groups_nodes_are_never_a_seat_groups_members() {
     let index = Index::new(100);
     let mut pool_node = node("race-0", "ksim://race/race-0");
-    pool_node.metadata.labels = Some(map(&[(OWNER_LABEL, OWNER_POOL)]));
+    pool_node.metadata.labels = Some(map(&[(GROUP_LABEL, "race"), (OWNER_LABEL, OWNER_POOL)]));
     index.apply_node(&pool_node);
     index
         .apply_deployment(
@@ -262,32 +280,26 @@ fn a_deployment_taking_a_pool_managed_groups_name_is_not_served() {
             Skeleton::Missing,
         )
         .unwrap();
-    assert_eq!(index.groups(), Vec::new());
-    assert!(index.group_state("race").is_none());
-    assert!(index.skeleton("race").is_none());
-    assert_eq!(index.target_size("race"), None);
     assert_eq!(
-        index.clash("race"),
-        Some(("ksim-system".to_owned(), "seats-race".to_owned()))
+        index
+            .groups()
+            .iter()
+            .map(|g| g.id.as_str())
+            .collect::<Vec<_>>(),
+        ["race"]
     );
-
-    // An update that keeps the node the pool's keeps the name taken.
-    index.apply_node(&pool_node);
-    assert_eq!(index.target_size("race"), None);
-
-    // Once the pool's nodes are gone the name is free, and the Deployment is served.
-    index.delete_node("race-0");
-    assert_eq!(index.clash("race"), None);
     assert_eq!(index.target_size("race"), Some(2));
-    index.apply_node(&pool_node);
-    assert_eq!(index.target_size("race"), None, "a pool node came back");
-    pool_node.metadata.labels = None;
-    index.apply_node(&pool_node);
-    assert_eq!(
-        index.target_size("race"),
-        Some(2),
-        "relabelled as no longer the pool's"
-    );
+    let (state, _) = index.group_state("race").unwrap();
+    assert!(state.seats.is_empty() && state.orphan_nodes.is_empty());
+    assert_eq!(index.group_for_provider_id("ksim://race/race-0"), None);
+    // Not yet synced: a seat may be listed after its node, so no warning yet.
+    assert!(index.ignored_nodes().is_empty());
+
+    // Even a seat of the group's name does not make the pool's node, labelled the pool's, its.
+    index.apply_pod(&seat_pod("race-0", "race", true));
+    let (state, _) = index.group_state("race").unwrap();
+    assert_eq!(state.seat("race-0").unwrap().node, NodeState::Absent);
+    assert!(state.orphan_nodes.is_empty());
 }
 
 #[test]
@@ -401,4 +413,62 @@ fn a_node_booting_by_its_model_is_no_problem_but_one_gone_quiet_is() {
     index.apply_node(&booting);
     let (state, _) = index.group_state("m5").unwrap();
     assert!(state.instances()[0].problem.is_some());
+}
+
+/// Issue 53, finding 1: a Node the pool never made, labelled as a pool-managed group's under
+/// a served group's name, made NodeGroups drop the group; one labelled as the group's seat
+/// node, with no seat behind it, was counted as the group's. Membership is what the group's
+/// Deployment made: a seat pod it owns, and the Node of that seat.
+#[test]
+fn a_node_without_a_seat_of_the_group_neither_joins_nor_hides_it() {
+    let index = with_group();
+    for source in [Source::Deployments, Source::Seats, Source::Nodes] {
+        index.mark_synced(source);
+    }
+    let mut pool_labelled = node("m5-x", "ksim://m5/m5-x");
+    pool_labelled.metadata.labels = Some(map(&[(GROUP_LABEL, "m5"), (OWNER_LABEL, OWNER_POOL)]));
+    index.apply_node(&pool_labelled);
+    assert_eq!(
+        index
+            .groups()
+            .iter()
+            .map(|g| g.id.as_str())
+            .collect::<Vec<_>>(),
+        ["m5"]
+    );
+    assert_eq!(index.target_size("m5"), Some(3));
+
+    // Labelled as the group's seat node, but no seat of the group has its name.
+    index.apply_node(&node("forged", "ksim://m5/forged"));
+    let (state, _) = index.group_state("m5").unwrap();
+    assert!(state.orphan_nodes.is_empty(), "{:?}", state.orphan_nodes);
+    assert_eq!(index.group_for_provider_id("ksim://m5/forged"), None);
+    assert_eq!(index.group_for_provider_id("ksim://m5/m5-x"), None);
+    // Its deletion is no departure of the group's: a retried DeleteNodes naming it is refused.
+    index.delete_node("forged");
+    assert!(index.departed("m5", ["forged"]).is_empty());
+
+    // A pod labelled with the group that the Deployment's ReplicaSet did not make is no seat,
+    // and the Node named after it no member.
+    let mut stray = seat_pod("stray", "m5", true);
+    stray.metadata.owner_references = None;
+    index.apply_pod(&stray);
+    index.apply_node(&node("stray", "ksim://m5/stray"));
+    let (state, _) = index.group_state("m5").unwrap();
+    assert!(state.seat("stray").is_none());
+    assert!(state.orphan_nodes.is_empty(), "{:?}", state.orphan_nodes);
+    assert_eq!(index.group_for_provider_id("ksim://m5/stray"), None);
+
+    // The seat's own Node still is one, and once its seat goes, an orphan of the group.
+    assert_eq!(
+        index
+            .group_for_provider_id("ksim://m5/seat-a")
+            .map(|g| g.id),
+        Some("m5".to_owned())
+    );
+    index.delete_pod("ksim-system", "seat-a");
+    let (state, _) = index.group_state("m5").unwrap();
+    assert_eq!(state.orphan_nodes, ["seat-a"]);
+    // Each ignored Node is named once at warn; a deleted one is forgotten.
+    assert_eq!(index.ignored_nodes(), ["m5-x", "stray"]);
 }

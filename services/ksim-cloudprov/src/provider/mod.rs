@@ -73,12 +73,6 @@ pub enum ClusterError {
 pub enum ProviderError {
     #[error("node group {0:?} not found")]
     UnknownGroup(String),
-    #[error(
-        "node group {group:?} is the pool's pool-managed group of that name (its nodes are \
-         labelled ksim.io/group-owner=pool); seat Deployment {deployment} is not served: give it \
-         another ksim.io/node-group"
-    )]
-    PoolOwned { group: String, deployment: String },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("the provider has not finished its first list of Deployments, seats and nodes")]
@@ -347,15 +341,8 @@ impl<C: Cluster> Provider<C> {
         self.index.skeleton(id).ok_or_else(|| self.unknown(id))
     }
 
-    /// Why group `id` is not served: unknown, or a pool-managed group's name.
     fn unknown(&self, id: &str) -> ProviderError {
-        match self.index.clash(id) {
-            Some((namespace, name)) => ProviderError::PoolOwned {
-                group: id.to_owned(),
-                deployment: format!("{namespace}/{name}"),
-            },
-            None => ProviderError::UnknownGroup(id.to_owned()),
-        }
+        ProviderError::UnknownGroup(id.to_owned())
     }
 
     fn lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {

@@ -751,3 +751,47 @@ async fn nodes_that_linger_by_the_model_are_left_to_the_pool_to_delete() {
         assert_eq!(cluster.objects().deleted_nodes.len(), before + 1, "{json}");
     }
 }
+
+/// Issue 53, finding 1: a held group is offered at min = max = its size, yet a DeleteNodes
+/// from another caller took it from 1 to 0 (its own min annotation was 0), and the run waiting
+/// for its node failed. CA's contract: DeleteNodes validates the minimal size (only
+/// ForceDeleteNodes does not).
+#[tokio::test]
+async fn a_delete_below_the_min_size_offered_is_refused_and_changes_nothing() {
+    let (provider, cluster) = provider(1, ("0", "10"));
+    synced(&provider);
+    annotate(&provider, &cluster, HELD_ANNOTATION, Some("true"));
+    let offered = provider.groups().into_iter().next().unwrap();
+    assert_eq!((offered.min, offered.max), (1, 1));
+    let error = provider
+        .delete_nodes("m5", &[node_ref("seat-0")])
+        .await
+        .unwrap_err();
+    let ProviderError::Plan(PlanError::BelowMin { left, min, .. }) = &error else {
+        panic!("{error}");
+    };
+    assert_eq!((*left, *min), (0, 1));
+    let message = error.to_string();
+    assert!(
+        message.contains("node group m5")
+            && message.contains("would leave 0")
+            && message.contains("min size 1"),
+        "{message}"
+    );
+    assert_eq!(provider.target_size("m5").unwrap(), 1);
+    assert!(deleting_seats(&cluster).is_empty());
+    assert!(cluster.objects().deleted_nodes.is_empty());
+    // As a gRPC answer: a precondition of the group, not a bad request.
+    assert_eq!(
+        tonic::Status::from(error).code(),
+        tonic::Code::FailedPrecondition
+    );
+
+    // The hold lifted, the group's own min (0) bounds it.
+    annotate(&provider, &cluster, HELD_ANNOTATION, None);
+    provider
+        .delete_nodes("m5", &[node_ref("seat-0")])
+        .await
+        .unwrap();
+    assert_eq!(provider.target_size("m5").unwrap(), 0);
+}
