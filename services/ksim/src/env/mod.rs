@@ -30,7 +30,7 @@ use self::{
     configuration::{Components, EnvironmentService, ProviderFile},
     karpenter::{KarpenterSetup, KarpenterSlot},
     services::{CLOUDPROV, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
-    state::{EnvState, Urls},
+    state::{EnvState, ProcessIdentity, Urls},
 };
 
 /// Where the driver keeps its Lease and seat Deployments; the pool and the cloud provider
@@ -535,12 +535,20 @@ impl LocalEnv {
 
     fn write_state(&mut self) -> anyhow::Result<()> {
         state::clear_supervision(&self.state_dir);
+        let pid = std::process::id();
+        // Without it `ksim down` refuses to signal the pid: say why here, where it happened.
+        let process = ProcessIdentity::of(pid)
+            .inspect_err(|error| {
+                tracing::warn!(%error, "reading this process's start time and command line");
+            })
+            .ok();
         EnvState {
-            pid: std::process::id(),
+            pid,
             kubeconfig: self.kubeconfig.clone(),
             urls: self.urls.clone(),
             started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             karpenter_instance_types: self.karpenter_instance_types.clone(),
+            process,
         }
         .write(&self.state_dir)?;
         self.state_written = true;

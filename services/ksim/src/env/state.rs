@@ -111,6 +111,59 @@ pub struct EnvState {
     /// absent without Karpenter. An experiment checks its own against them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub karpenter_instance_types: Option<Vec<ksim_nodes::karpenter::InstanceType>>,
+    /// Which process `pid` is, so `ksim down` signals that one and no other that later got
+    /// its pid; absent from a file an older ksim wrote (or where /proc could not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessIdentity>,
+}
+
+/// What tells a process from another that has its pid: a pid is reused once its process has
+/// exited, a start time and command line make the same process again only by chance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    /// `starttime` of `/proc/PID/stat` (field 22): clock ticks after boot.
+    pub start_time: u64,
+    /// `/proc/PID/cmdline`, one string per argument (invalid UTF-8 replaced).
+    pub cmdline: Vec<String>,
+}
+
+impl ProcessIdentity {
+    /// The process `pid` is now, read from `/proc`; an error when it is gone or `/proc` cannot
+    /// say (no such file, not Linux).
+    pub fn of(pid: u32) -> std::io::Result<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        let start_time = parse_start_time(&stat).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("/proc/{pid}/stat has no start time"),
+            )
+        })?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))?;
+        Ok(Self {
+            start_time,
+            cmdline: parse_cmdline(&cmdline),
+        })
+    }
+}
+
+/// Field 22 of a `/proc/PID/stat` line. The command name (field 2) is in parentheses and may
+/// itself hold spaces and ")", so the fields are counted after its last ")".
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    // `rest` starts with field 3, the state.
+    rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// The NUL-separated arguments of `/proc/PID/cmdline`.
+fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
+    let bytes = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    bytes
+        .split(|byte| *byte == 0)
+        .map(|argument| String::from_utf8_lossy(argument).into_owned())
+        .collect()
 }
 
 impl EnvState {
@@ -181,7 +234,96 @@ mod tests {
             },
             started_at: "2025-01-01T00:00:00Z".into(),
             karpenter_instance_types: None,
+            process: Some(ProcessIdentity {
+                start_time: 123_456,
+                cmdline: vec!["ksim".into(), "up".into()],
+            }),
         }
+    }
+
+    #[test]
+    fn a_state_file_without_the_process_identity_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut old = serde_json::to_value(state()).unwrap();
+        old.as_object_mut().unwrap().remove("process");
+        std::fs::write(EnvState::path(dir.path()), old.to_string()).unwrap();
+        let read = EnvState::read(dir.path()).unwrap().unwrap();
+        assert_eq!(read.process, None);
+        assert_eq!(read.pid, 4242);
+    }
+
+    #[test]
+    fn a_negative_or_too_large_pid_is_no_state_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for pid in ["-1", "4294967296"] {
+            let mut text = serde_json::to_value(state()).unwrap();
+            text["pid"] = serde_json::from_str(pid).unwrap();
+            std::fs::write(EnvState::path(dir.path()), text.to_string()).unwrap();
+            let error = EnvState::read(dir.path()).unwrap_err();
+            assert!(
+                format!("{error:#}").contains("is not a ksim environment file"),
+                "{pid}: {error:#}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_start_time_is_field_22_counted_after_the_command_name() {
+        let fields_after_name = |name: &str| {
+            let mut line = format!("4242 ({name}) S");
+            for field in 4..=52 {
+                line.push_str(&format!(" {}", field * 1000));
+            }
+            line
+        };
+        assert_eq!(parse_start_time(&fields_after_name("ksim")), Some(22_000));
+        // A name with spaces and parentheses shifts nothing.
+        assert_eq!(
+            parse_start_time(&fields_after_name("a) b ) (c")),
+            Some(22_000)
+        );
+        assert_eq!(parse_start_time("4242 (ksim) S 1 2"), None);
+        assert_eq!(parse_start_time("no name"), None);
+    }
+
+    #[test]
+    fn the_command_line_is_its_nul_separated_arguments() {
+        assert_eq!(
+            parse_cmdline(b"ksim\0up\0--autoscaler\0"),
+            ["ksim", "up", "--autoscaler"]
+        );
+        assert_eq!(parse_cmdline(b"ksim\0\0x\0"), ["ksim", "", "x"]);
+        assert!(parse_cmdline(b"").is_empty());
+    }
+
+    #[test]
+    fn this_process_reads_as_itself() {
+        let me = ProcessIdentity::of(std::process::id()).unwrap();
+        let own_stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert_eq!(Some(me.start_time), parse_start_time(&own_stat));
+        assert!(me.start_time > 0);
+        assert_eq!(
+            me.cmdline,
+            std::env::args().collect::<Vec<_>>(),
+            "the test binary's own arguments"
+        );
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // spawn returns while exec is still setting up the arguments: read until it is done.
+        let mut other = ProcessIdentity::of(child.id()).unwrap();
+        for _ in 0..100 {
+            if !other.cmdline.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            other = ProcessIdentity::of(child.id()).unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(other.cmdline, ["sleep", "30"]);
+        assert!(other.start_time >= me.start_time);
     }
 
     #[test]
