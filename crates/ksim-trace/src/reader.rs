@@ -7,7 +7,7 @@ use zstd::stream::read::Decoder;
 
 use crate::framing::{Frame, RecordStream};
 use crate::source::{Source, ZSTD_MAGIC, classify};
-use crate::validate::{RecordProblem, Totals};
+use crate::validate::{RecordProblem, Totals, check_header};
 use crate::{FORMAT_VERSION, TraceError, pb};
 
 use pb::trace_record::Record as Oneof;
@@ -54,7 +54,8 @@ pub struct TraceReader<R: Read> {
 
 impl<R: Read> TraceReader<R> {
     /// Starts reading `input`, a whole trace file; reads its header and refuses a file that is
-    /// not a ksim trace or has a format version other than [`FORMAT_VERSION`].
+    /// not a ksim trace, has a format version other than [`FORMAT_VERSION`] or a time outside
+    /// 1970 to the end of 9999 (so does every record after it).
     pub fn new(input: R) -> Result<Self, TraceError> {
         let mut source = Source::new(input);
         let prefix = source
@@ -94,6 +95,8 @@ impl<R: Read> TraceReader<R> {
                 supported: FORMAT_VERSION,
             });
         }
+        check_header(&header)
+            .map_err(|problem| TraceError::corrupt(offset, problem.to_string()))?;
         Ok(Self {
             stream,
             header,

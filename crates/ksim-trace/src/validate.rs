@@ -1,7 +1,7 @@
 //! The rules records must keep, shared by the writer (which refuses to break them) and the
 //! reader (which reports a file that does), and the running totals the trailer carries.
 
-use crate::pb;
+use crate::{pb, time};
 
 /// A record that breaks a rule of the format, naming it by its position in the file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +37,16 @@ pub(crate) enum RecordProblem {
     NodeWithoutName { index: u64 },
     #[error("usage sample {index} {problem}")]
     Usage { index: u64, problem: &'static str },
+    #[error(
+        "{record} has {field} {ms} ms, outside the times a trace can hold \
+         (1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z)"
+    )]
+    TimeOutOfRange {
+        /// "event 3", "the header", ...
+        record: String,
+        field: &'static str,
+        ms: i64,
+    },
     #[error("the trailer counts {claimed} {what} but the file holds {counted}")]
     TrailerCount {
         what: &'static str,
@@ -65,6 +75,10 @@ impl Totals {
     /// Why `event` may not come next, if it may not.
     pub(crate) fn check_event(&self, event: &pb::TraceEvent) -> Result<(), RecordProblem> {
         let index = self.events;
+        check_times(
+            || format!("event {index}"),
+            &[("timestamp_ms", event.timestamp_ms)],
+        )?;
         if let Some(previous) = self.last_event_ms
             && !self.unordered
             && event.timestamp_ms < previous
@@ -103,6 +117,15 @@ impl Totals {
         lifecycle: &pb::PodLifecycle,
     ) -> Result<(), RecordProblem> {
         let index = self.lifecycles;
+        check_times(
+            || format!("lifecycle {index}"),
+            &[
+                ("start_ms", lifecycle.start_ms),
+                ("end_ms", lifecycle.end_ms),
+                ("bound_ms", lifecycle.bound_ms),
+                ("ready_ms", lifecycle.ready_ms),
+            ],
+        )?;
         let problem = if !has_kind(lifecycle.owner_gvk.as_ref()) {
             Some("has no owner kind")
         } else if lifecycle.owner_name.is_empty() {
@@ -124,6 +147,10 @@ impl Totals {
 
     /// Why `sample` may not come next: samples, like events, are in timestamp order.
     pub(crate) fn check_sample(&self, sample: &pb::ClusterSample) -> Result<(), RecordProblem> {
+        check_times(
+            || format!("cluster sample {}", self.samples),
+            &[("timestamp_ms", sample.timestamp_ms)],
+        )?;
         match self.last_sample_ms {
             Some(previous) if sample.timestamp_ms < previous => {
                 Err(RecordProblem::SampleOutOfOrder {
@@ -141,8 +168,17 @@ impl Totals {
         self.last_sample_ms = Some(sample.timestamp_ms);
     }
 
-    /// Why `node` is not a usable record: it must name its node.
+    /// Why `node` is not a usable record: it must name its node, at times a trace can hold.
     pub(crate) fn check_node(&self, node: &pb::RecordedNode) -> Result<(), RecordProblem> {
+        check_times(
+            || format!("recorded node {}", self.nodes),
+            &[
+                ("timestamp_ms", node.timestamp_ms),
+                ("created_ms", node.created_ms),
+                ("deleted_ms", node.deleted_ms),
+                ("removal_started_ms", node.removal_started_ms),
+            ],
+        )?;
         if node.name.is_empty() {
             return Err(RecordProblem::NodeWithoutName { index: self.nodes });
         }
@@ -159,6 +195,10 @@ impl Totals {
     /// flat.
     pub(crate) fn check_usage(&self, usage: &pb::UsageSample) -> Result<(), RecordProblem> {
         let index = self.usage;
+        check_times(
+            || format!("usage sample {index}"),
+            &[("timestamp_ms", usage.timestamp_ms)],
+        )?;
         let problem = if usage.pod.is_empty() {
             Some("has no pod name")
         } else if usage.window_ms < 0 {
@@ -225,6 +265,41 @@ impl Totals {
             }
         }
         Ok(())
+    }
+}
+
+/// Why `header`'s times are not ones a trace can hold, if they are not.
+pub(crate) fn check_header(header: &pb::TraceHeader) -> Result<(), RecordProblem> {
+    let times = [
+        ("start_time", &header.start_time),
+        ("end_time", &header.end_time),
+        ("create_time", &header.create_time),
+    ];
+    for (field, timestamp) in times {
+        if let Some(timestamp) = timestamp {
+            check_times(
+                || "the header".to_owned(),
+                &[(field, time::millis(timestamp))],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Every time of a record lies in 1970..=9999: readers subtract and add them (offsets, spans,
+/// delays) and must not overflow, nor replay for millennia. 0, the "not known" of optional
+/// times, is the epoch and passes.
+fn check_times(
+    record: impl FnOnce() -> String,
+    times: &[(&'static str, i64)],
+) -> Result<(), RecordProblem> {
+    match times.iter().find(|(_, ms)| !time::in_range(*ms)) {
+        Some(&(field, ms)) => Err(RecordProblem::TimeOutOfRange {
+            record: record(),
+            field,
+            ms,
+        }),
+        None => Ok(()),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::framing::{
     EVENT_FIELD, HEADER_FIELD, LIFECYCLE_FIELD, NODE_FIELD, SAMPLE_FIELD, TRAILER_FIELD,
     USAGE_FIELD, encode_record,
 };
-use crate::validate::Totals;
+use crate::validate::{Totals, check_header};
 use crate::{COMPRESSION_LEVEL, FORMAT_VERSION, TraceError, pb};
 
 /// Writes a trace file: the header on creation, then events and lifecycles, then the trailer
@@ -25,7 +25,9 @@ pub struct TraceWriter<W: Write> {
 impl<W: Write> TraceWriter<W> {
     /// Starts a file on `out` with `header`, whose `format_version` is replaced by
     /// [`FORMAT_VERSION`]: that is the version this writer produces, whatever the caller set.
+    /// Refuses a header time outside 1970 to the end of 9999, as every record's.
     pub fn new(out: W, header: &pb::TraceHeader) -> Result<Self, TraceError> {
+        check_header(header).map_err(|problem| TraceError::invalid(problem.to_string()))?;
         let mut encoder = Encoder::new(out, COMPRESSION_LEVEL)?;
         // A checksum lets readers catch damage that still decompresses.
         encoder.include_checksum(true)?;
@@ -50,8 +52,9 @@ impl<W: Write> TraceWriter<W> {
         self
     }
 
-    /// Appends an event. Refuses (writing nothing) an event older than the previous one, an
-    /// object without kind or name, and a record over [`crate::MAX_RECORD_BYTES`].
+    /// Appends an event. Refuses (writing nothing) an event older than the previous one or
+    /// outside 1970 to the end of 9999, an object without kind or name, and a record over
+    /// [`crate::MAX_RECORD_BYTES`].
     pub fn write_event(&mut self, event: &pb::TraceEvent) -> Result<(), TraceError> {
         self.totals
             .check_event(event)
@@ -238,6 +241,25 @@ mod tests {
             }
         }
         assert_eq!(times, [2_000, 1_000]);
+    }
+
+    #[test]
+    fn refuses_times_a_reader_would_refuse() {
+        let mut writer = TraceWriter::new(Vec::new(), &sample_header()).unwrap();
+        let error = writer
+            .write_event(&sample_event(-1, "web"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("event 0 has timestamp_ms -1 ms"), "{error}");
+        writer.write_event(&sample_event(0, "web")).unwrap();
+        let header = pb::TraceHeader {
+            start_time: Some(crate::time::timestamp(i64::MAX)),
+            ..sample_header()
+        };
+        let error = TraceWriter::new(Vec::new(), &header)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("the header has start_time"), "{error}");
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub fn convert<W: Write>(
     } = model::decode(input)?;
 
     let mut events: Vec<_> = events.into_iter().enumerate().collect();
+    // Before the header is made of the first and last: its times must be in range too.
+    for (position, event) in &events {
+        objects::event_ms(*position, event.ts)?;
+    }
     let mut latest = i64::MIN;
     let mut reordered_events = 0u64;
     for (_, event) in &events {

@@ -55,17 +55,7 @@ impl<'a> EventConverter<'a> {
         position: usize,
         event: model::TraceEvent,
     ) -> Result<pb::TraceEvent, TraceError> {
-        // Refused past what a trace can hold (1970 to 9999): readers could not print it.
-        let timestamp_ms = event
-            .ts
-            .checked_mul(1000)
-            .filter(|ms| crate::time::in_range(*ms))
-            .ok_or_else(|| {
-                TraceError::simkube(format!(
-                    "event {position}: timestamp {} s is out of range (1970 to 9999)",
-                    event.ts
-                ))
-            })?;
+        let timestamp_ms = event_ms(position, event.ts)?;
         let place = |list, object| Place {
             event: position,
             ts: event.ts,
@@ -191,4 +181,16 @@ fn trace_object(gvk: pb::GroupVersionKind, identity: Identity, object: &Value) -
         // A Value has string keys only, so it always serialises.
         object_json: serde_json::to_vec(object).unwrap_or_default(),
     }
+}
+
+/// The time of the event at `position` of SimKube's list, `ts` seconds, in milliseconds;
+/// refused past what a trace can hold (1970 to 9999), which readers refuse.
+pub(super) fn event_ms(position: usize, ts: i64) -> Result<i64, TraceError> {
+    ts.checked_mul(1000)
+        .filter(|ms| crate::time::in_range(*ms))
+        .ok_or_else(|| {
+            TraceError::simkube(format!(
+                "event {position}: timestamp {ts} s is out of range (1970 to 9999)"
+            ))
+        })
 }

@@ -379,3 +379,79 @@ fn a_reader_that_failed_keeps_failing() {
     assert!(again.to_string().contains("earlier error"), "{again}");
     assert_eq!(reader.trailer(), None);
 }
+
+#[test]
+fn times_outside_1970_to_9999_are_corrupt_naming_the_record_and_field() {
+    // The trailer's counts are wrong for some cases: the time must be caught first.
+    let with = |record: Oneof| {
+        let mut records = valid_records();
+        records.insert(3, record);
+        let offsets = record_offsets(&records);
+        let (offset, reason) = corrupt_reason(read(&compress(&framed(&records))));
+        assert_eq!(offset, offsets[3], "{reason}");
+        reason
+    };
+    for ms in [i64::MAX, i64::MIN, -1, ksim_trace::time::MAX_MS + 1] {
+        let reason = with(Oneof::Event(event(ms, Vec::new())));
+        assert!(
+            reason.contains(&format!("event 2 has timestamp_ms {ms} ms, outside")),
+            "{reason}"
+        );
+        assert!(reason.contains("9999-12-31T23:59:59.999Z"), "{reason}");
+    }
+    let mut lifecycle = crate::common::lifecycle("web", 0, 0);
+    lifecycle.bound_ms = -1;
+    let reason = with(Oneof::Lifecycle(lifecycle));
+    assert!(
+        reason.contains("lifecycle 0 has bound_ms -1 ms"),
+        "{reason}"
+    );
+    let reason = with(Oneof::Node(pb::RecordedNode {
+        timestamp_ms: 1_000,
+        name: "n1".to_owned(),
+        deleted_ms: i64::MAX,
+        ..Default::default()
+    }));
+    assert!(
+        reason.contains("recorded node 0 has deleted_ms 9223372036854775807 ms"),
+        "{reason}"
+    );
+    let reason = with(Oneof::Sample(pb::ClusterSample {
+        timestamp_ms: i64::MIN,
+        ..Default::default()
+    }));
+    assert!(
+        reason.contains("cluster sample 0 has timestamp_ms"),
+        "{reason}"
+    );
+    let reason = with(Oneof::Usage(pb::UsageSample {
+        timestamp_ms: -1,
+        pod: "web-1".to_owned(),
+        ..Default::default()
+    }));
+    assert!(
+        reason.contains("usage sample 0 has timestamp_ms -1"),
+        "{reason}"
+    );
+
+    let mut records = valid_records();
+    if let Some(Oneof::Header(header)) = records.first_mut() {
+        header.end_time = Some(ksim_trace::time::timestamp(-1));
+    }
+    let (offset, reason) = corrupt_reason(read(&compress(&framed(&records))));
+    assert_eq!(offset, 0);
+    assert!(reason.contains("the header has end_time -1 ms"), "{reason}");
+}
+
+#[test]
+fn the_first_and_last_times_a_trace_can_hold_are_read() {
+    let mut records = valid_records();
+    records.insert(1, Oneof::Event(event(0, Vec::new())));
+    records.insert(4, Oneof::Event(event(ksim_trace::time::MAX_MS, Vec::new())));
+    if let Some(Oneof::Trailer(trailer)) = records.last_mut() {
+        trailer.event_count = 4;
+    }
+    let trace = read(&compress(&framed(&records))).unwrap();
+    let times: Vec<i64> = trace.events.iter().map(|e| e.timestamp_ms).collect();
+    assert_eq!(times, [0, 1_000, 1_000, ksim_trace::time::MAX_MS]);
+}

@@ -24,7 +24,7 @@ fn every_record_comes_back_in_order() {
         Record::Node(node("n1", 2_000)),
         Record::Usage(usage(1_000, "web-1", 250_000_000, 64 << 20)),
         Record::Usage(usage(16_000, "web-1", 300_000_000, 70 << 20)),
-        Record::Event(event(i64::MAX, Vec::new())),
+        Record::Event(event(ksim_trace::time::MAX_MS, Vec::new())),
     ];
     let mut writer = TraceWriter::new(Vec::new(), &header()).unwrap();
     for record in &records {
