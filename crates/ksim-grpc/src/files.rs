@@ -36,6 +36,10 @@ pub enum FileError {
     /// An output path that is something other than a regular file.
     #[error("{label}: not a regular file ({kind}); ksim writes only regular files or new paths")]
     NotRegular { label: String, kind: &'static str },
+
+    /// An output that is one of the command's inputs: writing it would replace what is read.
+    #[error("the output {label} is the input {}; write to another file", input.display())]
+    OutputIsInput { label: String, input: PathBuf },
 }
 
 /// The whole of `path`, if it is at most `limit` bytes. `what` says what the file is for, as
@@ -100,6 +104,40 @@ pub fn check_output(label: &str, path: &Path) -> Result<(), FileError> {
             kind: describe_type(metadata.file_type()),
         }),
         Err(_) => Ok(()),
+    }
+}
+
+/// Refuses an output that is one of `inputs`: the same file through any path, symlink or hard
+/// link (its device and inode). An output that does not exist yet (or a dangling symlink) is a
+/// new file, so no input. An input that cannot be found is left for its reader to name.
+/// `label` names the output as [`check_output`] does.
+pub fn check_not_input(label: &str, output: &Path, inputs: &[&Path]) -> Result<(), FileError> {
+    match inputs.iter().find(|input| same_file(output, input)) {
+        Some(input) => Err(FileError::OutputIsInput {
+            label: label.to_owned(),
+            input: input.to_path_buf(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether both paths lead to one existing file. Follows symlinks on both sides: an output
+/// linking to the input, or the reverse, is it.
+#[cfg(unix)]
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// Without inodes, by the paths resolved (a hard link goes unseen).
+#[cfg(not(unix))]
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }
 
@@ -228,6 +266,53 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn an_output_that_is_an_input_is_refused_through_any_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let input = dir.path().join("ce.ktrace");
+        std::fs::write(&input, b"recording").unwrap();
+        let other = dir.path().join("other.ktrace");
+        std::fs::write(&other, b"other").unwrap();
+        let symlink = dir.path().join("link.ktrace");
+        std::os::unix::fs::symlink(&input, &symlink).unwrap();
+        let hard_link = dir.path().join("hard.ktrace");
+        std::fs::hard_link(&input, &hard_link).unwrap();
+        let through_dots = sub.join("..").join(".").join("ce.ktrace");
+        let dangling = dir.path().join("dangling.ktrace");
+        std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).unwrap();
+
+        for output in [&input, &through_dots, &symlink, &hard_link] {
+            let label = format!("-o {}", output.display());
+            let error = check_not_input(&label, output, &[&other, &input]).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "the output {label} is the input {}; write to another file",
+                    input.display()
+                )
+            );
+        }
+        // An input through a symlink to the output is the output too.
+        assert!(check_not_input("x", &input, &[&symlink]).is_err());
+        // Relative to the working directory, as a user types it.
+        let relative = Path::new("./Cargo.toml");
+        let absolute = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        assert!(check_not_input("Cargo.toml", relative, &[&absolute]).is_err());
+
+        // Accepted: another file, a new path, a dangling symlink, an input that is missing.
+        let new = dir.path().join("new.ktrace");
+        for output in [&other, &new, &dangling] {
+            check_not_input("out", output, &[&input]).unwrap();
+        }
+        check_not_input("out", &other, &[&new]).unwrap();
+        check_not_input("out", &other, &[]).unwrap();
+        // Nothing was written or removed by checking.
+        assert_eq!(std::fs::read(&input).unwrap(), b"recording");
+        assert!(!new.exists());
     }
 
     #[test]

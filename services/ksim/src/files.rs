@@ -25,6 +25,13 @@ pub fn check_output(label: &str, output: &Path) -> anyhow::Result<()> {
     Ok(ksim_grpc::files::check_output(label, output)?)
 }
 
+/// [`check_output`] for a command that reads `inputs` to write `output`: also refuses an
+/// output that is one of them (through any path or link), which the rename would replace.
+pub fn check_output_of(label: &str, output: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
+    check_output(label, output)?;
+    Ok(ksim_grpc::files::check_not_input(label, output, inputs)?)
+}
+
 /// A temporary file in `output`'s directory, for a command that writes the whole output or
 /// none of it: [`persist`] renames it onto `output` once everything is written.
 pub fn file_beside(output: &Path) -> anyhow::Result<NamedTempFile> {
@@ -80,5 +87,24 @@ mod tests {
         );
         // Only the two files written: no temporary file was left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn an_output_that_is_an_input_is_refused_and_any_other_checked_as_an_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("x.ktrace");
+        std::fs::write(&input, b"recording").unwrap();
+        let error = check_output_of("-o x.ktrace", &input, &[&input]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the output -o x.ktrace is the input {}; write to another file",
+                input.display()
+            )
+        );
+        check_output_of("y.ktrace", &dir.path().join("y.ktrace"), &[&input]).unwrap();
+        let error = check_output_of("/dev/null", Path::new("/dev/null"), &[&input]).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        assert_eq!(std::fs::read(&input).unwrap(), b"recording");
     }
 }

@@ -37,7 +37,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         .as_ref()
         .map(|output| format!("-o {}", output.display()));
     if let (Some(label), Some(output)) = (&label, &args.output) {
-        crate::files::check_output(label, output)?;
+        crate::files::check_output_of(label, output, &[&args.trace])?;
     }
     let input = TraceInput::open(&args.trace)?;
     let seen = observe(&input)?;

@@ -6,7 +6,7 @@ use anyhow::Context;
 
 pub fn run(input: &Path, output: &Path) -> anyhow::Result<()> {
     let label = output.display().to_string();
-    crate::files::check_output(&label, output)?;
+    crate::files::check_output_of(&label, output, &[input])?;
     let bytes = crate::files::read_bounded(
         input,
         crate::files::MAX_WHOLE_TRACE_BYTES,

@@ -47,7 +47,9 @@ pub struct ExportArgs {
 
 pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     let label = format!("--output {}", args.output.display());
-    crate::files::check_output(&label, &args.output)?;
+    // Its one file read is the rules file, which the output must not replace.
+    let rules_file: Vec<&std::path::Path> = args.transform.as_deref().into_iter().collect();
+    crate::files::check_output_of(&label, &args.output, &rules_file)?;
     // Read first: bad rules fail before anything is asked of the tracer.
     let rules = args
         .transform

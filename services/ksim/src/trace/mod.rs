@@ -134,6 +134,7 @@ async fn connect(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -147,5 +148,104 @@ mod tests {
         for ms in [ksim_trace::time::MAX_MS + 1, i64::MAX, -1, i64::MIN] {
             assert_eq!(rfc3339_ms(ms), format!("{ms} ms (out of range)"));
         }
+    }
+
+    use std::path::Path;
+
+    /// `ksim trace ARGS...` as the command line parses it.
+    async fn trace(args: &[&std::ffi::OsStr]) -> anyhow::Result<()> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: TraceCommand,
+        }
+        let argv = std::iter::once(std::ffi::OsStr::new("trace")).chain(args.iter().copied());
+        run(Cli::try_parse_from(argv)?.command).await
+    }
+
+    #[tokio::test]
+    async fn no_command_writes_over_a_file_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("x.ktrace");
+        std::fs::write(&input, b"recording").unwrap();
+        let rules = dir.path().join("rules.yaml");
+        std::fs::write(&rules, b"rules: []").unwrap();
+        let symlink = dir.path().join("link.ktrace");
+        std::os::unix::fs::symlink(&input, &symlink).unwrap();
+        let hard_link = dir.path().join("hard.ktrace");
+        std::fs::hard_link(&input, &hard_link).unwrap();
+        let through_dots = dir.path().join(".").join("x.ktrace");
+        let (x, r) = (input.as_os_str(), rules.as_os_str());
+        let cases: [(&[&std::ffi::OsStr], String, &Path); 7] = [
+            (
+                &["calibrate".as_ref(), x, "-o".as_ref(), x],
+                format!("-o {}", input.display()),
+                &input,
+            ),
+            (
+                &["convert".as_ref(), x, through_dots.as_os_str()],
+                through_dots.display().to_string(),
+                &input,
+            ),
+            (
+                &[
+                    "validate".as_ref(),
+                    x,
+                    "--fix".as_ref(),
+                    hard_link.as_os_str(),
+                ],
+                format!("--fix {}", hard_link.display()),
+                &input,
+            ),
+            (
+                &[
+                    "transform".as_ref(),
+                    x,
+                    symlink.as_os_str(),
+                    "-f".as_ref(),
+                    r,
+                ],
+                symlink.display().to_string(),
+                &input,
+            ),
+            (
+                &["transform".as_ref(), x, r, "-f".as_ref(), r],
+                rules.display().to_string(),
+                &rules,
+            ),
+            (
+                &["convert".as_ref(), symlink.as_os_str(), x],
+                input.display().to_string(),
+                &symlink,
+            ),
+            (
+                &[
+                    "export".as_ref(),
+                    "--server".as_ref(),
+                    "http://127.0.0.1:1".as_ref(),
+                    "--transform".as_ref(),
+                    r,
+                    "-o".as_ref(),
+                    r,
+                ],
+                format!("--output {}", rules.display()),
+                &rules,
+            ),
+        ];
+        for (args, label, read) in cases {
+            let error = trace(args).await.unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "the output {label} is the input {}; write to another file",
+                    read.display()
+                ),
+                "{args:?}"
+            );
+        }
+        assert_eq!(std::fs::read(&input).unwrap(), b"recording");
+        assert_eq!(std::fs::read(&rules).unwrap(), b"rules: []");
+        assert!(std::fs::symlink_metadata(&symlink).unwrap().is_symlink());
     }
 }

@@ -92,7 +92,7 @@ pub fn report(output: &Path, rules: &Rules, summary: &Summary) {
 
 pub fn run(input: &Path, output: &Path, rules_path: &Path) -> anyhow::Result<()> {
     let label = output.display().to_string();
-    crate::files::check_output(&label, output)?;
+    crate::files::check_output_of(&label, output, &[input, rules_path])?;
     let rules = load_rules(rules_path)?;
     let summary = transform_file(input, output, &label, &rules)?;
     report(output, &rules, &summary);

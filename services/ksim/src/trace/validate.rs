@@ -82,7 +82,7 @@ impl std::error::Error for FindingsRemain {}
 
 pub async fn run(args: ValidateArgs) -> anyhow::Result<()> {
     if let Some(fixed) = &args.fix {
-        crate::files::check_output(&fix_label(fixed), fixed)?;
+        crate::files::check_output_of(&fix_label(fixed), fixed, &[&args.file])?;
     }
     let input = TraceInput::open(&args.file)?;
     let mut options = Options {
