@@ -61,11 +61,23 @@ pub fn from_api_version(api_version: &str, kind: &str) -> pb::GroupVersionKind {
     }
 }
 
+/// A Kubernetes Event, of the core group or `events.k8s.io`.
+pub fn is_event(gvk: &pb::GroupVersionKind) -> bool {
+    gvk.kind == "Event" && (gvk.group.is_empty() || gvk.group == "events.k8s.io")
+}
+
+/// A kind a recording observes but no user creates: Events (written by controllers about
+/// what happened) and Nodes (the cloud's). They are evidence for reports and calibration; a
+/// replay must never create them, or the simulated cluster reads its own recording back.
+pub fn is_observed_only(gvk: &pb::GroupVersionKind) -> bool {
+    is_event(gvk) || (gvk.group.is_empty() && gvk.kind == "Node")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use super::{display, from_api_version, parse};
+    use super::{display, from_api_version, is_observed_only, parse};
     use crate::TraceError;
 
     #[test]
@@ -120,6 +132,31 @@ mod tests {
                 }
                 other => panic!("{text:?}: expected InvalidGvk, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn events_and_nodes_are_observed_only() {
+        for (api_version, kind) in [
+            ("v1", "Event"),
+            ("events.k8s.io/v1", "Event"),
+            ("v1", "Node"),
+        ] {
+            assert!(
+                is_observed_only(&from_api_version(api_version, kind)),
+                "{kind}"
+            );
+        }
+        for (api_version, kind) in [
+            ("v1", "Pod"),
+            ("apps/v1", "Deployment"),
+            ("example.com/v1", "Event"),
+            ("example.com/v1", "Node"),
+        ] {
+            assert!(
+                !is_observed_only(&from_api_version(api_version, kind)),
+                "{api_version} {kind}"
+            );
         }
     }
 }

@@ -33,7 +33,7 @@ impl Observer {
                 .tracked_kinds
                 .iter()
                 .filter_map(|kind| kind.gvk.as_ref())
-                .any(is_event_kind)
+                .any(ksim_trace::gvk::is_event)
         });
         Self {
             observations: Observations {
@@ -60,7 +60,7 @@ impl Observer {
 
     fn event(&mut self, event: &pb::TraceEvent) {
         for object in &event.applied {
-            if object.gvk.as_ref().is_some_and(is_event_kind) {
+            if object.gvk.as_ref().is_some_and(ksim_trace::gvk::is_event) {
                 self.observations.events_recorded = true;
                 if let Some(message) = scale_up_message(&object.object_json) {
                     self.observations
@@ -138,10 +138,6 @@ pub fn observe(trace: &Trace) -> Observations {
         observer.record(&record);
     }
     observer.finish()
-}
-
-fn is_event_kind(gvk: &pb::GroupVersionKind) -> bool {
-    gvk.kind == "Event" && (gvk.group.is_empty() || gvk.group == "events.k8s.io")
 }
 
 /// The message of a `TriggeredScaleUp` Event (core `message`, events.k8s.io `note`).

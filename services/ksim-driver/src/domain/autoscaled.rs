@@ -357,6 +357,7 @@ mod tests {
             end: Duration::from_secs(60),
             events_total: 0,
             cron_runs: 0,
+            observed_only: 0,
         }
     }
 

@@ -33,6 +33,9 @@ pub struct Plan {
     pub events_total: u64,
     /// CronJob runs the driver plays (steps of kind [`StepKind::CronRun`]).
     pub cron_runs: u64,
+    /// Recorded objects of kinds a recording observes ([`ksim_trace::gvk::is_observed_only`]:
+    /// Events, Nodes): evidence for the report and calibration, never replayed.
+    pub observed_only: u64,
 }
 
 /// The operations of one trace event.
@@ -137,6 +140,12 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
         .or_else(|| trace.events.last().map(|event| event.timestamp_ms))
         .unwrap_or(start_ms);
 
+    let observed_only = trace
+        .events
+        .iter()
+        .flat_map(|event| event.applied.iter().chain(&event.deleted))
+        .filter(|object| is_observed_only(object))
+        .count();
     let mut steps: Vec<Step> = trace
         .events
         .iter()
@@ -182,6 +191,7 @@ pub fn plan(trace: &Trace, rewriter: &Rewriter, speed: f64) -> Plan {
         end: scaled(offset(start_ms, end_ms), speed).max(last),
         events_total: u64::try_from(trace.events.len()).unwrap_or(u64::MAX),
         cron_runs,
+        observed_only: u64::try_from(observed_only).unwrap_or(u64::MAX),
     }
 }
 
@@ -301,14 +311,24 @@ fn scaled(offset_ms: u64, speed: f64) -> Duration {
     Duration::from_micros((offset_ms as f64 * 1000.0 / speed).round() as u64)
 }
 
+fn is_observed_only(object: &pb::TraceObject) -> bool {
+    object
+        .gvk
+        .as_ref()
+        .is_some_and(ksim_trace::gvk::is_observed_only)
+}
+
+/// The event's operations; what the recording only observed is left out.
 fn event_ops(event: &pb::TraceEvent, rewriter: &Rewriter) -> Vec<Op> {
     let applies = event
         .applied
         .iter()
+        .filter(|object| !is_observed_only(object))
         .map(|object| apply_op(object, rewriter));
     let deletes = event
         .deleted
         .iter()
+        .filter(|object| !is_observed_only(object))
         .map(|object| delete_op(object, rewriter));
     applies.chain(deletes).collect()
 }
@@ -519,6 +539,47 @@ mod tests {
             })
             .collect();
         assert_eq!(ops, ["apply 1", "apply 2", "delete 3", "delete 4"]);
+    }
+
+    #[test]
+    fn recorded_events_and_nodes_are_evidence_not_replayed() {
+        let core_event = object(
+            &Gvk::new("", "v1", "Event"),
+            "a",
+            "web-1.17f",
+            br#"{"metadata":{"name":"web-1.17f"},"involvedObject":{"namespace":"a"},"reason":"Scheduled"}"#,
+        );
+        let events_api = object(
+            &Gvk::new("events.k8s.io", "v1", "Event"),
+            "a",
+            "web-1.180",
+            br#"{"metadata":{"name":"web-1.180"},"regarding":{"namespace":"a"},"reason":"Pulled"}"#,
+        );
+        let node = object(
+            &Gvk::new("", "v1", "Node"),
+            "",
+            "ip-10-0-0-1",
+            br#"{"metadata":{"name":"ip-10-0-0-1"}}"#,
+        );
+        let trace = trace(
+            windowed(1_000),
+            vec![
+                event(
+                    0,
+                    vec![deployment("a", "web"), core_event.clone(), node],
+                    vec![],
+                ),
+                event(500, vec![events_api], vec![core_event]),
+            ],
+        );
+        let plan = plan(&trace, &rewriter(), 1.0);
+        let ops: Vec<_> = plan.steps.iter().map(|step| step.ops.len()).collect();
+        // The Deployment alone; the second event keeps its step, with nothing to do.
+        assert_eq!(ops, [1, 0]);
+        assert_eq!(plan.observed_only, 4);
+        assert_eq!(plan.events_total, 2);
+        let kinds: Vec<_> = plan.kinds.iter().map(|gvk| gvk.kind.as_str()).collect();
+        assert_eq!(kinds, ["Deployment"]);
     }
 
     #[test]

@@ -226,6 +226,7 @@ pub async fn prepare(
         simulation = %handle.id,
         events = plan.events_total,
         cron_runs = plan.cron_runs,
+        observed_only = plan.observed_only,
         "replay planned"
     );
     create_namespaces(ctx, &handle.id, &rewriter, &plan).await?;

@@ -1,9 +1,10 @@
 //! `reschedule_bare_pods`: a pod the trace holds without an owner, removed by the cluster
 //! during the replay, comes back as `<name>-clone-1` and runs; the trace's own delete of it
-//! later takes the clone too, and nothing is cloned after that.
+//! later takes the clone too, and nothing is cloned after that. The trace's recorded Events
+//! (both API groups) are evidence only: none is applied, and none is an object error.
 
 use super::common::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_testenv::wait;
 use kube::{
@@ -17,6 +18,17 @@ fn bare_pod(name: &str) -> serde_json::Value {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name},
         "spec": {"containers": [{"name": "main", "image": "registry.example/solo:1"}]}
+    })
+}
+
+fn recorded_event(name: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name, "namespace": "shop"},
+        "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "solo"},
+        "regarding": {"kind": "Pod", "namespace": "shop", "name": "solo"},
+        "reason": "Scheduled", "message": "recorded", "note": "recorded",
+        "reportingController": "default-scheduler", "reportingInstance": "recorded",
+        "action": "Binding", "eventTime": "2023-11-14T22:13:20.000000Z"
     })
 }
 
@@ -55,7 +67,18 @@ async fn a_removed_bare_pod_is_cloned_until_the_trace_deletes_it() {
         vec![
             (
                 0,
-                vec![("v1.Pod", "shop", "solo", bare_pod("solo"))],
+                vec![
+                    ("v1.Pod", "shop", "solo", bare_pod("solo")),
+                    // As the tracer records them with `v1 Event` tracked: in the recorded
+                    // namespace, which the simulated one is not, so an apply would be refused.
+                    ("v1.Event", "shop", "recorded.scheduled", recorded_event("recorded.scheduled")),
+                    (
+                        "events.k8s.io/v1.Event",
+                        "shop",
+                        "recorded.noted",
+                        recorded_event("recorded.noted"),
+                    ),
+                ],
                 vec![],
             ),
             (40_000, vec![], vec![("v1.Pod", "shop", "solo", json!({}))]),
@@ -113,5 +136,16 @@ async fn a_removed_bare_pod_is_cloned_until_the_trace_deletes_it() {
         "{:?}",
         report.object_errors
     );
+    let events: Api<Event> = Api::namespaced(mesh.client.clone(), "virtual-shop");
+    let replayed: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|event| event.metadata.name)
+        .filter(|name| name.starts_with("recorded."))
+        .collect();
+    assert!(replayed.is_empty(), "recorded Events replayed: {replayed:?}");
     mesh.assert_nothing_left(&started.id, &["bare"]).await;
 }
