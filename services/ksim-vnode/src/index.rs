@@ -88,6 +88,10 @@ pub struct NodeEntry {
     pub next_status: Option<Instant>,
     /// Drawn from the group's model when the node was planned (zero without one).
     pub delays: NodeDelays,
+    /// `delays` came from the group's model. A node that existed before its group had one
+    /// (a group's initial nodes, or nodes adopted after a restart) gets its termination drawn
+    /// when the model arrives: a cloud's every instance takes its termination time.
+    pub drawn: bool,
     /// When a [`NodeState::Waiting`] node is to be created.
     pub register_at: Option<Timestamp>,
     /// When the node turns Ready by its model; `None`: Ready from its registration.
@@ -145,6 +149,7 @@ impl NodeEntry {
             next_renewal: None,
             next_status: None,
             delays: NodeDelays::default(),
+            drawn: false,
             register_at: None,
             ready_at: None,
             booting: false,
@@ -292,7 +297,24 @@ impl PoolIndex {
                 self.models.remove(&group.name);
             }
         }
+        let name = group.name.clone();
         self.groups.insert(group.name.clone(), group);
+        self.draw_for_existing(&name);
+    }
+
+    /// Draws the termination of the group's nodes that exist without draws, in name order,
+    /// from the group's model: they registered and turned Ready before it came, so only how
+    /// long they take to go is still to be decided.
+    fn draw_for_existing(&mut self, group: &str) {
+        let Some(model) = self.models.get_mut(group) else {
+            return;
+        };
+        for node in self.nodes.values_mut() {
+            if node.group == group && !node.drawn && !node.external {
+                node.delays.termination = model.next_node().termination;
+                node.drawn = true;
+            }
+        }
     }
 
     /// An internal group: its nodes are managed like any other but it is not listed, and
@@ -407,6 +429,8 @@ impl PoolIndex {
             entry.shape = NodeSkeleton::from_node(node.clone()).ok().map(Arc::new);
         }
         self.nodes.insert(name, entry);
+        // Its draws were not kept across the restart; the model still decides how it goes.
+        self.draw_for_existing(group);
         Ok(())
     }
 
@@ -463,6 +487,7 @@ impl PoolIndex {
             .or_else(|| (!boot.is_zero()).then(|| after(created, boot)));
         let mut entry = NodeEntry::new(name.clone(), group.to_owned(), cidr, created);
         entry.delays = delays;
+        entry.drawn = self.models.contains_key(group);
         entry.external = true;
         entry.shape = NodeSkeleton::from_node(node.clone()).ok().map(Arc::new);
         entry.uid = node.metadata.uid.clone();
@@ -618,13 +643,12 @@ impl PoolIndex {
             }
             match self.cidrs.allocate() {
                 Ok(cidr) => {
-                    let delays = self
-                        .models
-                        .get_mut(&group)
-                        .map(GroupModel::next_node)
-                        .unwrap_or_default();
+                    let model = self.models.get_mut(&group);
+                    let drawn = model.is_some();
+                    let delays = model.map(GroupModel::next_node).unwrap_or_default();
                     let mut entry = NodeEntry::new(name.clone(), group, cidr, now);
                     entry.delays = delays;
+                    entry.drawn = drawn;
                     entry.state = NodeState::Waiting;
                     let due = register_at(scaled_up, &delays);
                     entry.register_at = Some(due);
@@ -1165,6 +1189,36 @@ status:
         // The run's cleanup takes the model away: no more waiting.
         index.upsert_group(pool_group("g", 0));
         assert_eq!(index.plan_node_changes(secs(2)).delete, ["g-0"]);
+    }
+
+    #[test]
+    fn nodes_that_existed_before_the_model_still_take_its_termination() {
+        let mut index = index("10.0.0.0/16");
+        // The group's initial nodes, registered before the driver put the model on it.
+        index.upsert_group(pool_group("g", 2));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        assert_eq!(
+            index.node("g-0").unwrap().delays.termination,
+            Duration::ZERO
+        );
+        // Recorded 40 s at speed 2.
+        index.upsert_group(modelled("g", 2, model(0, 0, 40)));
+        for name in ["g-0", "g-1"] {
+            let node = index.node(name).unwrap();
+            assert_eq!(node.delays.termination, Duration::from_secs(20), "{name}");
+            assert_eq!(
+                node.delays.registration,
+                Duration::ZERO,
+                "{name} is registered"
+            );
+        }
+        // The same model again draws nothing more; a removed node lingers its termination.
+        index.upsert_group(modelled("g", 2, model(0, 0, 40)));
+        set_desired(&mut index, "g", 1, start());
+        let changes = index.plan_node_changes(secs(1));
+        assert!(changes.delete.is_empty(), "{:?}", changes.delete);
+        assert_eq!(changes.terminate, [("g-1".to_owned(), secs(21))]);
     }
 
     #[test]
