@@ -73,9 +73,42 @@ const DILATED_SECONDS: [&str; 1] = ["max-graceful-termination-sec"];
 /// status writes would wait 40 times as long in recorded time as in production.
 const DILATED_RATES: [&str; 1] = ["kube-client-qps"];
 
+/// The longest flag name taken (CA's longest is 50 characters): a longer one is refused
+/// before anything parses it.
+pub const NAME_MAX: usize = 128;
+
+/// The longest flag value taken (CA's are durations, numbers, taints and label lists).
+pub const VALUE_MAX: usize = 4096;
+
+/// How much of a user's text an error repeats.
+const ECHOED: usize = 64;
+
+/// `text` as an error repeats it: its first [`ECHOED`] characters, and its length if longer.
+fn echo(text: &str) -> String {
+    match text.char_indices().nth(ECHOED) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}... ({} bytes)", &text[..end], text.len()),
+    }
+}
+
 /// A flag that cannot be taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FlagError {
+    #[error("cluster-autoscaler flag {start:?}: its {what} is {len} bytes, over the {max} taken")]
+    TooLong {
+        /// The flag's start, as echoed.
+        start: String,
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("cluster-autoscaler flag --{flag}: {value:?} is not {expected}")]
+    BadValue {
+        flag: String,
+        /// As echoed: bounded.
+        value: String,
+        expected: String,
+    },
     #[error("cluster-autoscaler flag {0:?}: give it as FLAG=VALUE, e.g. expander=price")]
     NotFlagValue(String),
     #[error("cluster-autoscaler flag --{flag}: {error}")]
@@ -140,15 +173,33 @@ impl AutoscalerFlag {
     /// but any flag; never for what a run or a user gives.
     pub fn of_environment(text: &str) -> Result<Self, FlagError> {
         let bare = text.strip_prefix("--").unwrap_or(text);
-        let (name, value) = bare
-            .split_once('=')
-            .ok_or_else(|| FlagError::NotFlagValue(text.to_owned()))?;
+        // Bounded before anything else reads it: a name of 100,000 characters cost seconds.
+        let Some(equals) = bare.bytes().take(NAME_MAX + 1).position(|b| b == b'=') else {
+            if bare.len() > NAME_MAX {
+                return Err(FlagError::TooLong {
+                    start: echo(bare),
+                    what: "name",
+                    len: bare.find('=').unwrap_or(bare.len()),
+                    max: NAME_MAX,
+                });
+            }
+            return Err(FlagError::NotFlagValue(echo(text)));
+        };
+        let (name, value) = (&bare[..equals], &bare[equals + 1..]);
+        if value.len() > VALUE_MAX {
+            return Err(FlagError::TooLong {
+                start: echo(bare),
+                what: "value",
+                len: value.len(),
+                max: VALUE_MAX,
+            });
+        }
         let well_formed = name.starts_with(|c: char| c.is_ascii_alphanumeric())
             && name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
         if !well_formed {
-            return Err(FlagError::NotFlagValue(text.to_owned()));
+            return Err(FlagError::NotFlagValue(echo(text)));
         }
         let flag = Self {
             name: name.to_owned(),
@@ -166,16 +217,27 @@ impl fmt::Display for AutoscalerFlag {
 }
 
 impl AutoscalerFlag {
+    /// The value is of the flag's kind ([`policy::kind`]); a flag of no kind (the
+    /// environment's own) is CA's to judge.
     fn check_value(&self) -> Result<(), FlagError> {
-        if is_dilated_duration(&self.name) {
+        let kind = policy::kind(&self.name);
+        if is_dilated_duration(&self.name) || kind == Some(policy::Kind::Duration) {
             go_duration::parse(&self.value).map_err(|error| FlagError::BadDuration {
                 flag: self.name.clone(),
-                error,
+                error: bounded(error),
             })?;
         } else if DILATED_SECONDS.contains(&self.name.as_str()) {
             self.seconds()?;
         } else if DILATED_RATES.contains(&self.name.as_str()) {
             self.rate()?;
+        } else if let Some(kind) = kind
+            && !kind.admits(&self.value)
+        {
+            return Err(FlagError::BadValue {
+                flag: self.name.clone(),
+                value: echo(&self.value),
+                expected: kind.expected(),
+            });
         }
         Ok(())
     }
@@ -188,7 +250,7 @@ impl AutoscalerFlag {
             .filter(|rate| rate.is_finite() && *rate > 0.0 && *rate <= f64::from(f32::MAX))
             .ok_or_else(|| FlagError::BadRate {
                 flag: self.name.clone(),
-                value: self.value.clone(),
+                value: echo(&self.value),
             })
     }
 
@@ -200,7 +262,7 @@ impl AutoscalerFlag {
             .filter(|seconds| *seconds <= go_duration::MAX.as_secs())
             .ok_or_else(|| FlagError::BadSeconds {
                 flag: self.name.clone(),
-                value: self.value.clone(),
+                value: echo(&self.value),
             })
     }
 
@@ -250,6 +312,15 @@ impl AutoscalerFlag {
             return as_run(format_rate(scaled), false);
         }
         as_run(self.value.clone(), false)
+    }
+}
+
+/// `error` with the text it repeats bounded.
+fn bounded(error: DurationError) -> DurationError {
+    match error {
+        DurationError::Invalid(text) => DurationError::Invalid(echo(&text)),
+        DurationError::Negative(text) => DurationError::Negative(echo(&text)),
+        DurationError::TooLong(text) => DurationError::TooLong(echo(&text)),
     }
 }
 
@@ -857,6 +928,122 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// Issue 53, finding 2: values went to CA unchecked, and it failed with "Internal error".
+    #[test]
+    fn each_kind_of_bad_value_is_refused_by_the_flags_type() {
+        for text in [
+            "expander=garbage",
+            "expander=price,garbage",
+            "expander=",
+            "max-nodes-total=-5",
+            "max-nodes-total=ten",
+            "scale-down-utilization-threshold=NaN",
+            "scale-down-utilization-threshold=1.5",
+            "scale-down-utilization-threshold=-0.1",
+            "scale-down-gpu-utilization-threshold=inf",
+            "max-total-unready-percentage=101",
+            "max-node-provision-time=15 minutes",
+            "scale-down-delay-after-add=-1m",
+            "balance-similar-node-groups=yes",
+            "estimator=magic",
+            "cores-total=10:2",
+            "memory-total=-1:5",
+            "gpu-total=nvidia:1",
+            "predicate-parallelism=0",
+            "kube-client-burst=0",
+            "v=-1",
+            "feature-gates=Foo",
+            "feature-gates=Foo=maybe",
+        ] {
+            let error = text.parse::<AutoscalerFlag>().unwrap_err();
+            let (name, _) = text.split_once('=').unwrap();
+            assert!(
+                error.to_string().contains(&format!("--{name}")),
+                "{text}: {error}"
+            );
+        }
+        assert_eq!(
+            "expander=garbage"
+                .parse::<AutoscalerFlag>()
+                .unwrap_err()
+                .to_string(),
+            "cluster-autoscaler flag --expander: \"garbage\" is not a comma-separated list of \
+             random, most-pods, least-waste, price, priority, grpc"
+        );
+        assert_eq!(
+            "scale-down-utilization-threshold=NaN"
+                .parse::<AutoscalerFlag>()
+                .unwrap_err()
+                .to_string(),
+            "cluster-autoscaler flag --scale-down-utilization-threshold: \"NaN\" is not a \
+             number from 0 to 1"
+        );
+        // The value echoed is bounded.
+        let long = format!("expander={}", "x".repeat(4000));
+        let message = long.parse::<AutoscalerFlag>().unwrap_err().to_string();
+        assert!(
+            message.len() < 300 && message.contains("... (4000 bytes)"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn good_values_of_each_kind_are_taken() {
+        for text in [
+            "expander=priority,least-waste",
+            "expander=random",
+            "max-nodes-total=0",
+            "scale-down-utilization-threshold=0",
+            "scale-down-utilization-threshold=1",
+            "scale-down-utilization-threshold=0.65",
+            "max-total-unready-percentage=45",
+            "memory-difference-ratio=0.015",
+            "max-node-provision-time=15m",
+            "scale-down-delay-after-add=0",
+            "balance-similar-node-groups=true",
+            "scale-up-from-zero=False",
+            "skip-nodes-with-local-storage=0",
+            "estimator=binpacking",
+            "cores-total=0:320000",
+            "gpu-total=nvidia-tesla-k80:0:4",
+            "expendable-pods-priority-cutoff=-10",
+            "feature-gates=DynamicResourceAllocation=true,Foo=false",
+            "startup-taint=ignore-me",
+            "drain-priority-config=",
+            "v=4",
+        ] {
+            assert!(text.parse::<AutoscalerFlag>().is_ok(), "{text}");
+        }
+    }
+
+    /// Issue 53, finding 2: a 100,000-character flag name cost 11 s of CPU, and every error
+    /// echoed the flag whole.
+    #[test]
+    fn an_oversized_flag_is_refused_at_once_with_a_bounded_message() {
+        let started = std::time::Instant::now();
+        for text in [
+            format!("{}=1", "a".repeat(100_000)),
+            format!("--{}", "a".repeat(100_000)),
+            format!("expander={}", "x".repeat(100_000)),
+            format!("{}=1", "a".repeat(129)),
+        ] {
+            let error = text.parse::<AutoscalerFlag>().unwrap_err();
+            assert!(error.to_string().len() < 300, "{error}");
+            let error = AutoscalerFlag::of_environment(&text).unwrap_err();
+            assert!(error.to_string().len() < 300, "{error}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            format!("{}=1", "a".repeat(128))
+                .parse::<AutoscalerFlag>()
+                .is_err()
+        );
     }
 
     #[test]

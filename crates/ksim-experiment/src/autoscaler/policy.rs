@@ -286,6 +286,253 @@ pub const REFUSED: &[(Family, &[&str])] = &[
 /// CA's build, dozens of them, all of Ginkgo.
 pub const REFUSED_PREFIXES: &[(Family, &str)] = &[(Family::Testing, "ginkgo.")];
 
+/// What a flag's value must be, from CA's flag definitions (`config/flags/flags.go`: its Go
+/// type) and what CA does with it (a ratio, a count). Checked when a flag is given, so a value
+/// CA would refuse, or take to mean nothing, never reaches it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// Go's duration, not negative.
+    Duration,
+    /// Whole seconds of simulated time (see the autoscaler module's dilated seconds).
+    Seconds,
+    /// A rate per second of simulated time, above 0.
+    Rate,
+    /// Go's `strconv.ParseBool`: true, false, 1, 0, t, f, ...
+    Bool,
+    /// A whole number from `min` to `max` (a Go int).
+    Int { min: i64, max: i64 },
+    /// A finite number from `min` to `max`.
+    Float { min: f64, max: f64 },
+    /// One or more of these, comma-separated (CA calls them in turn).
+    List(&'static [&'static str]),
+    /// One of these.
+    OneOf(&'static [&'static str]),
+    /// `MIN:MAX`, whole numbers, 0 <= MIN <= MAX.
+    MinMax,
+    /// `TYPE:MIN:MAX`, whole numbers, 0 <= MIN <= MAX.
+    GpuMinMax,
+    /// `NAME=BOOL,...`, Kubernetes feature gates.
+    Gates,
+    /// Any text: names, taints, labels; CA reads it as it is.
+    Text,
+}
+
+/// CA's expanders (`expander.AvailableExpanders`, the same in every tested release).
+pub const EXPANDERS: &[&str] = &[
+    "random",
+    "most-pods",
+    "least-waste",
+    "price",
+    "priority",
+    "grpc",
+];
+
+/// CA's estimators (`estimator.AvailableEstimators`).
+pub const ESTIMATORS: &[&str] = &["binpacking"];
+
+const COUNT: Kind = Kind::Int {
+    min: 0,
+    max: i64::MAX,
+};
+/// Workers or requests at once: none would stall CA.
+const AT_LEAST_ONE: Kind = Kind::Int {
+    min: 1,
+    max: i64::MAX,
+};
+const FRACTION: Kind = Kind::Float { min: 0.0, max: 1.0 };
+const RATIO: Kind = Kind::Float {
+    min: 0.0,
+    max: f64::MAX,
+};
+
+/// The kind of allowed flag `name`'s value; `None` for a flag a run may not set.
+pub fn kind(name: &str) -> Option<Kind> {
+    Some(match name {
+        "scan-interval"
+        | "max-nodegroup-binpacking-duration"
+        | "max-binpacking-time"
+        | "new-pod-scale-up-delay"
+        | "salvo-scale-up-budget"
+        | "max-node-provision-time"
+        | "max-node-startup-time"
+        | "node-info-cache-expire-time"
+        | "scale-down-delay-after-add"
+        | "scale-down-delay-after-delete"
+        | "scale-down-delay-after-failure"
+        | "scale-down-unneeded-time"
+        | "scale-down-unready-time"
+        | "scale-down-simulation-timeout"
+        | "blocking-system-pod-distruption-timeout"
+        | "unremovable-node-recheck-timeout"
+        | "max-pod-eviction-time"
+        | "max-bulk-soft-taint-time"
+        | "node-delete-delay-after-taint"
+        | "node-deletion-delay-timeout"
+        | "node-deletion-batcher-interval"
+        | "node-deletion-candidate-ttl"
+        | "initial-node-group-backoff-duration"
+        | "max-node-group-backoff-duration"
+        | "node-group-backoff-reset-timeout"
+        | "provisioning-request-initial-backoff-time"
+        | "provisioning-request-max-backoff-time"
+        | "check-capacity-provisioning-request-batch-timebox" => Kind::Duration,
+        "max-graceful-termination-sec" => Kind::Seconds,
+        "kube-client-qps" => Kind::Rate,
+        "frequent-loops-enabled"
+        | "scale-up-from-zero"
+        | "parallel-scale-up"
+        | "enable-proactive-scaleup"
+        | "enforce-node-group-min-size"
+        | "async-node-groups"
+        | "salvo-scale-up"
+        | "fastpath-binpacking-enabled"
+        | "scaleup-simulation-for-skipped-node-groups-enabled"
+        | "force-ds"
+        | "scale-from-unschedulable"
+        | "balance-similar-node-groups"
+        | "scale-down-enabled"
+        | "scale-down-unready-enabled"
+        | "scale-down-delay-type-local"
+        | "ignore-daemonsets-utilization"
+        | "ignore-mirror-pods-utilization"
+        | "skip-nodes-with-system-pods"
+        | "skip-nodes-with-local-storage"
+        | "skip-nodes-with-custom-controller-pods"
+        | "cordon-node-before-terminating"
+        | "daemonset-eviction-for-empty-nodes"
+        | "daemonset-eviction-for-occupied-nodes"
+        | "dynamic-node-delete-delay-after-taint-enabled"
+        | "force-delete-unregistered-nodes"
+        | "force-delete-failed-nodes"
+        | "enable-provisioning-requests"
+        | "check-capacity-batch-processing"
+        | "capacity-buffer-controller-enabled"
+        | "capacity-buffer-pod-injection-enabled"
+        | "capacity-buffer-pod-dry-run-enabled"
+        | "capacity-quotas-enabled"
+        | "enable-dynamic-resource-allocation"
+        | "enable-csi-node-aware-scheduling" => Kind::Bool,
+        // 0 means no limit (max-nodes-total) or turns the feature off.
+        "max-nodes-per-scaleup"
+        | "pod-injection-limit"
+        | "max-nodes-total"
+        | "ok-total-unready-count"
+        | "scale-down-candidates-pool-min-count"
+        | "min-replica-count"
+        | "max-scale-down-parallelism"
+        | "max-drain-parallelism"
+        | "max-bulk-soft-taint-count"
+        | "provisioning-request-max-backoff-cache-size"
+        | "check-capacity-provisioning-request-max-batch-size" => COUNT,
+        "predicate-parallelism" | "cluster-snapshot-parallelism" | "kube-client-burst" => {
+            AT_LEAST_ONE
+        }
+        // A pod priority, below 0 by default; a non-positive count turns the heuristic off.
+        "expendable-pods-priority-cutoff" | "scale-down-non-empty-candidates-count" => Kind::Int {
+            min: i64::MIN,
+            max: i64::MAX,
+        },
+        // klog's Level, an int32.
+        "v" => Kind::Int {
+            min: 0,
+            max: i64::from(i32::MAX),
+        },
+        "scale-down-utilization-threshold"
+        | "scale-down-gpu-utilization-threshold"
+        | "scale-down-candidates-pool-ratio" => FRACTION,
+        "max-total-unready-percentage" => Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+        "memory-difference-ratio"
+        | "max-free-difference-ratio"
+        | "max-allocatable-difference-ratio" => RATIO,
+        "expander" => Kind::List(EXPANDERS),
+        "estimator" => Kind::OneOf(ESTIMATORS),
+        "cores-total" | "memory-total" => Kind::MinMax,
+        "gpu-total" => Kind::GpuMinMax,
+        "feature-gates" => Kind::Gates,
+        "allowed-scheduler-names"
+        | "bypassed-scheduler-names"
+        | "startup-taint"
+        | "startup-taint-prefix"
+        | "status-taint"
+        | "ignore-taint"
+        | "balancing-ignore-label"
+        | "balancing-label"
+        | "drain-priority-config"
+        | "check-capacity-processor-instance" => Kind::Text,
+        _ => return None,
+    })
+}
+
+impl Kind {
+    /// What a value of the kind is, for messages ("... is not {expected}").
+    pub fn expected(self) -> String {
+        match self {
+            Self::Duration => "a duration (e.g. 10m, 1h30m, 1.5s, 300ms)".to_owned(),
+            Self::Seconds => "a whole number of seconds".to_owned(),
+            Self::Rate => "a rate above 0 (e.g. 5 or 12.5)".to_owned(),
+            Self::Bool => "true or false".to_owned(),
+            Self::Int { min, max } => match (min, max) {
+                (i64::MIN, i64::MAX) => "a whole number".to_owned(),
+                (min, i64::MAX) => format!("a whole number of {min} or more"),
+                (min, max) => format!("a whole number from {min} to {max}"),
+            },
+            Self::Float { min, max } if max == f64::MAX => format!("a number of {min} or more"),
+            Self::Float { min, max } => format!("a number from {min} to {max}"),
+            Self::List(choices) => format!("a comma-separated list of {}", choices.join(", ")),
+            Self::OneOf(choices) => format!("one of {}", choices.join(", ")),
+            Self::MinMax => "MIN:MAX, whole numbers with 0 <= MIN <= MAX".to_owned(),
+            Self::GpuMinMax => "TYPE:MIN:MAX, whole numbers with 0 <= MIN <= MAX".to_owned(),
+            Self::Gates => "a comma-separated list of NAME=true or NAME=false".to_owned(),
+            Self::Text => "text".to_owned(),
+        }
+    }
+
+    /// Whether `value` is one of the kind. Durations, seconds and rates are the autoscaler
+    /// module's to parse (it divides them by the speed); here they pass.
+    pub fn admits(self, value: &str) -> bool {
+        match self {
+            Self::Duration | Self::Seconds | Self::Rate | Self::Text => true,
+            Self::Bool => go_bool(value).is_some(),
+            Self::Int { min, max } => value.parse::<i64>().is_ok_and(|n| (min..=max).contains(&n)),
+            Self::Float { min, max } => value
+                .parse::<f64>()
+                .is_ok_and(|x| x.is_finite() && (min..=max).contains(&x)),
+            Self::List(choices) => value.split(',').all(|item| choices.contains(&item)),
+            Self::OneOf(choices) => choices.contains(&value),
+            Self::MinMax => min_max(value.split(':')),
+            Self::GpuMinMax => value
+                .split_once(':')
+                .is_some_and(|(_, limits)| min_max(limits.split(':'))),
+            Self::Gates => value.split(',').all(|gate| {
+                gate.split_once('=').is_some_and(|(name, enabled)| {
+                    !name.trim().is_empty() && go_bool(enabled.trim()).is_some()
+                })
+            }),
+        }
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Exactly `MIN`, `MAX`: whole numbers, 0 <= MIN <= MAX (CA's `parseMinMaxFlag`).
+fn min_max<'a>(mut parts: impl Iterator<Item = &'a str>) -> bool {
+    let number = |part: Option<&str>| part.and_then(|p| p.parse::<i64>().ok());
+    match (number(parts.next()), number(parts.next()), parts.next()) {
+        (Some(min), Some(max), None) => 0 <= min && min <= max,
+        _ => false,
+    }
+}
+
 /// Whether a run may set `name` (as CA spells it, with dashes).
 pub fn allowed(name: &str) -> bool {
     ALLOWED.contains(&name)
@@ -360,6 +607,18 @@ mod tests {
                 allowed(name),
                 "--{name} is divided by the speed but not allowed"
             );
+        }
+    }
+
+    #[test]
+    fn every_allowed_flag_has_a_kind_and_no_other_does() {
+        for name in ALLOWED {
+            assert!(kind(name).is_some(), "--{name} has no value kind");
+        }
+        for (_, names) in REFUSED {
+            for name in *names {
+                assert_eq!(kind(name), None, "--{name}");
+            }
         }
     }
 
