@@ -59,10 +59,13 @@ pub struct NodeObservation {
 impl NodeObservation {
     /// Whether the recording, from `recorded_from_ms` on, saw it created: its creation, as
     /// precisely as known, is not before. (A creationTimestamp has whole seconds: a node
-    /// created just after the start can carry a second before it.) A creation of 0 is unknown,
-    /// not 1970.
+    /// created just after the start can carry a second before it.) A node first recorded at
+    /// the start is the first instant's: an export stamps the nodes that existed with the
+    /// window's start, which is no sight of a creation. A creation of 0 is unknown, not 1970.
     fn seen_coming(&self, recorded_from_ms: i64) -> bool {
-        self.created_ms > 0 && self.created() >= recorded_from_ms
+        let first_instant =
+            self.first_seen_ms <= recorded_from_ms && self.created_ms <= recorded_from_ms;
+        self.created_ms > 0 && !first_instant && self.created() >= recorded_from_ms
     }
 
     /// When it was created, as precisely as the recording says.
@@ -143,6 +146,9 @@ pub enum StartedFrom {
     Trigger,
     /// The node's creation: registration unknown.
     Creation,
+    /// `triggered` of the `of` nodes from CA's trigger, the others from their creation (they
+    /// came of no recorded scale-up).
+    Mixed { triggered: usize, of: usize },
 }
 
 /// The figures of one node group and instance type.
@@ -441,10 +447,10 @@ pub fn calibrate(observations: &Observations, name: &str, source: &str) -> Calib
             ready: s.ready.figures(),
             to_ready: s.to_ready.figures(),
             // Mixed within a group only when some nodes came of no recorded scale-up.
-            started_from: if s.triggered > 0 && s.triggered == s.to_ready.0.len() {
-                StartedFrom::Trigger
-            } else {
-                StartedFrom::Creation
+            started_from: match (s.triggered, s.to_ready.0.len()) {
+                (0, _) => StartedFrom::Creation,
+                (triggered, of) if triggered >= of => StartedFrom::Trigger,
+                (triggered, of) => StartedFrom::Mixed { triggered, of },
             },
             termination: s.termination.figures(),
         })
@@ -664,6 +670,9 @@ impl Calibration {
                 match g.started_from {
                     StartedFrom::Trigger => "CA trigger".to_owned(),
                     StartedFrom::Creation => "node creation".to_owned(),
+                    StartedFrom::Mixed { triggered, of } => {
+                        format!("CA trigger ({triggered} of {of})")
+                    }
                 },
                 cell(&g.to_ready),
                 cell(&g.registration),

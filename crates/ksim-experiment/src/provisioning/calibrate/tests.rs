@@ -366,3 +366,57 @@ fn a_node_created_just_after_the_start_counts_though_its_second_is_before() {
             .is_zero()
     );
 }
+
+#[test]
+fn nodes_of_the_first_instant_are_not_seen_coming_and_the_table_says_where_delays_start() {
+    // An export stamps the nodes that existed with the window's start: two initial nodes,
+    // created half a second before it (the second rounds down), Ready all along.
+    let mut observations = Observations {
+        recorded_from_ms: T0 + 500,
+        events_recorded: true,
+        ..Default::default()
+    };
+    for name in ["m5-initial-a", "m5-initial-b"] {
+        observations.nodes.push(NodeObservation {
+            name: name.into(),
+            group: "m5".into(),
+            instance_type: "m5.large".into(),
+            created_ms: T0,
+            first_seen_ms: T0 + 500,
+            ready_ms: Some(T0 + 500),
+            ..NodeObservation::default()
+        });
+    }
+    nodes(&mut observations, "m5", 6, 11, 1.0);
+    observations.match_scale_ups();
+    let calibration = calibrate(&observations, "m", "s");
+    let group = &calibration.groups[0];
+    assert_eq!(group.nodes, 8);
+    assert_eq!(
+        group.ready.unwrap().count,
+        6,
+        "the initial nodes are no samples"
+    );
+    assert_eq!(group.started_from, StartedFrom::Trigger);
+    assert!(calibration.table().contains("CA trigger"));
+
+    // A node created inside the recording of no recorded scale-up: the column says so.
+    observations.nodes.push(NodeObservation {
+        name: "m5-by-hand".into(),
+        group: "m5".into(),
+        instance_type: "m5.large".into(),
+        created_ms: T0 + 3_600_000,
+        first_seen_ms: T0 + 3_600_020,
+        ready_ms: Some(T0 + 3_607_000),
+        ..NodeObservation::default()
+    });
+    let calibration = calibrate(&observations, "m", "s");
+    assert_eq!(
+        calibration.groups[0].started_from,
+        StartedFrom::Mixed {
+            triggered: 6,
+            of: 7
+        }
+    );
+    assert!(calibration.table().contains("CA trigger (6 of 7)"));
+}
