@@ -1022,7 +1022,7 @@ mod tests {
     /// echoed the flag whole.
     #[test]
     fn an_oversized_flag_is_refused_at_once_with_a_bounded_message() {
-        let started = std::time::Instant::now();
+        // Refused by its length, before anything parses it (the cost was the parse's).
         for text in [
             format!("{}=1", "a".repeat(100_000)),
             format!("--{}", "a".repeat(100_000)),
@@ -1030,15 +1030,12 @@ mod tests {
             format!("{}=1", "a".repeat(129)),
         ] {
             let error = text.parse::<AutoscalerFlag>().unwrap_err();
+            assert!(matches!(error, FlagError::TooLong { .. }), "{error}");
             assert!(error.to_string().len() < 300, "{error}");
             let error = AutoscalerFlag::of_environment(&text).unwrap_err();
+            assert!(matches!(error, FlagError::TooLong { .. }), "{error}");
             assert!(error.to_string().len() < 300, "{error}");
         }
-        assert!(
-            started.elapsed() < Duration::from_millis(500),
-            "took {:?}",
-            started.elapsed()
-        );
         assert!(
             format!("{}=1", "a".repeat(128))
                 .parse::<AutoscalerFlag>()
