@@ -320,9 +320,12 @@ async fn a_group_at_zero_scales_up_from_its_template() {
 }
 
 /// Issue 14, finding 2: a seat Deployment taking a pool-managed group's name used to make the
-/// provider serve the pool's nodes as its instances and delete one when CA named it.
+/// provider serve the pool's nodes as its instances and delete one when CA named it. Issue 53,
+/// finding 7: a group's members are its own seats' nodes, so the name no longer matters (and a
+/// Node labelled as the pool's no longer hides a group): the seat group is served, and the
+/// pool's nodes are neither claimed nor deleted through it.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_nodes_untouched() {
+async fn a_seat_deployment_named_like_a_pool_managed_group_never_takes_its_nodes() {
     let env = start().await;
     let (_server, mut ca) = plaintext_client(&env).await;
     env.pool
@@ -339,41 +342,9 @@ async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_no
         &seat_deployment("race", 1, 0, 3, M5_LARGE_TAINTED_SKELETON),
     )
     .await;
-    // A healthy group beside it shows when the provider has seen the Deployments.
-    create_seats(
-        &env.client,
-        &seat_deployment("m5", 0, 0, 3, M5_LARGE_TAINTED_SKELETON),
-    )
-    .await;
     refreshed(&ca).await;
-    served(&ca, "m5").await;
-    wait::until("race to be refused as pool-managed", DEADLINE, || {
-        let mut ca = ca.clone();
-        async move {
-            match ca
-                .node_group_target_size(pb::NodeGroupTargetSizeRequest {
-                    id: "race".to_owned(),
-                })
-                .await
-            {
-                Err(status) if status.code() == Code::FailedPrecondition => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await
-    .unwrap();
+    served(&ca, "race").await;
 
-    let groups = ca
-        .node_groups(pb::NodeGroupsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .node_groups;
-    assert_eq!(
-        groups.iter().map(|g| g.id.as_str()).collect::<Vec<_>>(),
-        ["m5"]
-    );
     let owner = ca
         .node_group_for_node(pb::NodeGroupForNodeRequest {
             node: Some(grpc_node(&pool_nodes[0])),
@@ -395,18 +366,10 @@ async fn a_seat_deployment_named_like_a_pool_managed_group_is_refused_and_its_no
         .unwrap_err();
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     assert!(
-        refused.message().contains("pool-managed") && refused.message().contains("seats-race"),
+        refused.message().contains("is not a node of node group race"),
         "{}",
         refused.message()
     );
-    let resized = ca
-        .node_group_increase_size(pb::NodeGroupIncreaseSizeRequest {
-            id: "race".to_owned(),
-            delta: 1,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(resized.code(), Code::FailedPrecondition);
 
     // The pool's nodes are the same objects: none was deleted and registered again.
     let after: BTreeSet<String> = ready_nodes(&env.client, "race", 2)
