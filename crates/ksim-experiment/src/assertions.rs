@@ -38,6 +38,11 @@ pub struct VariantFigures {
 pub enum AssertionError {
     #[error("--assert {expression:?}: not CEL: {message}")]
     Syntax { expression: String, message: String },
+    #[error("--assert {expression:?}: refused before parsing: {limit}")]
+    Limit {
+        expression: String,
+        limit: ksim_trace::cel_limits::CelLimitError,
+    },
     #[error("--assert {expression:?}: knows only `variants`, not `{variable}`")]
     UnknownVariable {
         expression: String,
@@ -60,6 +65,10 @@ pub struct Assertion {
 
 impl Assertion {
     pub fn compile(source: &str) -> Result<Self, AssertionError> {
+        ksim_trace::cel_limits::check(source).map_err(|limit| AssertionError::Limit {
+            expression: source.to_owned(),
+            limit,
+        })?;
         let program = Program::compile(source).map_err(|errors| AssertionError::Syntax {
             expression: source.to_owned(),
             message: errors
@@ -67,12 +76,11 @@ impl Assertion {
                 .first()
                 .map_or_else(|| "cannot be parsed".to_owned(), |e| e.msg.clone()),
         })?;
-        if let Some(variable) = program
-            .references()
-            .variables()
-            .into_iter()
-            .find(|variable| *variable != "variants")
-        {
+        // Free names only: a macro's own variables (`x` in `.all(x, ...)`) are not the
+        // experiment's, though the library's references list them.
+        let mut free = Vec::new();
+        free_variables(program.expression(), &mut Vec::new(), &mut free);
+        if let Some(variable) = free.into_iter().find(|variable| *variable != "variants") {
             return Err(AssertionError::UnknownVariable {
                 expression: source.to_owned(),
                 variable: variable.to_owned(),
@@ -205,6 +213,58 @@ fn variant_paths(expr: &IdedExpr, paths: &mut Vec<Vec<String>>) {
             }
         }
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// The identifiers `expr` reads that none of its comprehensions (the expanded macros) binds;
+/// `bound` holds those in scope. Recursion is as deep as the expression, which
+/// `ksim_trace::cel_limits` bounds.
+fn free_variables<'a>(expr: &'a IdedExpr, bound: &mut Vec<&'a str>, free: &mut Vec<&'a str>) {
+    let mut walk = |expr: &'a IdedExpr, bound: &mut Vec<&'a str>| free_variables(expr, bound, free);
+    match &expr.expr {
+        Expr::Ident(name) => {
+            if !bound.contains(&name.as_str()) && !free.contains(&name.as_str()) {
+                free.push(name);
+            }
+        }
+        Expr::Call(call) => {
+            call.target.iter().for_each(|target| walk(target, bound));
+            call.args.iter().for_each(|arg| walk(arg, bound));
+        }
+        Expr::Select(select) => walk(&select.operand, bound),
+        Expr::List(list) => list.elements.iter().for_each(|e| walk(e, bound)),
+        Expr::Map(map) => map.entries.iter().for_each(|entry| match &entry.expr {
+            cel::common::ast::EntryExpr::MapEntry(entry) => {
+                walk(&entry.key, bound);
+                walk(&entry.value, bound);
+            }
+            cel::common::ast::EntryExpr::StructField(field) => walk(&field.value, bound),
+        }),
+        Expr::Struct(fields) => fields.entries.iter().for_each(|entry| {
+            if let cel::common::ast::EntryExpr::StructField(field) = &entry.expr {
+                walk(&field.value, bound);
+            }
+        }),
+        Expr::Comprehension(loop_) => {
+            walk(&loop_.iter_range, bound);
+            walk(&loop_.accu_init, bound);
+            let scope = bound.len();
+            bound.extend(
+                [
+                    Some(&loop_.iter_var),
+                    loop_.iter_var2.as_ref(),
+                    Some(&loop_.accu_var),
+                ]
+                .into_iter()
+                .flatten()
+                .map(String::as_str),
+            );
+            for part in [&loop_.loop_cond, &loop_.loop_step, &loop_.result] {
+                walk(part, bound);
+            }
+            bound.truncate(scope);
+        }
+        Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
@@ -369,6 +429,69 @@ mod tests {
             );
             assert!(error.to_string().contains(named), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn macros_bind_their_own_variables() {
+        let holds = |source: &str| Assertion::compile(source).and_then(|a| a.holds(&variants()));
+        assert_eq!(holds("[1, 2, 3].all(x, x > 0)"), Ok(true));
+        assert_eq!(holds("[1, 2, 3].exists(x, x > 2)"), Ok(true));
+        assert_eq!(holds("[1, 2, 3].exists_one(x, x > 2)"), Ok(true));
+        assert_eq!(holds("[1, 2].map(x, x * 2) == [2, 4]"), Ok(true));
+        assert_eq!(holds("[1, 2, 3].filter(x, x > 1).size() == 2"), Ok(true));
+        assert_eq!(
+            holds(
+                "['baseline', 'packed'].all(v, variants[v].failed <= 1) && \
+                 [variants.packed.cost].exists(c, c < variants.baseline.cost)"
+            ),
+            Ok(true)
+        );
+        // Outside its macro the variable is unknown again.
+        let error = Assertion::compile("[1].all(x, x > 0) && x > 0").unwrap_err();
+        assert_eq!(
+            error,
+            AssertionError::UnknownVariable {
+                expression: "[1].all(x, x > 0) && x > 0".to_owned(),
+                variable: "x".to_owned(),
+            }
+        );
+    }
+
+    #[test]
+    fn deep_or_long_assertions_are_refused_before_parsing() {
+        let started = std::time::Instant::now();
+        for depth in [33, 53, 4_000] {
+            let source = format!(
+                "{}variants.packed.cost < 1.0{}",
+                "(".repeat(depth),
+                ")".repeat(depth)
+            );
+            let error = Assertion::compile(&source).unwrap_err();
+            assert!(matches!(error, AssertionError::Limit { .. }), "{error}");
+            assert!(
+                error.to_string().contains("nested more than 32 levels"),
+                "{error}"
+            );
+        }
+        let source = format!("variants.packed.cost < {}1.0", "-".repeat(100_000));
+        let error = Assertion::compile(&source).unwrap_err();
+        assert!(error.to_string().contains("8192-byte limit"), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        // At the limit it compiles (given the stack a release build's parser needs).
+        let at_limit = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(|| {
+                let source = format!(
+                    "{}variants.packed.failed == 1{}",
+                    "[".repeat(32),
+                    "]".repeat(32)
+                );
+                Assertion::compile(&format!("{source}.size() == 1")).map(|_| ())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(at_limit, Ok(()));
     }
 
     #[test]

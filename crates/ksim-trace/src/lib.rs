@@ -15,6 +15,8 @@
 //! - [`time`] converts trace milliseconds to and from protobuf timestamps.
 //! - [`gvk`] names kinds as SimKube and kubectl write them ("apps/v1.Deployment").
 //! - [`hash`] hashes JSON values stably, and pod specs so that pods of one template match.
+//! - [`cel_limits`] the size and nesting a CEL expression may have, checked before it is
+//!   parsed (transform rules and experiment assertions both compile CEL).
 //! - [`names`] the values the API server refuses that the trace tools check: namespace names,
 //!   replicas.
 //!
@@ -22,6 +24,7 @@
 //! [`MAX_RECORD_BYTES`]. `deploy/fuzz.sh` fuzzes the reader and the converter (the cargo-fuzz
 //! project in `crates/ksim-trace/fuzz`).
 
+pub mod cel_limits;
 mod detect;
 mod error;
 mod framing;

@@ -33,7 +33,7 @@ use ksim_trace::names::{MAX_REPLICAS, is_dns_label};
 
 use crate::error::RuleError;
 use crate::resources::{self, Amount, Change, Field, ResourceChange};
-use crate::select::Selector;
+use crate::select::{CompileError, Selector};
 
 /// Longest rules file accepted: rules are written by hand.
 pub const MAX_RULES_BYTES: usize = 1 << 20;
@@ -410,14 +410,19 @@ fn check(index: usize, line: u64, raw: RawRule, env: &cel::Env) -> Result<Rule, 
     let selector = raw
         .selector
         .map(|source| {
-            Selector::compile(env, source).map_err(|(cel_line, cel_column, message)| {
-                Checked::Error(RuleError::Cel {
-                    index,
-                    line,
-                    cel_line,
-                    cel_column,
-                    message,
-                })
+            Selector::compile(env, source).map_err(|error| match error {
+                CompileError::Limit(limit) => {
+                    Checked::Message(format!("match is refused before parsing: {limit}"))
+                }
+                CompileError::Syntax(cel_line, cel_column, message) => {
+                    Checked::Error(RuleError::Cel {
+                        index,
+                        line,
+                        cel_line,
+                        cel_column,
+                        message,
+                    })
+                }
             })
         })
         .transpose()?;
@@ -645,6 +650,59 @@ rules:
         let error = Rules::parse("rulez: []\n").unwrap_err();
         assert!(matches!(error, RuleError::Yaml(_)), "{error:?}");
         assert!(error.to_string().contains("rulez"), "{error}");
+    }
+
+    #[test]
+    fn deep_or_long_cel_is_refused_in_one_line_before_the_parser_sees_it() {
+        let rule = |selector: &str| format!("rules:\n  - match: '{selector}'\n    drop: true\n");
+        // The issue's case (53 parentheses aborted the CLI), just past the limit, and far past.
+        for depth in [53, 33, 4_000] {
+            let selector = format!("{}kind == \"Pod\"{}", "(".repeat(depth), ")".repeat(depth));
+            let started = std::time::Instant::now();
+            let text = error(&rule(&selector)).to_string();
+            assert!(
+                text.starts_with(
+                    "rule 1 (line 2): match is refused before parsing: nested more than 32 levels"
+                ),
+                "{text}"
+            );
+            assert_eq!(text.lines().count(), 1, "{text}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        }
+        let lists = format!("{}1{} == 1", "[".repeat(40), "]".repeat(40));
+        assert!(
+            error(&rule(&lists))
+                .to_string()
+                .contains("more than 32 levels")
+        );
+        let long = format!("name == \"{}\"", "x".repeat(100_000));
+        let text = error(&rule(&long)).to_string();
+        assert!(text.contains("over the 8192-byte limit"), "{text}");
+        let chained = format!("{}kind == \"Pod\"", "!".repeat(600));
+        let text = error(&rule(&chained)).to_string();
+        assert!(text.contains("more than 512 operators"), "{text}");
+    }
+
+    #[test]
+    fn cel_at_the_nesting_limit_and_macros_compile() {
+        // Debug builds need far more stack per level than release ones, where this fits in a
+        // 2 MiB thread: give the parser a release build's margin.
+        let parsed = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(|| {
+                let selector = format!("{}kind == \"Pod\"{}", "(".repeat(32), ")".repeat(32));
+                Rules::parse(&format!(
+                    "rules:\n  - match: '{selector}'\n    drop: true\n"
+                ))
+                .map(|rules| rules.len())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(parsed.unwrap(), 1);
+        let macros = "rules:\n  - match: 'kind == \"Deployment\" && [1, 2, 3].all(x, x > 0) && \
+             object.spec.template.spec.containers.exists(c, c.name == \"app\")'\n    drop: true\n";
+        assert_eq!(Rules::parse(macros).unwrap().len(), 1);
     }
 
     #[test]

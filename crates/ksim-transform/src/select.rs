@@ -63,6 +63,15 @@ impl fmt::Debug for Selector {
     }
 }
 
+/// Why a `match` does not compile.
+#[derive(Debug)]
+pub(crate) enum CompileError {
+    /// Refused before parsing: too long, or nested deeper than the parser's stack allows.
+    Limit(ksim_trace::cel_limits::CelLimitError),
+    /// Not CEL: (line, column, message) within the expression.
+    Syntax(i64, i64, String),
+}
+
 /// Whether a selector matched, or why it could not say.
 pub(crate) enum Outcome {
     Matched(bool),
@@ -73,8 +82,9 @@ pub(crate) enum Outcome {
 }
 
 impl Selector {
-    /// Compiles `source`; an error is (line, column, message) within the expression.
-    pub(crate) fn compile(env: &Env, source: String) -> Result<Self, (i64, i64, String)> {
+    /// Compiles `source`, once it is within the limits the parser's stack allows.
+    pub(crate) fn compile(env: &Env, source: String) -> Result<Self, CompileError> {
+        ksim_trace::cel_limits::check(&source).map_err(CompileError::Limit)?;
         match env.compile(&source) {
             Ok(program) => {
                 let reads_object = program.references().has_variable("object");
@@ -90,7 +100,7 @@ impl Selector {
                     .first()
                     .map(|e| (e.pos.0 as i64, e.pos.1 as i64, e.msg.clone()))
                     .unwrap_or((1, 0, "cannot be parsed".to_owned()));
-                Err((line, column, message))
+                Err(CompileError::Syntax(line, column, message))
             }
         }
     }
@@ -226,9 +236,27 @@ mod tests {
     }
 
     #[test]
+    fn macros_select() {
+        let object = serde_json::json!({"spec": {"ports": [80, 443]}});
+        for (source, expected) in [
+            ("[1, 2, 3].all(x, x > 0)", true),
+            ("object.spec.ports.exists(p, p == 443)", true),
+            ("object.spec.ports.exists_one(p, p > 100)", true),
+            ("object.spec.ports.map(p, p + 1) == [81, 444]", true),
+            ("object.spec.ports.filter(p, p < 100).size() == 1", true),
+            ("[1, 2, 3].all(x, x > 1)", false),
+        ] {
+            assert_eq!(matches(source, &object), Some(expected), "{source}");
+        }
+    }
+
+    #[test]
     fn parse_errors_have_a_position() {
-        let (line, column, message) =
-            Selector::compile(&Env::stdlib(), "kind ==\n  (".to_owned()).unwrap_err();
+        let Err(CompileError::Syntax(line, column, message)) =
+            Selector::compile(&Env::stdlib(), "kind ==\n  (".to_owned())
+        else {
+            panic!("not a syntax error");
+        };
         assert_eq!(line, 2, "{message}");
         assert!(column >= 2, "{column}: {message}");
         assert!(!message.is_empty());
