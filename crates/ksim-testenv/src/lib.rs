@@ -43,5 +43,5 @@ pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::Error;
 pub use karpenter::{Karpenter, KarpenterBinary, KarpenterBuilder};
 pub use metrics_server::{MetricsServer, MetricsServerBinary, MetricsServerBuilder};
-pub use ports::free_port;
+pub use ports::{free_port, free_port_range};
 pub use tuning::{Setting, Tuning};

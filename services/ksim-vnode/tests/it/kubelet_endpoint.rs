@@ -32,14 +32,13 @@ const MEMORY_BYTES: u64 = 96 << 20;
 
 /// A pool serving its nodes' endpoints on loopback, in ports of its own, trusting `ca`.
 fn endpoint_config(ca: &Path) -> PoolConfig {
-    let first = ksim_testenv::free_port().unwrap();
+    // Below the ephemeral ports, as the pool's default range is: an outgoing connection can
+    // hold one of those for the whole test, and the node's listener then never binds.
+    let (first, last) = ksim_testenv::free_port_range(16).unwrap();
     PoolConfig {
         kubelet: KubeletEndpointConfig {
             endpoint: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-            ports: PortRange {
-                first,
-                last: first + 15,
-            },
+            ports: PortRange { first, last },
             client_ca_file: Some(ca.to_owned()),
         },
         ..pool_config()
