@@ -4,6 +4,8 @@
 //! Seconds become milliseconds; a deleted object that carries only its name gets its kind from
 //! SimKube's index or from the object applied earlier under that name; pod lifecycles keep
 //! their position in SimKube's lists as their launch index, and `Empty` entries are skipped.
+//! A `v1 Secret` loses its data (`data`, `stringData`, the last applied configuration), as the
+//! tracer's recording does: a trace never holds Secret data.
 
 mod config;
 mod lifecycles;

@@ -174,13 +174,44 @@ fn identity(object: &Value, place: &Place) -> Result<Identity, TraceError> {
 }
 
 fn trace_object(gvk: pb::GroupVersionKind, identity: Identity, object: &Value) -> pb::TraceObject {
+    // A Value has string keys only, so it always serialises.
+    let object_json = if is_secret(&gvk) {
+        serde_json::to_vec(&without_secret_data(object))
+    } else {
+        serde_json::to_vec(object)
+    }
+    .unwrap_or_default();
     pb::TraceObject {
         gvk: Some(gvk),
         namespace: identity.namespace,
         name: identity.name,
-        // A Value has string keys only, so it always serialises.
-        object_json: serde_json::to_vec(object).unwrap_or_default(),
+        object_json,
     }
+}
+
+fn is_secret(gvk: &pb::GroupVersionKind) -> bool {
+    gvk.group.is_empty() && gvk.kind == "Secret"
+}
+
+/// The annotation `kubectl apply` leaves, which holds a Secret's data verbatim.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A Secret as the tracer records one: a trace never holds Secret data, so `data`,
+/// `stringData` and the last applied configuration (a copy of them) go.
+fn without_secret_data(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(root) = object.as_object_mut() {
+        root.remove("data");
+        root.remove("stringData");
+    }
+    let annotations = object
+        .get_mut("metadata")
+        .and_then(|metadata| metadata.get_mut("annotations"))
+        .and_then(Value::as_object_mut);
+    if let Some(annotations) = annotations {
+        annotations.remove(LAST_APPLIED);
+    }
+    object
 }
 
 /// The time of the event at `position` of SimKube's list, `ts` seconds, in milliseconds;

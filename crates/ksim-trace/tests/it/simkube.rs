@@ -319,3 +319,62 @@ fn a_timestamp_out_of_range_is_refused_not_overflowed() {
         "{reason}"
     );
 }
+
+#[test]
+fn secret_data_is_dropped_as_the_tracer_drops_it() {
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "db",
+            "namespace": "default",
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration":
+                    "{\"stringData\":{\"password\":\"hunter2\"}}",
+                "team": "shop",
+            },
+        },
+        "type": "Opaque",
+        "data": {"password": "aHVudGVyMg=="},
+        "stringData": {"password": "hunter2"},
+    });
+    // A kind of another group that happens to be named Secret is not a Secret.
+    let other = json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Secret",
+        "metadata": {"name": "x", "namespace": "default"},
+        "data": {"kept": "yes"},
+    });
+    let mut trace = sample();
+    trace.events[0].applied_objs.push(secret.clone());
+    trace.events[0].applied_objs.push(other.clone());
+    trace.events[1].deleted_objs.push(secret);
+    let (file, _) = convert_ok(&trace);
+    let trace = read_trace(&file).unwrap();
+    let applied = &trace.events[0].applied;
+    let deleted = &trace.events[1].deleted;
+    let json = |object: &pb::TraceObject| -> Value {
+        serde_json::from_slice(&object.object_json).unwrap()
+    };
+    for converted in [json(&applied[2]), json(&deleted[2])] {
+        assert_eq!(
+            converted,
+            json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "db", "namespace": "default", "annotations": {"team": "shop"}},
+                "type": "Opaque",
+            })
+        );
+    }
+    assert_eq!(json(&applied[3]), other);
+    for event in &trace.events {
+        for object in event.applied.iter().chain(&event.deleted) {
+            let text = String::from_utf8_lossy(&object.object_json);
+            assert!(
+                !text.contains("hunter2") && !text.contains("aHVudGVyMg=="),
+                "{text}"
+            );
+        }
+    }
+}
