@@ -175,49 +175,6 @@ fn shows_simkube_traces_and_their_deletes() {
     let _ = bare_pod("x");
 }
 
-/// A time past year 9999 (a trace may carry any) is shown as its number, not a panic.
-#[test]
-fn shows_a_time_past_9999_as_a_number() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("far.ktrace");
-    let header = ksim_trace::pb::TraceHeader {
-        format_version: ksim_trace::FORMAT_VERSION,
-        created_by: "ksim-e2e".into(),
-        ..Default::default()
-    };
-    let mut writer =
-        ksim_trace::TraceWriter::new(std::fs::File::create(&file).unwrap(), &header).unwrap();
-    let web = deployment("web", 2, "web:1");
-    writer
-        .write_event(&ksim_trace::pb::TraceEvent {
-            timestamp_ms: i64::MAX,
-            applied: vec![ksim_trace::pb::TraceObject {
-                gvk: Some(ksim_trace::gvk::from_api_version("apps/v1", "Deployment")),
-                namespace: "shop".into(),
-                name: "web".into(),
-                object_json: serde_json::to_vec(&web).unwrap(),
-            }],
-            deleted: Vec::new(),
-        })
-        .unwrap();
-    writer.finish().unwrap();
-    let f = file.to_str().unwrap();
-    let events = show(&[f]);
-    assert!(
-        events.contains("9223372036854775807 ms (out of range)"),
-        "{events}"
-    );
-    let objects = show(&[f, "--objects"]);
-    assert!(
-        objects.contains("9223372036854775807 ms (out of range)"),
-        "{objects}"
-    );
-    let history = show(&[f, "--object", "Deployment/web"]);
-    assert!(
-        history.contains("at 9223372036854775807 ms (out of range)"),
-        "{history}"
-    );
-}
 
 #[test]
 fn bad_show_input_is_one_line_and_a_non_zero_exit() {

@@ -136,12 +136,18 @@ pub fn write_trace(
 /// A SimKube trace (MessagePack, format 2) at `path`: an empty first event, then the
 /// Deployment `n/web` with 3 replicas 10 s later.
 pub fn write_simkube_trace(path: &Path) {
+    write_simkube_trace_with(path, 1_767_225_610);
+}
+
+/// As [`write_simkube_trace`], its second event at `second_ts` (seconds since the epoch, as
+/// SimKube writes them): a time no ksim trace can hold, for the readers' refusals.
+pub fn write_simkube_trace_with(path: &Path, second_ts: i64) {
     let trace = serde_json::json!({
         "version": 2,
         "config": {"trackedObjects": {"apps/v1.Deployment": {"podSpecTemplatePaths": ["/spec/template"]}}},
         "events": [
             {"ts": 1_767_225_600, "applied_objs": [], "deleted_objs": []},
-            {"ts": 1_767_225_610, "applied_objs": [{"apiVersion": "apps/v1", "kind": "Deployment",
+            {"ts": second_ts, "applied_objs": [{"apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": "web", "namespace": "n"}, "spec": {"replicas": 3}}], "deleted_objs": []}
         ],
         "index": {},
