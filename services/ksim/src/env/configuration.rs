@@ -35,8 +35,68 @@ use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
 use super::{
-    backoff::Backoff, cluster::Cluster, karpenter::KarpenterSlot, services::ServiceProcess,
+    NAMESPACE,
+    backoff::Backoff,
+    cluster::{self, Cluster, LeaseHolder, RootState},
+    karpenter::KarpenterSlot,
+    services::ServiceProcess,
 };
+
+/// A call that would change what a running simulation runs with, refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "simulation {simulation} is running on this environment ({why}); {call} would change the \
+     scheduler or cluster-autoscaler under it, unreported: cancel it or wait for it to end"
+)]
+pub struct HeldByRun {
+    pub simulation: String,
+    pub why: &'static str,
+    pub call: &'static str,
+}
+
+/// The calls that change the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Apply,
+    Restore,
+}
+
+/// Whether `change` may run now. The caller's identity is not verifiable here (any local
+/// process reaches this port, and a simulation id is no secret), so the decision rests on what
+/// is: the driver's Lease and the simulation's root, read from the apiserver, and which holder
+/// this environment already applied a configuration for. A run's own calls fit its timeline:
+/// its one ApplyConfiguration comes first, before it creates its root; its RestoreDefaults
+/// comes last, after its root is deleted. Between the two, while the root lives, nothing may
+/// change, and a second ApplyConfiguration under the same lease is not the run's. (Before the
+/// root exists a RestoreDefaults is let through: it is how a run that failed that early cleans
+/// up.)
+fn may_change(
+    change: Change,
+    holder: Option<&LeaseHolder>,
+    applied_for: Option<&str>,
+) -> Result<(), HeldByRun> {
+    let Some(holder) = holder else {
+        return Ok(());
+    };
+    let call = match change {
+        Change::Apply => "ApplyConfiguration",
+        Change::Restore => "RestoreDefaults",
+    };
+    let refused = |why| {
+        Err(HeldByRun {
+            simulation: holder.simulation.clone(),
+            why,
+            call,
+        })
+    };
+    match (change, holder.root) {
+        (_, RootState::Live) => refused("it holds the driver's lease and its root exists"),
+        (Change::Apply, _) if applied_for == Some(holder.simulation.as_str()) => {
+            refused("it holds the driver's lease and its configuration is applied")
+        }
+        _ => Ok(()),
+    }
+}
 
 /// What the scheduler runs with besides its defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -339,6 +399,8 @@ pub struct Components {
     autoscaler_backoff: Backoff,
     /// CA's outages, oldest first.
     outages: Vec<Outage>,
+    /// The lease holder the last ApplyConfiguration was made under (see [`may_change`]).
+    applied_for: Option<String>,
 }
 
 impl Components {
@@ -360,7 +422,21 @@ impl Components {
             files_written: 0,
             autoscaler_backoff: Backoff::new(Instant::now()),
             outages: Vec::new(),
+            applied_for: None,
         }
+    }
+
+    /// The simulation holding the driver's Lease, read from the apiserver; `None` without one
+    /// (or without a cluster: the change then fails on its own).
+    async fn lease_holder(&self) -> Result<Option<LeaseHolder>, Status> {
+        let Some(cluster) = self.cluster.as_ref() else {
+            return Ok(None);
+        };
+        let unavailable = |error: anyhow::Error| Status::unavailable(format!("{error:#}"));
+        let client = cluster.client().await.map_err(unavailable)?;
+        cluster::lease_holder(&client, NAMESPACE)
+            .await
+            .map_err(unavailable)
     }
 
     /// The environment started the cloud provider with `args` (besides `--provider-config`)
@@ -1019,6 +1095,10 @@ fn run_of(run: Option<pb::Run>) -> Result<pb::Run, Status> {
     Ok(run)
 }
 
+fn held(error: HeldByRun) -> Status {
+    Status::failed_precondition(error.to_string())
+}
+
 #[tonic::async_trait]
 impl Environment for EnvironmentService {
     async fn check_configuration(
@@ -1039,7 +1119,18 @@ impl Environment for EnvironmentService {
     ) -> Result<Response<pb::ApplyConfigurationResponse>, Status> {
         let run = run_of(request.into_inner().run)?;
         let mut components = self.components.lock().await;
+        let holder = components.lease_holder().await?;
+        may_change(
+            Change::Apply,
+            holder.as_ref(),
+            components.applied_for.as_deref(),
+        )
+        .map_err(held)?;
         let wanted = components.check(&run).await?;
+        // Before the restart: one that fails half-way was still this holder's one call.
+        if let Some(holder) = holder {
+            components.applied_for = Some(holder.simulation);
+        }
         components.converge(wanted).await?;
         Ok(Response::new(pb::ApplyConfigurationResponse {
             configuration: Some(components.describe(&components.running)),
@@ -1088,6 +1179,13 @@ impl Environment for EnvironmentService {
         _request: Request<pb::RestoreDefaultsRequest>,
     ) -> Result<Response<pb::RestoreDefaultsResponse>, Status> {
         let mut components = self.components.lock().await;
+        let holder = components.lease_holder().await?;
+        may_change(
+            Change::Restore,
+            holder.as_ref(),
+            components.applied_for.as_deref(),
+        )
+        .map_err(held)?;
         let defaults = components.defaults.clone();
         components.converge(defaults).await?;
         Ok(Response::new(pb::RestoreDefaultsResponse {
@@ -1099,6 +1197,54 @@ impl Environment for EnvironmentService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_simulation_refuses_configuration_changes_but_its_own() {
+        let holder = |root| LeaseHolder {
+            simulation: "5f-1".to_owned(),
+            root,
+        };
+        let (absent, live, deleting) = (
+            holder(RootState::Absent),
+            holder(RootState::Live),
+            holder(RootState::Deleting),
+        );
+        // Nothing runs: anyone may change it.
+        assert_eq!(may_change(Change::Apply, None, Some("5f-1")), Ok(()));
+        assert_eq!(may_change(Change::Restore, None, None), Ok(()));
+        // The run's first step: its ApplyConfiguration, before its root.
+        assert_eq!(may_change(Change::Apply, Some(&absent), None), Ok(()));
+        assert_eq!(
+            may_change(Change::Apply, Some(&absent), Some("an-earlier")),
+            Ok(())
+        );
+        // A second one under the same lease is not the run's.
+        let second = may_change(Change::Apply, Some(&absent), Some("5f-1")).unwrap_err();
+        assert_eq!(second.simulation, "5f-1");
+        // While its root lives, neither call.
+        for change in [Change::Apply, Change::Restore] {
+            let refused = may_change(change, Some(&live), None).unwrap_err();
+            assert!(
+                refused
+                    .to_string()
+                    .starts_with("simulation 5f-1 is running"),
+                "{refused}"
+            );
+        }
+        let restore = may_change(Change::Restore, Some(&live), Some("5f-1")).unwrap_err();
+        assert!(restore.to_string().contains("RestoreDefaults"), "{restore}");
+        assert_eq!(held(restore).code(), tonic::Code::FailedPrecondition,);
+        // Its cleanup: the root is going or gone, then the defaults come back.
+        assert_eq!(
+            may_change(Change::Restore, Some(&deleting), Some("5f-1")),
+            Ok(())
+        );
+        assert_eq!(
+            may_change(Change::Restore, Some(&absent), Some("5f-1")),
+            Ok(())
+        );
+        assert!(may_change(Change::Apply, Some(&deleting), Some("5f-1")).is_err());
+    }
 
     #[test]
     fn outages_since_a_time_are_those_not_over_by_then() {
