@@ -44,9 +44,9 @@ impl From<PoolError> for Status {
             // As the cloud provider answers for a group it does not know.
             PoolError::UnknownGroup(_) => Status::not_found(message),
             PoolError::GroupExists(_) => Status::already_exists(message),
-            PoolError::NotPoolManaged(_) | PoolError::KarpenterGroup(_) => {
-                Status::failed_precondition(message)
-            }
+            PoolError::NotPoolManaged(_)
+            | PoolError::KarpenterGroup(_)
+            | PoolError::HeldBySimulation { .. } => Status::failed_precondition(message),
             // Only at start, from the flags: never an answer to a call.
             PoolError::Cidr(_) | PoolError::Kubelet(_) => Status::internal(message),
             PoolError::Kube(_) => Status::unavailable(message),

@@ -68,6 +68,76 @@ pub enum PoolError {
     TooManyUsagePods(usize),
     #[error("kubelet endpoints: {0}")]
     Kubelet(#[from] KubeletError),
+    #[error(
+        "node group {group:?} is simulation {simulation}'s, which is running (it holds the \
+         driver's lease and its root lists the group): cancel it or wait for it to end; its \
+         cleanup deletes the group"
+    )]
+    HeldBySimulation { group: String, simulation: String },
+}
+
+/// The driver's single-simulation Lease, in the pool's namespace (ksim-driver's
+/// `cluster::lease`).
+const DRIVER_LEASE: &str = "ksim-driver";
+/// The annotation of a simulation's root listing the pool groups it created (ksim-driver's
+/// `cluster::root`).
+const POOL_GROUPS_ANNOTATION: &str = "ksim.io/pool-groups";
+
+/// What the pool reads of the simulation holding the driver's Lease: its id and root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RunningRoot {
+    simulation: String,
+    /// The root is being deleted (foreground): the run has ended and is cleaning up.
+    deleting: bool,
+    pool_groups: Vec<String>,
+}
+
+/// The simulation that `group` may not be deleted under, if any. A caller's word cannot be
+/// checked, so the decision rests on what the apiserver says: the group is refused while the
+/// simulation that holds the driver's Lease has a live root listing it. The driver's own
+/// cleanup deletes its groups only after its root is gone, so it is never refused; a root
+/// left by a driver that died no longer has a live lease, so it holds nothing either.
+fn held_by<'a>(group: &str, running: Option<&'a RunningRoot>) -> Option<&'a str> {
+    let running = running?;
+    (!running.deleting && running.pool_groups.iter().any(|g| g == group))
+        .then_some(running.simulation.as_str())
+}
+
+/// The holder of a lease that has not expired at `now`, as the driver reads it.
+fn live_holder(
+    lease: &k8s_openapi::api::coordination::v1::Lease,
+    now: Timestamp,
+) -> Option<String> {
+    let spec = lease.spec.as_ref()?;
+    let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+    let renewed = spec.renew_time.as_ref()?.0;
+    let seconds = i64::from(spec.lease_duration_seconds.unwrap_or(0));
+    let expires = renewed
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(seconds))
+        .ok()?;
+    (expires > now).then_some(holder)
+}
+
+/// What [`held_by`] reads of the root of `simulation`.
+fn running_root(simulation: String, root: &kube::api::DynamicObject) -> RunningRoot {
+    let pool_groups = root
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(POOL_GROUPS_ANNOTATION))
+        .map(|groups| {
+            groups
+                .split(',')
+                .filter(|g| !g.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    RunningRoot {
+        simulation,
+        deleting: root.metadata.deletion_timestamp.is_some(),
+        pool_groups,
+    }
 }
 
 /// Most pods one usage request sets: a bound on what one request holds in memory.
@@ -361,14 +431,52 @@ impl Pool {
         self.group(name)
     }
 
-    /// Removes the group; the node controller then deletes its nodes.
+    /// Removes the group; the node controller then deletes its nodes. A group a running
+    /// simulation created is refused (see [`held_by`]).
     pub async fn delete_group(&self, name: &str) -> Result<(), PoolError> {
         let _serial = self.changes.lock().await;
         self.pool_managed(&self.ctx.index(), name)?;
+        let running = self.running_root().await?;
+        if let Some(simulation) = held_by(name, running.as_ref()) {
+            return Err(PoolError::HeldBySimulation {
+                group: name.to_owned(),
+                simulation: simulation.to_owned(),
+            });
+        }
         self.store.delete(name).await?;
         self.ctx.index().remove_group(name);
         self.ctx.reconcile_nodes.notify_one();
         Ok(())
+    }
+
+    /// The simulation holding the driver's Lease and its root; `None` when none holds it or
+    /// its root does not exist.
+    async fn running_root(&self) -> Result<Option<RunningRoot>, PoolError> {
+        use k8s_openapi::api::coordination::v1::Lease;
+        use kube::{
+            Api,
+            api::{ApiResource, DynamicObject, GroupVersionKind},
+        };
+        let namespace = &self.ctx.config.namespace;
+        let leases: Api<Lease> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let lease = match leases.get_opt(DRIVER_LEASE).await {
+            Ok(lease) => lease,
+            Err(error) => return unreadable(error),
+        };
+        let Some(simulation) = lease.and_then(|lease| live_holder(&lease, Timestamp::now())) else {
+            return Ok(None);
+        };
+        let gvk = GroupVersionKind::gvk("ksim.io", "v1alpha1", "SimulationRoot");
+        let roots: Api<DynamicObject> = Api::all_with(
+            self.ctx.client.clone(),
+            &ApiResource::from_gvk_with_plural(&gvk, "simulationroots"),
+        );
+        match roots.get_opt(&format!("sim-{simulation}")).await {
+            Ok(root) => Ok(root.map(|root| running_root(simulation, &root))),
+            // No CRD: no simulation has created a root.
+            Err(error) if ksim_kube::is_not_found(&error) => Ok(None),
+            Err(error) => unreadable(error),
+        }
     }
 
     /// Ok if `name` is a pool-managed group, otherwise why it is not one.
@@ -655,6 +763,17 @@ impl Pool {
     }
 }
 
+/// A Lease or root the pool may not read (403: a cluster whose RBAC predates the check) holds
+/// nothing back, as before it, rather than failing the driver's own cleanup; anything else
+/// fails the delete.
+fn unreadable(error: kube::Error) -> Result<Option<RunningRoot>, PoolError> {
+    if ksim_kube::status_code(&error) == Some(403) {
+        tracing::warn!(%error, "cannot read the driver's lease or a simulation root: a running simulation's groups are not protected");
+        return Ok(None);
+    }
+    Err(PoolError::Kube(error))
+}
+
 fn check_cidrs(index: &PoolIndex, group: &str, needed: usize) -> Result<(), PoolError> {
     let available = index.free_cidrs();
     if needed > available {
@@ -687,5 +806,75 @@ fn group_view(index: &PoolIndex, group: &Group) -> GroupView {
         skeleton: group.skeleton.clone(),
         created: group.created,
         provisioning_model: group.provisioning.as_ref().map(|p| p.model.clone()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use k8s_openapi::{
+        api::coordination::v1::{Lease, LeaseSpec},
+        apimachinery::pkg::apis::meta::v1::{MicroTime, Time},
+    };
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    use super::*;
+    use tonic::Status;
+
+    fn root(groups: Option<&str>, deleting: bool) -> DynamicObject {
+        let gvk = GroupVersionKind::gvk("ksim.io", "v1alpha1", "SimulationRoot");
+        let mut root = DynamicObject::new("sim-5f-1", &ApiResource::from_gvk(&gvk));
+        root.metadata.annotations =
+            groups.map(|groups| [(POOL_GROUPS_ANNOTATION.to_owned(), groups.to_owned())].into());
+        root.metadata.deletion_timestamp = deleting.then(|| Time(Timestamp::now()));
+        root
+    }
+
+    #[test]
+    fn a_group_a_running_simulations_root_lists_is_held_until_its_root_goes() {
+        let running = running_root("5f-1".to_owned(), &root(Some("small,big"), false));
+        assert_eq!(running.pool_groups, ["small", "big"]);
+        assert_eq!(held_by("small", Some(&running)), Some("5f-1"));
+        assert_eq!(held_by("big", Some(&running)), Some("5f-1"));
+        // Not the run's: the environment's or another's.
+        assert_eq!(held_by("other", Some(&running)), None);
+        // Its cleanup deletes the root first.
+        let ending = running_root("5f-1".to_owned(), &root(Some("small"), true));
+        assert_eq!(held_by("small", Some(&ending)), None);
+        let none_recorded = running_root("5f-1".to_owned(), &root(None, false));
+        assert_eq!(held_by("small", Some(&none_recorded)), None);
+        assert_eq!(held_by("small", None), None);
+
+        let refused = Status::from(PoolError::HeldBySimulation {
+            group: "small".to_owned(),
+            simulation: "5f-1".to_owned(),
+        });
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+        assert!(refused.message().contains("simulation 5f-1"), "{refused:?}");
+    }
+
+    #[test]
+    fn only_a_renewed_lease_names_a_running_simulation() {
+        let renewed: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let lease = |holder: Option<&str>| Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                renew_time: Some(MicroTime(renewed)),
+                lease_duration_seconds: Some(15),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let at = |s| {
+            renewed
+                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(s))
+                .unwrap()
+        };
+        assert_eq!(
+            live_holder(&lease(Some("5f-1")), at(14)).as_deref(),
+            Some("5f-1")
+        );
+        assert_eq!(live_holder(&lease(Some("5f-1")), at(15)), None);
+        assert_eq!(live_holder(&lease(None), at(1)), None);
     }
 }
