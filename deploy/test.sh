@@ -5,11 +5,65 @@
 # runs every check: formatting, the manuals' book, clippy, protobuf lint/format/breaking, unit
 # and integration tests against the real control plane, the real cluster-autoscaler, the real
 # metrics-server and the real Karpenter, images built and run, and a bounded fuzzing run of the trace decoders.
+#
+# `deploy/test.sh --quick` is the lane for a change to pure code: fmt, the book, buf, clippy,
+# the unit tests, the integration tests that start no control plane, and the architecture
+# invariants; no Go builds, images or fuzzing. It says at the end what it left out.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+quick=false
+case "${1:-}" in
+  --quick) quick=true ;;
+  "") ;;
+  *)
+    echo "usage: deploy/test.sh [--quick]" >&2
+    exit 2
+    ;;
+esac
+
+# Each step's time, printed at the end so that a step that grew is seen in the run that grew it.
+step_names=()
+step_times=()
+step_started=$SECONDS
+step() {
+  if [[ ${#step_names[@]} -gt 0 ]]; then
+    step_times+=($((SECONDS - step_started)))
+  fi
+  step_names+=("$*")
+  step_started=$SECONDS
+  printf '\n==> %s\n' "$*" >&2
+}
 started=$SECONDS
+# The test binaries' output, kept for the summary of the slowest tests (deploy/lib/test-runner.sh).
+test_log=target/test-output.log
+
+summary() {
+  step_times+=($((SECONDS - step_started)))
+  printf '\n==> time per step (s)\n' >&2
+  for i in "${!step_names[@]}"; do
+    printf '%6s  %s\n' "${step_times[$i]:-?}" "${step_names[$i]}" >&2
+  done
+  if [[ -s $test_log ]]; then
+    printf '\n==> time per test binary (s, over 1 s)\n' >&2
+    sed -n 's/^test binary \(.*\): \([0-9]*\) s$/\2 \1/p' "$test_log" |
+      sort -rn | awk '$1 > 1 { printf "%6d  %s\n", $1, $2 }' >&2
+    printf '\n==> the 15 slowest tests (s)\n' >&2
+    sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$test_log" |
+      sort -rn | head -15 | awk '{ printf "%8.1f  %s\n", $1, $2 }' >&2
+    # The counts of every binary together, as the closing line.
+    awk '/^test result:/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+         END { printf "\ntests: %d passed, %d failed\n", p, f }' "$test_log" >&2
+  fi
+}
+trap summary EXIT
+
+# Every test binary runs through the runner, which prints each test's time.
+host=$(rustc -vV | sed -n 's/^host: //p')
+runner_var="CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER"
+export "$runner_var=$PWD/deploy/lib/test-runner.sh"
+mkdir -p target
+: >"$test_log"
 
 step "disk"
 # A cold run writes about 8 GiB (cargo's target directory, the Go builds); when the disk fills,
@@ -22,6 +76,32 @@ fi
 
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
+
+if $quick; then
+  step "cargo fmt"
+  cargo fmt --all -- --check
+  step "docs book"
+  mdbook build docs
+  step "buf lint, format, breaking"
+  buf lint
+  buf format --diff --exit-code
+  deploy/buf-breaking.sh
+  step "cargo clippy"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+  step "unit tests"
+  cargo test --workspace --locked --lib --bins 2>&1 | tee -a "$test_log"
+  step "integration tests that start no control plane"
+  cargo test --locked -p ksim-trace -p ksim-grpc --tests 2>&1 | tee -a "$test_log"
+  step "architecture invariants"
+  cargo test --locked -p ksim-e2e --test it -- architecture:: 2>&1 | tee -a "$test_log"
+  step "quick checks passed in $((SECONDS - started)) s"
+  cat >&2 <<'LEFT'
+left out (deploy/test.sh runs them): the Go builds; every test that starts a control plane,
+cluster-autoscaler, metrics-server or Karpenter (the ksim-vnode, ksim-tracer and ksim-testenv
+integration tests, and the end-to-end tests but for architecture::); the images; fuzzing.
+LEFT
+  exit 0
+fi
 
 step "control plane binaries"
 KSIM_CONTROL_PLANE_BIN_DIR=$(deploy/control-plane/build.sh)
@@ -87,7 +167,7 @@ step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test"
-cargo test --workspace --locked
+cargo test --workspace --locked 2>&1 | tee -a "$test_log"
 
 # Bounded: a minute per target by default (KSIM_FUZZ_SECONDS); a crash fails the run.
 step "fuzz the trace decoders"
