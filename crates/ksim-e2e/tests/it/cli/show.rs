@@ -175,7 +175,6 @@ fn shows_simkube_traces_and_their_deletes() {
     let _ = bare_pod("x");
 }
 
-
 #[test]
 fn bad_show_input_is_one_line_and_a_non_zero_exit() {
     let dir = tempfile::tempdir().unwrap();

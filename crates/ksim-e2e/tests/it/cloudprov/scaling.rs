@@ -366,7 +366,9 @@ async fn a_seat_deployment_named_like_a_pool_managed_group_never_takes_its_nodes
         .unwrap_err();
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     assert!(
-        refused.message().contains("is not a node of node group race"),
+        refused
+            .message()
+            .contains("is not a node of node group race"),
         "{}",
         refused.message()
     );

@@ -71,7 +71,12 @@ async fn a_removed_bare_pod_is_cloned_until_the_trace_deletes_it() {
                     ("v1.Pod", "shop", "solo", bare_pod("solo")),
                     // As the tracer records them with `v1 Event` tracked: in the recorded
                     // namespace, which the simulated one is not, so an apply would be refused.
-                    ("v1.Event", "shop", "recorded.scheduled", recorded_event("recorded.scheduled")),
+                    (
+                        "v1.Event",
+                        "shop",
+                        "recorded.scheduled",
+                        recorded_event("recorded.scheduled"),
+                    ),
                     (
                         "events.k8s.io/v1.Event",
                         "shop",
@@ -146,6 +151,9 @@ async fn a_removed_bare_pod_is_cloned_until_the_trace_deletes_it() {
         .filter_map(|event| event.metadata.name)
         .filter(|name| name.starts_with("recorded."))
         .collect();
-    assert!(replayed.is_empty(), "recorded Events replayed: {replayed:?}");
+    assert!(
+        replayed.is_empty(),
+        "recorded Events replayed: {replayed:?}"
+    );
     mesh.assert_nothing_left(&started.id, &["bare"]).await;
 }
