@@ -111,6 +111,16 @@ pub enum ApplyError {
     NotLookedUp(Gvk),
     #[error("{gvk} is namespaced but the trace gives {name} no namespace")]
     NoNamespace { gvk: Gvk, name: String },
+    /// The object exists and this run did not create it ([`crate::domain::ownership`]).
+    #[error(
+        "{gvk} {name} was not created by this replay ({reason}): a replay changes or deletes \
+         only what it created"
+    )]
+    NotCreatedHere {
+        gvk: Gvk,
+        name: String,
+        reason: crate::domain::ownership::NotCreatedHere,
+    },
     /// The apiserver refused the request, or it did not reach the apiserver.
     #[error("{}", describe(.0))]
     Request(#[source] kube::Error),

@@ -17,6 +17,7 @@
 //! - [`outages`] puts cluster-autoscaler's outages on the replay's clock for the report.
 //! - [`nodes_kept`] folds cluster-autoscaler's unremovable counts, read during the replay,
 //!   into why nodes stayed: per reason the peak and the first reading.
+//! - [`ownership`] decides what a replay may change or delete: only what it created.
 //! - [`rightsizing`] puts each recorded workload's p95 usage per pod against its requests.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
@@ -29,6 +30,7 @@ pub mod lifetimes;
 pub mod nodepool;
 pub mod nodes_kept;
 pub mod outages;
+pub mod ownership;
 pub mod plan;
 pub mod provisioning;
 pub mod recorded;

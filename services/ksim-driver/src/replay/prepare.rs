@@ -230,7 +230,7 @@ pub async fn prepare(
         "replay planned"
     );
     create_namespaces(ctx, &handle.id, &rewriter, &plan).await?;
-    let applier = Arc::new(Applier::discover(ctx.client.clone(), &plan.kinds).await);
+    let applier = Arc::new(Applier::discover(ctx.client.clone(), &handle.id, &plan.kinds).await);
     created.autoscaled = spec.enable_autoscaler;
     let karpenter_notes = create_node_groups(ctx, handle, spec, &root, model, created).await?;
     if handle.cancel.is_cancelled() {

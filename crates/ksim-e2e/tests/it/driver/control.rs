@@ -1,11 +1,12 @@
-//! Cancel, one simulation at a time, bad input, and objects the cluster refuses: each against
-//! the real control plane and pool, through the driver's gRPC API.
+//! Cancel, one simulation at a time, bad input, and objects the cluster refuses or a replay may
+//! not touch: each against the real control plane and pool, through the driver's gRPC API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::common::*;
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace, rbac::v1::ClusterRole};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use ksim_proto::ksim::driver::v1 as pb;
-use kube::Api;
+use kube::{Api, api::PostParams};
 use serde_json::json;
 
 fn spec(file: Vec<u8>, group: &str, on_error: pb::OnErrorPolicy) -> pb::SimulationSpec {
@@ -249,14 +250,14 @@ async fn bad_traces_and_specs_are_invalid_argument_and_create_nothing() {
 
     // A namespace another simulation left is not taken over (this run's cleanup would delete
     // it): the run fails naming it, and the namespace stays.
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(mesh.client.clone());
+    let namespaces: Api<Namespace> = Api::all(mesh.client.clone());
     let theirs = serde_json::from_value(json!({"metadata": {
         "name": "virtual-shared",
         "labels": {"ksim.io/simulation": "0abc-0002"},
     }}))
     .unwrap();
     namespaces
-        .create(&kube::api::PostParams::default(), &theirs)
+        .create(&PostParams::default(), &theirs)
         .await
         .unwrap();
     let file = trace_file(
@@ -359,4 +360,155 @@ async fn objects_the_cluster_refuses_are_reported_and_on_error_decides() {
         "the second event was not applied"
     );
     mesh.assert_nothing_left(&stopped.id, &["e2"]).await;
+
+    cluster_scoped_objects_it_did_not_create_are_left_alone(&mut mesh).await;
+}
+
+const CLUSTER_ROLE: &str = "rbac.authorization.k8s.io/v1.ClusterRole";
+/// A ClusterRole the control plane made, which the trace overwrites.
+const CONTROLLER_ROLE: &str = "system:controller:deployment-controller";
+/// An APIService the control plane registered, which the trace deletes.
+const API_SERVICE: &str = "v1.node.k8s.io";
+/// A ClusterRole the trace creates, then deletes.
+const OWN_ROLE: &str = "ksim-e2e-own";
+
+fn named(name: &str) -> serde_json::Value {
+    json!({"metadata": {"name": name}})
+}
+
+/// Issue 53: a trace that deletes `cluster-admin` and an APIService it did not create, and
+/// overwrites a controller's ClusterRole. They survive unchanged, and the report names each
+/// refusal; the ClusterRole the trace created itself is deleted by the trace's own delete,
+/// before the cleanup. (A Namespace the run did not create fails the run in its prepare
+/// phase, as above.)
+async fn cluster_scoped_objects_it_did_not_create_are_left_alone(mesh: &mut TestMesh) {
+    let roles: Api<ClusterRole> = Api::all(mesh.client.clone());
+    let api_services: Api<APIService> = Api::all(mesh.client.clone());
+    let admin = roles.get("cluster-admin").await.unwrap().metadata;
+    let controller = roles.get(CONTROLLER_ROLE).await.unwrap().metadata;
+    let api_service = api_services.get(API_SERVICE).await.unwrap().metadata;
+
+    let overwrite = json!({"metadata": {"name": CONTROLLER_ROLE}, "rules": []});
+    let own = json!({
+        "metadata": {"name": OWN_ROLE},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+    });
+    // Ten minutes of trace: the run is cancelled once both events are applied, so the own
+    // role's absence is the trace's delete, not the cleanup's.
+    let file = trace_file_with_deletes(
+        vec![
+            (
+                0,
+                vec![
+                    (CLUSTER_ROLE, "", CONTROLLER_ROLE, overwrite),
+                    (CLUSTER_ROLE, "", OWN_ROLE, own),
+                ],
+                vec![
+                    (CLUSTER_ROLE, "", "cluster-admin", named("cluster-admin")),
+                    (
+                        "apiregistration.k8s.io/v1.APIService",
+                        "",
+                        API_SERVICE,
+                        named(API_SERVICE),
+                    ),
+                ],
+            ),
+            (
+                1000,
+                Vec::new(),
+                vec![(CLUSTER_ROLE, "", OWN_ROLE, named(OWN_ROLE))],
+            ),
+        ],
+        Vec::new(),
+        600_000,
+    );
+    let id = mesh
+        .start_simulation(spec(file, "e3", pb::OnErrorPolicy::Continue))
+        .await
+        .unwrap()
+        .id;
+    // Or the run ended: its state and error say why, sooner than the deadline would.
+    let applied = ksim_testenv::wait::until("both events applied", DEADLINE, || {
+        let mut driver = mesh.driver.clone();
+        let id = id.clone();
+        async move {
+            let simulation = driver
+                .get_simulation(pb::GetSimulationRequest { id })
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner()
+                .simulation
+                .unwrap();
+            let applied = simulation.progress.as_ref().map_or(0, |p| p.events_applied);
+            let ended = matches!(
+                simulation.state(),
+                pb::SimulationState::Succeeded
+                    | pb::SimulationState::Failed
+                    | pb::SimulationState::Cancelled
+            );
+            if applied >= 2 || ended {
+                Ok(simulation)
+            } else {
+                Err(format!("{:?}, {applied} applied", simulation.state()))
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        applied.state(),
+        pb::SimulationState::Running,
+        "{}",
+        applied.error_message
+    );
+    assert!(
+        roles.get_opt(OWN_ROLE).await.unwrap().is_none(),
+        "the trace deleted the ClusterRole it created"
+    );
+    let cancelled = mesh.cancel(&id).await;
+    assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    mesh.assert_nothing_left(&id, &["e3"]).await;
+
+    let report = mesh.report(&id).await;
+    let mut refused: Vec<(String, String, pb::ObjectOperation)> = report
+        .object_errors
+        .iter()
+        .map(|e| (e.gvk.clone().unwrap().kind, e.name.clone(), e.operation()))
+        .collect();
+    refused.sort();
+    let refusal = |kind: &str, name: &str, operation| (kind.to_owned(), name.to_owned(), operation);
+    assert_eq!(
+        refused,
+        [
+            refusal("APIService", API_SERVICE, pb::ObjectOperation::Delete),
+            refusal("ClusterRole", "cluster-admin", pb::ObjectOperation::Delete),
+            refusal("ClusterRole", CONTROLLER_ROLE, pb::ObjectOperation::Apply),
+        ],
+        "{:?}",
+        report.object_errors
+    );
+    for error in &report.object_errors {
+        assert!(
+            error.message.contains(&error.name)
+                && error.message.contains("not created by this replay"),
+            "{}",
+            error.message
+        );
+    }
+
+    // Each is the object it was (the same uid: an APIService deleted would be registered
+    // again, under another), the ClusterRoles unchanged.
+    let admin_after = roles.get("cluster-admin").await.unwrap().metadata;
+    assert_eq!(
+        (admin_after.uid, admin_after.resource_version),
+        (admin.uid, admin.resource_version)
+    );
+    let controller_after = roles.get(CONTROLLER_ROLE).await.unwrap().metadata;
+    assert_eq!(
+        (controller_after.uid, controller_after.resource_version),
+        (controller.uid, controller.resource_version)
+    );
+    let api_service_after = api_services.get(API_SERVICE).await.unwrap().metadata;
+    assert_eq!(api_service_after.uid, api_service.uid);
+    assert_eq!(api_service_after.deletion_timestamp, None);
 }
