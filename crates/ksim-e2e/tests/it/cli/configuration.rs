@@ -841,6 +841,10 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
 
 /// A cluster-autoscaler killed with -9 while a run replays is in that run's report: one
 /// outage with a length, on the summary's own line; a run in which CA stays up has none.
+/// While the run goes, a second caller may not change what it runs with (issue 53):
+/// ApplyConfiguration, RestoreDefaults and the pool's DeleteNodeGroup of the run's group are
+/// FAILED_PRECONDITION naming the run, and the run's own calls (its configuration, its
+/// cleanup) still succeed.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
     let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
@@ -863,6 +867,8 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
         path.to_str().unwrap().to_owned()
     };
     let group = format!("--autoscaler-group=m5={}:1:4:1", skeleton.display());
+    // A pool group of the run's own, which no one else may delete while it runs.
+    let fixed = format!("--node-group=fixed={}:1", skeleton.display());
     let run_args = |trace: &str| {
         args(&[
             "run",
@@ -873,14 +879,16 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
             "2",
             "--autoscaler",
             &group,
+            &fixed,
         ])
     };
 
     let parent = up.pid();
     let client = up.client().await;
+    let (environment_url, pool_url) = (up.urls.environment.clone(), up.urls.pool.clone());
     let (output, killed) = run_while(&up, run_args(&trace("kill.ksim", 80_000)), async move {
         // A replayed pod exists once the replay has begun: the CA running now is the run's.
-        let pods: Api<Pod> = Api::namespaced(client, "virtual-shop");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "virtual-shop");
         ksim_testenv::wait::until(
             "the replay's first pod",
             Duration::from_secs(120),
@@ -898,6 +906,7 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
         )
         .await
         .unwrap();
+        refused_while_running(&client, &environment_url, &pool_url).await;
         let (pid, _) = autoscaler_process(parent).unwrap();
         let killed = std::process::Command::new("kill")
             .args(["-KILL", &pid.to_string()])
@@ -957,6 +966,56 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
     let printed = tokio::task::block_in_place(|| run_ok(&up, &run_args(&quiet_trace)));
     assert!(!printed.contains("cluster-autoscaler: down"), "{printed}");
     assert_eq!(report_of(&printed)["autoscaler_outages"], json!([]));
+}
+
+/// A second caller's ApplyConfiguration (speed 1000, scale-down-unneeded-time=1s),
+/// RestoreDefaults and DeleteNodeGroup of the run's pool group `fixed`, while the run that
+/// holds the driver's lease replays: each FAILED_PRECONDITION naming that run.
+async fn refused_while_running(client: &Client, environment_url: &str, pool_url: &str) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use ksim_proto::ksim::vnode::v1::{
+        DeleteNodeGroupRequest, virtual_node_pool_client::VirtualNodePoolClient,
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "ksim-system");
+    let running = leases
+        .get("ksim-driver")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|spec| spec.holder_identity)
+        .unwrap();
+    let named = |what: &str, status: tonic::Status| {
+        assert_eq!(
+            status.code(),
+            tonic::Code::FailedPrecondition,
+            "{what}: {status:?}"
+        );
+        assert!(
+            status.message().contains(&format!("simulation {running}")),
+            "{what}: {status:?}"
+        );
+    };
+    let mut environment = EnvironmentClient::connect(environment_url.to_owned())
+        .await
+        .unwrap();
+    let run = env_run(1000.0, &["scale-down-unneeded-time=1s"]);
+    let applied = environment
+        .apply_configuration(env::ApplyConfigurationRequest { run })
+        .await;
+    named("ApplyConfiguration", applied.unwrap_err());
+    let restored = environment
+        .restore_defaults(env::RestoreDefaultsRequest {})
+        .await;
+    named("RestoreDefaults", restored.unwrap_err());
+    let mut pool = VirtualNodePoolClient::connect(pool_url.to_owned())
+        .await
+        .unwrap();
+    let deleted = pool
+        .delete_node_group(DeleteNodeGroupRequest {
+            name: "fixed".to_owned(),
+        })
+        .await;
+    named("DeleteNodeGroup", deleted.unwrap_err());
 }
 
 /// The flag `name` of a report's configuration: (given, as run, source).
