@@ -203,11 +203,19 @@ pub fn check_speed(speed: f64) -> Result<f64, String> {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let spec = spec::build(&args)?;
+    let driver_url = args.driver.resolve()?;
+    if let Some(refusal) = unscaled_groups_refusal(
+        &args.autoscaler_groups,
+        args.autoscaler,
+        environment_runs_autoscaler(&args, &driver_url).await,
+    ) {
+        anyhow::bail!(refusal);
+    }
     let mut out = std::io::stdout();
     if args.repeat > 1 {
-        return repeat(&args.driver.resolve()?, spec, args.repeat, &mut out).await;
+        return repeat(&driver_url, spec, args.repeat, &mut out).await;
     }
-    let outcome = run_simulation(&args.driver.resolve()?, spec, &mut out, true).await?;
+    let outcome = run_simulation(&driver_url, spec, &mut out, true).await?;
     let simulation = &outcome.simulation;
     match simulation.state() {
         SimulationState::Failed => anyhow::bail!(
@@ -218,6 +226,73 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         // A script must not mistake an interrupted replay for a finished one.
         SimulationState::Cancelled => anyhow::bail!("simulation {} was cancelled", simulation.id),
         _ => Ok(()),
+    }
+}
+
+/// `--autoscaler-group` without `--autoscaler` where the environment runs cluster-autoscaler
+/// anyway (a run without it keeps the environment's own): CA would resize the groups and the
+/// report would say the run had none. Without a CA there, such a group is a seat group of fixed
+/// size, which is fine.
+fn unscaled_groups_refusal(
+    groups: &[AutoscalerGroupArg],
+    autoscaler: bool,
+    environment_runs_autoscaler: bool,
+) -> Option<String> {
+    let first = groups.first()?;
+    (!autoscaler && environment_runs_autoscaler).then(|| {
+        format!(
+            "--autoscaler-group {}: this environment runs cluster-autoscaler, which would resize \
+             the group though the run has no --autoscaler: add --autoscaler",
+            first.name
+        )
+    })
+}
+
+/// Whether the environment of the driver at `driver_url` would run cluster-autoscaler for a run
+/// without it, as its CheckConfiguration answers (nothing is restarted). Only asked when it
+/// matters, and only of the environment in the state directory whose driver this is; an
+/// environment that cannot be asked counts as running none (the run goes on as before).
+async fn environment_runs_autoscaler(args: &RunArgs, driver_url: &str) -> bool {
+    use ksim_proto::ksim::env::v1::{
+        CheckConfigurationRequest, Run, environment_client::EnvironmentClient,
+    };
+    if args.autoscaler || args.autoscaler_groups.is_empty() {
+        return false;
+    }
+    let state =
+        crate::env::state::state_dir().and_then(|dir| crate::env::state::EnvState::read(&dir));
+    let Ok(Some(state)) = state else {
+        return false;
+    };
+    if state.urls.driver != driver_url {
+        return false;
+    }
+    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(state.urls.environment) else {
+        return false;
+    };
+    let Ok(channel) = endpoint
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+    else {
+        return false;
+    };
+    let run = Run {
+        speed: args.speed,
+        ..Default::default()
+    };
+    match EnvironmentClient::new(channel)
+        .check_configuration(CheckConfigurationRequest { run: Some(run) })
+        .await
+    {
+        Ok(response) => response
+            .into_inner()
+            .configuration
+            .is_some_and(|configuration| configuration.autoscaler),
+        Err(status) => {
+            tracing::debug!(%status, "asking the environment whether it runs cluster-autoscaler");
+            false
+        }
     }
 }
 
@@ -267,6 +342,28 @@ async fn repeat(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn autoscaler_groups_without_autoscaler_are_refused_where_ca_runs_anyway() {
+        let group = |name: &str| AutoscalerGroupArg {
+            name: name.to_owned(),
+            skeleton: PathBuf::from("m5.yaml"),
+            min: 1,
+            max: 10,
+            initial: 2,
+        };
+        let groups = [group("m5"), group("c5")];
+        let refusal = unscaled_groups_refusal(&groups, false, true).unwrap();
+        assert!(
+            refusal.starts_with("--autoscaler-group m5:") && refusal.ends_with("add --autoscaler"),
+            "{refusal}"
+        );
+        assert_eq!(refusal.lines().count(), 1);
+        // CA runs for the run as asked; no CA to resize them; no groups.
+        assert_eq!(unscaled_groups_refusal(&groups, true, true), None);
+        assert_eq!(unscaled_groups_refusal(&groups, false, false), None);
+        assert_eq!(unscaled_groups_refusal(&[], false, true), None);
+    }
 
     #[test]
     fn speed_must_be_within_the_drivers_bounds() {

@@ -844,7 +844,8 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
 /// While the run goes, a second caller may not change what it runs with (issue 53):
 /// ApplyConfiguration, RestoreDefaults and the pool's DeleteNodeGroup of the run's group are
 /// FAILED_PRECONDITION naming the run, and the run's own calls (its configuration, its
-/// cleanup) still succeed.
+/// cleanup) still succeed; `--autoscaler-group` without `--autoscaler` is refused here, where
+/// the environment's CA would resize the group anyway.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
     let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
@@ -882,6 +883,25 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
             &fixed,
         ])
     };
+
+    // The environment's CA would resize a group of a run that did not ask for it: refused.
+    let unscaled = tokio::task::block_in_place(|| {
+        up.ksim_any(&args(&[
+            "run",
+            &trace("unscaled.ksim", 20_000),
+            "--driver",
+            &up.urls.driver,
+            &group,
+        ]))
+    });
+    assert!(!unscaled.status.success());
+    assert!(
+        stderr(&unscaled)
+            .contains("--autoscaler-group m5: this environment runs cluster-autoscaler")
+            && stderr(&unscaled).contains("add --autoscaler"),
+        "{}",
+        stderr(&unscaled)
+    );
 
     let parent = up.pid();
     let client = up.client().await;
