@@ -90,6 +90,11 @@ async fn cronjobs_run_at_their_recorded_minutes_with_their_policies() {
             speed: 20.0,
             namespace_prefix: "cron".to_owned(),
             node_groups: vec![pool_group("cron", 2)],
+            // Each run's pods start 10 s (0.5 s at 20x) after they are bound, no pulls.
+            provisioning: Some(pb::ProvisioningModel {
+                source: "cronjobs test".to_owned(),
+                yaml: "name: cron-start\npods: {default: {start: 10s}}\n".to_owned(),
+            }),
             ..Default::default()
         })
         .await
@@ -179,6 +184,16 @@ async fn cronjobs_run_at_their_recorded_minutes_with_their_policies() {
     assert_eq!(progress.object_errors, 0);
     let cancelled = mesh.cancel(&id).await;
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
+    // The runs' pods waited their start, reported in recorded time like every pod's. The
+    // runs fall on whole recorded minutes, whole seconds apart at 20x: counted from the
+    // bind's whole second (PodScheduled), a delay under a second was gone in most runs.
+    let starts = mesh.report(&id).await.pod_start_time.unwrap();
+    assert!(starts.count >= 5, "{starts:?}");
+    let p50 = starts.p50.unwrap();
+    assert!(
+        p50.seconds >= 6,
+        "pod start p50 {p50:?}, drew 10 s: {starts:?}"
+    );
     mesh.assert_nothing_left(&id, &["cron"]).await;
 }
 

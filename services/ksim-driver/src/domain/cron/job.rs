@@ -128,6 +128,51 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_pods_carry_the_cronjobs_start_delays() {
+        use crate::domain::{
+            Gvk,
+            lifetimes::Lifetimes,
+            rewrite::{RewriteOptions, Rewriter},
+        };
+        use ksim_experiment::provisioning::{Model, PodProvisioning};
+        use ksim_nodes::labels::POD_PROVISIONING_ANNOTATION;
+
+        // SimKube's examples/traces/cronjob.sktrace, as recorded.
+        let recorded = json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "hello-simkube", "namespace": "testing", "annotations": {}},
+            "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow", "jobTemplate": {
+                "metadata": {},
+                "spec": {"template": {"metadata": {"name": "simkube-job"}, "spec": {
+                    "containers": [{"name": "sleeper", "image": "busybox",
+                                    "command": ["sleep", "30"]}],
+                    "restartPolicy": "Never",
+                }}},
+            }},
+        });
+        let mut options = RewriteOptions::for_tests("ksim", 10.0);
+        options.provisioning = Some(Model::published());
+        let rewriter = Rewriter::new(options, &Lifetimes::default());
+        let gvk = Gvk::new("batch", "v1", "CronJob");
+        let (_, mut applied) = rewriter
+            .apply(&gvk, "testing", "hello-simkube", recorded)
+            .unwrap();
+        // As the apiserver returns it to the run.
+        applied["metadata"]["uid"] = json!("u-1");
+        let cronjob: CronJob = serde_json::from_value(applied).unwrap();
+        let job = job(&cronjob, "hello-simkube-1", "2026-01-01T00:00:00Z").unwrap();
+        let annotations = job
+            .spec
+            .and_then(|spec| spec.template.metadata)
+            .and_then(|metadata| metadata.annotations)
+            .unwrap();
+        let carried =
+            PodProvisioning::from_json(&annotations[POD_PROVISIONING_ANNOTATION]).unwrap();
+        assert_eq!((carried.model.as_str(), carried.speed), ("published", 10.0));
+        assert_eq!(carried.pods, Model::published().pods.default);
+    }
+
+    #[test]
     fn concurrency_policy_decides_about_running_jobs() {
         let running = vec!["nightly-1".to_owned()];
         assert_eq!(decide(None, running.clone()), Decision::Start);
