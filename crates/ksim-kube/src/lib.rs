@@ -1,13 +1,14 @@
 //! The Kubernetes adapter every ksim service shares: connecting like kubectl (the same
 //! `--kubeconfig`/`--context` flags everywhere), classifying API errors, and resolving node
-//! skeletons that seat Deployments carry or name, and registering extension apiservers with
-//! the aggregation layer.
+//! skeletons that seat Deployments carry or name, registering extension apiservers with
+//! the aggregation layer, and what a running simulation shows on the cluster.
 
 pub mod aggregation;
 mod args;
 mod connect;
 mod errors;
 pub mod karpenter;
+pub mod simulation;
 pub mod skeletons;
 
 pub use args::KubeArgs;

@@ -10,6 +10,7 @@ use futures::StreamExt;
 use ipnet::Ipv4Net;
 use k8s_openapi::jiff::Timestamp;
 use ksim_experiment::provisioning::{GroupProvisioning, ModelError};
+use ksim_kube::simulation;
 use kube::Client;
 use tokio::{sync::Notify, task::JoinSet};
 
@@ -76,13 +77,6 @@ pub enum PoolError {
     HeldBySimulation { group: String, simulation: String },
 }
 
-/// The driver's single-simulation Lease, in the pool's namespace (ksim-driver's
-/// `cluster::lease`).
-const DRIVER_LEASE: &str = "ksim-driver";
-/// The annotation of a simulation's root listing the pool groups it created (ksim-driver's
-/// `cluster::root`).
-const POOL_GROUPS_ANNOTATION: &str = "ksim.io/pool-groups";
-
 /// What the pool reads of the simulation holding the driver's Lease: its id and root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RunningRoot {
@@ -103,36 +97,9 @@ fn held_by<'a>(group: &str, running: Option<&'a RunningRoot>) -> Option<&'a str>
         .then_some(running.simulation.as_str())
 }
 
-/// The holder of a lease that has not expired at `now`, as the driver reads it.
-fn live_holder(
-    lease: &k8s_openapi::api::coordination::v1::Lease,
-    now: Timestamp,
-) -> Option<String> {
-    let spec = lease.spec.as_ref()?;
-    let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
-    let renewed = spec.renew_time.as_ref()?.0;
-    let seconds = i64::from(spec.lease_duration_seconds.unwrap_or(0));
-    let expires = renewed
-        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(seconds))
-        .ok()?;
-    (expires > now).then_some(holder)
-}
-
 /// What [`held_by`] reads of the root of `simulation`.
 fn running_root(simulation: String, root: &kube::api::DynamicObject) -> RunningRoot {
-    let pool_groups = root
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(POOL_GROUPS_ANNOTATION))
-        .map(|groups| {
-            groups
-                .split(',')
-                .filter(|g| !g.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let pool_groups = simulation::pool_groups(root.metadata.annotations.as_ref());
     RunningRoot {
         simulation,
         deleting: root.metadata.deletion_timestamp.is_some(),
@@ -452,29 +419,11 @@ impl Pool {
     /// The simulation holding the driver's Lease and its root; `None` when none holds it or
     /// its root does not exist.
     async fn running_root(&self) -> Result<Option<RunningRoot>, PoolError> {
-        use k8s_openapi::api::coordination::v1::Lease;
-        use kube::{
-            Api,
-            api::{ApiResource, DynamicObject, GroupVersionKind},
-        };
-        let namespace = &self.ctx.config.namespace;
-        let leases: Api<Lease> = Api::namespaced(self.ctx.client.clone(), namespace);
-        let lease = match leases.get_opt(DRIVER_LEASE).await {
-            Ok(lease) => lease,
-            Err(error) => return unreadable(error),
-        };
-        let Some(simulation) = lease.and_then(|lease| live_holder(&lease, Timestamp::now())) else {
-            return Ok(None);
-        };
-        let gvk = GroupVersionKind::gvk("ksim.io", "v1alpha1", "SimulationRoot");
-        let roots: Api<DynamicObject> = Api::all_with(
-            self.ctx.client.clone(),
-            &ApiResource::from_gvk_with_plural(&gvk, "simulationroots"),
-        );
-        match roots.get_opt(&format!("sim-{simulation}")).await {
-            Ok(root) => Ok(root.map(|root| running_root(simulation, &root))),
-            // No CRD: no simulation has created a root.
-            Err(error) if ksim_kube::is_not_found(&error) => Ok(None),
+        match simulation::running(&self.ctx.client, &self.ctx.config.namespace).await {
+            Ok(running) => Ok(running.and_then(|running| {
+                let root = running.root?;
+                Some(running_root(running.simulation, &root))
+            })),
             Err(error) => unreadable(error),
         }
     }
@@ -812,20 +761,21 @@ fn group_view(index: &PoolIndex, group: &Group) -> GroupView {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use k8s_openapi::{
-        api::coordination::v1::{Lease, LeaseSpec},
-        apimachinery::pkg::apis::meta::v1::{MicroTime, Time},
-    };
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::api::DynamicObject;
 
     use super::*;
     use tonic::Status;
 
     fn root(groups: Option<&str>, deleting: bool) -> DynamicObject {
-        let gvk = GroupVersionKind::gvk("ksim.io", "v1alpha1", "SimulationRoot");
-        let mut root = DynamicObject::new("sim-5f-1", &ApiResource::from_gvk(&gvk));
-        root.metadata.annotations =
-            groups.map(|groups| [(POOL_GROUPS_ANNOTATION.to_owned(), groups.to_owned())].into());
+        let mut root = DynamicObject::new("sim-5f-1", &simulation::root_resource());
+        root.metadata.annotations = groups.map(|groups| {
+            [(
+                simulation::POOL_GROUPS_ANNOTATION.to_owned(),
+                groups.to_owned(),
+            )]
+            .into()
+        });
         root.metadata.deletion_timestamp = deleting.then(|| Time(Timestamp::now()));
         root
     }
@@ -851,30 +801,5 @@ mod tests {
         });
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
         assert!(refused.message().contains("simulation 5f-1"), "{refused:?}");
-    }
-
-    #[test]
-    fn only_a_renewed_lease_names_a_running_simulation() {
-        let renewed: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let lease = |holder: Option<&str>| Lease {
-            spec: Some(LeaseSpec {
-                holder_identity: holder.map(str::to_owned),
-                renew_time: Some(MicroTime(renewed)),
-                lease_duration_seconds: Some(15),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let at = |s| {
-            renewed
-                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(s))
-                .unwrap()
-        };
-        assert_eq!(
-            live_holder(&lease(Some("5f-1")), at(14)).as_deref(),
-            Some("5f-1")
-        );
-        assert_eq!(live_holder(&lease(Some("5f-1")), at(15)), None);
-        assert_eq!(live_holder(&lease(None), at(1)), None);
     }
 }

@@ -13,15 +13,15 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 
-pub const LEASE_NAME: &str = "ksim-driver";
+use ksim_kube::simulation::DRIVER_LEASE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     #[error(
-        "simulation {holder} is running on this cluster (lease {namespace}/{LEASE_NAME}); cancel it or wait for it to end"
+        "simulation {holder} is running on this cluster (lease {namespace}/{DRIVER_LEASE}); cancel it or wait for it to end"
     )]
     Held { holder: String, namespace: String },
-    #[error("reading or writing lease {namespace}/{LEASE_NAME}: {source}")]
+    #[error("reading or writing lease {namespace}/{DRIVER_LEASE}: {source}")]
     Api {
         namespace: String,
         source: kube::Error,
@@ -63,11 +63,11 @@ impl SimulationLease {
             namespace: namespace.to_owned(),
             source,
         };
-        match lease.api.get_opt(LEASE_NAME).await.map_err(api_error)? {
+        match lease.api.get_opt(DRIVER_LEASE).await.map_err(api_error)? {
             None => {
                 let object = Lease {
                     metadata: ObjectMeta {
-                        name: Some(LEASE_NAME.to_owned()),
+                        name: Some(DRIVER_LEASE.to_owned()),
                         ..Default::default()
                     },
                     spec: Some(lease.spec(true)),
@@ -90,7 +90,7 @@ impl SimulationLease {
                 // The resourceVersion read above makes this a compare-and-swap.
                 if let Err(error) = lease
                     .api
-                    .replace(LEASE_NAME, &PostParams::default(), &existing)
+                    .replace(DRIVER_LEASE, &PostParams::default(), &existing)
                     .await
                 {
                     return Err(lease.conflict_means_held(error).await);
@@ -118,7 +118,7 @@ impl SimulationLease {
     ) -> Result<Option<String>, LeaseError> {
         let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
         let lease = api
-            .get_opt(LEASE_NAME)
+            .get_opt(DRIVER_LEASE)
             .await
             .map_err(|source| LeaseError::Api {
                 namespace: namespace.to_owned(),
@@ -146,7 +146,7 @@ impl SimulationLease {
             namespace: self.namespace.clone(),
             source,
         };
-        let mut existing = self.api.get(LEASE_NAME).await.map_err(api_error)?;
+        let mut existing = self.api.get(DRIVER_LEASE).await.map_err(api_error)?;
         let current = existing
             .spec
             .as_ref()
@@ -160,7 +160,7 @@ impl SimulationLease {
         }
         existing.spec = Some(self.spec(held));
         self.api
-            .replace(LEASE_NAME, &PostParams::default(), &existing)
+            .replace(DRIVER_LEASE, &PostParams::default(), &existing)
             .await
             .map_err(api_error)?;
         Ok(())
@@ -188,7 +188,7 @@ impl SimulationLease {
                 source: error,
             };
         }
-        let holder = match self.api.get_opt(LEASE_NAME).await {
+        let holder = match self.api.get_opt(DRIVER_LEASE).await {
             Ok(Some(lease)) => lease.spec.and_then(|spec| spec.holder_identity),
             _ => None,
         };

@@ -6,30 +6,20 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client,
-    api::{
-        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-    },
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
 use super::ClusterError;
 use crate::domain::{FIELD_MANAGER, RootRef, SIMULATION_LABEL};
 
-const GROUP: &str = "ksim.io";
-const VERSION: &str = "v1alpha1";
-const KIND: &str = "SimulationRoot";
-const PLURAL: &str = "simulationroots";
-
-/// Root annotation: the pool-managed groups the simulation created, comma-separated, so a
-/// driver restarted after a crash can delete them (the root does not own them).
-const POOL_GROUPS_ANNOTATION: &str = "ksim.io/pool-groups";
+use ksim_kube::simulation::{
+    POOL_GROUPS_ANNOTATION, ROOT_GROUP, ROOT_KIND, ROOT_PLURAL, ROOT_VERSION, pool_groups,
+    root_name, root_resource,
+};
 
 /// Root annotation: cluster-autoscaler was to resize the simulation's seat groups.
 const AUTOSCALED_ANNOTATION: &str = "ksim.io/autoscaled";
-
-fn resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
-}
 
 /// Installs (or updates) the SimulationRoot CRD and waits until the apiserver serves it.
 pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), ClusterError> {
@@ -38,13 +28,13 @@ pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), Clust
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": { "name": format!("{PLURAL}.{GROUP}") },
+        "metadata": { "name": format!("{ROOT_PLURAL}.{ROOT_GROUP}") },
         "spec": {
-            "group": GROUP,
+            "group": ROOT_GROUP,
             "scope": "Cluster",
-            "names": { "kind": KIND, "plural": PLURAL, "singular": "simulationroot", "listKind": "SimulationRootList" },
+            "names": { "kind": ROOT_KIND, "plural": ROOT_PLURAL, "singular": "simulationroot", "listKind": "SimulationRootList" },
             "versions": [{
-                "name": VERSION, "served": true, "storage": true,
+                "name": ROOT_VERSION, "served": true, "storage": true,
                 "schema": { "openAPIV3Schema": {
                     "type": "object",
                     "description": "Owns every object of one ksim simulation; deleting it removes them.",
@@ -54,13 +44,13 @@ pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), Clust
         }
     });
     crds.patch(
-        &format!("{PLURAL}.{GROUP}"),
+        &format!("{ROOT_PLURAL}.{ROOT_GROUP}"),
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(crd),
     )
     .await
     .map_err(failed)?;
-    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &root_resource());
     let started = tokio::time::Instant::now();
     // A CRD is served a moment after it is accepted; listing is the test that counts.
     loop {
@@ -74,17 +64,17 @@ pub async fn ensure_crd(client: &Client, deadline: Duration) -> Result<(), Clust
 
 /// Creates the root of simulation `id`.
 pub async fn create(client: &Client, id: &str) -> Result<RootRef, ClusterError> {
-    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
-    let mut root = DynamicObject::new(&name(id), &resource());
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &root_resource());
+    let mut root = DynamicObject::new(&root_name(id), &root_resource());
     root.metadata.labels = Some([(SIMULATION_LABEL.to_owned(), id.to_owned())].into());
     let created = roots
         .create(&PostParams::default(), &root)
         .await
         .map_err(|e| ClusterError::new("creating", "the simulation root", e))?;
     Ok(RootRef {
-        api_version: resource().api_version,
-        kind: KIND.to_owned(),
-        name: name(id),
+        api_version: root_resource().api_version,
+        kind: ROOT_KIND.to_owned(),
+        name: root_name(id),
         uid: created.metadata.uid.unwrap_or_default(),
     })
 }
@@ -96,13 +86,13 @@ pub async fn record(
     pool_groups: &[String],
     autoscaled: bool,
 ) -> Result<(), ClusterError> {
-    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &root_resource());
     let patch = json!({ "metadata": { "annotations": {
         POOL_GROUPS_ANNOTATION: pool_groups.join(","),
         AUTOSCALED_ANNOTATION: autoscaled.to_string(),
     } } });
     roots
-        .patch(&name(id), &super::merge_params(), &Patch::Merge(patch))
+        .patch(&root_name(id), &super::merge_params(), &Patch::Merge(patch))
         .await
         .map_err(|e| ClusterError::new("recording", "the simulation on its root", e))?;
     Ok(())
@@ -119,7 +109,7 @@ pub struct FoundRoot {
 
 /// Every simulation root in the cluster; none when the CRD is not installed.
 pub async fn list(client: &Client) -> Result<Vec<FoundRoot>, kube::Error> {
-    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &root_resource());
     let listed = match roots.list(&Default::default()).await {
         Ok(listed) => listed,
         Err(error) if ksim_kube::is_not_found(&error) => return Ok(Vec::new()),
@@ -134,21 +124,12 @@ pub async fn list(client: &Client) -> Result<Vec<FoundRoot>, kube::Error> {
             let annotations = meta.annotations.unwrap_or_default();
             Some(FoundRoot {
                 root: RootRef {
-                    api_version: resource().api_version,
-                    kind: KIND.to_owned(),
-                    name: meta.name.unwrap_or_else(|| name(&id)),
+                    api_version: root_resource().api_version,
+                    kind: ROOT_KIND.to_owned(),
+                    name: meta.name.unwrap_or_else(|| root_name(&id)),
                     uid: meta.uid.unwrap_or_default(),
                 },
-                pool_groups: annotations
-                    .get(POOL_GROUPS_ANNOTATION)
-                    .map(|groups| {
-                        groups
-                            .split(',')
-                            .filter(|g| !g.is_empty())
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                pool_groups: pool_groups(Some(&annotations)),
                 autoscaled: annotations.get(AUTOSCALED_ANNOTATION).map(String::as_str)
                     == Some("true"),
                 id,
@@ -164,15 +145,18 @@ pub async fn delete_and_wait(
     id: &str,
     deadline: Duration,
 ) -> Result<(), CleanupError> {
-    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
-    match roots.delete(&name(id), &DeleteParams::foreground()).await {
+    let roots: Api<DynamicObject> = Api::all_with(client.clone(), &root_resource());
+    match roots
+        .delete(&root_name(id), &DeleteParams::foreground())
+        .await
+    {
         Ok(_) => {}
         Err(error) if ksim_kube::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(CleanupError::Delete(error)),
     }
     let started = tokio::time::Instant::now();
     loop {
-        match roots.get_opt(&name(id)).await {
+        match roots.get_opt(&root_name(id)).await {
             Ok(None) => return Ok(()),
             Ok(Some(_)) | Err(_) if started.elapsed() >= deadline => {
                 return Err(CleanupError::TimedOut(deadline));
@@ -188,8 +172,4 @@ pub enum CleanupError {
     Delete(kube::Error),
     #[error("simulated objects were still being deleted after {0:?}")]
     TimedOut(Duration),
-}
-
-fn name(id: &str) -> String {
-    format!("sim-{id}")
 }

@@ -4,19 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use k8s_openapi::{
-    api::{coordination::v1::Lease, core::v1::Namespace},
-    jiff::{SignedDuration, Timestamp},
-};
+use k8s_openapi::api::core::v1::Namespace;
 use ksim_testenv::ControlPlane;
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams},
+    api::{ObjectMeta, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
-
-/// The driver's single-simulation Lease (ksim-driver's `cluster::lease`), in its namespace.
-const DRIVER_LEASE: &str = "ksim-driver";
 
 /// The simulation holding the driver's Lease, and where its root stands: what the environment
 /// can verify of a run from the apiserver, whoever calls it.
@@ -35,49 +29,25 @@ pub enum RootState {
     Deleting,
 }
 
-/// The holder of a lease that has not expired at `now`, as the driver reads it.
-pub fn live_holder(lease: &Lease, now: Timestamp) -> Option<String> {
-    let spec = lease.spec.as_ref()?;
-    let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
-    let renewed = spec.renew_time.as_ref()?.0;
-    let seconds = i64::from(spec.lease_duration_seconds.unwrap_or(0));
-    let expires = renewed
-        .checked_add(SignedDuration::from_secs(seconds))
-        .ok()?;
-    (expires > now).then_some(holder)
-}
-
 /// The live holder of the driver's Lease in `namespace` and its root; `None` when no
 /// simulation holds it.
 pub async fn lease_holder(client: &Client, namespace: &str) -> anyhow::Result<Option<LeaseHolder>> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let lease = leases
-        .get_opt(DRIVER_LEASE)
+    let running = ksim_kube::simulation::running(client, namespace)
         .await
-        .with_context(|| format!("reading the driver's lease {namespace}/{DRIVER_LEASE}"))?;
-    let Some(simulation) = lease.and_then(|lease| live_holder(&lease, Timestamp::now())) else {
-        return Ok(None);
-    };
-    let gvk = GroupVersionKind::gvk("ksim.io", "v1alpha1", "SimulationRoot");
-    let roots: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, "simulationroots"),
-    );
-    let name = format!("sim-{simulation}");
-    let root = match roots.get_opt(&name).await {
-        Ok(root) => root,
-        // No CRD yet: no simulation has created a root.
-        Err(error) if ksim_kube::is_not_found(&error) => None,
-        Err(error) => {
-            return Err(error).with_context(|| format!("reading simulation root {name}"));
-        }
-    };
-    let root = match root {
-        None => RootState::Absent,
-        Some(root) if root.metadata.deletion_timestamp.is_some() => RootState::Deleting,
-        Some(_) => RootState::Live,
-    };
-    Ok(Some(LeaseHolder { simulation, root }))
+        .with_context(|| {
+            format!(
+                "reading the driver's lease {namespace}/{} and its simulation's root",
+                ksim_kube::simulation::DRIVER_LEASE
+            )
+        })?;
+    Ok(running.map(|running| LeaseHolder {
+        simulation: running.simulation,
+        root: match running.root {
+            None => RootState::Absent,
+            Some(root) if root.metadata.deletion_timestamp.is_some() => RootState::Deleting,
+            Some(_) => RootState::Live,
+        },
+    }))
 }
 
 #[derive(Debug)]
@@ -217,32 +187,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_lease_is_held_until_its_duration_has_passed_since_renewal() {
-        use k8s_openapi::{
-            api::coordination::v1::LeaseSpec, apimachinery::pkg::apis::meta::v1::MicroTime,
-        };
-        let renewed: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let lease = |holder: Option<&str>| Lease {
-            metadata: ObjectMeta::default(),
-            spec: Some(LeaseSpec {
-                holder_identity: holder.map(str::to_owned),
-                renew_time: Some(MicroTime(renewed)),
-                lease_duration_seconds: Some(15),
-                ..Default::default()
-            }),
-        };
-        let at = |s: i64| renewed.checked_add(SignedDuration::from_secs(s)).unwrap();
-        assert_eq!(
-            live_holder(&lease(Some("sim-a")), at(14)),
-            Some("sim-a".to_owned())
-        );
-        assert_eq!(live_holder(&lease(Some("sim-a")), at(15)), None);
-        // Released: the driver writes no holder.
-        assert_eq!(live_holder(&lease(None), at(1)), None);
-        assert_eq!(live_holder(&lease(Some("")), at(1)), None);
-    }
 
     const KUBECONFIG: &str = r#"
 apiVersion: v1
