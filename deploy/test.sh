@@ -79,17 +79,26 @@ fi
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
 
-if $quick; then
+# What both lanes check before any test runs.
+static_checks() {
   step "cargo fmt"
   cargo fmt --all -- --check
+
   step "docs book"
+  # The manuals as a book (docs/book.toml); a chapter SUMMARY.md names but docs/ lacks fails it.
   mdbook build docs
+
   step "buf lint, format, breaking"
   buf lint
   buf format --diff --exit-code
   deploy/buf-breaking.sh
+
   step "cargo clippy"
   cargo clippy --workspace --all-targets --locked -- -D warnings
+}
+
+if $quick; then
+  static_checks
   step "unit tests"
   cargo test --workspace --locked --lib --bins 2>&1 | tee -a "$test_log"
   step "integration tests that start no control plane"
@@ -153,20 +162,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >&2
 fi
 
-step "cargo fmt"
-cargo fmt --all -- --check
-
-step "docs book"
-# The manuals as a book (docs/book.toml); a chapter SUMMARY.md names but docs/ lacks fails it.
-mdbook build docs
-
-step "buf lint, format, breaking"
-buf lint
-buf format --diff --exit-code
-deploy/buf-breaking.sh
-
-step "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+static_checks
 
 step "cargo test"
 cargo test --workspace --locked 2>&1 | tee -a "$test_log"

@@ -161,11 +161,9 @@ async fn stop(state_dir: &Path, out: &mut impl Write, signal: impl Fn(u32)) -> a
 #[allow(clippy::unwrap_used)]
 mod tests {
     use std::cell::RefCell;
-    use std::path::PathBuf;
     use std::process::{Child, Command};
 
     use super::*;
-    use crate::env::state::Urls;
 
     fn identity(start_time: u64, cmdline: &[&str]) -> ProcessIdentity {
         ProcessIdentity {
@@ -221,17 +219,8 @@ mod tests {
     fn write_state(dir: &Path, pid: u32, process: Option<ProcessIdentity>) {
         EnvState {
             pid,
-            kubeconfig: PathBuf::from("/tmp/kubeconfig"),
-            urls: Urls {
-                tracer: "http://127.0.0.1:7061".into(),
-                pool: "http://127.0.0.1:7062".into(),
-                cloud_provider: "http://127.0.0.1:7063".into(),
-                driver: "http://127.0.0.1:7064".into(),
-                environment: "http://127.0.0.1:7065".into(),
-            },
-            started_at: "2025-01-01T00:00:00Z".into(),
-            karpenter_instance_types: None,
             process,
+            ..state::tests::state()
         }
         .write(dir)
         .unwrap();

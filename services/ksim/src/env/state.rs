@@ -218,10 +218,11 @@ pub fn remove(state_dir: &Path) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn state() -> EnvState {
+    /// A state file's contents as `ksim up` writes them, for the tests of its readers.
+    pub(crate) fn state() -> EnvState {
         EnvState {
             pid: 4242,
             kubeconfig: PathBuf::from("/tmp/kubeconfig"),
