@@ -60,11 +60,12 @@ impl NodeObservation {
     /// Whether the recording, from `recorded_from_ms` on, saw it created: its creation, as
     /// precisely as known, is not before. (A creationTimestamp has whole seconds: a node
     /// created just after the start can carry a second before it.) A node first recorded at
-    /// the start is the first instant's: an export stamps the nodes that existed with the
-    /// window's start, which is no sight of a creation. A creation of 0 is unknown, not 1970.
+    /// the start and created before it is the first instant's: an export stamps the nodes that
+    /// existed with the window's start, which is no sight of a creation. A creation of 0 is
+    /// unknown, not 1970.
     fn seen_coming(&self, recorded_from_ms: i64) -> bool {
         let first_instant =
-            self.first_seen_ms <= recorded_from_ms && self.created_ms <= recorded_from_ms;
+            self.first_seen_ms <= recorded_from_ms && self.created_ms < recorded_from_ms;
         self.created_ms > 0 && !first_instant && self.created() >= recorded_from_ms
     }
 

@@ -419,4 +419,25 @@ fn nodes_of_the_first_instant_are_not_seen_coming_and_the_table_says_where_delay
         }
     );
     assert!(calibration.table().contains("CA trigger (6 of 7)"));
+
+    // Created in the very second the recording starts at: seen coming, not the first instant's.
+    let at_start = Observations {
+        recorded_from_ms: T0,
+        nodes: vec![NodeObservation {
+            name: "m5-at-start".into(),
+            group: "m5".into(),
+            created_ms: T0,
+            first_seen_ms: T0,
+            ready_ms: Some(T0 + 8_000),
+            ..NodeObservation::default()
+        }],
+        ..Observations::default()
+    };
+    assert_eq!(
+        calibrate(&at_start, "m", "s").groups[0]
+            .ready
+            .unwrap()
+            .count,
+        1
+    );
 }
