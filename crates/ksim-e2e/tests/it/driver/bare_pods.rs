@@ -109,23 +109,13 @@ async fn a_removed_bare_pod_is_cloned_until_the_trace_deletes_it() {
     assert_eq!(live_pods(&pods).await, ["solo-clone-1"]);
 
     // The trace's delete of "solo" at 40 s takes the clone, and no second clone follows.
-    wait::until("the trace's delete to be applied", DEADLINE, || {
-        let mut driver = mesh.driver.clone();
-        let id = started.id.clone();
-        async move {
-            let simulation = driver
-                .get_simulation(pb::GetSimulationRequest { id })
-                .await
-                .map_err(|e| e.to_string())?
-                .into_inner()
-                .simulation
-                .unwrap_or_default();
-            let applied = simulation.progress.map_or(0, |p| p.events_applied);
-            (applied >= 2).then_some(()).ok_or(applied.to_string())
-        }
-    })
-    .await
-    .unwrap();
+    until_simulation_is(
+        &mesh.driver,
+        &started.id,
+        "applied the trace's delete",
+        |s| s.progress.as_ref().map_or(0, |p| p.events_applied) >= 2,
+    )
+    .await;
     wait::until("the clone to go with its original", DEADLINE, || async {
         let live = live_pods(&pods).await;
         live.is_empty().then_some(()).ok_or(format!("{live:?}"))

@@ -428,33 +428,17 @@ async fn cluster_scoped_objects_it_did_not_create_are_left_alone(mesh: &mut Test
         .unwrap()
         .id;
     // Or the run ended: its state and error say why, sooner than the deadline would.
-    let applied = ksim_testenv::wait::until("both events applied", DEADLINE, || {
-        let mut driver = mesh.driver.clone();
-        let id = id.clone();
-        async move {
-            let simulation = driver
-                .get_simulation(pb::GetSimulationRequest { id })
-                .await
-                .map_err(|e| e.to_string())?
-                .into_inner()
-                .simulation
-                .unwrap();
-            let applied = simulation.progress.as_ref().map_or(0, |p| p.events_applied);
-            let ended = matches!(
-                simulation.state(),
-                pb::SimulationState::Succeeded
-                    | pb::SimulationState::Failed
-                    | pb::SimulationState::Cancelled
-            );
-            if applied >= 2 || ended {
-                Ok(simulation)
-            } else {
-                Err(format!("{:?}, {applied} applied", simulation.state()))
-            }
-        }
+    let applied = until_simulation_is(&mesh.driver, &id, "applied both events", |simulation| {
+        let applied = simulation.progress.as_ref().map_or(0, |p| p.events_applied);
+        let ended = matches!(
+            simulation.state(),
+            pb::SimulationState::Succeeded
+                | pb::SimulationState::Failed
+                | pb::SimulationState::Cancelled
+        );
+        applied >= 2 || ended
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         applied.state(),
         pb::SimulationState::Running,

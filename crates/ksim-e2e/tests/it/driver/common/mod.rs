@@ -317,6 +317,17 @@ pub async fn until_simulation(
     what: &str,
     accept: impl Fn(pb::SimulationState) -> bool + Copy,
 ) -> pb::Simulation {
+    until_simulation_is(client, id, what, |simulation| accept(simulation.state())).await
+}
+
+/// Waits until `accept` takes the simulation `id` as the driver reports it (its state, its
+/// progress); `what` names the wait. Returns it.
+pub async fn until_simulation_is(
+    client: &DriverClient<Channel>,
+    id: &str,
+    what: &str,
+    accept: impl Fn(&pb::Simulation) -> bool + Copy,
+) -> pb::Simulation {
     wait::until(&format!("simulation {id} {what}"), DEADLINE, || {
         let mut client = client.clone();
         async move {
@@ -327,10 +338,11 @@ pub async fn until_simulation(
                 .into_inner()
                 .simulation
                 .unwrap();
-            accept(simulation.state())
+            let applied = simulation.progress.as_ref().map_or(0, |p| p.events_applied);
+            accept(&simulation)
                 .then_some(simulation.clone())
                 .ok_or(format!(
-                    "{:?} {}",
+                    "{:?}, {applied} events applied {}",
                     simulation.state(),
                     simulation.error_message
                 ))
