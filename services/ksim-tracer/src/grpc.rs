@@ -101,6 +101,14 @@ impl TraceStoreService {
         };
         let start_ms = request.start_time.as_ref().map_or(oldest_ms, time::millis);
         let end_ms = request.end_time.as_ref().map_or(newest_ms, time::millis);
+        // The trace format holds 1970 to 9999 only: refused here, not by the writer mid-export.
+        for (field, ms) in [("start_time", start_ms), ("end_time", end_ms)] {
+            if !time::in_range(ms) {
+                return Err(Status::invalid_argument(format!(
+                    "{field}: {ms} ms is outside the times a trace can hold (1970 to 9999)"
+                )));
+            }
+        }
         let window = Window::new(start_ms, end_ms)
             .map_err(|e| Status::invalid_argument(format!("start_time/end_time: {e}")))?;
         let header = pb::TraceHeader {

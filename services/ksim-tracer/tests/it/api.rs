@@ -347,6 +347,15 @@ async fn bad_files_and_requests_get_clear_errors_and_nothing_is_kept() {
         .await,
         "window is empty",
     );
+    // Before 1970: refused up front, not by the writer after the stream began.
+    assert_invalid(
+        export(pb::ExportRequest {
+            start_time: Some(timestamp(-60_000)),
+            ..Default::default()
+        })
+        .await,
+        "start_time: -60000 ms is outside the times a trace can hold",
+    );
     assert_invalid(
         export(pb::ExportRequest {
             filter: Some(pb::TraceFilter {
