@@ -17,4 +17,20 @@ pub enum ReportError {
     },
     #[error("drawing the timeline chart: {0}")]
     Chart(String),
+    #[error("bucket_ms {bucket_ms} is not a bucket width ksim makes ({min_ms} to {max_ms} ms)")]
+    BucketWidth {
+        bucket_ms: u64,
+        min_ms: u64,
+        max_ms: u64,
+    },
+    #[error(
+        "timeline entry {index} is at {offset_ms} ms, not {expected_ms} ms: a report's entries \
+         are one bucket ({bucket_ms} ms) apart from 0"
+    )]
+    TimelineEntry {
+        index: usize,
+        offset_ms: u64,
+        expected_ms: u64,
+        bucket_ms: u64,
+    },
 }

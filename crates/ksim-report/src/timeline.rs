@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::error::ReportError;
 use super::input::Observations;
-use super::model::Bucket;
+use super::model::{Bucket, Report};
 
 /// The shortest wall-clock time between two samples: finer would cost the observer more than
 /// it tells.
@@ -108,6 +109,40 @@ pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
         });
     }
     buckets
+}
+
+impl Report {
+    /// Refuses a timeline ksim does not make: entry i at i x `bucket_ms`, `bucket_ms` a width
+    /// some speed gives. A report read back (a file, a driver's answer) is untrusted, and what
+    /// comparing one costs grows with the span its last offset claims (5 s buckets up to it):
+    /// checked, that span is bounded by its entries.
+    pub fn check_timeline(&self) -> Result<(), ReportError> {
+        let (min_ms, max_ms) = (
+            millis(bucket_width(MIN_SPEED)),
+            millis(bucket_width(MAX_SPEED)),
+        );
+        if !(min_ms..=max_ms).contains(&self.bucket_ms) {
+            return Err(ReportError::BucketWidth {
+                bucket_ms: self.bucket_ms,
+                min_ms,
+                max_ms,
+            });
+        }
+        for (index, bucket) in self.timeline.iter().enumerate() {
+            let expected_ms = u64::try_from(index)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(self.bucket_ms);
+            if bucket.offset_ms != expected_ms {
+                return Err(ReportError::TimelineEntry {
+                    index,
+                    offset_ms: bucket.offset_ms,
+                    expected_ms,
+                    bucket_ms: self.bucket_ms,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Whole milliseconds, saturating.
@@ -272,6 +307,47 @@ mod tests {
         assert_eq!(scaling, [(5, 1), (0, 6), (0, 0), (5, 0)]);
         // The extension carries the last counts forward.
         assert_eq!(buckets[3].nodes_total(), 1);
+    }
+
+    #[test]
+    fn a_timeline_ksim_made_passes_and_one_claiming_a_longer_span_is_refused() {
+        let obs = Observations {
+            speed: 100.0,
+            samples: vec![sample(0, &[("a", 1)], 1), sample(2_500, &[("a", 2)], 2)],
+            ..Observations::default()
+        };
+        let report = crate::build(&obs);
+        assert_eq!(report.timeline.len(), 26);
+        report.check_timeline().unwrap();
+        crate::fixtures::report().check_timeline().unwrap();
+        Report::default().check_timeline().unwrap_err();
+
+        // What `ksim compare` was given: an entry at 10^10 ms after one at 0 (two million
+        // 5 s buckets to compare), and one at 2^62 ms.
+        for far in [10_000_000_000, 1 << 62] {
+            let mut report = crate::fixtures::report();
+            report.timeline[1].offset_ms = far;
+            let error = report.check_timeline().unwrap_err().to_string();
+            assert_eq!(
+                error,
+                format!(
+                    "timeline entry 1 is at {far} ms, not 1000 ms: a report's entries are one \
+                     bucket (1000 ms) apart from 0"
+                )
+            );
+        }
+        // A width no speed gives would stretch every entry's span instead.
+        let report = Report {
+            bucket_ms: 1 << 62,
+            ..crate::fixtures::report()
+        };
+        assert_eq!(
+            report.check_timeline().unwrap_err().to_string(),
+            format!(
+                "bucket_ms {} is not a bucket width ksim makes (1000 to 100000 ms)",
+                1_u64 << 62
+            )
+        );
     }
 
     #[test]
