@@ -33,7 +33,10 @@ pub struct CompareArgs {
 pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
     let svg_label = |path: &Path| format!("--svg {}", path.display());
     if let Some(path) = &args.svg {
-        crate::files::check_output(&svg_label(path), path)?;
+        // The chart is renamed over its path: never over a report being compared.
+        let inputs: Vec<PathBuf> = args.reports.iter().filter_map(|r| report_file(r)).collect();
+        let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+        crate::files::check_output_of(&svg_label(path), path, &inputs)?;
     }
     let mut reports = Vec::new();
     for name in &args.reports {
@@ -54,17 +57,29 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A report directory's `report.json`, else the driver's report of that id.
+/// The `report.json` a name read as a report directory stands for; none for a simulation id
+/// (or a path that is no directory, which [`load`] refuses).
+fn report_file(name: &str) -> Option<PathBuf> {
+    let dir = Path::new(name);
+    dir.is_dir().then(|| dir.join(ksim_report::JSON_FILE))
+}
+
+/// A report directory's `report.json`, else the driver's report of that id. Either is checked
+/// ([`Report::check_timeline`]) before anything compares it.
 async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
     let dir = Path::new(name);
     match std::fs::metadata(dir) {
         Ok(metadata) if metadata.is_dir() => {
-            let path = dir.join("report.json");
+            let path = dir.join(ksim_report::JSON_FILE);
             // As large as a report the driver may send.
             let bytes =
                 crate::files::read_bounded(&path, crate::driver::MAX_RESPONSE_BYTES, "the report")?;
-            return serde_json::from_slice(&bytes)
-                .with_context(|| format!("{} is not a ksim report", path.display()));
+            let report: Report = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a ksim report", path.display()))?;
+            report
+                .check_timeline()
+                .with_context(|| format!("{} is not a report ksim wrote", path.display()))?;
+            return Ok(report);
         }
         Ok(_) => {
             anyhow::bail!("{name} is a file: give the report directory that holds its report.json")
@@ -82,7 +97,11 @@ async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
     let report = get_report(&mut client, name)
         .await
         .with_context(|| format!("{name} is neither a report directory nor a simulation id"))?;
-    Ok(Report::from_proto(&report))
+    let report = Report::from_proto(&report);
+    report
+        .check_timeline()
+        .with_context(|| format!("the driver's report of {name}"))?;
+    Ok(report)
 }
 
 /// Whether `name` can only be a path: simulation ids (`<hex>-<hex>`) have no '/' or '.'.
@@ -117,5 +136,84 @@ mod tests {
         let error = runtime.block_on(load(name, &driver)).unwrap_err();
         assert!(error.to_string().contains("is a file"), "{error}");
         assert!(is_path("./r") && !is_path("reports") && !is_path("19a2b3c4d5e-00ff"));
+    }
+
+    /// A report directory holding `report`, as `ksim report` writes it.
+    fn written(report: &Report) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let json = serde_json::to_vec(report).unwrap();
+        std::fs::write(dir.path().join(ksim_report::JSON_FILE), json).unwrap();
+        dir
+    }
+
+    /// A report of two 1 s buckets, the second at `second_ms`.
+    fn two_buckets(second_ms: u64) -> Report {
+        let bucket = |offset_ms| ksim_report::Bucket {
+            offset_ms,
+            ..ksim_report::Bucket::default()
+        };
+        Report {
+            bucket_ms: 1000,
+            timeline: vec![bucket(0), bucket(second_ms)],
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn a_report_claiming_a_span_its_entries_do_not_have_is_refused_naming_file_and_entry() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let driver = DriverArgs { url: None };
+        let good = written(&two_buckets(1000));
+        let name = good.path().to_str().unwrap();
+        runtime.block_on(load(name, &driver)).unwrap();
+        // 2^62 ms once aborted `ksim compare` (an allocation of 738 MB).
+        let far = written(&two_buckets(1 << 62));
+        let name = far.path().to_str().unwrap();
+        let error = runtime.block_on(load(name, &driver)).unwrap_err();
+        assert_eq!(
+            format!("{error:#}"),
+            format!(
+                "{}/report.json is not a report ksim wrote: timeline entry 1 is at {} ms, not \
+                 1000 ms: a report's entries are one bucket (1000 ms) apart from 0",
+                far.path().display(),
+                1_u64 << 62
+            )
+        );
+    }
+
+    #[test]
+    fn the_chart_is_never_written_over_a_compared_report() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (a, b) = (written(&two_buckets(1000)), written(&two_buckets(1000)));
+        let input = b.path().join(ksim_report::JSON_FILE);
+        let before = std::fs::read(&input).unwrap();
+        // Through a link too: the link is another name of the same file.
+        let link = a.path().join("chart.svg");
+        std::os::unix::fs::symlink(&input, &link).unwrap();
+        for svg in [input.clone(), link] {
+            let args = CompareArgs {
+                reports: vec![
+                    a.path().display().to_string(),
+                    b.path().display().to_string(),
+                ],
+                json: true,
+                svg: Some(svg.clone()),
+                driver: DriverArgs { url: None },
+            };
+            let error = runtime.block_on(run(args)).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "the output --svg {} is the input {}; write to another file",
+                    svg.display(),
+                    input.display()
+                )
+            );
+            assert_eq!(std::fs::read(&input).unwrap(), before);
+        }
     }
 }
