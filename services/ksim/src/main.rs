@@ -59,14 +59,33 @@ async fn main() -> ExitCode {
     }
 }
 
-/// One line on stderr, every cause included, and a non-zero exit (`ksim trace validate`'s own
-/// for findings).
+/// One line on stderr, every cause included once, and a non-zero exit (`ksim trace
+/// validate`'s own for findings).
 fn fail(error: &anyhow::Error) -> ExitCode {
-    eprintln!("ksim: error: {error:#}");
+    eprintln!("ksim: error: {}", causes(error));
     if error.is::<trace::FindingsRemain>() {
         return ExitCode::from(trace::FINDINGS_EXIT);
     }
     ExitCode::FAILURE
+}
+
+/// The error and its causes joined by ": ", as `{error:#}` joins them, but a cause whose text
+/// the error it caused already shows (a `thiserror` message with `{source}` that also marks it
+/// `#[source]`, a context formatted with the error it wraps) is left out: each cause once.
+fn causes(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    let mut outer = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line.clone_from(&text);
+        } else if !outer.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        outer = text;
+    }
+    line
 }
 
 /// Help and version as clap prints them; a bad command line as one line, like every other
@@ -92,4 +111,45 @@ fn usage_error(error: clap::Error) -> ExitCode {
     let line = line.strip_prefix("error: ").unwrap_or(&line);
     eprintln!("ksim: error: {line} (see `ksim --help`)");
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::causes;
+
+    /// A cause whose own message repeats its source, as `#[error("...: {0}")]` with
+    /// `#[source]` does.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot write {path}: {source}")]
+    struct Repeating {
+        path: &'static str,
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
+        let error = anyhow::Error::new(Repeating {
+            path: "/state/env.json",
+            source: io(),
+        })
+        .context("starting the environment");
+        assert_eq!(
+            causes(&error),
+            "starting the environment: cannot write /state/env.json: permission denied"
+        );
+        // A context formatted with the error it wraps.
+        let wrapped = anyhow::Error::new(io()).context(format!("reading trace.ksim: {}", io()));
+        assert_eq!(causes(&wrapped), "reading trace.ksim: permission denied");
+        // Distinct causes are all kept, outermost first.
+        let distinct = anyhow::Error::new(io())
+            .context("reading trace.ksim")
+            .context("ksim run");
+        assert_eq!(
+            causes(&distinct),
+            "ksim run: reading trace.ksim: permission denied"
+        );
+        assert_eq!(causes(&anyhow::anyhow!("alone")), "alone");
+    }
 }

@@ -52,9 +52,9 @@ pub fn parse_autoscaler_group(value: &str) -> Result<AutoscalerGroupArg, String>
         return Err(FORM.to_owned());
     };
     let (min, max, initial) = (
-        number("MIN", min)?,
+        nodes("MIN", min)?,
         nodes("MAX", max)?,
-        number("INITIAL", initial)?,
+        nodes("INITIAL", initial)?,
     );
     if min > max || initial < min || initial > max {
         return Err(format!(
@@ -70,6 +70,11 @@ pub fn parse_autoscaler_group(value: &str) -> Result<AutoscalerGroupArg, String>
     })
 }
 
+/// The suffix of the group the pool keeps its seat host in (`<pool>-seat-host`, ksim-vnode's
+/// `PoolConfig::seat_host_group`): a run's group of that name would be refused by the pool
+/// only once the run had started.
+const SEAT_HOST_SUFFIX: &str = "-seat-host";
+
 fn name_and_rest<'a>(value: &'a str, form: &str) -> Result<(String, &'a str), String> {
     let (name, rest) = value.split_once('=').ok_or(form)?;
     let is_dns_label = !name.is_empty()
@@ -84,6 +89,12 @@ fn name_and_rest<'a>(value: &'a str, form: &str) -> Result<(String, &'a str), St
             "group name {name:?} is not a DNS label (a-z, 0-9, '-')"
         ));
     }
+    if name.ends_with(SEAT_HOST_SUFFIX) {
+        return Err(format!(
+            "group name {name:?} is reserved: the pool keeps its seat host in the group \
+             <pool>{SEAT_HOST_SUFFIX}; choose another name"
+        ));
+    }
     Ok((name.to_owned(), rest))
 }
 
@@ -94,22 +105,28 @@ fn skeleton_path(path: &str, form: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(path))
 }
 
-fn number(what: &str, text: &str) -> Result<i32, String> {
-    text.parse::<i32>()
-        .ok()
-        .filter(|n| *n >= 0)
-        .ok_or_else(|| format!("{what} {text:?} is not a whole number >= 0"))
-}
-
-/// A group's node count: a number within the pool's limit per group.
+/// A node count: 0 up to the pool's limit per group, which also bounds MIN and INITIAL (they
+/// are at most MAX). A number past it is said to be out of range, however many digits it has.
 fn nodes(what: &str, text: &str) -> Result<i32, String> {
-    let count = number(what, text)?;
-    if u32::try_from(count).is_ok_and(|count| count <= MAX_NODES_PER_GROUP) {
-        Ok(count)
-    } else {
-        Err(format!(
-            "{what} {count} is more than {MAX_NODES_PER_GROUP}, the most nodes a group may hold"
-        ))
+    let digits = text.strip_prefix('+').unwrap_or(text);
+    let range = format!("a group holds 0 to {MAX_NODES_PER_GROUP} nodes");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        let negative = text
+            .strip_prefix('-')
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()));
+        return Err(if negative {
+            format!("{what} {text} is negative: {range}")
+        } else {
+            format!("{what} {text:?} is not a whole number: {range}")
+        });
+    }
+    match digits.parse::<u32>() {
+        Ok(count) if count <= MAX_NODES_PER_GROUP => {
+            i32::try_from(count).map_err(|_| format!("{what} {digits} is out of range: {range}"))
+        }
+        _ => Err(format!(
+            "{what} {digits} is more than {MAX_NODES_PER_GROUP}, the most nodes a group may hold"
+        )),
     }
 }
 
@@ -135,13 +152,24 @@ mod tests {
             ("m5", "expected NAME=SKELETON.yaml:COUNT"),
             ("m5=x.yaml", "expected NAME=SKELETON.yaml:COUNT"),
             ("m5=x.yaml:three", "COUNT \"three\""),
-            ("m5=x.yaml:-1", "COUNT \"-1\""),
+            (
+                "m5=x.yaml:-1",
+                "COUNT -1 is negative: a group holds 0 to 10000 nodes",
+            ),
+            ("m5=x.yaml:", "COUNT \"\" is not a whole number"),
             ("M5=x.yaml:1", "not a DNS label"),
             ("=x.yaml:1", "not a DNS label"),
             ("m5=:1", "skeleton path is empty"),
             ("m5=x.yaml:10001", "COUNT 10001 is more than 10000"),
             ("m5=x.yaml:1000000", "COUNT 1000000 is more than 10000"),
-            ("m5=x.yaml:99999999999", "COUNT \"99999999999\""),
+            (
+                "m5=x.yaml:99999999999",
+                "COUNT 99999999999 is more than 10000",
+            ),
+            (
+                "ksim-seat-host=x.yaml:1",
+                "group name \"ksim-seat-host\" is reserved",
+            ),
             (
                 format!("{}=x.yaml:1", "a".repeat(41)).as_str(),
                 "41 characters long; a fixed-size group's name has at most 40",
@@ -180,6 +208,29 @@ mod tests {
                 .contains("MAX 10001 is more than 10000")
         );
         assert!(parse_node_group("m5=x.yaml:10000").is_ok());
+        // Past what an i32 or u32 holds: out of range, not "not a whole number".
+        for (value, expected) in [
+            (
+                "big=s.yaml:0:4294967295:2",
+                "MAX 4294967295 is more than 10000",
+            ),
+            (
+                "big=s.yaml:0:10:4294967296",
+                "INITIAL 4294967296 is more than 10000",
+            ),
+            (
+                "big=s.yaml:2147483648:10:2",
+                "MIN 2147483648 is more than 10000",
+            ),
+            (
+                "pool-seat-host=s.yaml:0:10:2",
+                "group name \"pool-seat-host\" is reserved",
+            ),
+        ] {
+            let error = parse_autoscaler_group(value).unwrap_err();
+            assert!(error.contains(expected), "{value}: {error}");
+            assert!(!error.contains("not a whole number"), "{value}: {error}");
+        }
         assert!(
             parse_autoscaler_group("big=s.yaml:0:1:x")
                 .unwrap_err()

@@ -8,7 +8,7 @@ pub mod spec;
 use std::{path::PathBuf, time::Duration, time::SystemTime};
 
 use clap::{Args, ValueEnum};
-use ksim_proto::ksim::driver::v1::{OnErrorPolicy, ReplicaSource, SimulationState};
+use ksim_proto::ksim::driver::v1::{OnErrorPolicy, ReplicaSource, Report, SimulationState};
 
 use self::groups::{AutoscalerGroupArg, NodeGroupArg};
 pub use self::simulate::{run_simulation, state_name};
@@ -213,9 +213,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let mut out = std::io::stdout();
     if args.repeat > 1 {
-        return repeat(&driver_url, spec, args.repeat, &mut out).await;
+        return repeat(&driver_url, spec, args.repeat, args.replicas, &mut out).await;
     }
     let outcome = run_simulation(&driver_url, spec, &mut out, true).await?;
+    if let Some(warning) = hpa_mode_warning(args.replicas, &outcome.report) {
+        eprintln!("{warning}");
+    }
     let simulation = &outcome.simulation;
     match simulation.state() {
         SimulationState::Failed => anyhow::bail!(
@@ -227,6 +230,28 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         SimulationState::Cancelled => anyhow::bail!("simulation {} was cancelled", simulation.id),
         _ => Ok(()),
     }
+}
+
+/// `--replicas hpa` for a trace without HPAs, or without the usage they act on: the driver
+/// replays it all the same, and the run looks like an HPA run that scaled nothing. Judged from
+/// the report, which says what the trace held whatever its source (a file of either format, a
+/// stored window).
+fn hpa_mode_warning(replicas: Option<Replicas>, report: &Report) -> Option<String> {
+    if replicas != Some(Replicas::Hpa) {
+        return None;
+    }
+    let hpas = report.workload_scaling.as_ref()?.hpas > 0;
+    // The report has a usage replay only when the trace held usage.
+    let missing = match (hpas, report.usage.is_some()) {
+        (true, true) => return None,
+        (false, false) => "neither usage nor HorizontalPodAutoscalers",
+        (false, true) => "no HorizontalPodAutoscaler",
+        (true, false) => "HorizontalPodAutoscalers but no usage for them to act on",
+    };
+    Some(format!(
+        "ksim: warning: --replicas hpa: the trace holds {missing}, so the HPA mode had nothing \
+         to act on"
+    ))
 }
 
 /// `--autoscaler-group` without `--autoscaler` where the environment runs cluster-autoscaler
@@ -303,6 +328,7 @@ async fn repeat(
     driver_url: &str,
     spec: ksim_proto::ksim::driver::v1::SimulationSpec,
     times: u32,
+    replicas: Option<Replicas>,
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<()> {
     let mut runs = Vec::new();
@@ -320,6 +346,13 @@ async fn repeat(
         }
     }
     write!(out, "{}", ksim_report::repeat_summary(&runs).render())?;
+    // Every run replays the same trace: its first report says what it holds.
+    if let Some(warning) = runs
+        .iter()
+        .find_map(|run| hpa_mode_warning(replicas, run.report.as_ref()?))
+    {
+        eprintln!("{warning}");
+    }
     for run in &runs {
         writeln!(out, "  {}  {}", run.simulation_id, state_name(run.state))?;
     }
@@ -363,6 +396,47 @@ mod tests {
         assert_eq!(unscaled_groups_refusal(&groups, true, true), None);
         assert_eq!(unscaled_groups_refusal(&groups, false, false), None);
         assert_eq!(unscaled_groups_refusal(&[], false, true), None);
+    }
+
+    #[test]
+    fn hpa_mode_on_a_trace_without_hpas_or_usage_is_warned_once() {
+        use ksim_proto::ksim::driver::v1::{UsageReplay, WorkloadScaling};
+        let report = |hpas: u64, usage: bool| Report {
+            workload_scaling: Some(WorkloadScaling {
+                source: ReplicaSource::Hpa as i32,
+                hpas,
+                ..Default::default()
+            }),
+            usage: usage.then(UsageReplay::default),
+            ..Default::default()
+        };
+        let hpa = Some(Replicas::Hpa);
+        let warning = hpa_mode_warning(hpa, &report(0, false)).unwrap();
+        assert!(
+            warning.starts_with("ksim: warning: --replicas hpa:")
+                && warning.contains("neither usage nor HorizontalPodAutoscalers")
+                && warning.contains("nothing to act on"),
+            "{warning}"
+        );
+        assert_eq!(warning.lines().count(), 1);
+        assert!(
+            hpa_mode_warning(hpa, &report(2, false))
+                .unwrap()
+                .contains("no usage")
+        );
+        assert!(
+            hpa_mode_warning(hpa, &report(0, true))
+                .unwrap()
+                .contains("no HorizontalPodAutoscaler")
+        );
+        // Something to act on; HPA mode not asked for; a report that does not say.
+        assert_eq!(hpa_mode_warning(hpa, &report(2, true)), None);
+        assert_eq!(hpa_mode_warning(None, &report(0, false)), None);
+        assert_eq!(
+            hpa_mode_warning(Some(Replicas::Recorded), &report(0, false)),
+            None
+        );
+        assert_eq!(hpa_mode_warning(hpa, &Report::default()), None);
     }
 
     #[test]
