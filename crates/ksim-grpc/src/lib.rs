@@ -1,12 +1,14 @@
 //! The serving runtime shared by every ksim service: gRPC health and reflection, `tracing`
 //! logs and OpenTelemetry traces with W3C trace-context propagation, a Prometheus admin port
 //! (with every method's call counts and times), optional (mutual) TLS, message size limits and
-//! graceful shutdown; and `files`, the bounded reads and checked writes of the files users name.
+//! graceful shutdown; `files`, the bounded reads and checked writes of the files users name;
+//! and `input`, the bounds on request strings and on the error messages that echo them.
 
 mod admin;
 mod args;
 mod error;
 pub mod files;
+pub mod input;
 mod limits;
 mod metrics;
 mod propagation;

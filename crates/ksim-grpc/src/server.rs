@@ -20,6 +20,7 @@ use tower_http::{
 
 use crate::{
     Error, LimitedService, ServeArgs,
+    input::BoundedErrorsLayer,
     metrics::{MetricsLayer, ServerMetrics},
     propagation::server_span,
     shutdown_signal,
@@ -215,6 +216,7 @@ impl BoundServer {
         let grace = Duration::from_secs(server.args.shutdown_grace_seconds);
         let serving = builder
             .layer(MetricsLayer(metrics))
+            .layer(BoundedErrorsLayer)
             .layer(TraceLayer::new(failures()).make_span_with(server_span::<Body>))
             .add_routes(routes.routes())
             .serve_with_incoming_shutdown(
