@@ -5,6 +5,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use k8s_pb::api::core::v1 as k8s;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+use ksim_grpc::input::{VALUE_MAX, check_len, check_name};
 use ksim_nodes::labels::{BETA_INSTANCE_TYPE_LABEL, INSTANCE_TYPE_LABEL};
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc as pb;
 use pb::instance_status::InstanceState as PbState;
@@ -90,6 +91,7 @@ where
 }
 
 fn required_id(id: &str) -> Result<&str, Status> {
+    check_name("id", id)?;
     if id.is_empty() {
         Err(Status::invalid_argument("node group id is empty"))
     } else {
@@ -115,6 +117,7 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
             .into_inner()
             .node
             .ok_or_else(|| Status::invalid_argument("node is required"))?;
+        check_len("node.provider_id", &node.provider_id, VALUE_MAX)?;
         // Placeholder nodes carry only an instance id, as both name and provider ID: the
         // provider ID says where to look, the index whether the node is there. An empty id
         // tells CA the node is not ours.
@@ -147,6 +150,9 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
             .labels
             .get(INSTANCE_TYPE_LABEL)
             .or_else(|| node.labels.get(BETA_INSTANCE_TYPE_LABEL));
+        if let Some(instance_type) = instance_type {
+            check_name("node.labels[instance-type]", instance_type)?;
+        }
         let price = pricing
             .node_price(instance_type.map(String::as_str), seconds)
             .map_err(ProviderError::from)?;
@@ -190,6 +196,9 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
                 .filter_map(|r| r.get(resource)?.string.as_deref())
                 .collect()
         };
+        for quantity in requested("cpu").into_iter().chain(requested("memory")) {
+            check_name("pod.spec.containers.resources.requests", quantity)?;
+        }
         let price = rates
             .pod_price(&requested("cpu"), &requested("memory"), seconds)
             .map_err(ProviderError::from)?;
@@ -264,6 +273,10 @@ impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderServi
         request: Request<pb::NodeGroupDeleteNodesRequest>,
     ) -> Result<Response<pb::NodeGroupDeleteNodesResponse>, Status> {
         let request = request.into_inner();
+        for node in &request.nodes {
+            check_name("nodes.name", &node.name)?;
+            check_len("nodes.provider_id", &node.provider_id, VALUE_MAX)?;
+        }
         let nodes: Vec<NodeRef> = request
             .nodes
             .into_iter()

@@ -3,6 +3,9 @@
 
 use std::{pin::Pin, time::Duration};
 
+use ksim_grpc::input::{
+    TEXT_MAX, VALUE_MAX, check_configuration, check_len, check_name, check_trace_filter,
+};
 use ksim_proto::ksim::driver::v1 as pb;
 use tokio_stream::{Stream, wrappers::ReceiverStream};
 use tonic::{Request, Response, Status};
@@ -71,11 +74,58 @@ impl From<DriverError> for Status {
 }
 
 fn required_id(id: &str) -> Result<&str, Status> {
+    check_name("id", id)?;
     if id.is_empty() {
         Err(Status::invalid_argument("id: is required"))
     } else {
         Ok(id)
     }
+}
+
+/// A spec's strings within bounds, before any is parsed, looked up or echoed.
+fn check_spec(spec: &pb::SimulationSpec) -> Result<(), Status> {
+    use pb::{node_group_spec::Kind, simulation_spec::TraceSource};
+    check_name("spec.namespace_prefix", &spec.namespace_prefix)?;
+    if let Some(TraceSource::StoredTrace(stored)) = &spec.trace_source {
+        check_name("spec.stored_trace.trace_id", &stored.trace_id)?;
+        if let Some(filter) = &stored.filter {
+            check_trace_filter("spec.stored_trace.filter", filter)?;
+        }
+    }
+    for group in &spec.node_groups {
+        match &group.kind {
+            Some(Kind::PoolManaged(group)) => {
+                check_name("spec.node_groups.pool_managed.name", &group.name)?;
+                check_len(
+                    "spec.node_groups.pool_managed.node_skeleton_yaml",
+                    &group.node_skeleton_yaml,
+                    TEXT_MAX,
+                )?;
+            }
+            Some(Kind::Deployment(group)) => {
+                check_name("spec.node_groups.deployment.name", &group.name)?;
+                check_len(
+                    "spec.node_groups.deployment.node_skeleton_yaml",
+                    &group.node_skeleton_yaml,
+                    TEXT_MAX,
+                )?;
+            }
+            Some(Kind::Karpenter(group)) => check_len(
+                "spec.node_groups.karpenter.nodepool_yaml",
+                &group.nodepool_yaml,
+                TEXT_MAX,
+            )?,
+            None => {}
+        }
+    }
+    if let Some(configuration) = &spec.configuration {
+        check_configuration("spec.configuration", configuration)?;
+    }
+    if let Some(provisioning) = &spec.provisioning {
+        check_len("spec.provisioning.source", &provisioning.source, VALUE_MAX)?;
+        check_len("spec.provisioning.yaml", &provisioning.yaml, TEXT_MAX)?;
+    }
+    Ok(())
 }
 
 type ProgressStream =
@@ -87,7 +137,11 @@ impl pb::driver_server::Driver for DriverService {
         &self,
         request: Request<pb::StartSimulationRequest>,
     ) -> Result<Response<pb::StartSimulationResponse>, Status> {
-        let simulation = self.driver.start(request.into_inner().spec).await?;
+        let spec = request.into_inner().spec;
+        if let Some(spec) = &spec {
+            check_spec(spec)?;
+        }
+        let simulation = self.driver.start(spec).await?;
         Ok(Response::new(pb::StartSimulationResponse {
             simulation: Some(simulation),
         }))

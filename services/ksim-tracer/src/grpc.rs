@@ -3,6 +3,7 @@
 
 use std::{path::PathBuf, sync::Arc};
 
+use ksim_grpc::input::{VALUE_MAX, check_len, check_name, check_trace_filter};
 use ksim_proto::ksim::trace::v1::{self as pb, trace_store_server::TraceStore};
 use ksim_trace::time::{self, now_ms};
 use tokio::sync::mpsc;
@@ -55,6 +56,10 @@ impl TraceStoreService {
     }
 
     fn plan_export(&self, request: &pb::ExportRequest) -> Result<Export, Status> {
+        check_name("trace_id", &request.trace_id)?;
+        if let Some(filter) = &request.filter {
+            check_trace_filter("filter", filter)?;
+        }
         let filter = Filter::from_proto(request.filter.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let chunk_bytes = match request.chunk_size_bytes as usize {
@@ -164,6 +169,7 @@ impl TraceStore for TraceStoreService {
         while let Some(message) = messages.next().await {
             let message = message?;
             if first.is_none() {
+                check_len("display_name", &message.display_name, VALUE_MAX)?;
                 let format = pb::TraceFormat::try_from(message.format).map_err(|_| {
                     Status::invalid_argument(format!(
                         "format: {} is not a TraceFormat",
@@ -201,6 +207,7 @@ impl TraceStore for TraceStoreService {
         request: Request<pb::StatsRequest>,
     ) -> Result<Response<pb::StatsResponse>, Status> {
         let trace_id = request.into_inner().trace_id;
+        check_name("trace_id", &trace_id)?;
         if !trace_id.is_empty() {
             return self.imported_stats(&trace_id).await.map(Response::new);
         }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
+use ksim_grpc::input::{Echo, TEXT_MAX, check_len, check_name};
 use ksim_proto::ksim::vnode::v1 as pb;
 use tonic::{Request, Response, Status};
 
@@ -69,6 +70,9 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         request: Request<pb::CreateNodeGroupRequest>,
     ) -> Result<Response<pb::CreateNodeGroupResponse>, Status> {
         let request = request.into_inner();
+        check_name("name", &request.name)?;
+        check_len("node_skeleton_yaml", &request.node_skeleton_yaml, TEXT_MAX)?;
+        check_len("provisioning_json", &request.provisioning_json, TEXT_MAX)?;
         let group = self
             .pool
             .create_provisioned_group(
@@ -88,6 +92,7 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         request: Request<pb::ScaleNodeGroupRequest>,
     ) -> Result<Response<pb::ScaleNodeGroupResponse>, Status> {
         let request = request.into_inner();
+        check_name("name", &request.name)?;
         let group = self.pool.scale_group(&request.name, request.count).await?;
         Ok(Response::new(pb::ScaleNodeGroupResponse {
             node_group: Some(group_message(&group)),
@@ -98,7 +103,9 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         &self,
         request: Request<pb::DeleteNodeGroupRequest>,
     ) -> Result<Response<pb::DeleteNodeGroupResponse>, Status> {
-        self.pool.delete_group(&request.into_inner().name).await?;
+        let name = request.into_inner().name;
+        check_name("name", &name)?;
+        self.pool.delete_group(&name).await?;
         Ok(Response::new(pb::DeleteNodeGroupResponse {}))
     }
 
@@ -106,7 +113,9 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         &self,
         request: Request<pb::GetNodeGroupRequest>,
     ) -> Result<Response<pb::GetNodeGroupResponse>, Status> {
-        let group = self.pool.group(&request.into_inner().name)?;
+        let name = request.into_inner().name;
+        check_name("name", &name)?;
+        let group = self.pool.group(&name)?;
         Ok(Response::new(pb::GetNodeGroupResponse {
             node_group: Some(group_message(&group)),
         }))
@@ -126,6 +135,7 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         request: Request<pb::ListNodesRequest>,
     ) -> Result<Response<pb::ListNodesResponse>, Status> {
         let request = request.into_inner();
+        check_name("node_group", &request.node_group)?;
         let page_size = match usize::try_from(request.page_size) {
             Ok(0) => DEFAULT_PAGE_SIZE,
             Ok(size) => size.min(MAX_PAGE_SIZE),
@@ -139,7 +149,7 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         if !is_page_token(&request.page_token) {
             return Err(Status::invalid_argument(format!(
                 "page_token {:?} is not one this API returned (a node name); start with an empty one",
-                request.page_token
+                Echo(&request.page_token).to_string()
             )));
         }
         let group = Some(request.node_group.as_str()).filter(|g| !g.is_empty());
@@ -184,9 +194,15 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
         &self,
         request: Request<pb::SetPodUsageRequest>,
     ) -> Result<Response<pb::SetPodUsageResponse>, Status> {
-        let pods = request
-            .into_inner()
-            .pods
+        let pods = request.into_inner().pods;
+        for pod in &pods {
+            check_name("pods.namespace", &pod.namespace)?;
+            check_name("pods.name", &pod.name)?;
+            for container in &pod.containers {
+                check_name("pods.containers.name", &container.name)?;
+            }
+        }
+        let pods = pods
             .into_iter()
             .map(|pod| PodUsageUpdate {
                 namespace: pod.namespace,

@@ -1083,6 +1083,10 @@ impl EnvironmentService {
 /// that would overflow it.
 fn run_of(run: Option<pb::Run>) -> Result<pb::Run, Status> {
     let mut run = run.ok_or_else(|| Status::invalid_argument("run: is required"))?;
+    // Before any flag is parsed or file written: an oversized one is refused, not echoed.
+    if let Some(configuration) = &run.configuration {
+        ksim_grpc::input::check_configuration("run.configuration", configuration)?;
+    }
     run.speed = match run.speed {
         0.0 => 1.0,
         speed if (MIN_SPEED..=MAX_SPEED).contains(&speed) => speed,
