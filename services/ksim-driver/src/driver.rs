@@ -24,6 +24,7 @@ use crate::{
         autoscaled::{self, ReplicaSource},
         report,
         spec::{NodeGroup, SimulationSpec, SpecError},
+        warnings,
     },
     mesh::MeshError,
     replay::{
@@ -222,12 +223,11 @@ impl Driver {
         Some(Arc::new(handle))
     }
 
-    /// Finds the simulations a previous driver process left running (their roots are still in
-    /// the cluster) and ends each as FAILED: once no live lease says another driver still runs
-    /// it, it is cleaned up as its own cleanup would have (seat groups retired, namespaces, root
-    /// and pool groups deleted, lease released). Returns the ids it ended. Run once at start;
-    /// a StartSimulation meanwhile is refused as busy with the simulation being recovered.
-    pub async fn recover(&self) -> Vec<String> {
+    /// Answers at once for the simulations a previous driver process left running (their
+    /// roots are still in the cluster): each is listed RUNNING, with the report it saved so
+    /// far, until [`Self::end_adopted`] ends it. Awaited before the API is served, so a run the
+    /// cluster holds is never NOT_FOUND; a StartSimulation meanwhile is refused as busy.
+    pub async fn adopt_left(&self) -> Vec<(Arc<Handle>, FoundRoot)> {
         let found = match root::list(&self.ctx.client).await {
             Ok(found) => found,
             Err(error) => {
@@ -235,16 +235,10 @@ impl Driver {
                 return Vec::new();
             }
         };
-        let mut recovered = Vec::new();
+        let mut simulations = self.lock();
+        let mut adopted = Vec::new();
         for left in found {
-            if self.lock().contains_key(&left.id) {
-                continue;
-            }
-            if self.still_running_elsewhere(&left.id).await {
-                tracing::warn!(
-                    simulation = left.id,
-                    "its lease is still renewed: another driver runs it; left alone"
-                );
+            if simulations.contains_key(&left.id) {
                 continue;
             }
             let handle = Arc::new(Handle::new(pb::Simulation {
@@ -252,14 +246,46 @@ impl Driver {
                 state: pb::SimulationState::Running.into(),
                 ..Default::default()
             }));
-            if self.register(&handle).is_err() {
-                // A simulation started meanwhile; the rest waits for the next start.
-                break;
+            handle.set_report(self.left_report(&left.id));
+            simulations.insert(left.id.clone(), handle.clone());
+            adopted.push((handle, left));
+        }
+        adopted
+    }
+
+    /// Ends each adopted simulation as FAILED: once no live lease says another driver still
+    /// runs it, it is cleaned up as its own cleanup would have (seat groups retired,
+    /// namespaces, root and pool groups deleted, lease released). One another driver runs is
+    /// forgotten here. Returns the ids it ended.
+    pub async fn end_adopted(&self, adopted: Vec<(Arc<Handle>, FoundRoot)>) -> Vec<String> {
+        let mut ended = Vec::new();
+        for (handle, left) in adopted {
+            if self.still_running_elsewhere(&left.id).await {
+                tracing::warn!(
+                    simulation = left.id,
+                    "its lease is still renewed: another driver runs it; left alone"
+                );
+                self.lock().remove(&left.id);
+                continue;
             }
             self.end_left(&handle, left).await;
-            recovered.push(handle.id.clone());
+            ended.push(handle.id.clone());
         }
-        recovered
+        ended
+    }
+
+    /// The report of a simulation a stopped driver left: the one it saved while it ran (its
+    /// first warning says how far it goes), else one that says no figure was saved rather
+    /// than showing zeros as if measured.
+    fn left_report(&self, id: &str) -> pb::Report {
+        self.stored(id)
+            .and_then(|stored| stored.report())
+            .unwrap_or_else(|| pb::Report {
+                simulation_id: id.to_owned(),
+                complete: false,
+                warnings: vec![warnings::NOTHING_SAVED.to_owned()],
+                ..Default::default()
+            })
     }
 
     /// Whether a live lease of `id` is renewed by someone for longer than a lease duration.
@@ -300,12 +326,7 @@ impl Driver {
         );
         // Held by someone else (or by nobody) is fine: only its own holder may release it.
         let _ = lease.release().await;
-        let stored = self.stored(&id).and_then(|stored| stored.report());
-        handle.set_report(stored.unwrap_or_else(|| pb::Report {
-            simulation_id: id.clone(),
-            complete: false,
-            ..Default::default()
-        }));
+        handle.set_report(self.left_report(&id));
         let message = "the driver running it stopped before it ended; a restarted driver removed what it left";
         handle.fail(match cleaned {
             Ok(()) => message.to_owned(),

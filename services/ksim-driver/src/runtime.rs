@@ -37,7 +37,7 @@ impl Args {
             .context("connecting to the simulated cluster")?
             .client;
         let mesh = self.driver.mesh()?;
-        let (driver, metrics) = new_driver(client, mesh, self.driver.settings());
+        let (driver, metrics) = new_driver(client, mesh, self.driver.settings()).await;
         server(driver, &metrics, self.serve).serve().await?;
         Ok(())
     }
@@ -64,13 +64,18 @@ pub async fn start(
     settings: Settings,
     serve: ServeArgs,
 ) -> anyhow::Result<Service> {
-    let (driver, metrics) = new_driver(client, mesh, settings);
+    let (driver, metrics) = new_driver(client, mesh, settings).await;
     let server = server(driver.clone(), &metrics, serve).spawn().await?;
     Ok(Service { driver, server })
 }
 
-/// A driver, with the recovery of a previous process's simulations under way.
-fn new_driver(client: kube::Client, mesh: Mesh, settings: Settings) -> (Driver, ReplayMetrics) {
+/// A driver, with the recovery of a previous process's simulations under way: they are
+/// listed first (so the API answers for them from its first request), then ended meanwhile.
+async fn new_driver(
+    client: kube::Client,
+    mesh: Mesh,
+    settings: Settings,
+) -> (Driver, ReplayMetrics) {
     let metrics = ReplayMetrics::default();
     let driver = Driver::new(RunContext {
         client,
@@ -78,16 +83,26 @@ fn new_driver(client: kube::Client, mesh: Mesh, settings: Settings) -> (Driver, 
         settings,
         metrics: metrics.clone(),
     });
+    // Bounded: an apiserver that does not answer must not keep the API from being served.
+    let adopted = tokio::time::timeout(ADOPT_TIMEOUT, driver.adopt_left())
+        .await
+        .unwrap_or_else(|_| {
+            tracing::warn!("listing the simulations a previous driver left timed out");
+            Vec::new()
+        });
     // Simulations a previous driver process left (killed mid-run) are ended and cleaned up.
     let recovering = driver.clone();
     tokio::spawn(async move {
-        let ended = recovering.recover().await;
+        let ended = recovering.end_adopted(adopted).await;
         if !ended.is_empty() {
             tracing::warn!(?ended, "ended the simulations a previous driver left");
         }
     });
     (driver, metrics)
 }
+
+/// How long listing the simulations a previous driver left may delay serving.
+const ADOPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn server(driver: Driver, metrics: &ReplayMetrics, serve: ServeArgs) -> GrpcServer {
     let mut server = GrpcServer::new(serve);

@@ -108,10 +108,39 @@ pub fn startup_time(startup: &StartupTime, groups: &[OfferedGroup]) -> Option<St
     ))
 }
 
+/// The first warning of the report a running simulation saves as it goes (`covered`: how far
+/// into the replay, recorded time). Should its driver stop, that report is the one a restarted
+/// driver serves, so it says how far its figures go; the final report replaces it.
+pub fn saved_mid_run(covered: Duration) -> String {
+    format!(
+        "figures of the replay's first {} (recorded time) only, the last the driver saved: it \
+         stopped before the simulation ended, and nothing after was observed",
+        humantime::format_duration(Duration::from_secs(covered.as_secs()))
+    )
+}
+
+/// The warning of a report whose driver stopped before it saved any figures: the counts and
+/// times printed with it are placeholders, not measurements.
+pub const NOTHING_SAVED: &str = "no figures: the driver running the simulation stopped before \
+     it saved any, so every count and time in this report is unknown, not zero";
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_saved_mid_run_says_how_far_its_figures_go() {
+        let warning = saved_mid_run(Duration::from_millis(95_700));
+        assert!(
+            warning.starts_with("figures of the replay's first 1m 35s "),
+            "{warning}"
+        );
+        assert!(
+            warning.contains("stopped before the simulation ended"),
+            "{warning}"
+        );
+    }
 
     fn group(name: &str, answers_options: bool, ready_secs: u64) -> OfferedGroup {
         OfferedGroup {

@@ -3,6 +3,7 @@
 
 use std::{
     collections::BTreeMap,
+    path::Path,
     sync::{Arc, Mutex, PoisonError, atomic::Ordering},
     time::Duration,
 };
@@ -12,9 +13,9 @@ use ksim_proto::ksim::{driver::v1 as pb, env::v1::GetUnremovableNodesResponse};
 use super::progress::Progress;
 use crate::{
     cluster::{observer::Observer, replicas::ReplicaWatch, usage_replay::UsageCounts},
-    domain::nodes_kept::NodesKeptFold,
+    domain::{nodes_kept::NodesKeptFold, warnings},
     domain::report::{
-        GroupPrice, Observations, RecordedState, Sample,
+        self, GroupPrice, Observations, RecordedState, Sample,
         proto::{node_counts_to_proto, pod_counts_to_proto},
     },
 };
@@ -48,6 +49,9 @@ pub struct Live {
     workload_scaling: Option<ksim_report::WorkloadScaling>,
     /// Scaled workloads' replicas, recorded and watched, when the trace holds HPAs.
     replicas: Option<Arc<ReplicaWatch>>,
+    /// Whether reports so far may still be saved: false once the final one is written. Held
+    /// while one is saved, so the final one never goes under a late partial one.
+    saving: Mutex<bool>,
 }
 
 impl Live {
@@ -76,6 +80,7 @@ impl Live {
             usage: None,
             workload_scaling: None,
             replicas: None,
+            saving: Mutex::new(true),
         }
     }
 
@@ -230,6 +235,30 @@ impl Live {
             warnings: self.warnings.clone(),
             trace_transforms: self.trace_transforms.clone(),
         }
+    }
+
+    /// Writes the report so far into `dir`, its first warning saying how far it goes, unless
+    /// [`Self::stop_saving`] was called: if this driver stops, a restarted one serves it.
+    pub fn save_partial(&self, simulation_id: &str, dir: &Path) {
+        let saving = self.saving.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*saving {
+            return;
+        }
+        let mut observations = self.observations(simulation_id, false);
+        let elapsed = u64::try_from(ksim_trace::time::now_ms() - self.started_at_ms).unwrap_or(0);
+        let covered = Duration::from_millis(elapsed).mul_f64(self.speed.max(0.0));
+        observations
+            .warnings
+            .insert(0, warnings::saved_mid_run(covered));
+        if let Err(error) = report::write_files(&report::build(&observations), dir) {
+            tracing::warn!(%error, "saving the report so far");
+        }
+    }
+
+    /// No report so far is saved after this returns (one being saved has been written): the
+    /// final one follows.
+    pub fn stop_saving(&self) {
+        *self.saving.lock().unwrap_or_else(PoisonError::into_inner) = false;
     }
 
     fn progress_of(&self, sample: &Sample) -> pb::SimulationProgress {

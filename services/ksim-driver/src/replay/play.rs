@@ -3,7 +3,7 @@
 //! the trace's end or the run's duration. A cancel ends it at once; with on_error=STOP, so
 //! does the first object the cluster refuses.
 
-use std::{sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use ksim_trace::{Trace, time::now_ms};
 use tokio::{task::JoinHandle, time::Instant};
@@ -41,6 +41,8 @@ pub struct Clock {
     pub origin: Instant,
     live: Arc<Live>,
     sampling: JoinHandle<()>,
+    /// Saves the report so far now and then (see [`save_every`]).
+    saving: AbortOnDropHandle<()>,
     reading: Option<JoinHandle<()>>,
     /// Replays recorded usage, when the trace holds some; stops with the clock.
     usage: Option<(AbortOnDropHandle<()>, Arc<UsageCounts>)>,
@@ -117,6 +119,11 @@ pub async fn start_clock(
     );
     handle.set_live(Some(live.clone()));
     let sampling = tokio::spawn(sample_every_bucket(live.clone(), handle.clone()));
+    let saving = AbortOnDropHandle::new(tokio::spawn(save_every(
+        live.clone(),
+        handle.id.clone(),
+        ctx.settings.report_dir.join(&handle.id),
+    )));
     let reading = reads_autoscaler
         .then(|| tokio::spawn(nodes_kept::read_every_second(ctx.clone(), live.clone())));
     let usage = prepared.usage.clone().map(|feed| {
@@ -138,6 +145,7 @@ pub async fn start_clock(
         origin,
         live,
         sampling,
+        saving,
         reading,
         usage,
     })
@@ -148,6 +156,7 @@ impl Clock {
     /// report.
     pub fn stop(self, handle: &Handle) {
         self.sampling.abort();
+        drop(self.saving);
         if let Some(reading) = self.reading {
             reading.abort();
         }
@@ -217,6 +226,20 @@ async fn sample_every_bucket(live: Arc<Live>, handle: Arc<Handle>) {
     loop {
         ticks.tick().await;
         handle.set_progress(live.sample());
+    }
+}
+
+/// How often a running simulation's report so far is saved.
+const SAVE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Saves the report so far into `dir` at once and every [`SAVE_INTERVAL`]: a driver killed
+/// mid-run leaves figures up to then, which the restarted one serves instead of none.
+async fn save_every(live: Arc<Live>, id: String, dir: PathBuf) {
+    let mut ticks = tokio::time::interval(SAVE_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        live.save_partial(&id, &dir);
     }
 }
 

@@ -120,6 +120,8 @@ fn final_report(ctx: &RunContext, handle: &Handle, outages: Option<Vec<Autoscale
     let Some(live) = handle.live() else {
         return;
     };
+    // The final report is written below: no report so far may replace it after.
+    live.stop_saving();
     let complete = true;
     let mut observations = live.observations(&handle.id, complete);
     observations.autoscaler_outages = outages;

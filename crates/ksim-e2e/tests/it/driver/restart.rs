@@ -1,6 +1,6 @@
 //! A driver killed with -9 mid-run, and the one started after it: the simulation it left is
-//! ended FAILED and cleaned up, and the reports of simulations that ended before are still
-//! served. The driver runs as its own process here, so the kill is real.
+//! answered for at once, then ended FAILED and cleaned up, its report the figures saved before
+//! the kill; the reports of simulations that ended before are still served. The driver runs as its own process here, so the kill is real.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::{
@@ -122,14 +122,44 @@ async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_ol
     first.until(&left, pb::SimulationState::Running).await;
     let namespaces: Api<Namespace> = Api::all(mesh.client.clone());
     assert!(namespaces.get_opt("virtual-team").await.unwrap().is_some());
+    // The running driver saves its report so far: killed, it leaves figures, not none.
+    until_saved_with_an_event(&reports.path().join(&left).join("report.json")).await;
     first.kill9();
 
+    // Answered for from the first request, while the killed driver's lease runs out.
     let mut second = DriverProcess::start(&mesh, reports.path()).await;
+    let adopted = second.simulation(&left).await.unwrap();
+    assert!(
+        matches!(
+            adopted.state(),
+            pb::SimulationState::Running | pb::SimulationState::Failed
+        ),
+        "{adopted:?}"
+    );
     let ended = second.until(&left, pb::SimulationState::Failed).await;
     assert!(
         ended.error_message.contains("driver running it stopped"),
         "{}",
         ended.error_message
+    );
+    // Its report has the figures saved before the kill and says they stop there.
+    let saved = second
+        .client
+        .get_report(pb::GetReportRequest { id: left.clone() })
+        .await
+        .unwrap()
+        .into_inner()
+        .report
+        .unwrap();
+    assert_eq!(saved.events_applied, 1, "{saved:?}");
+    assert!(!saved.complete);
+    assert!(
+        saved
+            .warnings
+            .first()
+            .is_some_and(|w| w.contains("the last the driver saved")),
+        "{:?}",
+        saved.warnings
     );
     mesh.assert_nothing_left(&left, &["orphan"]).await;
     let leases: Api<Lease> = Api::namespaced(mesh.client.clone(), SEATS_NAMESPACE);
@@ -173,6 +203,24 @@ async fn a_restarted_driver_ends_and_cleans_what_a_killed_one_left_and_serves_ol
         .unwrap();
     assert_eq!(cancelled.state(), pb::SimulationState::Cancelled);
     mesh.assert_nothing_left(&again, &["orphan"]).await;
+}
+
+/// Waits until the report file at `path` holds an applied event.
+async fn until_saved_with_an_event(path: &Path) {
+    wait::until(
+        "the running report to be saved with an event",
+        DEADLINE,
+        || async move {
+            let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+            let report: serde_json::Value =
+                serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+            (report["events_applied"].as_u64() >= Some(1))
+                .then_some(())
+                .ok_or_else(|| format!("not yet: {}", report["events_applied"]))
+        },
+    )
+    .await
+    .unwrap();
 }
 
 /// The terminal state `id` reaches, polled through `driver`.
