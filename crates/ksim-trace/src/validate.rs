@@ -124,6 +124,7 @@ impl Totals {
                 ("end_ms", lifecycle.end_ms),
                 ("bound_ms", lifecycle.bound_ms),
                 ("ready_ms", lifecycle.ready_ms),
+                ("created_ms", lifecycle.created_ms),
             ],
         )?;
         let problem = if !has_kind(lifecycle.owner_gvk.as_ref()) {

@@ -219,8 +219,10 @@ impl<'r> Transformer<'r> {
                         lifecycle.end_ms =
                             self.moved(position, rule, "a pod lifecycle's end", lifecycle.end_ms)?;
                     }
-                    // Bound and Ready move with the start, so its delays stretch with it.
+                    // Created, Bound and Ready move with the start, so its delays stretch
+                    // with it.
                     for (what, time) in [
+                        ("a pod's creation", &mut lifecycle.created_ms),
                         ("a pod's binding", &mut lifecycle.bound_ms),
                         ("a pod's readiness", &mut lifecycle.ready_ms),
                     ] {
@@ -242,6 +244,7 @@ impl<'r> Transformer<'r> {
                     {
                         // Cut at the window: how this pod came to run is before it, unknown.
                         lifecycle.start_ms = from;
+                        lifecycle.created_ms = 0;
                         lifecycle.bound_ms = 0;
                         lifecycle.ready_ms = 0;
                     }
@@ -1213,6 +1216,7 @@ mod tests {
         );
         let clipped = transformer
             .lifecycle(pb::PodLifecycle {
+                created_ms: T0 + 3_000,
                 bound_ms: T0 + 4_000,
                 ready_ms: T0 + 6_000,
                 ..lifecycle("a", 5_000, 25_000)
@@ -1224,8 +1228,8 @@ mod tests {
             (10_000, 25_000)
         );
         assert_eq!(
-            (clipped.bound_ms, clipped.ready_ms),
-            (0, 0),
+            (clipped.created_ms, clipped.bound_ms, clipped.ready_ms),
+            (0, 0, 0),
             "cut at the window: how it started is unknown"
         );
         let inside = transformer
@@ -1268,6 +1272,7 @@ mod tests {
         assert_eq!(times, [0, 2, 2, 10_000, 29_998]);
         let moved = transformer
             .lifecycle(pb::PodLifecycle {
+                created_ms: T0 + 250,
                 bound_ms: T0 + 500,
                 ready_ms: T0 + 1_500,
                 ..lifecycle("b", 1_000, 2_000)
@@ -1279,9 +1284,13 @@ mod tests {
             (2_000, 4_000)
         );
         assert_eq!(
-            (moved.bound_ms - T0 - hour, moved.ready_ms - T0 - hour),
-            (1_000, 3_000),
-            "bound and ready stretch with the start"
+            (
+                moved.created_ms - T0 - hour,
+                moved.bound_ms - T0 - hour,
+                moved.ready_ms - T0 - hour
+            ),
+            (500, 1_000, 3_000),
+            "created, bound and ready stretch with the start"
         );
         let running = transformer
             .lifecycle(lifecycle("b", 1_000, 0))

@@ -79,6 +79,12 @@ pub fn condition_true_ms(pod: &Value, kind: &str) -> Option<i64> {
     )
 }
 
+/// When the pod was created (`metadata.creationTimestamp`), in ms since the epoch.
+pub fn created_ms(pod: &Value) -> Option<i64> {
+    pod.pointer("/metadata/creationTimestamp")
+        .and_then(parse_time_ms)
+}
+
 /// The node the pod is bound to.
 pub fn node_name(pod: &Value) -> Option<&str> {
     pod.pointer("/spec/nodeName")
@@ -151,5 +157,12 @@ mod tests {
         assert_eq!(reported_start_ms(&pod), Some(base + 2_000));
         assert_eq!(reported_end_ms(&pod), Some(base + 60_000));
         assert_eq!(reported_start_ms(&json!({"status": {}})), None);
+    }
+
+    #[test]
+    fn created_is_the_creation_timestamp() {
+        let pod = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:07Z"}});
+        assert_eq!(created_ms(&pod), Some(1_767_225_607_000));
+        assert_eq!(created_ms(&json!({"metadata": {}})), None);
     }
 }

@@ -439,12 +439,15 @@ impl Recorder {
     }
 
     /// Where and when a starting pod was bound: the node, and the bind time seen while it
-    /// waited, else its PodScheduled condition's (never after it started).
+    /// waited, else its PodScheduled condition's (never after it started); and when it was
+    /// created.
     fn placement(&mut self, id: &(String, String), pod: &Value, record: &mut pb::PodLifecycle) {
         let seen = self.bound.remove(id);
         record.node_name = lifecycle::node_name(pod).unwrap_or_default().to_owned();
         let bound_ms = seen.or_else(|| lifecycle::condition_true_ms(pod, "PodScheduled"));
         record.bound_ms = bound_ms.map_or(0, |at| at.min(record.start_ms));
+        // Whole seconds against a kubelet's clock: never after the start it precedes.
+        record.created_ms = lifecycle::created_ms(pod).map_or(0, |at| at.min(record.start_ms));
     }
 
     fn end_lifecycle(

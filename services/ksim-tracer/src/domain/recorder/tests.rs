@@ -534,22 +534,27 @@ fn a_lifetime_says_when_its_pod_was_bound_and_ready_and_where_it_ran() {
         {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
         {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"}],
         "containerStatuses": [{"state": {"running": {"startedAt": "2026-01-01T00:00:03Z"}}}]});
+    let mut p2 = bound_pod("p2", "n2", status);
+    p2["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
     let listed = lifecycles(&rec.observe(
         Observation::Applied {
             kind: POD,
-            object: bound_pod("p2", "n2", status),
+            object: p2,
             listed: true,
         },
         base + 60_000,
     ));
     assert_eq!(
         (
+            listed[0].created_ms - base,
             listed[0].bound_ms - base,
             listed[0].start_ms - base,
             listed[0].ready_ms - base
         ),
-        (1_000, 3_000, 4_000)
+        (0, 1_000, 3_000, 4_000),
+        "created at its creationTimestamp: recorded pending time is start minus it"
     );
+    assert_eq!(started[0].created_ms, 0, "no creationTimestamp: not known");
     assert_eq!(listed[0].node_name, "n2");
 }
 
