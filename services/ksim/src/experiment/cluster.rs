@@ -103,7 +103,7 @@ struct Resume {
     id: String,
 }
 
-const RESUME_FILE: &str = "cluster-experiment.json";
+pub(super) const RESUME_FILE: &str = "cluster-experiment.json";
 
 /// The experiment's runs on the cluster; every run's outcome, by variant, as a local run gives
 /// them.
@@ -235,7 +235,7 @@ pub async fn run_all(
 }
 
 /// A report file's path in the output directory, as a local experiment writes it.
-fn report_path(output: &Path, experiment: &Experiment, run: &plan::Run) -> PathBuf {
+pub(super) fn report_path(output: &Path, experiment: &Experiment, run: &plan::Run) -> PathBuf {
     let name = experiment
         .variants
         .get(run.variant)
@@ -267,6 +267,8 @@ fn resumed(
         let path = report_path(output, experiment, run);
         if let Ok(bytes) = crate::files::read_bounded(&path, bundle::MAX_UNPACKED_BYTES, "a report")
             && let Ok(report) = serde_json::from_slice::<Report>(&bytes)
+            // One that is not a report ksim wrote is run again, as one that does not parse.
+            && report.check_timeline().is_ok()
         {
             collected.insert(run.index, report);
         }
@@ -494,6 +496,9 @@ async fn follow(
                 bundle::decompress(&blob).with_context(|| format!("run {index}'s report"))?;
             let report: Report = serde_json::from_slice(&json)
                 .with_context(|| format!("run {index}'s report is not a report"))?;
+            report
+                .check_timeline()
+                .with_context(|| format!("run {index}'s report"))?;
             let path = report_path(output, experiment, run);
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)

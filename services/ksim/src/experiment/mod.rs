@@ -110,6 +110,7 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
             base.join(format!("{stem}-results"))
         }
     };
+    check_outputs(&args.file, &experiment, &output)?;
     let mut out = std::io::stdout();
     let runs = match &bundle {
         Some(bundle) => {
@@ -190,6 +191,42 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
         anyhow::bail!("{unfinished} of {total} runs did not succeed");
     }
     Ok(())
+}
+
+/// The comparison's files in the output directory, beside each run's report.
+const COMPARISON_FILES: [&str; 3] = ["comparison.json", "comparison.txt", "comparison.svg"];
+
+/// Refuses, before anything runs, an output the experiment would write over one of its inputs
+/// (the experiment file or a file it names, through any path or link): each run's report, the
+/// comparison, a cluster run's resume file.
+fn check_outputs(file: &Path, experiment: &Experiment, output: &Path) -> anyhow::Result<()> {
+    let base = file.parent().unwrap_or(Path::new("."));
+    let mut inputs = vec![file.to_owned()];
+    inputs.extend(
+        plan::named_files(experiment)?
+            .iter()
+            .map(|written| base.join(written)),
+    );
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let reports = plan::runs(experiment)
+        .into_iter()
+        .map(|run| cluster::report_path(output, experiment, &run));
+    let others = COMPARISON_FILES
+        .iter()
+        .chain([&cluster::RESUME_FILE])
+        .map(|name| output.join(name));
+    for path in reports.chain(others) {
+        crate::files::check_output_of(&path.display().to_string(), &path, &inputs)?;
+    }
+    Ok(())
+}
+
+/// Whether a run failed for want of a driver (no connection could be made, or the URL is
+/// none), rather than the driver running it and it failing.
+fn driver_unreachable(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .any(|cause| cause.downcast_ref::<tonic::transport::Error>().is_some())
 }
 
 /// `ksim run`'s arguments for one variant, each file the experiment names (as written, relative
@@ -290,7 +327,8 @@ struct Finished {
 
 /// Every variant x repeat in turn; a run's report goes to `<output>/<variant>/<n>/report.json`.
 /// A run the driver refuses or that fails is recorded and the next one runs; a cancelled one
-/// (Ctrl-C) ends the experiment there.
+/// (Ctrl-C) ends the experiment there, and a driver that cannot be reached ends it with an
+/// error (every later run would fail the same way, and a comparison of none is no answer).
 async fn run_all(
     driver_url: &str,
     specs: &[(String, SimulationSpec)],
@@ -308,6 +346,11 @@ async fn run_all(
             )?;
             let outcome = match run_simulation(driver_url, spec.clone(), out, false).await {
                 Ok(outcome) => outcome,
+                Err(error) if driver_unreachable(&error) => {
+                    return Err(error.context(format!(
+                        "variant {name}, run {round}: the experiment stops, no comparison written"
+                    )));
+                }
                 Err(error) => {
                     writeln!(out, "ksim experiment: variant {name} failed: {error:#}")?;
                     runs.push(Finished {
@@ -319,6 +362,10 @@ async fn run_all(
                 }
             };
             let report = Report::from_proto(&outcome.report);
+            // Compared below: its cost must follow its entries (`ksim compare` checks the same).
+            report
+                .check_timeline()
+                .with_context(|| format!("variant {name}, run {round}: the driver's report"))?;
             let dir = output.join(name).join(round.to_string());
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let json = serde_json::to_vec_pretty(&report)?;
@@ -358,16 +405,14 @@ fn write_comparison(runs: &[VariantRuns], output: &Path) -> anyhow::Result<Compa
         let path = output.join(name);
         crate::files::write_whole(&path.display().to_string(), &path, bytes)
     };
-    write("comparison.json", &serde_json::to_vec_pretty(&comparison)?)?;
-    write("comparison.txt", comparison.table().as_bytes())?;
+    let [json, txt, svg] = COMPARISON_FILES;
+    write(json, &serde_json::to_vec_pretty(&comparison)?)?;
+    write(txt, comparison.table().as_bytes())?;
     let firsts: Vec<(String, Report)> = repeated
         .iter()
         .filter_map(|(name, reports)| Some((name.clone(), (*reports.first()?).clone())))
         .collect();
-    write(
-        "comparison.svg",
-        ksim_report::render_comparison_svg(&firsts)?.as_bytes(),
-    )?;
+    write(svg, ksim_report::render_comparison_svg(&firsts)?.as_bytes())?;
     Ok(comparison)
 }
 
@@ -428,10 +473,133 @@ fn variant_figures(
 
 #[cfg(test)]
 mod tests {
-    use clap::Args as _;
+    use std::path::Path;
+
+    use clap::{Args as _, FromArgMatches as _};
     use ksim_experiment::experiment::Experiment;
 
-    use super::ExperimentArgs;
+    use super::*;
+
+    /// Nothing listens on loopback's discard port: a connection to it is refused at once.
+    const NO_DRIVER: &str = "http://127.0.0.1:9";
+
+    /// `exp.yaml` of two variants, two runs each, of `t.ktrace`, both in `dir`.
+    fn experiment_in(dir: &Path) -> PathBuf {
+        let file = dir.join("exp.yaml");
+        std::fs::write(
+            &file,
+            "trace: t.ktrace\nrepeats: 2\nvariants: [{name: a}, {name: b}]\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("t.ktrace"), b"the recording").unwrap();
+        file
+    }
+
+    /// `ksim experiment run` as parsed from `argv` (after `run`).
+    fn args(argv: &[&str]) -> ExperimentArgs {
+        let command = ExperimentArgs::augment_args(clap::Command::new("run"));
+        let matches = command
+            .try_get_matches_from(std::iter::once("run").chain(argv.iter().copied()))
+            .unwrap();
+        ExperimentArgs::from_arg_matches(&matches).unwrap()
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn an_output_over_the_experiment_or_a_file_it_names_is_refused_before_any_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = experiment_in(dir.path());
+        let trace = dir.path().join("t.ktrace");
+        // The chart through a link to the trace, and the experiment file where a run's report
+        // goes.
+        let output = dir.path().join("out");
+        std::fs::create_dir_all(output.join("b/2")).unwrap();
+        std::os::unix::fs::symlink(&trace, output.join("comparison.svg")).unwrap();
+        let moved = output.join("b/2/report.json");
+        let yaml = format!(
+            "trace: {}\nrepeats: 2\nvariants: [{{name: b}}]\n",
+            trace.display()
+        );
+        std::fs::write(&moved, yaml).unwrap();
+        for (experiment, refused, input) in [
+            (&file, output.join("comparison.svg"), &trace),
+            (&moved, moved.clone(), &moved),
+        ] {
+            let argv = [
+                "-f",
+                experiment.to_str().unwrap(),
+                "-o",
+                output.to_str().unwrap(),
+                "--driver",
+                NO_DRIVER,
+            ];
+            let error = runtime()
+                .block_on(run(ExperimentCommand::Run(args(&argv))))
+                .unwrap_err();
+            assert_eq!(
+                format!("{error:#}"),
+                format!(
+                    "the output {} is the input {}; write to another file",
+                    refused.display(),
+                    input.display()
+                )
+            );
+        }
+        assert_eq!(std::fs::read(&trace).unwrap(), b"the recording");
+        // Anywhere else is fine.
+        let (experiment, _) = plan::read(&file).unwrap();
+        check_outputs(&file, &experiment, &dir.path().join("elsewhere")).unwrap();
+    }
+
+    #[test]
+    fn a_driver_out_of_reach_stops_the_experiment_at_its_first_run_with_no_comparison() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = experiment_in(dir.path());
+        let output = dir.path().join("results");
+        let argv = [
+            "-f",
+            file.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--driver",
+            NO_DRIVER,
+        ];
+        let error = runtime()
+            .block_on(run(ExperimentCommand::Run(args(&argv))))
+            .unwrap_err();
+        let said = format!("{error:#}");
+        assert!(
+            said.starts_with(&format!(
+                "variant a, run 1: the experiment stops, no comparison written: cannot reach the \
+                 driver at {NO_DRIVER}"
+            )),
+            "{said}"
+        );
+        assert!(!said.contains('\n'), "{said}");
+        for name in COMPARISON_FILES {
+            assert!(!output.join(name).exists(), "{name} written");
+        }
+
+        // No run after the first was tried.
+        let specs = [
+            ("a", SimulationSpec::default()),
+            ("b", SimulationSpec::default()),
+        ]
+        .map(|(name, spec)| (name.to_owned(), spec));
+        let mut out = Vec::new();
+        let stopped = runtime().block_on(run_all(NO_DRIVER, &specs, 2, &output, &mut out));
+        assert!(stopped.is_err());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "ksim experiment: variant a, run 1 of 2\n"
+        );
+    }
 
     /// The keys the experiment file takes, as its parser lists them for an unknown one.
     fn keys_taken(yaml: &str) -> Vec<String> {

@@ -124,6 +124,13 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("give -f FILE or --from-cluster ID"),
     };
+    if let Some(path) = &args.report {
+        // Checked before the environment starts: never written over the experiment or a file
+        // it names.
+        let mut inputs: Vec<&Path> = paths.values().map(PathBuf::as_path).collect();
+        inputs.extend(args.file.as_deref());
+        crate::files::check_output_of(&report_label(path), path, &inputs)?;
+    }
     let run = plan::runs(&experiment)
         .into_iter()
         .find(|run| run.index == run_index)
@@ -144,7 +151,7 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
     .await?;
     let json = serde_json::to_vec_pretty(&report)?;
     if let Some(path) = &args.report {
-        crate::files::write_whole(&format!("--report {}", path.display()), path, &json)?;
+        crate::files::write_whole(&report_label(path), path, &json)?;
         writeln!(out, "ksim experiment: report in {}", path.display())?;
     }
     // Only a finished run's report is handed back; a failed one exits non-zero and the Job's
@@ -174,6 +181,10 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+fn report_label(path: &Path) -> String {
+    format!("--report {}", path.display())
 }
 
 /// The run's report, from an environment started for it alone (cluster-autoscaler or Karpenter
@@ -232,4 +243,50 @@ async fn run_in_fresh_env(
         state_name(state)
     )?;
     Ok((state, Report::from_proto(&outcome.report)))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args as _, FromArgMatches as _};
+
+    use super::*;
+
+    #[test]
+    fn a_report_over_the_experiment_or_a_file_it_names_is_refused_before_an_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("exp.yaml");
+        std::fs::write(&file, "trace: t.ktrace\nvariants: [{name: a}]\n").unwrap();
+        let trace = dir.path().join("t.ktrace");
+        std::fs::write(&trace, b"the recording").unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for input in [&file, &trace] {
+            // Run 5 of a file of one: a check that let the output by would end on that, never
+            // starting an environment.
+            let argv = [
+                "run-one",
+                "-f",
+                file.to_str().unwrap(),
+                "--index",
+                "5",
+                "--report",
+                input.to_str().unwrap(),
+            ];
+            let command = RunOneArgs::augment_args(clap::Command::new("run-one"));
+            let matches = command.try_get_matches_from(argv).unwrap();
+            let args = RunOneArgs::from_arg_matches(&matches).unwrap();
+            let error = runtime.block_on(run(args)).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "the output --report {} is the input {}; write to another file",
+                    input.display(),
+                    input.display()
+                )
+            );
+        }
+        assert_eq!(std::fs::read(&trace).unwrap(), b"the recording");
+    }
 }
