@@ -31,6 +31,14 @@ pub fn build(obs: &Observations) -> Report {
         );
         scaling
     });
+    let node_changes = node_changes(&obs.node_changes, obs.speed);
+    let mut warnings = obs.warnings.clone();
+    if let Some(provisioning) = &obs.provisioning {
+        warnings.extend(fidelity::few_samples_warnings(
+            &provisioning.delays,
+            &node_changes,
+        ));
+    }
     Report {
         simulation_id: obs.simulation_id.clone(),
         complete: obs.complete,
@@ -52,7 +60,7 @@ pub fn build(obs: &Observations) -> Report {
                 message: error.message.clone(),
             })
             .collect(),
-        node_changes: node_changes(&obs.node_changes, obs.speed),
+        node_changes,
         fidelity: fidelity::compare(obs),
         configuration: obs.configuration.clone(),
         costs,
@@ -79,7 +87,7 @@ pub fn build(obs: &Observations) -> Report {
                 .collect::<Vec<_>>(),
         ),
         nodes_kept: obs.nodes_kept.clone(),
-        warnings: obs.warnings.clone(),
+        warnings,
         trace_transforms: obs.trace_transforms.clone(),
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::fidelity::Measure;
+use super::fidelity::{Measure, running_pod_seconds};
 use super::model::{Fidelity, Report};
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
@@ -68,7 +68,9 @@ pub fn to_csv(report: &Report) -> String {
 
 /// The comparison, one row per bucket: `offset_s`, then `recorded_<series>,simulated_<series>`
 /// for each series in the order of [`Fidelity::series`] (`nodes`, `nodes/<group>`...,
-/// `pods_running`, `pods_pending`). `offset_s` is recorded time.
+/// `pods_running`, `pods_pending`), then `recorded_running_pod_seconds,
+/// simulated_running_pod_seconds`: running totals to the bucket's end, the last row's being the
+/// report's. `offset_s` is recorded time.
 pub fn fidelity_to_csv(fidelity: &Fidelity) -> String {
     let measures = Measure::all(&fidelity.buckets);
     let mut out = String::from("offset_s");
@@ -81,7 +83,8 @@ pub fn fidelity_to_csv(fidelity: &Fidelity) -> String {
             field(&format!("simulated_{name}"))
         );
     }
-    out.push('\n');
+    out.push_str(",recorded_running_pod_seconds,simulated_running_pod_seconds\n");
+    let (mut recorded, mut simulated) = (0, 0);
     for bucket in &fidelity.buckets {
         out.push_str(&seconds(bucket.offset_ms));
         for measure in &measures {
@@ -92,7 +95,11 @@ pub fn fidelity_to_csv(fidelity: &Fidelity) -> String {
                 measure.value(&bucket.simulated)
             );
         }
-        out.push('\n');
+        recorded += bucket.recorded.pods_running;
+        simulated += bucket.simulated.pods_running;
+        let pod_seconds =
+            |pods: u64| running_pod_seconds(std::iter::once(pods), fidelity.bucket_ms);
+        let _ = writeln!(out, ",{},{}", pod_seconds(recorded), pod_seconds(simulated));
     }
     out
 }
@@ -188,11 +195,11 @@ mod tests {
             "offset_s,recorded_nodes,simulated_nodes,recorded_nodes/group-a,\
              simulated_nodes/group-a,recorded_nodes/group-b,simulated_nodes/group-b,\
              recorded_pods_running,simulated_pods_running,recorded_pods_pending,\
-             simulated_pods_pending"
+             simulated_pods_pending,recorded_running_pod_seconds,simulated_running_pod_seconds"
         );
         // One 5 s bucket, compared at the replay's last sample (3 s): recorded 1 + 2 nodes,
-        // 2 running; simulated 1 + 1, 4 running.
-        assert_eq!(lines[1..], ["0,3,2,1,1,2,1,2,4,0,0"]);
+        // 2 running; simulated 1 + 1, 4 running; the bucket's 5 s of 2 and 4 running pods.
+        assert_eq!(lines[1..], ["0,3,2,1,1,2,1,2,4,0,0,10,20"]);
     }
 
     #[test]

@@ -10,8 +10,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::input::{ClusterState, Observations, RecordedState};
-use super::model::{Fidelity, FidelityBucket, Report, SeriesFidelity};
+use super::model::{
+    DelaySamples, Fidelity, FidelityBucket, PendingFidelity, Percentiles, Report,
+    ReportedNodeChange, SeriesFidelity,
+};
 use super::timeline::{millis, recorded};
+use crate::NodeChangeKind;
 
 /// Bucket width of the comparison, recorded time: coarse enough that a node joining a
 /// second later in the replay than in the recording does not count as an error.
@@ -41,7 +45,16 @@ pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
         let at = millis(recorded(sample.offset, obs.speed));
         (at, simulated_state(sample))
     }));
-    between(&recorded_states, &simulated_states)
+    let mut fidelity = between(&recorded_states, &simulated_states)?;
+    let pending: Vec<Duration> = obs
+        .pending_times
+        .iter()
+        .map(|&wall| recorded(wall, obs.speed))
+        .collect();
+    fidelity.pending.simulated = Percentiles::of(&pending);
+    // Already recorded time: the trace's own clock.
+    fidelity.pending.recorded = obs.recorded_pending.as_deref().map(Percentiles::of);
+    Some(fidelity)
 }
 
 /// Another replay against a reference replay of the same trace (`ksim compare`'s baseline):
@@ -63,7 +76,10 @@ pub(crate) fn agreement(reference: &Report, other: &Report) -> Option<Fidelity> 
             (bucket.offset_ms, state)
         }))
     };
-    between(&states(reference), &states(other))
+    let mut fidelity = between(&states(reference), &states(other))?;
+    fidelity.pending.recorded = Some(reference.pod_pending_time);
+    fidelity.pending.simulated = other.pod_pending_time;
+    Some(fidelity)
 }
 
 /// Both sides in buckets up to the last state of `simulated`.
@@ -86,11 +102,81 @@ fn between(
             })
         })
         .collect();
+    let pod_seconds = |side: fn(&FidelityBucket) -> &ClusterState| {
+        running_pod_seconds(buckets.iter().map(|b| side(b).pods_running), width)
+    };
     Some(Fidelity {
         bucket_ms: width,
         series: series(&buckets),
+        pending: PendingFidelity {
+            recorded_running_pod_seconds: pod_seconds(|b| &b.recorded),
+            simulated_running_pod_seconds: pod_seconds(|b| &b.simulated),
+            ..PendingFidelity::default()
+        },
         buckets,
     })
+}
+
+/// Running pods times seconds, each bucket counting its whole width at its end's count: what
+/// the buckets show, so `fidelity.csv`'s running totals end at the report's figure.
+pub(crate) fn running_pod_seconds(running: impl Iterator<Item = u64>, width_ms: u64) -> f64 {
+    running.map(|pods| pods as f64).sum::<f64>() * width_ms as f64 / 1000.0
+}
+
+/// A sampled delay (one given as its recorded samples) the replay drew more often than it has
+/// samples: its draws repeat those few, so the figures it drives (pending time above all) follow
+/// them rather than the recording's spread. One sentence per such delay, naming both counts.
+/// Node delays only: the report sees each node join and leave, not each pod's draw.
+pub(crate) fn few_samples_warnings(
+    delays: &[DelaySamples],
+    node_changes: &[ReportedNodeChange],
+) -> Vec<String> {
+    let mut draws: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+    for change in node_changes {
+        // The pool draws for nodes the autoscaler asked for, not for ones it re-registers.
+        if change.cause != crate::NodeChangeCause::Autoscaler {
+            continue;
+        }
+        let drawn: &[&str] = match change.kind {
+            Some(NodeChangeKind::Added) => &["registration", "ready"],
+            Some(NodeChangeKind::Removed) => &["termination"],
+            None => &[],
+        };
+        for delay in drawn {
+            *draws.entry((change.group.as_str(), delay)).or_default() += 1;
+        }
+    }
+    // Each group's draws count against its own delay, else the default's.
+    let mut per_delay: std::collections::BTreeMap<(String, &str), u64> = Default::default();
+    for ((group, delay), count) in draws {
+        let own = format!("nodes/{group}");
+        let scope = if delays.iter().any(|d| d.scope == own && d.delay == delay) {
+            own
+        } else {
+            "nodes".to_owned()
+        };
+        *per_delay.entry((scope, delay)).or_default() += count;
+    }
+    per_delay
+        .into_iter()
+        .filter_map(|((scope, delay), drawn)| {
+            let model = delays
+                .iter()
+                .find(|d| d.scope == scope && d.delay == delay)?;
+            (model.samples > 0 && drawn > model.samples).then(|| {
+                let which = match scope.strip_prefix("nodes/") {
+                    Some(group) => format!("node {delay} delay for group {group}"),
+                    None => format!("default node {delay} delay"),
+                };
+                format!(
+                    "the provisioning model's {which} holds {} samples and the replay drew it \
+                     {drawn} times: its draws repeat those few, so pending times follow them \
+                     rather than the recording's spread",
+                    model.samples
+                )
+            })
+        })
+        .collect()
 }
 
 fn simulated_state(sample: &super::input::Sample) -> ClusterState {
@@ -381,6 +467,112 @@ mod tests {
         assert!(fidelity.series("nodes/(no group)").is_some());
         // Recorded 4 in all, simulated 2.
         assert_eq!(fidelity.series("nodes").unwrap().max_abs_error, 2);
+    }
+
+    #[test]
+    fn pending_time_and_pod_seconds_are_compared_in_recorded_time() {
+        // At 2x: a simulated pod pending 3 s of wall clock waited 6 s of recorded time.
+        let obs = Observations {
+            speed: 2.0,
+            recorded: Some(vec![
+                recorded_at(0, state(&[("m5", 1)], 0, 2)),
+                recorded_at(5, state(&[("m5", 1)], 4, 0)),
+            ]),
+            samples: vec![
+                sample(0, 1, 0, 2),
+                sample(2500, 1, 2, 0),
+                sample(5000, 1, 2, 0),
+            ],
+            pending_times: vec![Duration::from_secs(3), Duration::from_secs(1)],
+            recorded_pending: Some(vec![Duration::from_secs(4), Duration::from_secs(8)]),
+            ..Observations::default()
+        };
+        let pending = compare(&obs).unwrap().pending;
+        assert_eq!(
+            (
+                pending.simulated.count,
+                pending.simulated.p50_ms,
+                pending.simulated.p90_ms
+            ),
+            (2, 2000.0, 6000.0)
+        );
+        let recorded = pending.recorded.unwrap();
+        assert_eq!(
+            (recorded.count, recorded.p50_ms, recorded.p90_ms),
+            (2, 4000.0, 8000.0)
+        );
+        // Buckets at 0, 5 and 10 s (the last sample, wall 5 s, is recorded 10 s), compared at
+        // 4.999 s, 9.999 s and 10 s: recorded 0, 4, 4 running; simulated 0 (its 2 running
+        // came at recorded 5 s), 2, 2; each bucket 5 s.
+        assert_eq!(pending.recorded_running_pod_seconds, 40.0);
+        assert_eq!(pending.simulated_running_pod_seconds, 20.0);
+
+        let unknown = Observations {
+            recorded_pending: None,
+            ..obs
+        };
+        assert_eq!(compare(&unknown).unwrap().pending.recorded, None);
+    }
+
+    fn added(
+        group: &str,
+        kind: NodeChangeKind,
+        cause: crate::NodeChangeCause,
+    ) -> ReportedNodeChange {
+        ReportedNodeChange {
+            offset_ms: 0,
+            group: group.to_owned(),
+            node: "n".to_owned(),
+            kind: Some(kind),
+            cause,
+        }
+    }
+
+    fn delay(scope: &str, delay: &str, samples: u64) -> DelaySamples {
+        DelaySamples {
+            scope: scope.to_owned(),
+            delay: delay.to_owned(),
+            samples,
+        }
+    }
+
+    #[test]
+    fn a_sampled_delay_drawn_more_often_than_its_samples_is_warned_of() {
+        use crate::NodeChangeCause::{Autoscaler, Reregistration};
+        let delays = [
+            delay("nodes", "registration", 6),
+            delay("nodes", "ready", 0),
+            delay("nodes", "termination", 3),
+            delay("nodes/gpu", "registration", 2),
+        ];
+        let mut changes: Vec<ReportedNodeChange> = (0..7)
+            .map(|_| added("m5", NodeChangeKind::Added, Autoscaler))
+            .collect();
+        changes.extend((0..3).map(|_| added("m5", NodeChangeKind::Removed, Autoscaler)));
+        changes.push(added("gpu", NodeChangeKind::Added, Autoscaler));
+        // The pool putting a node back draws nothing.
+        changes.push(added("gpu", NodeChangeKind::Added, Reregistration));
+        let warnings = few_samples_warnings(&delays, &changes);
+        assert_eq!(
+            warnings,
+            [
+                "the provisioning model's default node registration delay holds 6 samples and the \
+              replay drew it 7 times: its draws repeat those few, so pending times follow them \
+              rather than the recording's spread"
+            ],
+            "ready is percentiles, termination drawn 3 of 3, gpu's own 1 of 2"
+        );
+        changes.push(added("gpu", NodeChangeKind::Added, Autoscaler));
+        changes.push(added("gpu", NodeChangeKind::Added, Autoscaler));
+        let warnings = few_samples_warnings(&delays, &changes);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[1].starts_with(
+                "the provisioning model's node registration delay for group gpu holds 2 \
+                 samples and the replay drew it 3 times"
+            ),
+            "{warnings:?}"
+        );
     }
 
     #[test]

@@ -163,6 +163,8 @@ pub fn observations() -> Observations {
             recorded(0, &[("group-a", 1), ("group-b", 1)], 0, 2),
             recorded(500, &[("group-a", 1), ("group-b", 2)], 2, 0),
         ]),
+        // Ten recorded pods waited 20 ms to 200 ms.
+        recorded_pending: Some((1..=10).map(|i| Duration::from_millis(20 * i)).collect()),
         configuration: Some(crate::Configuration {
             scheduler: None,
             autoscaler: true,

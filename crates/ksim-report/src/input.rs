@@ -40,6 +40,11 @@ pub struct Observations {
     /// the samples above. Defaulted: observations saved before it was kept have none.
     #[serde(default)]
     pub recorded: Option<Vec<RecordedState>>,
+    /// Per recorded pod created and started inside the replayed window: its creation to its
+    /// first container's start, recorded time; `None` when the trace records no creation
+    /// times. Defaulted: observations saved before it was kept have none.
+    #[serde(default)]
+    pub recorded_pending: Option<Vec<Duration>>,
     /// The configuration the environment ran the simulation with, if it applied one.
     #[serde(default)]
     pub configuration: Option<crate::Configuration>,

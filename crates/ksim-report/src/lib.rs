@@ -61,17 +61,18 @@ pub use input::{
     RecordedState, ReplicaPoint, Sample, ScaleEvent, Usage,
 };
 pub use model::{
-    AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, Fidelity, FidelityBucket,
-    GroupCost, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChangeCause,
-    PendingPodSeconds, Percentiles, ProviderConfiguration, ProvisioningUsed, ReplicaChange, Report,
-    ReportedError, ReportedNodeChange, ReportedOutage, SchedulerConfiguration, SeriesFidelity,
-    UsageReplayed, WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, DelaySamples, Fidelity,
+    FidelityBucket, GroupCost, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS,
+    NodeChangeCause, PendingFidelity, PendingPodSeconds, Percentiles, ProviderConfiguration,
+    ProvisioningUsed, ReplicaChange, Report, ReportedError, ReportedNodeChange, ReportedOutage,
+    SchedulerConfiguration, SeriesFidelity, UsageReplayed, WaitReason, WorkloadLimits,
+    WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;
 pub use object::{Gvk, Operation, Target};
 pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
-pub use summary::{autoscaler_nodes, autoscaler_totals, summary};
+pub use summary::{autoscaler_nodes, autoscaler_totals, summary, summary_ended};
 pub use svg::{render_comparison_svg, render_fidelity_svg, render_svg};
 pub use timeline::{
     MAX_SPEED, MIN_SAMPLE_INTERVAL, MIN_SPEED, bucket_width, recorded, sample_interval,

@@ -130,6 +130,22 @@ pub struct ProvisioningUsed {
     pub summary: String,
     /// The whole model, as a model file.
     pub yaml: String,
+    /// Each node delay of the model with how many samples it holds (0: percentiles or fixed,
+    /// no finite sample set), so the report can warn when the replay drew one more often.
+    /// Defaulted: reports written before it was kept list none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delays: Vec<DelaySamples>,
+}
+
+/// One delay of a provisioning model and the samples it was given as.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelaySamples {
+    /// Whose: `nodes` (the default) or `nodes/<group>` (a group's own).
+    pub scope: String,
+    /// `registration`, `ready` or `termination`.
+    pub delay: String,
+    /// Samples it holds; 0: given as percentiles or fixed.
+    pub samples: u64,
 }
 
 /// How a replay gave its pods the recorded usage (see the driver's `domain::usage`). Counts
@@ -513,6 +529,25 @@ pub struct Fidelity {
     /// `nodes`, then `nodes/<group>` per group seen on either side, `pods_running`,
     /// `pods_pending`.
     pub series: Vec<SeriesFidelity>,
+    /// Pending time and running pod-seconds on both sides. Defaulted: reports written before
+    /// it was kept have zeros and no recorded pending time.
+    #[serde(default)]
+    pub pending: PendingFidelity,
+}
+
+/// How long pods waited and how much ran, recorded against simulated, in recorded time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PendingFidelity {
+    /// Per recorded pod created and started inside the replayed window: its creation to its
+    /// first container's start. `None`: the trace records no creation times (traces recorded
+    /// before they were kept, SimKube traces).
+    pub recorded: Option<Percentiles>,
+    /// Per simulated pod: first seen to Running (the report's `pod_pending_time`).
+    pub simulated: Percentiles,
+    /// Running pods times seconds over the compared buckets, each bucket counting its
+    /// full width at its end's count (as `fidelity.csv` sums them).
+    pub recorded_running_pod_seconds: f64,
+    pub simulated_running_pod_seconds: f64,
 }
 
 impl Fidelity {

@@ -13,8 +13,8 @@ use ksim_trace::time::{millis, timestamp};
 use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use super::model::{
     AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
-    NodeChangeCause, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
-    ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
+    NodeChangeCause, PendingFidelity, Percentiles, ProviderConfiguration, Report, ReportedError,
+    ReportedNodeChange, ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
 };
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
@@ -51,6 +51,15 @@ impl Report {
                 origin: used.origin.clone(),
                 summary: used.summary.clone(),
                 yaml: used.yaml.clone(),
+                delays: used
+                    .delays
+                    .iter()
+                    .map(|d| pb::DelaySamples {
+                        scope: d.scope.clone(),
+                        delay: d.delay.clone(),
+                        samples: d.samples,
+                    })
+                    .collect(),
             }),
             usage: self.usage.as_ref().map(|used| pb::UsageReplay {
                 samples: used.samples,
@@ -219,6 +228,15 @@ impl Report {
                     origin: used.origin.clone(),
                     summary: used.summary.clone(),
                     yaml: used.yaml.clone(),
+                    delays: used
+                        .delays
+                        .iter()
+                        .map(|d| crate::DelaySamples {
+                            scope: d.scope.clone(),
+                            delay: d.delay.clone(),
+                            samples: d.samples,
+                        })
+                        .collect(),
                 }),
             pending_split: report
                 .pending_split
@@ -392,6 +410,12 @@ fn fidelity_to_proto(fidelity: &Fidelity) -> pb::Fidelity {
                 simulated_peak: series.simulated_peak,
             })
             .collect(),
+        pending: Some(pb::FidelityPending {
+            recorded: fidelity.pending.recorded.as_ref().map(percentiles_to_proto),
+            simulated: Some(percentiles_to_proto(&fidelity.pending.simulated)),
+            recorded_running_pod_seconds: fidelity.pending.recorded_running_pod_seconds,
+            simulated_running_pod_seconds: fidelity.pending.simulated_running_pod_seconds,
+        }),
     }
 }
 
@@ -427,6 +451,18 @@ fn fidelity_from_proto(fidelity: &pb::Fidelity) -> Fidelity {
                 simulated_peak: series.simulated_peak,
             })
             .collect(),
+        pending: fidelity
+            .pending
+            .as_ref()
+            .map_or_else(PendingFidelity::default, |pending| PendingFidelity {
+                recorded: pending
+                    .recorded
+                    .as_ref()
+                    .map(|p| percentiles_from_proto(Some(p))),
+                simulated: percentiles_from_proto(pending.simulated.as_ref()),
+                recorded_running_pod_seconds: pending.recorded_running_pod_seconds,
+                simulated_running_pod_seconds: pending.simulated_running_pod_seconds,
+            }),
     }
 }
 
@@ -1005,6 +1041,11 @@ mod tests {
             origin: "learned".into(),
             summary: "prod (...): node registration p50 40s".into(),
             yaml: "name: prod\n".into(),
+            delays: vec![crate::DelaySamples {
+                scope: "nodes/gpu".into(),
+                delay: "registration".into(),
+                samples: 6,
+            }],
         });
         let proto = report.to_proto();
         assert_eq!(proto.provisioning.as_ref().unwrap().origin, "learned");

@@ -20,17 +20,28 @@ const LISTED_NODES: usize = 8;
 /// A short multi-line summary for a terminal, ending in a newline. It takes the proto because
 /// that is what the CLI receives.
 pub fn summary(report: &pb::Report) -> String {
+    summary_ended(report, pb::SimulationState::Unspecified)
+}
+
+/// [`summary`] of a simulation in `state`: its header says a failed or cancelled run ended so,
+/// where the report alone (complete once the replay stopped, however) would say "complete".
+pub fn summary_ended(report: &pb::Report, state: pb::SimulationState) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = write_summary(&mut out, report);
+    let _ = write_summary(&mut out, report, state);
     out
 }
 
-fn write_summary(out: &mut String, report: &pb::Report) -> std::fmt::Result {
-    let state = if report.complete {
-        "complete"
-    } else {
-        "not complete"
+fn write_summary(
+    out: &mut String,
+    report: &pb::Report,
+    ended: pb::SimulationState,
+) -> std::fmt::Result {
+    let state = match ended {
+        pb::SimulationState::Failed => "failed",
+        pb::SimulationState::Cancelled => "cancelled",
+        _ if report.complete => "complete",
+        _ => "not complete",
     };
     writeln!(out, "Simulation {} ({state})", report.simulation_id)?;
     if report.speed > 0.0 && report.speed != 1.0 {
@@ -855,6 +866,38 @@ pub fn fidelity(report: &pb::Report) -> String {
             );
         }
     }
+    // Reports from before pending was compared have none: nothing to say.
+    if let Some(pending) = &fidelity.pending {
+        text.push_str(&pending_fidelity(pending));
+    }
+    text
+}
+
+/// Pending p50 and p90 and running pod-seconds, simulated against recorded.
+fn pending_fidelity(pending: &pb::FidelityPending) -> String {
+    let simulated = pending.simulated.unwrap_or_default();
+    let mut text = match &pending.recorded {
+        Some(recorded) => format!(
+            "; pending time p50 {} vs {} recorded, p90 {} vs {} recorded ({} pods, {} recorded)",
+            human(simulated.p50.as_ref()),
+            human(recorded.p50.as_ref()),
+            human(simulated.p90.as_ref()),
+            human(recorded.p90.as_ref()),
+            simulated.count,
+            recorded.count,
+        ),
+        None => format!(
+            "; pending time p50 {}, p90 {} (recorded: not recorded, the trace holds no pod \
+             creation times)",
+            human(simulated.p50.as_ref()),
+            human(simulated.p90.as_ref()),
+        ),
+    };
+    let _ = write!(
+        text,
+        "; running pod-seconds {:.0} vs {:.0} recorded",
+        pending.simulated_running_pod_seconds, pending.recorded_running_pod_seconds
+    );
     text
 }
 
@@ -955,7 +998,8 @@ mod tests {
             "... and 1 more",
             "fidelity:          nodes within ±1 in 100% of 1 5s buckets (mean error 1, max 1; \
              peak 2 vs 3 recorded); pods running within 5% in 0% (mean error 2); pending within \
-             5% in 100% (mean error 0)\n",
+             5% in 100% (mean error 0); pending time p50 50ms vs 100ms recorded, p90 90ms vs \
+             180ms recorded (100 pods, 10 recorded); running pod-seconds 20 vs 10 recorded\n",
             "files:             /r/report.json",
             "/r/timeline.svg",
             "/r/fidelity.svg",
@@ -972,6 +1016,46 @@ mod tests {
             "the fixture's resizes match its nodes:\n{text}"
         );
         assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn a_failed_or_cancelled_run_says_so_in_its_header() {
+        // The driver marks a failed run's report complete: the replay stopped.
+        let report = fixtures::report().to_proto();
+        assert!(report.complete);
+        for (state, header) in [
+            (pb::SimulationState::Failed, "Simulation sim-42 (failed)\n"),
+            (
+                pb::SimulationState::Cancelled,
+                "Simulation sim-42 (cancelled)\n",
+            ),
+            (
+                pb::SimulationState::Succeeded,
+                "Simulation sim-42 (complete)\n",
+            ),
+        ] {
+            let text = summary_ended(&report, state);
+            assert!(text.starts_with(header), "{state:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn the_fidelity_line_says_when_recorded_pending_time_is_not_recorded() {
+        let mut report = fixtures::report();
+        let fidelity = report.fidelity.as_mut().unwrap();
+        fidelity.pending.recorded = None;
+        let line = super::fidelity(&report.to_proto());
+        assert!(
+            line.ends_with(
+                "; pending time p50 50ms, p90 90ms (recorded: not recorded, the trace holds no \
+                 pod creation times); running pod-seconds 20 vs 10 recorded"
+            ),
+            "{line}"
+        );
+        // A report from before pending was compared says nothing of it.
+        let mut old = report.to_proto();
+        old.fidelity.as_mut().unwrap().pending = None;
+        assert!(!super::fidelity(&old).contains("pending time"));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use ksim_proto::ksim::driver::v1::{GetSimulationRequest, SimulationState};
+
 use crate::driver::{DriverArgs, connect, get_report};
 
 pub async fn run(id: &str, driver: &DriverArgs, json: bool) -> anyhow::Result<()> {
@@ -14,7 +16,16 @@ pub async fn run(id: &str, driver: &DriverArgs, json: bool) -> anyhow::Result<()
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", ksim_report::summary(&report))?;
+        // Its header says how the run ended; a driver that cannot say leaves it to the report.
+        let state = client
+            .get_simulation(GetSimulationRequest { id: id.to_owned() })
+            .await
+            .ok()
+            .and_then(|answer| answer.into_inner().simulation)
+            .map_or(SimulationState::Unspecified, |simulation| {
+                simulation.state()
+            });
+        write!(out, "{}", ksim_report::summary_ended(&report, state))?;
     }
     Ok(())
 }

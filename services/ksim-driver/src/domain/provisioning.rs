@@ -1,7 +1,8 @@
 //! Which provisioning model a run uses: the one given, else the one its trace's recording
 //! teaches, else the published default; and what the report says of it.
 
-use ksim_experiment::provisioning::{GroupProvisioning, Model, calibrate, observe};
+use ksim_experiment::provisioning::{Delay, GroupProvisioning, Model, calibrate, observe};
+use ksim_report::DelaySamples;
 use ksim_trace::Trace;
 
 use super::report::ProvisioningUsed;
@@ -90,8 +91,44 @@ impl Chosen {
             origin: self.origin.as_str().to_owned(),
             summary: self.model.summary(),
             yaml: self.model.to_yaml(),
+            delays: node_delays(&self.model),
         }
     }
+}
+
+/// The model's node delays with the samples each holds: the default's three, then each
+/// group's own, so the report can tell a replay that drew one more often than it has samples.
+fn node_delays(model: &Model) -> Vec<DelaySamples> {
+    let samples = |delay: &Delay| match delay {
+        Delay::Samples(samples) => samples.len() as u64,
+        Delay::Fixed(_) | Delay::Percentiles { .. } => 0,
+    };
+    let default = &model.nodes.default;
+    let defaults = [
+        ("registration", Some(&default.registration)),
+        ("ready", Some(&default.ready)),
+        ("termination", Some(&default.termination)),
+    ]
+    .map(|(delay, given)| ("nodes".to_owned(), delay, given));
+    let groups = model.nodes.groups.iter().flat_map(|(group, own)| {
+        [
+            ("registration", own.registration.as_ref()),
+            ("ready", own.ready.as_ref()),
+            ("termination", own.termination.as_ref()),
+        ]
+        .map(|(delay, given)| (format!("nodes/{group}"), delay, given))
+    });
+    defaults
+        .into_iter()
+        .chain(groups)
+        .filter_map(|(scope, delay, given)| {
+            Some(DelaySamples {
+                scope,
+                delay: delay.to_owned(),
+                samples: samples(given?),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -101,6 +138,31 @@ mod tests {
 
     fn model(yaml: &str) -> Model {
         Model::parse("m.yaml", yaml).unwrap()
+    }
+
+    #[test]
+    fn the_report_learns_how_many_samples_each_node_delay_holds() {
+        let chosen = Chosen {
+            model: model(
+                "name: m\nnodes:\n  default:\n    registration: {samples: [1m, 2m, 70s]}\n    \
+                 ready: 5s\n  groups:\n    gpu: {termination: {samples: [30s]}}\n",
+            ),
+            origin: Origin::Learned,
+        };
+        let delays: Vec<(String, String, u64)> = chosen
+            .used()
+            .delays
+            .into_iter()
+            .map(|d| (d.scope, d.delay, d.samples))
+            .collect();
+        let expected = [
+            ("nodes", "registration", 3),
+            ("nodes", "ready", 0),
+            ("nodes", "termination", 0),
+            ("nodes/gpu", "termination", 1),
+        ]
+        .map(|(scope, delay, samples)| (scope.to_owned(), delay.to_owned(), samples));
+        assert_eq!(delays, expected);
     }
 
     #[test]

@@ -40,6 +40,41 @@ pub fn recorded_states(trace: &Trace) -> Option<Vec<RecordedState>> {
     )
 }
 
+/// Per recorded pod created inside the window: its creation to its first container's start,
+/// recorded time, what the report holds the simulated pods' pending time against; `None` when
+/// no lifecycle records a creation (a trace recorded before they were kept, or SimKube's). A
+/// pod created before the window is left out: its replayed twin is created at the start.
+pub fn recorded_pending(trace: &Trace) -> Option<Vec<Duration>> {
+    if trace
+        .lifecycles
+        .iter()
+        .all(|lifecycle| lifecycle.created_ms == 0)
+    {
+        return None;
+    }
+    let start_ms = window_start_ms(trace);
+    // The tracer records a pod again when it turns Ready: one wait per pod.
+    let mut seen = BTreeSet::new();
+    Some(
+        trace
+            .lifecycles
+            .iter()
+            .filter(|lifecycle| lifecycle.created_ms != 0 && lifecycle.created_ms >= start_ms)
+            .filter(|lifecycle| {
+                seen.insert((
+                    lifecycle.owner_namespace.as_str(),
+                    lifecycle.pod_name.as_str(),
+                    lifecycle.created_ms,
+                ))
+            })
+            .map(|lifecycle| {
+                let waited = lifecycle.start_ms.saturating_sub(lifecycle.created_ms);
+                Duration::from_millis(u64::try_from(waited).unwrap_or(0))
+            })
+            .collect(),
+    )
+}
+
 /// The namespaces the replay creates objects in, as recorded (before the simulation's
 /// prefix): the recorded cluster's other namespaces (kube-system, ...) are not compared.
 fn replayed_namespaces(trace: &Trace) -> BTreeSet<&str> {
@@ -136,6 +171,36 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    fn started(pod: &str, created_ms: i64, start_ms: i64) -> pb::PodLifecycle {
+        pb::PodLifecycle {
+            owner_namespace: "shop".into(),
+            pod_name: pod.into(),
+            created_ms,
+            start_ms,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn recorded_pending_is_creation_to_start_of_pods_created_in_the_window() {
+        let mut recorded = trace(Vec::new());
+        recorded.lifecycles = vec![started("a", 0, 101_000)];
+        assert_eq!(recorded_pending(&recorded), None, "no creation times");
+        recorded.lifecycles = vec![
+            started("a", 101_000, 103_500),
+            // Recorded again when it turned Ready: one wait.
+            started("a", 101_000, 103_500),
+            started("b", 102_000, 172_000),
+            // Created before the window (at 100 s): left out.
+            started("c", 99_000, 100_500),
+            started("d", 0, 101_000),
+        ];
+        assert_eq!(
+            recorded_pending(&recorded).unwrap(),
+            [Duration::from_millis(2_500), Duration::from_secs(70)]
+        );
     }
 
     #[test]

@@ -13,11 +13,11 @@ use ksim_proto::ksim::{driver::v1 as pb, env::v1::GetUnremovableNodesResponse};
 use super::progress::Progress;
 use crate::{
     cluster::{observer::Observer, replicas::ReplicaWatch, usage_replay::UsageCounts},
-    domain::{nodes_kept::NodesKeptFold, warnings},
     domain::report::{
         self, GroupPrice, Observations, RecordedState, Sample,
         proto::{node_counts_to_proto, pod_counts_to_proto},
     },
+    domain::{nodes_kept::NodesKeptFold, warnings},
 };
 
 #[derive(Debug)]
@@ -31,6 +31,8 @@ pub struct Live {
     pub speed: f64,
     /// The recorded cluster the trace holds, for the report's fidelity.
     recorded: Option<Vec<RecordedState>>,
+    /// The recorded pods' pending times, for the report's fidelity.
+    recorded_pending: Option<Vec<Duration>>,
     /// The scheduler and CA configuration the environment ran the simulation with.
     configuration: Option<ksim_report::Configuration>,
     /// The provisioning model the run uses.
@@ -71,6 +73,7 @@ impl Live {
             events_total,
             speed,
             recorded,
+            recorded_pending: None,
             configuration: None,
             provisioning: None,
             warnings: Vec::new(),
@@ -82,6 +85,12 @@ impl Live {
             replicas: None,
             saving: Mutex::new(true),
         }
+    }
+
+    /// The recorded pods' pending times (`domain::recorded::recorded_pending`).
+    pub fn with_recorded_pending(mut self, pending: Option<Vec<Duration>>) -> Self {
+        self.recorded_pending = pending;
+        self
     }
 
     /// Who decided replica counts, when the trace holds HPAs.
@@ -194,6 +203,7 @@ impl Live {
             object_errors: self.progress.errors(),
             events_applied: snapshot.events_applied,
             recorded: self.recorded.clone(),
+            recorded_pending: self.recorded_pending.clone(),
             configuration: self.configuration.clone(),
             prices: self.prices.clone(),
             never_ran: self.observer.never_ran(),

@@ -28,7 +28,7 @@ use crate::{
     domain::{
         nodes_kept::NodesKeptFold,
         plan::window_start_ms,
-        recorded::recorded_states,
+        recorded::{recorded_pending, recorded_states},
         report, rightsizing,
         spec::{OnError, SimulationSpec},
     },
@@ -84,7 +84,8 @@ pub async fn start_clock(
     // A price per node group and a few warnings: copied, so the phases keep `Prepared` whole.
     .with_prices(prepared.prices.clone())
     .with_warnings(prepared.warnings.clone())
-    .with_trace_transforms(trace.header.transforms.clone());
+    .with_trace_transforms(trace.header.transforms.clone())
+    .with_recorded_pending(recorded_pending(trace));
     if reads_autoscaler {
         live = live.with_nodes_kept(NodesKeptFold::new(configured.applied_at_ms));
     }

@@ -71,7 +71,11 @@ pub async fn run_simulation(
         .simulation
         .context("the driver answered without a simulation")?;
     let report = get_report(&mut client, &id).await?;
-    write!(out, "{}", ksim_report::summary(&report))?;
+    write!(
+        out,
+        "{}",
+        ksim_report::summary_ended(&report, simulation.state())
+    )?;
     writeln!(
         out,
         "ksim: simulation {id} {}",

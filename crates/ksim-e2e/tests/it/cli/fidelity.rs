@@ -246,6 +246,26 @@ async fn a_recorded_autoscaling_scenario_replays_within_one_node_of_the_recordin
     assert_eq!(nodes["simulated_peak"], 4, "at {SPEED}x: {nodes}");
     assert_eq!(series(fidelity, "nodes")["recorded_peak"], 4);
 
+    // Pending time: every recorded web pod was created inside the window, and the tracer kept
+    // when, so the recording has a pending time per pod (those that waited for CA's node
+    // waited); running pod-seconds are the buckets' running pods, 5 s each.
+    let pending = &fidelity["pending"];
+    let recorded = &pending["recorded"];
+    assert!(recorded["count"].as_u64().unwrap() >= 4, "{pending:#}");
+    assert!(recorded["max_ms"].as_f64().unwrap() > 0.0, "{pending:#}");
+    assert_eq!(
+        pending["simulated"], report["pod_pending_time"],
+        "{pending:#}"
+    );
+    for side in ["recorded", "simulated"] {
+        let running: u64 = buckets.iter().map(|b| value(b, side, "pods_running")).sum();
+        assert_eq!(
+            pending[format!("{side}_running_pod_seconds")].as_f64(),
+            Some(running as f64 * 5.0),
+            "{pending:#}"
+        );
+    }
+
     // Every pod ran, and the end looks like the recording's: one node, one pod running.
     let last = buckets.last().unwrap();
     assert_eq!(value(last, "simulated", "pods_running"), 1, "{last}");
@@ -285,6 +305,18 @@ async fn replay(up: &Up, trace: &Path, skeleton: &Path) -> Value {
     assert!(
         printed.contains("fidelity:          nodes within ±1 in"),
         "{printed}"
+    );
+    // The line holds the recorded pending time beside the simulated, and the pod-seconds.
+    let line = printed
+        .lines()
+        .find(|line| line.contains("fidelity:"))
+        .unwrap();
+    assert!(line.contains("; pending time p50 "), "{line}");
+    assert!(line.contains(" recorded, p90 "), "{line}");
+    assert!(line.contains("; running pod-seconds "), "{line}");
+    assert!(
+        printed.contains(" (complete)\n"),
+        "a run that succeeded: {printed}"
     );
     let id = run_id(&printed);
     let report: Value = serde_json::from_slice(
