@@ -6,7 +6,8 @@
 //! request is encoded from its message's descriptor, so a new RPC or field is probed without a
 //! change here. A request is one of: empty, bytes that are no protobuf, or every field (nested
 //! messages too, three levels deep) set to one of a list of hostile values (empty, huge, path
-//! traversal, NUL, negative, NaN, out-of-range enums, forged provider IDs).
+//! traversal, NUL, negative, NaN, out-of-range enums, forged provider IDs). The huge strings
+//! must be refused with a bounded message, not echoed back whole.
 
 use std::{
     collections::BTreeMap,
@@ -89,6 +90,8 @@ struct Hostile {
 
 impl Hostile {
     const VARIANTS: usize = 7;
+    /// The variant whose strings are 1 MiB.
+    const HUGE: usize = 6;
 
     fn string(&self) -> Vec<u8> {
         let values: [&[u8]; Self::VARIANTS] = [
@@ -102,7 +105,7 @@ impl Hostile {
         ];
         match self.variant {
             // Huge: past any name or path limit, under the 4 MiB message limit.
-            6 => vec![b'x'; 1 << 20],
+            Self::HUGE => vec![b'x'; 1 << 20],
             variant => values[variant].to_vec(),
         }
     }
@@ -243,13 +246,26 @@ fn encode(
     out
 }
 
-/// How one call ended, when it ended badly.
-fn judge(method: &str, request: &str, result: Result<(), Status>) -> Option<String> {
+/// The most an error message may say: an oversized input is echoed as a bounded prefix.
+const MESSAGE_MAX: usize = 1 << 10;
+
+/// How one call ended, when it ended badly. `huge` is a request whose strings are 1 MiB: it
+/// must be refused as bad input (not RESOURCE_EXHAUSTED, the sign of an answer echoing it
+/// whole), with a bounded message.
+fn judge(method: &str, request: &str, huge: bool, result: Result<(), Status>) -> Option<String> {
     let status = match result {
         Ok(()) => return None,
         Err(status) => status,
     };
     let message = status.message();
+    if huge && (status.code() == Code::ResourceExhausted || message.len() > MESSAGE_MAX) {
+        let prefix: String = message.chars().take(120).collect();
+        return Some(format!(
+            "{method} with {request}: {:?} with a {}-byte message {prefix:?}",
+            status.code(),
+            message.len()
+        ));
+    }
     let unclear = match status.code() {
         // A handler that panicked, a transport that broke, or an error nobody classified.
         Code::Unknown => true,
@@ -347,14 +363,19 @@ async fn probe_rpcs(up: &Up) -> Vec<String> {
                 };
                 let input = &all[method.input_type()];
                 let mut requests = vec![
-                    ("an empty message".to_owned(), Vec::new()),
-                    ("bytes that are no protobuf".to_owned(), vec![0xff; 9]),
+                    ("an empty message".to_owned(), false, Vec::new()),
+                    (
+                        "bytes that are no protobuf".to_owned(),
+                        false,
+                        vec![0xff; 9],
+                    ),
                 ];
                 requests.extend((0..Hostile::VARIANTS).map(|variant| {
                     let body = encode(&all, input, &Hostile { variant }, 3);
-                    (format!("hostile values #{variant}"), body)
+                    let huge = variant == Hostile::HUGE;
+                    (format!("hostile values #{variant}"), huge, body)
                 }));
-                for (request, body) in requests {
+                for (request, huge, body) in requests {
                     probed += 1;
                     let outcome = tokio::time::timeout(
                         CALL_TIMEOUT,
@@ -365,7 +386,7 @@ async fn probe_rpcs(up: &Up) -> Vec<String> {
                         Err(_) => Some(format!(
                             "{path} with {request}: no answer in {CALL_TIMEOUT:?}"
                         )),
-                        Ok(result) => judge(&path, &request, result),
+                        Ok(result) => judge(&path, &request, huge, result),
                     };
                     failures.extend(failure);
                 }
