@@ -20,6 +20,12 @@ use crate::{TraceError, TraceWriter, pb};
 /// The only SimKube format version this converter reads.
 pub const SIMKUBE_VERSION: i64 = 2;
 
+/// The largest SimKube trace a tool reads. A SimKube trace is one MessagePack document,
+/// converted in memory: its objects are held as JSON text until the events are sorted, about
+/// three times the file's size at the peak (a 253 MiB trace peaks at 706 MiB,
+/// `docs/benchmarks.md`), so this keeps a conversion within about 1.5 GiB.
+pub const MAX_INPUT_BYTES: usize = 512 << 20;
+
 /// The header's `origin` of a converted trace.
 pub const ORIGIN: &str = "simkube trace v2";
 

@@ -55,9 +55,24 @@ pub(super) struct TraceEvent {
     /// Unix seconds.
     pub(super) ts: i64,
     #[serde(default)]
-    pub(super) applied_objs: Vec<serde_json::Value>,
+    pub(super) applied_objs: Vec<Object>,
     #[serde(default)]
-    pub(super) deleted_objs: Vec<serde_json::Value>,
+    pub(super) deleted_objs: Vec<Object>,
+}
+
+/// A Kubernetes object held as its JSON text, made as it is decoded: a `serde_json::Value`
+/// tree takes ten to twenty times the bytes of its MessagePack (its text about 1.3 times), and a
+/// trace holds every object of every event until the events are sorted.
+#[derive(Debug)]
+pub(super) struct Object(pub(super) Box<[u8]>);
+
+impl<'de> Deserialize<'de> for Object {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        // A Value has string keys only, so it always serialises.
+        let json = serde_json::to_vec(&value).map_err(serde::de::Error::custom)?;
+        Ok(Self(json.into_boxed_slice()))
+    }
 }
 
 /// One pod's lifetime in Unix seconds.
@@ -97,4 +112,30 @@ fn decode_all<T: DeserializeOwned>(input: &[u8]) -> Result<T, TraceError> {
         )));
     }
     Ok(value)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_held_as_the_json_text_the_conversion_writes() {
+        let pod = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80}]}]},
+        });
+        let trace = serde_json::json!({
+            "version": 2,
+            "events": [{"ts": 1_700_000_000, "applied_objs": [pod], "deleted_objs": [pod]}],
+        });
+        let bytes = rmp_serde::to_vec_named(&trace).unwrap();
+        let decoded = decode(&bytes).unwrap();
+        let event = &decoded.events[0];
+        let expected = serde_json::to_vec(&pod).unwrap();
+        assert_eq!(&*event.applied_objs[0].0, expected.as_slice());
+        assert_eq!(&*event.deleted_objs[0].0, expected.as_slice());
+    }
 }

@@ -63,9 +63,10 @@ impl<'a> EventConverter<'a> {
             position: object,
         };
         let mut applied = Vec::with_capacity(event.applied_objs.len());
-        for (object_position, object) in event.applied_objs.iter().enumerate() {
+        for (object_position, object) in event.applied_objs.into_iter().enumerate() {
             let place = place("applied", object_position);
-            let mut identity = identity(object, &place)?;
+            let (value, json) = parse(object, &place)?;
+            let mut identity = identity(&value, &place)?;
             let Some(gvk) = identity.gvk.take() else {
                 return Err(TraceError::simkube(format!(
                     "{place} ({}/{}) has no apiVersion and kind",
@@ -76,17 +77,18 @@ impl<'a> EventConverter<'a> {
                 (identity.namespace.clone(), identity.name.clone()),
                 gvk.clone(),
             );
-            applied.push(trace_object(gvk, identity, object));
+            applied.push(trace_object(gvk, identity, value, json));
         }
         let mut deleted = Vec::with_capacity(event.deleted_objs.len());
-        for (object_position, object) in event.deleted_objs.iter().enumerate() {
+        for (object_position, object) in event.deleted_objs.into_iter().enumerate() {
             let place = place("deleted", object_position);
-            let mut identity = identity(object, &place)?;
+            let (value, json) = parse(object, &place)?;
+            let mut identity = identity(&value, &place)?;
             let gvk = match identity.gvk.take() {
                 Some(gvk) => gvk,
                 None => self.resolve(&identity, &place)?,
             };
-            deleted.push(trace_object(gvk, identity, object));
+            deleted.push(trace_object(gvk, identity, value, json));
         }
         Ok(pb::TraceEvent {
             timestamp_ms,
@@ -173,14 +175,30 @@ fn identity(object: &Value, place: &Place) -> Result<Identity, TraceError> {
     })
 }
 
-fn trace_object(gvk: pb::GroupVersionKind, identity: Identity, object: &Value) -> pb::TraceObject {
-    // A Value has string keys only, so it always serialises.
-    let object_json = if is_secret(&gvk) {
-        serde_json::to_vec(&without_secret_data(object))
-    } else {
-        serde_json::to_vec(object)
+/// An object's JSON text as a value, to read its identity from; one object at a time.
+fn parse(object: model::Object, place: &Place) -> Result<(Value, Vec<u8>), TraceError> {
+    let json = Vec::from(object.0);
+    match serde_json::from_slice(&json) {
+        Ok(value) => Ok((value, json)),
+        // The decoder wrote this text; it parses unless serde_json disagrees with itself.
+        Err(error) => Err(TraceError::simkube(format!(
+            "{place} does not parse: {error}"
+        ))),
     }
-    .unwrap_or_default();
+}
+
+fn trace_object(
+    gvk: pb::GroupVersionKind,
+    identity: Identity,
+    object: Value,
+    json: Vec<u8>,
+) -> pb::TraceObject {
+    let object_json = if is_secret(&gvk) {
+        // A Value has string keys only, so it always serialises.
+        serde_json::to_vec(&without_secret_data(object)).unwrap_or_default()
+    } else {
+        json
+    };
     pb::TraceObject {
         gvk: Some(gvk),
         namespace: identity.namespace,
@@ -198,8 +216,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// A Secret as the tracer records one: a trace never holds Secret data, so `data`,
 /// `stringData` and the last applied configuration (a copy of them) go.
-fn without_secret_data(object: &Value) -> Value {
-    let mut object = object.clone();
+fn without_secret_data(mut object: Value) -> Value {
     if let Some(root) = object.as_object_mut() {
         root.remove("data");
         root.remove("stringData");
