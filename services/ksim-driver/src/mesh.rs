@@ -236,17 +236,18 @@ impl Mesh {
         Ok(())
     }
 
-    /// cluster-autoscaler's outages not over by `since`, oldest first.
+    /// cluster-autoscaler's outages not over by `since`, oldest first, and the cloud
+    /// provider's.
     pub async fn autoscaler_outages(
         &self,
         since: prost_types::Timestamp,
-    ) -> Result<Vec<env::AutoscalerOutage>, MeshError> {
+    ) -> Result<env::ListAutoscalerOutagesResponse, MeshError> {
         let response = self
             .environment()?
             .list_autoscaler_outages(ListAutoscalerOutagesRequest { since: Some(since) })
             .await
             .map_err(environment_error)?;
-        Ok(response.into_inner().outages)
+        Ok(response.into_inner())
     }
 
     /// cluster-autoscaler's unremovable nodes per reason, as its gauge stands now. `None`: the

@@ -28,11 +28,66 @@ pub fn since_start(started_at_ms: i64, outages: &[env::AutoscalerOutage]) -> Vec
         .collect()
 }
 
+/// The cloud provider's outages (wall-clock offsets, from [`since_start`]) as the report's
+/// warnings, one each, in recorded time: cluster-autoscaler could neither read nor resize node
+/// groups then, so its decisions in that span are not what the recorded cluster's would be.
+pub fn provider_warnings(outages: &[AutoscalerOutage], speed: f64) -> Vec<String> {
+    let recorded = |d: Duration| {
+        let d = d.mul_f64(speed.max(0.0));
+        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    };
+    outages
+        .iter()
+        .map(|outage| {
+            let how_long = match outage.up {
+                Some(up) => format!("for {}", recorded(up.saturating_sub(outage.down))),
+                None => "until the end".to_owned(),
+            };
+            format!(
+                "the cloud provider (ksim-cloudprov) was down {} into the replay, {how_long} \
+                 (recorded time): it had exited and the environment had not yet started it \
+                 again, so cluster-autoscaler could neither read nor resize node groups then",
+                recorded(outage.down)
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use ksim_trace::time::timestamp;
 
     use super::*;
+
+    #[test]
+    fn each_provider_outage_is_a_warning_in_recorded_time() {
+        let warnings = provider_warnings(
+            &[
+                AutoscalerOutage {
+                    down: Duration::from_secs(6),
+                    up: Some(Duration::from_millis(7_500)),
+                },
+                AutoscalerOutage {
+                    down: Duration::from_secs(30),
+                    up: None,
+                },
+            ],
+            10.0,
+        );
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(
+                "the cloud provider (ksim-cloudprov) was down 1m into the replay, for 15s "
+            ),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[1].contains("was down 5m into the replay, until the end"),
+            "{}",
+            warnings[1]
+        );
+    }
 
     #[test]
     fn outages_are_offsets_from_the_start_and_one_begun_before_counts_from_it() {

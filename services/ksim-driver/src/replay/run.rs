@@ -55,8 +55,8 @@ pub async fn run(
         Err(panic) => Ending::Failed(format!("the replay panicked: {}", panic_message(&*panic))),
     };
     let outages = match handle.live() {
-        Some(live) => autoscaler_outages(&ctx, live.started_at_ms).await,
-        None => None,
+        Some(live) => autoscaler_outages(&ctx, live.started_at_ms, live.speed).await,
+        None => (None, Vec::new()),
     };
     let reported =
         std::panic::catch_unwind(AssertUnwindSafe(|| final_report(&ctx, &handle, outages)));
@@ -116,7 +116,11 @@ pub fn write_outcome(ctx: &RunContext, handle: &Handle) {
 }
 
 /// Builds the final report from what the replay saw and writes its files.
-fn final_report(ctx: &RunContext, handle: &Handle, outages: Option<Vec<AutoscalerOutage>>) {
+fn final_report(
+    ctx: &RunContext,
+    handle: &Handle,
+    (outages, provider_outages): (Option<Vec<AutoscalerOutage>>, Vec<String>),
+) {
     let Some(live) = handle.live() else {
         return;
     };
@@ -125,6 +129,7 @@ fn final_report(ctx: &RunContext, handle: &Handle, outages: Option<Vec<Autoscale
     let complete = true;
     let mut observations = live.observations(&handle.id, complete);
     observations.autoscaler_outages = outages;
+    observations.warnings.extend(provider_outages);
     let report = report::build(&observations);
     let mut proto = report.to_proto();
     match report::write_files(&report, &ctx.settings.report_dir.join(&handle.id)) {
@@ -137,12 +142,17 @@ fn final_report(ctx: &RunContext, handle: &Handle, outages: Option<Vec<Autoscale
 /// How long the environment may take to list CA's outages before they are left unknown.
 const OUTAGES_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// cluster-autoscaler's outages since the replay start. `None` (unknown) without an
-/// environment, or when it does not answer (an older one: UNIMPLEMENTED): the report then says
-/// nothing of them; the run does not fail for it.
-async fn autoscaler_outages(ctx: &RunContext, started_at_ms: i64) -> Option<Vec<AutoscalerOutage>> {
+/// cluster-autoscaler's outages since the replay start, and the cloud provider's as the
+/// report's warnings. `None` (unknown) without an environment, or when it does not answer (an
+/// older one: UNIMPLEMENTED): the report then says nothing of them; the run does not fail for
+/// it.
+async fn autoscaler_outages(
+    ctx: &RunContext,
+    started_at_ms: i64,
+    speed: f64,
+) -> (Option<Vec<AutoscalerOutage>>, Vec<String>) {
     if !ctx.mesh.has_environment() {
-        return None;
+        return (None, Vec::new());
     }
     let listed = tokio::time::timeout(
         OUTAGES_TIMEOUT,
@@ -150,16 +160,22 @@ async fn autoscaler_outages(ctx: &RunContext, started_at_ms: i64) -> Option<Vec<
     )
     .await;
     match listed {
-        Ok(Ok(listed)) => Some(outages::since_start(started_at_ms, &listed)),
+        Ok(Ok(listed)) => (
+            Some(outages::since_start(started_at_ms, &listed.outages)),
+            outages::provider_warnings(
+                &outages::since_start(started_at_ms, &listed.cloud_provider_outages),
+                speed,
+            ),
+        ),
         Ok(Err(error)) => {
             tracing::warn!(%error, "cluster-autoscaler's outages are unknown");
-            None
+            (None, Vec::new())
         }
         Err(_) => {
             tracing::warn!(
                 "cluster-autoscaler's outages are unknown: the environment did not answer"
             );
-            None
+            (None, Vec::new())
         }
     }
 }

@@ -399,6 +399,8 @@ pub struct Components {
     autoscaler_backoff: Backoff,
     /// CA's outages, oldest first.
     outages: Vec<Outage>,
+    /// The cloud provider's outages, oldest first (see [`Self::provider_supervised`]).
+    provider_outages: Vec<Outage>,
     /// The lease holder the last ApplyConfiguration was made under (see [`may_change`]).
     applied_for: Option<String>,
 }
@@ -422,6 +424,7 @@ impl Components {
             files_written: 0,
             autoscaler_backoff: Backoff::new(Instant::now()),
             outages: Vec::new(),
+            provider_outages: Vec::new(),
             applied_for: None,
         }
     }
@@ -999,6 +1002,26 @@ impl Components {
     }
 }
 
+impl Components {
+    /// Records what supervision found of the cloud provider at `at`: an exit begins an
+    /// outage, a restart ends the open one, as for CA.
+    pub fn provider_supervised(&mut self, exited: bool, restarted: bool, at: SystemTime) {
+        record_outage(&mut self.provider_outages, exited, restarted, at);
+    }
+}
+
+fn record_outage(outages: &mut Vec<Outage>, exited: bool, restarted: bool, at: SystemTime) {
+    if exited {
+        outages.push(Outage {
+            down_at: at,
+            up_at: None,
+        });
+    }
+    if restarted && let Some(outage) = outages.last_mut() {
+        outage.up_at.get_or_insert(at);
+    }
+}
+
 /// A time CA was not running although the configuration asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outage {
@@ -1154,6 +1177,7 @@ impl Environment for EnvironmentService {
         let components = self.components.lock().await;
         Ok(Response::new(pb::ListAutoscalerOutagesResponse {
             outages: outages_since(&components.outages, since),
+            cloud_provider_outages: outages_since(&components.provider_outages, since),
         }))
     }
 
@@ -1248,6 +1272,31 @@ mod tests {
             Ok(())
         );
         assert!(may_change(Change::Apply, Some(&deleting), Some("5f-1")).is_err());
+    }
+
+    #[test]
+    fn a_provider_exit_opens_an_outage_its_restart_closes() {
+        let at = |secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let mut outages = Vec::new();
+        record_outage(&mut outages, false, false, at(5));
+        assert!(
+            outages.is_empty(),
+            "a look that found it running records nothing"
+        );
+        record_outage(&mut outages, true, false, at(10));
+        record_outage(&mut outages, false, true, at(12));
+        // Killed and started again in one look: an outage of no length, still listed.
+        record_outage(&mut outages, true, true, at(20));
+        record_outage(&mut outages, true, false, at(30));
+        let listed = outages_since(&outages, Some(at(11)));
+        let times: Vec<_> = listed
+            .iter()
+            .map(|o| (o.down_time.map(|t| t.seconds), o.up_time.map(|t| t.seconds)))
+            .collect();
+        assert_eq!(
+            times,
+            [(Some(10), Some(12)), (Some(20), Some(20)), (Some(30), None)]
+        );
     }
 
     #[test]

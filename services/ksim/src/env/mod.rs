@@ -438,12 +438,14 @@ impl LocalEnv {
         let now = std::time::Instant::now();
         let mut events = Vec::new();
         for service in &mut self.services {
-            supervise(service, now, &mut events);
+            let _ = supervise(service, now, &mut events);
         }
         // Busy only while a configuration restarts them: then they are looked at next time.
         if let Ok(mut components) = self.components.try_lock() {
             if let Some(provider) = components.provider.as_mut() {
-                supervise(provider, now, &mut events);
+                let (exited, restarted) = supervise(provider, now, &mut events);
+                // Recorded like CA's, so a run's report says when it was down.
+                components.provider_supervised(exited, restarted, SystemTime::now());
             }
             components.supervise_autoscaler(now, &mut events).await;
             components.supervise_karpenter(&mut events);
@@ -594,12 +596,20 @@ impl Drop for LocalEnv {
 }
 
 /// Checks `service`: one that exited is reported (name, exit status, log) and started again
-/// after its backoff; what happened goes to `events`.
-fn supervise(service: &mut ServiceProcess, now: std::time::Instant, events: &mut Vec<String>) {
+/// after its backoff; what happened goes to `events`. Returns whether it was found exited and
+/// whether it was started again.
+fn supervise(
+    service: &mut ServiceProcess,
+    now: std::time::Instant,
+    events: &mut Vec<String>,
+) -> (bool, bool) {
     let name = service.spec().name;
+    let mut exited = false;
+    let mut restarted = false;
     if !service.backoff().waiting()
         && let Some(status) = service.exited()
     {
+        exited = true;
         let delay = service.backoff().died(now);
         events.push(format!(
             "{name} exited ({status}); log {}; restarting it{}",
@@ -613,16 +623,20 @@ fn supervise(service: &mut ServiceProcess, now: std::time::Instant, events: &mut
     }
     if service.backoff().due(now) {
         match service.restart() {
-            Ok(()) => events.push(format!(
-                "{name} restarted (pid {})",
-                service.pid().unwrap_or_default()
-            )),
+            Ok(()) => {
+                restarted = true;
+                events.push(format!(
+                    "{name} restarted (pid {})",
+                    service.pid().unwrap_or_default()
+                ));
+            }
             Err(error) => {
                 service.backoff().died(now);
                 events.push(format!("{name} could not be restarted: {error:#}"));
             }
         }
     }
+    (exited, restarted)
 }
 
 /// An error if `env.json` names a process that still runs; a stale file is ignored.

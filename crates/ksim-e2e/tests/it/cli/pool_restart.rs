@@ -1,7 +1,8 @@
 //! A pool killed with -9 in the middle of a run, as `ksim up` restarts it: the restarted pool
 //! registers the nodes of the run's seat group again under their names, and the report counts
 //! that as re-registrations, not as nodes cluster-autoscaler removed and added (CA is not even
-//! running here: every autoscaler count must be 0).
+//! running here: every autoscaler count must be 0). The cloud provider killed after it is an
+//! outage in the run's report (a warning), as CA's outages are.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::{
@@ -53,6 +54,28 @@ async fn seat_nodes(nodes: &Api<Node>) -> BTreeMap<String, String> {
         .filter(is_ready)
         .filter_map(|node| Some((node.metadata.name?, node.metadata.uid?)))
         .collect()
+}
+
+/// kill -9 of the service `ksim up` lists as `name` (its line names its pid).
+fn kill9(up: &Up, name: &str) {
+    let pid = up
+        .said()
+        .lines()
+        .find(|line| line.trim_start().starts_with(&format!("{name} ")))
+        .and_then(|line| {
+            line.split("pid ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no {name} pid in {}", up.said()));
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -126,24 +149,7 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
     assert_eq!(before.len(), 2, "{before:?}");
 
     // kill -9 of the pool; `ksim up` starts it again.
-    let pool_pid = up
-        .said()
-        .lines()
-        .find(|line| line.trim_start().starts_with("pool "))
-        .and_then(|line| {
-            line.split("pid ")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse::<u32>()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no pool pid in {}", up.said()));
-    let killed = Command::new("kill")
-        .args(["-9", &pool_pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill9(&up, "pool");
     // The restarted pool deletes the nodes of seat groups it has not read yet and registers
     // them again under their names: the same names, new objects.
     until("the seat nodes to be registered again", async || {
@@ -153,6 +159,14 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
                 .iter()
                 .all(|(name, uid)| after.get(name).is_some_and(|new| new != uid));
         (again && up.said().contains("ksim: pool restarted (pid")).then_some(())
+    })
+    .await;
+    // The cloud provider killed too: its outage is in the run's report, as CA's would be.
+    kill9(&up, "cloudprov");
+    until("the cloud provider to be restarted", async || {
+        up.said()
+            .contains("ksim: cloudprov restarted (pid")
+            .then_some(())
     })
     .await;
 
@@ -172,10 +186,25 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
         printed.contains("node re-registrations (pool restart): 2"),
         "{printed}"
     );
+    assert!(
+        printed.contains("warning: the cloud provider (ksim-cloudprov) was down "),
+        "{printed}"
+    );
     let report: Value = serde_json::from_slice(
         &std::fs::read(format!("{}/report.json", report_dir(&printed))).unwrap(),
     )
     .unwrap();
+    let provider_outages = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| {
+            w.as_str()
+                .unwrap()
+                .starts_with("the cloud provider (ksim-cloudprov)")
+        })
+        .count();
+    assert_eq!(provider_outages, 1, "{}", report["warnings"]);
     let mut causes: BTreeMap<(String, String), usize> = BTreeMap::new();
     for change in report["node_changes"].as_array().unwrap() {
         let key = (
