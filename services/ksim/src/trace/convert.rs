@@ -7,11 +7,7 @@ use anyhow::Context;
 pub fn run(input: &Path, output: &Path) -> anyhow::Result<()> {
     let label = output.display().to_string();
     crate::files::check_output_of(&label, output, &[input])?;
-    let bytes = crate::files::read_bounded(
-        input,
-        crate::files::MAX_WHOLE_TRACE_BYTES,
-        "a SimKube trace",
-    )?;
+    let bytes = super::input::Opened::open(input)?.read_whole()?;
     let file = crate::files::file_beside(output)?;
     let created_by = format!("ksim {}", env!("CARGO_PKG_VERSION"));
     let (file, conversion) = ksim_trace::simkube::convert(&bytes, file, &created_by)

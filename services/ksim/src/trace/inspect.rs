@@ -1,38 +1,27 @@
 //! `ksim trace inspect`: a trace file's summary (format, origin, time range, totals, kinds).
 
-use std::{
-    fmt::Write as _,
-    io::{BufReader, Read, Write},
-    path::Path,
-};
+use std::{fmt::Write as _, io::Write, path::Path};
 
 use anyhow::Context;
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_trace::inspect::Inspection;
 
 pub fn run(path: &Path) -> anyhow::Result<()> {
-    let open = || std::fs::File::open(path).with_context(|| format!("opening {}", path.display()));
-    let mut prefix = Vec::new();
-    open()?
-        .take(16)
-        .read_to_end(&mut prefix)
-        .with_context(|| format!("reading {}", path.display()))?;
-    let inspection = match ksim_trace::detect_format(&prefix) {
-        Some(pb::TraceFormat::SimkubeV2) => {
-            let bytes = crate::files::read_bounded(
-                path,
-                crate::files::MAX_WHOLE_TRACE_BYTES,
-                "a SimKube trace",
-            )?;
-            inspect_bytes(&bytes, &path.display().to_string())?
-        }
-        _ => ksim_trace::inspect::inspect(BufReader::new(open()?))
-            .with_context(|| format!("{} is not a valid trace", path.display()))?,
-    };
+    let inspection = inspect_file(path)?;
     std::io::stdout()
         .write_all(render(&inspection).as_bytes())
         .context("writing to stdout")?;
     Ok(())
+}
+
+/// The summary of the trace file at `path`, opened once (it may be a FIFO).
+pub(super) fn inspect_file(path: &Path) -> anyhow::Result<Inspection> {
+    let opened = super::input::Opened::open(path)?;
+    if opened.is_simkube() {
+        return inspect_bytes(&opened.read_whole()?, &path.display().to_string());
+    }
+    ksim_trace::inspect::inspect(opened.into_reader())
+        .with_context(|| format!("{} is not a valid trace", path.display()))
 }
 
 /// The summary of a trace held in memory, of either format (`label` names it in errors).

@@ -1,11 +1,10 @@
 //! `ksim trace transform`, and the transform `ksim trace export --transform` and
 //! `ksim run --transform` apply: rules from a YAML file, a trace file to a trace file.
 
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::Context;
-use ksim_proto::ksim::trace::v1 as pb;
 use ksim_transform::{Rules, Summary};
 
 /// Reads and checks a rules file; the error names the file, the rule and its line.
@@ -35,28 +34,17 @@ pub fn transform_file(
 
 /// Transforms `input` into `out`, returning it flushed.
 pub fn transform_to<W: Write>(input: &Path, out: W, rules: &Rules) -> anyhow::Result<(W, Summary)> {
-    let open =
-        || std::fs::File::open(input).with_context(|| format!("opening {}", input.display()));
-    let mut prefix = Vec::new();
-    open()?
-        .take(16)
-        .read_to_end(&mut prefix)
-        .with_context(|| format!("reading {}", input.display()))?;
+    let opened = super::input::Opened::open(input)?;
     let created_by = format!("ksim {}", env!("CARGO_PKG_VERSION"));
     let writer = BufWriter::new(out);
-    let result = match ksim_trace::detect_format(&prefix) {
-        // A SimKube trace is one MessagePack document: converted in memory, as inspect does.
-        Some(pb::TraceFormat::SimkubeV2) => {
-            let bytes = crate::files::read_bounded(
-                input,
-                crate::files::MAX_WHOLE_TRACE_BYTES,
-                "a SimKube trace",
-            )?;
-            let (converted, _) = ksim_trace::simkube::convert(&bytes, Vec::new(), &created_by)
-                .with_context(|| format!("{} is not a valid SimKube trace", input.display()))?;
-            ksim_transform::transform_trace(rules, converted.as_slice(), writer, &created_by)
-        }
-        _ => ksim_transform::transform_trace(rules, BufReader::new(open()?), writer, &created_by),
+    // A SimKube trace is one MessagePack document: converted in memory, as inspect does.
+    let result = if opened.is_simkube() {
+        let bytes = opened.read_whole()?;
+        let (converted, _) = ksim_trace::simkube::convert(&bytes, Vec::new(), &created_by)
+            .with_context(|| format!("{} is not a valid SimKube trace", input.display()))?;
+        ksim_transform::transform_trace(rules, converted.as_slice(), writer, &created_by)
+    } else {
+        ksim_transform::transform_trace(rules, opened.into_reader(), writer, &created_by)
     };
     let (writer, summary) = result.with_context(|| format!("transforming {}", input.display()))?;
     let out = writer
