@@ -257,12 +257,62 @@ impl ProviderFile {
         })
     }
 
+    /// Judged by the provider `binary` itself (`--check-config`), as a run's configuration is:
+    /// `ksim up` refuses a file it would refuse before anything starts.
+    pub async fn check(&self, binary: &Path) -> anyhow::Result<()> {
+        use anyhow::Context;
+        match provider_refusal(binary, &self.path, &self.source)
+            .await
+            .with_context(|| format!("running {} --check-config", binary.display()))?
+        {
+            Some(reason) => anyhow::bail!(
+                "--provider-config {}: the cloud provider refuses it: {reason}",
+                self.source
+            ),
+            None => Ok(()),
+        }
+    }
+
     fn to_proto(&self) -> pb::ProviderConfig {
         pb::ProviderConfig {
             source: self.source.clone(),
             yaml: self.yaml.clone(),
         }
     }
+}
+
+/// Why the provider `binary` refuses the config at `path` (`--check-config`), in the words of
+/// `source`, what the user named; `None` when it takes it.
+async fn provider_refusal(
+    binary: &Path,
+    path: &Path,
+    source: &str,
+) -> std::io::Result<Option<String>> {
+    let output = tokio::process::Command::new(binary)
+        .arg("--check-config")
+        .arg("--provider-config")
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await?;
+    if output.status.success() {
+        return Ok(None);
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let first = stderr
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("");
+    // Its words name the file it read; the user's file is what they know.
+    let reason = first
+        .trim_start_matches("Error: ")
+        .replace(
+            &format!("provider config {} is invalid: ", path.display()),
+            "",
+        )
+        .replace(&path.display().to_string(), source);
+    Ok(Some(reason))
 }
 
 /// What runs, or is to run: `None` is the scheduler's defaults, no CA, or no provider config.
@@ -403,6 +453,10 @@ pub struct Components {
     provider_outages: Vec<Outage>,
     /// The lease holder the last ApplyConfiguration was made under (see [`may_change`]).
     applied_for: Option<String>,
+    /// The directories of CAs that died or failed to start while the environment ran, kept
+    /// so the logs its supervision lines and errors name can be read; removed when it stops
+    /// ([`Self::remove_dead_autoscaler_dirs`]).
+    dead_autoscaler_dirs: Vec<PathBuf>,
 }
 
 impl Components {
@@ -426,6 +480,30 @@ impl Components {
             outages: Vec::new(),
             provider_outages: Vec::new(),
             applied_for: None,
+            dead_autoscaler_dirs: Vec::new(),
+        }
+    }
+
+    /// A CA that failed to start keeps its directory, which its error names: removed with the
+    /// dead CAs' when the environment stops.
+    fn keep_failed_autoscaler_dir(&mut self, error: &anyhow::Error) {
+        if let Some(ksim_testenv::Error::AutoscalerStart { dir, .. }) = error.downcast_ref() {
+            self.dead_autoscaler_dirs.push(dir.clone());
+        }
+    }
+
+    /// Removes the directories of the CAs that died (a running CA's goes with it); kept with
+    /// `KSIM_KEEP_TESTENV`, as a running CA's is.
+    pub fn remove_dead_autoscaler_dirs(&mut self) {
+        if std::env::var_os("KSIM_KEEP_TESTENV").is_some() {
+            return;
+        }
+        for dir in self.dead_autoscaler_dirs.drain(..) {
+            if let Err(error) = std::fs::remove_dir_all(&dir)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(%error, dir = %dir.display(), "removing a cluster-autoscaler directory");
+            }
         }
     }
 
@@ -619,29 +697,10 @@ impl Components {
             .map(|provider| provider.binary().to_owned())
             .ok_or_else(|| Status::failed_precondition("the cloud provider is stopped"))?;
         let path = self.write_file("provider", &given.yaml)?;
-        let output = tokio::process::Command::new(&binary)
-            .arg("--check-config")
-            .arg("--provider-config")
-            .arg(&path)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output()
+        if let Some(reason) = provider_refusal(&binary, &path, &source)
             .await
-            .map_err(|error| Status::internal(format!("running {}: {error}", binary.display())))?;
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let first = stderr
-                .lines()
-                .find(|line| !line.trim().is_empty())
-                .unwrap_or("");
-            // Its words name the environment's copy; the user's file is what they know.
-            let reason = first
-                .trim_start_matches("Error: ")
-                .replace(
-                    &format!("provider config {} is invalid: ", path.display()),
-                    "",
-                )
-                .replace(&path.display().to_string(), &source);
+            .map_err(|error| Status::internal(format!("running {}: {error}", binary.display())))?
+        {
             return Err(Status::invalid_argument(format!(
                 "provider configuration {source}: the cloud provider refuses it: {reason}"
             )));
@@ -885,6 +944,7 @@ impl Components {
                         self.running.autoscaler = wanted.autoscaler;
                     }
                     Err(error) => {
+                        self.keep_failed_autoscaler_dir(&error);
                         // CA as it ran before (a flag value only CA judges, say): a failed
                         // start leaves CA as it was, or to supervision if that fails too.
                         let restored = match &previous {
@@ -905,6 +965,7 @@ impl Components {
                                 String::new()
                             }
                             Err(again) => {
+                                self.keep_failed_autoscaler_dir(&again);
                                 self.autoscaler_backoff.died(Instant::now());
                                 format!("; starting it as it ran before failed too: {again:#}")
                             }
@@ -946,7 +1007,7 @@ impl Components {
                     Some(status) => {
                         // Its log outlives it: the new CA writes another.
                         let log = autoscaler.log_path().to_owned();
-                        autoscaler.keep_dir();
+                        self.dead_autoscaler_dirs.extend(autoscaler.keep_dir());
                         Some(format!("exited ({status}); log {}", log.display()))
                     }
                     None => None,
@@ -993,6 +1054,7 @@ impl Components {
                 }
             }
             Err(error) => {
+                self.keep_failed_autoscaler_dir(&error);
                 self.autoscaler_backoff.died(Instant::now());
                 events.push(format!(
                     "cluster-autoscaler could not be restarted: {error:#}"

@@ -170,8 +170,14 @@ impl LocalEnv {
             .with_context(|| format!("creating {}", log_dir.display()))?;
         let base = options.port_base.unwrap_or(services::DEFAULT_PORT_BASE);
         let binaries = Binaries::locate(base, &options)?;
+        // Judged by the provider binary before anything starts: a file it refuses would
+        // otherwise surface only as its exit, after the control plane had started.
         let provider_config = match &options.provider_config {
-            Some(path) => Some(ProviderFile::read(path)?),
+            Some(path) => {
+                let file = ProviderFile::read(path)?;
+                file.check(&binaries.services.cloudprov.1).await?;
+                Some(file)
+            }
             None => None,
         };
         let karpenter = if options.karpenter {
@@ -480,6 +486,7 @@ impl LocalEnv {
         }
         let mut components = self.components.lock().await;
         components.autoscaler = None;
+        components.remove_dead_autoscaler_dirs();
         components.cluster = None;
         drop(components);
         self.remove_state();
@@ -577,6 +584,7 @@ impl Drop for LocalEnv {
         if let Some(components) = components.as_mut() {
             components.karpenter = None;
             components.autoscaler = None;
+            components.remove_dead_autoscaler_dirs();
         }
         self.server = None;
         // Each service's own drop stops it; popping keeps the reverse order.
@@ -639,18 +647,111 @@ fn supervise(
     (exited, restarted)
 }
 
-/// An error if `env.json` names a process that still runs; a stale file is ignored.
+/// An error if `env.json` names an environment that still runs. A stale file is ignored: its
+/// pid runs nothing, or runs a process other than the one recorded (the pid was reused), the
+/// same identity `ksim down` checks before it signals. A file without the identity (an older
+/// ksim wrote it), or a process `/proc` cannot describe, still refuses: nothing proves it stale.
 fn refuse_if_running(state_dir: &Path) -> anyhow::Result<()> {
-    if let Some(state) = EnvState::read(state_dir)?
-        && state.pid != std::process::id()
-        && services::is_alive(state.pid)
-    {
-        anyhow::bail!(
-            "an environment is already up (pid {}, started {}, state in {}); stop it with `ksim down`",
-            state.pid,
-            state.started_at,
-            state_dir.display()
-        );
+    let Some(state) = EnvState::read(state_dir)? else {
+        return Ok(());
+    };
+    if state.pid == std::process::id() || !services::is_alive(state.pid) {
+        return Ok(());
     }
-    Ok(())
+    if let (Some(recorded), Ok(now)) = (&state.process, ProcessIdentity::of(state.pid))
+        && *recorded != now
+    {
+        tracing::info!(
+            pid = state.pid,
+            "env.json is stale: its pid is another process now"
+        );
+        return Ok(());
+    }
+    anyhow::bail!(
+        "an environment is already up (pid {}, started {}, state in {}); stop it with `ksim down`",
+        state.pid,
+        state.started_at,
+        state_dir.display()
+    );
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// `sleep 30`, killed when the test ends; returned once /proc shows its arguments.
+    struct Sleep(std::process::Child);
+
+    impl Sleep {
+        fn spawn() -> Self {
+            let child = Self(
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap(),
+            );
+            for _ in 0..100 {
+                if ProcessIdentity::of(child.0.id()).unwrap().cmdline == ["sleep", "30"] {
+                    return child;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            panic!("sleep 30 did not show its arguments");
+        }
+    }
+
+    impl Drop for Sleep {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn recorded(dir: &Path, pid: u32, process: Option<ProcessIdentity>) {
+        EnvState {
+            pid,
+            process,
+            ..state::tests::state()
+        }
+        .write(dir)
+        .unwrap();
+    }
+
+    #[test]
+    fn only_the_recorded_process_alive_refuses_a_second_environment() {
+        let sleep = Sleep::spawn();
+        let pid = sleep.0.id();
+        let real = ProcessIdentity::of(pid).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // The pid now runs another process than the `ksim up` recorded: stale, not refused.
+        for other in [
+            ProcessIdentity {
+                cmdline: vec!["ksim".to_owned(), "up".to_owned()],
+                ..real.clone()
+            },
+            ProcessIdentity {
+                start_time: real.start_time.saturating_sub(1),
+                ..real.clone()
+            },
+        ] {
+            recorded(dir.path(), pid, Some(other));
+            refuse_if_running(dir.path()).unwrap();
+        }
+        // The recorded process itself, or one nothing proves stale: refused.
+        for process in [Some(real), None] {
+            recorded(dir.path(), pid, process);
+            let error = refuse_if_running(dir.path()).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("an environment is already up (pid {pid}")),
+                "{error}"
+            );
+        }
+        // No file; a pid that runs nothing.
+        let empty = tempfile::tempdir().unwrap();
+        refuse_if_running(empty.path()).unwrap();
+        drop(sleep);
+        recorded(dir.path(), pid, None);
+        refuse_if_running(dir.path()).unwrap();
+    }
 }
