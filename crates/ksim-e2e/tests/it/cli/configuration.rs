@@ -532,12 +532,28 @@ async fn a_refused_configuration_leaves_the_running_autoscaler_alone() {
 }
 
 /// A cluster-autoscaler that dies under `ksim up` is reported on its output, started again (a
-/// new process that serves its health check), and listed by `ksim down`.
+/// new process that serves its health check), and listed by `ksim down`, which leaves no CA
+/// directory behind, the dead one's included.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
-    let up = tokio::task::spawn_blocking(|| Up::with_fast_autoscaler(&[]))
-        .await
-        .unwrap();
+    // CA's directories go to this TMPDIR, so what is left of them can be seen.
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp_dir = tmp.path().to_str().unwrap().to_owned();
+    let up = tokio::task::spawn_blocking(move || {
+        let fast = super::common::up::fast_autoscaler_args();
+        let args: Vec<&str> = fast.iter().map(String::as_str).collect();
+        Up::start_with_env(&args, &[("TMPDIR", &tmp_dir)])
+    })
+    .await
+    .unwrap();
+    let autoscaler_dirs = || {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("ksim-cluster-autoscaler-"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(autoscaler_dirs().len(), 1, "{:?}", autoscaler_dirs());
     let (pid, args) = autoscaler_process(up.pid()).unwrap();
     assert!(autoscaler_healthy(&args).await);
     let killed = std::process::Command::new("kill")
@@ -628,6 +644,8 @@ async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
         listed.contains(&format!("cluster-autoscaler restarted (pid {new_pid})")),
         "{listed}"
     );
+    // `ksim down` returns once `ksim up` has exited.
+    assert_eq!(autoscaler_dirs(), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread")]

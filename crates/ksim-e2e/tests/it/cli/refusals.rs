@@ -170,6 +170,26 @@ fn up_refuses_an_autoscaler_flag_a_run_may_not_set_and_run_a_malformed_flags_fil
         refused(&output, &["--port-base", base, "1024..=30663"]);
         assert!(!state.path().join("env.json").exists());
     }
+    // A provider config the cloud provider refuses: one line naming the file and the value,
+    // before anything starts (no service's log).
+    let bad = state.path().join("bad-pricing.yaml");
+    std::fs::write(&bad, "pricing:\n  instanceTypes:\n    m5.large: -1\n").unwrap();
+    let output = std::process::Command::new(ksim_e2e::binary("ksim"))
+        .args(["up", "--provider-config", bad.to_str().unwrap()])
+        .args(["--port-base", &ksim_e2e::port_base().to_string()])
+        .env("KSIM_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    refused(
+        &output,
+        &[
+            "--provider-config",
+            bad.to_str().unwrap(),
+            r#"["m5.large"] is -1"#,
+        ],
+    );
+    assert!(!state.path().join("env.json").exists());
+    assert!(!state.path().join("logs/tracer.log").exists());
 
     let dir = tempfile::tempdir().unwrap();
     let (trace, skeleton) = files(dir.path());
