@@ -15,6 +15,13 @@ pub enum ReportError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    #[error("{} is larger than a report ksim writes ({limit} bytes at most)", path.display())]
+    TooLarge { path: PathBuf, limit: u64 },
+    #[error("{} is not a report ksim wrote: {source}", path.display())]
+    NotWritten {
+        path: PathBuf,
+        source: Box<ReportError>,
+    },
     #[error("drawing the timeline chart: {0}")]
     Chart(String),
     #[error("bucket_ms {bucket_ms} is not a bucket width ksim makes ({min_ms} to {max_ms} ms)")]

@@ -2,7 +2,7 @@
 //! `fidelity.csv` and `fidelity.svg`, and with scaled workloads `replicas.csv`.
 
 use std::fs::{self, File};
-use std::io::{self, Write as _};
+use std::io::{self, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use ksim_proto::ksim::driver::v1 as pb;
@@ -129,25 +129,53 @@ pub fn write_outcome(outcome: &Outcome, dir: &Path) -> Result<PathBuf, ReportErr
     Ok(path)
 }
 
-/// The report and outcome kept in `dir`; `None` where a file does not exist.
+/// The largest report file read: as large as a report the CLI takes from a driver.
+const MAX_REPORT_BYTES: u64 = 256 << 20;
+
+/// The report and outcome kept in `dir`; `None` where a file does not exist. Each is read up
+/// to [`MAX_REPORT_BYTES`], and the report's timeline checked ([`Report::check_timeline`]).
 pub fn read_files(dir: &Path) -> Result<(Option<Report>, Option<Outcome>), ReportError> {
+    let path = dir.join(JSON_FILE);
+    let report: Option<Report> = read_json(&path, MAX_REPORT_BYTES)?;
+    if let Some(report) = &report {
+        report
+            .check_timeline()
+            .map_err(|source| ReportError::NotWritten {
+                path,
+                source: Box::new(source),
+            })?;
+    }
     Ok((
-        read_json(&dir.join(JSON_FILE))?,
-        read_json(&dir.join(OUTCOME_FILE))?,
+        report,
+        read_json(&dir.join(OUTCOME_FILE), MAX_REPORT_BYTES)?,
     ))
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(ReportError::Read {
-                path: path.to_owned(),
-                source,
-            });
-        }
+/// `path` parsed, read up to `limit` bytes; `None` if it does not exist.
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    limit: u64,
+) -> Result<Option<T>, ReportError> {
+    let read_error = |source| ReportError::Read {
+        path: path.to_owned(),
+        source,
     };
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(read_error(source)),
+    };
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file at it from a larger one.
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(ReportError::TooLarge {
+            path: path.to_owned(),
+            limit,
+        });
+    }
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|source| ReportError::Malformed {
@@ -210,6 +238,42 @@ mod tests {
         fs::write(dir.join(OUTCOME_FILE), "{ not json").unwrap();
         let error = read_files(&dir).unwrap_err();
         assert!(error.to_string().contains(OUTCOME_FILE), "{error}");
+    }
+
+    #[test]
+    fn a_larger_file_or_a_timeline_ksim_does_not_make_is_refused_naming_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outcome = Outcome {
+            state: "SUCCEEDED".to_owned(),
+            error_message: String::new(),
+            end_time_ms: 0,
+        };
+        let path = write_outcome(&outcome, tmp.path()).unwrap();
+        let size = fs::metadata(&path).unwrap().len();
+        let at_limit: Option<Outcome> = read_json(&path, size).unwrap();
+        assert_eq!(at_limit, Some(outcome));
+        let error = read_json::<Outcome>(&path, size - 1).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{} is larger than a report ksim writes ({} bytes at most)",
+                path.display(),
+                size - 1
+            )
+        );
+
+        let mut report = fixtures::report();
+        report.timeline[1].offset_ms = 1 << 62;
+        let json = serde_json::to_vec(&report).unwrap();
+        fs::write(tmp.path().join(JSON_FILE), json).unwrap();
+        let error = read_files(tmp.path()).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!(
+                "{} is not a report ksim wrote: timeline entry 1 is at",
+                tmp.path().join(JSON_FILE).display()
+            )),
+            "{error}"
+        );
     }
 
     #[test]
