@@ -13,11 +13,11 @@ pub struct ExportArgs {
     #[command(flatten)]
     server: ServerArgs,
     /// Start of the window: an RFC 3339 time, or a duration before now ("2h"); default: the oldest event.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     start: Option<String>,
     /// End of the window (exclusive), as --start; default: now, or where an imported trace's
     /// recording ended (--trace-id).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     end: Option<String>,
     /// Keep only these namespaces (repeatable).
     #[arg(long = "namespace", short = 'n')]
@@ -117,14 +117,57 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
 }
 
 fn parse_time(text: &str, flag: &str) -> anyhow::Result<prost_types::Timestamp> {
-    let time = humantime::parse_rfc3339_weak(text)
-        .or_else(|_| humantime::parse_duration(text).map(|ago| SystemTime::now() - ago))
-        .map_err(|_| {
-            anyhow::anyhow!("{flag} {text:?} is neither an RFC 3339 time nor a duration like 2h")
-        })?;
-    Ok(prost_types::Timestamp::from(time))
+    if let Some(ms) =
+        super::parse_rfc3339_ms(text).map_err(|why| anyhow::anyhow!("{flag} {why}"))?
+    {
+        return Ok(ksim_trace::time::timestamp(ms));
+    }
+    let Some((negative, ago)) = super::parse_signed_duration(text) else {
+        anyhow::bail!(
+            "{flag} {text:?} is neither an RFC 3339 time (2026-01-05T10:00:00Z) nor a duration before now (2h)"
+        );
+    };
+    anyhow::ensure!(
+        !negative,
+        "{flag} {text:?}: a duration is how long before now (2h) and takes no sign; give a later time in RFC 3339"
+    );
+    let since_epoch = SystemTime::now()
+        .checked_sub(ago)
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok());
+    let Some(since_epoch) = since_epoch else {
+        anyhow::bail!("{flag} {text}: that long before now is before 1970-01-01T00:00:00Z");
+    };
+    Ok(prost_types::Timestamp::from(
+        std::time::UNIX_EPOCH + since_epoch,
+    ))
 }
 
 pub(super) fn status_error(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("tracer store: {} ({:?})", status.message(), status.code())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_time_says_what_is_wrong_with_it() {
+        let error = |text| parse_time(text, "--start").unwrap_err().to_string();
+        assert!(
+            error("1969-12-31T23:30:00Z").contains("is before 1970-01-01T00:00:00Z"),
+            "{}",
+            error("1969-12-31T23:30:00Z")
+        );
+        assert!(error("-10m").contains("takes no sign"), "{}", error("-10m"));
+        // Further back than the epoch: refused by name, where subtracting it would panic.
+        assert!(
+            error("100000000y").contains("before 1970-01-01"),
+            "{}",
+            error("100000000y")
+        );
+        let hour_ago = parse_time("1h", "--start").unwrap();
+        let now = prost_types::Timestamp::from(SystemTime::now());
+        assert!(hour_ago.seconds < now.seconds);
+    }
 }

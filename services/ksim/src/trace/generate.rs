@@ -2,9 +2,9 @@
 //! trace to replay before a recording exists.
 
 use std::path::PathBuf;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use ksim_synth::day::{self, DayWorkload};
 
@@ -133,13 +133,10 @@ fn parse_memory_mib(text: &str) -> Result<u64, String> {
 }
 
 fn parse_start_ms(text: &str) -> anyhow::Result<i64> {
-    let Ok(time) = humantime::parse_rfc3339_weak(text) else {
-        bail!("{text:?} is not an RFC 3339 time (2026-01-05T00:00:00Z)");
-    };
-    let since = time
-        .duration_since(UNIX_EPOCH)
-        .with_context(|| format!("{text} is before 1970"))?;
-    Ok(i64::try_from(since.as_millis())?)
+    match super::parse_rfc3339_ms(text).map_err(anyhow::Error::msg)? {
+        Some(ms) => Ok(ms),
+        None => bail!("{text:?} is not an RFC 3339 time (2026-01-05T00:00:00Z)"),
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +157,13 @@ mod tests {
             day::MONDAY_MS
         );
         assert!(parse_start_ms("monday").is_err());
+        // RFC 3339, before the range: said so, not "not an RFC 3339 time".
+        assert_eq!(
+            parse_start_ms("1969-12-31T23:30:00Z")
+                .unwrap_err()
+                .to_string(),
+            "1969-12-31T23:30:00Z is before 1970-01-01T00:00:00Z; a trace holds times from 1970 to the end of 9999"
+        );
         // Sizes whose products overflowed the generator are refused by the parsers.
         assert!(parse_cpu_millis("10000").is_ok());
         assert!(

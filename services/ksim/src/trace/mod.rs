@@ -121,6 +121,44 @@ fn rfc3339_ms(ms: i64) -> String {
     }
 }
 
+/// `text` as an RFC 3339 time, in milliseconds since the epoch: `Ok(None)` when it is not
+/// written as one (a caller may read it as a duration), an error saying what is wrong with it
+/// when it is written as one that a trace cannot hold or that names no time.
+fn parse_rfc3339_ms(text: &str) -> Result<Option<i64>, String> {
+    match humantime::parse_rfc3339_weak(text) {
+        // Within 1970 to 9999 (humantime's range, and a trace's), so the conversion holds.
+        Ok(time) => Ok(time
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|since| i64::try_from(since.as_millis()).ok())),
+        Err(humantime::TimestampError::OutOfRange) => {
+            let year = text.get(..4).and_then(|year| year.parse::<u32>().ok());
+            Err(if year.is_some_and(|year| year < 1970) {
+                format!(
+                    "{text} is before 1970-01-01T00:00:00Z; a trace holds times from 1970 to the end of 9999"
+                )
+            } else {
+                format!(
+                    "{text} has a field out of range (month 01-12, a day of that month, hour 00-23, minute and second 00-59) or is after 9999"
+                )
+            })
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+/// A duration as `--from`/`--to` and `--start`/`--end` take one, "10m", with an optional sign
+/// ("-10m": whether it is negative); `None` when `text` is not a duration.
+fn parse_signed_duration(text: &str) -> Option<(bool, std::time::Duration)> {
+    let (negative, magnitude) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    humantime::parse_duration(magnitude)
+        .ok()
+        .map(|duration| (negative, duration))
+}
+
 async fn connect(
     server: &ServerArgs,
 ) -> anyhow::Result<
@@ -148,6 +186,28 @@ mod tests {
         for ms in [ksim_trace::time::MAX_MS + 1, i64::MAX, -1, i64::MIN] {
             assert_eq!(rfc3339_ms(ms), format!("{ms} ms (out of range)"));
         }
+    }
+
+    #[test]
+    fn a_negative_offset_is_a_value_not_a_flag() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: TraceCommand,
+        }
+        let parsed =
+            Cli::try_parse_from(["trace", "show", "x.ktrace", "--from", "-10m", "--to", "-5m"]);
+        let Ok(Cli {
+            command: TraceCommand::Show(args),
+        }) = parsed
+        else {
+            panic!("--from -10m does not parse: {:?}", parsed.err());
+        };
+        assert_eq!(args.from.as_deref(), Some("-10m"));
+        assert_eq!(args.to.as_deref(), Some("-5m"));
+        let parsed = Cli::try_parse_from(["trace", "export", "--start", "-10m", "-o", "x.ktrace"]);
+        assert!(parsed.is_ok(), "{:?}", parsed.err());
     }
 
     use std::path::Path;

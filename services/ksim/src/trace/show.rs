@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::time::UNIX_EPOCH;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_trace::Record;
@@ -22,7 +21,8 @@ Examples:
   ksim trace show shop.ktrace --object Deployment/web -n shop the object's history as YAML diffs
   ksim trace show shop.ktrace --usage -n shop --name web-1    what the pod used, per container
 
-Times are RFC 3339 (2026-01-05T10:00:00Z) or a duration from the trace's start (90s, 10m).")]
+Times are RFC 3339 (2026-01-05T10:00:00Z) or a duration from the trace's start (90s, 10m; -5m is
+before it).")]
 pub struct ShowArgs {
     /// The trace file (ksim or SimKube).
     pub file: PathBuf,
@@ -40,11 +40,11 @@ pub struct ShowArgs {
     pub name: Option<String>,
 
     /// Only events at or after this time.
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub from: Option<String>,
 
     /// Only events before this time.
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub to: Option<String>,
 
     /// List the matching objects (changes, first and last seen) instead of the events.
@@ -88,26 +88,27 @@ impl Filter {
     }
 }
 
-/// An RFC 3339 time, or a duration after `start_ms`.
+/// An RFC 3339 time, or a duration after `start_ms` (before it with a minus sign).
 fn parse_time(text: &str, start_ms: Option<i64>, flag: &str) -> anyhow::Result<i64> {
-    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
-        let since = time
-            .duration_since(UNIX_EPOCH)
-            .with_context(|| format!("--{flag} {text}: before 1970"))?;
-        return i64::try_from(since.as_millis()).with_context(|| format!("--{flag} {text}"));
+    if let Some(ms) = super::parse_rfc3339_ms(text).map_err(|why| anyhow!("--{flag} {why}"))? {
+        return Ok(ms);
     }
-    match humantime::parse_duration(text) {
-        Ok(offset) => {
+    match super::parse_signed_duration(text) {
+        Some((negative, offset)) => {
             let Some(start) = start_ms else {
                 bail!(
                     "--{flag} {text}: the trace has no start time to count from; give an RFC 3339 time"
                 );
             };
             let offset = i64::try_from(offset.as_millis()).unwrap_or(i64::MAX);
-            Ok(start.saturating_add(offset))
+            Ok(if negative {
+                start.saturating_sub(offset)
+            } else {
+                start.saturating_add(offset)
+            })
         }
-        Err(_) => bail!(
-            "--{flag} {text:?} is neither an RFC 3339 time (2026-01-05T10:00:00Z) nor a duration (90s, 10m)"
+        None => bail!(
+            "--{flag} {text:?} is neither an RFC 3339 time (2026-01-05T10:00:00Z) nor a duration from the trace's start (90s, 10m, -5m)"
         ),
     }
 }
@@ -460,4 +461,35 @@ fn yaml(json: &[u8]) -> anyhow::Result<String> {
     }
     let value: serde_json::Value = serde_json::from_slice(json)?;
     Ok(serde_saphyr::to_string(&value)?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc_3339_or_signed_durations_from_the_start() {
+        let start_ms = super::super::parse_rfc3339_ms("2026-01-05T10:00:00Z")
+            .unwrap()
+            .unwrap();
+        let ten_minutes = 10 * 60 * 1000;
+        assert_eq!(
+            parse_time("10m", Some(start_ms), "from").unwrap(),
+            start_ms + ten_minutes
+        );
+        assert_eq!(
+            parse_time("-10m", Some(start_ms), "from").unwrap(),
+            start_ms - ten_minutes
+        );
+        let error = parse_time("1969-12-31T23:30:00Z", Some(start_ms), "from").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--from 1969-12-31T23:30:00Z is before 1970-01-01T00:00:00Z; a trace holds times from 1970 to the end of 9999"
+        );
+        let error = parse_time("2026-13-01T00:00:00Z", Some(start_ms), "to").unwrap_err();
+        assert!(error.to_string().contains("out of range"), "{error}");
+        let error = parse_time("yesterday", Some(start_ms), "from").unwrap_err();
+        assert!(error.to_string().contains("-5m"), "{error}");
+    }
 }
