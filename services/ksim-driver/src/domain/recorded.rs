@@ -44,6 +44,7 @@ pub fn recorded_states(trace: &Trace) -> Option<Vec<RecordedState>> {
 /// recorded time, what the report holds the simulated pods' pending time against; `None` when
 /// no lifecycle records a creation (a trace recorded before they were kept, or SimKube's). A
 /// pod created before the window is left out: its replayed twin is created at the start.
+/// Creation times are whole seconds, so one in the window's first second counts from it.
 pub fn recorded_pending(trace: &Trace) -> Option<Vec<Duration>> {
     if trace
         .lifecycles
@@ -53,6 +54,7 @@ pub fn recorded_pending(trace: &Trace) -> Option<Vec<Duration>> {
         return None;
     }
     let start_ms = window_start_ms(trace);
+    let start_ms = start_ms - start_ms.rem_euclid(1000);
     // The tracer records a pod again when it turns Ready: one wait per pod.
     let mut seen = BTreeSet::new();
     Some(
@@ -188,18 +190,26 @@ mod tests {
         let mut recorded = trace(Vec::new());
         recorded.lifecycles = vec![started("a", 0, 101_000)];
         assert_eq!(recorded_pending(&recorded), None, "no creation times");
+        // The window starts at 100.3 s.
+        recorded.header.start_time = Some(ksim_trace::time::timestamp(100_300));
         recorded.lifecycles = vec![
             started("a", 101_000, 103_500),
             // Recorded again when it turned Ready: one wait.
             started("a", 101_000, 103_500),
             started("b", 102_000, 172_000),
-            // Created before the window (at 100 s): left out.
+            // Created before the window: left out.
             started("c", 99_000, 100_500),
+            // Created in its first second, stamped in whole seconds: counts.
+            started("e", 100_000, 101_000),
             started("d", 0, 101_000),
         ];
         assert_eq!(
             recorded_pending(&recorded).unwrap(),
-            [Duration::from_millis(2_500), Duration::from_secs(70)]
+            [
+                Duration::from_millis(2_500),
+                Duration::from_secs(70),
+                Duration::from_secs(1)
+            ]
         );
     }
 
