@@ -186,7 +186,12 @@ impl Upload {
         };
         let (ksim_file, source_format) = match format {
             pb::TraceFormat::SimkubeV2 => {
-                // SimKube traces are one MessagePack document; the size limit bounds this read.
+                // SimKube traces are one MessagePack document, converted in memory: their own
+                // limit (smaller than the import limit) bounds what this read and decode cost.
+                let limit = ksim_trace::simkube::MAX_INPUT_BYTES as u64;
+                if self.received > limit {
+                    return Err(ImportError::TooLarge { limit });
+                }
                 let bytes = fs::read(self.file.path())?;
                 let converted = tempfile::Builder::new()
                     .prefix(".upload-")
@@ -299,6 +304,24 @@ mod tests {
         // SimKube's converted header ends at its last event, which must stay in the window.
         assert_eq!(meta(Some(4_000), Some(4_000)).default_end_ms(), Some(4_001));
         assert_eq!(meta(None, None).default_end_ms(), None);
+    }
+
+    #[test]
+    fn a_simkube_upload_over_its_own_limit_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let imports = Imports::new(dir.path().to_owned(), 4 << 30, "test".to_owned()).unwrap();
+        let mut upload = imports.begin().unwrap();
+        upload.write(&[0x81, 0xa1, b'x']).unwrap();
+        // Under the import limit, over SimKube's: counted as received, not written (no 512 MiB
+        // file in a unit test).
+        upload.received = ksim_trace::simkube::MAX_INPUT_BYTES as u64 + 1;
+        let error = upload
+            .finish(pb::TraceFormat::SimkubeV2, "big")
+            .unwrap_err();
+        assert!(
+            matches!(error, ImportError::TooLarge { limit } if limit == 512 << 20),
+            "{error:?}"
+        );
     }
 
     #[test]
