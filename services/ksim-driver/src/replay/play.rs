@@ -240,7 +240,13 @@ async fn save_every(live: Arc<Live>, id: String, dir: PathBuf) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        live.save_partial(&id, &dir);
+        // Building, rendering and writing a report is blocking work: off the replay's workers,
+        // so a save never makes an event late.
+        let (live, id, dir) = (live.clone(), id.clone(), dir.clone());
+        if let Err(error) = tokio::task::spawn_blocking(move || live.save_partial(&id, &dir)).await
+        {
+            tracing::warn!(%error, "saving the report so far");
+        }
     }
 }
 
