@@ -37,6 +37,32 @@ pub fn millis(timestamp: &prost_types::Timestamp) -> i64 {
         .saturating_add(i64::from(timestamp.nanos) / 1_000_000)
 }
 
+/// `text` as an RFC 3339 time, in milliseconds since the epoch: `Ok(None)` when it is not
+/// written as one (a caller may read it as a duration), an error saying what is wrong with it
+/// when it is written as one that a trace cannot hold or that names no time.
+pub fn parse_rfc3339_ms(text: &str) -> Result<Option<i64>, String> {
+    match humantime::parse_rfc3339_weak(text) {
+        // Within 1970 to 9999 (humantime's range, and a trace's), so the conversion holds.
+        Ok(time) => Ok(time
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|since| i64::try_from(since.as_millis()).ok())),
+        Err(humantime::TimestampError::OutOfRange) => {
+            let year = text.get(..4).and_then(|year| year.parse::<u32>().ok());
+            Err(if year.is_some_and(|year| year < 1970) {
+                format!(
+                    "{text} is before 1970-01-01T00:00:00Z; a trace holds times from 1970 to the end of 9999"
+                )
+            } else {
+                format!(
+                    "{text} has a field out of range (month 01-12, a day of that month, hour 00-23, minute and second 00-59) or is after 9999"
+                )
+            })
+        }
+        Err(_) => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +94,21 @@ mod tests {
         assert!(!in_range(-1) && !in_range(MAX_MS + 1) && !in_range(i64::MAX));
         // 9999-12-31T23:59:59.999Z is the last millisecond of year 9999.
         assert_eq!(MAX_MS + 1, 253_402_300_800 * 1000);
+    }
+
+    #[test]
+    fn rfc_3339_times_out_of_a_traces_range_say_why() {
+        assert_eq!(
+            parse_rfc3339_ms("2026-01-05T00:00:00.250Z"),
+            Ok(Some(1_767_571_200_250))
+        );
+        assert_eq!(parse_rfc3339_ms("10m"), Ok(None));
+        let before = parse_rfc3339_ms("1969-12-31T23:30:00Z").unwrap_err();
+        assert!(
+            before.contains("is before 1970-01-01T00:00:00Z"),
+            "{before}"
+        );
+        let field = parse_rfc3339_ms("2026-13-01T00:00:00Z").unwrap_err();
+        assert!(field.contains("month 01-12"), "{field}");
     }
 }

@@ -507,12 +507,9 @@ fn bound_ms(bound: Bound) -> i64 {
 
 /// An RFC 3339 time, or a duration after the trace's start ("10m").
 fn bound(text: &str, what: &str) -> Result<Bound, String> {
-    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
-        let ms = time
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .and_then(|d| i64::try_from(d.as_millis()).ok())
-            .ok_or_else(|| format!("keepWindow: {what} {text:?} is before 1970"))?;
+    if let Some(ms) = ksim_trace::time::parse_rfc3339_ms(text)
+        .map_err(|why| format!("keepWindow: {what} {why}"))?
+    {
         return Ok(Bound::At(ms));
     }
     humantime::parse_duration(text)
@@ -761,6 +758,10 @@ rules:
             (
                 "rules:\n  - keepWindow: { start: 2m, end: 1m }\n",
                 "start must be before end",
+            ),
+            (
+                "rules:\n  - keepWindow: { start: '1969-12-31T23:30:00Z' }\n",
+                "keepWindow: start 1969-12-31T23:30:00Z is before 1970-01-01T00:00:00Z",
             ),
             ("rules:\n  - mergePatch: 3\n", "must be a map"),
             (

@@ -17,6 +17,7 @@ pub use validate::{FINDINGS_EXIT, FindingsRemain};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use ksim_trace::time::parse_rfc3339_ms;
 
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
@@ -118,32 +119,6 @@ fn rfc3339_ms(ms: i64) -> String {
         )
         .to_string(),
         _ => format!("{ms} ms (out of range)"),
-    }
-}
-
-/// `text` as an RFC 3339 time, in milliseconds since the epoch: `Ok(None)` when it is not
-/// written as one (a caller may read it as a duration), an error saying what is wrong with it
-/// when it is written as one that a trace cannot hold or that names no time.
-fn parse_rfc3339_ms(text: &str) -> Result<Option<i64>, String> {
-    match humantime::parse_rfc3339_weak(text) {
-        // Within 1970 to 9999 (humantime's range, and a trace's), so the conversion holds.
-        Ok(time) => Ok(time
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .and_then(|since| i64::try_from(since.as_millis()).ok())),
-        Err(humantime::TimestampError::OutOfRange) => {
-            let year = text.get(..4).and_then(|year| year.parse::<u32>().ok());
-            Err(if year.is_some_and(|year| year < 1970) {
-                format!(
-                    "{text} is before 1970-01-01T00:00:00Z; a trace holds times from 1970 to the end of 9999"
-                )
-            } else {
-                format!(
-                    "{text} has a field out of range (month 01-12, a day of that month, hour 00-23, minute and second 00-59) or is after 9999"
-                )
-            })
-        }
-        Err(_) => Ok(None),
     }
 }
 
