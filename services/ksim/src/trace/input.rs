@@ -1,7 +1,7 @@
-//! Opening a trace file of either format. [`Opened`] reads the bytes that tell the format from
-//! the handle it goes on reading, so a FIFO or a pipe works; [`TraceInput`] is for the tools
-//! that read a trace more than once (`validate`, `show`): a ksim file is read from disk each
-//! time, a SimKube file is converted once, in memory.
+//! Opening a trace file of either format, once: the format is told from the first bytes of the
+//! handle that goes on being read, so a FIFO or a pipe works ([`Opened`]). [`TraceInput`] is for
+//! the tools that read a trace more than once (`validate`, `show`): a ksim file is read from
+//! disk each time, a SimKube file is converted once, in memory.
 
 use std::fs::File;
 use std::io::{BufReader, Chain, Cursor, Read};
