@@ -161,9 +161,9 @@ async fn stop(state_dir: &Path, out: &mut impl Write, signal: impl Fn(u32)) -> a
 #[allow(clippy::unwrap_used)]
 mod tests {
     use std::cell::RefCell;
-    use std::process::{Child, Command};
 
     use super::*;
+    use crate::env::state::tests::{Unrelated, write_state};
 
     fn identity(start_time: u64, cmdline: &[&str]) -> ProcessIdentity {
         ProcessIdentity {
@@ -214,49 +214,6 @@ mod tests {
             Err(Refusal::Unrecorded(42)),
             "a file without the identity proves nothing"
         );
-    }
-
-    fn write_state(dir: &Path, pid: u32, process: Option<ProcessIdentity>) {
-        EnvState {
-            pid,
-            process,
-            ..state::tests::state()
-        }
-        .write(dir)
-        .unwrap();
-    }
-
-    /// A process that is not the environment, killed when the test ends.
-    struct Unrelated(Child);
-
-    impl Unrelated {
-        /// Returned once exec is done: spawn returns while it is still setting up the
-        /// arguments, when /proc shows none.
-        fn spawn() -> Self {
-            let child = Self(Command::new("sleep").arg("30").spawn().unwrap());
-            for _ in 0..100 {
-                if ProcessIdentity::of(child.pid()).unwrap().cmdline == ["sleep", "30"] {
-                    return child;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            panic!("sleep 30 did not show its arguments");
-        }
-
-        fn pid(&self) -> u32 {
-            self.0.id()
-        }
-
-        fn running(&mut self) -> bool {
-            self.0.try_wait().unwrap().is_none()
-        }
-    }
-
-    impl Drop for Unrelated {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
     }
 
     #[tokio::test]

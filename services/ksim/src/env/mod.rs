@@ -679,49 +679,12 @@ fn refuse_if_running(state_dir: &Path) -> anyhow::Result<()> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    /// `sleep 30`, killed when the test ends; returned once /proc shows its arguments.
-    struct Sleep(std::process::Child);
-
-    impl Sleep {
-        fn spawn() -> Self {
-            let child = Self(
-                std::process::Command::new("sleep")
-                    .arg("30")
-                    .spawn()
-                    .unwrap(),
-            );
-            for _ in 0..100 {
-                if ProcessIdentity::of(child.0.id()).unwrap().cmdline == ["sleep", "30"] {
-                    return child;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            panic!("sleep 30 did not show its arguments");
-        }
-    }
-
-    impl Drop for Sleep {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn recorded(dir: &Path, pid: u32, process: Option<ProcessIdentity>) {
-        EnvState {
-            pid,
-            process,
-            ..state::tests::state()
-        }
-        .write(dir)
-        .unwrap();
-    }
+    use state::tests::{Unrelated, write_state};
 
     #[test]
     fn only_the_recorded_process_alive_refuses_a_second_environment() {
-        let sleep = Sleep::spawn();
-        let pid = sleep.0.id();
+        let sleep = Unrelated::spawn();
+        let pid = sleep.pid();
         let real = ProcessIdentity::of(pid).unwrap();
         let dir = tempfile::tempdir().unwrap();
         // The pid now runs another process than the `ksim up` recorded: stale, not refused.
@@ -735,12 +698,12 @@ mod tests {
                 ..real.clone()
             },
         ] {
-            recorded(dir.path(), pid, Some(other));
+            write_state(dir.path(), pid, Some(other));
             refuse_if_running(dir.path()).unwrap();
         }
         // The recorded process itself, or one nothing proves stale: refused.
         for process in [Some(real), None] {
-            recorded(dir.path(), pid, process);
+            write_state(dir.path(), pid, process);
             let error = refuse_if_running(dir.path()).unwrap_err().to_string();
             assert!(
                 error.contains(&format!("an environment is already up (pid {pid}")),
@@ -751,7 +714,7 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         refuse_if_running(empty.path()).unwrap();
         drop(sleep);
-        recorded(dir.path(), pid, None);
+        write_state(dir.path(), pid, None);
         refuse_if_running(dir.path()).unwrap();
     }
 }

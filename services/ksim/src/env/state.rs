@@ -242,6 +242,55 @@ pub(crate) mod tests {
         }
     }
 
+    /// Writes [`state`] naming `pid` and `process` into `dir`.
+    pub(crate) fn write_state(dir: &Path, pid: u32, process: Option<ProcessIdentity>) {
+        EnvState {
+            pid,
+            process,
+            ..state()
+        }
+        .write(dir)
+        .unwrap();
+    }
+
+    /// A process that is not the environment (`sleep 30`), killed when the test ends.
+    pub(crate) struct Unrelated(std::process::Child);
+
+    impl Unrelated {
+        /// Returned once exec is done: spawn returns while it is still setting up the
+        /// arguments, when /proc shows none.
+        pub(crate) fn spawn() -> Self {
+            let child = Self(
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap(),
+            );
+            for _ in 0..100 {
+                if ProcessIdentity::of(child.pid()).unwrap().cmdline == ["sleep", "30"] {
+                    return child;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            panic!("sleep 30 did not show its arguments");
+        }
+
+        pub(crate) fn pid(&self) -> u32 {
+            self.0.id()
+        }
+
+        pub(crate) fn running(&mut self) -> bool {
+            self.0.try_wait().unwrap().is_none()
+        }
+    }
+
+    impl Drop for Unrelated {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
     #[test]
     fn a_state_file_without_the_process_identity_still_reads() {
         let dir = tempfile::tempdir().unwrap();
