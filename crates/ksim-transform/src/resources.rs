@@ -63,7 +63,7 @@ impl ResourceChange {
                     "{}.{} x{}",
                     change.field.key(),
                     change.resource,
-                    crate::rules::number(*factor)
+                    number(*factor)
                 ),
                 Amount::Quantity(quantity) => {
                     format!("{}.{}={quantity}", change.field.key(), change.resource)
@@ -259,8 +259,8 @@ pub(crate) fn check_factor(field: Field, resource: &str, factor: f64) -> Result<
     if !factor.is_finite() || factor <= 0.0 || factor > MAX_FACTOR {
         return Err(format!(
             "scaleResources: {name} {} must be a number above 0 and at most {}",
-            crate::rules::number(factor),
-            crate::rules::number(MAX_FACTOR)
+            number(factor),
+            number(MAX_FACTOR)
         ));
     }
     Ok(())
@@ -283,6 +283,16 @@ pub(crate) fn check_quantity(field: Field, resource: &str, quantity: &str) -> Re
         ));
     }
     Ok(())
+}
+
+/// `value` as a rule's text shows it: `2`, `0.5`, and `1e300` rather than its 301 digits.
+pub(crate) fn number(value: f64) -> String {
+    if value.is_finite() && value.abs() < 1e16 {
+        value.to_string()
+    } else {
+        // Debug switches to an exponent for large magnitudes; Display never does.
+        format!("{value:?}")
+    }
 }
 
 #[cfg(test)]
@@ -415,5 +425,13 @@ mod tests {
         }
         let error = check_quantity(Field::Limits, "CPU!", "1").unwrap_err();
         assert!(error.contains("is not a resource name"), "{error}");
+    }
+
+    #[test]
+    fn factors_are_written_short() {
+        assert_eq!(number(2.0), "2");
+        assert_eq!(number(0.5), "0.5");
+        assert_eq!(number(1e300), "1e300");
+        assert_eq!(number(f64::NAN), "NaN");
     }
 }

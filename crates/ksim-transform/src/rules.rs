@@ -32,7 +32,7 @@ use serde_saphyr::Spanned;
 use ksim_trace::names::{MAX_REPLICAS, is_dns_label};
 
 use crate::error::RuleError;
-use crate::resources::{self, Amount, Change, Field, ResourceChange};
+use crate::resources::{self, Amount, Change, Field, ResourceChange, number};
 use crate::select::{CompileError, Selector};
 
 /// Longest rules file accepted: rules are written by hand.
@@ -476,16 +476,6 @@ fn resource_change(
     })
 }
 
-/// `value` as a rule's text shows it: `2`, `0.5`, and `1e300` rather than its 301 digits.
-pub(crate) fn number(value: f64) -> String {
-    if value.is_finite() && value.abs() < 1e16 {
-        value.to_string()
-    } else {
-        // Debug switches to an exponent for large magnitudes; Display never does.
-        format!("{value:?}")
-    }
-}
-
 const OPERATIONS: [&str; 10] = [
     "drop",
     "mergePatch",
@@ -820,14 +810,6 @@ rules:
             );
             assert!(error.to_string().contains(expected), "{yaml}: {error}");
         }
-    }
-
-    #[test]
-    fn factors_are_written_short() {
-        assert_eq!(number(2.0), "2");
-        assert_eq!(number(0.5), "0.5");
-        assert_eq!(number(1e300), "1e300");
-        assert_eq!(number(f64::NAN), "NaN");
     }
 
     #[test]

@@ -515,7 +515,7 @@ impl<'r> Transformer<'r> {
                                     "{} makes spec.replicas {current} into {}, over \
                                      {MAX_REPLICAS} (replicas are an int32)",
                                     rule.op_text,
-                                    crate::rules::number(scaled)
+                                    crate::resources::number(scaled)
                                 )));
                             }
                             *replicas = serde_json::Value::from(scaled as i64);
