@@ -38,14 +38,6 @@ use super::{
     store,
 };
 
-/// The bundle's blob kind.
-pub const BUNDLE_BLOB: &str = "bundle";
-
-/// A run's report's blob kind.
-pub fn report_blob(run: u32) -> String {
-    format!("report-{run}")
-}
-
 /// How often the Job, its pods and the reports are looked at.
 const POLL: Duration = Duration::from_secs(2);
 
@@ -139,7 +131,13 @@ pub async fn run_all(
         sizing: job::sizing(peak_nodes, events_per_minute),
     };
     let job = plan.job();
-    let pieces = store::pieces(&id, &format!("ksim-{id}-bundle"), BUNDLE_BLOB, &blob, None);
+    let pieces = store::pieces(
+        &id,
+        &format!("ksim-{id}-bundle"),
+        store::BUNDLE_BLOB,
+        &blob,
+        None,
+    );
     if args.dry_run {
         writeln!(out, "{}", serde_saphyr::to_string(&job)?)?;
         for piece in &pieces {

@@ -23,6 +23,14 @@ use super::bundle;
 pub const EXPERIMENT_LABEL: &str = "ksim.dev/experiment";
 /// What a blob is: `bundle`, or `report-<run index>`.
 pub const BLOB_LABEL: &str = "ksim.dev/blob";
+
+/// The bundle's blob kind.
+pub const BUNDLE_BLOB: &str = "bundle";
+
+/// A run's report's blob kind.
+pub fn report_blob(run: u32) -> String {
+    format!("report-{run}")
+}
 const PIECES_ANNOTATION: &str = "ksim.dev/pieces";
 const DIGEST_ANNOTATION: &str = "ksim.dev/digest";
 const PIECE_KEY: &str = "piece";
@@ -108,10 +116,7 @@ pub async fn complete(
         Blobs::Bundle => "=",
         Blobs::Reports => "!=",
     };
-    let selector = format!(
-        "{EXPERIMENT_LABEL}={experiment},{BLOB_LABEL}{kind}{}",
-        super::cluster::BUNDLE_BLOB
-    );
+    let selector = format!("{EXPERIMENT_LABEL}={experiment},{BLOB_LABEL}{kind}{BUNDLE_BLOB}");
     let list = api
         .list(&ListParams::default().labels(&selector))
         .await

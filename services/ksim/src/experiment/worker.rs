@@ -114,7 +114,7 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
             let client = args.kube.connect().await?.client;
             let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, &namespace);
             let mut blobs = store::complete(&api, id, store::Blobs::Bundle).await?;
-            let blob = blobs.remove(super::cluster::BUNDLE_BLOB).with_context(|| {
+            let blob = blobs.remove(store::BUNDLE_BLOB).with_context(|| {
                 format!("experiment {id}: no complete bundle among the ConfigMaps of {namespace}")
             })?;
             let bundle = bundle::Bundle::decode(&blob)
@@ -165,7 +165,7 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
             _ => None,
         };
         let blob = bundle::compress(&json).context("compressing the report")?;
-        let kind = super::cluster::report_blob(run.index);
+        let kind = store::report_blob(run.index);
         let pieces = store::pieces(
             &id,
             &format!("ksim-{id}-{kind}"),
