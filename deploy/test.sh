@@ -6,9 +6,12 @@
 # and integration tests against the real control plane, the real cluster-autoscaler, the real
 # metrics-server and the real Karpenter, images built and run, and a bounded fuzzing run of the trace decoders.
 #
-# `deploy/test.sh --quick` is the lane for a change to pure code: fmt, the book, buf, clippy,
-# the unit tests, the integration tests that start no control plane, and the architecture
-# invariants; no Go builds, images or fuzzing. It says at the end what it left out.
+# Both lanes run the architecture invariants first (`crates/ksim-architecture`: it builds no
+# service, so a broken rule fails within a minute, before any long build).
+#
+# `deploy/test.sh --quick` is the lane for a change to pure code: the invariants, fmt, the book,
+# buf, clippy, the unit tests and the integration tests that start no control plane; no Go
+# builds, images or fuzzing. It says at the end what it left out.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -79,6 +82,11 @@ fi
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
 
+step "architecture invariants"
+# First: it builds no ksim crate, so a module cycle, an impure domain module or a stale codemap
+# fails here in a minute (ARCHITECTURE.md, Invariants).
+cargo test --locked -p ksim-architecture 2>&1 | tee -a "$test_log"
+
 # What both lanes check before any test runs.
 static_checks() {
   step "cargo fmt"
@@ -103,13 +111,11 @@ if $quick; then
   cargo test --workspace --locked --lib --bins 2>&1 | tee -a "$test_log"
   step "integration tests that start no control plane"
   cargo test --locked -p ksim-trace -p ksim-grpc --tests 2>&1 | tee -a "$test_log"
-  step "architecture invariants"
-  cargo test --locked -p ksim-e2e --test it -- architecture:: 2>&1 | tee -a "$test_log"
   step "quick checks passed in $((SECONDS - started)) s"
   cat >&2 <<'LEFT'
 left out (deploy/test.sh runs them): the Go builds; every test that starts a control plane,
 cluster-autoscaler, metrics-server or Karpenter (the ksim-vnode, ksim-tracer and ksim-testenv
-integration tests, and the end-to-end tests but for architecture::); the images; fuzzing.
+integration tests, and the end-to-end tests); the images; fuzzing.
 LEFT
   exit 0
 fi
@@ -165,7 +171,8 @@ fi
 static_checks
 
 step "cargo test"
-cargo test --workspace --locked 2>&1 | tee -a "$test_log"
+# The invariants ran first, above.
+cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
 
 # Bounded: a minute per target by default (KSIM_FUZZ_SECONDS); a crash fails the run.
 step "fuzz the trace decoders"

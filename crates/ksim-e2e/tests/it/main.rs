@@ -3,10 +3,8 @@
 //! - `cloudprov`: the cloud provider with the pool, and the real cluster-autoscaler.
 //! - `cli`: the `ksim` binary as a user runs it: `up`/`down`/`run`/`demo`, trace tools.
 //! - `deploy`: the kustomizations and images `deploy/` ships.
-//! - `architecture`: ARCHITECTURE.md's codemap and dependency rules against the workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod architecture;
 mod cli;
 mod cloudprov;
 mod deploy;
