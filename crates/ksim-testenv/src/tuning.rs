@@ -1,7 +1,7 @@
 //! Settings that fit the control plane to a simulation rather than to production: nothing in
 //! a simulated cluster needs to survive a power cut, no kubelet asks for certificates, no
 //! cloud routes traffic, and every client is trusted. Each setting is a named group of flags,
-//! so that a benchmark can measure it alone (`docs/benchmarks.md`, "A control plane tuned
+//! so that a benchmark can measure it alone (`docs/benchmarks-archive.md`, "A control plane tuned
 //! for simulation" gives each one's measured effect). The local environment runs all of them
 //! ([`Tuning::simulation`]); that page says why each is kept, including the one that showed no
 //! effect at the size measured.

@@ -41,7 +41,7 @@ pub struct DriverArgs {
     /// Requests in flight to the apiserver at once (each object's operations run one at a
     /// time, in trace order; different objects' in parallel). Flat out, the tuned local
     /// control plane completes about a quarter more of a replay's writes a second with 128 in
-    /// flight than with 32 (docs/benchmarks.md, "Replay at the ceiling").
+    /// flight than with 32 (docs/benchmarks-archive.md, "Replay at the ceiling").
     #[arg(long, default_value = "128")]
     pub max_in_flight: NonZeroUsize,
 

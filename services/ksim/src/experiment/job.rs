@@ -42,7 +42,7 @@ pub struct Sizing {
     pub memory_mib: u32,
 }
 
-/// The sizing rule, fitted to runs measured in a process tree (docs/benchmarks.md, "One run in
+/// The sizing rule, fitted to runs measured in a process tree (docs/benchmarks-archive.md, "One run in
 /// one pod"): memory is a base (the control plane, four services and an autoscaler idle) and a
 /// part per simulated node with its pods (the apiserver's watch cache and etcd hold every Node,
 /// Lease and pod); CPU is a base, a part per node (leases, status, scheduling) and a part per
