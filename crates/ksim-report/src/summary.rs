@@ -887,8 +887,8 @@ fn pending_fidelity(pending: &pb::FidelityPending) -> String {
             recorded.count,
         ),
         None => format!(
-            "; pending time p50 {}, p90 {} (recorded: not recorded, the trace holds no pod \
-             creation times)",
+            "; pending time p50 {}, p90 {} (none recorded: the trace holds no pod creation \
+             times)",
             human(simulated.p50.as_ref()),
             human(simulated.p90.as_ref()),
         ),
@@ -1047,8 +1047,8 @@ mod tests {
         let line = super::fidelity(&report.to_proto());
         assert!(
             line.ends_with(
-                "; pending time p50 50ms, p90 90ms (recorded: not recorded, the trace holds no \
-                 pod creation times); running pod-seconds 20 vs 10 recorded"
+                "; pending time p50 50ms, p90 90ms (none recorded: the trace holds no pod \
+                 creation times); running pod-seconds 20 vs 10 recorded"
             ),
             "{line}"
         );
