@@ -37,6 +37,7 @@ pub fn build(obs: &Observations) -> Report {
         warnings.extend(fidelity::few_samples_warnings(
             &provisioning.delays,
             &node_changes,
+            pending.len() as u64,
         ));
     }
     Report {

@@ -126,10 +126,13 @@ pub(crate) fn running_pod_seconds(running: impl Iterator<Item = u64>, width_ms: 
 /// A sampled delay (one given as its recorded samples) the replay drew more often than it has
 /// samples: its draws repeat those few, so the figures it drives (pending time above all) follow
 /// them rather than the recording's spread. One sentence per such delay, naming both counts.
-/// Node delays only: the report sees each node join and leave, not each pod's draw.
+/// Node delays count each node the autoscaler added or removed; the pod start delay counts
+/// each pod seen to start (`pods_started`), which the driver lists only while every pod draws
+/// the default's. First pulls are not counted: the report does not see which pod pulled.
 pub(crate) fn few_samples_warnings(
     delays: &[DelaySamples],
     node_changes: &[ReportedNodeChange],
+    pods_started: u64,
 ) -> Vec<String> {
     let mut draws: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
     for change in node_changes {
@@ -157,6 +160,7 @@ pub(crate) fn few_samples_warnings(
         };
         *per_delay.entry((scope, delay)).or_default() += count;
     }
+    per_delay.insert(("pods".to_owned(), "start"), pods_started);
     per_delay
         .into_iter()
         .filter_map(|((scope, delay), drawn)| {
@@ -166,6 +170,7 @@ pub(crate) fn few_samples_warnings(
             (model.samples > 0 && drawn > model.samples).then(|| {
                 let which = match scope.strip_prefix("nodes/") {
                     Some(group) => format!("node {delay} delay for group {group}"),
+                    None if scope == "pods" => format!("pod {delay} delay"),
                     None => format!("default node {delay} delay"),
                 };
                 format!(
@@ -552,7 +557,7 @@ mod tests {
         changes.push(added("gpu", NodeChangeKind::Added, Autoscaler));
         // The pool putting a node back draws nothing.
         changes.push(added("gpu", NodeChangeKind::Added, Reregistration));
-        let warnings = few_samples_warnings(&delays, &changes);
+        let warnings = few_samples_warnings(&delays, &changes, 0);
         assert_eq!(
             warnings,
             [
@@ -564,7 +569,7 @@ mod tests {
         );
         changes.push(added("gpu", NodeChangeKind::Added, Autoscaler));
         changes.push(added("gpu", NodeChangeKind::Added, Autoscaler));
-        let warnings = few_samples_warnings(&delays, &changes);
+        let warnings = few_samples_warnings(&delays, &changes, 0);
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(
             warnings[1].starts_with(
@@ -572,6 +577,17 @@ mod tests {
                  samples and the replay drew it 3 times"
             ),
             "{warnings:?}"
+        );
+        // Each pod that started drew the pod start delay once.
+        let pods = [delay("pods", "start", 4)];
+        assert!(few_samples_warnings(&pods, &[], 4).is_empty());
+        assert_eq!(
+            few_samples_warnings(&pods, &[], 9),
+            [
+                "the provisioning model's pod start delay holds 4 samples and the replay drew it \
+                 9 times: its draws repeat those few, so pending times follow them rather than \
+                 the recording's spread"
+            ]
         );
     }
 

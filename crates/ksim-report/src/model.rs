@@ -140,9 +140,10 @@ pub struct ProvisioningUsed {
 /// One delay of a provisioning model and the samples it was given as.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelaySamples {
-    /// Whose: `nodes` (the default) or `nodes/<group>` (a group's own).
+    /// Whose: `nodes` (the default), `nodes/<group>` (a group's own) or `pods` (the default
+    /// pod delays, listed only when no owner has delays of its own).
     pub scope: String,
-    /// `registration`, `ready` or `termination`.
+    /// `registration`, `ready` or `termination` for nodes; `start` for pods.
     pub delay: String,
     /// Samples it holds; 0: given as percentiles or fixed.
     pub samples: u64,

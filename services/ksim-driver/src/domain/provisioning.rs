@@ -91,14 +91,16 @@ impl Chosen {
             origin: self.origin.as_str().to_owned(),
             summary: self.model.summary(),
             yaml: self.model.to_yaml(),
-            delays: node_delays(&self.model),
+            delays: sampled_delays(&self.model),
         }
     }
 }
 
-/// The model's node delays with the samples each holds: the default's three, then each
-/// group's own, so the report can tell a replay that drew one more often than it has samples.
-fn node_delays(model: &Model) -> Vec<DelaySamples> {
+/// The model's delays with the samples each holds, so the report can tell a replay that drew
+/// one more often than it has samples: the default node delays, then each group's own, then
+/// the pod start delay when every pod draws the default's (no owner has its own; with owners
+/// the report cannot tell how many pods drew which).
+fn sampled_delays(model: &Model) -> Vec<DelaySamples> {
     let samples = |delay: &Delay| match delay {
         Delay::Samples(samples) => samples.len() as u64,
         Delay::Fixed(_) | Delay::Percentiles { .. } => 0,
@@ -118,9 +120,15 @@ fn node_delays(model: &Model) -> Vec<DelaySamples> {
         ]
         .map(|(delay, given)| (format!("nodes/{group}"), delay, given))
     });
+    let pods = model
+        .pods
+        .owners
+        .is_empty()
+        .then(|| ("pods".to_owned(), "start", Some(&model.pods.default.start)));
     defaults
         .into_iter()
         .chain(groups)
+        .chain(pods)
         .filter_map(|(scope, delay, given)| {
             Some(DelaySamples {
                 scope,
@@ -160,9 +168,34 @@ mod tests {
             ("nodes", "ready", 0),
             ("nodes", "termination", 0),
             ("nodes/gpu", "termination", 1),
+            ("pods", "start", 0),
         ]
         .map(|(scope, delay, samples)| (scope.to_owned(), delay.to_owned(), samples));
         assert_eq!(delays, expected);
+        // The pod start delay counts while every pod draws the default's.
+        let pods = |yaml: &str| -> Vec<(String, u64)> {
+            Chosen {
+                model: model(yaml),
+                origin: Origin::Learned,
+            }
+            .used()
+            .delays
+            .into_iter()
+            .filter(|d| d.scope == "pods")
+            .map(|d| (d.delay, d.samples))
+            .collect()
+        };
+        assert_eq!(
+            pods("name: m\npods:\n  default: {start: {samples: [1s, 2s]}}\n"),
+            [("start".to_owned(), 2)]
+        );
+        assert_eq!(
+            pods(
+                "name: m\npods:\n  default: {start: {samples: [1s, 2s]}}\n  owners:\n    \
+                 Deployment/shop/web: {start: 3s}\n"
+            ),
+            []
+        );
     }
 
     #[test]
