@@ -331,17 +331,7 @@ async fn up_serves_every_service_until_down() {
 
     // kill -9 of the pool: `ksim up` says so at once, with the exit status and the log, and
     // starts it again; `ksim down` reports it.
-    let pool_pid = printed_so_far()
-        .lines()
-        .find(|line| line.trim_start().starts_with("pool "))
-        .and_then(|line| {
-            line.split("pid ")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse::<u32>()
-                .ok()
-        })
+    let pool_pid = common::up::service_pid(&printed_so_far(), "pool")
         .unwrap_or_else(|| panic!("no pool pid in {}", printed_so_far()));
     let killed = Command::new("kill")
         .args(["-9", &pool_pid.to_string()])

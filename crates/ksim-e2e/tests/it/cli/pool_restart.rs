@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::common::{
     self,
-    up::{Up, report_dir, terminate},
+    up::{Up, report_dir, service_pid, terminate},
 };
 
 const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
@@ -58,19 +58,8 @@ async fn seat_nodes(nodes: &Api<Node>) -> BTreeMap<String, String> {
 
 /// kill -9 of the service `ksim up` lists as `name` (its line names its pid).
 fn kill9(up: &Up, name: &str) {
-    let pid = up
-        .said()
-        .lines()
-        .find(|line| line.trim_start().starts_with(&format!("{name} ")))
-        .and_then(|line| {
-            line.split("pid ")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse::<u32>()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no {name} pid in {}", up.said()));
+    let pid =
+        service_pid(&up.said(), name).unwrap_or_else(|| panic!("no {name} pid in {}", up.said()));
     let killed = Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()

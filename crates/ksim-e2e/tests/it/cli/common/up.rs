@@ -251,3 +251,18 @@ pub fn report_dir(printed: &str) -> &str {
         .unwrap_or_else(|| panic!("no files line in {printed}"));
     json.strip_suffix("/report.json").unwrap_or(json)
 }
+
+/// The pid `ksim up` printed for service `name` (its line `  <name> ... pid <pid> ...`), in
+/// what it has printed so far.
+pub fn service_pid(said: &str, name: &str) -> Option<u32> {
+    said.lines()
+        .find(|line| line.trim_start().starts_with(&format!("{name} ")))
+        .and_then(|line| {
+            line.split("pid ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+}
