@@ -511,6 +511,21 @@ mod tests {
             .unwrap()
     }
 
+    /// `ksim experiment run -f FILE -o OUTPUT` against a driver nothing listens at: its error.
+    fn run_without_driver(file: &Path, output: &Path) -> anyhow::Error {
+        let argv = [
+            "-f",
+            file.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--driver",
+            NO_DRIVER,
+        ];
+        runtime()
+            .block_on(run(ExperimentCommand::Run(args(&argv))))
+            .unwrap_err()
+    }
+
     #[test]
     fn an_output_over_the_experiment_or_a_file_it_names_is_refused_before_any_run() {
         let dir = tempfile::tempdir().unwrap();
@@ -531,17 +546,7 @@ mod tests {
             (&file, output.join("comparison.svg"), &trace),
             (&moved, moved.clone(), &moved),
         ] {
-            let argv = [
-                "-f",
-                experiment.to_str().unwrap(),
-                "-o",
-                output.to_str().unwrap(),
-                "--driver",
-                NO_DRIVER,
-            ];
-            let error = runtime()
-                .block_on(run(ExperimentCommand::Run(args(&argv))))
-                .unwrap_err();
+            let error = run_without_driver(experiment, &output);
             assert_eq!(
                 format!("{error:#}"),
                 format!(
@@ -562,18 +567,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = experiment_in(dir.path());
         let output = dir.path().join("results");
-        let argv = [
-            "-f",
-            file.to_str().unwrap(),
-            "-o",
-            output.to_str().unwrap(),
-            "--driver",
-            NO_DRIVER,
-        ];
-        let error = runtime()
-            .block_on(run(ExperimentCommand::Run(args(&argv))))
-            .unwrap_err();
-        let said = format!("{error:#}");
+        let said = format!("{:#}", run_without_driver(&file, &output));
         assert!(
             said.starts_with(&format!(
                 "variant a, run 1: the experiment stops, no comparison written: cannot reach the \
