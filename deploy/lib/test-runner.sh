@@ -4,7 +4,9 @@
 # binary's own (`test binary ksim-e2e/it: 2570 s`), which the suite's summary sorts.
 # libtest keeps --report-time behind -Zunstable-options; setting RUSTC_BOOTSTRAP here, for the
 # test process alone, unlocks it without touching the build (set for cargo, it would change
-# every crate's fingerprint and rebuild the workspace).
+# every crate's fingerprint and rebuild the workspace). A test that runs cargo itself (the
+# end-to-end tests build the workspace's binaries) must not pass it on, or that build starts
+# over from nothing: KSIM_TEST_RUNNER_BOOTSTRAP says it was set here, not by the user.
 set -uo pipefail
 binary=$1
 shift
@@ -13,7 +15,9 @@ for arg in "$@"; do
   [[ $arg == --list ]] && exec "$binary" "$@"
 done
 started=$SECONDS
-RUSTC_BOOTSTRAP=1 "$binary" "$@" -Zunstable-options --report-time
+bootstrap=()
+[[ -z ${RUSTC_BOOTSTRAP:-} ]] && bootstrap=(RUSTC_BOOTSTRAP=1 KSIM_TEST_RUNNER_BOOTSTRAP=1)
+env "${bootstrap[@]}" "$binary" "$@" -Zunstable-options --report-time
 status=$?
 name=$(basename "$binary")
 echo "test binary ${CARGO_PKG_NAME:-?}/${name%-*}: $((SECONDS - started)) s"

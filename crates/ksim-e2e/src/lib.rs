@@ -47,6 +47,13 @@ fn build_binaries() -> Result<PathBuf, String> {
     command
         .current_dir(&workspace)
         .args(["build", "--workspace", "--bins", "--tests"]);
+    // deploy/lib/test-runner.sh sets RUSTC_BOOTSTRAP for libtest's flags alone; passed on to
+    // cargo it would change every crate's fingerprint and rebuild the workspace (minutes).
+    if std::env::var_os("KSIM_TEST_RUNNER_BOOTSTRAP").is_some() {
+        command
+            .env_remove("RUSTC_BOOTSTRAP")
+            .env_remove("KSIM_TEST_RUNNER_BOOTSTRAP");
+    }
     // The same target directory and profile as this test binary.
     if let Some(target) = dir.parent() {
         command.env("CARGO_TARGET_DIR", target);
