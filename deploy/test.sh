@@ -170,9 +170,18 @@ fi
 
 static_checks
 
+step "cargo build"
+# Every test binary and the workspace's binaries, in one build so cargo keeps both cores busy;
+# the end-to-end tests then find the binaries they run current (ksim_e2e::binary) instead of
+# waiting on a build of their own.
+cargo build --workspace --bins --tests --locked
+
 step "cargo test"
-# The invariants ran first, above.
-cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
+# The invariants ran first, above. The tests that start a control plane spend most of their
+# time waiting on it (the end-to-end binary used a fifth of 2 cores at 2 threads), so four run
+# at once; RUST_TEST_THREADS set by the caller wins.
+RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
+  cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
 
 # Bounded: a minute per target by default (KSIM_FUZZ_SECONDS); a crash fails the run.
 step "fuzz the trace decoders"
