@@ -1,7 +1,7 @@
 //! Compiles every `.proto` file under the workspace's `proto/` directory with
 //! protox, a protobuf compiler written in Rust, so building needs no `protoc`.
 //! Writes the encoded descriptor set (for server reflection) and the prost
-//! messages plus tonic clients and servers into `OUT_DIR`.
+//! messages plus, with the `grpc` feature, tonic clients and servers into `OUT_DIR`.
 
 use std::error::Error;
 use std::fs;
@@ -36,7 +36,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         compiler.encode_file_descriptor_set(),
     )?;
 
+    // The clients and servers only with the `grpc` feature; the messages always.
+    let grpc = std::env::var_os("CARGO_FEATURE_GRPC").is_some();
     tonic_prost_build::configure()
+        .build_client(grpc)
+        .build_server(grpc)
         // Maps as BTreeMap: a HashMap encodes in an order that changes from one process to
         // the next, and a trace exported twice must be the same bytes.
         .btree_map(".")

@@ -1,5 +1,5 @@
-//! Generated protobuf messages, tonic clients and tonic servers for ksim's gRPC
-//! APIs and for cluster-autoscaler's externalgrpc cloud provider API.
+//! Generated protobuf messages, and with the `grpc` feature (on by default) tonic clients and
+//! servers, for ksim's gRPC APIs and for cluster-autoscaler's externalgrpc cloud provider API.
 //!
 //! Modules mirror the protobuf packages, so `ksim.trace.v1` is
 //! [`ksim::trace::v1`]. The sources are the `.proto` files in the workspace's
@@ -20,7 +20,7 @@ pub mod ksim {
         // and is not ours to restyle.
         #[allow(unused_qualifications)]
         pub mod v1 {
-            tonic::include_proto!("ksim.trace.v1");
+            include!(concat!(env!("OUT_DIR"), "/ksim.trace.v1.rs"));
         }
     }
 
@@ -30,7 +30,7 @@ pub mod ksim {
         // Generated code: see ksim::trace::v1.
         #[allow(unused_qualifications)]
         pub mod v1 {
-            tonic::include_proto!("ksim.vnode.v1");
+            include!(concat!(env!("OUT_DIR"), "/ksim.vnode.v1.rs"));
         }
     }
 
@@ -40,7 +40,7 @@ pub mod ksim {
         // Generated code: see ksim::trace::v1.
         #[allow(unused_qualifications)]
         pub mod v1 {
-            tonic::include_proto!("ksim.env.v1");
+            include!(concat!(env!("OUT_DIR"), "/ksim.env.v1.rs"));
         }
     }
 
@@ -50,7 +50,7 @@ pub mod ksim {
         // Generated code: see ksim::trace::v1.
         #[allow(unused_qualifications)]
         pub mod v1 {
-            tonic::include_proto!("ksim.driver.v1");
+            include!(concat!(env!("OUT_DIR"), "/ksim.driver.v1.rs"));
         }
     }
 }
@@ -66,7 +66,10 @@ pub mod clusterautoscaler {
             // Generated code: see ksim::trace::v1.
             #[allow(unused_qualifications)]
             pub mod externalgrpc {
-                tonic::include_proto!("clusterautoscaler.cloudprovider.v1.externalgrpc");
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/clusterautoscaler.cloudprovider.v1.externalgrpc.rs"
+                ));
             }
         }
     }
