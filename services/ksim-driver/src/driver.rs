@@ -21,8 +21,9 @@ use crate::{
         root::{self, FoundRoot},
     },
     domain::{
-        autoscaled::{self, ReplicaSource},
+        provisioning::learn,
         report,
+        run::ResolvedRun,
         spec::{NodeGroup, SimulationSpec, SpecError},
         warnings,
     },
@@ -31,7 +32,7 @@ use crate::{
         cleanup::{Created, cleanup},
         handle::{Handle, is_terminal},
         run::{RunContext, run, write_outcome},
-        source::{LoadError, load, recorded_autoscaler},
+        source::{LoadError, load},
     },
 };
 
@@ -92,35 +93,28 @@ impl Driver {
         &self,
         spec: Option<pb::SimulationSpec>,
     ) -> Result<pb::Simulation, DriverError> {
-        let mut spec = SimulationSpec::from_proto(spec)?;
+        let spec = SimulationSpec::from_proto(spec)?;
         if let Some(running) = self.running() {
             return Err(DriverError::Busy(running));
         }
-        if !self.ctx.mesh.has_environment() && spec.configuration.is_some() {
+        let has_environment = self.ctx.mesh.has_environment();
+        if !has_environment && spec.configuration.is_some() {
             return Err(DriverError::NoEnvironment);
         }
         let trace = load(&spec.source, &self.ctx.mesh).await?;
-        // CA runs as the recorded cluster ran it, unless the user gave its flags as a file.
-        let given = spec
-            .configuration
-            .as_ref()
-            .is_some_and(|c| c.recorded_autoscaler.is_some());
-        if spec.enable_autoscaler
-            && !given
-            && self.ctx.mesh.has_environment()
-            && let Some(recorded) = recorded_autoscaler(&trace)
-        {
-            spec.configuration
-                .get_or_insert_with(Default::default)
-                .recorded_autoscaler = Some(recorded);
-        }
+        // Decided once, here; the phases read it.
+        let resolved = ResolvedRun::resolve(spec, trace, has_environment, learn);
+        tracing::info!(
+            model = %resolved.provisioning.model.name,
+            origin = ?resolved.provisioning.origin,
+            replicas = resolved.replicas.source.name(),
+            "run resolved"
+        );
         // The real binaries judge the configuration before anything is created.
-        if self.ctx.mesh.has_environment() {
+        if let Some(environment) = &resolved.environment {
             self.ctx
                 .mesh
-                .check_configuration(spec.environment_run(
-                    autoscaled::resolve(spec.replicas, &trace).source == ReplicaSource::Hpa,
-                ))
+                .check_configuration(environment.clone())
                 .await
                 .map_err(|error| match error {
                     MeshError::Call { status, .. } => DriverError::Configuration {
@@ -134,7 +128,7 @@ impl Driver {
                 })?;
         }
         // Karpenter's validation judges the NodePools before anything is created.
-        for group in &spec.node_groups {
+        for group in &resolved.spec.node_groups {
             if let NodeGroup::Karpenter { name, nodepool } = group {
                 nodepools::check(&self.ctx.client, name, nodepool).await?;
             }
@@ -154,10 +148,10 @@ impl Driver {
             id: id.clone(),
             state: pb::SimulationState::Pending.into(),
             create_time: Some(ksim_trace::time::timestamp(now_ms())),
-            spec: Some(spec.echo.clone()),
+            spec: Some(resolved.spec.echo.clone()),
             progress: Some(pb::SimulationProgress {
                 state: pb::SimulationState::Pending.into(),
-                events_total: trace.events.len() as u64,
+                events_total: resolved.trace.events.len() as u64,
                 ..Default::default()
             }),
             ..Default::default()
@@ -170,11 +164,11 @@ impl Driver {
         }
         tracing::info!(
             simulation = id,
-            events = trace.events.len(),
+            events = resolved.trace.events.len(),
             "simulation accepted"
         );
         let span = tracing::info_span!("simulation", simulation.id = %id);
-        tokio::spawn(run(self.ctx.clone(), handle.clone(), spec, trace, lease).instrument(span));
+        tokio::spawn(run(self.ctx.clone(), handle.clone(), resolved, lease).instrument(span));
         Ok(handle.simulation())
     }
 

@@ -12,6 +12,8 @@
 //! - [`bare_pods`] decides which clone replaces a bare pod the simulation removed.
 //! - [`provisioning`] chooses a run's provisioning model: given, learned from the trace, or
 //!   the published default.
+//! - [`run`] resolves a run once at its start (the recorded autoscaler's flags, who decides
+//!   replica counts, what the environment runs, the model); the phases read it.
 //! - [`warnings`] decides what a run's report warns of (CA 1.35+'s startup time of 0 for a
 //!   group that answers GetOptions, when the model gives its nodes a ready delay).
 //! - [`outages`] puts cluster-autoscaler's outages on the replay's clock for the report.
@@ -36,6 +38,7 @@ pub mod provisioning;
 pub mod recorded;
 pub mod rewrite;
 pub mod rightsizing;
+pub mod run;
 pub mod spec;
 pub mod usage;
 pub mod waits;

@@ -1,9 +1,12 @@
-//! The recorded cluster a trace holds, as the report compares it with the simulated one: Ready
-//! nodes per group and pods of the namespaces the trace replays, from the window's start.
+//! The recorded cluster a trace holds: as the report compares it with the simulated one (Ready
+//! nodes per group and pods of the namespaces the trace replays, from the window's start), and
+//! how it ran cluster-autoscaler.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ksim_experiment::autoscaler::recorded::flags_in_deployment;
+use ksim_proto::ksim::env::v1 as env;
 use ksim_trace::{Trace, pb};
 
 use super::plan::window_start_ms;
@@ -111,6 +114,33 @@ fn pods(
         .filter(|(namespace, _)| namespaces.contains(namespace.as_str()))
         .map(|(_, counts)| u64::from(count(counts)))
         .sum()
+}
+
+/// How the recorded cluster ran cluster-autoscaler: the flags of the first cluster-autoscaler
+/// Deployment the trace holds, as first recorded (the replay starts CA once, so a later
+/// change of them cannot apply); `None` when it holds none (a SimKube trace, a namespace
+/// filter without kube-system).
+pub fn recorded_autoscaler(trace: &Trace) -> Option<env::RecordedAutoscalerFlags> {
+    trace
+        .events
+        .iter()
+        .flat_map(|event| &event.applied)
+        .filter(|object| {
+            object
+                .gvk
+                .as_ref()
+                .is_some_and(|gvk| gvk.kind == "Deployment")
+        })
+        .find_map(|object| {
+            let args = flags_in_deployment(&object.object_json)?;
+            Some(env::RecordedAutoscalerFlags {
+                source: format!(
+                    "Deployment {}/{} in the trace",
+                    object.namespace, object.name
+                ),
+                args,
+            })
+        })
 }
 
 #[cfg(test)]
@@ -240,5 +270,59 @@ mod tests {
             "a Namespace object's pods count"
         );
         assert_eq!(states[1].state.ready_nodes["m5"], 3);
+    }
+
+    #[test]
+    fn the_first_recorded_ca_deployment_gives_the_recorded_flags() {
+        use pb::{GroupVersionKind, TraceEvent, TraceObject};
+        let deployment = |name: &str, command: &[&str]| TraceObject {
+            gvk: Some(GroupVersionKind {
+                group: "apps".into(),
+                version: "v1".into(),
+                kind: "Deployment".into(),
+            }),
+            namespace: "kube-system".into(),
+            name: name.into(),
+            object_json: serde_json::to_vec(&serde_json::json!({
+                "kind": "Deployment",
+                "spec": {"template": {"spec": {"containers": [
+                    {"name": "c", "image": "x", "command": command}
+                ]}}}
+            }))
+            .unwrap(),
+        };
+        let mut trace = Trace {
+            header: Default::default(),
+            events: vec![TraceEvent {
+                timestamp_ms: 1,
+                applied: vec![deployment("coredns", &["/coredns", "-conf=/c"])],
+                deleted: Vec::new(),
+            }],
+            lifecycles: Vec::new(),
+            samples: Vec::new(),
+            nodes: Vec::new(),
+            usage: Vec::new(),
+            trailer: Default::default(),
+        };
+        assert_eq!(recorded_autoscaler(&trace), None);
+        for unneeded in ["3m", "1m"] {
+            trace.events.push(TraceEvent {
+                timestamp_ms: 2,
+                applied: vec![deployment(
+                    "cluster-autoscaler",
+                    &[
+                        "./cluster-autoscaler",
+                        &format!("--scale-down-unneeded-time={unneeded}"),
+                    ],
+                )],
+                deleted: Vec::new(),
+            });
+        }
+        let recorded = recorded_autoscaler(&trace).unwrap();
+        assert_eq!(
+            recorded.source,
+            "Deployment kube-system/cluster-autoscaler in the trace"
+        );
+        assert_eq!(recorded.args, ["scale-down-unneeded-time=3m"]);
     }
 }

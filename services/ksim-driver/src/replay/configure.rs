@@ -1,17 +1,12 @@
 //! The configure phase, first of a replay: the environment runs the scheduler and
 //! cluster-autoscaler with the run's configuration (a run without one gets the environment's
-//! own, restarting nothing that already runs so), and the provisioning model is chosen. It
-//! comes first so that no object of the simulation meets the scheduler or CA of another
-//! configuration.
+//! own, restarting nothing that already runs so). It comes first so that no object of the
+//! simulation meets the scheduler or CA of another configuration.
 
-use ksim_trace::{Trace, time::now_ms};
+use ksim_trace::time::now_ms;
 
 use super::{cleanup::Created, context::RunContext, prepare::PrepareError};
-use crate::domain::{
-    autoscaled::{self, ReplicaSource},
-    provisioning::{Chosen, learn},
-    spec::SimulationSpec,
-};
+use crate::domain::run::ResolvedRun;
 
 /// What the configure phase settled for the rest of the run.
 #[derive(Debug)]
@@ -21,41 +16,31 @@ pub struct Configured {
     pub applied_at_ms: i64,
     /// How the environment runs the scheduler and CA now; `None` without an environment.
     pub configuration: Option<ksim_report::Configuration>,
-    pub provisioning: Chosen,
 }
 
 pub async fn configure(
     ctx: &RunContext,
-    spec: &SimulationSpec,
-    trace: &Trace,
+    run: &ResolvedRun,
     created: &mut Created,
 ) -> Result<Configured, PrepareError> {
     let applied_at_ms = now_ms();
-    let configuration = if ctx.mesh.has_environment() {
-        // Before the call: a request that fails half-way may have restarted a component, and
-        // the cleanup must restore the environment's own configuration then too.
-        created.configured = true;
-        let applied = ctx
-            .mesh
-            .apply_configuration(spec.environment_run(
-                autoscaled::resolve(spec.replicas, trace).source == ReplicaSource::Hpa,
-            ))
-            .await
-            .map_err(PrepareError::Configuration)?;
-        Some(ksim_report::Configuration::from_proto(&applied))
-    } else {
-        None
+    let configuration = match &run.environment {
+        Some(environment) => {
+            // Before the call: a request that fails half-way may have restarted a component,
+            // and the cleanup must restore the environment's own configuration then too.
+            created.configured = true;
+            let applied = ctx
+                .mesh
+                .apply_configuration(environment.clone())
+                .await
+                .map_err(PrepareError::Configuration)?;
+            Some(ksim_report::Configuration::from_proto(&applied))
+        }
+        None => None,
     };
-    let provisioning = Chosen::of(spec.provisioning.as_ref(), trace, learn);
-    tracing::info!(
-        model = %provisioning.model.name,
-        origin = ?provisioning.origin,
-        "provisioning model chosen"
-    );
     Ok(Configured {
         applied_at_ms,
         configuration,
-        provisioning,
     })
 }
 
@@ -65,8 +50,14 @@ mod tests {
 
     use ksim_proto::ksim::driver::v1 as pb;
 
+    use ksim_trace::Trace;
+
     use super::*;
-    use crate::{config::Settings, domain::provisioning::Origin, mesh::Mesh};
+    use crate::{
+        config::Settings,
+        domain::{provisioning::learn, spec::SimulationSpec},
+        mesh::Mesh,
+    };
 
     /// A context whose services are never reached, except an environment at `environment`.
     fn context(environment: Option<&str>) -> RunContext {
@@ -87,16 +78,15 @@ mod tests {
         }
     }
 
-    fn spec() -> SimulationSpec {
-        SimulationSpec::from_proto(Some(pb::SimulationSpec {
+    /// A run with nothing to replay, resolved as the driver resolves it with or without an
+    /// environment.
+    fn run(has_environment: bool) -> ResolvedRun {
+        let spec = SimulationSpec::from_proto(Some(pb::SimulationSpec {
             trace_source: Some(pb::simulation_spec::TraceSource::TraceFile(vec![1])),
             ..Default::default()
         }))
-        .unwrap()
-    }
-
-    fn trace() -> Trace {
-        Trace {
+        .unwrap();
+        let trace = Trace {
             header: ksim_trace::pb::TraceHeader::default(),
             events: Vec::new(),
             lifecycles: Vec::new(),
@@ -104,19 +94,18 @@ mod tests {
             nodes: Vec::new(),
             usage: Vec::new(),
             trailer: ksim_trace::pb::TraceTrailer::default(),
-        }
+        };
+        ResolvedRun::resolve(spec, trace, has_environment, learn)
     }
 
     #[tokio::test]
-    async fn without_an_environment_nothing_is_applied_and_the_default_model_is_chosen() {
+    async fn without_an_environment_nothing_is_applied() {
         let mut created = Created::default();
-        let configured = configure(&context(None), &spec(), &trace(), &mut created)
+        let configured = configure(&context(None), &run(false), &mut created)
             .await
             .unwrap();
         assert_eq!(configured.configuration, None);
         assert!(!created.configured, "the cleanup would restore nothing");
-        // A trace without recorded nodes teaches nothing: the named default.
-        assert_eq!(configured.provisioning.origin, Origin::Default);
     }
 
     #[tokio::test]
@@ -125,8 +114,7 @@ mod tests {
         let mut created = Created::default();
         let error = configure(
             &context(Some("http://127.0.0.1:9")),
-            &spec(),
-            &trace(),
+            &run(true),
             &mut created,
         )
         .await

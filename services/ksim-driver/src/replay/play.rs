@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use ksim_trace::{Trace, time::now_ms};
+use ksim_trace::time::now_ms;
 use tokio::{task::JoinHandle, time::Instant};
 use tokio_util::{sync::CancellationToken, task::AbortOnDropHandle};
 
@@ -30,7 +30,8 @@ use crate::{
         plan::window_start_ms,
         recorded::{recorded_pending, recorded_states},
         report, rightsizing,
-        spec::{OnError, SimulationSpec},
+        run::ResolvedRun,
+        spec::OnError,
     },
 };
 
@@ -52,13 +53,12 @@ pub struct Clock {
 pub async fn start_clock(
     ctx: &RunContext,
     handle: &Arc<Handle>,
-    spec: &SimulationSpec,
-    trace: &Trace,
+    run: &ResolvedRun,
     configured: Configured,
     prepared: &Prepared,
     progress: Arc<Progress>,
 ) -> Result<Clock, PrepareError> {
-    let provisioning = configured.provisioning;
+    let (spec, trace, provisioning) = (&run.spec, &run.trace, &run.provisioning);
     seats::release(&ctx.client, &ctx.settings.namespace, &handle.id, |group| {
         provisioning.for_group(group, spec.speed)
     })

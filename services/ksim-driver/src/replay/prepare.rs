@@ -12,7 +12,6 @@ use std::{
 use ksim_experiment::provisioning::{GroupProvisioning, Model};
 use ksim_nodes::labels::PROVISIONING_ANNOTATION;
 use ksim_nodes::skeleton::NodeSkeleton;
-use ksim_trace::Trace;
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::task::AbortOnDropHandle;
 
@@ -36,6 +35,7 @@ use crate::{
         plan::{Plan, plan, template_paths},
         report::GroupPrice,
         rewrite::{RewriteOptions, Rewriter},
+        run::ResolvedRun,
         spec::{NodeGroup, SimulationSpec},
         usage::{RecordedUsage, Roster},
         warnings::{self, OfferedGroup, StartupTime},
@@ -102,18 +102,17 @@ pub struct Prepared {
     pub replicas: Option<Arc<ReplicaWatch>>,
 }
 
-/// Prepares the cluster for a run with the `model` and the `configuration` the configure phase
-/// chose; `None` when the simulation was cancelled meanwhile. Everything it creates is added
+/// Prepares the cluster for the resolved `run` with the `configuration` the configure phase
+/// applied; `None` when the simulation was cancelled meanwhile. Everything it creates is added
 /// to `created` as it goes, for the cleanup.
 pub async fn prepare(
     ctx: &RunContext,
     handle: &Handle,
-    spec: &SimulationSpec,
-    trace: &Trace,
-    model: &Model,
+    run: &ResolvedRun,
     configuration: Option<&ksim_report::Configuration>,
     created: &mut Created,
 ) -> Result<Option<Prepared>, PrepareError> {
+    let (spec, trace, model) = (&run.spec, &run.trace, &run.provisioning.model);
     root::ensure_crd(&ctx.client, ctx.settings.ready_deadline).await?;
     let root = root::create(&ctx.client, &handle.id).await?;
     created.root = Some(root.clone());
@@ -144,7 +143,7 @@ pub async fn prepare(
     let mut plan = plan(trace, &rewriter, spec.speed);
     // Read before `apply` takes the recorded counts of scaled workloads out of the plan.
     let recorded_replicas = autoscaled::recorded_replicas(&plan);
-    let resolved = autoscaled::resolve(spec.replicas, trace);
+    let resolved = &run.replicas;
     let scaling = autoscaled::apply(&mut plan, resolved.source);
     tracing::info!(
         source = ?resolved.source,
@@ -156,7 +155,7 @@ pub async fn prepare(
     );
     let workload_scaling = (scaling.hpas > 0).then(|| ksim_report::WorkloadScaling {
         source: resolved.source.name().to_owned(),
-        reason: resolved.reason,
+        reason: resolved.reason.clone(),
         hpas: scaling.hpas,
         scaled_workloads: scaling.scaled_workloads,
         not_replayed: scaling.not_replayed,

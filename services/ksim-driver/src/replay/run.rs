@@ -6,10 +6,7 @@ use std::{any::Any, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use futures::FutureExt;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_trace::{
-    Trace,
-    time::{now_ms, timestamp},
-};
+use ksim_trace::time::{now_ms, timestamp};
 
 pub use super::context::RunContext;
 use super::{
@@ -31,22 +28,16 @@ use crate::{
     domain::{
         outages,
         report::{self, AutoscalerOutage},
-        spec::SimulationSpec,
+        run::ResolvedRun,
     },
 };
 
-pub async fn run(
-    ctx: RunContext,
-    handle: Arc<Handle>,
-    spec: SimulationSpec,
-    trace: Trace,
-    lease: SimulationLease,
-) {
+pub async fn run(ctx: RunContext, handle: Arc<Handle>, run: ResolvedRun, lease: SimulationLease) {
     let renewing = tokio::spawn(renew(lease.clone(), handle.clone()));
     let mut created = Created::default();
     // A panic anywhere in the replay or the report ends the simulation FAILED with it, and
     // the cleanup and the lease release below still run.
-    let replayed = AssertUnwindSafe(replay(&ctx, &handle, &spec, &trace, &mut created))
+    let replayed = AssertUnwindSafe(replay(&ctx, &handle, &run, &mut created))
         .catch_unwind()
         .await;
     let ending = match replayed {
@@ -194,16 +185,13 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
 async fn replay(
     ctx: &RunContext,
     handle: &Arc<Handle>,
-    spec: &SimulationSpec,
-    trace: &Trace,
+    run: &ResolvedRun,
     created: &mut Created,
 ) -> Result<Ending, PrepareError> {
-    let configured = configure(ctx, spec, trace, created).await?;
-    let model = &configured.provisioning.model;
+    let spec = &run.spec;
+    let configured = configure(ctx, run, created).await?;
     let configuration = configured.configuration.as_ref();
-    let Some(mut prepared) =
-        prepare(ctx, handle, spec, trace, model, configuration, created).await?
-    else {
+    let Some(mut prepared) = prepare(ctx, handle, run, configuration, created).await? else {
         return Ok(Ending::Cancelled);
     };
 
@@ -229,16 +217,7 @@ async fn replay(
             ending = early;
         }
     }
-    let clock = start_clock(
-        ctx,
-        handle,
-        spec,
-        trace,
-        configured,
-        &prepared,
-        progress.clone(),
-    )
-    .await?;
+    let clock = start_clock(ctx, handle, run, configured, &prepared, progress.clone()).await?;
     // A run cancelled while it settled never replays: it stays Pending through its cleanup.
     if ending.is_finished() {
         handle.set_state(pb::SimulationState::Running);

@@ -1,8 +1,7 @@
 //! Loading the trace a simulation replays: uploaded bytes (ksim or SimKube format) or a window
 //! exported from the tracer store. Checked whole before anything is created in the cluster.
 
-use ksim_experiment::autoscaler::recorded::flags_in_deployment;
-use ksim_proto::ksim::{env::v1 as env, trace::v1::ExportRequest};
+use ksim_proto::ksim::trace::v1::ExportRequest;
 use ksim_trace::{Trace, pb::TraceFormat};
 
 use crate::{
@@ -79,33 +78,6 @@ async fn load_unchecked(source: &TraceSource, mesh: &Mesh) -> Result<Trace, Load
     }
 }
 
-/// How the recorded cluster ran cluster-autoscaler: the flags of the first cluster-autoscaler
-/// Deployment the trace holds, as first recorded (the replay starts CA once, so a later
-/// change of them cannot apply); `None` when it holds none (a SimKube trace, a namespace
-/// filter without kube-system).
-pub fn recorded_autoscaler(trace: &Trace) -> Option<env::RecordedAutoscalerFlags> {
-    trace
-        .events
-        .iter()
-        .flat_map(|event| &event.applied)
-        .filter(|object| {
-            object
-                .gvk
-                .as_ref()
-                .is_some_and(|gvk| gvk.kind == "Deployment")
-        })
-        .find_map(|object| {
-            let args = flags_in_deployment(&object.object_json)?;
-            Some(env::RecordedAutoscalerFlags {
-                source: format!(
-                    "Deployment {}/{} in the trace",
-                    object.namespace, object.name
-                ),
-                args,
-            })
-        })
-}
-
 fn read_uploaded(bytes: &[u8]) -> Result<Trace, LoadError> {
     match ksim_trace::detect_format(bytes) {
         Some(TraceFormat::Ksim) => {
@@ -167,60 +139,6 @@ mod tests {
     fn bytes_of_no_known_format_are_refused_naming_the_field() {
         let error = read_uploaded(b"hello, not a trace").unwrap_err();
         assert!(error.to_string().starts_with("spec.trace_file:"), "{error}");
-    }
-
-    #[test]
-    fn the_first_recorded_ca_deployment_gives_the_recorded_flags() {
-        use ksim_trace::pb::{GroupVersionKind, TraceEvent, TraceObject};
-        let deployment = |name: &str, command: &[&str]| TraceObject {
-            gvk: Some(GroupVersionKind {
-                group: "apps".into(),
-                version: "v1".into(),
-                kind: "Deployment".into(),
-            }),
-            namespace: "kube-system".into(),
-            name: name.into(),
-            object_json: serde_json::to_vec(&serde_json::json!({
-                "kind": "Deployment",
-                "spec": {"template": {"spec": {"containers": [
-                    {"name": "c", "image": "x", "command": command}
-                ]}}}
-            }))
-            .unwrap(),
-        };
-        let mut trace = Trace {
-            header: Default::default(),
-            events: vec![TraceEvent {
-                timestamp_ms: 1,
-                applied: vec![deployment("coredns", &["/coredns", "-conf=/c"])],
-                deleted: Vec::new(),
-            }],
-            lifecycles: Vec::new(),
-            samples: Vec::new(),
-            nodes: Vec::new(),
-            usage: Vec::new(),
-            trailer: Default::default(),
-        };
-        assert_eq!(recorded_autoscaler(&trace), None);
-        for unneeded in ["3m", "1m"] {
-            trace.events.push(TraceEvent {
-                timestamp_ms: 2,
-                applied: vec![deployment(
-                    "cluster-autoscaler",
-                    &[
-                        "./cluster-autoscaler",
-                        &format!("--scale-down-unneeded-time={unneeded}"),
-                    ],
-                )],
-                deleted: Vec::new(),
-            });
-        }
-        let recorded = recorded_autoscaler(&trace).unwrap();
-        assert_eq!(
-            recorded.source,
-            "Deployment kube-system/cluster-autoscaler in the trace"
-        );
-        assert_eq!(recorded.args, ["scale-down-unneeded-time=3m"]);
     }
 
     #[test]
