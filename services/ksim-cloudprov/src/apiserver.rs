@@ -11,7 +11,7 @@ use ksim_nodes::labels::RELEASED_ANNOTATION;
 
 use crate::{
     index::DELETION_COST_ANNOTATION,
-    provider::{Cluster, ClusterError},
+    provider::{ClusterError, ProviderWrites},
 };
 
 /// Field manager of every write, so `kubectl get -o yaml --show-managed-fields` shows who.
@@ -34,7 +34,7 @@ impl ApiCluster {
     }
 }
 
-impl Cluster for ApiCluster {
+impl ProviderWrites for ApiCluster {
     async fn set_deletion_cost(
         &self,
         namespace: &str,

@@ -19,7 +19,7 @@ use crate::{
         plan::{NodeRef, PlanError},
     },
     index::GroupInfo,
-    provider::{Cluster, ClusterError, Provider, ProviderError},
+    provider::{ClusterError, Provider, ProviderError, ProviderWrites},
 };
 
 #[derive(Debug)]
@@ -27,7 +27,7 @@ pub struct CloudProviderService<C> {
     provider: Arc<Provider<C>>,
 }
 
-impl<C: Cluster> CloudProviderService<C> {
+impl<C: ProviderWrites> CloudProviderService<C> {
     pub fn new(provider: Arc<Provider<C>>) -> Self {
         Self { provider }
     }
@@ -80,7 +80,7 @@ fn node_group(info: GroupInfo) -> pb::NodeGroup {
 /// `replicas` without deleting the Node or reporting the removal.
 async fn to_completion<C, F, Fut>(provider: &Arc<Provider<C>>, resize: F) -> Result<(), Status>
 where
-    C: Cluster,
+    C: ProviderWrites,
     F: FnOnce(Arc<Provider<C>>) -> Fut,
     Fut: Future<Output = Result<(), ProviderError>> + Send + 'static,
 {
@@ -100,7 +100,7 @@ fn required_id(id: &str) -> Result<&str, Status> {
 }
 
 #[tonic::async_trait]
-impl<C: Cluster> pb::cloud_provider_server::CloudProvider for CloudProviderService<C> {
+impl<C: ProviderWrites> pb::cloud_provider_server::CloudProvider for CloudProviderService<C> {
     async fn node_groups(
         &self,
         _: Request<pb::NodeGroupsRequest>,

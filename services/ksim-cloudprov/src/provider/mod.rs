@@ -1,5 +1,5 @@
-//! The provider's operations over the index, and the writes they make through a [`Cluster`].
-//! Each group's resizes are serialised, so concurrent calls from cluster-autoscaler see each
+//! The provider's operations over the index, and the writes they make through
+//! [`ProviderWrites`]. Each group's resizes are serialised, so concurrent calls from cluster-autoscaler see each
 //! other's effects and every invariant (limits, exactly the chosen seats) holds.
 
 use std::{
@@ -30,7 +30,7 @@ use crate::{
 };
 
 /// The writes the provider makes; implemented against the apiserver in `apiserver`.
-pub trait Cluster: Send + Sync + 'static {
+pub trait ProviderWrites: Send + Sync + 'static {
     /// Sets (`Some`) or removes (`None`) a seat's pod-deletion-cost annotation.
     fn set_deletion_cost(
         &self,
@@ -146,7 +146,7 @@ const SCALE_ATTEMPTS: usize = 5;
 /// `--max-scale-down-parallelism` (10) nodes at once, more with a higher setting.
 const WRITES_IN_FLIGHT: usize = 16;
 
-impl<C: Cluster> Provider<C> {
+impl<C: ProviderWrites> Provider<C> {
     pub fn new(index: Index, cluster: C, settings: Settings) -> Self {
         Self {
             index,

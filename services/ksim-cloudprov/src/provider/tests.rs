@@ -79,7 +79,7 @@ impl FakeCluster {
     }
 }
 
-impl Cluster for FakeCluster {
+impl ProviderWrites for FakeCluster {
     async fn set_deletion_cost(
         &self,
         _namespace: &str,

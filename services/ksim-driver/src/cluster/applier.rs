@@ -18,7 +18,7 @@ use kube::{
     discovery::Scope,
 };
 
-use super::{ApplyError, Cluster};
+use super::{ApplyError, ReplayWrites};
 use crate::domain::{FIELD_MANAGER, Gvk, Target, autoscaled::REPLICAS_MANAGER, ownership};
 
 #[derive(Clone)]
@@ -115,7 +115,7 @@ impl Applier {
     }
 }
 
-impl Cluster for Applier {
+impl ReplayWrites for Applier {
     async fn apply(&self, target: &Target, object: &serde_json::Value) -> Result<(), ApplyError> {
         let (api, cluster_scoped) = self.api(target)?;
         if cluster_scoped {

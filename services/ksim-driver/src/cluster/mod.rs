@@ -23,9 +23,9 @@ use kube::api::PatchParams;
 use crate::domain::{FIELD_MANAGER, Gvk, Target};
 
 /// What the replay's operations do to the simulated cluster's objects. [`applier::Applier`]
-/// does it through the apiserver; the replay's phases take any `Cluster`, so their own rules
+/// does it through the apiserver; the replay's phases take any `ReplayWrites`, so their own rules
 /// (timing, order, stopping on a refusal) are tested without one, as the provider's are.
-pub trait Cluster: Send + Sync + 'static {
+pub trait ReplayWrites: Send + Sync + 'static {
     /// Applies `object` (server-side, under the driver's field manager).
     fn apply(
         &self,

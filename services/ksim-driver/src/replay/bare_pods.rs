@@ -10,7 +10,7 @@ use std::sync::{
 use tokio::task::JoinHandle;
 
 use crate::{
-    cluster::{Cluster, removed_pods},
+    cluster::{ReplayWrites, removed_pods},
     domain::{Target, bare_pods::BarePods, plan::Op},
 };
 
@@ -23,7 +23,11 @@ pub struct Rescheduler {
 }
 
 impl Rescheduler {
-    pub fn start<C: Cluster>(client: &kube::Client, simulation_id: &str, cluster: Arc<C>) -> Self {
+    pub fn start<C: ReplayWrites>(
+        client: &kube::Client,
+        simulation_id: &str,
+        cluster: Arc<C>,
+    ) -> Self {
         let pods = Arc::new(Mutex::new(BarePods::default()));
         let clones = Arc::new(AtomicU64::new(0));
         let (mut removed, watch) = removed_pods::watch(client, simulation_id);

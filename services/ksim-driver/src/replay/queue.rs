@@ -23,7 +23,7 @@ use tokio::{
 
 use super::progress::Progress;
 use crate::{
-    cluster::Cluster,
+    cluster::ReplayWrites,
     domain::{Operation, Target, plan::Op, report::ObjectErrorRecord},
     metrics::ReplayMetrics,
 };
@@ -48,7 +48,7 @@ pub struct OpQueue {
 
 impl OpQueue {
     /// A queue whose operations `cluster` carries out, each reported to `progress`.
-    pub fn start<C: Cluster>(
+    pub fn start<C: ReplayWrites>(
         max_in_flight: NonZeroUsize,
         cluster: Arc<C>,
         progress: Arc<Progress>,
@@ -185,7 +185,7 @@ where
 async fn run(
     queued: QueuedOp,
     lateness: Duration,
-    cluster: &impl Cluster,
+    cluster: &impl ReplayWrites,
     progress: &Progress,
     metrics: &ReplayMetrics,
 ) {

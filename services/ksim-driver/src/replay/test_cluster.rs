@@ -1,4 +1,4 @@
-//! A [`Cluster`] for the phases' tests: it records what it was asked and refuses the objects
+//! A [`ReplayWrites`] for the phases' tests: it records what it was asked and refuses the objects
 //! it is told to, after a delay, so the phases' own rules are tested without an apiserver.
 
 use std::{
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::{dispatch::Dispatcher, progress::Progress, queue::OpQueue};
 use crate::{
-    cluster::{ApplyError, Cluster},
+    cluster::{ApplyError, ReplayWrites},
     domain::{
         Gvk, Target,
         plan::{Op, Step, StepKind},
@@ -50,7 +50,7 @@ impl TestCluster {
     }
 }
 
-impl Cluster for TestCluster {
+impl ReplayWrites for TestCluster {
     async fn apply(&self, target: &Target, _: &serde_json::Value) -> Result<(), ApplyError> {
         tokio::time::sleep(self.delay).await;
         if self.refuse.contains(&target.name) {
