@@ -52,7 +52,6 @@ use ksim_cloudprov::{
     watches,
 };
 use ksim_e2e::fixtures::{M5_LARGE_TAINTED_SKELETON, Workload, seat_deployment};
-use ksim_experiment::provisioning::{GroupProvisioning, Model, PodProvisioning};
 use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_nodes::{
     labels::{
@@ -65,6 +64,7 @@ use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb,
     cloud_provider_server::{CloudProvider, CloudProviderServer},
 };
+use ksim_provisioning::{GroupProvisioning, Model, PodProvisioning};
 use ksim_testenv::{CloudConfig, ClusterAutoscaler, ControlPlane};
 use ksim_vnode::{
     config::PoolConfig,

@@ -21,7 +21,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::go_duration::{self, DurationError};
+use ksim_provisioning::go_duration::{self, DurationError};
 
 /// CA's duration flags that measure time in the simulated cluster, each with the shortest
 /// value it is run with at any speed. The scan interval stops at 100 ms: below, CA would spend

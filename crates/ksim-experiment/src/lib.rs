@@ -6,16 +6,13 @@
 //!   the simulated cluster, leader election off); the real kube-scheduler judges the rest.
 //! - [`experiment`]: an experiment file (a trace, its speed and repeats, the variants).
 //! - [`assertions`]: `--assert` CEL expressions over the variants' figures.
-//! - [`provisioning`]: how long nodes take to come and go and pods to start, in recorded
-//!   time: distributions, the model file, seeded draws, and learning one from a recording
-//!   (`provisioning::calibrate`).
-//! - [`go_duration`]: the duration syntax Go's flags take (`1h30m`, `1.5s`, `300ms`).
+//!
+//! How long nodes take to come and go and pods to start is the provisioning model's, in its own
+//! crate (`ksim-provisioning`), as is the duration syntax Go's flags take.
 
 pub mod assertions;
 pub mod autoscaler;
 pub mod experiment;
-pub mod go_duration;
-pub mod provisioning;
 pub mod scheduler;
 
 pub use autoscaler::{AutoscalerFlag, AutoscalerFlags, FlagError, FlagSource};

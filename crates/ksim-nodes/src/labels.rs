@@ -82,13 +82,13 @@ pub const RETIRING_ANNOTATION: &str = "ksim.io/retiring";
 pub const RELEASED_ANNOTATION: &str = "ksim.io/released";
 
 /// Seat Deployment annotation: the group's provisioning model, as
-/// `ksim_experiment::provisioning::GroupProvisioning::to_json` writes it (the delays from a
+/// `ksim_provisioning::GroupProvisioning::to_json` writes it (the delays from a
 /// scale-up to the Node existing and to Ready, and from a scale-down to the node being gone).
 /// Absent: no delays. The pool applies it; the cloud provider reads whether nodes linger.
 pub const PROVISIONING_ANNOTATION: &str = "ksim.io/provisioning";
 
 /// Pod annotation the driver puts on the pods it replays: their owner's start delays, as
-/// `ksim_experiment::provisioning::PodProvisioning::to_json` writes them (from bound to Running,
+/// `ksim_provisioning::PodProvisioning::to_json` writes them (from bound to Running,
 /// plus the first pull of an image on a node). Absent: the pod starts at once. The pool
 /// applies it.
 pub const POD_PROVISIONING_ANNOTATION: &str = "ksim.io/pod-provisioning";

@@ -12,7 +12,7 @@ use std::{
 use ipnet::Ipv4Net;
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
 
-use ksim_experiment::provisioning::GroupProvisioning;
+use ksim_provisioning::GroupProvisioning;
 
 use crate::domain::{
     cidr::{CidrError, NodeIpam, PodCidrPool},
@@ -1098,7 +1098,7 @@ status:
     }
 
     fn model(registration: u64, ready: u64, termination: u64) -> GroupProvisioning {
-        use ksim_experiment::provisioning::{Delay, NodeDelays as ModelDelays};
+        use ksim_provisioning::{Delay, NodeDelays as ModelDelays};
         GroupProvisioning {
             model: "test-model".to_owned(),
             seed: 7,
@@ -1260,7 +1260,7 @@ status:
 
     #[test]
     fn delays_are_drawn_in_the_order_the_seats_scaled_up() {
-        use ksim_experiment::provisioning::{Delay, NodeDelays as ModelDelays};
+        use ksim_provisioning::{Delay, NodeDelays as ModelDelays};
         let spread = Delay::Samples((1..=50).map(Duration::from_secs).collect());
         let provisioning = GroupProvisioning {
             model: "spread".to_owned(),

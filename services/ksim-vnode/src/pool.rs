@@ -9,8 +9,8 @@ use std::{
 use futures::StreamExt;
 use ipnet::Ipv4Net;
 use k8s_openapi::jiff::Timestamp;
-use ksim_experiment::provisioning::{GroupProvisioning, ModelError};
 use ksim_kube::simulation;
+use ksim_provisioning::{GroupProvisioning, ModelError};
 use kube::Client;
 use tokio::{sync::Notify, task::JoinSet};
 

@@ -751,7 +751,7 @@ fn owning_deployment(pod: &Pod) -> Option<String> {
 /// runs without delays there, so none here either.
 fn nodes_linger(annotation: Option<&String>) -> bool {
     annotation
-        .and_then(|text| ksim_experiment::provisioning::GroupProvisioning::from_json(text).ok())
+        .and_then(|text| ksim_provisioning::GroupProvisioning::from_json(text).ok())
         .is_some_and(|provisioning| !provisioning.nodes.termination.is_zero())
 }
 

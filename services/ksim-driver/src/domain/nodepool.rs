@@ -146,7 +146,7 @@ pub fn dilate(nodepool: &mut Value, speed: f64) -> Vec<Dilated> {
         let Some(given) = value.as_str().map(str::to_owned) else {
             continue;
         };
-        let Ok(duration) = ksim_experiment::go_duration::parse(&given) else {
+        let Ok(duration) = ksim_provisioning::go_duration::parse(&given) else {
             continue;
         };
         let seconds = (duration.as_secs_f64() / speed).ceil();

@@ -1,7 +1,7 @@
 //! Which provisioning model a run uses: the one given, else the one its trace's recording
 //! teaches, else the published default; and what the report says of it.
 
-use ksim_experiment::provisioning::{Delay, GroupProvisioning, Model, calibrate, observe};
+use ksim_provisioning::{Delay, GroupProvisioning, Model, calibrate, observe};
 use ksim_report::DelaySamples;
 use ksim_trace::Trace;
 

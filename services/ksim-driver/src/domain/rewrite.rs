@@ -4,11 +4,11 @@
 
 use std::collections::HashMap;
 
-use ksim_experiment::provisioning::{Model, PodProvisioning};
 use ksim_nodes::labels::{
     GROUP_LABEL, LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION, NO_SCHEDULE,
     POD_PROVISIONING_ANNOTATION, TRUE_VALUE, VIRTUAL_LABEL, VIRTUAL_TAINT_KEY,
 };
+use ksim_provisioning::{Model, PodProvisioning};
 use serde_json::{Map, Value, json};
 
 use super::lifetimes::{Lifetimes, annotation_value};

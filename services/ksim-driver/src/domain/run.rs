@@ -3,8 +3,8 @@
 //! provisioning model. The phases (configure, prepare, the clock, the report) read it; none
 //! decides any of it again.
 
-use ksim_experiment::provisioning::Model;
 use ksim_proto::ksim::env::v1 as env;
+use ksim_provisioning::Model;
 use ksim_trace::Trace;
 
 use super::{

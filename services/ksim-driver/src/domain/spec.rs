@@ -2,12 +2,12 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use ksim_experiment::provisioning::Model;
 use ksim_nodes::{
     limits::{MAX_NODES_PER_GROUP, MAX_POOL_GROUP_NAME_LEN},
     skeleton::NodeSkeleton,
 };
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
+use ksim_provisioning::Model;
 
 /// Namespace prefix when the spec leaves it empty.
 pub const DEFAULT_NAMESPACE_PREFIX: &str = "virtual";
@@ -279,9 +279,8 @@ fn provisioning(given: &pb::ProvisioningModel, groups: &[NodeGroup]) -> Result<M
     } else {
         given.source.as_str()
     };
-    let refused = |error: ksim_experiment::provisioning::ModelError| {
-        invalid("spec.provisioning", error.to_string())
-    };
+    let refused =
+        |error: ksim_provisioning::ModelError| invalid("spec.provisioning", error.to_string());
     let mut model = Model::parse(source, &given.yaml).map_err(refused)?;
     model
         .check_groups(groups.iter().map(NodeGroup::name))

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ksim_experiment::provisioning::Model;
+use ksim_provisioning::Model;
 
 /// The flag cluster-autoscaler 1.35 added with the per-group startup time; a binary that lists
 /// it (the applied configuration names every flag the binary has) reads that time from

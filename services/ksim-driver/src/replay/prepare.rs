@@ -9,9 +9,9 @@ use std::{
     time::Duration,
 };
 
-use ksim_experiment::provisioning::{GroupProvisioning, Model};
 use ksim_nodes::labels::PROVISIONING_ANNOTATION;
 use ksim_nodes::skeleton::NodeSkeleton;
+use ksim_provisioning::{GroupProvisioning, Model};
 use tokio::{sync::mpsc, time::Instant};
 use tokio_util::task::AbortOnDropHandle;
 

@@ -171,7 +171,7 @@ async fn sync(ctx: &Context, nodes: &Store<Node>, pools: &Store<DynamicObject>) 
 fn pool_provisioning(
     pools: &Store<DynamicObject>,
     name: &str,
-) -> Option<ksim_experiment::provisioning::GroupProvisioning> {
+) -> Option<ksim_provisioning::GroupProvisioning> {
     let pool = pools.get(&reflector::ObjectRef::new_with(name, nodepools()))?;
     let text = pool.annotations().get(PROVISIONING_ANNOTATION)?;
     provisioning::parse(text).unwrap_or_else(|error| {

@@ -177,7 +177,7 @@ async fn sync_groups(
 fn group_provisioning(
     deployment: &Deployment,
     warned: &Warned,
-) -> Option<ksim_experiment::provisioning::GroupProvisioning> {
+) -> Option<ksim_provisioning::GroupProvisioning> {
     let text = provisioning_of(deployment)?;
     match provisioning::parse(text) {
         Ok(parsed) => parsed,

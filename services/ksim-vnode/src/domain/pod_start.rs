@@ -17,7 +17,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::{SignedDuration, Timestamp},
 };
-use ksim_experiment::provisioning::{Draws, ModelError, PodProvisioning};
+use ksim_provisioning::{Draws, ModelError, PodProvisioning};
 
 use super::labels::POD_PROVISIONING_ANNOTATION;
 use super::pod::POD_SCHEDULED;
@@ -233,7 +233,7 @@ pub fn until(now: Timestamp, at: Timestamp) -> Duration {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use ksim_experiment::provisioning::{Delay, PodDelays};
+    use ksim_provisioning::{Delay, PodDelays};
     use serde_json::json;
 
     use super::*;

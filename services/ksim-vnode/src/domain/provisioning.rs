@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
-use ksim_experiment::provisioning::{Draws, GroupProvisioning, ModelError};
 use ksim_nodes::node::Phase;
+use ksim_provisioning::{Draws, GroupProvisioning, ModelError};
 
 /// One node's delays in the simulation's time (the model's draws divided by the speed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -133,7 +133,7 @@ pub fn annotated_time(node: &Node, key: &str) -> Option<Timestamp> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use ksim_experiment::provisioning::{Delay, NodeDelays as ModelDelays};
+    use ksim_provisioning::{Delay, NodeDelays as ModelDelays};
 
     use super::*;
 

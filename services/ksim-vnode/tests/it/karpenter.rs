@@ -16,8 +16,8 @@ use std::{
 use futures::StreamExt;
 use ipnet::Ipv4Net;
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease, core::v1::Node};
-use ksim_experiment::provisioning::{Delay, GroupProvisioning, NodeDelays};
 use ksim_nodes::node::{is_booting, is_ready};
+use ksim_provisioning::{Delay, GroupProvisioning, NodeDelays};
 use ksim_testenv::{Karpenter, KarpenterBinary, manifests, wait};
 use ksim_vnode::{config::PoolConfig, index::GroupSource};
 use kube::{

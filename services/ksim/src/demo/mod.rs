@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn the_demo_model_is_a_valid_model_with_node_delays() {
-        let model = ksim_experiment::provisioning::Model::parse("demo", DEMO_PROVISIONING).unwrap();
+        let model = ksim_provisioning::Model::parse("demo", DEMO_PROVISIONING).unwrap();
         assert_eq!(model.name, "demo");
         assert!(!model.nodes.default.is_zero());
     }

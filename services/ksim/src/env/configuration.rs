@@ -20,12 +20,13 @@ use ksim_experiment::{
         recorded::{self, NotApplied},
         run_flags, unremovable,
     },
-    go_duration, scheduler,
+    scheduler,
 };
 use ksim_proto::ksim::env::v1::{
     self as pb,
     environment_server::{Environment, EnvironmentServer},
 };
+use ksim_provisioning::go_duration;
 use ksim_report::{MAX_SPEED, MIN_SPEED};
 use ksim_testenv::autoscaler::{
     CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,

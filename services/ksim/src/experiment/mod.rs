@@ -288,7 +288,7 @@ fn run_args(
         provider_config: variant.provider_config_in(experiment).map(path),
         // A built-in model by name; a file relative to the experiment file.
         provisioning: variant.provisioning_in(experiment).map(|given| {
-            match ksim_experiment::provisioning::Model::builtin(given) {
+            match ksim_provisioning::Model::builtin(given) {
                 Ok(_) => given.to_owned(),
                 Err(_) => path(given).display().to_string(),
             }

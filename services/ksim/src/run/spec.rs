@@ -122,7 +122,7 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
 /// `--provisioning`: a built-in model's name, else a model file, checked here so a bad one is
 /// named before the driver is asked anything (the driver checks its groups).
 pub fn provisioning_model(given: &str) -> anyhow::Result<ProvisioningModel> {
-    use ksim_experiment::provisioning::{INSTANT, Model, PUBLISHED};
+    use ksim_provisioning::{INSTANT, Model, PUBLISHED};
     if given == INSTANT || given == PUBLISHED {
         let model = Model::builtin(given)?;
         return Ok(ProvisioningModel {

@@ -1,6 +1,6 @@
 //! `ksim trace calibrate TRACE [-o MODEL.yaml] [--name NAME]`: learns a provisioning model
 //! from what a recording saw of its nodes, CA's scale-ups and its pods
-//! (`ksim_experiment::provisioning::calibrate`), prints the figures, and writes the model.
+//! (`ksim_provisioning::calibrate`), prints the figures, and writes the model.
 //!
 //! A trace with no recorded nodes (a SimKube trace, or one recorded without Nodes) has nothing
 //! to learn node delays from: that is an error (exit 1) naming the built-in model to use.
@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use ksim_experiment::provisioning::{
+use ksim_proto::ksim::trace::v1 as pb;
+use ksim_provisioning::{
     calibrate::{Calibration, Observations, calibrate},
     observe::Observer,
 };
-use ksim_proto::ksim::trace::v1 as pb;
 
 use super::input::TraceInput;
 

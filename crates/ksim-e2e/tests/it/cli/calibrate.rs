@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use ksim_experiment::provisioning::{Delay, Model};
 use ksim_proto::ksim::trace::v1 as pb;
+use ksim_provisioning::{Delay, Model};
 use ksim_trace::TraceWriter;
 use serde_json::json;
 

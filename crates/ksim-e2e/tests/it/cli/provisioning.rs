@@ -12,14 +12,14 @@ use k8s_openapi::api::{
     core::v1::{Namespace, Node, Pod},
 };
 use ksim_e2e::fixtures::seat_deployment;
-use ksim_experiment::provisioning::{
-    Delay, Draws, GroupProvisioning, Model, NodeDelays, PodDelays, PodProvisioning,
-    calibrate::Figures,
-};
 use ksim_nodes::{
     labels::{GROUP_LABEL, POD_PROVISIONING_ANNOTATION},
     node::is_ready,
     seats::SeatDeployment,
+};
+use ksim_provisioning::{
+    Delay, Draws, GroupProvisioning, Model, NodeDelays, PodDelays, PodProvisioning,
+    calibrate::Figures,
 };
 use ksim_trace::{
     Record, TraceReader,

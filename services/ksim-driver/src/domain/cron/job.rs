@@ -134,8 +134,8 @@ mod tests {
             lifetimes::Lifetimes,
             rewrite::{RewriteOptions, Rewriter},
         };
-        use ksim_experiment::provisioning::{Model, PodProvisioning};
         use ksim_nodes::labels::POD_PROVISIONING_ANNOTATION;
+        use ksim_provisioning::{Model, PodProvisioning};
 
         // SimKube's examples/traces/cronjob.sktrace, as recorded.
         let recorded = json!({

@@ -27,6 +27,7 @@
 
 pub mod calibrate;
 pub mod delay;
+pub mod go_duration;
 pub mod observe;
 
 use std::collections::BTreeMap;
