@@ -8,8 +8,21 @@
 # otherwise the default toolchain runs with RUSTC_BOOTSTRAP=1, which unlocks those flags on
 # stable, so machines that cannot download a nightly can fuzz too.
 # KSIM_FUZZ_TOOLCHAIN=nightly|stable forces one of the two.
+#
+# `deploy/fuzz.sh seeds` only writes the seed inputs; `deploy/fuzz.sh run` only builds and runs
+# the targets (deploy/test.sh writes the seeds first, then runs the targets beside the tests: the
+# seeds need the workspace's cargo lock, the targets build in a directory of their own).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+phase=${1:-all}
+case $phase in
+  all | seeds | run) ;;
+  *)
+    echo "usage: deploy/fuzz.sh [seeds|run]" >&2
+    exit 2
+    ;;
+esac
 
 seconds=${KSIM_FUZZ_SECONDS:-60}
 targets=(trace_reader simkube_convert)
@@ -23,6 +36,14 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   log "KSIM_FUZZ_SECONDS must be a positive whole number of seconds, not '$seconds'"
   exit 2
 fi
+
+# Seed each corpus with valid inputs (written by a test that also checks them), so the fuzzer
+# starts from real traces rather than having to discover the zstd and MessagePack layouts.
+if [[ $phase != run ]]; then
+  log "writing seed inputs into $corpus_dir"
+  KSIM_FUZZ_SEEDS_DIR=$PWD/$corpus_dir cargo test --quiet -p ksim-trace --test it fuzz_seeds:: >&2
+fi
+[[ $phase == seeds ]] && exit 0
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   log "installing cargo-fuzz"
@@ -53,11 +74,6 @@ case $toolchain in
     ;;
 esac
 log "toolchain: $toolchain ($rustc_version)"
-
-# Seed each corpus with valid inputs (written by a test that also checks them), so the fuzzer
-# starts from real traces rather than having to discover the zstd and MessagePack layouts.
-log "writing seed inputs into $corpus_dir"
-KSIM_FUZZ_SEEDS_DIR=$PWD/$corpus_dir cargo test --quiet -p ksim-trace --test it fuzz_seeds:: >&2
 
 cd "$crate_dir"
 for target in "${targets[@]}"; do

@@ -41,9 +41,14 @@ started=$SECONDS
 # The test binaries' output, kept for the summary of the slowest tests (deploy/lib/test-runner.sh).
 test_log=target/test-output.log
 
+fuzz_pid=
 summary() {
   # A report, not a check: `head` closing a pipe early must not end it.
   set +e +o pipefail
+  # Fuzzing still running beside tests that failed: stopped with the run.
+  if [[ -n $fuzz_pid ]]; then
+    kill -- "-$fuzz_pid" 2>/dev/null
+  fi
   step_times+=($((SECONDS - step_started)))
   printf '\n==> time per step (s)\n' >&2
   for i in "${!step_names[@]}"; do
@@ -176,15 +181,30 @@ step "cargo build"
 # waiting on a build of their own.
 cargo build --workspace --bins --tests --locked
 
-step "cargo test"
+step "cargo test, and fuzzing beside it"
+# Fuzzing, bounded to a minute per target by default (KSIM_FUZZ_SECONDS; a crash fails the run),
+# builds and runs at the lowest priority beside the tests: they leave about a third of the 2
+# cores idle while they wait on the control plane, and it takes only that. Its seeds first: they
+# need the workspace's cargo lock, which the tests hold while they run. Its own session, so an
+# early exit stops all of it (summary).
+deploy/fuzz.sh seeds
+fuzz_log=target/fuzz.log
+setsid nice -n 19 deploy/fuzz.sh run >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
 # The invariants ran first, above. The tests that start a control plane spend most of their
 # time waiting on it (the end-to-end binary used a fifth of 2 cores at 2 threads), so four run
 # at once; RUST_TEST_THREADS set by the caller wins.
 RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
   cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
 
-# Bounded: a minute per target by default (KSIM_FUZZ_SECONDS); a crash fails the run.
-step "fuzz the trace decoders"
-deploy/fuzz.sh
+step "fuzzing's end"
+fuzzed=0
+wait "$fuzz_pid" || fuzzed=$?
+fuzz_pid=
+cat "$fuzz_log" >&2
+if [[ $fuzzed -ne 0 ]]; then
+  echo "error: fuzzing failed (exit $fuzzed; its output is above and in $fuzz_log)" >&2
+  exit 1
+fi
 
 step "all checks passed in $((SECONDS - started)) s"
