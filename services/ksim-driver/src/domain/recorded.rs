@@ -145,7 +145,7 @@ pub fn recorded_autoscaler(trace: &Trace) -> Option<env::RecordedAutoscalerFlags
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn trace(samples: Vec<pb::ClusterSample>) -> Trace {
@@ -272,11 +272,10 @@ mod tests {
         assert_eq!(states[1].state.ready_nodes["m5"], 3);
     }
 
-    #[test]
-    fn the_first_recorded_ca_deployment_gives_the_recorded_flags() {
-        use pb::{GroupVersionKind, TraceEvent, TraceObject};
-        let deployment = |name: &str, command: &[&str]| TraceObject {
-            gvk: Some(GroupVersionKind {
+    /// A Deployment in kube-system whose one container runs `command`, as a trace holds it.
+    pub(crate) fn kube_system_deployment(name: &str, command: &[&str]) -> pb::TraceObject {
+        pb::TraceObject {
+            gvk: Some(pb::GroupVersionKind {
                 group: "apps".into(),
                 version: "v1".into(),
                 kind: "Deployment".into(),
@@ -290,12 +289,16 @@ mod tests {
                 ]}}}
             }))
             .unwrap(),
-        };
-        let mut trace = Trace {
+        }
+    }
+
+    /// A trace that applies `objects` at its first instant and holds nothing else.
+    pub(crate) fn trace_applying(objects: Vec<pb::TraceObject>) -> Trace {
+        Trace {
             header: Default::default(),
-            events: vec![TraceEvent {
+            events: vec![pb::TraceEvent {
                 timestamp_ms: 1,
-                applied: vec![deployment("coredns", &["/coredns", "-conf=/c"])],
+                applied: objects,
                 deleted: Vec::new(),
             }],
             lifecycles: Vec::new(),
@@ -303,10 +306,16 @@ mod tests {
             nodes: Vec::new(),
             usage: Vec::new(),
             trailer: Default::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn the_first_recorded_ca_deployment_gives_the_recorded_flags() {
+        let deployment = kube_system_deployment;
+        let mut trace = trace_applying(vec![deployment("coredns", &["/coredns", "-conf=/c"])]);
         assert_eq!(recorded_autoscaler(&trace), None);
         for unneeded in ["3m", "1m"] {
-            trace.events.push(TraceEvent {
+            trace.events.push(pb::TraceEvent {
                 timestamp_ms: 2,
                 applied: vec![deployment(
                     "cluster-autoscaler",

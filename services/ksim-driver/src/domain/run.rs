@@ -70,10 +70,12 @@ impl ResolvedRun {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use ksim_proto::ksim::driver::v1 as pb;
-    use ksim_trace::pb::{GroupVersionKind, TraceEvent, TraceObject};
 
     use super::*;
-    use crate::domain::provisioning::Origin;
+    use crate::domain::{
+        provisioning::Origin,
+        recorded::tests::{kube_system_deployment, trace_applying},
+    };
 
     const SKELETON: &str = include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
 
@@ -102,36 +104,10 @@ mod tests {
 
     /// A trace whose recording ran cluster-autoscaler with one flag.
     fn trace_with_ca() -> Trace {
-        let deployment = TraceObject {
-            gvk: Some(GroupVersionKind {
-                group: "apps".into(),
-                version: "v1".into(),
-                kind: "Deployment".into(),
-            }),
-            namespace: "kube-system".into(),
-            name: "cluster-autoscaler".into(),
-            object_json: serde_json::to_vec(&serde_json::json!({
-                "kind": "Deployment",
-                "spec": {"template": {"spec": {"containers": [{
-                    "name": "c", "image": "x",
-                    "command": ["./cluster-autoscaler", "--scale-down-unneeded-time=3m"]
-                }]}}}
-            }))
-            .unwrap(),
-        };
-        Trace {
-            header: Default::default(),
-            events: vec![TraceEvent {
-                timestamp_ms: 1,
-                applied: vec![deployment],
-                deleted: Vec::new(),
-            }],
-            lifecycles: Vec::new(),
-            samples: Vec::new(),
-            nodes: Vec::new(),
-            usage: Vec::new(),
-            trailer: Default::default(),
-        }
+        trace_applying(vec![kube_system_deployment(
+            "cluster-autoscaler",
+            &["./cluster-autoscaler", "--scale-down-unneeded-time=3m"],
+        )])
     }
 
     #[test]
