@@ -119,7 +119,7 @@ if $quick; then
   step "quick checks passed in $((SECONDS - started)) s"
   cat >&2 <<'LEFT'
 left out (deploy/test.sh runs them): the Go builds; every test that starts a control plane,
-cluster-autoscaler, metrics-server or Karpenter (the ksim-vnode, ksim-tracer and ksim-testenv
+cluster-autoscaler, metrics-server or Karpenter (the ksim-vnode, ksim-tracer and ksim-localenv
 integration tests, and the end-to-end tests); the images; fuzzing.
 LEFT
   exit 0

@@ -53,6 +53,7 @@ use ksim_cloudprov::{
 };
 use ksim_e2e::fixtures::{M5_LARGE_TAINTED_SKELETON, Workload, seat_deployment};
 use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_localenv::{CloudConfig, ClusterAutoscaler, ControlPlane};
 use ksim_nodes::{
     labels::{
         BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, POD_PROVISIONING_ANNOTATION, SEAT_HOST_LABEL,
@@ -65,7 +66,6 @@ use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     cloud_provider_server::{CloudProvider, CloudProviderServer},
 };
 use ksim_provisioning::{GroupProvisioning, Model, PodProvisioning};
-use ksim_testenv::{CloudConfig, ClusterAutoscaler, ControlPlane};
 use ksim_vnode::{
     config::PoolConfig,
     domain::pod_start::{self, PodStarts, StartDelays},
@@ -197,8 +197,8 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "cluster-autoscaler {} (externalgrpc), control plane {}",
-        ksim_testenv::autoscaler::cluster_autoscaler_version(),
-        ksim_testenv::kubernetes_version()
+        ksim_localenv::autoscaler::cluster_autoscaler_version(),
+        ksim_localenv::kubernetes_version()
     );
     for part in &args.parts {
         match part {
@@ -456,7 +456,7 @@ async fn create(client: &Client, deployment: &Deployment) -> anyhow::Result<()> 
 
 /// Waits until the provider serves every group in `groups`.
 async fn served(env: &Env, groups: &[String]) -> anyhow::Result<()> {
-    ksim_testenv::wait::until("the provider to serve the groups", DEADLINE, || async {
+    ksim_localenv::wait::until("the provider to serve the groups", DEADLINE, || async {
         let missing: Vec<&String> = groups
             .iter()
             .filter(|g| env.provider.target_size(g).is_err())

@@ -29,11 +29,11 @@ use ksim_cloudprov::{
 };
 use ksim_e2e::fixtures::{M5_LARGE_SKELETON, seat_deployment};
 use ksim_grpc::{Running, ServeArgs};
+use ksim_localenv::ControlPlane;
 use ksim_nodes::node::is_ready;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
-use ksim_testenv::ControlPlane;
 use ksim_vnode::{config::PoolConfig, pool::Pool};
 use kube::{
     Api, Client,

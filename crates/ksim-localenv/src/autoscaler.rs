@@ -2,8 +2,8 @@
 //! `externalgrpc` cloud provider, run against a [`ControlPlane`] for tests:
 //!
 //! ```no_run
-//! # async fn example(control_plane: &ksim_testenv::ControlPlane) -> Result<(), ksim_testenv::Error> {
-//! use ksim_testenv::autoscaler::{CloudConfig, ClusterAutoscaler};
+//! # async fn example(control_plane: &ksim_localenv::ControlPlane) -> Result<(), ksim_localenv::Error> {
+//! use ksim_localenv::autoscaler::{CloudConfig, ClusterAutoscaler};
 //! let ca = ClusterAutoscaler::builder(control_plane, CloudConfig::plaintext("127.0.0.1:50051"))
 //!     .arg("--scale-down-unneeded-time=10s")
 //!     .start()
@@ -593,7 +593,7 @@ impl Drop for ClusterAutoscaler {
         let keep = std::thread::panicking() || std::env::var_os("KSIM_KEEP_TESTENV").is_some();
         if keep && let Some(dir) = self.dir.take() {
             eprintln!(
-                "ksim-testenv: cluster-autoscaler files kept in {}",
+                "ksim-localenv: cluster-autoscaler files kept in {}",
                 dir.keep().display()
             );
         }

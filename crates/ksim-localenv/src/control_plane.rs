@@ -409,7 +409,7 @@ impl Drop for ControlPlane {
         {
             // A failing test's logs are what explains it: keep them and say where.
             eprintln!(
-                "ksim-testenv: control-plane files kept in {}",
+                "ksim-localenv: control-plane files kept in {}",
                 dir.keep().display()
             );
         }

@@ -2,8 +2,8 @@
 //! against a [`ControlPlane`].
 //!
 //! ```no_run
-//! # async fn example(control_plane: &ksim_testenv::ControlPlane) -> Result<(), ksim_testenv::Error> {
-//! use ksim_testenv::Karpenter;
+//! # async fn example(control_plane: &ksim_localenv::ControlPlane) -> Result<(), ksim_localenv::Error> {
+//! use ksim_localenv::Karpenter;
 //! let karpenter = Karpenter::builder(control_plane).start().await?;
 //! # Ok(()) }
 //! ```

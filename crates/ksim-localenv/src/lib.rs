@@ -4,8 +4,8 @@
 //! outside the repository; [`ControlPlane::start`] runs them on free loopback ports:
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), ksim_testenv::Error> {
-//! let control_plane = ksim_testenv::ControlPlane::start().await?;
+//! # async fn example() -> Result<(), ksim_localenv::Error> {
+//! let control_plane = ksim_localenv::ControlPlane::start().await?;
 //! let client = control_plane.client();
 //! # Ok(()) }
 //! ```

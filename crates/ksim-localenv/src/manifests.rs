@@ -9,7 +9,7 @@ use kube::{
 
 use crate::Error;
 
-const FIELD_MANAGER: &str = "ksim-testenv";
+const FIELD_MANAGER: &str = "ksim-localenv";
 
 /// Parses a multi-document YAML text into objects; empty documents are skipped.
 pub fn parse(yaml: &str) -> Result<Vec<DynamicObject>, Error> {

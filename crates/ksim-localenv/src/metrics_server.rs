@@ -3,8 +3,8 @@
 //! (`metrics.k8s.io/v1beta1`):
 //!
 //! ```no_run
-//! # async fn example(control_plane: &ksim_testenv::ControlPlane) -> Result<(), ksim_testenv::Error> {
-//! use ksim_testenv::MetricsServer;
+//! # async fn example(control_plane: &ksim_localenv::ControlPlane) -> Result<(), ksim_localenv::Error> {
+//! use ksim_localenv::MetricsServer;
 //! let metrics_server = MetricsServer::builder(control_plane).start().await?;
 //! # Ok(()) }
 //! ```
@@ -33,7 +33,7 @@ const BIN_DIR_ENV: &str = "KSIM_METRICS_SERVER_BIN_DIR";
 pub const API_SERVICE: &str = "v1beta1.metrics.k8s.io";
 pub const NAMESPACE: &str = "kube-system";
 pub const SERVICE: &str = "metrics-server";
-const FIELD_MANAGER: &str = "ksim-testenv";
+const FIELD_MANAGER: &str = "ksim-localenv";
 /// The release manifest's resolution (the binary's own default is 60 s).
 pub const DEFAULT_METRIC_RESOLUTION: Duration = Duration::from_secs(15);
 /// Starts tried when metrics-server finds its port taken.

@@ -1,6 +1,6 @@
 //! Replay lateness and apply throughput on the real control plane. A trace of `--rate` due
 //! events a second for `--seconds`, replayed at each `--speeds` (at 10x the trace records a
-//! tenth of the rate), on a fresh control plane per `--planes` tuning (`ksim_testenv::tuning`).
+//! tenth of the rate), on a fresh control plane per `--planes` tuning (`ksim_localenv::tuning`).
 //!
 //! `--workload configmaps`: each event one server-side apply of a ConfigMap, `--objects`
 //! ConfigMaps updated round-robin. `--workload mixed`: ConfigMaps, Deployments (0 replicas)
@@ -41,8 +41,8 @@ use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job, core::v1::ConfigMap
 use ksim_driver::{
     config::Settings, driver::Driver, mesh::Mesh, metrics::ReplayMetrics, replay::run::RunContext,
 };
+use ksim_localenv::{ControlPlane, Tuning};
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::{ControlPlane, Tuning};
 use ksim_trace::pb as trace_pb;
 use kube::{
     Api,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
-use ksim_testenv::ControlPlane;
+use ksim_localenv::ControlPlane;
 use ksim_tracer::{
     domain::{kinds::TrackedKind, sanitize::EnvRedaction},
     log::{FsyncPolicy, LogConfig},

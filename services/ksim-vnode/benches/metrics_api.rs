@@ -27,11 +27,11 @@ use anyhow::{Context as _, bail};
 use clap::Parser;
 use common::{ProcessGroup, SKELETON, connect, process_usage, spawn, wait_nodes_ready};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use ksim_localenv::{ControlPlane, MetricsServer, free_port, pki::CertificateAuthority};
 use ksim_proto::ksim::vnode::v1::{
     ContainerUsage, CreateNodeGroupRequest, PodUsage, SetPodUsageRequest,
     virtual_node_pool_client::VirtualNodePoolClient,
 };
-use ksim_testenv::{ControlPlane, MetricsServer, free_port, pki::CertificateAuthority};
 use kube::{Api, Client, api::PostParams};
 use serde_json::json;
 
@@ -219,7 +219,7 @@ fn start_pool(
 async fn start_metrics(
     args: &Args,
     control_plane: &ControlPlane,
-    client_cert: &ksim_testenv::pki::CertFiles,
+    client_cert: &ksim_localenv::pki::CertFiles,
 ) -> anyhow::Result<Option<MetricsServer>> {
     match args.design {
         Design::A => Ok(Some(
@@ -263,7 +263,8 @@ async fn run_pods(client: &Client, count: usize) -> anyhow::Result<Vec<String>> 
             &serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?,
         )
         .await?;
-    ksim_testenv::wait::default_service_account(client, NAMESPACE, Duration::from_secs(60)).await?;
+    ksim_localenv::wait::default_service_account(client, NAMESPACE, Duration::from_secs(60))
+        .await?;
     let deployment: Deployment = serde_json::from_value(json!({
         "metadata": { "name": "metered" },
         "spec": {
@@ -290,7 +291,7 @@ async fn run_pods(client: &Client, count: usize) -> anyhow::Result<Vec<String>> 
     Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
         .create(&PostParams::default(), &deployment)
         .await?;
-    let pods = ksim_testenv::pods::in_phase(
+    let pods = ksim_localenv::pods::in_phase(
         client,
         NAMESPACE,
         "app=metered",

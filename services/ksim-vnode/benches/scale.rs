@@ -9,7 +9,7 @@
 //! Each provider gets a fresh control plane built from the same binaries with the same
 //! flags, and runs as a separate process so its CPU time and peak RSS are its own.
 //! `--planes` runs the whole measurement once per control-plane tuning (`stock`,
-//! `simulation`, `stock+SETTING`, `simulation-SETTING`; see `ksim_testenv::tuning`), so
+//! `simulation`, `stock+SETTING`, `simulation-SETTING`; see `ksim_localenv::tuning`), so
 //! that each setting's effect is measured side by side with the others in one run; the
 //! components' CPU time and peak RSS are reported with the provider's. Latencies are taken from one watch in this process: the moment a pod
 //! is first seen bound to the moment it is first seen Running.
@@ -33,9 +33,9 @@ use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{Namespace, Node, Pod},
 };
+use ksim_localenv::{ControlPlane, Tuning, free_port};
 use ksim_nodes::node::is_ready;
 use ksim_proto::ksim::vnode::v1::CreateNodeGroupRequest;
-use ksim_testenv::{ControlPlane, Tuning, free_port};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
@@ -194,7 +194,8 @@ async fn create_namespace(client: &Client) -> anyhow::Result<()> {
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &namespace)
         .await?;
-    ksim_testenv::wait::default_service_account(client, NAMESPACE, Duration::from_secs(60)).await?;
+    ksim_localenv::wait::default_service_account(client, NAMESPACE, Duration::from_secs(60))
+        .await?;
     Ok(())
 }
 

@@ -32,5 +32,5 @@ pub fn run(args: &[OsString]) -> anyhow::Result<ExitCode> {
 
 /// The kubectl beside the control-plane binaries (deploy/control-plane/build.sh builds it).
 pub fn path() -> anyhow::Result<PathBuf> {
-    Ok(ksim_testenv::ControlPlaneBinaries::locate()?.kubectl()?)
+    Ok(ksim_localenv::ControlPlaneBinaries::locate()?.kubectl()?)
 }

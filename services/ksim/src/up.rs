@@ -99,7 +99,7 @@ pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
         Some(apiserver_url) => writeln!(
             out,
             "ksim: local control plane {} at {apiserver_url}",
-            ksim_testenv::kubernetes_version(),
+            ksim_localenv::kubernetes_version(),
         )?,
         None => writeln!(out, "ksim: using the existing cluster")?,
     }
@@ -132,7 +132,7 @@ pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
             out,
             "  {:<10} {}  pid {pid}  (metrics {metrics_url}/metrics, log {})",
             "karpenter",
-            ksim_testenv::karpenter::karpenter_version(),
+            ksim_localenv::karpenter::karpenter_version(),
             log.display()
         )?;
     }

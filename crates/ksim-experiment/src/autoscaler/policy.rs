@@ -4,7 +4,7 @@
 //! by family: where CA writes, whom it talks to, who it is, what it reports. CA runs as the
 //! environment's user, so a flag outside both lists is refused too until someone decides.
 //!
-//! Both lists are checked against the `--help` of every tested release (ksim-testenv's
+//! Both lists are checked against the `--help` of every tested release (ksim-localenv's
 //! `real_ca_flags_are_each_allowed_or_refused`): a flag a new release adds fails that test until
 //! it is put in one list, and an allowed flag no release knows fails it as stale.
 

@@ -5,7 +5,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use ksim_grpc::{GrpcServer, ServeArgs, TlsArgs};
-use ksim_testenv::pki::CertificateAuthority;
+use ksim_localenv::pki::CertificateAuthority;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,

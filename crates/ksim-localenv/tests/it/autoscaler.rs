@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use ksim_testenv::{
+use ksim_localenv::{
     CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
     ControlPlane, Error, free_port, wait,
 };
@@ -60,7 +60,7 @@ async fn start_passes_defaults_overrides_and_files_and_reports_an_early_exit() {
 /// binary's own flag list is what a user's unknown flag is judged by.
 #[test]
 fn real_ca_knows_every_flag_ksim_dilates() {
-    let versions = ksim_testenv::autoscaler::tested_cluster_autoscaler_versions();
+    let versions = ksim_localenv::autoscaler::tested_cluster_autoscaler_versions();
     assert!(versions.contains(&"1.35.2"), "{versions:?}");
     for version in versions {
         let binary =
@@ -91,7 +91,7 @@ fn real_ca_flags_are_each_allowed_or_refused() {
 
     let mut known_anywhere = std::collections::BTreeSet::new();
     let mut unreviewed = Vec::new();
-    for version in ksim_testenv::autoscaler::tested_cluster_autoscaler_versions() {
+    for version in ksim_localenv::autoscaler::tested_cluster_autoscaler_versions() {
         let binary =
             ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| panic!("{e}"));
         for flag in binary.flags().unwrap() {
@@ -203,7 +203,7 @@ fn build_script(source: &std::path::Path) -> (Option<i32>, String) {
 
 /// The pinned sums, as build.sh reads them from versions.env.
 fn pinned_sum(fact: &str) -> String {
-    let version = ksim_testenv::autoscaler::cluster_autoscaler_version().replace('.', "_");
+    let version = ksim_localenv::autoscaler::cluster_autoscaler_version().replace('.', "_");
     let key = format!("CLUSTER_AUTOSCALER_{version}_{fact}=");
     include_str!("../../../../deploy/cluster-autoscaler/versions.env")
         .lines()

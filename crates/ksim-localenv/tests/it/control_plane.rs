@@ -8,7 +8,7 @@ use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet},
     core::v1::{Node, Pod},
 };
-use ksim_testenv::{ControlPlane, ControlPlaneBinaries, kubernetes_version, wait};
+use ksim_localenv::{ControlPlane, ControlPlaneBinaries, kubernetes_version, wait};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -207,7 +207,7 @@ async fn the_scheduler_judges_a_configuration_and_runs_the_one_it_accepts() {
         let error = binaries.check_scheduler_config(path).await.unwrap_err();
         let text = error.to_string();
         assert!(
-            matches!(error, ksim_testenv::Error::SchedulerConfig { .. }) && text.contains(reason),
+            matches!(error, ksim_localenv::Error::SchedulerConfig { .. }) && text.contains(reason),
             "{text}"
         );
     }
@@ -299,7 +299,7 @@ async fn the_controller_manager_restarts_with_extra_flags_over_its_own() {
         .unwrap_err();
     let text = error.to_string();
     assert!(
-        matches!(error, ksim_testenv::Error::Exited { .. }) && text.contains("\"soon\""),
+        matches!(error, ksim_localenv::Error::Exited { .. }) && text.contains("\"soon\""),
         "{text}"
     );
     assert!(!process_exists(first_pid));
@@ -444,7 +444,7 @@ async fn a_component_that_fails_to_start_is_reported_with_its_log() {
     let message = err.to_string();
     assert!(message.contains("kube-apiserver exited"), "{message}");
     assert!(message.contains("no-such-flag"), "{message}");
-    if let ksim_testenv::Error::Start { dir, .. } = err {
+    if let ksim_localenv::Error::Start { dir, .. } = err {
         assert!(dir.join("kube-apiserver.log").is_file());
         std::fs::remove_dir_all(dir).unwrap();
     }

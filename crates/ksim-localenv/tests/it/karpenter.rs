@@ -12,8 +12,8 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_localenv::{ControlPlane, Karpenter, KarpenterBinary, manifests, wait};
 use ksim_nodes::{karpenter::PRICE_LABEL, skeleton::NodeSkeleton};
-use ksim_testenv::{ControlPlane, Karpenter, KarpenterBinary, manifests, wait};
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, ListParams, PostParams},
@@ -169,7 +169,7 @@ async fn nodes_of_pool(client: &kube::Client, count: usize) -> Vec<Node> {
 #[tokio::test(flavor = "multi_thread")]
 async fn pending_pods_get_nodeclaims_of_the_cheapest_instance_type_that_fits_each() {
     // On every tested release (docs/compatibility.md), pinned first.
-    let versions = ksim_testenv::karpenter::tested_karpenter_versions();
+    let versions = ksim_localenv::karpenter::tested_karpenter_versions();
     assert!(versions.len() >= 2, "{versions:?}");
     for version in versions {
         cheapest_types_on(version).await;

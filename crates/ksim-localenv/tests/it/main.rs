@@ -1,4 +1,4 @@
-//! ksim-testenv's integration tests: one binary, a module per area, so a build links it once.
+//! ksim-localenv's integration tests: one binary, a module per area, so a build links it once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod autoscaler;

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use ksim_testenv::{
+use ksim_localenv::{
     ControlPlane, Error, MetricsServer, MetricsServerBinary, metrics_server::API_SERVICE,
 };
 use kube::Api;

@@ -7,7 +7,7 @@
 use std::{path::Path, time::Duration};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use ksim_testenv::{ControlPlane, Setting, Tuning, wait};
+use ksim_localenv::{ControlPlane, Setting, Tuning, wait};
 use kube::{Api, api::PostParams};
 use serde_json::json;
 
@@ -74,7 +74,7 @@ async fn the_simulation_tuning_is_in_force_and_the_stock_plane_has_none_of_it() 
     // Node leases: the grace period matches the pools' longer leases; stock keeps its default.
     assert_eq!(
         tuned.node_monitor_grace_seconds,
-        Some(ksim_testenv::tuning::NODE_MONITOR_GRACE_SECONDS)
+        Some(ksim_localenv::tuning::NODE_MONITOR_GRACE_SECONDS)
     );
     assert_eq!(plain.node_monitor_grace_seconds, None);
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 use tonic::Code;
 
 fn unreachable_cluster(dir: &Path) -> std::path::PathBuf {
-    let port = ksim_testenv::free_port().unwrap();
+    let port = ksim_localenv::free_port().unwrap();
     let path = dir.join("kubeconfig");
     std::fs::write(
         &path,

@@ -5,8 +5,8 @@
 
 use crate::common::{DEADLINE, Recorded, create_namespace};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_localenv::wait;
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::wait;
 use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams, PostParams},

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
+use ksim_localenv::{ControlPlane, MetricsServer, manifests, wait};
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::{ControlPlane, MetricsServer, manifests, wait};
 use ksim_tracer::{
     domain::{kinds::default_kinds, sanitize::EnvRedaction},
     log::LogConfig,

@@ -9,8 +9,8 @@ use crate::common::{Recorded, changes, create_namespace, object_json};
 use k8s_openapi::api::{
     apps::v1::Deployment, batch::v1::CronJob, core::v1::Pod, scheduling::v1::PriorityClass,
 };
+use ksim_localenv::wait;
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::wait;
 use ksim_trace::time::timestamp;
 use kube::{
     Api, Client,

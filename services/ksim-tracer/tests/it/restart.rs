@@ -9,8 +9,8 @@ use std::{
 
 use crate::common::{Tracer, changes};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Namespace};
+use ksim_localenv::{ControlPlane, wait};
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::{ControlPlane, wait};
 use kube::{
     Api,
     api::{DeleteParams, ListParams, PostParams},

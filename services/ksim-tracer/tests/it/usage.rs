@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::common::{DEADLINE, Tracer};
+use ksim_localenv::{ControlPlane, MetricsServer, wait};
 use ksim_proto::ksim::trace::v1 as pb;
-use ksim_testenv::{ControlPlane, MetricsServer, wait};
 
 async fn usage_in_export(tracer: &Tracer) -> (pb::UsageRecording, i64, usize) {
     let trace = tracer.export(pb::ExportRequest::default()).await.unwrap();

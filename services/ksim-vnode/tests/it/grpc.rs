@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use ksim_grpc::ServeArgs;
+use ksim_localenv::wait;
 use ksim_proto::ksim::vnode::v1::{self as pb, virtual_node_pool_client::VirtualNodePoolClient};
-use ksim_testenv::wait;
 use ksim_vnode::{
     config::PoolConfig,
     runtime::{self, Service},

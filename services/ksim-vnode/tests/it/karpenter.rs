@@ -16,9 +16,9 @@ use std::{
 use futures::StreamExt;
 use ipnet::Ipv4Net;
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease, core::v1::Node};
+use ksim_localenv::{Karpenter, KarpenterBinary, manifests, wait};
 use ksim_nodes::node::{is_booting, is_ready};
 use ksim_provisioning::{Delay, GroupProvisioning, NodeDelays};
-use ksim_testenv::{Karpenter, KarpenterBinary, manifests, wait};
 use ksim_vnode::{config::PoolConfig, index::GroupSource};
 use kube::{
     Api, Client,
@@ -77,7 +77,7 @@ fn record(client: &Client) -> (Lives, tokio::task::JoinHandle<()>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pool_plays_the_kubelet_for_karpenters_nodes_from_launch_to_consolidation() {
     // On every tested release (docs/compatibility.md), pinned first.
-    for version in ksim_testenv::karpenter::tested_karpenter_versions() {
+    for version in ksim_localenv::karpenter::tested_karpenter_versions() {
         launch_to_consolidation_on(version).await;
     }
 }

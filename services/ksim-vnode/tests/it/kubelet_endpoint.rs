@@ -14,7 +14,7 @@ use k8s_openapi::{
     api::core::v1::{Node, Pod},
     jiff::Timestamp,
 };
-use ksim_testenv::{MetricsServer, pki::CertificateAuthority, wait};
+use ksim_localenv::{MetricsServer, pki::CertificateAuthority, wait};
 use ksim_vnode::{
     config::{KubeletEndpointConfig, PoolConfig},
     domain::{kubelet_endpoint::PortRange, usage::ContainerUsage},
@@ -34,7 +34,7 @@ const MEMORY_BYTES: u64 = 96 << 20;
 fn endpoint_config(ca: &Path) -> PoolConfig {
     // Below the ephemeral ports, as the pool's default range is: an outgoing connection can
     // hold one of those for the whole test, and the node's listener then never binds.
-    let (first, last) = ksim_testenv::free_port_range(16).unwrap();
+    let (first, last) = ksim_localenv::free_port_range(16).unwrap();
     PoolConfig {
         kubelet: KubeletEndpointConfig {
             endpoint: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),

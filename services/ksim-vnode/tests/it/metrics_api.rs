@@ -9,7 +9,7 @@ use k8s_openapi::{
     api::core::v1::Pod, kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use ksim_kube::aggregation::{advertise_address, available};
-use ksim_testenv::wait;
+use ksim_localenv::wait;
 use ksim_vnode::{
     config::MetricsApiConfig,
     domain::usage::ContainerUsage,

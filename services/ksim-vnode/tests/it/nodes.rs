@@ -6,8 +6,8 @@ use std::{collections::BTreeMap, time::Duration};
 
 use crate::common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use ksim_localenv::wait;
 use ksim_nodes::node::is_ready;
-use ksim_testenv::wait;
 use kube::{Api, api::ListParams};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::common::*;
 use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
+use ksim_localenv::wait;
 use ksim_provisioning::{Delay, Draws, MAX_DELAY, PodDelays, PodProvisioning};
-use ksim_testenv::wait;
 use kube::{Api, api::PostParams};
 use serde_json::json;
 

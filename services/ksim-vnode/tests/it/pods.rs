@@ -10,7 +10,7 @@ use k8s_openapi::api::{
     batch::v1::Job,
     core::v1::{Node, Pod},
 };
-use ksim_testenv::wait;
+use ksim_localenv::wait;
 use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams, PostParams},

@@ -14,13 +14,13 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Node},
 };
 use ksim_grpc::ServeArgs;
+use ksim_localenv::wait;
 use ksim_nodes::{
     labels::{BOOTING_UNTIL_ANNOTATION, TERMINATING_UNTIL_ANNOTATION},
     node::{is_booting, is_ready, is_shutting_down},
 };
 use ksim_proto::ksim::vnode::v1::{self as pb, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_provisioning::{Delay, GroupProvisioning, NodeDelays};
-use ksim_testenv::wait;
 use ksim_vnode::runtime;
 use kube::{
     Api, Client,

@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_testenv::{manifests, wait};
+use ksim_localenv::{manifests, wait};
 use kube::{
     Api,
     api::{DeleteParams, PostParams},

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node};
-use ksim_testenv::wait;
+use ksim_localenv::wait;
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},

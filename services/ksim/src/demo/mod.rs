@@ -10,11 +10,11 @@ use std::{
 };
 
 use anyhow::Context;
+use ksim_localenv::autoscaler::{ClusterAutoscalerBinary, FAST_FLAGS};
 use ksim_proto::ksim::driver::v1::{
     DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, ProvisioningModel,
     Report, SimulationSpec, SimulationState, node_group_spec::Kind, simulation_spec::TraceSource,
 };
-use ksim_testenv::autoscaler::{ClusterAutoscalerBinary, FAST_FLAGS};
 
 use crate::{
     env::{EnvOptions, LocalEnv},
@@ -89,7 +89,7 @@ pub async fn run(speed: f64) -> anyhow::Result<()> {
     writeln!(
         out,
         "ksim demo: starting the local environment (control plane {}, tracer, pool, cloud provider, driver) ...",
-        ksim_testenv::kubernetes_version()
+        ksim_localenv::kubernetes_version()
     )?;
     let options = EnvOptions {
         autoscaler,

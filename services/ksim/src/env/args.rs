@@ -17,7 +17,7 @@ pub fn tracer(data_dir: &Path) -> Vec<OsString> {
 
 /// The pool watches the environment's namespace for seats. `node_lease_seconds`: on the
 /// embedded plane its node leases match the plane's node lifecycle grace period
-/// (`ksim_testenv::tuning`); on a cluster of the user's (`None`) it keeps a kubelet's.
+/// (`ksim_localenv::tuning`); on a cluster of the user's (`None`) it keeps a kubelet's.
 /// `metrics_api`: it serves the metrics API (`kubectl top`, the HPA) on a free port of this
 /// machine's own address. `karpenter`: it plays the kubelet for Karpenter's nodes too.
 pub fn pool(node_lease_seconds: Option<u32>, metrics_api: bool, karpenter: bool) -> Vec<OsString> {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Namespace;
-use ksim_testenv::ControlPlane;
+use ksim_localenv::ControlPlane;
 use kube::{
     Api, Client,
     api::{ObjectMeta, PostParams},

@@ -22,16 +22,16 @@ use ksim_experiment::{
     },
     scheduler,
 };
+use ksim_localenv::autoscaler::{
+    CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
+    cluster_autoscaler_version, metrics_at,
+};
 use ksim_proto::ksim::env::v1::{
     self as pb,
     environment_server::{Environment, EnvironmentServer},
 };
 use ksim_provisioning::go_duration;
 use ksim_report::{MAX_SPEED, MIN_SPEED};
-use ksim_testenv::autoscaler::{
-    CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
-    cluster_autoscaler_version, metrics_at,
-};
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
@@ -488,7 +488,7 @@ impl Components {
     /// A CA that failed to start keeps its directory, which its error names: removed with the
     /// dead CAs' when the environment stops.
     fn keep_failed_autoscaler_dir(&mut self, error: &anyhow::Error) {
-        if let Some(ksim_testenv::Error::AutoscalerStart { dir, .. }) = error.downcast_ref() {
+        if let Some(ksim_localenv::Error::AutoscalerStart { dir, .. }) = error.downcast_ref() {
             self.dead_autoscaler_dirs.push(dir.clone());
         }
     }
@@ -761,7 +761,7 @@ impl Components {
                 .await
                 .map_err(|error| match error {
                     // Named by the user's file, not the environment's copy of it.
-                    ksim_testenv::Error::SchedulerConfig { message, .. } => {
+                    ksim_localenv::Error::SchedulerConfig { message, .. } => {
                         Status::invalid_argument(format!(
                             "scheduler configuration {source}: kube-scheduler refuses it: {message}"
                         ))
@@ -788,7 +788,7 @@ impl Components {
             .map_err(|error| Status::invalid_argument(error.to_string()))?;
         if self.known_flags.is_none() {
             let binary = self.autoscaler_binary()?;
-            let internal = |error: ksim_testenv::Error| Status::internal(error.to_string());
+            let internal = |error: ksim_localenv::Error| Status::internal(error.to_string());
             self.known_flags = Some((
                 binary.flags().map_err(internal)?,
                 binary.defaults().map_err(internal)?,
@@ -1602,11 +1602,11 @@ mod tests {
         let bin = dir.path().join("karpenter-bin");
         std::fs::create_dir_all(bin.join("crds")).unwrap();
         std::fs::write(bin.join("karpenter"), "").unwrap();
-        let binary = ksim_testenv::KarpenterBinary::in_dir(&bin).unwrap();
+        let binary = ksim_localenv::KarpenterBinary::in_dir(&bin).unwrap();
         components.started_with_karpenter(KarpenterSlot::new(
             super::super::karpenter::KarpenterSetup::of_binary(binary),
         ));
-        let version = Some(ksim_testenv::karpenter::karpenter_version().to_owned());
+        let version = Some(ksim_localenv::karpenter::karpenter_version().to_owned());
         assert_eq!(
             components.check_karpenter(&run(false, true)).unwrap(),
             version.clone()

@@ -8,12 +8,12 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use anyhow::Context;
+use ksim_localenv::{ControlPlane, Karpenter, KarpenterBinary, manifests};
 use ksim_nodes::{
     karpenter::{InstanceType, instance_types},
     pricing::Pricing,
     skeleton::NodeSkeleton,
 };
-use ksim_testenv::{ControlPlane, Karpenter, KarpenterBinary, manifests};
 use serde::Deserialize;
 
 /// The node class every NodePool of the environment may name (`nodeClassRef` to the
@@ -149,7 +149,7 @@ impl KarpenterSlot {
 
     /// The release it runs, e.g. `v1.14.1`.
     pub fn version(&self) -> &'static str {
-        ksim_testenv::karpenter::karpenter_version()
+        ksim_localenv::karpenter::karpenter_version()
     }
 
     pub fn running(&self) -> Option<&Karpenter> {

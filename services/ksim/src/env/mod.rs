@@ -22,7 +22,7 @@ use std::{
 use anyhow::Context;
 use ksim_experiment::AutoscalerFlags;
 use ksim_grpc::{GrpcServer, ServeArgs};
-use ksim_testenv::autoscaler::ClusterAutoscalerBinary;
+use ksim_localenv::autoscaler::ClusterAutoscalerBinary;
 use tokio::sync::Mutex;
 
 use self::{

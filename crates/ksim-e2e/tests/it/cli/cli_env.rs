@@ -359,7 +359,7 @@ async fn up_serves_every_service_until_down() {
     let kubeconfig = recorded["kubeconfig"].as_str().unwrap();
     assert_eq!(
         node_lease_seconds(kubeconfig).await,
-        ksim_testenv::tuning::NODE_LEASE_SECONDS
+        ksim_localenv::tuning::NODE_LEASE_SECONDS
     );
 
     // kubectl of the control plane's version, against this environment; its exit status.
@@ -371,7 +371,7 @@ async fn up_serves_every_service_until_down() {
     for side in ["clientVersion", "serverVersion"] {
         assert_eq!(
             versions[side]["gitVersion"],
-            ksim_testenv::kubernetes_version(),
+            ksim_localenv::kubernetes_version(),
             "{said}"
         );
     }

@@ -57,7 +57,7 @@ fn stderr(output: &std::process::Output) -> String {
 /// The nodes the pods of the replayed `shop` are bound to, once `count` are bound.
 async fn placements(client: &Client, count: usize) -> BTreeSet<String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "virtual-shop");
-    ksim_testenv::wait::until(
+    ksim_localenv::wait::until(
         &format!("{count} replayed pods bound"),
         Duration::from_secs(120),
         || async {
@@ -563,7 +563,7 @@ async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
     assert!(killed.success());
 
     let parent = up.pid();
-    let (new_pid, new_args) = ksim_testenv::wait::until(
+    let (new_pid, new_args) = ksim_localenv::wait::until(
         "a new cluster-autoscaler serving",
         Duration::from_secs(120),
         || async move {
@@ -585,7 +585,7 @@ async fn a_killed_autoscaler_is_reported_restarted_and_listed_by_down() {
             .any(|a| a == "--scale-down-unneeded-time=5s"),
         "{new_args:?}"
     );
-    let said = ksim_testenv::wait::until(
+    let said = ksim_localenv::wait::until(
         "ksim up reporting the restart",
         Duration::from_secs(60),
         || {
@@ -691,7 +691,7 @@ async fn at_10x_autoscaler_durations_run_divided_and_a_late_scale_down_happens_i
         ]),
         async move {
             // The CA that runs the simulation: its command line once it is the restarted one.
-            ksim_testenv::wait::until(
+            ksim_localenv::wait::until(
                 "CA restarted at 10x",
                 Duration::from_secs(120),
                 || async move {
@@ -927,7 +927,7 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
     let (output, killed) = run_while(&up, run_args(&trace("kill.ksim", 80_000)), async move {
         // A replayed pod exists once the replay has begun: the CA running now is the run's.
         let pods: Api<Pod> = Api::namespaced(client.clone(), "virtual-shop");
-        ksim_testenv::wait::until(
+        ksim_localenv::wait::until(
             "the replay's first pod",
             Duration::from_secs(120),
             || async {
@@ -971,7 +971,7 @@ async fn an_autoscaler_killed_mid_run_is_an_outage_in_the_runs_report() {
 
     // Once CA serves again and the outage is over, a run it stays up for has none.
     let environment_url = up.urls.environment.clone();
-    ksim_testenv::wait::until(
+    ksim_localenv::wait::until(
         "cluster-autoscaler serving again",
         Duration::from_secs(120),
         || {
@@ -1113,7 +1113,7 @@ async fn place_keeper(client: &Client, namespace: &str, avoid: &str) -> String {
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    ksim_testenv::wait::until("the keeper pod running", Duration::from_secs(60), || {
+    ksim_localenv::wait::until("the keeper pod running", Duration::from_secs(60), || {
         let pods = pods.clone();
         async move {
             let listed = pods
@@ -1192,7 +1192,7 @@ async fn without_autoscaler_arguments_ca_runs_its_own_defaults_and_a_recorded_de
             let client = client.clone();
             async move {
                 let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-                ksim_testenv::wait::until("three m5 nodes", Duration::from_secs(120), || {
+                ksim_localenv::wait::until("three m5 nodes", Duration::from_secs(120), || {
                     let nodes = nodes.clone();
                     async move {
                         let listed = nodes

@@ -20,7 +20,7 @@ use k8s_openapi::api::{
     batch::v1::Job,
     core::v1::{ConfigMap, Namespace, Pod},
 };
-use ksim_testenv::{ControlPlane, ControlPlaneBinaries};
+use ksim_localenv::{ControlPlane, ControlPlaneBinaries};
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},

@@ -379,7 +379,7 @@ fn recorded_is_what_the_test_saw(fidelity: &Value, curve: &[Seen], start_ms: i64
 /// Nothing of a replay is left: its namespace, group and nodes are gone.
 async fn nothing_left(client: &Client, seats_api: &Api<Deployment>) {
     let namespaces = Api::<Namespace>::all(client.clone());
-    ksim_testenv::wait::until("the replay's namespace gone", DEADLINE, || async {
+    ksim_localenv::wait::until("the replay's namespace gone", DEADLINE, || async {
         let left: Vec<String> = namespaces
             .list(&ListParams::default())
             .await

@@ -84,7 +84,7 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
         .create(&PostParams::default(), &hpa)
         .await
         .unwrap();
-    let pods = ksim_testenv::pods::in_phase(&client, "shop", "app=web", "Running", 4, DEADLINE)
+    let pods = ksim_localenv::pods::in_phase(&client, "shop", "app=web", "Running", 4, DEADLINE)
         .await
         .unwrap();
     let usage = pods

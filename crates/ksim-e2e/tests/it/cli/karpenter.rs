@@ -203,7 +203,7 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
         &pricing,
     ]);
     // The release deploy/karpenter/versions.env pins, as `ksim up` prints it.
-    let version = ksim_testenv::karpenter::karpenter_version();
+    let version = ksim_localenv::karpenter::karpenter_version();
     assert!(version.starts_with('v'), "{version}");
     assert!(
         up.said().contains(&format!("karpenter  {version}")),
@@ -275,7 +275,7 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
     let (printed, report) = printed_report(&run);
     assert_eq!(
         report["configuration"]["karpenter"],
-        ksim_testenv::karpenter::karpenter_version(),
+        ksim_localenv::karpenter::karpenter_version(),
         "{printed}"
     );
     let added = added_nodes(&report);
@@ -491,7 +491,7 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
     assert_eq!(karpenter["configuration"]["autoscaler"], false);
     assert_eq!(
         karpenter["configuration"]["karpenter"],
-        ksim_testenv::karpenter::karpenter_version()
+        ksim_localenv::karpenter::karpenter_version()
     );
     let sources = |report: &Value| -> Vec<String> {
         report["waits"]

@@ -8,8 +8,8 @@ use std::{process::Command, time::Duration};
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Namespace};
 use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload};
+use ksim_localenv::wait;
 use ksim_proto::ksim::vnode::v1::{self as vnode, virtual_node_pool_client::VirtualNodePoolClient};
-use ksim_testenv::wait;
 use ksim_trace::time::now_ms;
 use kube::{
     Api,
@@ -25,7 +25,7 @@ const CPU: [u64; 2] = [200, 300];
 
 /// `kubectl top pod -n NAMESPACE`: CPU millicores per pod whose name starts with `prefix`.
 fn top(up: &Up, namespace: &str, prefix: &str) -> Result<Vec<u64>, String> {
-    let kubectl = ksim_testenv::ControlPlaneBinaries::locate()
+    let kubectl = ksim_localenv::ControlPlaneBinaries::locate()
         .and_then(|binaries| binaries.kubectl())
         .map_err(|error| error.to_string())?;
     let output = Command::new(kubectl)
@@ -83,7 +83,7 @@ async fn kubectl_top_in_a_replay_shows_what_the_recorded_pods_used() {
         .create(&PostParams::default(), &web)
         .await
         .unwrap();
-    let pods = ksim_testenv::pods::in_phase(&client, "shop", "app=web", "Running", 2, DEADLINE)
+    let pods = ksim_localenv::pods::in_phase(&client, "shop", "app=web", "Running", 2, DEADLINE)
         .await
         .unwrap();
     let mut names: Vec<String> = pods

@@ -15,8 +15,8 @@ use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
+use ksim_localenv::{CloudConfig, ClusterAutoscaler, ClusterAutoscalerBuilder, wait};
 use ksim_nodes::labels::{GROUP_LABEL, MIN_SIZE_ANNOTATION, TO_BE_DELETED_TAINT};
-use ksim_testenv::{CloudConfig, ClusterAutoscaler, ClusterAutoscalerBuilder, wait};
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},
@@ -69,7 +69,7 @@ async fn scale_workload(env: &Env, name: &str, replicas: i32) {
 
 /// The Running pods of workload `name`, once there are exactly `count`.
 async fn running_pods(env: &Env, name: &str, count: usize) -> Vec<Pod> {
-    ksim_testenv::pods::in_phase(
+    ksim_localenv::pods::in_phase(
         &env.client,
         NAMESPACE,
         &format!("app={name}"),

@@ -12,6 +12,7 @@ use k8s_openapi::api::{
     core::v1::{Node, Pod},
 };
 use ksim_grpc::ServeArgs;
+use ksim_localenv::{CloudConfig, ClusterAutoscaler, wait};
 use ksim_nodes::{
     labels::{GROUP_LABEL, PROVISIONING_ANNOTATION, VIRTUAL_TAINT_KEY},
     node::{is_booting, is_shutting_down},
@@ -20,7 +21,6 @@ use ksim_nodes::{
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient, instance_status::InstanceState,
 };
-use ksim_testenv::{CloudConfig, ClusterAutoscaler, wait};
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},
@@ -139,7 +139,7 @@ async fn real_ca_scales_from_zero_and_the_instance_stays_creating_while_its_node
     })
     .await
     .unwrap();
-    ksim_testenv::pods::in_phase(
+    ksim_localenv::pods::in_phase(
         &env.client,
         NAMESPACE,
         &format!("{GROUP_LABEL}=m5"),

@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 use super::common::*;
 use ksim_cloudprov::runtime;
 use ksim_grpc::ServeArgs;
+use ksim_localenv::{manifests, wait};
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
-use ksim_testenv::{manifests, wait};
 
 const NAMESPACE_YAML: &str = include_str!("../../../../../deploy/vnode/namespace.yaml");
 const RBAC_YAML: &str = include_str!("../../../../../deploy/cloudprov/rbac.yaml");

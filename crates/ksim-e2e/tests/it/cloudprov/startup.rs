@@ -11,8 +11,8 @@ use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
+use ksim_localenv::{CloudConfig, ClusterAutoscaler, wait};
 use ksim_nodes::seats::SeatDeployment;
-use ksim_testenv::{CloudConfig, ClusterAutoscaler, wait};
 use kube::{
     Api,
     api::{ListParams, PostParams},

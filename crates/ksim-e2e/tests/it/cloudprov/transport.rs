@@ -40,7 +40,7 @@ async fn scale_up_works_over_mutual_tls_and_a_client_without_a_certificate_is_re
 
 /// grpcurl from PATH, or where deploy/tools.sh installs it.
 fn grpcurl() -> PathBuf {
-    let installed = ksim_testenv::cache_root()
+    let installed = ksim_localenv::cache_root()
         .unwrap()
         .join("tools/venv/bin/grpcurl");
     if installed.is_file() {
@@ -89,7 +89,7 @@ async fn grpcurl_lists_describes_and_calls_the_service() {
     ] {
         assert!(description.contains(method), "{description}");
     }
-    let groups = ksim_testenv::wait::until("grpcurl to list m5", DEADLINE, || {
+    let groups = ksim_localenv::wait::until("grpcurl to list m5", DEADLINE, || {
         let address = address.clone();
         async move {
             let out = run_grpcurl(&["-plaintext", &address, &format!("{SERVICE}/NodeGroups")]);

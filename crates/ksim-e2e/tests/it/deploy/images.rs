@@ -15,10 +15,10 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{Namespace, Node};
+use ksim_localenv::{ControlPlane, wait};
 use ksim_proto::ksim::vnode::v1::{
     CreateNodeGroupRequest, virtual_node_pool_client::VirtualNodePoolClient,
 };
-use ksim_testenv::{ControlPlane, wait};
 use kube::{
     Api,
     api::{ListParams, PostParams},

@@ -9,7 +9,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Namespace;
-use ksim_testenv::{ControlPlane, ControlPlaneBinaries};
+use ksim_localenv::{ControlPlane, ControlPlaneBinaries};
 use kube::{Api, api::PostParams};
 
 fn deploy_dir() -> PathBuf {

@@ -5,8 +5,8 @@
 
 use super::common::*;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::wait;
 use kube::{
     Api,
     api::{DeleteParams, ListParams},

@@ -48,7 +48,7 @@ async fn cancel_mid_run_cleans_up_and_a_second_simulation_is_refused_meanwhile()
         .unwrap();
     let id = first.id.clone();
     mesh.until_state(&id, pb::SimulationState::Running).await;
-    ksim_testenv::wait::until("2 replayed pods Running", DEADLINE, || {
+    ksim_localenv::wait::until("2 replayed pods Running", DEADLINE, || {
         let mut driver = mesh.driver.clone();
         let id = id.clone();
         async move {

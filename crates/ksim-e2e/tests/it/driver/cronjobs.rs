@@ -5,8 +5,8 @@
 
 use super::common::*;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
+use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::wait;
 use ksim_trace::pb as trace;
 use kube::{Api, api::ListParams};
 use serde_json::json;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::{apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler};
 use ksim_e2e::fixtures::{Workload, cpu_hpa};
+use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::wait;
 use ksim_trace::pb as trace;
 use kube::Api;
 use serde_json::json;

@@ -11,9 +11,9 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::{SignedDuration, Timestamp},
 };
+use ksim_localenv::wait;
 use ksim_nodes::labels::{LIFETIME_ANNOTATION, LIFETIME_PENDING_ANNOTATION};
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::wait;
 use ksim_trace::pb as trace;
 use kube::{Api, api::ListParams};
 use serde_json::json;

@@ -15,7 +15,7 @@ async fn a_simulation_runs_and_cleans_up_as_the_drivers_service_account() {
         &["system:serviceaccounts", "system:authenticated"],
     )))
     .await;
-    ksim_testenv::manifests::apply(&mesh.client, RBAC_YAML)
+    ksim_localenv::manifests::apply(&mesh.client, RBAC_YAML)
         .await
         .unwrap();
     let file = trace_file(

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job};
+use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::wait;
 use ksim_trace::time::now_ms;
 use kube::{
     Api,
@@ -199,7 +199,7 @@ async fn scale(deployments: &Api<Deployment>, replicas: i32) {
 }
 
 async fn running_pods(mesh: &TestMesh, selector: &str, count: usize) {
-    ksim_testenv::pods::in_phase(&mesh.client, "shop", selector, "Running", count, DEADLINE)
+    ksim_localenv::pods::in_phase(&mesh.client, "shop", selector, "Running", count, DEADLINE)
         .await
         .unwrap();
 }

@@ -11,8 +11,8 @@ use std::{
 use super::common::*;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
 use ksim_grpc::BoundAddrs;
+use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
-use ksim_testenv::wait;
 use kube::Api;
 use tonic::transport::Channel;
 

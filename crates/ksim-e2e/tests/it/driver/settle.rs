@@ -104,7 +104,7 @@ async fn a_start_that_cannot_settle_can_be_cancelled() {
         .unwrap();
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(mesh.client.clone(), "unsettled-shop");
-    ksim_testenv::wait::until("the huge pod to wait", DEADLINE, || async {
+    ksim_localenv::wait::until("the huge pod to wait", DEADLINE, || async {
         match pods.get_opt("huge").await {
             Ok(Some(_)) => Ok(()),
             other => Err(format!("{other:?}")),

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use super::common::*;
 use k8s_openapi::jiff::Timestamp;
 use ksim_e2e::fixtures::Workload;
+use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::wait;
 use ksim_trace::pb as trace;
 
 const INTERVAL_MS: i64 = 2_000;

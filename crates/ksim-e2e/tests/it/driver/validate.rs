@@ -7,8 +7,8 @@ use std::path::Path;
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
-use ksim_testenv::wait;
 use kube::{Api, api::PostParams};
 use serde_json::json;
 

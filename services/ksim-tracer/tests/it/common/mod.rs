@@ -9,8 +9,8 @@ use std::{
 };
 
 use ksim_grpc::BoundAddrs;
+use ksim_localenv::{ControlPlane, wait};
 use ksim_proto::ksim::trace::v1::{self as pb, trace_store_client::TraceStoreClient};
-use ksim_testenv::{ControlPlane, wait};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 

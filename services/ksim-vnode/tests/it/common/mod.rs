@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use ksim_testenv::{ControlPlane, wait};
+use ksim_localenv::{ControlPlane, wait};
 use ksim_vnode::{config::PoolConfig, pool::Pool};
 use kube::{Api, Client, api::PostParams};
 use serde_json::json;
@@ -94,7 +94,7 @@ pub async fn start_pool(client: &Client, config: PoolConfig) -> Arc<Pool> {
 
 /// Nodes with the given group label, once `count` of them are Ready.
 pub async fn ready_nodes(client: &Client, group: &str, count: usize) -> Vec<Node> {
-    ksim_testenv::nodes::ready_nodes(
+    ksim_localenv::nodes::ready_nodes(
         client,
         &format!("ksim.io/node-group={group}"),
         count,
@@ -111,7 +111,7 @@ pub async fn pods_in_phase(
     phase: &str,
     count: usize,
 ) -> Vec<Pod> {
-    ksim_testenv::pods::in_phase(client, namespace, selector, phase, count, DEADLINE)
+    ksim_localenv::pods::in_phase(client, namespace, selector, phase, count, DEADLINE)
         .await
         .unwrap()
 }

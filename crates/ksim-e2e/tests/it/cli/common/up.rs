@@ -34,7 +34,7 @@ pub struct Urls {
 pub fn fast_autoscaler_args() -> Vec<String> {
     std::iter::once("--autoscaler".to_owned())
         .chain(
-            ksim_testenv::autoscaler::FAST_FLAGS
+            ksim_localenv::autoscaler::FAST_FLAGS
                 .iter()
                 .flat_map(|flag| ["--autoscaler-flag".to_owned(), (*flag).to_owned()]),
         )
@@ -90,7 +90,7 @@ impl Up {
     }
 
     /// `ksim up --autoscaler ARGS` with the tests' fast CA flags
-    /// (`ksim_testenv::autoscaler::FAST_FLAGS`) as the environment's own, set here explicitly:
+    /// (`ksim_localenv::autoscaler::FAST_FLAGS`) as the environment's own, set here explicitly:
     /// without them CA runs with its production defaults (minutes between decisions).
     pub fn with_fast_autoscaler(args: &[&str]) -> Self {
         let fast = fast_autoscaler_args();

@@ -18,6 +18,7 @@ pub use ksim_e2e::fixtures::{
     C5_XLARGE_TAINTED_SKELETON, M5_LARGE_TAINTED_SKELETON, seat_deployment,
 };
 use ksim_grpc::{Running, ServeArgs, TlsArgs};
+use ksim_localenv::{ClientTls, ControlPlane, pki::CertificateAuthority, wait};
 use ksim_nodes::{
     labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION},
     seats::SeatDeployment,
@@ -25,7 +26,6 @@ use ksim_nodes::{
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,
 };
-use ksim_testenv::{ClientTls, ControlPlane, pki::CertificateAuthority, wait};
 use ksim_vnode::{config::PoolConfig, pool::Pool, runtime as vnode};
 use kube::{
     Api, Client,
@@ -117,8 +117,8 @@ pub fn startup_time_comes_from_options(version: &str) -> bool {
 }
 
 /// The cluster-autoscaler release `version`, built by deploy/cluster-autoscaler/build.sh.
-pub fn release(version: &str) -> ksim_testenv::ClusterAutoscalerBinary {
-    ksim_testenv::ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
+pub fn release(version: &str) -> ksim_localenv::ClusterAutoscalerBinary {
+    ksim_localenv::ClusterAutoscalerBinary::locate_release(version).unwrap_or_else(|e| {
         panic!("{e} (for this release: deploy/cluster-autoscaler/build.sh {version})")
     })
 }
@@ -266,7 +266,7 @@ pub async fn create_seats(client: &Client, seats: &SeatDeployment) {
 
 /// The group's nodes, once exactly `count` exist and all are Ready.
 pub async fn ready_nodes(client: &Client, group: &str, count: usize) -> Vec<Node> {
-    ksim_testenv::nodes::ready_nodes(client, &format!("{GROUP_LABEL}={group}"), count, DEADLINE)
+    ksim_localenv::nodes::ready_nodes(client, &format!("{GROUP_LABEL}={group}"), count, DEADLINE)
         .await
         .unwrap()
 }

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use ksim_driver::{config::Settings, mesh::Mesh, runtime as driver};
 pub use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
+use ksim_localenv::{ControlPlane, wait};
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
-use ksim_testenv::{ControlPlane, wait};
 use ksim_tracer::{config::TracerArgs, runtime as tracer};
 use ksim_vnode::{config::PoolConfig, pool::Pool, runtime as vnode};
 use kube::{
