@@ -42,6 +42,8 @@ started=$SECONDS
 test_log=target/test-output.log
 
 fuzz_pid=
+go_pid=
+go_times=
 summary() {
   # A report, not a check: `head` closing a pipe early must not end it.
   set +e +o pipefail
@@ -49,11 +51,18 @@ summary() {
   if [[ -n $fuzz_pid ]]; then
     kill -- "-$fuzz_pid" 2>/dev/null
   fi
+  if [[ -n $go_pid ]]; then
+    kill -- "-$go_pid" 2>/dev/null
+  fi
   step_times+=($((SECONDS - step_started)))
   printf '\n==> time per step (s)\n' >&2
   for i in "${!step_names[@]}"; do
     printf '%6s  %s\n' "${step_times[$i]:-?}" "${step_names[$i]}" >&2
   done
+  if [[ -s $go_times ]]; then
+    printf '\n==> time per Go build, beside the steps above (s)\n' >&2
+    cat "$go_times" >&2
+  fi
   if [[ -s $test_log ]]; then
     printf '\n==> time per test binary (s, over 1 s)\n' >&2
     sed -n 's/^test binary \(.*\): \([0-9]*\) s$/\2 \1/p' "$test_log" |
@@ -125,41 +134,63 @@ LEFT
   exit 0
 fi
 
-step "control plane binaries"
-KSIM_CONTROL_PLANE_BIN_DIR=$(deploy/control-plane/build.sh)
-export KSIM_CONTROL_PLANE_BIN_DIR
+# The Go components (control plane, the cluster-autoscaler and Karpenter releases under test,
+# metrics-server), one after another in a job of their own beside the static checks and the cargo
+# build: from an empty cache they spend minutes on downloads and single-threaded links that
+# leave cores idle. Their own session, so an early exit stops them (summary); the tests wait for
+# them below ("Go builds' end").
+go_components() {
+  local t version dir
+  go_step() {
+    printf '%6s  %s\n' $((SECONDS - t)) "$1" >>"$go_times"
+    t=$SECONDS
+  }
+  t=$SECONDS
+  dir=$(deploy/control-plane/build.sh)
+  printf 'export KSIM_CONTROL_PLANE_BIN_DIR=%q\n' "$dir"
+  go_step "control plane binaries"
 
-step "cluster-autoscaler binaries"
-# Every release the version tests run against (versions.env), from the source archives beside
-# the checkout or the Go module proxy. A CA that cannot be built fails the run: the real_ca_*
-# tests need it.
-# shellcheck source=cluster-autoscaler/versions.env
-source deploy/cluster-autoscaler/versions.env
-for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
-  ca_dir=$(deploy/cluster-autoscaler/build.sh "$version") ||
-    { echo "error: cluster-autoscaler $version could not be built (see above)" >&2; exit 1; }
-  if [[ "$version" == "$CLUSTER_AUTOSCALER_VERSION" ]]; then
-    export KSIM_CLUSTER_AUTOSCALER_BIN_DIR=$ca_dir
-  fi
-done
+  # Every release the version tests run against (versions.env), from the source archives beside
+  # the checkout or the Go module proxy. A CA that cannot be built fails the run: the real_ca_*
+  # tests need it.
+  # shellcheck source=cluster-autoscaler/versions.env
+  source deploy/cluster-autoscaler/versions.env
+  for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
+    dir=$(deploy/cluster-autoscaler/build.sh "$version") ||
+      { echo "error: cluster-autoscaler $version could not be built (see above)" >&2; return 1; }
+    if [[ "$version" == "$CLUSTER_AUTOSCALER_VERSION" ]]; then
+      printf 'export KSIM_CLUSTER_AUTOSCALER_BIN_DIR=%q\n' "$dir"
+    fi
+    go_step "cluster-autoscaler $version"
+  done
 
-step "metrics-server binary"
-# The aggregation-layer tests run the real metrics-server; without it they fail.
-KSIM_METRICS_SERVER_BIN_DIR=$(deploy/metrics-server/build.sh)
-export KSIM_METRICS_SERVER_BIN_DIR
+  # The aggregation-layer tests run the real metrics-server; without it they fail.
+  dir=$(deploy/metrics-server/build.sh)
+  printf 'export KSIM_METRICS_SERVER_BIN_DIR=%q\n' "$dir"
+  go_step "metrics-server"
 
-step "Karpenter binaries"
-# The Karpenter tests run the real Karpenter with its KWOK provider, every release the version
-# tests run against (versions.env); without one they fail.
-# shellcheck source=karpenter/versions.env
-source deploy/karpenter/versions.env
-for version in $KARPENTER_TESTED_VERSIONS; do
-  karpenter_dir=$(deploy/karpenter/build.sh "$version") ||
-    { echo "error: Karpenter $version could not be built (see above)" >&2; exit 1; }
-  if [[ "$version" == "$KARPENTER_VERSION" ]]; then
-    export KSIM_KARPENTER_BIN_DIR=$karpenter_dir
-  fi
-done
+  # The Karpenter tests run the real Karpenter with its KWOK provider, every release the version
+  # tests run against (versions.env); without one they fail.
+  # shellcheck source=karpenter/versions.env
+  source deploy/karpenter/versions.env
+  for version in $KARPENTER_TESTED_VERSIONS; do
+    dir=$(deploy/karpenter/build.sh "$version") ||
+      { echo "error: Karpenter $version could not be built (see above)" >&2; return 1; }
+    if [[ "$version" == "$KARPENTER_VERSION" ]]; then
+      printf 'export KSIM_KARPENTER_BIN_DIR=%q\n' "$dir"
+    fi
+    go_step "Karpenter $version"
+  done
+}
+step "Go builds, started beside the steps that follow"
+go_env=target/go-components.env
+go_log=target/go-builds.log
+go_times=target/go-builds.times
+: >"$go_times"
+export -f go_components
+export go_times
+setsid bash -c 'set -euo pipefail; go_components' >"$go_env" 2>"$go_log" &
+go_pid=$!
 
 step "container tools"
 # The image tests build with buildah and run with podman (runc); Debian packages.
@@ -180,6 +211,18 @@ step "cargo build"
 # the end-to-end tests then find the binaries they run current (ksim_e2e::binary) instead of
 # waiting on a build of their own.
 cargo build --workspace --bins --tests --locked
+
+step "Go builds' end"
+built=0
+wait "$go_pid" || built=$?
+go_pid=
+cat "$go_log" >&2
+if [[ $built -ne 0 ]]; then
+  echo "error: the Go builds failed (exit $built; their output is above and in $go_log)" >&2
+  exit 1
+fi
+# shellcheck source=/dev/null
+source "$go_env"
 
 step "cargo test, and fuzzing beside it"
 # Fuzzing, bounded to a minute per target by default (KSIM_FUZZ_SECONDS; a crash fails the run),
