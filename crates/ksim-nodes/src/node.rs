@@ -672,7 +672,7 @@ status:
                 .as_ref()
                 .and_then(|l| l.get(OWNER_LABEL)),
             Some(&OWNER_SEATS.to_owned()),
-            "the provider serves a seat group's nodes by this label"
+            "the provider serves an autoscaler group's nodes by this label"
         );
         let spec = |node: &Node| node.spec.clone().unwrap_or_default();
         assert_eq!(spec(&template).taints, spec(&registered).taints);

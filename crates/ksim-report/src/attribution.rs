@@ -1,7 +1,7 @@
 //! Who made each node change. The observer sees every Node that joins or leaves a group, but
 //! only some are cluster-autoscaler's: a fixed-size group's nodes are the pool's, and a node
 //! that leaves and comes back under the same name was registered again (a restarted pool
-//! deletes the nodes of seat groups it has not read yet, then registers them again), not
+//! deletes the nodes of autoscaler groups it has not read yet, then registers them again), not
 //! removed and added: a seat's node is named after the seat, and a seat CA removes never
 //! comes back.
 

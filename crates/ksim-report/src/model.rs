@@ -509,7 +509,7 @@ pub struct ReportedNodeChange {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeChangeCause {
-    /// cluster-autoscaler, through the cloud provider's seat groups.
+    /// cluster-autoscaler, through the cloud provider's autoscaler groups.
     #[default]
     Autoscaler,
     /// The pool, in a fixed-size group no autoscaler resizes.

@@ -248,7 +248,7 @@ impl Driver {
     }
 
     /// Ends each adopted simulation as FAILED: once no live lease says another driver still
-    /// runs it, it is cleaned up as its own cleanup would have (seat groups retired,
+    /// runs it, it is cleaned up as its own cleanup would have (autoscaler groups retired,
     /// namespaces, root and pool groups deleted, lease released). One another driver runs is
     /// forgotten here. Returns the ids it ended.
     pub async fn end_adopted(&self, adopted: Vec<(Arc<Handle>, FoundRoot)>) -> Vec<String> {

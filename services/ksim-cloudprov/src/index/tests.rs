@@ -269,7 +269,7 @@ async fn wait_until_wakes_on_a_change() {
 /// labelled as the pool's must not hide a group), and the pool's nodes are never its members:
 /// nothing lists, claims or deletes them through it (issue 14).
 #[test]
-fn a_pool_managed_groups_nodes_are_never_a_seat_groups_members() {
+fn a_pool_managed_groups_nodes_are_never_an_autoscaler_groups_members() {
     let index = Index::new(100);
     let mut pool_node = node("race-0", "ksim://race/race-0");
     pool_node.metadata.labels = Some(map(&[(GROUP_LABEL, "race"), (OWNER_LABEL, OWNER_POOL)]));

@@ -410,7 +410,7 @@ impl Seen {
             .map(|group| (group.clone(), NodeCount::default()))
             .collect();
         let mut usage = Usage::default();
-        // Per seat group, its nodes not shutting down: the seats' that registered.
+        // Per autoscaler group, its nodes not shutting down: the seats' that registered.
         let mut live: HashMap<&str, i32> = HashMap::new();
         for node in self.nodes.values() {
             if let Some(count) = nodes.get_mut(&node.group) {

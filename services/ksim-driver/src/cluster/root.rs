@@ -18,7 +18,7 @@ use ksim_kube::simulation::{
     root_name, root_resource,
 };
 
-/// Root annotation: cluster-autoscaler was to resize the simulation's seat groups.
+/// Root annotation: cluster-autoscaler was to resize the simulation's autoscaler groups.
 const AUTOSCALED_ANNOTATION: &str = "ksim.io/autoscaled";
 
 /// Installs (or updates) the SimulationRoot CRD and waits until the apiserver serves it.

@@ -20,7 +20,7 @@ use super::ClusterError;
 use crate::domain::{RootRef, SIMULATION_LABEL};
 
 #[derive(Debug)]
-pub struct SeatGroup<'a> {
+pub struct AutoscalerGroup<'a> {
     pub name: &'a str,
     pub skeleton_yaml: &'a str,
     pub min_size: i32,
@@ -34,7 +34,7 @@ pub struct SeatGroup<'a> {
 pub async fn create(
     client: &Client,
     namespace: &str,
-    group: &SeatGroup<'_>,
+    group: &AutoscalerGroup<'_>,
     root: &RootRef,
     simulation_id: &str,
 ) -> Result<Deployment, ClusterError> {
@@ -92,7 +92,7 @@ async fn of_simulation(
         .items)
 }
 
-/// Lifts the hold on the simulation's seat groups as the replay's clock starts: until then
+/// Lifts the hold on the simulation's autoscaler groups as the replay's clock starts: until then
 /// their nodes wait, empty, for a replay that has not begun, and cluster-autoscaler would
 /// count that time as unneeded time and remove them.
 ///
@@ -106,7 +106,7 @@ pub async fn release(
     provisioning: impl Fn(&str) -> Option<String>,
 ) -> Result<(), ClusterError> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let failed = |e| ClusterError::new("releasing", "the simulation's seat groups", e);
+    let failed = |e| ClusterError::new("releasing", "the simulation's autoscaler groups", e);
     for deployment in of_simulation(client, namespace, simulation_id)
         .await
         .map_err(failed)?

@@ -76,7 +76,7 @@ impl Chosen {
         }
     }
 
-    /// What a seat group carries to the pool (its delays at the replay's speed); `None` when
+    /// What an autoscaler group carries to the pool (its delays at the replay's speed); `None` when
     /// the model delays its nodes by nothing, so such a group runs exactly as before models.
     pub fn for_group(&self, group: &str, speed: f64) -> Option<String> {
         let group = GroupProvisioning::of(&self.model, group, speed);

@@ -53,7 +53,7 @@ pub struct Created {
     pub pool_groups: Vec<String>,
     /// Karpenter NodePools: owned by the root too; their nodes are waited for.
     pub nodepools: Vec<String>,
-    /// cluster-autoscaler was to resize the seat groups.
+    /// cluster-autoscaler was to resize the autoscaler groups.
     pub autoscaled: bool,
     /// The environment was asked to run the simulation's configuration: restore its own.
     pub configured: bool,
@@ -63,7 +63,7 @@ pub struct Created {
 /// default scan interval is 10 s, and a loop may be under way when the groups retire.
 const RELEASE_DEADLINE: Duration = Duration::from_secs(30);
 
-/// Order matters: the seat groups retire first, so that cluster-autoscaler lets go of them
+/// Order matters: the autoscaler groups retire first, so that cluster-autoscaler lets go of them
 /// before their pods and nodes start to vanish under it; then the simulation's namespaces go,
 /// while their pods' nodes still exist (a pod on a vanished node waits for the pod garbage
 /// collector, minutes later); then the root takes the rest (seat Deployments, NodePools,
@@ -75,7 +75,7 @@ pub async fn cleanup(
 ) -> Result<(), CleanupError> {
     let mut problems = Vec::new();
     if created.root.is_some() {
-        retire_seat_groups(ctx, &handle.id, created.autoscaled).await;
+        retire_autoscaler_groups(ctx, &handle.id, created.autoscaled).await;
         if let Err(problem) = delete_namespaces(ctx, &handle.id).await {
             problems.push(problem);
         }
@@ -111,13 +111,13 @@ pub async fn cleanup(
     }
 }
 
-/// Retires the simulation's seat groups and, when cluster-autoscaler was acting on them, waits
+/// Retires the simulation's autoscaler groups and, when cluster-autoscaler was acting on them, waits
 /// until the cloud provider says CA let go of them. Best effort: a CA that is not running never
 /// refreshes, so after [`RELEASE_DEADLINE`] the cleanup goes on, as it would have before.
-async fn retire_seat_groups(ctx: &RunContext, id: &str, autoscaled: bool) {
+async fn retire_autoscaler_groups(ctx: &RunContext, id: &str, autoscaled: bool) {
     let (client, namespace) = (&ctx.client, &ctx.settings.namespace);
     if let Err(error) = seats::retire(client, namespace, id).await {
-        tracing::warn!(%error, "retiring the seat groups");
+        tracing::warn!(%error, "retiring the autoscaler groups");
         return;
     }
     if !autoscaled {
@@ -130,14 +130,14 @@ async fn retire_seat_groups(ctx: &RunContext, id: &str, autoscaled: bool) {
             Ok(left) if started.elapsed() >= RELEASE_DEADLINE => {
                 tracing::warn!(
                     ?left,
-                    "cluster-autoscaler did not refresh without the retiring seat groups; \
+                    "cluster-autoscaler did not refresh without the retiring autoscaler groups; \
                      deleting them anyway"
                 );
                 return;
             }
             Ok(_) => {}
             Err(error) => {
-                tracing::warn!(%error, "checking the retiring seat groups");
+                tracing::warn!(%error, "checking the retiring autoscaler groups");
                 return;
             }
         }

@@ -1,4 +1,4 @@
-//! The play phase: the held seat groups are released to cluster-autoscaler, the clock starts,
+//! The play phase: the held autoscaler groups are released to cluster-autoscaler, the clock starts,
 //! and each step of the plan is dispatched at its time (its offset divided by the speed) until
 //! the trace's end or the run's duration. A cancel ends it at once; with on_error=STOP, so
 //! does the first object the cluster refuses.
@@ -49,7 +49,7 @@ pub struct Clock {
     usage: Option<(AbortOnDropHandle<()>, Arc<UsageCounts>)>,
 }
 
-/// Releases the held seat groups and starts the clock.
+/// Releases the held autoscaler groups and starts the clock.
 pub async fn start_clock(
     ctx: &RunContext,
     handle: &Arc<Handle>,

@@ -294,7 +294,7 @@ async fn report_warnings(
     }
     let mut groups = Vec::new();
     for group in &spec.node_groups {
-        // Only seat groups are offered to CA; the pool's fixed groups never answer it.
+        // Only autoscaler groups are offered to CA; the pool's fixed groups never answer it.
         if let NodeGroup::Deployment { name, .. } = group {
             let answers = ctx.mesh.answers_group_options(name).await;
             groups.push(OfferedGroup::new(name, answers, model));
@@ -354,7 +354,7 @@ pub async fn create_node_groups(
                     "apiVersion": root.api_version, "kind": root.kind, "name": root.name,
                     "uid": root.uid, "blockOwnerDeletion": true, "controller": false,
                 });
-                // As a seat group's: no delays, no annotation.
+                // As an autoscaler group's: no delays, no annotation.
                 let delays = GroupProvisioning::of(model, name, spec.speed);
                 let provisioning =
                     (!delays.nodes.is_zero()).then(|| (PROVISIONING_ANNOTATION, delays.to_json()));
@@ -403,7 +403,7 @@ pub async fn create_node_groups(
                 max_size,
                 initial_size,
             } => {
-                let seat = seats::SeatGroup {
+                let seat = seats::AutoscalerGroup {
                     name,
                     skeleton_yaml,
                     min_size: *min_size,

@@ -1,4 +1,4 @@
-//! A seat group with a provisioning model (`ksim.io/provisioning`), as the provider and the
+//! An autoscaler group with a provisioning model (`ksim.io/provisioning`), as the provider and the
 //! real cluster-autoscaler see it: an instance stays Creating until its node registers, a
 //! booting node is no problem, and a removed node lingers as a Deleting instance. States and
 //! orders, never timings.

@@ -322,7 +322,7 @@ async fn a_group_at_zero_scales_up_from_its_template() {
 /// Issue 14, finding 2: a seat Deployment taking a pool-managed group's name used to make the
 /// provider serve the pool's nodes as its instances and delete one when CA named it. Issue 53,
 /// finding 7: a group's members are its own seats' nodes, so the name no longer matters (and a
-/// Node labelled as the pool's no longer hides a group): the seat group is served, and the
+/// Node labelled as the pool's no longer hides a group): the autoscaler group is served, and the
 /// pool's nodes are neither claimed nor deleted through it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_seat_deployment_named_like_a_pool_managed_group_never_takes_its_nodes() {
@@ -382,7 +382,7 @@ async fn a_seat_deployment_named_like_a_pool_managed_group_never_takes_its_nodes
     assert_eq!(after, uids);
 }
 
-/// Issue 39, finding 1: DeleteNodes to a seat group naming a pool-managed node under the
+/// Issue 39, finding 1: DeleteNodes to an autoscaler group naming a pool-managed node under the
 /// group's provider ID (`ksim://m5/<pool node>`) answered OK and deleted the pool's Node, and
 /// NodeGroupForNode claimed it for the group: the provider trusted the ID it was sent.
 #[tokio::test(flavor = "multi_thread")]
