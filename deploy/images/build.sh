@@ -6,8 +6,8 @@
 #
 # Each image is FROM scratch: the release binary (debug info stripped), the shared libraries
 # `ldd` lists for it, the CA certificates, and a passwd/group naming the non-root user 65532 it
-# runs as. ksim-run holds the CLI and the four services, with the control plane, the pinned
-# cluster-autoscaler and Karpenter the project builds (KSIM_CONTROL_PLANE_BIN_DIR,
+# runs as. ksim-run holds the CLI, the environment (ksim-env) and the four services, with the
+# control plane, the pinned cluster-autoscaler and Karpenter the project builds (KSIM_CONTROL_PLANE_BIN_DIR,
 # KSIM_CLUSTER_AUTOSCALER_BIN_DIR, KSIM_KARPENTER_BIN_DIR, else their build scripts' caches)
 # under /opt/ksim, and runs `ksim` (`experiment run-one ...`). It is committed to the local image store as docker.io/ksim/<image>:<tag> (the name
 # Kubernetes gives the manifests' `ksim/<image>:dev`), and written to DIR/<image>.oci.tar as an
@@ -59,8 +59,8 @@ version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$re
 revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 source_url=${KSIM_SOURCE_URL:-https://github.com/ksim-dev/ksim}
 
-# The binaries each image holds: its own, or ksim-run's five.
-run_binaries=(ksim ksim-tracer ksim-vnode ksim-cloudprov ksim-driver)
+# The binaries each image holds: its own, or ksim-run's six.
+run_binaries=(ksim ksim-env ksim-tracer ksim-vnode ksim-cloudprov ksim-driver)
 if [[ -z $binaries ]]; then
   packages=()
   for image in "${images[@]}"; do

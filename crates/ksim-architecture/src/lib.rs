@@ -1,6 +1,6 @@
 //! ARCHITECTURE.md's invariants as functions over a workspace's sources: its packages (`cargo
 //! metadata`), each crate's module tree (parsed with `syn`), the module cycles, the domain
-//! modules' purity and the generated list of every module.
+//! modules' purity, which crates serve gRPC and the generated list of every module.
 //!
 //! Each check takes the directory it reads, so its unit tests run it on a small tree planted in
 //! a temporary directory and see it fail; the test binary `tests/it` runs them on this
@@ -12,6 +12,7 @@ use std::path::PathBuf;
 pub mod codemap;
 pub mod modules;
 pub mod purity;
+pub mod servers;
 pub mod workspace;
 
 /// Why a check could not read what it checks.

@@ -51,8 +51,8 @@ use ksim_cloudprov::{
     provider::{Provider, ScaleEvent, Settings},
     watches,
 };
-use ksim_e2e::fixtures::{M5_LARGE_TAINTED_SKELETON, Workload, seat_deployment};
 use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_localenv::fixtures::{M5_LARGE_TAINTED_SKELETON, Workload, seat_deployment};
 use ksim_localenv::{CloudConfig, ClusterAutoscaler, ControlPlane};
 use ksim_nodes::{
     labels::{

@@ -27,9 +27,9 @@ use ksim_cloudprov::{
     provider::{Provider, Settings},
     runtime, watches,
 };
-use ksim_e2e::fixtures::{M5_LARGE_SKELETON, seat_deployment};
 use ksim_grpc::{Running, ServeArgs};
 use ksim_localenv::ControlPlane;
+use ksim_localenv::fixtures::{M5_LARGE_SKELETON, seat_deployment};
 use ksim_nodes::node::is_ready;
 use ksim_proto::clusterautoscaler::cloudprovider::v1::externalgrpc::{
     self as pb, cloud_provider_client::CloudProviderClient,

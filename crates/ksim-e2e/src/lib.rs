@@ -5,10 +5,8 @@
 //!
 //! This library holds what the tests and benchmarks share: about processes, where the
 //! workspace's binaries are, the lock on the default environment's ports, the other
-//! environments' own ports and the log setup; and in [`fixtures`], the objects they build
-//! (node skeletons, seat and workload Deployments).
-
-pub mod fixtures;
+//! environments' own ports and the log setup. The objects they build (node skeletons, seat and
+//! workload Deployments) are `ksim_localenv::fixtures`, shared with the services' own tests.
 
 use std::{
     path::{Path, PathBuf},

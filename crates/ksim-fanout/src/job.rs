@@ -1,7 +1,7 @@
 //! The Kubernetes objects of a fanned-out experiment: one Indexed Job whose completions are the
 //! runs still to do, each pod one embedded environment (the `ksim-run` image) that runs one run
 //! and hands its report back; its resources from the sizing rule. Pure: built from what the
-//! CLI decided, applied by `cluster`.
+//! CLI decided, applied by it.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +20,7 @@ use k8s_openapi::{
     },
 };
 
-use super::store::EXPERIMENT_LABEL;
+use crate::store::EXPERIMENT_LABEL;
 
 /// The account the runs' pods use: it reads the bundle and writes the reports, nothing else
 /// (`deploy/experiment/`).

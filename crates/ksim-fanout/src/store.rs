@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
 use k8s_openapi::{
     ByteString,
     api::core::v1::ConfigMap,
@@ -17,7 +16,27 @@ use k8s_openapi::{
 };
 use kube::{Api, api::ListParams, api::PostParams};
 
-use super::bundle;
+use crate::bundle;
+
+/// A ConfigMap the store could not write or list.
+#[derive(Debug, thiserror::Error)]
+#[error("{action} {what}: {source}")]
+pub struct StoreError {
+    action: &'static str,
+    what: String,
+    #[source]
+    source: kube::Error,
+}
+
+impl StoreError {
+    fn of(action: &'static str, what: String) -> impl FnOnce(kube::Error) -> Self {
+        move |source| Self {
+            action,
+            what,
+            source,
+        }
+    }
+}
 
 /// Every object of an experiment carries it: `ksim.dev/experiment=<id>`.
 pub const EXPERIMENT_LABEL: &str = "ksim.dev/experiment";
@@ -75,7 +94,7 @@ pub fn pieces(
 }
 
 /// Creates every piece; one left from an earlier attempt of the same run is replaced.
-pub async fn put(api: &Api<ConfigMap>, pieces: &[ConfigMap]) -> anyhow::Result<()> {
+pub async fn put(api: &Api<ConfigMap>, pieces: &[ConfigMap]) -> Result<(), StoreError> {
     for piece in pieces {
         let name = piece.metadata.name.clone().unwrap_or_default();
         match api.create(&PostParams::default(), piece).await {
@@ -84,13 +103,15 @@ pub async fn put(api: &Api<ConfigMap>, pieces: &[ConfigMap]) -> anyhow::Result<(
                 // Immutable: an earlier attempt's piece is deleted, not overwritten.
                 api.delete(&name, &Default::default())
                     .await
-                    .with_context(|| format!("replacing ConfigMap {name}"))?;
+                    .map_err(StoreError::of("replacing", format!("ConfigMap {name}")))?;
                 api.create(&PostParams::default(), piece)
                     .await
-                    .with_context(|| format!("creating ConfigMap {name}"))?;
+                    .map_err(StoreError::of("creating", format!("ConfigMap {name}")))?;
             }
             Err(error) => {
-                return Err(error).with_context(|| format!("creating ConfigMap {name}"));
+                return Err(StoreError::of("creating", format!("ConfigMap {name}"))(
+                    error,
+                ));
             }
         }
     }
@@ -111,7 +132,7 @@ pub async fn complete(
     api: &Api<ConfigMap>,
     experiment: &str,
     which: Blobs,
-) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
     let kind = match which {
         Blobs::Bundle => "=",
         Blobs::Reports => "!=",
@@ -120,7 +141,10 @@ pub async fn complete(
     let list = api
         .list(&ListParams::default().labels(&selector))
         .await
-        .with_context(|| format!("listing the ConfigMaps of experiment {experiment}"))?;
+        .map_err(StoreError::of(
+            "listing",
+            format!("the ConfigMaps of experiment {experiment}"),
+        ))?;
     Ok(join(&list.items))
 }
 

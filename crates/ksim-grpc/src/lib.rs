@@ -1,12 +1,13 @@
 //! The serving runtime shared by every ksim service: gRPC health and reflection, `tracing`
 //! logs and OpenTelemetry traces with W3C trace-context propagation, a Prometheus admin port
 //! (with every method's call counts and times), optional (mutual) TLS, message size limits and
-//! graceful shutdown; `files`, the bounded reads and checked writes of the files users name;
+//! graceful shutdown; [`error_line`], an error as the one line a command prints; `files`, the bounded reads and checked writes of the files users name;
 //! and `input`, the bounds on request strings and on the error messages that echo them.
 
 mod admin;
 mod args;
 mod error;
+mod error_line;
 pub mod files;
 pub mod input;
 mod limits;
@@ -19,6 +20,7 @@ mod tls;
 
 pub use args::{LogArgs, LogFormat, MessageLimits, ServeArgs, TlsArgs};
 pub use error::Error;
+pub use error_line::error_line;
 pub use limits::LimitedService;
 pub use propagation::{inject_trace_context, server_span};
 pub use server::{BoundAddrs, BoundServer, GrpcServer, Running};

@@ -1,5 +1,6 @@
-//! The Kubernetes objects the tests and benchmarks build alike: node skeletons, seat
-//! Deployments and workload Deployments, one definition each.
+//! The Kubernetes objects the tests and benchmarks build alike (the end-to-end tests, the
+//! services' own integration tests): node skeletons, seat Deployments and workload
+//! Deployments, one definition each.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,21 @@ use serde_json::{Value, json};
 /// one the docs use: the tests' default node.
 pub const M5_LARGE_SKELETON: &str =
     include_str!("../../../deploy/vnode/examples/skeleton-m5-large.yaml");
+
+/// An m5.xlarge (3920m CPU, 15Gi memory allocatable, 110 pods) with a fixed name: the pool's
+/// own tests' node, whose capacity leaves room for their pods and limits.
+pub const M5_XLARGE_SKELETON: &str = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: ip-10-0-1-17.ec2.internal
+  labels:
+    node.kubernetes.io/instance-type: m5.xlarge
+    topology.kubernetes.io/zone: us-east-1a
+status:
+  capacity: { cpu: "4", memory: 16Gi, pods: "110", ephemeral-storage: 100Gi }
+  allocatable: { cpu: 3920m, memory: 15Gi, pods: "110", ephemeral-storage: 95Gi }
+"#;
 
 /// An m5.large (1930m CPU, 7Gi memory allocatable, 29 pods) tainted `dedicated=sim:NoSchedule`,
 /// as a dedicated group's nodes are: the cloud provider's tests check that CA's node templates

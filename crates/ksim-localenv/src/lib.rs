@@ -1,4 +1,5 @@
-//! A real local Kubernetes control plane for tests and for `ksim up`.
+//! The local environment's parts: a real local Kubernetes control plane for tests and for
+//! `ksim-env`, and (in [`environment`]) how clients start, find and stop an environment.
 //!
 //! The binaries are built from Go modules by `deploy/control-plane/build.sh` and cached
 //! outside the repository; [`ControlPlane::start`] runs them on free loopback ports:
@@ -22,7 +23,9 @@
 pub mod autoscaler;
 mod binaries;
 mod control_plane;
+pub mod environment;
 mod error;
+pub mod fixtures;
 pub mod karpenter;
 mod kubeconfig;
 pub mod manifests;

@@ -4,7 +4,9 @@
 
 use std::{ffi::OsString, path::Path};
 
-use super::{NAMESPACE, state::Urls};
+use ksim_localenv::environment::state::Urls;
+
+use crate::NAMESPACE;
 
 fn namespace() -> [OsString; 2] {
     ["--namespace".into(), NAMESPACE.into()]

@@ -1,4 +1,4 @@
-//! When `ksim up` restarts a service that died: at once the first time, then after doubling
+//! When the environment restarts a service that died: at once the first time, then after doubling
 //! delays up to a cap, and from scratch again once a restart has stayed up a while. Time is
 //! passed in, so the policy is tested without waiting.
 

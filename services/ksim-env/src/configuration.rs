@@ -9,10 +9,16 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     ffi::OsString,
     path::{Path, PathBuf},
-    sync::Arc,
     time::{Duration, Instant, SystemTime},
 };
 
+use crate::{
+    NAMESPACE,
+    backoff::Backoff,
+    cluster::{self, Cluster, LeaseHolder, RootState},
+    karpenter::KarpenterSlot,
+    services::ServiceProcess,
+};
 use ksim_experiment::{
     AutoscalerFlags, FlagSource,
     autoscaler::{
@@ -24,24 +30,10 @@ use ksim_experiment::{
 };
 use ksim_localenv::autoscaler::{
     CloudConfig, ClusterAutoscaler, ClusterAutoscalerBinary, ClusterAutoscalerBuilder,
-    cluster_autoscaler_version, metrics_at,
+    cluster_autoscaler_version,
 };
-use ksim_proto::ksim::env::v1::{
-    self as pb,
-    environment_server::{Environment, EnvironmentServer},
-};
+use ksim_proto::ksim::env::v1 as pb;
 use ksim_provisioning::go_duration;
-use ksim_report::{MAX_SPEED, MIN_SPEED};
-use tokio::sync::Mutex;
-use tonic::{Request, Response, Status};
-
-use super::{
-    NAMESPACE,
-    backoff::Backoff,
-    cluster::{self, Cluster, LeaseHolder, RootState},
-    karpenter::KarpenterSlot,
-    services::ServiceProcess,
-};
 
 /// A call that would change what a running simulation runs with, refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,9 +47,34 @@ pub struct HeldByRun {
     pub call: &'static str,
 }
 
+/// Why a configuration was not checked or applied, by what the caller can do about it (the
+/// gRPC layer maps each to its status code).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigurationError {
+    /// The configuration asks for what this environment cannot run: a flag, a file or a speed
+    /// the real component refuses.
+    #[error("{0}")]
+    Refused(String),
+    /// Not now: a component it needs is stopped or absent, or a run holds the environment.
+    #[error("{0}")]
+    NotNow(String),
+    /// A component could not be reached to answer.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The environment failed doing it: a restart, a file it writes.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<HeldByRun> for ConfigurationError {
+    fn from(held: HeldByRun) -> Self {
+        Self::NotNow(held.to_string())
+    }
+}
+
 /// The calls that change the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Change {
+pub(crate) enum Change {
     Apply,
     Restore,
 }
@@ -71,7 +88,7 @@ enum Change {
 /// change, and a second ApplyConfiguration under the same lease is not the run's. (Before the
 /// root exists a RestoreDefaults is let through: it is how a run that failed that early cleans
 /// up.)
-fn may_change(
+pub(crate) fn may_change(
     change: Change,
     holder: Option<&LeaseHolder>,
     applied_for: Option<&str>,
@@ -246,9 +263,9 @@ impl ProviderFile {
         use anyhow::Context;
         let canonical = std::fs::canonicalize(path)
             .with_context(|| format!("cannot read the provider config {}", path.display()))?;
-        let yaml = crate::files::read_text_bounded(
+        let yaml = ksim_grpc::files::read_text_bounded(
             &canonical,
-            crate::files::MAX_CONFIG_BYTES,
+            ksim_localenv::environment::instance_types::MAX_CONFIG_BYTES,
             "the provider config",
         )?;
         Ok(Self {
@@ -318,7 +335,7 @@ async fn provider_refusal(
 
 /// What runs, or is to run: `None` is the scheduler's defaults, no CA, or no provider config.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Setup {
+pub(crate) struct Setup {
     scheduler: Option<SchedulerRun>,
     autoscaler: Option<AutoscalerRun>,
     provider: Option<ProviderFile>,
@@ -442,18 +459,18 @@ pub struct Components {
     known_flags: Option<(BTreeSet<String>, BTreeMap<String, String>)>,
     /// The environment's own CA flags (`ksim up --autoscaler-flag`), over CA's defaults.
     autoscaler_flags: AutoscalerFlags,
-    running: Setup,
+    pub(crate) running: Setup,
     /// What the environment started with.
-    defaults: Setup,
+    pub(crate) defaults: Setup,
     files_written: u32,
     /// When a CA that died is started again.
     autoscaler_backoff: Backoff,
     /// CA's outages, oldest first.
-    outages: Vec<Outage>,
+    pub(crate) outages: Vec<Outage>,
     /// The cloud provider's outages, oldest first (see [`Self::provider_supervised`]).
-    provider_outages: Vec<Outage>,
+    pub(crate) provider_outages: Vec<Outage>,
     /// The lease holder the last ApplyConfiguration was made under (see [`may_change`]).
-    applied_for: Option<String>,
+    pub(crate) applied_for: Option<String>,
     /// The directories of CAs that died or failed to start while the environment ran, kept
     /// so the logs its supervision lines and errors name can be read; removed when it stops
     /// ([`Self::remove_dead_autoscaler_dirs`]).
@@ -510,11 +527,12 @@ impl Components {
 
     /// The simulation holding the driver's Lease, read from the apiserver; `None` without one
     /// (or without a cluster: the change then fails on its own).
-    async fn lease_holder(&self) -> Result<Option<LeaseHolder>, Status> {
+    pub(crate) async fn lease_holder(&self) -> Result<Option<LeaseHolder>, ConfigurationError> {
         let Some(cluster) = self.cluster.as_ref() else {
             return Ok(None);
         };
-        let unavailable = |error: anyhow::Error| Status::unavailable(format!("{error:#}"));
+        let unavailable =
+            |error: anyhow::Error| ConfigurationError::Unreachable(format!("{error:#}"));
         let client = cluster.client().await.map_err(unavailable)?;
         cluster::lease_holder(&client, NAMESPACE)
             .await
@@ -593,7 +611,7 @@ impl Components {
 
     /// How `run` would run; an error if a real binary refuses it or this environment cannot
     /// run it. Nothing is restarted.
-    async fn check(&mut self, run: &pb::Run) -> Result<Setup, Status> {
+    pub(crate) async fn check(&mut self, run: &pb::Run) -> Result<Setup, ConfigurationError> {
         let configuration = run.configuration.clone().unwrap_or_default();
         let scheduler = match configuration.scheduler {
             Some(given) if !given.yaml.trim().is_empty() => {
@@ -609,8 +627,8 @@ impl Components {
                 run.speed,
             )?)
         } else if !configuration.autoscaler_args.is_empty() {
-            return Err(Status::invalid_argument(
-                "autoscaler_args: the simulation does not run cluster-autoscaler (enable_autoscaler is off)",
+            return Err(ConfigurationError::Refused(
+                "autoscaler_args: the simulation does not run cluster-autoscaler (enable_autoscaler is off)".into(),
             ));
         } else if run.karpenter {
             None
@@ -639,28 +657,33 @@ impl Components {
     /// Whether Karpenter runs for `run`: when its nodes come from NodePools, and, in an
     /// environment of Karpenter's, in every run but one of cluster-autoscaler (one node
     /// autoscaler at a time).
-    fn check_karpenter(&self, run: &pb::Run) -> Result<Option<String>, Status> {
+    fn check_karpenter(&self, run: &pb::Run) -> Result<Option<String>, ConfigurationError> {
         if !run.karpenter {
             // The environment's own, unless CA runs.
             return Ok(self.defaults.karpenter.clone().filter(|_| !run.autoscaler));
         }
         if run.autoscaler {
-            return Err(Status::invalid_argument(
+            return Err(ConfigurationError::Refused(
                 "run.karpenter: a simulation runs one node autoscaler, cluster-autoscaler \
-                 (autoscaler) or Karpenter's NodePools (karpenter), not both",
+                 (autoscaler) or Karpenter's NodePools (karpenter), not both"
+                    .into(),
             ));
         }
         self.defaults.karpenter.clone().map(Some).ok_or_else(|| {
-            Status::failed_precondition(
+            ConfigurationError::NotNow(
                 "the simulation's NodePools need Karpenter, and this environment runs without \
-                 it: start it with `ksim up --karpenter`",
+                 it: start it with `ksim up --karpenter`"
+                    .into(),
             )
         })
     }
 
     /// KCM with the HPA controller's durations divided by `speed`, on a control plane that is
     /// ksim's to restart.
-    fn check_controller_manager(&self, speed: f64) -> Result<ControllerManagerRun, Status> {
+    fn check_controller_manager(
+        &self,
+        speed: f64,
+    ) -> Result<ControllerManagerRun, ConfigurationError> {
         let wanted = ControllerManagerRun {
             hpa: hpa_flags(speed),
         };
@@ -674,11 +697,12 @@ impl Components {
             .and_then(Cluster::control_plane)
             .is_none()
         {
-            return Err(Status::failed_precondition(
+            return Err(ConfigurationError::NotNow(
                 "workload_autoscaling: the kube-controller-manager of an existing cluster is not \
                  ksim's to restart, and its HPA controller would run in recorded time; workload \
                  autoscaling at a speed other than 1 needs the embedded control plane (`ksim up` \
-                 without --kubeconfig), or `--replicas recorded`",
+                 without --kubeconfig), or `--replicas recorded`"
+                    .into(),
             ));
         }
         Ok(wanted)
@@ -686,7 +710,10 @@ impl Components {
 
     /// The provider configuration written where the provider reads it, and judged by the
     /// provider binary itself (`--check-config`).
-    async fn check_provider(&mut self, given: pb::ProviderConfig) -> Result<ProviderFile, Status> {
+    async fn check_provider(
+        &mut self,
+        given: pb::ProviderConfig,
+    ) -> Result<ProviderFile, ConfigurationError> {
         let source = if given.source.is_empty() {
             "(unnamed)".to_owned()
         } else {
@@ -696,13 +723,15 @@ impl Components {
             .provider
             .as_ref()
             .map(|provider| provider.binary().to_owned())
-            .ok_or_else(|| Status::failed_precondition("the cloud provider is stopped"))?;
+            .ok_or_else(|| ConfigurationError::NotNow("the cloud provider is stopped".into()))?;
         let path = self.write_file("provider", &given.yaml)?;
         if let Some(reason) = provider_refusal(&binary, &path, &source)
             .await
-            .map_err(|error| Status::internal(format!("running {}: {error}", binary.display())))?
+            .map_err(|error| {
+                ConfigurationError::Failed(format!("running {}: {error}", binary.display()))
+            })?
         {
-            return Err(Status::invalid_argument(format!(
+            return Err(ConfigurationError::Refused(format!(
                 "provider configuration {source}: the cloud provider refuses it: {reason}"
             )));
         }
@@ -714,23 +743,24 @@ impl Components {
     }
 
     /// Writes `text` as the next `<kind>-<n>.yaml` of the configuration directory.
-    fn write_file(&mut self, kind: &str, text: &str) -> Result<PathBuf, Status> {
+    fn write_file(&mut self, kind: &str, text: &str) -> Result<PathBuf, ConfigurationError> {
         std::fs::create_dir_all(&self.config_dir).map_err(|error| {
-            Status::internal(format!("creating {}: {error}", self.config_dir.display()))
+            ConfigurationError::Failed(format!("creating {}: {error}", self.config_dir.display()))
         })?;
         self.files_written += 1;
         let path = self
             .config_dir
             .join(format!("{kind}-{}.yaml", self.files_written));
-        std::fs::write(&path, text)
-            .map_err(|error| Status::internal(format!("writing {}: {error}", path.display())))?;
+        std::fs::write(&path, text).map_err(|error| {
+            ConfigurationError::Failed(format!("writing {}: {error}", path.display()))
+        })?;
         Ok(path)
     }
 
     async fn check_scheduler(
         &mut self,
         given: pb::SchedulerConfig,
-    ) -> Result<SchedulerRun, Status> {
+    ) -> Result<SchedulerRun, ConfigurationError> {
         let source = if given.source.is_empty() {
             "(unnamed)".to_owned()
         } else {
@@ -741,18 +771,18 @@ impl Components {
             .as_ref()
             .and_then(Cluster::control_plane)
             .ok_or_else(|| {
-                Status::failed_precondition(format!(
+                ConfigurationError::NotNow(format!(
                     "scheduler configuration {source}: the scheduler of an existing cluster is not \
                      ksim's to restart; a scheduler configuration needs the embedded control plane \
                      (`ksim up` without --kubeconfig)"
                 ))
             })?;
         let kubeconfig = control_plane.scheduler_kubeconfig_path().ok_or_else(|| {
-            Status::failed_precondition("the local control plane runs no kube-scheduler")
+            ConfigurationError::NotNow("the local control plane runs no kube-scheduler".into())
         })?;
         let rate = control_plane.tuning().client_rate();
         let text = scheduler::for_environment(&source, &given.yaml, kubeconfig, rate)
-            .map_err(|error| Status::invalid_argument(error.to_string()))?;
+            .map_err(|error| ConfigurationError::Refused(error.to_string()))?;
         let binaries = control_plane.binaries().clone();
         let path = self.write_file("scheduler", &text)?;
         let as_run_yaml =
@@ -762,11 +792,11 @@ impl Components {
                 .map_err(|error| match error {
                     // Named by the user's file, not the environment's copy of it.
                     ksim_localenv::Error::SchedulerConfig { message, .. } => {
-                        Status::invalid_argument(format!(
+                        ConfigurationError::Refused(format!(
                             "scheduler configuration {source}: kube-scheduler refuses it: {message}"
                         ))
                     }
-                    other => Status::internal(other.to_string()),
+                    other => ConfigurationError::Failed(other.to_string()),
                 })?;
         Ok(SchedulerRun {
             given,
@@ -783,12 +813,13 @@ impl Components {
         args: &[String],
         recorded: Option<&pb::RecordedAutoscalerFlags>,
         speed: f64,
-    ) -> Result<AutoscalerRun, Status> {
+    ) -> Result<AutoscalerRun, ConfigurationError> {
         let flags = AutoscalerFlags::parse(args)
-            .map_err(|error| Status::invalid_argument(error.to_string()))?;
+            .map_err(|error| ConfigurationError::Refused(error.to_string()))?;
         if self.known_flags.is_none() {
             let binary = self.autoscaler_binary()?;
-            let internal = |error: ksim_localenv::Error| Status::internal(error.to_string());
+            let internal =
+                |error: ksim_localenv::Error| ConfigurationError::Failed(error.to_string());
             self.known_flags = Some((
                 binary.flags().map_err(internal)?,
                 binary.defaults().map_err(internal)?,
@@ -801,7 +832,7 @@ impl Components {
         if let Some((known, _)) = &self.known_flags {
             flags
                 .check_known(known)
-                .map_err(|error| Status::invalid_argument(error.to_string()))?;
+                .map_err(|error| ConfigurationError::Refused(error.to_string()))?;
             // The recorded cluster may run another release: a flag this one lacks cannot apply.
             let (kept, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut applied.flags)
                 .into_iter()
@@ -824,12 +855,12 @@ impl Components {
         })
     }
 
-    fn autoscaler_binary(&mut self) -> Result<ClusterAutoscalerBinary, Status> {
+    fn autoscaler_binary(&mut self) -> Result<ClusterAutoscalerBinary, ConfigurationError> {
         if let Some(binary) = &self.autoscaler_binary {
             return Ok(binary.clone());
         }
         let binary = ClusterAutoscalerBinary::locate().map_err(|error| {
-            Status::failed_precondition(format!(
+            ConfigurationError::NotNow(format!(
                 "the simulation runs cluster-autoscaler, and this environment has no binary of it: {error}"
             ))
         })?;
@@ -840,24 +871,24 @@ impl Components {
     /// Restarts what runs differently from `wanted`. If a restart fails, the environment's
     /// defaults are started again for that component, and the error says what failed.
     /// `setup` as the API says it, with the binary's defaults where they are known.
-    fn describe(&self, setup: &Setup) -> pb::AppliedConfiguration {
+    pub(crate) fn describe(&self, setup: &Setup) -> pb::AppliedConfiguration {
         let none = BTreeMap::new();
         let defaults = self.known_flags.as_ref().map_or(&none, |(_, d)| d);
         setup.to_proto(defaults)
     }
 
-    async fn converge(&mut self, wanted: Setup) -> Result<(), Status> {
+    pub(crate) async fn converge(&mut self, wanted: Setup) -> Result<(), ConfigurationError> {
         if wanted.scheduler != self.running.scheduler {
             let control_plane = self
                 .cluster
                 .as_mut()
                 .and_then(Cluster::control_plane_mut)
-                .ok_or_else(|| Status::failed_precondition("no local control plane"))?;
+                .ok_or_else(|| ConfigurationError::NotNow("no local control plane".into()))?;
             let config = wanted.scheduler.as_ref().map(|run| run.path.as_path());
             if let Err(error) = control_plane.restart_scheduler(config).await {
                 let restored = control_plane.restart_scheduler(None).await;
                 self.running.scheduler = None;
-                return Err(Status::internal(format!(
+                return Err(ConfigurationError::Failed(format!(
                     "restarting kube-scheduler: {error}{}",
                     restored.err().map_or_else(String::new, |again| format!(
                         "; starting it with its defaults failed too: {again}"
@@ -872,13 +903,13 @@ impl Components {
                 .cluster
                 .as_mut()
                 .and_then(Cluster::control_plane_mut)
-                .ok_or_else(|| Status::failed_precondition("no local control plane"))?;
+                .ok_or_else(|| ConfigurationError::NotNow("no local control plane".into()))?;
             let args = wanted.controller_manager.args();
             if let Err(error) = control_plane.restart_controller_manager(&args).await {
                 let restored = control_plane.restart_controller_manager(&[]).await;
                 self.running.controller_manager = ControllerManagerRun::default();
                 self.running.workload_autoscaling = false;
-                return Err(Status::internal(format!(
+                return Err(ConfigurationError::Failed(format!(
                     "restarting kube-controller-manager: {error}{}",
                     restored.err().map_or_else(String::new, |again| format!(
                         "; starting it with its own flags failed too: {again}"
@@ -894,20 +925,19 @@ impl Components {
             if let Some(file) = &wanted.provider {
                 args.extend(["--provider-config".into(), file.path.clone().into()]);
             }
-            let provider = self
-                .provider
-                .as_mut()
-                .ok_or_else(|| Status::failed_precondition("the cloud provider is stopped"))?;
+            let provider = self.provider.as_mut().ok_or_else(|| {
+                ConfigurationError::NotNow("the cloud provider is stopped".into())
+            })?;
             let restarted = provider
                 .restart_with(args, Duration::from_secs(15))
                 .await
-                .map_err(|error| Status::internal(format!("{error:#}")));
+                .map_err(|error| ConfigurationError::Failed(format!("{error:#}")));
             self.running.provider = None;
             restarted?;
             provider
                 .wait_healthy(Duration::from_secs(90))
                 .await
-                .map_err(|error| Status::internal(format!("{error:#}")))?;
+                .map_err(|error| ConfigurationError::Failed(format!("{error:#}")))?;
             tracing::info!(config = ?wanted.provider.as_ref().map(|f| &f.path), "cloud provider restarted");
             self.running.provider = wanted.provider.clone();
         }
@@ -971,7 +1001,7 @@ impl Components {
                                 format!("; starting it as it ran before failed too: {again:#}")
                             }
                         };
-                        return Err(Status::internal(format!("{error:#}{again}")));
+                        return Err(ConfigurationError::Failed(format!("{error:#}{again}")));
                     }
                 }
             }
@@ -981,14 +1011,13 @@ impl Components {
                 .cluster
                 .as_ref()
                 .and_then(Cluster::control_plane)
-                .ok_or_else(|| Status::failed_precondition("no local control plane"))?;
-            let slot = self
-                .karpenter
-                .as_mut()
-                .ok_or_else(|| Status::failed_precondition("this environment has no Karpenter"))?;
+                .ok_or_else(|| ConfigurationError::NotNow("no local control plane".into()))?;
+            let slot = self.karpenter.as_mut().ok_or_else(|| {
+                ConfigurationError::NotNow("this environment has no Karpenter".into())
+            })?;
             slot.start(control_plane)
                 .await
-                .map_err(|error| Status::internal(format!("{error:#}")))?;
+                .map_err(|error| ConfigurationError::Failed(format!("{error:#}")))?;
             tracing::info!("karpenter started");
             self.running.karpenter = wanted.karpenter;
         }
@@ -1040,7 +1069,7 @@ impl Components {
             Ok(binary) => {
                 start_autoscaler(&self.kubeconfig, &self.cloud_provider_address, binary, &run).await
             }
-            Err(status) => Err(anyhow::anyhow!("{}", status.message())),
+            Err(error) => Err(anyhow::anyhow!("{error}")),
         };
         match restarted {
             Ok(autoscaler) => {
@@ -1095,7 +1124,10 @@ pub struct Outage {
 }
 
 /// The outages that had not ended by `since` (all without it), as the API gives them.
-fn outages_since(outages: &[Outage], since: Option<SystemTime>) -> Vec<pb::AutoscalerOutage> {
+pub(crate) fn outages_since(
+    outages: &[Outage],
+    since: Option<SystemTime>,
+) -> Vec<pb::AutoscalerOutage> {
     outages
         .iter()
         .filter(|outage| match (since, outage.up_at) {
@@ -1129,11 +1161,14 @@ async fn start_autoscaler(
 }
 
 /// Most of CA's `/metrics` read for its unremovable counts: its text runs to some hundred KB.
-const MAX_METRICS_BYTES: usize = 4 << 20;
+pub(crate) const MAX_METRICS_BYTES: usize = 4 << 20;
 
 /// The answer of `GetUnremovableNodes` from CA's metrics `text`.
-fn unremovable_nodes(text: &str) -> Result<pb::GetUnremovableNodesResponse, Status> {
-    let read = unremovable::parse(text).map_err(|error| Status::internal(error.to_string()))?;
+pub(crate) fn unremovable_nodes(
+    text: &str,
+) -> Result<pb::GetUnremovableNodesResponse, ConfigurationError> {
+    let read =
+        unremovable::parse(text).map_err(|error| ConfigurationError::Failed(error.to_string()))?;
     Ok(pb::GetUnremovableNodesResponse {
         counts: read
             .counts
@@ -1146,143 +1181,6 @@ fn unremovable_nodes(text: &str) -> Result<pb::GetUnremovableNodesResponse, Stat
             .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
             .map(|since_epoch| (SystemTime::UNIX_EPOCH + since_epoch).into()),
     })
-}
-
-/// The `ksim.env.v1.Environment` API over an environment's components.
-#[derive(Debug, Clone)]
-pub struct EnvironmentService {
-    components: Arc<Mutex<Components>>,
-}
-
-impl EnvironmentService {
-    pub fn new(components: Arc<Mutex<Components>>) -> Self {
-        Self { components }
-    }
-
-    pub fn into_server(self) -> EnvironmentServer<Self> {
-        EnvironmentServer::new(self)
-    }
-}
-
-/// The run, its speed within the driver's and the CLI's bounds (0 means 1): Check and Apply
-/// refuse alike, before anything is judged or restarted, and no duration is divided by a speed
-/// that would overflow it.
-fn run_of(run: Option<pb::Run>) -> Result<pb::Run, Status> {
-    let mut run = run.ok_or_else(|| Status::invalid_argument("run: is required"))?;
-    // Before any flag is parsed or file written: an oversized one is refused, not echoed.
-    if let Some(configuration) = &run.configuration {
-        ksim_grpc::input::check_configuration("run.configuration", configuration)?;
-    }
-    run.speed = match run.speed {
-        0.0 => 1.0,
-        speed if (MIN_SPEED..=MAX_SPEED).contains(&speed) => speed,
-        speed => {
-            return Err(Status::invalid_argument(format!(
-                "run.speed: must be between {MIN_SPEED} and {MAX_SPEED} (0 means 1), got {speed}"
-            )));
-        }
-    };
-    Ok(run)
-}
-
-fn held(error: HeldByRun) -> Status {
-    Status::failed_precondition(error.to_string())
-}
-
-#[tonic::async_trait]
-impl Environment for EnvironmentService {
-    async fn check_configuration(
-        &self,
-        request: Request<pb::CheckConfigurationRequest>,
-    ) -> Result<Response<pb::CheckConfigurationResponse>, Status> {
-        let run = run_of(request.into_inner().run)?;
-        let mut components = self.components.lock().await;
-        let setup = components.check(&run).await?;
-        Ok(Response::new(pb::CheckConfigurationResponse {
-            configuration: Some(components.describe(&setup)),
-        }))
-    }
-
-    async fn apply_configuration(
-        &self,
-        request: Request<pb::ApplyConfigurationRequest>,
-    ) -> Result<Response<pb::ApplyConfigurationResponse>, Status> {
-        let run = run_of(request.into_inner().run)?;
-        let mut components = self.components.lock().await;
-        let holder = components.lease_holder().await?;
-        may_change(
-            Change::Apply,
-            holder.as_ref(),
-            components.applied_for.as_deref(),
-        )
-        .map_err(held)?;
-        let wanted = components.check(&run).await?;
-        // Before the restart: one that fails half-way was still this holder's one call.
-        if let Some(holder) = holder {
-            components.applied_for = Some(holder.simulation);
-        }
-        components.converge(wanted).await?;
-        Ok(Response::new(pb::ApplyConfigurationResponse {
-            configuration: Some(components.describe(&components.running)),
-        }))
-    }
-
-    async fn list_autoscaler_outages(
-        &self,
-        request: Request<pb::ListAutoscalerOutagesRequest>,
-    ) -> Result<Response<pb::ListAutoscalerOutagesResponse>, Status> {
-        let since = match request.into_inner().since {
-            Some(since) => Some(SystemTime::try_from(since).map_err(|error| {
-                Status::invalid_argument(format!("since: not a time: {error}"))
-            })?),
-            None => None,
-        };
-        let components = self.components.lock().await;
-        Ok(Response::new(pb::ListAutoscalerOutagesResponse {
-            outages: outages_since(&components.outages, since),
-            cloud_provider_outages: outages_since(&components.provider_outages, since),
-        }))
-    }
-
-    async fn get_unremovable_nodes(
-        &self,
-        _request: Request<pb::GetUnremovableNodesRequest>,
-    ) -> Result<Response<pb::GetUnremovableNodesResponse>, Status> {
-        // Read without the lock: a slow CA must not hold up a configuration's restart.
-        let address = self
-            .components
-            .lock()
-            .await
-            .autoscaler
-            .as_ref()
-            .map(ClusterAutoscaler::address)
-            .ok_or_else(|| {
-                Status::failed_precondition("no cluster-autoscaler runs in this environment")
-            })?;
-        let text = metrics_at(address, MAX_METRICS_BYTES)
-            .await
-            .map_err(|error| Status::unavailable(error.to_string()))?;
-        Ok(Response::new(unremovable_nodes(&text)?))
-    }
-
-    async fn restore_defaults(
-        &self,
-        _request: Request<pb::RestoreDefaultsRequest>,
-    ) -> Result<Response<pb::RestoreDefaultsResponse>, Status> {
-        let mut components = self.components.lock().await;
-        let holder = components.lease_holder().await?;
-        may_change(
-            Change::Restore,
-            holder.as_ref(),
-            components.applied_for.as_deref(),
-        )
-        .map_err(held)?;
-        let defaults = components.defaults.clone();
-        components.converge(defaults).await?;
-        Ok(Response::new(pb::RestoreDefaultsResponse {
-            configuration: Some(components.describe(&components.running)),
-        }))
-    }
 }
 
 #[cfg(test)]
@@ -1324,7 +1222,10 @@ mod tests {
         }
         let restore = may_change(Change::Restore, Some(&live), Some("5f-1")).unwrap_err();
         assert!(restore.to_string().contains("RestoreDefaults"), "{restore}");
-        assert_eq!(held(restore).code(), tonic::Code::FailedPrecondition,);
+        assert!(matches!(
+            ConfigurationError::from(restore),
+            ConfigurationError::NotNow(_)
+        ));
         // Its cleanup: the root is going or gone, then the defaults come back.
         assert_eq!(
             may_change(Change::Restore, Some(&deleting), Some("5f-1")),
@@ -1408,30 +1309,13 @@ mod tests {
             answer.autoscaler_start_time.map(|t| t.seconds),
             Some(1_767_225_600)
         );
-        let status =
+        let error =
             unremovable_nodes("cluster_autoscaler_unremovable_nodes_count{reason=\"x\"} 1\n")
                 .unwrap_err();
-        assert_eq!(status.code(), tonic::Code::Internal);
-        assert!(status.message().contains("line 1"), "{status:?}");
-    }
-
-    #[test]
-    fn a_speed_outside_the_drivers_bounds_is_refused_naming_it() {
-        let run = |speed| {
-            Some(pb::Run {
-                speed,
-                ..Default::default()
-            })
-        };
-        for speed in [1e-300, 0.0009, 1000.5, 1e300, -1.0, f64::NAN, f64::INFINITY] {
-            let status = run_of(run(speed)).unwrap_err();
-            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{speed}");
-            assert!(status.message().starts_with("run.speed: "), "{status:?}");
-        }
-        assert_eq!(run_of(run(0.0)).unwrap().speed, 1.0);
-        for speed in [MIN_SPEED, 2.5, MAX_SPEED] {
-            assert_eq!(run_of(run(speed)).unwrap().speed, speed);
-        }
+        assert!(
+            matches!(&error, ConfigurationError::Failed(message) if message.contains("line 1")),
+            "{error:?}"
+        );
     }
 
     #[test]
@@ -1537,14 +1421,12 @@ mod tests {
             workload_autoscaling,
             ..Default::default()
         };
-        let status = components.check(&run(true)).await.unwrap_err();
-        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        let error = components.check(&run(true)).await.unwrap_err();
         assert!(
-            status.message().starts_with("workload_autoscaling: ")
-                && status
-                    .message()
-                    .contains("existing cluster is not ksim's to restart"),
-            "{status:?}"
+            matches!(&error, ConfigurationError::NotNow(message)
+                if message.starts_with("workload_autoscaling: ")
+                    && message.contains("existing cluster is not ksim's to restart")),
+            "{error:?}"
         );
         // At 1x its HPA controller already runs in recorded time: nothing to restart.
         let at_one = components
@@ -1585,12 +1467,14 @@ mod tests {
             ..Default::default()
         };
         let both = components.check_karpenter(&run(true, true)).unwrap_err();
-        assert_eq!(both.code(), tonic::Code::InvalidArgument);
-        assert!(both.message().contains("not both"), "{both:?}");
-        let without = components.check_karpenter(&run(false, true)).unwrap_err();
-        assert_eq!(without.code(), tonic::Code::FailedPrecondition);
         assert!(
-            without.message().contains("ksim up --karpenter"),
+            matches!(&both, ConfigurationError::Refused(message) if message.contains("not both")),
+            "{both:?}"
+        );
+        let without = components.check_karpenter(&run(false, true)).unwrap_err();
+        assert!(
+            matches!(&without, ConfigurationError::NotNow(message)
+                if message.contains("ksim up --karpenter")),
             "{without:?}"
         );
         assert_eq!(
@@ -1604,7 +1488,7 @@ mod tests {
         std::fs::write(bin.join("karpenter"), "").unwrap();
         let binary = ksim_localenv::KarpenterBinary::in_dir(&bin).unwrap();
         components.started_with_karpenter(KarpenterSlot::new(
-            super::super::karpenter::KarpenterSetup::of_binary(binary),
+            crate::karpenter::KarpenterSetup::of_binary(binary),
         ));
         let version = Some(ksim_localenv::karpenter::karpenter_version().to_owned());
         assert_eq!(

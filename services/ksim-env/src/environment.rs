@@ -1,16 +1,8 @@
 //! The local environment: a cluster (embedded control plane or an existing one), the namespace
 //! `ksim-system`, the four ksim services as child processes on fixed loopback ports, and
-//! optionally cluster-autoscaler. `ksim up` and `ksim demo` both start it. It serves the
-//! `ksim.env.v1.Environment` API itself, through which the driver runs the scheduler and CA
-//! with a simulation's configuration (see [`configuration`]).
-
-mod args;
-mod backoff;
-pub mod cluster;
-pub mod configuration;
-pub mod karpenter;
-pub mod services;
-pub mod state;
+//! optionally cluster-autoscaler or Karpenter. It serves the `ksim.env.v1.Environment` API
+//! itself, through which the driver runs the scheduler and CA with a simulation's
+//! configuration (see [`crate::configuration`]).
 
 use std::{
     ffi::OsString,
@@ -25,49 +17,26 @@ use ksim_grpc::{GrpcServer, ServeArgs};
 use ksim_localenv::autoscaler::ClusterAutoscalerBinary;
 use tokio::sync::Mutex;
 
-use self::{
-    cluster::Cluster,
-    configuration::{Components, EnvironmentService, ProviderFile},
-    karpenter::{KarpenterSetup, KarpenterSlot},
-    services::{CLOUDPROV, DRIVER, ENVIRONMENT, POOL, ServiceProcess, ServiceSpec, TRACER},
-    state::{EnvState, ProcessIdentity, Urls},
+use ksim_localenv::environment::{
+    EnvironmentOptions,
+    services::{
+        self, CLOUDPROV, DEFAULT_PORT_BASE, DRIVER, ENVIRONMENT, POOL, ServiceSpec, TRACER,
+    },
+    state::{self, EnvState, ProcessIdentity, Urls},
 };
 
-/// Where the driver keeps its Lease and seat Deployments; the pool and the cloud provider
-/// must watch the same one.
-pub const NAMESPACE: &str = "ksim-system";
+use crate::{
+    NAMESPACE, args,
+    cluster::Cluster,
+    configuration::{Components, ProviderFile},
+    grpc::EnvironmentService,
+    karpenter::{KarpenterSetup, KarpenterSlot},
+    services::ServiceProcess,
+};
 
 /// How long a service may take to report SERVING. The driver waits for the others and the
 /// API server, so it gets the whole budget too.
 const HEALTH_DEADLINE: Duration = Duration::from_secs(90);
-
-/// What to start; the default is the embedded control plane without cluster-autoscaler.
-#[derive(Debug, Clone, Default)]
-pub struct EnvOptions {
-    /// Also start cluster-autoscaler against the cloud provider.
-    pub autoscaler: bool,
-    /// Start Karpenter (its KWOK provider) as the node autoscaler instead, with the pool
-    /// playing its nodes' kubelet; the embedded control plane only.
-    pub karpenter: bool,
-    /// Karpenter's instance types, as node skeletons (priced by the provider config); none:
-    /// the KWOK provider's built-in list.
-    pub instance_types: Vec<PathBuf>,
-    /// Use the existing cluster of this kubeconfig instead of the embedded control plane.
-    pub kubeconfig: Option<PathBuf>,
-    /// Use this context of the kubeconfig (implies an existing cluster).
-    pub context: Option<String>,
-    /// Where `env.json`, the logs and the services' data go; default [`state::state_dir`].
-    pub state_dir: Option<PathBuf>,
-    /// The cloud provider's pricing and per-group options (its `--provider-config`).
-    pub provider_config: Option<PathBuf>,
-    /// The environment's own cluster-autoscaler flags (`FLAG=VALUE`, each one a run may
-    /// set), over CA's defaults and under every run's: the tests' and the demo's fast flags.
-    pub autoscaler_flags: Vec<String>,
-    /// The tracer's gRPC port, the other services' following it (`--port-base`); default
-    /// [`services::DEFAULT_PORT_BASE`]. Environments with different bases and state
-    /// directories run side by side.
-    pub port_base: Option<u16>,
-}
 
 /// A running local environment, stopped by [`LocalEnv::shutdown`] or, failing that, on drop.
 #[derive(Debug)]
@@ -117,7 +86,7 @@ struct Binaries {
 }
 
 impl Binaries {
-    fn locate(base: u16, options: &EnvOptions) -> anyhow::Result<Self> {
+    fn locate(base: u16, options: &EnvironmentOptions) -> anyhow::Result<Self> {
         let dirs = services::binary_dirs()?;
         let [tracer, pool, cloudprov, driver] = [TRACER, POOL, CLOUDPROV, DRIVER]
             .map(|spec| services::locate(spec.binary, &dirs).map(|path| (spec.at(base), path)));
@@ -159,7 +128,7 @@ impl Binaries {
 impl LocalEnv {
     /// Starts everything and waits until each service answers gRPC health. On error, what was
     /// started is stopped again.
-    pub async fn start(options: EnvOptions) -> anyhow::Result<Self> {
+    pub async fn start(options: EnvironmentOptions) -> anyhow::Result<Self> {
         let state_dir = match options.state_dir.clone() {
             Some(dir) => dir,
             None => state::state_dir()?,
@@ -168,7 +137,7 @@ impl LocalEnv {
         let log_dir = state_dir.join("logs");
         std::fs::create_dir_all(&log_dir)
             .with_context(|| format!("creating {}", log_dir.display()))?;
-        let base = options.port_base.unwrap_or(services::DEFAULT_PORT_BASE);
+        let base = options.port_base.unwrap_or(DEFAULT_PORT_BASE);
         let binaries = Binaries::locate(base, &options)?;
         // Judged by the provider binary before anything starts: a file it refuses would
         // otherwise surface only as its exit, after the control plane had started.
@@ -385,6 +354,11 @@ impl LocalEnv {
         &self.urls
     }
 
+    /// The environment API's metrics.
+    pub fn environment_admin_url(&self) -> String {
+        self.environment.admin_url()
+    }
+
     /// The kubeconfig of the simulated cluster, for kubectl and for clients.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig
@@ -506,7 +480,7 @@ impl LocalEnv {
             .await
             .with_context(|| {
                 format!(
-                    "serving the environment API on port {} (is another `ksim up` or `ksim demo` running?)",
+                    "serving the environment API on port {} (is another environment running on these ports?)",
                     self.environment.grpc_port
                 )
             })?;
@@ -679,7 +653,7 @@ fn refuse_if_running(state_dir: &Path) -> anyhow::Result<()> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use state::tests::{Unrelated, write_state};
+    use ksim_localenv::environment::state::testing::{Unrelated, write_state};
 
     #[test]
     fn only_the_recorded_process_alive_refuses_a_second_environment() {

@@ -5,16 +5,12 @@
 //! autoscaler runs at a time: a simulation of cluster-autoscaler's stops Karpenter until it
 //! ends (`configuration::Components`), so one experiment can compare the two.
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
+use ksim_localenv::environment::instance_types::instance_types_of;
 use ksim_localenv::{ControlPlane, Karpenter, KarpenterBinary, manifests};
-use ksim_nodes::{
-    karpenter::{InstanceType, instance_types},
-    pricing::Pricing,
-    skeleton::NodeSkeleton,
-};
-use serde::Deserialize;
+use ksim_nodes::karpenter::InstanceType;
 
 /// The node class every NodePool of the environment may name (`nodeClassRef` to the
 /// KWOKNodeClass `default`), with no registration delay of its own: a NodePool's provisioning
@@ -33,14 +29,6 @@ pub struct KarpenterSetup {
     binary: KarpenterBinary,
     /// Empty: the KWOK provider's built-in list.
     instance_types: Vec<InstanceType>,
-}
-
-/// The part of the provider config Karpenter needs, read as the cloud provider reads it; the
-/// provider checks the rest of the file (`nodeGroups`).
-#[derive(Debug, Default, Deserialize)]
-struct Prices {
-    #[serde(default)]
-    pricing: Pricing,
 }
 
 impl KarpenterSetup {
@@ -86,49 +74,6 @@ impl KarpenterSetup {
             .context("creating Karpenter's node class")?;
         Ok(karpenter)
     }
-}
-
-/// The instance types of the node skeleton files `skeletons` at the provider config's prices
-/// (`provider_config`: where the file came from, and its YAML); none (the KWOK provider's
-/// built-in list) without skeletons.
-pub fn instance_types_of(
-    skeletons: &[PathBuf],
-    provider_config: Option<(&str, &str)>,
-) -> anyhow::Result<Vec<InstanceType>> {
-    let mut shapes = Vec::with_capacity(skeletons.len());
-    for path in skeletons {
-        let yaml = crate::files::read_text_bounded(
-            path,
-            crate::files::MAX_CONFIG_BYTES,
-            "the instance type's node skeleton",
-        )?;
-        let skeleton = NodeSkeleton::from_yaml(&yaml)
-            .with_context(|| format!("--instance-type {}", path.display()))?;
-        shapes.push(skeleton);
-    }
-    priced(&shapes, provider_config)
-}
-
-/// The instance types of `shapes` at the provider config's prices; none (the KWOK provider's
-/// built-in list) without shapes.
-fn priced(
-    shapes: &[NodeSkeleton],
-    provider_config: Option<(&str, &str)>,
-) -> anyhow::Result<Vec<InstanceType>> {
-    let prices = match provider_config {
-        Some((source, yaml)) => {
-            let context = || format!("the provider config {source}");
-            let prices: Option<Prices> = serde_saphyr::from_str(yaml).with_context(context)?;
-            let pricing = prices.unwrap_or_default().pricing;
-            pricing.validate().with_context(context)?;
-            pricing.instance_types
-        }
-        None => BTreeMap::new(),
-    };
-    if shapes.is_empty() {
-        return Ok(Vec::new());
-    }
-    instance_types(shapes, &prices).context("--instance-type")
 }
 
 /// Karpenter in an environment started with it: prepared once, running while the configuration
@@ -180,44 +125,5 @@ impl KarpenterSlot {
         );
         self.process = None;
         Some(what)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const M5_LARGE: &str = include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
-
-    fn error(yaml: &str) -> String {
-        let shapes = [NodeSkeleton::from_yaml(M5_LARGE).unwrap()];
-        format!("{:#}", priced(&shapes, Some(("p.yaml", yaml))).unwrap_err())
-    }
-
-    /// Karpenter is offered the prices the cloud provider answers CA with: read by the same
-    /// rules, the provider's own part of the file (`nodeGroups`) left to it.
-    #[test]
-    fn instance_types_take_the_provider_configs_prices_by_its_rules() {
-        let shapes = [NodeSkeleton::from_yaml(M5_LARGE).unwrap()];
-        let yaml = "pricing:\n  instanceTypes: {m5.large: 0.096}\n  pod: {cpuPerHour: 0.03, \
-                    memoryGiBPerHour: 0.004}\nnodeGroups:\n  m5: {scaleDownUnneededTime: 2m}\n";
-        let types = priced(&shapes, Some(("p.yaml", yaml))).unwrap();
-        let [m5] = types.as_slice() else {
-            panic!("{types:?}")
-        };
-        assert_eq!(m5.name, "m5.large");
-        assert_eq!(m5.offerings[0].price, 0.096);
-        assert!(priced(&[], None).unwrap().is_empty());
-
-        let negative = error("pricing:\n  instanceTypes: {m5.large: -1}\n");
-        assert!(
-            negative.contains("p.yaml")
-                && negative.contains(r#"pricing.instanceTypes["m5.large"]"#),
-            "{negative}"
-        );
-        let misspelt = error("pricing:\n  instanceTypes: {m5.large: 1}\n  pods: {}\n");
-        assert!(misspelt.contains("pods"), "{misspelt}");
-        let unpriced = error("pricing:\n  instanceTypes: {m5.xlarge: 1}\n");
-        assert!(unpriced.contains("m5.large"), "{unpriced}");
     }
 }

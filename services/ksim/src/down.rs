@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::bail;
 
-use crate::env::{
+use ksim_localenv::environment::{
     services::{is_alive, terminate},
     state::{self, EnvState, ProcessIdentity},
 };
@@ -163,7 +163,7 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::env::state::tests::{Unrelated, write_state};
+    use ksim_localenv::environment::state::testing::{Unrelated, write_state};
 
     fn identity(start_time: u64, cmdline: &[&str]) -> ProcessIdentity {
         ProcessIdentity {

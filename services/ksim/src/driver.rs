@@ -22,11 +22,11 @@ pub struct DriverArgs {
 impl DriverArgs {
     /// The URL given, else the running environment's driver, else the default environment's.
     pub fn resolve(&self) -> anyhow::Result<String> {
-        crate::env::state::service_url(
+        Ok(ksim_localenv::environment::state::service_url(
             self.url.as_deref(),
             |urls| urls.driver,
-            crate::env::services::DRIVER,
-        )
+            ksim_localenv::environment::services::DRIVER,
+        )?)
     }
 }
 

@@ -5,7 +5,7 @@ use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
 use anyhow::Context;
 
-use crate::env::state::{self, EnvState};
+use ksim_localenv::environment::state::{self, EnvState};
 
 /// Runs kubectl with `args` and the environment's kubeconfig; its exit status is ksim's.
 pub fn run(args: &[OsString]) -> anyhow::Result<ExitCode> {

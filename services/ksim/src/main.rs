@@ -8,7 +8,6 @@ mod demo;
 mod docs_commands;
 mod down;
 mod driver;
-mod env;
 mod experiment;
 mod files;
 mod kubectl;
@@ -32,7 +31,7 @@ async fn main() -> ExitCode {
         Err(error) => return fail(&error.into()),
     };
     let result = match cli.command {
-        cli::Command::Up(args) => up::run(args).await,
+        cli::Command::Up(args) => up::run(args, &cli.log.telemetry()),
         cli::Command::Down => down::run().await,
         cli::Command::Run(args) => run::run(*args).await,
         cli::Command::Report { id, json, driver } => report::run(&id, &driver, json).await,
@@ -69,23 +68,9 @@ fn fail(error: &anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// The error and its causes joined by ": ", as `{error:#}` joins them, but a cause whose text
-/// the error it caused already shows (a `thiserror` message with `{source}` that also marks it
-/// `#[source]`, a context formatted with the error it wraps) is left out: each cause once.
+/// [`ksim_grpc::error_line`] of an anyhow error.
 fn causes(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    let mut outer = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if line.is_empty() {
-            line.clone_from(&text);
-        } else if !outer.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        outer = text;
-    }
-    line
+    ksim_grpc::error_line(error.as_ref())
 }
 
 /// Help and version as clap prints them; a bad command line as one line, like every other

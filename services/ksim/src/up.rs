@@ -1,11 +1,13 @@
-//! `ksim up`: the local environment, until Ctrl-C or SIGTERM (which `ksim down` sends).
+//! `ksim up`: the local environment in the foreground, until Ctrl-C or SIGTERM (which `ksim
+//! down` sends). The environment is the `ksim-env` service; `ksim up` parses its flags and
+//! becomes it.
 
-use std::{io::Write, path::PathBuf};
+use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Args;
-
-use crate::env::{
-    EnvOptions, LocalEnv,
+use ksim_localenv::environment::{
+    EnvironmentOptions, process,
     services::{DEFAULT_PORT_BASE, MAX_PORT_BASE, MIN_PORT_BASE},
 };
 
@@ -53,100 +55,34 @@ pub struct UpArgs {
     pub port_base: u16,
 }
 
-/// How often `ksim up` checks that its services are still running.
-const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-pub async fn run(args: UpArgs) -> anyhow::Result<()> {
-    let mut out = std::io::stdout();
-    writeln!(out, "ksim: starting the local environment ...")?;
-    let env = LocalEnv::start(EnvOptions {
-        autoscaler: args.autoscaler,
-        karpenter: args.karpenter,
-        instance_types: args.instance_types,
-        kubeconfig: args.kubeconfig,
-        context: args.context,
-        state_dir: None,
-        provider_config: args.provider_config,
-        autoscaler_flags: args.autoscaler_flags,
-        port_base: Some(args.port_base),
-    })
-    .await?;
-    print(&env, &mut out).await?;
-    writeln!(out, "Press Ctrl-C (or run `ksim down`) to stop it.")?;
-    let mut env = env;
-    let signal = ksim_grpc::shutdown_signal();
-    tokio::pin!(signal);
-    let mut check = tokio::time::interval(SUPERVISE_EVERY);
-    let signal = loop {
-        tokio::select! {
-            signal = &mut signal => break signal,
-            _ = check.tick() => {
-                for event in env.supervise().await {
-                    writeln!(out, "ksim: {event}")?;
-                }
-            }
+impl UpArgs {
+    /// The environment these flags ask for, in the default state directory (KSIM_STATE_DIR).
+    fn options(self) -> EnvironmentOptions {
+        EnvironmentOptions {
+            autoscaler: self.autoscaler,
+            karpenter: self.karpenter,
+            instance_types: self.instance_types,
+            kubeconfig: self.kubeconfig,
+            context: self.context,
+            state_dir: None,
+            provider_config: self.provider_config,
+            autoscaler_flags: self.autoscaler_flags,
+            port_base: Some(self.port_base),
         }
-    };
-    writeln!(out, "ksim: stopping ...")?;
-    env.shutdown().await;
-    signal?;
-    Ok(())
+    }
 }
 
-/// How to reach a running environment.
-pub async fn print(env: &LocalEnv, out: &mut impl Write) -> anyhow::Result<()> {
-    match env.apiserver_url() {
-        Some(apiserver_url) => writeln!(
-            out,
-            "ksim: local control plane {} at {apiserver_url}",
-            ksim_localenv::kubernetes_version(),
-        )?,
-        None => writeln!(out, "ksim: using the existing cluster")?,
-    }
-    writeln!(
-        out,
-        "  export KUBECONFIG={}",
-        env.kubeconfig_path().display()
-    )?;
-    match crate::kubectl::path() {
-        Ok(kubectl) => writeln!(
-            out,
-            "  kubectl    {}  (or: ksim kubectl get nodes)",
-            kubectl.display()
-        )?,
-        Err(error) => writeln!(out, "  kubectl    none: {error:#}")?,
-    }
-    for (spec, pid, log) in env.services().await {
-        writeln!(
-            out,
-            "  {:<10} {}  pid {}  (metrics {}/metrics, log {})",
-            spec.name,
-            spec.url(),
-            pid.unwrap_or_default(),
-            spec.admin_url(),
-            log.display()
-        )?;
-    }
-    if let Some((pid, metrics_url, log)) = env.karpenter().await {
-        writeln!(
-            out,
-            "  {:<10} {}  pid {pid}  (metrics {metrics_url}/metrics, log {})",
-            "karpenter",
-            ksim_localenv::karpenter::karpenter_version(),
-            log.display()
-        )?;
-    }
-    if let Some((pid, metrics_url, log)) = env.autoscaler().await {
-        writeln!(
-            out,
-            "  {:<10} pid {pid}  (metrics {metrics_url}, log {})",
-            "autoscaler",
-            log.display()
-        )?;
-    }
-    let driver = env.urls().driver.trim_start_matches("http://").to_owned();
-    writeln!(out, "  try: grpcurl -plaintext {driver} list")?;
-    writeln!(out, "       ksim run <TRACE_FILE>")?;
-    writeln!(out, "  state: {}", env.state_dir().display())?;
-    Ok(())
+/// Becomes `ksim-env` (exec: the same process, so Ctrl-C and `ksim down` reach it), which runs
+/// the environment in the foreground; returns only if it could not.
+pub fn run(args: UpArgs, log: &ksim_grpc::LogArgs) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    let binary = process::binary()?;
+    let format = clap::ValueEnum::to_possible_value(&log.log_format)
+        .map(|value| value.get_name().to_owned())
+        .unwrap_or_default();
+    let error = std::process::Command::new(&binary)
+        .args(args.options().args())
+        .args(["--log-format", &format, "--log-filter", &log.log_filter])
+        .exec();
+    Err(error).with_context(|| format!("running {}", binary.display()))
 }

@@ -1,8 +1,9 @@
-//! The module rules, over every crate's sources: no module cycles, and pure domain modules.
+//! The module rules, over every crate's sources: no module cycles, pure domain modules, and
+//! gRPC served by services alone.
 
-use ksim_architecture::{modules::Crate, purity};
+use ksim_architecture::{modules::Crate, purity, servers};
 
-use super::{crate_roots, root};
+use super::{crate_roots, packages, root};
 
 #[test]
 fn no_module_uses_a_sibling_that_uses_it_back() {
@@ -41,5 +42,26 @@ fn domain_modules_name_no_client_and_no_clock() {
         all.is_empty(),
         "domain modules must stay pure (pass the time in; reach the cluster from an adapter):\n{}",
         all.join("\n")
+    );
+}
+
+/// The CLI is a client: it parses, calls and prints. An API it served would be a service
+/// without a crate of its own (the environment's is `ksim-env`).
+#[test]
+fn the_cli_serves_no_grpc_api() {
+    let packages = packages();
+    let cli = packages.get("ksim").expect("the CLI's package");
+    let main = root().join(&cli.dir).join("src/main.rs");
+    let krate = Crate::read(&main).expect("the CLI's sources");
+    assert!(
+        krate.paths.len() >= 20,
+        "CLI files read: {}",
+        krate.paths.len()
+    );
+    let found = servers::servers(&krate, &root());
+    assert!(
+        found.is_empty(),
+        "the CLI serves gRPC; move the server to a service crate and call it:\n{}",
+        found.join("\n")
     );
 }

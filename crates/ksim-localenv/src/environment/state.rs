@@ -1,15 +1,15 @@
-//! The state directory and `env.json`, through which `ksim down` finds the `ksim up` to stop.
+//! The state directory and `env.json`, through which `ksim down` finds the environment to
+//! stop and every command the services of the environment running there.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::services::ServiceSpec;
+use super::{EnvironmentError, services::ServiceSpec};
 
 const STATE_DIR_ENV: &str = "KSIM_STATE_DIR";
 const STATE_FILE: &str = "env.json";
-/// What `ksim up` saw die and restarted, one line each with its time, for `ksim down`.
+/// What the environment saw die and restarted, one line each with its time, for `ksim down`.
 pub const SUPERVISION_FILE: &str = "supervision.log";
 
 /// Appends `events` to the supervision file; best effort (it only informs).
@@ -43,30 +43,32 @@ pub fn clear_supervision(state_dir: &Path) {
 }
 
 /// `$KSIM_STATE_DIR`, else `$XDG_STATE_HOME/ksim`, else `~/.local/state/ksim`.
-pub fn state_dir() -> anyhow::Result<PathBuf> {
+pub fn state_dir() -> Result<PathBuf, EnvironmentError> {
     state_dir_from(|name| std::env::var_os(name).filter(|value| !value.is_empty()))
 }
 
-fn state_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::Result<PathBuf> {
+fn state_dir_from(
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<PathBuf, EnvironmentError> {
     if let Some(dir) = var(STATE_DIR_ENV) {
         return Ok(PathBuf::from(dir));
     }
     if let Some(dir) = var("XDG_STATE_HOME") {
         return Ok(PathBuf::from(dir).join("ksim"));
     }
-    let home = var("HOME").context("neither KSIM_STATE_DIR, XDG_STATE_HOME nor HOME is set")?;
+    let home = var("HOME").ok_or(EnvironmentError::NoStateDir)?;
     Ok(PathBuf::from(home).join(".local/state/ksim"))
 }
 
 /// Where a command reaches a service: `given` (its flag or variable), else the service of the
-/// environment `ksim up` runs in this state directory ([`state_dir`]; `which` picks it from
+/// environment running in this state directory ([`state_dir`]; `which` picks it from
 /// its URLs), else the default environment's `service`. A state directory that cannot be
 /// named (no HOME) is no environment; an `env.json` that cannot be read is an error.
 pub fn service_url(
     given: Option<&str>,
     which: fn(Urls) -> String,
     service: ServiceSpec,
-) -> anyhow::Result<String> {
+) -> Result<String, EnvironmentError> {
     service_url_in(state_dir().ok().as_deref(), given, which, service)
 }
 
@@ -76,7 +78,7 @@ fn service_url_in(
     given: Option<&str>,
     which: fn(Urls) -> String,
     service: ServiceSpec,
-) -> anyhow::Result<String> {
+) -> Result<String, EnvironmentError> {
     if let Some(url) = given {
         return Ok(url.to_owned());
     }
@@ -98,7 +100,7 @@ pub struct Urls {
     pub environment: String,
 }
 
-/// What `env.json` holds about a running `ksim up`.
+/// What `env.json` holds about a running environment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvState {
     /// The process that owns the environment; SIGTERM to it stops everything.
@@ -172,34 +174,33 @@ impl EnvState {
     }
 
     /// Writes through a temporary file so a reader never sees half a file.
-    pub fn write(&self, state_dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(state_dir)
-            .with_context(|| format!("creating {}", state_dir.display()))?;
+    pub fn write(&self, state_dir: &Path) -> Result<(), EnvironmentError> {
+        let io = EnvironmentError::io;
+        std::fs::create_dir_all(state_dir).map_err(io("creating", state_dir))?;
         let path = Self::path(state_dir);
         let partial = state_dir.join(format!("{STATE_FILE}.partial"));
-        let json = serde_json::to_vec_pretty(self)?;
-        std::fs::write(&partial, json).with_context(|| format!("writing {}", partial.display()))?;
-        std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
+        // Plain data with string keys: it serializes.
+        let json = serde_json::to_vec_pretty(self).unwrap_or_default();
+        std::fs::write(&partial, json).map_err(io("writing", &partial))?;
+        std::fs::rename(&partial, &path).map_err(io("writing", &path))?;
         Ok(())
     }
 
     /// `None` when no environment was recorded.
-    pub fn read(state_dir: &Path) -> anyhow::Result<Option<Self>> {
+    pub fn read(state_dir: &Path) -> Result<Option<Self>, EnvironmentError> {
         let path = Self::path(state_dir);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => {
-                return Err(error).with_context(|| format!("reading {}", path.display()));
-            }
+            Err(error) => return Err(EnvironmentError::io("reading", &path)(error)),
         };
         let state = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not a ksim environment file", path.display()))?;
+            .map_err(|source| EnvironmentError::NotAnEnvironmentFile { path, source })?;
         Ok(Some(state))
     }
 
-    /// Removes `env.json` if it is still this environment's (a later `ksim up` may own it).
-    pub fn remove_if_mine(state_dir: &Path, pid: u32) -> anyhow::Result<()> {
+    /// Removes `env.json` if it is still this environment's (a later one may own it).
+    pub fn remove_if_mine(state_dir: &Path, pid: u32) -> Result<(), EnvironmentError> {
         match Self::read(state_dir) {
             Ok(Some(state)) if state.pid == pid => remove(state_dir),
             _ => Ok(()),
@@ -207,22 +208,25 @@ impl EnvState {
     }
 }
 
-pub fn remove(state_dir: &Path) -> anyhow::Result<()> {
+pub fn remove(state_dir: &Path) -> Result<(), EnvironmentError> {
     let path = EnvState::path(state_dir);
     match std::fs::remove_file(&path) {
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-            Err(error).with_context(|| format!("removing {}", path.display()))
+            Err(EnvironmentError::io("removing", &path)(error))
         }
         _ => Ok(()),
     }
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
+/// State files and processes for the tests of the environment's readers.
+#[allow(clippy::unwrap_used, clippy::missing_panics_doc)]
+pub mod testing {
+    use std::path::{Path, PathBuf};
 
-    /// A state file's contents as `ksim up` writes them, for the tests of its readers.
-    pub(crate) fn state() -> EnvState {
+    use super::{EnvState, ProcessIdentity, Urls};
+
+    /// A state file's contents as the environment writes them, for the tests of its readers.
+    pub fn state() -> EnvState {
         EnvState {
             pid: 4242,
             kubeconfig: PathBuf::from("/tmp/kubeconfig"),
@@ -243,7 +247,7 @@ pub(crate) mod tests {
     }
 
     /// Writes [`state`] naming `pid` and `process` into `dir`.
-    pub(crate) fn write_state(dir: &Path, pid: u32, process: Option<ProcessIdentity>) {
+    pub fn write_state(dir: &Path, pid: u32, process: Option<ProcessIdentity>) {
         EnvState {
             pid,
             process,
@@ -254,12 +258,13 @@ pub(crate) mod tests {
     }
 
     /// A process that is not the environment (`sleep 30`), killed when the test ends.
-    pub(crate) struct Unrelated(std::process::Child);
+    #[derive(Debug)]
+    pub struct Unrelated(std::process::Child);
 
     impl Unrelated {
         /// Returned once exec is done: spawn returns while it is still setting up the
         /// arguments, when /proc shows none.
-        pub(crate) fn spawn() -> Self {
+        pub fn spawn() -> Self {
             let child = Self(
                 std::process::Command::new("sleep")
                     .arg("30")
@@ -275,11 +280,11 @@ pub(crate) mod tests {
             panic!("sleep 30 did not show its arguments");
         }
 
-        pub(crate) fn pid(&self) -> u32 {
+        pub fn pid(&self) -> u32 {
             self.0.id()
         }
 
-        pub(crate) fn running(&mut self) -> bool {
+        pub fn running(&mut self) -> bool {
             self.0.try_wait().unwrap().is_none()
         }
     }
@@ -290,6 +295,12 @@ pub(crate) mod tests {
             let _ = self.0.wait();
         }
     }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::{testing::state, *};
 
     #[test]
     fn a_state_file_without_the_process_identity_still_reads() {
@@ -311,8 +322,8 @@ pub(crate) mod tests {
             std::fs::write(EnvState::path(dir.path()), text.to_string()).unwrap();
             let error = EnvState::read(dir.path()).unwrap_err();
             assert!(
-                format!("{error:#}").contains("is not a ksim environment file"),
-                "{pid}: {error:#}"
+                error.to_string().contains("is not a ksim environment file"),
+                "{pid}: {error}"
             );
         }
     }
@@ -378,7 +389,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_command_reaches_the_service_given_else_the_running_environments_else_the_default() {
-        use crate::env::services::DRIVER;
+        use crate::environment::services::DRIVER;
         let driver = |urls: Urls| urls.driver;
         let dir = tempfile::tempdir().unwrap();
         let url = |dir: Option<&Path>, given| service_url_in(dir, given, driver, DRIVER);
@@ -401,8 +412,8 @@ pub(crate) mod tests {
         std::fs::write(EnvState::path(dir.path()), "{").unwrap();
         let error = url(Some(dir.path()), None).unwrap_err();
         assert!(
-            format!("{error:#}").contains("is not a ksim environment file"),
-            "{error:#}"
+            error.to_string().contains("is not a ksim environment file"),
+            "{error}"
         );
     }
 
@@ -424,7 +435,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(EnvState::path(dir.path()), "not json").unwrap();
         let error = EnvState::read(dir.path()).unwrap_err();
-        assert!(format!("{error:#}").contains("env.json"), "{error:#}");
+        assert!(error.to_string().contains("env.json"), "{error}");
     }
 
     #[test]

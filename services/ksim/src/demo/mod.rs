@@ -10,16 +10,16 @@ use std::{
 };
 
 use anyhow::Context;
-use ksim_localenv::autoscaler::{ClusterAutoscalerBinary, FAST_FLAGS};
+use ksim_localenv::{
+    autoscaler::{ClusterAutoscalerBinary, FAST_FLAGS},
+    environment::{EnvironmentOptions, EnvironmentProcess},
+};
 use ksim_proto::ksim::driver::v1::{
     DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, ProvisioningModel,
     Report, SimulationSpec, SimulationState, node_group_spec::Kind, simulation_spec::TraceSource,
 };
 
-use crate::{
-    env::{EnvOptions, LocalEnv},
-    run::{run_simulation, simulate::state_name},
-};
+use crate::run::{run_simulation, simulate::state_name};
 
 const GROUP: &str = "m5-large";
 const SKELETON: &str = include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml");
@@ -91,16 +91,16 @@ pub async fn run(speed: f64) -> anyhow::Result<()> {
         "ksim demo: starting the local environment (control plane {}, tracer, pool, cloud provider, driver) ...",
         ksim_localenv::kubernetes_version()
     )?;
-    let options = EnvOptions {
+    let options = EnvironmentOptions {
         autoscaler,
         // A demo of minutes shows CA's decisions in seconds, set here, not CA's defaults.
         autoscaler_flags: FAST_FLAGS.iter().map(|&flag| flag.to_owned()).collect(),
         ..Default::default()
     };
     // Before the replay installs its own handler, Ctrl-C would kill ksim and leave the
-    // services (in process groups of their own) running; dropping the start stops them.
+    // environment (in a process group of its own) running; dropping the start stops it.
     let env = tokio::select! {
-        env = LocalEnv::start(options) => env.context("starting the local environment")?,
+        env = EnvironmentProcess::start(&options) => env.context("starting the local environment")?,
         _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted while starting the local environment"),
     };
     writeln!(
@@ -120,7 +120,7 @@ pub async fn run(speed: f64) -> anyhow::Result<()> {
 }
 
 async fn replay(
-    env: &LocalEnv,
+    env: &EnvironmentProcess,
     autoscaler: bool,
     speed: f64,
     out: &mut impl Write,
@@ -188,7 +188,7 @@ async fn replay(
         configuration: None,
     };
     let show_progress = std::io::stdout().is_terminal();
-    let outcome = run_simulation(&env.urls().driver, spec, out, show_progress).await?;
+    let outcome = run_simulation(&env.state().urls.driver, spec, out, show_progress).await?;
 
     explain(&outcome.report, autoscaler, out)?;
     let simulation = &outcome.simulation;

@@ -29,14 +29,14 @@ use kube::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Finished, VariantRuns, bundle,
-    bundle::Bundle,
+use ksim_fanout::{
+    bundle::{self, Bundle},
     job::{self, JobPlan},
-    plan,
-    progress::{Bars, RunState, completion_index, failed_indexes, pending_reason, pull_failure},
+    runs::{RunState, completion_index, failed_indexes, pending_reason, pull_failure},
     store,
 };
+
+use super::{Finished, VariantRuns, plan, progress::Bars};
 
 /// How often the Job, its pods and the reports are looked at.
 const POLL: Duration = Duration::from_secs(2);

@@ -10,10 +10,12 @@ use anyhow::Context;
 use ksim_experiment::experiment::{Experiment, Variant};
 use ksim_nodes::karpenter::InstanceType;
 
-use crate::{
-    driver::DriverArgs,
-    env::{configuration::ProviderFile, karpenter::instance_types_of},
+use ksim_localenv::environment::{
+    instance_types::{MAX_CONFIG_BYTES, instance_types_of},
+    state::{EnvState, state_dir},
 };
+
+use crate::driver::DriverArgs;
 
 /// What a variant's environment starts Karpenter with.
 pub struct KarpenterFiles {
@@ -52,13 +54,16 @@ pub fn instance_types(
     let provider = files
         .provider_config
         .as_deref()
-        .map(ProviderFile::read)
+        .map(|path| {
+            crate::files::read_text_bounded(path, MAX_CONFIG_BYTES, "the provider config")
+                .map(|yaml| (path.display().to_string(), yaml))
+        })
         .transpose()?;
     let types = instance_types_of(
         &files.skeletons,
         provider
             .as_ref()
-            .map(|file| (file.source.as_str(), file.yaml.as_str())),
+            .map(|(source, yaml)| (source.as_str(), yaml.as_str())),
     )?;
     Ok(Some(types))
 }
@@ -74,9 +79,9 @@ pub fn check_environment(
     if driver.url.is_some() {
         return Ok(());
     }
-    let Some(state) = crate::env::state::state_dir()
+    let Some(state) = state_dir()
         .ok()
-        .and_then(|dir| crate::env::state::EnvState::read(&dir).ok().flatten())
+        .and_then(|dir| EnvState::read(&dir).ok().flatten())
     else {
         return Ok(());
     };

@@ -3,13 +3,10 @@
 //! fanned out over a cluster as a Job (`cluster`), then their comparison and the `--assert`ions
 //! over it. `ksim experiment run-one` is one run in an environment of its own (`worker`).
 
-mod bundle;
 mod cluster;
-mod job;
 mod karpenter;
 mod plan;
 mod progress;
-mod store;
 mod worker;
 
 use std::{

@@ -11,8 +11,8 @@ use std::{
 use anyhow::Context;
 use ksim_experiment::experiment::Experiment;
 
-use super::bundle::{Bundle, MAX_UNPACKED_BYTES};
 use crate::driver::DriverArgs;
+use ksim_fanout::bundle::{Bundle, MAX_UNPACKED_BYTES};
 
 /// One variant x repeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

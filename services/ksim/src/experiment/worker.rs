@@ -13,13 +13,15 @@ use anyhow::Context;
 use clap::Args;
 use k8s_openapi::api::core::v1::ConfigMap;
 use ksim_experiment::experiment::Experiment;
+use ksim_localenv::environment::{EnvironmentOptions, EnvironmentProcess};
 use ksim_proto::ksim::driver::v1::SimulationState;
 use ksim_report::Report;
 
-use super::{bundle, plan, store};
+use ksim_fanout::{bundle, job, store};
+
+use super::plan;
 use crate::{
     driver::DriverArgs,
-    env::{EnvOptions, LocalEnv},
     run::{run_simulation, spec, state_name},
 };
 
@@ -75,7 +77,7 @@ pub struct RunOneArgs {
     /// one machine need bases of their own; a pod has its own network).
     #[arg(long, env = "KSIM_PORT_BASE", value_name = "PORT",
           value_parser = clap::value_parser!(u16).range(
-              i64::from(crate::env::services::MIN_PORT_BASE)..=i64::from(crate::env::services::MAX_PORT_BASE)))]
+              i64::from(ksim_localenv::environment::services::MIN_PORT_BASE)..=i64::from(ksim_localenv::environment::services::MAX_PORT_BASE)))]
     pub port_base: Option<u16>,
 
     /// The cluster of `--from-cluster` (its kubeconfig and context; in a pod, its account).
@@ -161,7 +163,7 @@ pub async fn run(args: RunOneArgs) -> anyhow::Result<()> {
     }
     if let Some((api, id)) = cluster {
         let owner = match (&args.job_name, &args.job_uid) {
-            (Some(name), Some(uid)) => Some(super::job::job_owner(name, uid)),
+            (Some(name), Some(uid)) => Some(job::job_owner(name, uid)),
             _ => None,
         };
         let blob = bundle::compress(&json).context("compressing the report")?;
@@ -221,17 +223,17 @@ async fn run_in_fresh_env(
     let (instance_types, provider_config) = karpenter.map_or((Vec::new(), None), |files| {
         (files.skeletons, files.provider_config)
     });
-    let env = LocalEnv::start(EnvOptions {
+    let env = EnvironmentProcess::start(&EnvironmentOptions {
         autoscaler: variant.autoscaler_in(experiment),
         karpenter: started_with_karpenter,
         instance_types,
         provider_config,
         state_dir,
         port_base,
-        ..EnvOptions::default()
+        ..EnvironmentOptions::default()
     })
     .await?;
-    let driver = env.urls().driver.clone();
+    let driver = env.state().urls.driver.clone();
     let outcome = run_simulation(&driver, spec, out, false).await;
     env.shutdown().await;
     let outcome = outcome?;

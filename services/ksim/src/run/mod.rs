@@ -256,7 +256,7 @@ fn hpa_mode_warning(replicas: Option<Replicas>, report: &Report) -> Option<Strin
 
 /// `--autoscaler-group` without `--autoscaler` where the environment runs cluster-autoscaler
 /// anyway (a run without it keeps the environment's own): CA would resize the groups and the
-/// report would say the run had none. Without a CA there, such a group is a seat group of fixed
+/// report would say the run had none. Without a CA there, such a group is an autoscaler group of fixed
 /// size, which is fine.
 fn unscaled_groups_refusal(
     groups: &[AutoscalerGroupArg],
@@ -284,8 +284,8 @@ async fn environment_runs_autoscaler(args: &RunArgs, driver_url: &str) -> bool {
     if args.autoscaler || args.autoscaler_groups.is_empty() {
         return false;
     }
-    let state =
-        crate::env::state::state_dir().and_then(|dir| crate::env::state::EnvState::read(&dir));
+    use ksim_localenv::environment::state::{EnvState, state_dir};
+    let state = state_dir().and_then(|dir| EnvState::read(&dir));
     let Ok(Some(state)) = state else {
         return false;
     };

@@ -83,11 +83,11 @@ impl ServerArgs {
     /// The address given, else the running environment's tracer, else the default
     /// environment's.
     pub fn resolve(&self) -> anyhow::Result<String> {
-        crate::env::state::service_url(
+        Ok(ksim_localenv::environment::state::service_url(
             self.server.as_deref(),
             |urls| urls.tracer,
-            crate::env::services::TRACER,
-        )
+            ksim_localenv::environment::services::TRACER,
+        )?)
     }
 }
 

@@ -28,6 +28,11 @@ fn ksim(state_dir: &Path, args: &[&str]) -> Output {
 
 /// Fails with exit code != 0 and exactly one line on stderr, which contains `needle`.
 fn assert_one_line_error(output: &Output, needle: &str) {
+    assert_one_line_error_of("ksim", output, needle);
+}
+
+/// [`assert_one_line_error`] of the program `program` (`ksim up` becomes `ksim-env`).
+fn assert_one_line_error_of(program: &str, output: &Output, needle: &str) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "succeeded: {stderr}");
     assert_eq!(
@@ -35,7 +40,10 @@ fn assert_one_line_error(output: &Output, needle: &str) {
         1,
         "not one line: {stderr}"
     );
-    assert!(stderr.starts_with("ksim: error: "), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("{program}: error: ")),
+        "{stderr}"
+    );
     assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
 }
 
@@ -325,9 +333,10 @@ async fn up_serves_every_service_until_down() {
         String::from_utf8_lossy(&ended.stderr)
     );
 
-    // A second environment is refused while this one runs.
+    // A second environment is refused while this one runs, by the environment `ksim up`
+    // becomes.
     let second = ksim(state.path(), &["up"]);
-    assert_one_line_error(&second, "an environment is already up");
+    assert_one_line_error_of("ksim-env", &second, "an environment is already up");
 
     // kill -9 of the pool: `ksim up` says so at once, with the exit status and the log, and
     // starts it again; `ksim down` reports it.
@@ -430,7 +439,7 @@ async fn node_lease_seconds(kubeconfig: &str) -> u32 {
         .unwrap();
     pool.create_node_group(CreateNodeGroupRequest {
         name: "leases".to_owned(),
-        node_skeleton_yaml: ksim_e2e::fixtures::M5_LARGE_SKELETON.to_owned(),
+        node_skeleton_yaml: ksim_localenv::fixtures::M5_LARGE_SKELETON.to_owned(),
         count: 1,
         provisioning_json: String::new(),
     })

@@ -17,8 +17,8 @@ use super::common::{
     write_trace,
 };
 
-const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
-const PACKED: &str = ksim_e2e::fixtures::PACKING_ONLY_SCHEDULER_CONFIG;
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
+const PACKED: &str = ksim_localenv::fixtures::PACKING_ONLY_SCHEDULER_CONFIG;
 const HEADER: &str =
     "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
 

@@ -44,7 +44,11 @@ fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let kept: Vec<PathBuf> = stderr
+    // The environment (ksim-env, the demo's child) says where it kept CA's directory in its
+    // own output.
+    let environment_log =
+        std::fs::read_to_string(state.path().join("logs/environment.log")).unwrap_or_default();
+    let kept: Vec<PathBuf> = environment_log
         .lines()
         .filter_map(|line| {
             line.split_once(" kept in ")
@@ -94,7 +98,8 @@ fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
 
     // The group was retired before it went: CA logged no error on the way out (klog's error
     // lines start with E).
-    let ca_log = ca_log.unwrap_or_else(|| panic!("no cluster-autoscaler log kept: {stderr}"));
+    let ca_log =
+        ca_log.unwrap_or_else(|| panic!("no cluster-autoscaler log kept: {environment_log}"));
     let errors: Vec<&str> = ca_log
         .lines()
         .filter(|line| line.starts_with('E'))

@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use super::common::{deployment, shop_deployment, up::Up, write_trace};
 
-const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
 
-const PACKED: &str = ksim_e2e::fixtures::PACKING_SCHEDULER_CONFIG;
+const PACKED: &str = ksim_localenv::fixtures::PACKING_SCHEDULER_CONFIG;
 
 const EXPERIMENT: &str = "\
 trace: demo.ktrace
@@ -294,7 +294,7 @@ async fn the_same_configuration_is_within_noise_and_packing_where_it_spread_is_b
     std::fs::write(dir.join("m5.yaml"), SKELETON).unwrap();
     std::fs::write(
         dir.join("packed.yaml"),
-        ksim_e2e::fixtures::PACKING_ONLY_SCHEDULER_CONFIG,
+        ksim_localenv::fixtures::PACKING_ONLY_SCHEDULER_CONFIG,
     )
     .unwrap();
     let file = dir.join("experiment.yaml");

@@ -31,7 +31,7 @@ const NAMESPACE: &str = "ksim-experiments";
 const EXPERIMENTER: &str = "ksim-experimenter";
 const RUN_ACCOUNT: &str = "ksim-experiment-run";
 
-const PACKED: &str = ksim_e2e::fixtures::PACKING_SCHEDULER_CONFIG;
+const PACKED: &str = ksim_localenv::fixtures::PACKING_SCHEDULER_CONFIG;
 
 const EXPERIMENT: &str = "\
 trace: demo.ktrace
@@ -78,7 +78,7 @@ impl Setup {
         assert!(written.status.success(), "{}", text(&written.stderr));
         std::fs::write(
             dir.path().join("m5.yaml"),
-            ksim_e2e::fixtures::M5_LARGE_SKELETON,
+            ksim_localenv::fixtures::M5_LARGE_SKELETON,
         )
         .unwrap();
         std::fs::write(dir.path().join("packed.yaml"), PACKED).unwrap();

@@ -15,7 +15,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Node, Pod},
 };
-use ksim_e2e::fixtures::seat_deployment;
+use ksim_localenv::fixtures::seat_deployment;
 use ksim_nodes::{labels::GROUP_LABEL, node::is_ready, seats::SeatDeployment};
 use ksim_trace::time::now_ms;
 use kube::{
@@ -30,7 +30,7 @@ use super::common::{
     web,
 };
 
-const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
 const GROUP: &str = "m5";
 const SEATS_NAMESPACE: &str = "ksim-system";
 /// A pending pod, CA's scale-up, the node's registration and the pod's start, on a loaded

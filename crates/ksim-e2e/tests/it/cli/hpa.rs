@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::{
     apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler, core::v1::Namespace,
 };
-use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload, cpu_hpa};
+use ksim_localenv::fixtures::{M5_LARGE_SKELETON, Workload, cpu_hpa};
 use ksim_proto::ksim::vnode::v1::{self as vnode, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_trace::time::now_ms;
 use kube::{Api, api::PostParams};

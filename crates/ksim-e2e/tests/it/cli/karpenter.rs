@@ -18,7 +18,7 @@ use std::{
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use ksim_e2e::fixtures::M5_LARGE_SKELETON;
+use ksim_localenv::fixtures::M5_LARGE_SKELETON;
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, ListParams},

@@ -1,5 +1,5 @@
 //! A pool killed with -9 in the middle of a run, as `ksim up` restarts it: the restarted pool
-//! registers the nodes of the run's seat group again under their names, and the report counts
+//! registers the nodes of the run's autoscaler group again under their names, and the report counts
 //! that as re-registrations, not as nodes cluster-autoscaler removed and added (CA is not even
 //! running here: every autoscaler count must be 0). The cloud provider killed after it is an
 //! outage in the run's report (a warning), as CA's outages are.
@@ -22,7 +22,7 @@ use super::common::{
     up::{Up, report_dir, service_pid, terminate},
 };
 
-const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
 /// A restart, its adoption and re-registration on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(240);
 
@@ -98,7 +98,7 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
         &[],
     );
 
-    // A seat group of 2 that no autoscaler resizes.
+    // An autoscaler group of 2 that no autoscaler resizes.
     let run_log = dir.join("run.out");
     let group = format!("m5={}:1:4:2", skeleton.display());
     let running = Command::new(ksim_e2e::binary("ksim"))
@@ -139,7 +139,7 @@ async fn a_pool_restart_mid_run_is_reported_as_re_registrations_not_autoscaling(
 
     // kill -9 of the pool; `ksim up` starts it again.
     kill9(&up, "pool");
-    // The restarted pool deletes the nodes of seat groups it has not read yet and registers
+    // The restarted pool deletes the nodes of autoscaler groups it has not read yet and registers
     // them again under their names: the same names, new objects.
     until("the seat nodes to be registered again", async || {
         let after = seat_nodes(&nodes).await;

@@ -493,7 +493,7 @@ fn run_verb(state: &Path, case: &Case) -> Option<String> {
 fn verb_cases(dir: &Path) -> Vec<Case> {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let skeleton = path("m5.yaml");
-    std::fs::write(&skeleton, ksim_e2e::fixtures::M5_LARGE_SKELETON).unwrap();
+    std::fs::write(&skeleton, ksim_localenv::fixtures::M5_LARGE_SKELETON).unwrap();
     let trace = path("demo.ktrace");
     let written = Command::new(ksim_e2e::binary("ksim"))
         .args(["demo", "--write-trace", &trace])

@@ -11,7 +11,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Node, Pod},
 };
-use ksim_e2e::fixtures::seat_deployment;
+use ksim_localenv::fixtures::seat_deployment;
 use ksim_nodes::{
     labels::{GROUP_LABEL, POD_PROVISIONING_ANNOTATION},
     node::is_ready,
@@ -37,7 +37,7 @@ use super::common::{
     web, write_trace,
 };
 
-const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
 
 /// Nodes take 20 to 30 s to register and 5 s more to be Ready, and linger 40 s when removed,
 /// in recorded time (a cloud's figures scaled down so the test replays in a minute and a half).

@@ -142,7 +142,7 @@ fn run_walk(walk: &[Step]) {
     std::fs::create_dir_all(&skeleton).unwrap();
     std::fs::write(
         skeleton.join("skeleton-m5-large.yaml"),
-        ksim_e2e::fixtures::M5_LARGE_SKELETON,
+        ksim_localenv::fixtures::M5_LARGE_SKELETON,
     )
     .unwrap();
     let mut up: Option<Up> = None;

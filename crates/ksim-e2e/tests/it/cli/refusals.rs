@@ -10,7 +10,7 @@ use super::common;
 /// Nothing listens on port 9 (discard) on loopback.
 const NO_DRIVER: &str = "http://127.0.0.1:9";
 
-const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
 
 fn ksim(args: &[&str]) -> Output {
     std::process::Command::new(ksim_e2e::binary("ksim"))

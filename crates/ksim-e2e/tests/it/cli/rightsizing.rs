@@ -10,7 +10,7 @@ use super::common::{deployment, manual_what_if, run_what_if, up::Up, write_trace
 
 /// `web` in `shop`: six pods of 900m on any node that tolerates the virtual nodes' taint.
 fn web(revision: &str) -> Value {
-    let mut web = ksim_e2e::fixtures::Workload::new("web", 6)
+    let mut web = ksim_localenv::fixtures::Workload::new("web", 6)
         .namespace("shop")
         .requests("900m", "256Mi")
         .on_any_group()
@@ -48,7 +48,7 @@ async fn the_manuals_rightsizing_what_if_needs_fewer_nodes_at_half_the_cpu_reque
     );
     std::fs::write(
         dir.join("skeleton-m5-large.yaml"),
-        ksim_e2e::fixtures::M5_LARGE_SKELETON,
+        ksim_localenv::fixtures::M5_LARGE_SKELETON,
     )
     .unwrap();
     for (name, text) in &files {

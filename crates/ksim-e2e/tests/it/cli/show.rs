@@ -2,7 +2,7 @@
 //! object's history as YAML diffs, on ksim and SimKube files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ksim_e2e::fixtures::Workload;
+use ksim_localenv::fixtures::Workload;
 use serde_json::json;
 
 use super::validate::{bare_pod, ksim, ksim_file, simkube_fixtures, text};

@@ -6,8 +6,8 @@ use super::common;
 
 use std::{path::Path, process::Output};
 
-use ksim_e2e::fixtures::Workload;
 use ksim_grpc::{GrpcServer, ServeArgs};
+use ksim_localenv::fixtures::Workload;
 use ksim_proto::ksim::trace::v1 as pb;
 use ksim_tracer::{
     domain::{kinds::default_kinds, sanitize::EnvRedaction},

@@ -3,7 +3,7 @@
 
 use std::{path::Path, process::Output};
 
-use ksim_e2e::fixtures::Workload;
+use ksim_localenv::fixtures::Workload;
 use ksim_proto::ksim::trace::v1 as pb;
 
 const T0: i64 = 1_767_225_600_000;

@@ -7,7 +7,7 @@
 use std::{process::Command, time::Duration};
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Namespace};
-use ksim_e2e::fixtures::{M5_LARGE_SKELETON, Workload};
+use ksim_localenv::fixtures::{M5_LARGE_SKELETON, Workload};
 use ksim_localenv::wait;
 use ksim_proto::ksim::vnode::v1::{self as vnode, virtual_node_pool_client::VirtualNodePoolClient};
 use ksim_trace::time::now_ms;

@@ -13,8 +13,8 @@ use std::{
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
+use ksim_localenv::fixtures::Workload;
 use ksim_localenv::{CloudConfig, ClusterAutoscaler, ClusterAutoscalerBuilder, wait};
 use ksim_nodes::labels::{GROUP_LABEL, MIN_SIZE_ANNOTATION, TO_BE_DELETED_TAINT};
 use kube::{

@@ -9,8 +9,8 @@ use std::{collections::BTreeSet, time::Duration};
 
 use super::common::*;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
-use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
+use ksim_localenv::fixtures::Workload;
 use ksim_localenv::{CloudConfig, ClusterAutoscaler, wait};
 use ksim_nodes::seats::SeatDeployment;
 use kube::{

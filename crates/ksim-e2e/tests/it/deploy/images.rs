@@ -32,7 +32,7 @@ use tonic_reflection::pb::v1alpha::{
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
-const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::{apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler};
-use ksim_e2e::fixtures::{Workload, cpu_hpa};
+use ksim_localenv::fixtures::{Workload, cpu_hpa};
 use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::pb as trace;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::common::*;
 use k8s_openapi::jiff::Timestamp;
-use ksim_e2e::fixtures::Workload;
+use ksim_localenv::fixtures::Workload;
 use ksim_localenv::wait;
 use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::pb as trace;

@@ -14,18 +14,8 @@ pub const DEADLINE: Duration = Duration::from_secs(120);
 pub const LEASE_SECONDS: u32 = 4;
 pub const GRACE_SECONDS: u64 = 6;
 
-pub const SKELETON: &str = r#"
-apiVersion: v1
-kind: Node
-metadata:
-  name: ip-10-0-1-17.ec2.internal
-  labels:
-    node.kubernetes.io/instance-type: m5.xlarge
-    topology.kubernetes.io/zone: us-east-1a
-status:
-  capacity: { cpu: "4", memory: 16Gi, pods: "110", ephemeral-storage: 100Gi }
-  allocatable: { cpu: 3920m, memory: 15Gi, pods: "110", ephemeral-storage: 95Gi }
-"#;
+/// The pool's tests' node (`ksim_localenv::fixtures`, one definition for every test).
+pub const SKELETON: &str = ksim_localenv::fixtures::M5_XLARGE_SKELETON;
 
 pub struct Env {
     pub control_plane: ControlPlane,
@@ -43,13 +33,10 @@ pub fn seat_deployment(
     provisioning: Option<String>,
 ) -> k8s_openapi::api::apps::v1::Deployment {
     ksim_nodes::seats::SeatDeployment {
-        group: group.to_owned(),
-        namespace: "default".to_owned(),
-        replicas,
-        skeleton: ksim_nodes::seats::SkeletonSource::Inline(SKELETON.to_owned()),
         min_size: None,
         max_size: None,
         provisioning,
+        ..ksim_localenv::fixtures::seat_deployment(group, replicas, 0, 0, SKELETON)
     }
     .to_deployment()
 }

@@ -13,11 +13,11 @@ use ksim_cloudprov::{
     provider::{Provider, ScaleEvent, Settings},
     runtime,
 };
+use ksim_grpc::{Running, ServeArgs, TlsArgs};
 /// The fixtures every provider test builds its groups from, through `use super::common::*`.
-pub use ksim_e2e::fixtures::{
+pub use ksim_localenv::fixtures::{
     C5_XLARGE_TAINTED_SKELETON, M5_LARGE_TAINTED_SKELETON, seat_deployment,
 };
-use ksim_grpc::{Running, ServeArgs, TlsArgs};
 use ksim_localenv::{ClientTls, ControlPlane, pki::CertificateAuthority, wait};
 use ksim_nodes::{
     labels::{GROUP_LABEL, RELEASED_ANNOTATION, RETIRING_ANNOTATION},

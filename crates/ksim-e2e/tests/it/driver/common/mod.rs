@@ -6,8 +6,8 @@ use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Namespace;
 use ksim_driver::{config::Settings, mesh::Mesh, runtime as driver};
-pub use ksim_e2e::fixtures::Workload;
 use ksim_grpc::ServeArgs;
+pub use ksim_localenv::fixtures::Workload;
 use ksim_localenv::{ControlPlane, wait};
 use ksim_proto::ksim::driver::v1::{self as pb, driver_client::DriverClient};
 use ksim_tracer::{config::TracerArgs, runtime as tracer};
@@ -19,7 +19,7 @@ use kube::{
 use tonic::transport::Channel;
 
 pub const DEADLINE: Duration = Duration::from_secs(180);
-pub const SKELETON: &str = ksim_e2e::fixtures::M5_LARGE_SKELETON;
+pub const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
 pub const SEATS_NAMESPACE: &str = "ksim-system";
 
 pub struct TestMesh {
