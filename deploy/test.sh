@@ -77,6 +77,18 @@ summary() {
 }
 trap summary EXIT
 
+# finish_job PID LOG WHAT: waits for a job started beside the steps (the Go builds, fuzzing),
+# prints its output, and fails the run with it.
+finish_job() {
+  local pid=$1 log=$2 what=$3 status=0
+  wait "$pid" || status=$?
+  cat "$log" >&2
+  if [[ $status -ne 0 ]]; then
+    echo "error: $what failed (exit $status; its output is above and in $log)" >&2
+    exit 1
+  fi
+}
+
 # Every test binary runs through the runner, which prints each test's time.
 host=$(rustc -vV | sed -n 's/^host: //p')
 runner_var="CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER"
@@ -213,14 +225,8 @@ step "cargo build"
 cargo build --workspace --bins --tests --locked
 
 step "Go builds' end"
-built=0
-wait "$go_pid" || built=$?
+finish_job "$go_pid" "$go_log" "the Go builds"
 go_pid=
-cat "$go_log" >&2
-if [[ $built -ne 0 ]]; then
-  echo "error: the Go builds failed (exit $built; their output is above and in $go_log)" >&2
-  exit 1
-fi
 # shellcheck source=/dev/null
 source "$go_env"
 
@@ -241,13 +247,7 @@ RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
   cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
 
 step "fuzzing's end"
-fuzzed=0
-wait "$fuzz_pid" || fuzzed=$?
+finish_job "$fuzz_pid" "$fuzz_log" "fuzzing"
 fuzz_pid=
-cat "$fuzz_log" >&2
-if [[ $fuzzed -ne 0 ]]; then
-  echo "error: fuzzing failed (exit $fuzzed; its output is above and in $fuzz_log)" >&2
-  exit 1
-fi
 
 step "all checks passed in $((SECONDS - started)) s"

@@ -47,6 +47,29 @@ impl std::fmt::Debug for Use {
 }
 
 impl Crate {
+    /// Every path a file of this crate names (`in_file` picks the files, by their path relative
+    /// to `relative_to`) that `finding` says something of, one line each: `file: `path` finding`.
+    pub fn findings(
+        &self,
+        relative_to: &Path,
+        in_file: impl Fn(&Path) -> bool,
+        finding: impl Fn(&[String]) -> Option<String>,
+    ) -> Vec<String> {
+        let mut found = Vec::new();
+        for (file, paths) in &self.paths {
+            let shown = file.strip_prefix(relative_to).unwrap_or(file);
+            if !in_file(shown) {
+                continue;
+            }
+            for path in paths {
+                if let Some(what) = finding(path) {
+                    found.push(format!("{}: `{}` {what}", shown.display(), path.join("::")));
+                }
+            }
+        }
+        found
+    }
+
     /// The crate whose root file is `root_file`, with every module its `mod` items declare.
     pub fn read(root_file: &Path) -> Result<Self, Error> {
         let mut krate = Self::default();

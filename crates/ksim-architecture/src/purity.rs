@@ -51,23 +51,9 @@ fn impurity(path: &[String]) -> Option<String> {
 
 /// Every impure path in `krate`'s domain files, one line each: `file: path names what`.
 pub fn impurities(krate: &Crate, relative_to: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for (file, paths) in &krate.paths {
-        let shown = file.strip_prefix(relative_to).unwrap_or(file);
-        if !is_domain(shown) {
-            continue;
-        }
-        for path in paths {
-            if let Some(what) = impurity(path) {
-                found.push(format!(
-                    "{}: `{}` names {what}",
-                    shown.display(),
-                    path.join("::")
-                ));
-            }
-        }
-    }
-    found
+    krate.findings(relative_to, is_domain, |path| {
+        impurity(path).map(|what| format!("names {what}"))
+    })
 }
 
 #[cfg(test)]

@@ -26,20 +26,11 @@ fn serving(path: &[String]) -> Option<&'static str> {
 
 /// Every path in `krate` that serves gRPC, one line each: `file: path serves what`.
 pub fn servers(krate: &Crate, relative_to: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for (file, paths) in &krate.paths {
-        let shown = file.strip_prefix(relative_to).unwrap_or(file);
-        for path in paths {
-            if let Some(what) = serving(path) {
-                found.push(format!(
-                    "{}: `{}` serves {what}",
-                    shown.display(),
-                    path.join("::")
-                ));
-            }
-        }
-    }
-    found
+    krate.findings(
+        relative_to,
+        |_| true,
+        |path| serving(path).map(|what| format!("serves {what}")),
+    )
 }
 
 #[cfg(test)]

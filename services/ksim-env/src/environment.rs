@@ -19,9 +19,7 @@ use tokio::sync::Mutex;
 
 use ksim_localenv::environment::{
     EnvironmentOptions,
-    services::{
-        self, CLOUDPROV, DEFAULT_PORT_BASE, DRIVER, ENVIRONMENT, POOL, ServiceSpec, TRACER,
-    },
+    services::{self, CLOUDPROV, DRIVER, ENVIRONMENT, POOL, ServiceSpec, TRACER},
     state::{self, EnvState, ProcessIdentity, Urls},
 };
 
@@ -137,7 +135,7 @@ impl LocalEnv {
         let log_dir = state_dir.join("logs");
         std::fs::create_dir_all(&log_dir)
             .with_context(|| format!("creating {}", log_dir.display()))?;
-        let base = options.port_base.unwrap_or(DEFAULT_PORT_BASE);
+        let base = options.port_base;
         let binaries = Binaries::locate(base, &options)?;
         // Judged by the provider binary before anything starts: a file it refuses would
         // otherwise surface only as its exit, after the control plane had started.

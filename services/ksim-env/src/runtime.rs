@@ -2,13 +2,10 @@
 //! [`Args::run`] starts the environment, prints how to reach it, supervises it until SIGINT or
 //! SIGTERM (which `ksim down` sends), and stops it in order.
 
-use std::{io::Write, path::PathBuf, process::ExitCode};
+use std::{io::Write, process::ExitCode};
 
 use clap::Parser;
-use ksim_localenv::environment::{
-    EnvironmentOptions,
-    services::{DEFAULT_PORT_BASE, MAX_PORT_BASE, MIN_PORT_BASE},
-};
+use ksim_localenv::environment::EnvironmentOptions;
 
 use crate::environment::LocalEnv;
 
@@ -20,72 +17,20 @@ const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 #[derive(Debug, Parser)]
 #[command(name = "ksim-env", version)]
 pub struct Args {
-    /// Also start cluster-autoscaler against the cloud provider (needs its binary).
-    #[arg(long, conflicts_with = "karpenter")]
-    pub autoscaler: bool,
-    /// Start the real Karpenter (its KWOK provider) as the node autoscaler instead; the
-    /// embedded control plane only.
-    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
-    pub karpenter: bool,
-    /// An instance type Karpenter may launch, as a node skeleton (repeatable).
-    #[arg(
-        long = "instance-type",
-        value_name = "SKELETON",
-        requires = "karpenter"
-    )]
-    pub instance_types: Vec<PathBuf>,
-    /// Simulate on the existing cluster of this kubeconfig instead of the embedded control plane.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context of that existing cluster.
-    #[arg(long)]
-    pub context: Option<String>,
-    /// Where `env.json`, the logs and the services' data go (default: KSIM_STATE_DIR, else
-    /// $XDG_STATE_HOME/ksim, else ~/.local/state/ksim).
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// The cloud provider's prices and per-group options, as YAML.
-    #[arg(long, value_name = "FILE")]
-    pub provider_config: Option<PathBuf>,
-    /// A cluster-autoscaler flag of the environment as FLAG=VALUE (repeatable); only flags a
-    /// run may set.
-    #[arg(long = "autoscaler-flag", value_name = "FLAG=VALUE")]
-    pub autoscaler_flags: Vec<String>,
-    /// The tracer's gRPC port; the pool, cloud provider, driver and environment API take the
-    /// next four, and each its metrics port 2100 above.
-    #[arg(
-        long,
-        value_name = "PORT",
-        value_parser = clap::value_parser!(u16).range(i64::from(MIN_PORT_BASE)..=i64::from(MAX_PORT_BASE)),
-    )]
-    pub port_base: Option<u16>,
+    #[command(flatten)]
+    pub environment: EnvironmentOptions,
     #[command(flatten)]
     pub log: ksim_grpc::LogArgs,
 }
 
 impl Args {
-    /// The environment these flags describe.
-    pub fn options(&self) -> EnvironmentOptions {
-        EnvironmentOptions {
-            autoscaler: self.autoscaler,
-            karpenter: self.karpenter,
-            instance_types: self.instance_types.clone(),
-            kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
-            state_dir: self.state_dir.clone(),
-            provider_config: self.provider_config.clone(),
-            autoscaler_flags: self.autoscaler_flags.clone(),
-            port_base: Some(self.port_base.unwrap_or(DEFAULT_PORT_BASE)),
-        }
-    }
-
     /// Runs the environment until a signal; a failure is one line on stderr and exit 1.
     pub async fn run(self) -> ExitCode {
         let _telemetry = match ksim_grpc::init_cli_telemetry("ksim-env", &self.log) {
             Ok(guard) => guard,
             Err(error) => return fail(&error.into()),
         };
-        match serve(self.options()).await {
+        match serve(self.environment).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => fail(&error),
         }
@@ -215,26 +160,21 @@ mod tests {
             state_dir: Some("/state".into()),
             provider_config: Some("p.yaml".into()),
             autoscaler_flags: vec!["scan-interval=10s".into(), "expander=price".into()],
-            port_base: Some(8000),
+            port_base: 8000,
         };
         let parse = |options: &EnvironmentOptions| {
             let mut argv = vec![std::ffi::OsString::from("ksim-env")];
             argv.extend(options.args());
-            Args::try_parse_from(argv).unwrap().options()
+            Args::try_parse_from(argv).unwrap().environment
         };
         assert_eq!(parse(&options), options);
         let existing = EnvironmentOptions {
             autoscaler: true,
             kubeconfig: Some("/kube/config".into()),
             context: Some("prod".into()),
-            port_base: Some(DEFAULT_PORT_BASE),
+            state_dir: Some("/state".into()),
             ..EnvironmentOptions::default()
         };
         assert_eq!(parse(&existing), existing);
-        // No port base: the default environment's.
-        assert_eq!(
-            parse(&EnvironmentOptions::default()).port_base,
-            Some(DEFAULT_PORT_BASE)
-        );
     }
 }

@@ -56,7 +56,7 @@ impl LogArgs {
 pub enum Command {
     /// Start the local environment (a real etcd, kube-apiserver, kube-controller-manager and
     /// kube-scheduler on loopback, and the ksim services) and keep it running until Ctrl-C.
-    Up(crate::up::UpArgs),
+    Up(ksim_localenv::environment::EnvironmentOptions),
     /// Stop the environment `ksim up` started.
     Down,
     /// Replay a trace on the simulated cluster through the driver and print its report.

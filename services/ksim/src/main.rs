@@ -31,7 +31,7 @@ async fn main() -> ExitCode {
         Err(error) => return fail(&error.into()),
     };
     let result = match cli.command {
-        cli::Command::Up(args) => up::run(args, &cli.log.telemetry()),
+        cli::Command::Up(options) => up::run(&options, &cli.log.telemetry()),
         cli::Command::Down => down::run().await,
         cli::Command::Run(args) => run::run(*args).await,
         cli::Command::Report { id, json, driver } => report::run(&id, &driver, json).await,

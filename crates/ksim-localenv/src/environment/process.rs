@@ -12,7 +12,10 @@ use tokio::process::{Child, Command};
 
 use super::{
     EnvironmentError,
-    services::{ENVIRONMENT, binary_dirs, locate, log_tail, terminate},
+    services::{
+        DEFAULT_PORT_BASE, ENVIRONMENT, MAX_PORT_BASE, MIN_PORT_BASE, binary_dirs, locate,
+        log_tail, terminate,
+    },
     state::{self, EnvState},
 };
 
@@ -22,33 +25,71 @@ const START_DEADLINE: Duration = Duration::from_secs(600);
 /// How long it gets to stop after SIGTERM: the driver cleans up for 30 s, the rest after.
 const STOP_GRACE: Duration = Duration::from_secs(90);
 
-/// What to start; the default is the embedded control plane without cluster-autoscaler. Each
-/// field is a flag of `ksim-env` (and of `ksim up`), written by [`Self::args`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What to start: the flags of `ksim up` and `ksim-env`, defined once here. The default is the
+/// embedded control plane without a node autoscaler, on the default ports.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct EnvironmentOptions {
-    /// Also start cluster-autoscaler against the cloud provider (`--autoscaler`).
+    /// Also start cluster-autoscaler against the cloud provider (needs its binary).
+    #[arg(long, conflicts_with = "karpenter")]
     pub autoscaler: bool,
-    /// Start Karpenter (its KWOK provider) as the node autoscaler instead, with the pool
-    /// playing its nodes' kubelet; the embedded control plane only (`--karpenter`).
+    /// Start the real Karpenter (its KWOK provider) as the node autoscaler instead, with the
+    /// KWOKNodeClass `default` for your NodePools; the pool plays its nodes' kubelet. The
+    /// embedded control plane only.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
     pub karpenter: bool,
-    /// Karpenter's instance types, as node skeletons (priced by the provider config); none:
-    /// the KWOK provider's built-in list (`--instance-type`).
+    /// An instance type Karpenter may launch, as a node skeleton (repeatable), priced by the
+    /// provider config's `pricing.instanceTypes`; without any, the KWOK provider's own list.
+    #[arg(
+        long = "instance-type",
+        value_name = "SKELETON",
+        requires = "karpenter"
+    )]
     pub instance_types: Vec<PathBuf>,
-    /// Use the existing cluster of this kubeconfig instead of the embedded control plane.
+    /// Simulate on the existing cluster of this kubeconfig instead of the embedded control plane.
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Use this context of the kubeconfig (implies an existing cluster).
+    /// The kubeconfig context of that existing cluster.
+    #[arg(long)]
     pub context: Option<String>,
-    /// Where `env.json`, the logs and the services' data go; default [`state::state_dir`].
+    /// Where `env.json`, the logs and the services' data go (the other commands find the
+    /// environment through KSIM_STATE_DIR) [default: $XDG_STATE_HOME/ksim, else
+    /// ~/.local/state/ksim]
+    #[arg(long, env = "KSIM_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// The cloud provider's pricing and per-group options (its `--provider-config`).
+    /// The cloud provider's prices per instance type (for CA's price expander and the
+    /// reports' costs) and per-group options, as YAML (`pricing:`, `nodeGroups:`).
+    #[arg(long, value_name = "FILE")]
     pub provider_config: Option<PathBuf>,
-    /// The environment's own cluster-autoscaler flags (`FLAG=VALUE`, each one a run may
-    /// set), over CA's defaults and under every run's: the tests' and the demo's fast flags.
+    /// A cluster-autoscaler flag of the environment as FLAG=VALUE (repeatable), over CA's own
+    /// defaults and under a recording's and a run's flags; only flags a run may set.
+    #[arg(long = "autoscaler-flag", value_name = "FLAG=VALUE")]
     pub autoscaler_flags: Vec<String>,
-    /// The tracer's gRPC port, the other services' following it (`--port-base`); default
-    /// [`super::services::DEFAULT_PORT_BASE`]. Environments with different bases and state
-    /// directories run side by side.
-    pub port_base: Option<u16>,
+    /// The tracer's gRPC port; the pool, cloud provider, driver and environment API take the
+    /// next four, and each its metrics port 2100 above. Another environment runs beside this
+    /// one with a base of its own and its own KSIM_STATE_DIR.
+    #[arg(
+        long,
+        value_name = "PORT",
+        default_value_t = DEFAULT_PORT_BASE,
+        value_parser = clap::value_parser!(u16).range(i64::from(MIN_PORT_BASE)..=i64::from(MAX_PORT_BASE)),
+    )]
+    pub port_base: u16,
+}
+
+impl Default for EnvironmentOptions {
+    fn default() -> Self {
+        Self {
+            autoscaler: false,
+            karpenter: false,
+            instance_types: Vec::new(),
+            kubeconfig: None,
+            context: None,
+            state_dir: None,
+            provider_config: None,
+            autoscaler_flags: Vec::new(),
+            port_base: DEFAULT_PORT_BASE,
+        }
+    }
 }
 
 impl EnvironmentOptions {
@@ -77,9 +118,7 @@ impl EnvironmentOptions {
         for value in &self.autoscaler_flags {
             flag("--autoscaler-flag", value);
         }
-        if let Some(base) = self.port_base {
-            flag("--port-base", &base.to_string());
-        }
+        flag("--port-base", &self.port_base.to_string());
         if self.autoscaler {
             args.push("--autoscaler".into());
         }

@@ -229,7 +229,7 @@ async fn run_in_fresh_env(
         instance_types,
         provider_config,
         state_dir,
-        port_base,
+        port_base: port_base.unwrap_or(ksim_localenv::environment::services::DEFAULT_PORT_BASE),
         ..EnvironmentOptions::default()
     })
     .await?;
