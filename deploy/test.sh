@@ -105,6 +105,67 @@ if [[ $free_kib -lt $((12 * 1024 * 1024)) ]]; then
   echo "warning: under 12 GiB free; a cold run may fill the disk (df -h .)" >&2
 fi
 
+if ! $quick; then
+  # The Go components (control plane, the cluster-autoscaler and Karpenter releases under test,
+  # metrics-server), one after another in a job of their own from the start, beside the tools, the
+  # static checks and the cargo build: from an empty cache they spend minutes on downloads and
+  # single-threaded links that leave cores idle. Not in the quick lane, which builds none. Their
+  # own session, so an early exit stops them (summary); the tests wait for them below ("Go
+  # builds' end").
+  go_components() {
+    local t version dir
+    go_step() {
+      printf '%6s  %s\n' $((SECONDS - t)) "$1" >>"$go_times"
+      t=$SECONDS
+    }
+    t=$SECONDS
+    dir=$(deploy/control-plane/build.sh)
+    printf 'export KSIM_CONTROL_PLANE_BIN_DIR=%q\n' "$dir"
+    go_step "control plane binaries"
+
+    # Every release the version tests run against (versions.env), from the source archives beside
+    # the checkout or the Go module proxy. A CA that cannot be built fails the run: the real_ca_*
+    # tests need it.
+    # shellcheck source=cluster-autoscaler/versions.env
+    source deploy/cluster-autoscaler/versions.env
+    for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
+      dir=$(deploy/cluster-autoscaler/build.sh "$version") ||
+        { echo "error: cluster-autoscaler $version could not be built (see above)" >&2; return 1; }
+      if [[ "$version" == "$CLUSTER_AUTOSCALER_VERSION" ]]; then
+        printf 'export KSIM_CLUSTER_AUTOSCALER_BIN_DIR=%q\n' "$dir"
+      fi
+      go_step "cluster-autoscaler $version"
+    done
+
+    # The aggregation-layer tests run the real metrics-server; without it they fail.
+    dir=$(deploy/metrics-server/build.sh)
+    printf 'export KSIM_METRICS_SERVER_BIN_DIR=%q\n' "$dir"
+    go_step "metrics-server"
+
+    # The Karpenter tests run the real Karpenter with its KWOK provider, every release the version
+    # tests run against (versions.env); without one they fail.
+    # shellcheck source=karpenter/versions.env
+    source deploy/karpenter/versions.env
+    for version in $KARPENTER_TESTED_VERSIONS; do
+      dir=$(deploy/karpenter/build.sh "$version") ||
+        { echo "error: Karpenter $version could not be built (see above)" >&2; return 1; }
+      if [[ "$version" == "$KARPENTER_VERSION" ]]; then
+        printf 'export KSIM_KARPENTER_BIN_DIR=%q\n' "$dir"
+      fi
+      go_step "Karpenter $version"
+    done
+  }
+  step "Go builds, started beside the steps that follow"
+  go_env=target/go-components.env
+  go_log=target/go-builds.log
+  go_times=target/go-builds.times
+  : >"$go_times"
+  export -f go_components
+  export go_times
+  setsid bash -c 'set -euo pipefail; go_components' >"$go_env" 2>"$go_log" &
+  go_pid=$!
+fi
+
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
 
@@ -146,64 +207,6 @@ LEFT
   exit 0
 fi
 
-# The Go components (control plane, the cluster-autoscaler and Karpenter releases under test,
-# metrics-server), one after another in a job of their own beside the static checks and the cargo
-# build: from an empty cache they spend minutes on downloads and single-threaded links that
-# leave cores idle. Their own session, so an early exit stops them (summary); the tests wait for
-# them below ("Go builds' end").
-go_components() {
-  local t version dir
-  go_step() {
-    printf '%6s  %s\n' $((SECONDS - t)) "$1" >>"$go_times"
-    t=$SECONDS
-  }
-  t=$SECONDS
-  dir=$(deploy/control-plane/build.sh)
-  printf 'export KSIM_CONTROL_PLANE_BIN_DIR=%q\n' "$dir"
-  go_step "control plane binaries"
-
-  # Every release the version tests run against (versions.env), from the source archives beside
-  # the checkout or the Go module proxy. A CA that cannot be built fails the run: the real_ca_*
-  # tests need it.
-  # shellcheck source=cluster-autoscaler/versions.env
-  source deploy/cluster-autoscaler/versions.env
-  for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
-    dir=$(deploy/cluster-autoscaler/build.sh "$version") ||
-      { echo "error: cluster-autoscaler $version could not be built (see above)" >&2; return 1; }
-    if [[ "$version" == "$CLUSTER_AUTOSCALER_VERSION" ]]; then
-      printf 'export KSIM_CLUSTER_AUTOSCALER_BIN_DIR=%q\n' "$dir"
-    fi
-    go_step "cluster-autoscaler $version"
-  done
-
-  # The aggregation-layer tests run the real metrics-server; without it they fail.
-  dir=$(deploy/metrics-server/build.sh)
-  printf 'export KSIM_METRICS_SERVER_BIN_DIR=%q\n' "$dir"
-  go_step "metrics-server"
-
-  # The Karpenter tests run the real Karpenter with its KWOK provider, every release the version
-  # tests run against (versions.env); without one they fail.
-  # shellcheck source=karpenter/versions.env
-  source deploy/karpenter/versions.env
-  for version in $KARPENTER_TESTED_VERSIONS; do
-    dir=$(deploy/karpenter/build.sh "$version") ||
-      { echo "error: Karpenter $version could not be built (see above)" >&2; return 1; }
-    if [[ "$version" == "$KARPENTER_VERSION" ]]; then
-      printf 'export KSIM_KARPENTER_BIN_DIR=%q\n' "$dir"
-    fi
-    go_step "Karpenter $version"
-  done
-}
-step "Go builds, started beside the steps that follow"
-go_env=target/go-components.env
-go_log=target/go-builds.log
-go_times=target/go-builds.times
-: >"$go_times"
-export -f go_components
-export go_times
-setsid bash -c 'set -euo pipefail; go_components' >"$go_env" 2>"$go_log" &
-go_pid=$!
-
 step "container tools"
 # The image tests build with buildah and run with podman (runc); Debian packages.
 missing=()
@@ -243,7 +246,8 @@ fuzz_pid=$!
 # The invariants ran first, above. The tests that start a control plane spend most of their
 # time waiting on it (the end-to-end binary used a fifth of 2 cores at 2 threads), so four run
 # at once; RUST_TEST_THREADS set by the caller wins.
-RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
+# The binaries were built above: ksim_e2e::binary uses them as they are.
+KSIM_E2E_BINARIES_BUILT=1 RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
   cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
 
 step "fuzzing's end"
