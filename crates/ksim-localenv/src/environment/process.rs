@@ -141,7 +141,6 @@ pub struct EnvironmentProcess {
     child: Child,
     state: EnvState,
     state_dir: PathBuf,
-    log: PathBuf,
 }
 
 impl EnvironmentProcess {
@@ -173,24 +172,15 @@ impl EnvironmentProcess {
             .process_group(0)
             .spawn()
             .map_err(EnvironmentError::io("starting", &binary))?;
-        let mut starting = Starting {
+        let starting = Starting {
             child: Some(child),
-            log: log.clone(),
+            log,
         };
-        let state = starting.wait_up(&state_dir).await?;
-        let child = starting
-            .child
-            .take()
-            .ok_or_else(|| EnvironmentError::NotUp {
-                seconds: 0,
-                log: log.clone(),
-                tail: String::new(),
-            })?;
+        let (child, state) = starting.wait_up(&state_dir).await?;
         Ok(Self {
             child,
             state,
             state_dir,
-            log,
         })
     }
 
@@ -201,11 +191,6 @@ impl EnvironmentProcess {
 
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
-    }
-
-    /// Where its output goes.
-    pub fn log_path(&self) -> &Path {
-        &self.log
     }
 
     /// SIGTERM, then its grace to stop the services and the cluster in order, then SIGKILL.
@@ -231,7 +216,8 @@ struct Starting {
 }
 
 impl Starting {
-    async fn wait_up(&mut self, state_dir: &Path) -> Result<EnvState, EnvironmentError> {
+    /// The child and its `env.json`, once that names it; the child is stopped (drop) on error.
+    async fn wait_up(mut self, state_dir: &Path) -> Result<(Child, EnvState), EnvironmentError> {
         let started = Instant::now();
         while let Some(child) = self.child.as_mut() {
             if let Ok(Some(status)) = child.try_wait() {
@@ -244,8 +230,9 @@ impl Starting {
             // A file another environment left names another pid: not this one's yet.
             if let Ok(Some(state)) = EnvState::read(state_dir)
                 && Some(state.pid) == child.id()
+                && let Some(child) = self.child.take()
             {
-                return Ok(state);
+                return Ok((child, state));
             }
             if started.elapsed() > START_DEADLINE {
                 break;
