@@ -107,62 +107,72 @@ fi
 
 if ! $quick; then
   # The Go components (control plane, the cluster-autoscaler and Karpenter releases under test,
-  # metrics-server), one after another in a job of their own from the start, beside the tools, the
-  # static checks and the cargo build: from an empty cache they spend minutes on downloads and
-  # single-threaded links that leave cores idle. Not in the quick lane, which builds none. Their
-  # own session, so an early exit stops them (summary); the tests wait for them below ("Go
-  # builds' end").
+  # metrics-server), in a job of their own from the start, beside the tools, the static checks and
+  # the cargo build: from an empty cache they spend minutes on downloads and single-threaded links
+  # that leave cores idle. Not in the quick lane, which builds none. Their own session, so an
+  # early exit stops them (summary).
+  #
+  # The pinned releases first, the control plane in a lane of its own beside the others; the
+  # tests start once those are there ("pinned Go builds' end"). The other releases the version
+  # tests run against build beside the tests, at a lower priority; a test that asks for one
+  # before it is there waits for the job's lock to go (KSIM_GO_BUILDS_LOCK, ksim_localenv's
+  # binaries.rs). The job's end is checked after the tests ("Go builds' end").
   go_components() {
-    local t version dir
-    go_step() {
-      printf '%6s  %s\n' $((SECONDS - t)) "$1" >>"$go_times"
-      t=$SECONDS
+    local version lane
+    exec 8>"$go_lock"
+    flock 8
+    # built WHAT VAR COMMAND...: runs a build script, records its time, and prints the export of
+    # the directory it printed as VAR (none when VAR is empty).
+    built() {
+      local what=$1 var=$2 t=$SECONDS dir
+      shift 2
+      dir=$("$@") || { echo "error: $what could not be built (see above)" >&2; return 1; }
+      [[ -z $var ]] || printf 'export %s=%q\n' "$var" "$dir"
+      printf '%6s  %s\n' $((SECONDS - t)) "$what" >>"$go_times"
     }
-    t=$SECONDS
-    dir=$(deploy/control-plane/build.sh)
-    printf 'export KSIM_CONTROL_PLANE_BIN_DIR=%q\n' "$dir"
-    go_step "control plane binaries"
-
     # Every release the version tests run against (versions.env), from the source archives beside
-    # the checkout or the Go module proxy. A CA that cannot be built fails the run: the real_ca_*
-    # tests need it.
+    # the checkout or the Go module proxy: one that cannot be built fails the run.
     # shellcheck source=cluster-autoscaler/versions.env
     source deploy/cluster-autoscaler/versions.env
-    for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
-      dir=$(deploy/cluster-autoscaler/build.sh "$version") ||
-        { echo "error: cluster-autoscaler $version could not be built (see above)" >&2; return 1; }
-      if [[ "$version" == "$CLUSTER_AUTOSCALER_VERSION" ]]; then
-        printf 'export KSIM_CLUSTER_AUTOSCALER_BIN_DIR=%q\n' "$dir"
-      fi
-      go_step "cluster-autoscaler $version"
-    done
-
-    # The aggregation-layer tests run the real metrics-server; without it they fail.
-    dir=$(deploy/metrics-server/build.sh)
-    printf 'export KSIM_METRICS_SERVER_BIN_DIR=%q\n' "$dir"
-    go_step "metrics-server"
-
-    # The Karpenter tests run the real Karpenter with its KWOK provider, every release the version
-    # tests run against (versions.env); without one they fail.
     # shellcheck source=karpenter/versions.env
     source deploy/karpenter/versions.env
+
+    built "control plane binaries" KSIM_CONTROL_PLANE_BIN_DIR deploy/control-plane/build.sh &
+    lane=$!
+    built "cluster-autoscaler $CLUSTER_AUTOSCALER_VERSION" KSIM_CLUSTER_AUTOSCALER_BIN_DIR \
+      deploy/cluster-autoscaler/build.sh "$CLUSTER_AUTOSCALER_VERSION"
+    # The aggregation-layer tests run the real metrics-server, the Karpenter tests the real
+    # Karpenter with its KWOK provider; without them they fail.
+    built metrics-server KSIM_METRICS_SERVER_BIN_DIR deploy/metrics-server/build.sh
+    built "Karpenter $KARPENTER_VERSION" KSIM_KARPENTER_BIN_DIR \
+      deploy/karpenter/build.sh "$KARPENTER_VERSION"
+    wait "$lane"
+    : >"$go_pinned_done"
+
+    for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
+      [[ $version == "$CLUSTER_AUTOSCALER_VERSION" ]] ||
+        built "cluster-autoscaler $version (beside the tests)" "" \
+          nice -n 10 deploy/cluster-autoscaler/build.sh "$version"
+    done
     for version in $KARPENTER_TESTED_VERSIONS; do
-      dir=$(deploy/karpenter/build.sh "$version") ||
-        { echo "error: Karpenter $version could not be built (see above)" >&2; return 1; }
-      if [[ "$version" == "$KARPENTER_VERSION" ]]; then
-        printf 'export KSIM_KARPENTER_BIN_DIR=%q\n' "$dir"
-      fi
-      go_step "Karpenter $version"
+      [[ $version == "$KARPENTER_VERSION" ]] ||
+        built "Karpenter $version (beside the tests)" "" \
+          nice -n 10 deploy/karpenter/build.sh "$version"
     done
   }
   step "Go builds, started beside the steps that follow"
   go_env=target/go-components.env
   go_log=target/go-builds.log
   go_times=target/go-builds.times
+  go_lock=$PWD/target/go-builds.lock
+  go_pinned_done=target/go-builds.pinned
+  go_ended=target/go-builds.ended
   : >"$go_times"
+  rm -f "$go_pinned_done" "$go_ended"
   export -f go_components
-  export go_times
-  setsid bash -c 'set -euo pipefail; go_components' >"$go_env" 2>"$go_log" &
+  export go_times go_lock go_pinned_done go_ended
+  setsid bash -c 'set -euo pipefail; trap ": >$go_ended" EXIT; go_components' \
+    >"$go_env" 2>"$go_log" &
   go_pid=$!
 fi
 
@@ -227,9 +237,16 @@ step "cargo build"
 # waiting on a build of their own.
 cargo build --workspace --bins --tests --locked
 
-step "Go builds' end"
-finish_job "$go_pid" "$go_log" "the Go builds"
-go_pid=
+step "pinned Go builds' end"
+# The job marks the pinned releases built, or ends (a failed build: reported here).
+while [[ ! -e $go_pinned_done ]]; do
+  if [[ -e $go_ended ]]; then
+    finish_job "$go_pid" "$go_log" "the Go builds"
+    go_pid=
+    break
+  fi
+  sleep 2
+done
 # shellcheck source=/dev/null
 source "$go_env"
 
@@ -247,8 +264,14 @@ fuzz_pid=$!
 # time waiting on it (the end-to-end binary used a fifth of 2 cores at 2 threads), so four run
 # at once; RUST_TEST_THREADS set by the caller wins.
 # The binaries were built above: ksim_e2e::binary uses them as they are.
-KSIM_E2E_BINARIES_BUILT=1 RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
+KSIM_E2E_BINARIES_BUILT=1 KSIM_GO_BUILDS_LOCK=$go_lock RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
   cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
+
+step "Go builds' end"
+if [[ -n $go_pid ]]; then
+  finish_job "$go_pid" "$go_log" "the Go builds"
+  go_pid=
+fi
 
 step "fuzzing's end"
 finish_job "$fuzz_pid" "$fuzz_log" "fuzzing"

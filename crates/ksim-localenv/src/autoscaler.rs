@@ -89,7 +89,9 @@ impl ClusterAutoscalerBinary {
         let dir = if version == cluster_autoscaler_version() {
             bin_dir(BIN_DIR_ENV, &cached)?
         } else {
-            cached_bin_dir(&cached)?
+            let dir = cached_bin_dir(&cached)?;
+            crate::binaries::await_build(&dir.join(NAME))?;
+            dir
         };
         Self::in_dir(&dir).map_err(|error| match error {
             Error::MissingClusterAutoscaler { path, .. } => Error::MissingClusterAutoscaler {

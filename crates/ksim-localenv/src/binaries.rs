@@ -1,6 +1,7 @@
 //! Finds the Go-built control-plane binaries that deploy/control-plane/build.sh caches.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::Error;
 
@@ -113,7 +114,7 @@ impl ControlPlaneBinaries {
 }
 
 /// How long kube-scheduler may take to check a configuration (it takes well under a second).
-const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The reason in a Kubernetes component's last words: the `err="..."` of its `"command failed"`
 /// line (unquoted), else its last line.
@@ -153,6 +154,55 @@ pub fn cached_bin_dir(name: &str) -> Result<PathBuf, Error> {
     Ok(cache_root()?.join(name).join("bin"))
 }
 
+/// Set by deploy/test.sh while it builds Go components beside the tests: a file it holds an
+/// exclusive lock on until its last build ends.
+const BUILDS_LOCK_ENV: &str = "KSIM_GO_BUILDS_LOCK";
+/// The longest the releases built beside the tests take from an empty cache is about ten
+/// minutes; a wedged build fails the tests that wait on it well within CI's limit.
+const BUILDS_WAIT: Duration = Duration::from_secs(40 * 60);
+const BUILDS_POLL: Duration = Duration::from_secs(1);
+
+/// Returns once `path` can be used: at once when it exists or nothing builds beside the tests
+/// (`KSIM_GO_BUILDS_LOCK` unset); otherwise when those builds have ended, whatever they left.
+/// deploy/test.sh starts the tests once the pinned releases are built and builds the other
+/// releases under test meanwhile, so a version test may ask for one before it is there.
+pub(crate) fn await_build(path: &Path) -> Result<(), Error> {
+    let Some(lock) = std::env::var_os(BUILDS_LOCK_ENV).map(PathBuf::from) else {
+        return Ok(());
+    };
+    if path.exists() {
+        return Ok(());
+    }
+    await_unlocked(&lock, BUILDS_WAIT)
+}
+
+/// Waits up to `wait` for a shared lock on `lock`, which a running build job holds exclusively.
+fn await_unlocked(lock: &Path, wait: Duration) -> Result<(), Error> {
+    let file = std::fs::File::open(lock).map_err(Error::io("cannot open", lock))?;
+    let deadline = Instant::now() + wait;
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(BUILDS_POLL);
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::BuildsUnfinished {
+                    lock: lock.to_owned(),
+                    minutes: wait.as_secs() / 60,
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(Error::Io {
+                    action: "cannot lock",
+                    path: lock.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
 pub fn cache_root() -> Result<PathBuf, Error> {
     if let Some(dir) = std::env::var_os("KSIM_CACHE_DIR") {
         return Ok(PathBuf::from(dir));
@@ -167,6 +217,39 @@ pub fn cache_root() -> Result<PathBuf, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_release_built_beside_the_tests_is_waited_for_until_its_build_job_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("go-builds.lock");
+        let job = std::fs::File::create(&lock).unwrap();
+        job.lock().unwrap();
+        let binary = dir.path().join("cluster-autoscaler");
+        let builder = {
+            let binary = binary.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                std::fs::write(&binary, "built").unwrap();
+                drop(job);
+            })
+        };
+        await_unlocked(&lock, Duration::from_secs(60)).unwrap();
+        assert!(binary.exists(), "returned before the build job ended");
+        builder.join().unwrap();
+    }
+
+    #[test]
+    fn a_build_job_that_does_not_end_in_time_is_an_error_naming_its_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("go-builds.lock");
+        let job = std::fs::File::create(&lock).unwrap();
+        job.lock().unwrap();
+        let error = await_unlocked(&lock, Duration::ZERO).unwrap_err();
+        assert!(
+            matches!(&error, Error::BuildsUnfinished { lock: named, .. } if *named == lock),
+            "{error}"
+        );
+    }
 
     #[test]
     fn a_pinned_value_is_its_keys_own_unquoted() {

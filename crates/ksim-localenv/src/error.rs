@@ -50,6 +50,11 @@ pub enum Error {
     SchedulerConfig { file: PathBuf, message: String },
     #[error("cannot find a cache directory: set KSIM_CACHE_DIR or HOME")]
     NoCacheDir,
+    #[error(
+        "the Go builds still running beside the tests (lock {lock}) did not end within {minutes} \
+         minutes"
+    )]
+    BuildsUnfinished { lock: PathBuf, minutes: u64 },
     #[error("{action} {path}: {source}")]
     Io {
         action: &'static str,

@@ -79,7 +79,9 @@ impl KarpenterBinary {
         let dir = if version == karpenter_version() {
             bin_dir(BIN_DIR_ENV, &cached)?
         } else {
-            cached_bin_dir(&cached)?
+            let dir = cached_bin_dir(&cached)?;
+            crate::binaries::await_build(&dir.join(NAME))?;
+            dir
         };
         Self::in_release_dir(&dir, version)
     }
