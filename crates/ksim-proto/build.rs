@@ -38,16 +38,59 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // The clients and servers only with the `grpc` feature; the messages always.
     let grpc = std::env::var_os("CARGO_FEATURE_GRPC").is_some();
-    tonic_prost_build::configure()
+    let mut builder = tonic_prost_build::configure()
         .build_client(grpc)
         .build_server(grpc)
         // Maps as BTreeMap: a HashMap encodes in an order that changes from one process to
         // the next, and a trace exported twice must be the same bytes.
-        .btree_map(".")
+        .btree_map(".");
+    for message in REPORT_JSON_MESSAGES {
+        builder = builder.type_attribute(message, REPORT_JSON_DERIVE);
+    }
+    for (field, attribute) in REPORT_JSON_FIELDS {
+        builder = builder.field_attribute(field, attribute);
+    }
+    builder
         .out_dir(&out_dir)
         .compile_fds(compiler.file_descriptor_set())?;
     Ok(())
 }
+
+/// The report's messages that `report.json` holds as they are (ksim-report re-exports them):
+/// the report is one model, not the proto and a hand-written copy. A field missing from an
+/// older report.json reads as its default.
+const REPORT_JSON_MESSAGES: &[&str] = &[
+    ".ksim.driver.v1.Costs",
+    ".ksim.driver.v1.DelaySamples",
+    ".ksim.driver.v1.FidelitySeries",
+    ".ksim.driver.v1.GroupCost",
+    ".ksim.driver.v1.Provisioning",
+    ".ksim.driver.v1.ReplicaChange",
+    ".ksim.driver.v1.WaitReason",
+    ".ksim.driver.v1.WorkloadLimits",
+    ".ksim.driver.v1.WorkloadReplicas",
+    ".ksim.driver.v1.WorkloadUsage",
+    ".ksim.env.v1.AutoscalerFlagNotApplied",
+    ".ksim.env.v1.AutoscalerSimulationFlag",
+    ".ksim.env.v1.ControllerManagerFlag",
+];
+const REPORT_JSON_DERIVE: &str =
+    "#[derive(serde::Serialize, serde::Deserialize)]\n#[serde(default)]";
+/// Fields report.json leaves out when empty, as it always has.
+const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
+    (
+        ".ksim.driver.v1.GroupCost.instance_types",
+        "#[serde(skip_serializing_if = \"::std::collections::BTreeMap::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.Provisioning.delays",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.WorkloadReplicas.scale_events",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+];
 
 /// Appends the paths of all `.proto` files below `dir`, relative to `root`
 /// (protox names files by their path relative to an include directory).

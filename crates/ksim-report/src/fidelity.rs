@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::input::{ClusterState, Observations, RecordedState};
 use super::model::{
-    DelaySamples, Fidelity, FidelityBucket, PendingFidelity, Percentiles, Report,
-    ReportedNodeChange, SeriesFidelity,
+    DelaySamples, Fidelity, FidelityBucket, FidelitySeries, PendingFidelity, Percentiles, Report,
+    ReportedNodeChange,
 };
 use super::timeline::{millis, recorded};
 use crate::NodeChangeKind;
@@ -268,14 +268,14 @@ impl Measure {
     }
 }
 
-fn series(buckets: &[FidelityBucket]) -> Vec<SeriesFidelity> {
+fn series(buckets: &[FidelityBucket]) -> Vec<FidelitySeries> {
     Measure::all(buckets)
         .iter()
         .map(|measure| compared(measure, buckets))
         .collect()
 }
 
-fn compared(measure: &Measure, buckets: &[FidelityBucket]) -> SeriesFidelity {
+fn compared(measure: &Measure, buckets: &[FidelityBucket]) -> FidelitySeries {
     let pairs: Vec<(u64, u64)> = buckets
         .iter()
         .map(|b| (measure.value(&b.recorded), measure.value(&b.simulated)))
@@ -289,7 +289,7 @@ fn compared(measure: &Measure, buckets: &[FidelityBucket]) -> SeriesFidelity {
         }
     };
     let errors = pairs.iter().map(|(r, s)| r.abs_diff(*s));
-    SeriesFidelity {
+    FidelitySeries {
         name: measure.name(),
         buckets: pairs.len() as u64,
         mean_abs_error: if pairs.is_empty() {
@@ -405,7 +405,7 @@ mod tests {
         assert_eq!((total.recorded_peak, total.simulated_peak), (4, 4));
         assert_eq!(
             fidelity.series("nodes/m5").unwrap(),
-            &SeriesFidelity {
+            &FidelitySeries {
                 name: "nodes/m5".into(),
                 ..total.clone()
             }

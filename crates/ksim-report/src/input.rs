@@ -75,7 +75,7 @@ pub struct Observations {
     /// The provisioning model the run used. Defaulted: observations saved before it was kept
     /// do not know.
     #[serde(default)]
-    pub provisioning: Option<crate::ProvisioningUsed>,
+    pub provisioning: Option<crate::Provisioning>,
     /// How the replay gave its pods usage; `None` when the trace held none. Defaulted like
     /// `provisioning`.
     #[serde(default)]

@@ -62,10 +62,10 @@ pub use input::{
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, DelaySamples, Fidelity,
-    FidelityBucket, GroupCost, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS,
-    NodeChangeCause, PendingFidelity, PendingPodSeconds, Percentiles, ProviderConfiguration,
-    ProvisioningUsed, ReplicaChange, Report, ReportedError, ReportedNodeChange, ReportedOutage,
-    SchedulerConfiguration, SeriesFidelity, UsageReplayed, WaitReason, WorkloadLimits,
+    FidelityBucket, FidelitySeries, GroupCost, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES,
+    MAX_USAGE_WORKLOADS, NodeChangeCause, PendingFidelity, PendingPodSeconds, Percentiles,
+    ProviderConfiguration, Provisioning, ReplicaChange, Report, ReportedError, ReportedNodeChange,
+    ReportedOutage, SchedulerConfiguration, UsageReplayed, WaitReason, WorkloadLimits,
     WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};

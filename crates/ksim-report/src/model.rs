@@ -8,6 +8,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use ksim_proto::ksim::driver::v1::{
+    Costs, DelaySamples, FidelitySeries, GroupCost, Provisioning, ReplicaChange, WaitReason,
+    WorkloadLimits, WorkloadReplicas, WorkloadUsage,
+};
+pub use ksim_proto::ksim::env::v1::{
+    AutoscalerFlagNotApplied, AutoscalerSimulationFlag, ControllerManagerFlag,
+};
+
 use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use crate::{Operation, Target};
 
@@ -69,7 +77,7 @@ pub struct Report {
     /// The provisioning model the run's node and pod start times came from. `None` in
     /// reports written before models existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provisioning: Option<ProvisioningUsed>,
+    pub provisioning: Option<Provisioning>,
     /// How the replay gave its pods usage; `None` when the trace held none (and in reports
     /// written before usage was replayed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,38 +125,6 @@ pub struct PendingPodSeconds {
     pub start: f64,
 }
 
-/// The provisioning model a run used and how it got it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProvisioningUsed {
-    pub name: String,
-    /// Where its figures came from (the model's own source line).
-    pub source: String,
-    /// `given` (the run's), `learned` (from the trace's recording) or `default` (the built-in
-    /// model for a trace without recorded nodes).
-    pub origin: String,
-    /// One line: the default delays.
-    pub summary: String,
-    /// The whole model, as a model file.
-    pub yaml: String,
-    /// Each node delay of the model with how many samples it holds (0: percentiles or fixed,
-    /// no finite sample set), so the report can warn when the replay drew one more often.
-    /// Defaulted: reports written before it was kept list none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub delays: Vec<DelaySamples>,
-}
-
-/// One delay of a provisioning model and the samples it was given as.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DelaySamples {
-    /// Whose: `nodes` (the default), `nodes/<group>` (a group's own) or `pods` (the default
-    /// pod delays, listed only when no owner has delays of its own).
-    pub scope: String,
-    /// `registration`, `ready` or `termination` for nodes; `start` for pods.
-    pub delay: String,
-    /// Samples it holds; 0: given as percentiles or fixed.
-    pub samples: u64,
-}
-
 /// How a replay gave its pods the recorded usage (see the driver's `domain::usage`). Counts
 /// are pod updates: one per running pod per interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -186,36 +162,8 @@ pub struct UsageReplayed {
 /// Most workloads a report lists usage against requests for.
 pub const MAX_USAGE_WORKLOADS: usize = 100;
 
-/// What one recorded workload's pods used, p95 over the trace's samples of per-pod totals,
-/// against what each requests (summed over its template's containers; 0 when the trace holds
-/// no template).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkloadUsage {
-    /// `Kind/namespace/name` as recorded.
-    pub name: String,
-    /// Per-pod totals the percentiles are over.
-    pub samples: u64,
-    pub p95_cpu_millis: u64,
-    pub p95_memory_bytes: u64,
-    pub requested_cpu_millis: u64,
-    pub requested_memory_bytes: u64,
-}
-
 /// Most workloads a report lists limits for.
 pub const MAX_LIMITED_WORKLOADS: usize = 100;
-
-/// What limits did to one workload's pods.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadLimits {
-    /// `Kind/namespace/name` as recorded.
-    pub name: String,
-    pub oom_kills: u64,
-    /// Recorded time.
-    pub throttled_cpu_seconds: f64,
-    /// Its pods evicted by their node's memory pressure. Defaulted: older reports.
-    #[serde(default)]
-    pub pressure_evictions: u64,
-}
 
 /// Who decided a replay's replica counts (see the driver's `domain::autoscaled`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -237,42 +185,9 @@ pub struct WorkloadScaling {
     pub workloads: Vec<WorkloadReplicas>,
 }
 
-/// One scaled workload's `spec.replicas`, recorded and simulated, in recorded time.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadReplicas {
-    /// As recorded: `Kind/namespace/name`.
-    pub name: String,
-    /// Per timeline bucket (the same buckets, index for index): the recorded count at the
-    /// bucket's end (its last value within the bucket, carried forward; 0 while the workload
-    /// does not exist). The last value rather than a mean, as the timeline keeps its last sample.
-    pub recorded: Vec<u64>,
-    /// Per timeline bucket: the simulated count at the bucket's end, as `recorded`.
-    pub simulated: Vec<u64>,
-    /// Replicas times recorded seconds over the timeline's span, recorded.
-    pub recorded_replica_seconds: f64,
-    /// The same for what the simulated cluster ran.
-    pub simulated_replica_seconds: f64,
-    /// Changes of the simulated count while the HPAs decided (none when the recording did),
-    /// at most [`MAX_REPLICA_CHANGES`], in time order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scale_events: Vec<ReplicaChange>,
-    /// Changes past [`MAX_REPLICA_CHANGES`], counted, not kept.
-    #[serde(default)]
-    pub scale_events_dropped: u64,
-}
-
 /// Scale events kept per workload: an HPA flapping for hours must not grow the report
 /// without bound.
 pub const MAX_REPLICA_CHANGES: usize = 1_000;
-
-/// One change of a workload's simulated `spec.replicas`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplicaChange {
-    /// Since the replay start, recorded time.
-    pub offset_ms: u64,
-    pub from: u64,
-    pub to: u64,
-}
 
 /// One time cluster-autoscaler was down, recorded time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,61 +198,6 @@ pub struct ReportedOutage {
     pub duration_ms: u64,
     /// Still down at the end.
     pub ongoing: bool,
-}
-
-/// What a team pays and waits.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Costs {
-    /// Per node group, in name order.
-    pub groups: Vec<GroupCost>,
-    /// Registered nodes times recorded time, over all groups.
-    pub node_hours: f64,
-    /// Cost of the groups with a price; `None` when none has one.
-    pub cost: Option<f64>,
-    /// Groups without a price: their node-hours are not in `cost`.
-    pub unpriced_groups: Vec<String>,
-    /// Pending pod-seconds, recorded time, pods that never ran included.
-    pub pending_pod_seconds: f64,
-    pub pods_never_scheduled: u64,
-    pub pods_evicted: u64,
-    pub pods_preempted: u64,
-    /// Requested over allocatable CPU of the simulation's nodes: mean over the buckets with
-    /// nodes, and peak.
-    pub cpu_requested_mean: f64,
-    pub cpu_requested_peak: f64,
-    pub memory_requested_mean: f64,
-    pub memory_requested_peak: f64,
-}
-
-/// One node group's share of the costs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GroupCost {
-    pub group: String,
-    pub instance_type: String,
-    pub node_hours: f64,
-    /// `None`: the cloud provider has no price for its instance type.
-    pub price_per_hour: Option<f64>,
-    pub cost: Option<f64>,
-    /// Nodes the autoscaler asked for: cluster-autoscaler's seat resizes, or the nodes
-    /// Karpenter launched for a NodePool.
-    pub scale_ups: u64,
-    /// Nodes it gave back, likewise.
-    pub scale_downs: u64,
-    /// Nodes that joined during the replay, by instance type: a Karpenter NodePool's choices.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub instance_types: BTreeMap<String, u64>,
-}
-
-/// One reason pods waited, for one owner.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct WaitReason {
-    /// `scheduler`, `autoscaler` (cluster-autoscaler) or `karpenter`.
-    pub source: String,
-    /// Without node counts: `Insufficient cpu`, `TriggeredScaleUp`, ...
-    pub reason: String,
-    /// `Kind/name` of the pods' owner (`Pod/name` for a bare pod).
-    pub owner: String,
-    pub count: u64,
 }
 
 /// The configuration under test, as given (recorded time) and as run (at the replay speed).
@@ -372,30 +232,6 @@ pub struct Configuration {
     /// NodePools); `None`: it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub karpenter: Option<String>,
-}
-
-/// A kube-controller-manager flag as given (its default, in recorded time) and as run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ControllerManagerFlag {
-    pub name: String,
-    pub given: String,
-    pub as_run: String,
-}
-
-/// A recorded CA flag a run did not apply.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AutoscalerFlagNotApplied {
-    /// As recorded, `--name=value`.
-    pub flag: String,
-    pub reason: String,
-}
-
-/// A flag ksim runs CA with differently from production, for the simulation to work.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AutoscalerSimulationFlag {
-    pub name: String,
-    pub value: String,
-    pub reason: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -529,7 +365,7 @@ pub struct Fidelity {
     pub buckets: Vec<FidelityBucket>,
     /// `nodes`, then `nodes/<group>` per group seen on either side, `pods_running`,
     /// `pods_pending`.
-    pub series: Vec<SeriesFidelity>,
+    pub series: Vec<FidelitySeries>,
     /// Pending time and running pod-seconds on both sides. Defaulted: reports written before
     /// it was kept have zeros and no recorded pending time.
     #[serde(default)]
@@ -553,7 +389,7 @@ pub struct PendingFidelity {
 
 impl Fidelity {
     /// The series named `name`, if compared.
-    pub fn series(&self, name: &str) -> Option<&SeriesFidelity> {
+    pub fn series(&self, name: &str) -> Option<&FidelitySeries> {
         self.series.iter().find(|series| series.name == name)
     }
 }
@@ -565,19 +401,4 @@ pub struct FidelityBucket {
     pub offset_ms: u64,
     pub recorded: ClusterState,
     pub simulated: ClusterState,
-}
-
-/// How close one simulated series came to the recorded one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SeriesFidelity {
-    pub name: String,
-    /// Buckets compared.
-    pub buckets: u64,
-    /// Mean of |simulated - recorded|.
-    pub mean_abs_error: f64,
-    pub max_abs_error: u64,
-    /// Share of buckets (0 to 1) within tolerance: +-1 node, or 5% of the recorded pods.
-    pub within_tolerance: f64,
-    pub recorded_peak: u64,
-    pub simulated_peak: u64,
 }

@@ -12,9 +12,9 @@ use ksim_trace::time::{millis, timestamp};
 
 use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
 use super::model::{
-    AutoscalerFlag, Bucket, Configuration, Costs, Fidelity, FidelityBucket, GroupCost,
-    NodeChangeCause, PendingFidelity, Percentiles, ProviderConfiguration, Report, ReportedError,
-    ReportedNodeChange, ReportedOutage, SchedulerConfiguration, SeriesFidelity, WaitReason,
+    AutoscalerFlag, Bucket, Configuration, Fidelity, FidelityBucket, NodeChangeCause,
+    PendingFidelity, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
+    ReportedOutage, SchedulerConfiguration,
 };
 use super::percentiles::duration_of_millis;
 use crate::{Gvk, Operation, Target};
@@ -37,30 +37,15 @@ impl Report {
             bucket_width: Some(duration_to_proto(Duration::from_millis(self.bucket_ms))),
             fidelity: self.fidelity.as_ref().map(fidelity_to_proto),
             configuration: self.configuration.as_ref().map(Configuration::to_proto),
-            costs: Some(costs_to_proto(&self.costs)),
-            waits: self.waits.iter().map(wait_to_proto).collect(),
-            node_disruptions: self.node_disruptions.iter().map(wait_to_proto).collect(),
+            costs: Some(self.costs.clone()),
+            waits: self.waits.clone(),
+            node_disruptions: self.node_disruptions.clone(),
             autoscaler_outages: self.autoscaler_outages.as_ref().map(|outages| {
                 pb::AutoscalerOutages {
                     outages: outages.iter().map(outage_to_proto).collect(),
                 }
             }),
-            provisioning: self.provisioning.as_ref().map(|used| pb::Provisioning {
-                name: used.name.clone(),
-                source: used.source.clone(),
-                origin: used.origin.clone(),
-                summary: used.summary.clone(),
-                yaml: used.yaml.clone(),
-                delays: used
-                    .delays
-                    .iter()
-                    .map(|d| pb::DelaySamples {
-                        scope: d.scope.clone(),
-                        delay: d.delay.clone(),
-                        samples: d.samples,
-                    })
-                    .collect(),
-            }),
+            provisioning: self.provisioning.clone(),
             usage: self.usage.as_ref().map(|used| pb::UsageReplay {
                 samples: used.samples,
                 ignored_samples: used.ignored_samples,
@@ -71,28 +56,8 @@ impl Report {
                 oom_kills: used.oom_kills,
                 throttled_cpu_seconds: used.throttled_cpu_seconds,
                 pressure_evictions: used.pressure_evictions,
-                workloads: used
-                    .workloads
-                    .iter()
-                    .map(|workload| pb::WorkloadLimits {
-                        name: workload.name.clone(),
-                        oom_kills: workload.oom_kills,
-                        throttled_cpu_seconds: workload.throttled_cpu_seconds,
-                        pressure_evictions: workload.pressure_evictions,
-                    })
-                    .collect(),
-                usage_vs_requests: used
-                    .usage_vs_requests
-                    .iter()
-                    .map(|workload| pb::WorkloadUsage {
-                        name: workload.name.clone(),
-                        samples: workload.samples,
-                        p95_cpu_millis: workload.p95_cpu_millis,
-                        p95_memory_bytes: workload.p95_memory_bytes,
-                        requested_cpu_millis: workload.requested_cpu_millis,
-                        requested_memory_bytes: workload.requested_memory_bytes,
-                    })
-                    .collect(),
+                workloads: used.workloads.clone(),
+                usage_vs_requests: used.usage_vs_requests.clone(),
             }),
             workload_scaling: self
                 .workload_scaling
@@ -107,11 +72,7 @@ impl Report {
                     hpas: scaling.hpas,
                     scaled_workloads: scaling.scaled_workloads,
                     not_replayed: scaling.not_replayed,
-                    workloads: scaling
-                        .workloads
-                        .iter()
-                        .map(workload_replicas_to_proto)
-                        .collect(),
+                    workloads: scaling.workloads.clone(),
                 }),
             pending_split: Some(pb::PendingSplit {
                 pods: self.pending_split.pods,
@@ -157,17 +118,9 @@ impl Report {
                 .collect(),
             fidelity: report.fidelity.as_ref().map(fidelity_from_proto),
             configuration: report.configuration.as_ref().map(Configuration::from_proto),
-            costs: report
-                .costs
-                .as_ref()
-                .map(costs_from_proto)
-                .unwrap_or_default(),
-            waits: report.waits.iter().map(wait_from_proto).collect(),
-            node_disruptions: report
-                .node_disruptions
-                .iter()
-                .map(wait_from_proto)
-                .collect(),
+            costs: report.costs.clone().unwrap_or_default(),
+            waits: report.waits.clone(),
+            node_disruptions: report.node_disruptions.clone(),
             autoscaler_outages: report
                 .autoscaler_outages
                 .as_ref()
@@ -182,28 +135,8 @@ impl Report {
                 oom_kills: used.oom_kills,
                 throttled_cpu_seconds: used.throttled_cpu_seconds,
                 pressure_evictions: used.pressure_evictions,
-                workloads: used
-                    .workloads
-                    .iter()
-                    .map(|workload| crate::WorkloadLimits {
-                        name: workload.name.clone(),
-                        oom_kills: workload.oom_kills,
-                        throttled_cpu_seconds: workload.throttled_cpu_seconds,
-                        pressure_evictions: workload.pressure_evictions,
-                    })
-                    .collect(),
-                usage_vs_requests: used
-                    .usage_vs_requests
-                    .iter()
-                    .map(|workload| crate::WorkloadUsage {
-                        name: workload.name.clone(),
-                        samples: workload.samples,
-                        p95_cpu_millis: workload.p95_cpu_millis,
-                        p95_memory_bytes: workload.p95_memory_bytes,
-                        requested_cpu_millis: workload.requested_cpu_millis,
-                        requested_memory_bytes: workload.requested_memory_bytes,
-                    })
-                    .collect(),
+                workloads: used.workloads.clone(),
+                usage_vs_requests: used.usage_vs_requests.clone(),
             }),
             workload_scaling: report.workload_scaling.as_ref().map(|scaling| {
                 crate::WorkloadScaling {
@@ -212,32 +145,10 @@ impl Report {
                     hpas: scaling.hpas,
                     scaled_workloads: scaling.scaled_workloads,
                     not_replayed: scaling.not_replayed,
-                    workloads: scaling
-                        .workloads
-                        .iter()
-                        .map(workload_replicas_from_proto)
-                        .collect(),
+                    workloads: scaling.workloads.clone(),
                 }
             }),
-            provisioning: report
-                .provisioning
-                .as_ref()
-                .map(|used| crate::ProvisioningUsed {
-                    name: used.name.clone(),
-                    source: used.source.clone(),
-                    origin: used.origin.clone(),
-                    summary: used.summary.clone(),
-                    yaml: used.yaml.clone(),
-                    delays: used
-                        .delays
-                        .iter()
-                        .map(|d| crate::DelaySamples {
-                            scope: d.scope.clone(),
-                            delay: d.delay.clone(),
-                            samples: d.samples,
-                        })
-                        .collect(),
-                }),
+            provisioning: report.provisioning.clone(),
             pending_split: report
                 .pending_split
                 .as_ref()
@@ -288,32 +199,9 @@ impl Configuration {
                 yaml: p.yaml.clone(),
             }),
             autoscaler_recorded_source: self.autoscaler_recorded_source.clone(),
-            autoscaler_not_applied: self
-                .autoscaler_not_applied
-                .iter()
-                .map(|n| env::AutoscalerFlagNotApplied {
-                    flag: n.flag.clone(),
-                    reason: n.reason.clone(),
-                })
-                .collect(),
-            autoscaler_simulation_flags: self
-                .autoscaler_simulation_flags
-                .iter()
-                .map(|f| env::AutoscalerSimulationFlag {
-                    name: f.name.clone(),
-                    value: f.value.clone(),
-                    reason: f.reason.clone(),
-                })
-                .collect(),
-            controller_manager_flags: self
-                .controller_manager_flags
-                .iter()
-                .map(|f| env::ControllerManagerFlag {
-                    name: f.name.clone(),
-                    given: f.given.clone(),
-                    as_run: f.as_run.clone(),
-                })
-                .collect(),
+            autoscaler_not_applied: self.autoscaler_not_applied.clone(),
+            autoscaler_simulation_flags: self.autoscaler_simulation_flags.clone(),
+            controller_manager_flags: self.controller_manager_flags.clone(),
             karpenter: self.karpenter.as_ref().map(|version| env::KarpenterRun {
                 version: version.clone(),
             }),
@@ -349,32 +237,9 @@ impl Configuration {
                 yaml: p.yaml.clone(),
             }),
             autoscaler_recorded_source: applied.autoscaler_recorded_source.clone(),
-            autoscaler_not_applied: applied
-                .autoscaler_not_applied
-                .iter()
-                .map(|n| crate::model::AutoscalerFlagNotApplied {
-                    flag: n.flag.clone(),
-                    reason: n.reason.clone(),
-                })
-                .collect(),
-            autoscaler_simulation_flags: applied
-                .autoscaler_simulation_flags
-                .iter()
-                .map(|f| crate::model::AutoscalerSimulationFlag {
-                    name: f.name.clone(),
-                    value: f.value.clone(),
-                    reason: f.reason.clone(),
-                })
-                .collect(),
-            controller_manager_flags: applied
-                .controller_manager_flags
-                .iter()
-                .map(|f| crate::ControllerManagerFlag {
-                    name: f.name.clone(),
-                    given: f.given.clone(),
-                    as_run: f.as_run.clone(),
-                })
-                .collect(),
+            autoscaler_not_applied: applied.autoscaler_not_applied.clone(),
+            autoscaler_simulation_flags: applied.autoscaler_simulation_flags.clone(),
+            controller_manager_flags: applied.controller_manager_flags.clone(),
             karpenter: applied.karpenter.as_ref().map(|run| run.version.clone()),
         }
     }
@@ -397,19 +262,7 @@ fn fidelity_to_proto(fidelity: &Fidelity) -> pb::Fidelity {
                 simulated: Some(state(&bucket.simulated)),
             })
             .collect(),
-        series: fidelity
-            .series
-            .iter()
-            .map(|series| pb::FidelitySeries {
-                name: series.name.clone(),
-                buckets: series.buckets,
-                mean_abs_error: series.mean_abs_error,
-                max_abs_error: series.max_abs_error,
-                within_tolerance: series.within_tolerance,
-                recorded_peak: series.recorded_peak,
-                simulated_peak: series.simulated_peak,
-            })
-            .collect(),
+        series: fidelity.series.clone(),
         pending: Some(pb::FidelityPending {
             recorded: fidelity.pending.recorded.as_ref().map(percentiles_to_proto),
             simulated: Some(percentiles_to_proto(&fidelity.pending.simulated)),
@@ -438,19 +291,7 @@ fn fidelity_from_proto(fidelity: &pb::Fidelity) -> Fidelity {
                 simulated: state(bucket.simulated.as_ref()),
             })
             .collect(),
-        series: fidelity
-            .series
-            .iter()
-            .map(|series| SeriesFidelity {
-                name: series.name.clone(),
-                buckets: series.buckets,
-                mean_abs_error: series.mean_abs_error,
-                max_abs_error: series.max_abs_error,
-                within_tolerance: series.within_tolerance,
-                recorded_peak: series.recorded_peak,
-                simulated_peak: series.simulated_peak,
-            })
-            .collect(),
+        series: fidelity.series.clone(),
         pending: fidelity
             .pending
             .as_ref()
@@ -547,66 +388,6 @@ fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
     }
 }
 
-fn costs_to_proto(costs: &Costs) -> pb::Costs {
-    pb::Costs {
-        groups: costs
-            .groups
-            .iter()
-            .map(|group| pb::GroupCost {
-                group: group.group.clone(),
-                instance_type: group.instance_type.clone(),
-                node_hours: group.node_hours,
-                price_per_hour: group.price_per_hour,
-                cost: group.cost,
-                scale_ups: group.scale_ups,
-                scale_downs: group.scale_downs,
-                instance_types: group.instance_types.clone().into_iter().collect(),
-            })
-            .collect(),
-        node_hours: costs.node_hours,
-        cost: costs.cost,
-        unpriced_groups: costs.unpriced_groups.clone(),
-        pending_pod_seconds: costs.pending_pod_seconds,
-        pods_never_scheduled: costs.pods_never_scheduled,
-        pods_evicted: costs.pods_evicted,
-        pods_preempted: costs.pods_preempted,
-        cpu_requested_mean: costs.cpu_requested_mean,
-        cpu_requested_peak: costs.cpu_requested_peak,
-        memory_requested_mean: costs.memory_requested_mean,
-        memory_requested_peak: costs.memory_requested_peak,
-    }
-}
-
-fn costs_from_proto(costs: &pb::Costs) -> Costs {
-    Costs {
-        groups: costs
-            .groups
-            .iter()
-            .map(|group| GroupCost {
-                group: group.group.clone(),
-                instance_type: group.instance_type.clone(),
-                node_hours: group.node_hours,
-                price_per_hour: group.price_per_hour,
-                cost: group.cost,
-                scale_ups: group.scale_ups,
-                scale_downs: group.scale_downs,
-                instance_types: group.instance_types.clone().into_iter().collect(),
-            })
-            .collect(),
-        node_hours: costs.node_hours,
-        cost: costs.cost,
-        unpriced_groups: costs.unpriced_groups.clone(),
-        pending_pod_seconds: costs.pending_pod_seconds,
-        pods_never_scheduled: costs.pods_never_scheduled,
-        pods_evicted: costs.pods_evicted,
-        pods_preempted: costs.pods_preempted,
-        cpu_requested_mean: costs.cpu_requested_mean,
-        cpu_requested_peak: costs.cpu_requested_peak,
-        memory_requested_mean: costs.memory_requested_mean,
-        memory_requested_peak: costs.memory_requested_peak,
-    }
-}
-
 fn outage_to_proto(outage: &ReportedOutage) -> pb::AutoscalerOutage {
     pb::AutoscalerOutage {
         offset: Some(duration_to_proto(Duration::from_millis(outage.offset_ms))),
@@ -620,24 +401,6 @@ fn outage_from_proto(outage: &pb::AutoscalerOutage) -> ReportedOutage {
         offset_ms: duration_millis(outage.offset.as_ref()),
         duration_ms: duration_millis(outage.duration.as_ref()),
         ongoing: outage.ongoing,
-    }
-}
-
-fn wait_to_proto(wait: &WaitReason) -> pb::WaitReason {
-    pb::WaitReason {
-        source: wait.source.clone(),
-        reason: wait.reason.clone(),
-        owner: wait.owner.clone(),
-        count: wait.count,
-    }
-}
-
-fn wait_from_proto(wait: &pb::WaitReason) -> WaitReason {
-    WaitReason {
-        source: wait.source.clone(),
-        reason: wait.reason.clone(),
-        owner: wait.owner.clone(),
-        count: wait.count,
     }
 }
 
@@ -802,46 +565,6 @@ fn flag_source_to_proto(word: &str) -> env::AutoscalerFlagSource {
         "environment" => env::AutoscalerFlagSource::Environment,
         "run" => env::AutoscalerFlagSource::Run,
         _ => env::AutoscalerFlagSource::Unspecified,
-    }
-}
-
-fn workload_replicas_to_proto(workload: &crate::WorkloadReplicas) -> pb::WorkloadReplicas {
-    pb::WorkloadReplicas {
-        name: workload.name.clone(),
-        recorded: workload.recorded.clone(),
-        simulated: workload.simulated.clone(),
-        recorded_replica_seconds: workload.recorded_replica_seconds,
-        simulated_replica_seconds: workload.simulated_replica_seconds,
-        scale_events: workload
-            .scale_events
-            .iter()
-            .map(|change| pb::ReplicaChange {
-                offset_ms: change.offset_ms,
-                from: change.from,
-                to: change.to,
-            })
-            .collect(),
-        scale_events_dropped: workload.scale_events_dropped,
-    }
-}
-
-fn workload_replicas_from_proto(workload: &pb::WorkloadReplicas) -> crate::WorkloadReplicas {
-    crate::WorkloadReplicas {
-        name: workload.name.clone(),
-        recorded: workload.recorded.clone(),
-        simulated: workload.simulated.clone(),
-        recorded_replica_seconds: workload.recorded_replica_seconds,
-        simulated_replica_seconds: workload.simulated_replica_seconds,
-        scale_events: workload
-            .scale_events
-            .iter()
-            .map(|change| crate::ReplicaChange {
-                offset_ms: change.offset_ms,
-                from: change.from,
-                to: change.to,
-            })
-            .collect(),
-        scale_events_dropped: workload.scale_events_dropped,
     }
 }
 
@@ -1035,7 +758,7 @@ mod tests {
     fn the_provisioning_model_round_trips_and_unknown_is_absent() {
         let mut report = fixtures::report();
         assert_eq!(report.to_proto().provisioning, None);
-        report.provisioning = Some(crate::ProvisioningUsed {
+        report.provisioning = Some(crate::Provisioning {
             name: "prod".into(),
             source: "ksim trace calibrate prod.ksimtrace".into(),
             origin: "learned".into(),
@@ -1122,6 +845,52 @@ mod tests {
         let json = serde_json::to_string(&report).unwrap();
         let read: Report = serde_json::from_str(&json).unwrap();
         assert_eq!(read.configuration.unwrap().controller_manager_flags, [flag]);
+    }
+
+    #[test]
+    fn the_proto_messages_report_json_holds_keep_its_names_and_omissions() {
+        let mut report = fixtures::report();
+        report.costs.groups = vec![crate::GroupCost {
+            group: "m5".into(),
+            node_hours: 2.5,
+            ..Default::default()
+        }];
+        report.provisioning = Some(crate::Provisioning {
+            name: "learned".into(),
+            ..Default::default()
+        });
+        let mut scaling = fixtures::workload_scaling();
+        scaling.workloads[0].scale_events.clear();
+        report.workload_scaling = Some(scaling);
+        let json = serde_json::to_value(&report).unwrap();
+
+        let group = &json["costs"]["groups"][0];
+        assert_eq!(group["node_hours"], 2.5, "{group}");
+        // No price is null, as before; no instance types is left out, as before.
+        assert!(group["price_per_hour"].is_null(), "{group}");
+        assert!(group.get("instance_types").is_none(), "{group}");
+        assert!(json["provisioning"].get("delays").is_none(), "{json}");
+        assert_eq!(json["provisioning"]["name"], "learned");
+        let workload = &json["workload_scaling"]["workloads"][0];
+        assert!(workload.get("scale_events").is_none(), "{workload}");
+        assert_eq!(workload["scale_events_dropped"], 5, "{workload}");
+        let read: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(read, report);
+
+        // A group written before `instance_types`, and limits before `pressure_evictions`,
+        // read with their defaults.
+        let group: crate::GroupCost = serde_json::from_str(
+            r#"{"group":"m5","instance_type":"m5.xlarge","node_hours":1.0,"price_per_hour":null,
+                "cost":null,"scale_ups":1,"scale_downs":0}"#,
+        )
+        .unwrap();
+        assert!(group.instance_types.is_empty());
+        assert_eq!(group.scale_ups, 1);
+        let limits: crate::WorkloadLimits = serde_json::from_str(
+            r#"{"name":"Deployment/a/b","oom_kills":2,"throttled_cpu_seconds":0.5}"#,
+        )
+        .unwrap();
+        assert_eq!((limits.oom_kills, limits.pressure_evictions), (2, 0));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use ksim_provisioning::{Delay, GroupProvisioning, Model, calibrate, observe};
 use ksim_report::DelaySamples;
 use ksim_trace::Trace;
 
-use super::report::ProvisioningUsed;
+use super::report::Provisioning;
 
 /// How a run got its model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,8 +84,8 @@ impl Chosen {
     }
 
     /// What the report says of it.
-    pub fn used(&self) -> ProvisioningUsed {
-        ProvisioningUsed {
+    pub fn used(&self) -> Provisioning {
+        Provisioning {
             name: self.model.name.clone(),
             source: self.model.source.clone(),
             origin: self.origin.as_str().to_owned(),

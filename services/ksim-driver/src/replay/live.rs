@@ -36,7 +36,7 @@ pub struct Live {
     /// The scheduler and CA configuration the environment ran the simulation with.
     configuration: Option<ksim_report::Configuration>,
     /// The provisioning model the run uses.
-    provisioning: Option<ksim_report::ProvisioningUsed>,
+    provisioning: Option<ksim_report::Provisioning>,
     /// Per node group: its instance type and price.
     prices: BTreeMap<String, GroupPrice>,
     /// cluster-autoscaler's unremovable counts read so far; `None` in a run without CA.
@@ -150,7 +150,7 @@ impl Live {
     }
 
     /// The provisioning model the run uses, for the report.
-    pub fn with_provisioning(mut self, provisioning: ksim_report::ProvisioningUsed) -> Self {
+    pub fn with_provisioning(mut self, provisioning: ksim_report::Provisioning) -> Self {
         self.provisioning = Some(provisioning);
         self
     }
