@@ -112,67 +112,63 @@ if ! $quick; then
   # that leave cores idle. Not in the quick lane, which builds none. Their own session, so an
   # early exit stops them (summary).
   #
-  # The pinned releases first, the control plane in a lane of its own beside the others; the
-  # tests start once those are there ("pinned Go builds' end"). The other releases the version
-  # tests run against build beside the tests, at a lower priority; a test that asks for one
-  # before it is there waits for the job's lock to go (KSIM_GO_BUILDS_LOCK, ksim_localenv's
-  # binaries.rs). The job's end is checked after the tests ("Go builds' end").
+  # The control plane builds in a lane of its own beside the pinned cluster-autoscaler, then
+  # metrics-server, the pinned Karpenter and the other releases the version tests run against.
+  # The tests start once the control plane and the pinned cluster-autoscaler are there ("first
+  # Go builds' end"); the rest build beside them at a lower priority, and a test that asks for
+  # one before it is there waits for it while the job holds its lock (KSIM_GO_BUILDS_LOCK,
+  # ksim_localenv's binaries.rs). The job's end is checked after the tests ("Go builds' end").
   go_components() {
     local version lane
     exec 8>"$go_lock"
     flock 8
-    # built WHAT VAR COMMAND...: runs a build script, records its time, and prints the export of
-    # the directory it printed as VAR (none when VAR is empty).
+    # built WHAT COMMAND...: runs a build script, records its time, and marks WHAT built.
     built() {
-      local what=$1 var=$2 t=$SECONDS dir
-      shift 2
-      dir=$("$@") || { echo "error: $what could not be built (see above)" >&2; return 1; }
-      [[ -z $var ]] || printf 'export %s=%q\n' "$var" "$dir"
+      local what=$1 t=$SECONDS
+      shift
+      "$@" >/dev/null || { echo "error: $what could not be built (see above)" >&2; return 1; }
       printf '%6s  %s\n' $((SECONDS - t)) "$what" >>"$go_times"
+      : >"$go_marks/$what"
     }
-    # Every release the version tests run against (versions.env), from the source archives beside
-    # the checkout or the Go module proxy: one that cannot be built fails the run.
     # shellcheck source=cluster-autoscaler/versions.env
     source deploy/cluster-autoscaler/versions.env
     # shellcheck source=karpenter/versions.env
     source deploy/karpenter/versions.env
 
-    built "control plane binaries" KSIM_CONTROL_PLANE_BIN_DIR deploy/control-plane/build.sh &
+    # A failed lane stops the whole job at once, not after the other lane's builds.
+    { built "control plane binaries" deploy/control-plane/build.sh || kill -- -$$; } &
     lane=$!
-    built "cluster-autoscaler $CLUSTER_AUTOSCALER_VERSION" KSIM_CLUSTER_AUTOSCALER_BIN_DIR \
+    built "cluster-autoscaler $CLUSTER_AUTOSCALER_VERSION" \
       deploy/cluster-autoscaler/build.sh "$CLUSTER_AUTOSCALER_VERSION"
     # The aggregation-layer tests run the real metrics-server, the Karpenter tests the real
     # Karpenter with its KWOK provider; without them they fail.
-    built metrics-server KSIM_METRICS_SERVER_BIN_DIR deploy/metrics-server/build.sh
-    built "Karpenter $KARPENTER_VERSION" KSIM_KARPENTER_BIN_DIR \
-      deploy/karpenter/build.sh "$KARPENTER_VERSION"
-    wait "$lane"
-    : >"$go_pinned_done"
-
+    built metrics-server deploy/metrics-server/build.sh
+    built "Karpenter $KARPENTER_VERSION" deploy/karpenter/build.sh "$KARPENTER_VERSION"
+    # Every release the version tests run against (versions.env), from the source archives
+    # beside the checkout or the Go module proxy: one that cannot be built fails the run.
     for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
       [[ $version == "$CLUSTER_AUTOSCALER_VERSION" ]] ||
-        built "cluster-autoscaler $version (beside the tests)" "" \
-          nice -n 10 deploy/cluster-autoscaler/build.sh "$version"
+        built "cluster-autoscaler $version" deploy/cluster-autoscaler/build.sh "$version"
     done
     for version in $KARPENTER_TESTED_VERSIONS; do
       [[ $version == "$KARPENTER_VERSION" ]] ||
-        built "Karpenter $version (beside the tests)" "" \
-          nice -n 10 deploy/karpenter/build.sh "$version"
+        built "Karpenter $version" deploy/karpenter/build.sh "$version"
     done
+    wait "$lane"
   }
   step "Go builds, started beside the steps that follow"
-  go_env=target/go-components.env
   go_log=target/go-builds.log
   go_times=target/go-builds.times
   go_lock=$PWD/target/go-builds.lock
-  go_pinned_done=target/go-builds.pinned
+  go_marks=target/go-builds.built
   go_ended=target/go-builds.ended
   : >"$go_times"
-  rm -f "$go_pinned_done" "$go_ended"
+  rm -rf "$go_marks" "$go_ended"
+  mkdir -p "$go_marks"
   export -f go_components
-  export go_times go_lock go_pinned_done go_ended
+  export go_times go_lock go_marks go_ended
   setsid bash -c 'set -euo pipefail; trap ": >$go_ended" EXIT; go_components' \
-    >"$go_env" 2>"$go_log" &
+    >"$go_log" 2>&1 &
   go_pid=$!
 fi
 
@@ -237,9 +233,13 @@ step "cargo build"
 # waiting on a build of their own.
 cargo build --workspace --bins --tests --locked
 
-step "pinned Go builds' end"
-# The job marks the pinned releases built, or ends (a failed build: reported here).
-while [[ ! -e $go_pinned_done ]]; do
+step "first Go builds' end"
+# Every end-to-end test needs the control plane and nearly every one the pinned
+# cluster-autoscaler; the job marks each build done, or ends (a failed build: reported here).
+# shellcheck source=cluster-autoscaler/versions.env
+source deploy/cluster-autoscaler/versions.env
+until [[ -e "$go_marks/control plane binaries" &&
+  -e "$go_marks/cluster-autoscaler $CLUSTER_AUTOSCALER_VERSION" ]]; do
   if [[ -e $go_ended ]]; then
     finish_job "$go_pid" "$go_log" "the Go builds"
     go_pid=
@@ -247,8 +247,8 @@ while [[ ! -e $go_pinned_done ]]; do
   fi
   sleep 2
 done
-# shellcheck source=/dev/null
-source "$go_env"
+# The builds left yield to the tests.
+[[ -z $go_pid ]] || renice -n 10 -g "$go_pid" >/dev/null 2>&1 || true
 
 step "cargo test, and fuzzing beside it"
 # Fuzzing, bounded to a minute per target by default (KSIM_FUZZ_SECONDS; a crash fails the run),

@@ -89,9 +89,7 @@ impl ClusterAutoscalerBinary {
         let dir = if version == cluster_autoscaler_version() {
             bin_dir(BIN_DIR_ENV, &cached)?
         } else {
-            let dir = cached_bin_dir(&cached)?;
-            crate::binaries::await_build(&dir.join(NAME))?;
-            dir
+            cached_bin_dir(&cached)?
         };
         Self::in_dir(&dir).map_err(|error| match error {
             Error::MissingClusterAutoscaler { path, .. } => Error::MissingClusterAutoscaler {

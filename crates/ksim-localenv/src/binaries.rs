@@ -149,39 +149,44 @@ pub fn bin_dir(env: &str, cached: &str) -> Result<PathBuf, Error> {
 }
 
 /// `<cache root>/<name>/bin`, where `deploy/*/build.sh` put a build (`name` is e.g.
-/// `k8s-v1.35.4`, `cluster-autoscaler-1.35.2`).
+/// `k8s-v1.35.4`, `cluster-autoscaler-1.35.2`). While deploy/test.sh builds beside the tests,
+/// waits for a build not there yet (`await_build`).
 pub fn cached_bin_dir(name: &str) -> Result<PathBuf, Error> {
-    Ok(cache_root()?.join(name).join("bin"))
+    let dir = cache_root()?.join(name).join("bin");
+    await_build(&dir)?;
+    Ok(dir)
 }
 
-/// Set by deploy/test.sh while it builds Go components beside the tests: a file it holds an
-/// exclusive lock on until its last build ends.
+/// Set by deploy/test.sh while it builds Go components beside the tests: a file its build job
+/// holds an exclusive lock on until its last build ends.
 const BUILDS_LOCK_ENV: &str = "KSIM_GO_BUILDS_LOCK";
-/// The longest the releases built beside the tests take from an empty cache is about ten
-/// minutes; a wedged build fails the tests that wait on it well within CI's limit.
+/// From an empty cache the builds beside the tests take about half an hour; a wedged one fails
+/// the tests that wait on it well within CI's limit.
 const BUILDS_WAIT: Duration = Duration::from_secs(40 * 60);
 const BUILDS_POLL: Duration = Duration::from_secs(1);
 
-/// Returns once `path` can be used: at once when it exists or nothing builds beside the tests
-/// (`KSIM_GO_BUILDS_LOCK` unset); otherwise when those builds have ended, whatever they left.
-/// deploy/test.sh starts the tests once the pinned releases are built and builds the other
-/// releases under test meanwhile, so a version test may ask for one before it is there.
-pub(crate) fn await_build(path: &Path) -> Result<(), Error> {
+/// Returns once `bin_dir` is there, or at once when nothing builds beside the tests
+/// (`KSIM_GO_BUILDS_LOCK` unset) or the build job has ended (whatever it left: the caller says
+/// what is missing). deploy/test.sh starts the tests once the control plane and the pinned
+/// cluster-autoscaler are built and builds the rest meanwhile; each build script moves its
+/// finished directory into place whole, so its existence means a complete build.
+fn await_build(bin_dir: &Path) -> Result<(), Error> {
     let Some(lock) = std::env::var_os(BUILDS_LOCK_ENV).map(PathBuf::from) else {
         return Ok(());
     };
+    await_while_locked(bin_dir, &lock, BUILDS_WAIT)
+}
+
+/// Waits up to `wait` for `path` to exist while another process holds `lock` exclusively.
+fn await_while_locked(path: &Path, lock: &Path, wait: Duration) -> Result<(), Error> {
     if path.exists() {
         return Ok(());
     }
-    await_unlocked(&lock, BUILDS_WAIT)
-}
-
-/// Waits up to `wait` for a shared lock on `lock`, which a running build job holds exclusively.
-fn await_unlocked(lock: &Path, wait: Duration) -> Result<(), Error> {
     let file = std::fs::File::open(lock).map_err(Error::io("cannot open", lock))?;
     let deadline = Instant::now() + wait;
-    loop {
+    while !path.exists() {
         match file.try_lock_shared() {
+            // The job ended.
             Ok(()) => return Ok(()),
             Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
                 std::thread::sleep(BUILDS_POLL);
@@ -201,6 +206,7 @@ fn await_unlocked(lock: &Path, wait: Duration) -> Result<(), Error> {
             }
         }
     }
+    Ok(())
 }
 
 pub fn cache_root() -> Result<PathBuf, Error> {
@@ -219,23 +225,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_release_built_beside_the_tests_is_waited_for_until_its_build_job_ends() {
+    fn a_build_not_there_yet_is_waited_for_while_the_build_job_runs() {
         let dir = tempfile::tempdir().unwrap();
         let lock = dir.path().join("go-builds.lock");
         let job = std::fs::File::create(&lock).unwrap();
         job.lock().unwrap();
-        let binary = dir.path().join("cluster-autoscaler");
+        let bin_dir = dir.path().join("bin");
+        // The job builds, then goes on to other builds, holding its lock until the test has
+        // seen the build (or a minute has passed: a wait for the job's end fails, not hangs).
+        let (seen, job_goes_on) = std::sync::mpsc::channel::<()>();
         let builder = {
-            let binary = binary.clone();
+            let bin_dir = bin_dir.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(300));
-                std::fs::write(&binary, "built").unwrap();
+                std::fs::create_dir(&bin_dir).unwrap();
+                let held = job_goes_on.recv_timeout(Duration::from_secs(60)).is_ok();
+                drop(job);
+                held
+            })
+        };
+        await_while_locked(&bin_dir, &lock, Duration::from_secs(120)).unwrap();
+        assert!(bin_dir.exists(), "returned before the build was there");
+        let _ = seen.send(());
+        assert!(
+            builder.join().unwrap(),
+            "waited for the job's end, not for the build"
+        );
+    }
+
+    #[test]
+    fn a_build_job_that_ends_without_the_build_ends_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("go-builds.lock");
+        let job = std::fs::File::create(&lock).unwrap();
+        job.lock().unwrap();
+        let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ended = {
+            let released = released.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                released.store(true, std::sync::atomic::Ordering::SeqCst);
                 drop(job);
             })
         };
-        await_unlocked(&lock, Duration::from_secs(60)).unwrap();
-        assert!(binary.exists(), "returned before the build job ended");
-        builder.join().unwrap();
+        let bin_dir = dir.path().join("bin");
+        await_while_locked(&bin_dir, &lock, Duration::from_secs(60)).unwrap();
+        assert!(
+            released.load(std::sync::atomic::Ordering::SeqCst),
+            "returned while the job ran"
+        );
+        assert!(!bin_dir.exists());
+        ended.join().unwrap();
     }
 
     #[test]
@@ -244,7 +284,7 @@ mod tests {
         let lock = dir.path().join("go-builds.lock");
         let job = std::fs::File::create(&lock).unwrap();
         job.lock().unwrap();
-        let error = await_unlocked(&lock, Duration::ZERO).unwrap_err();
+        let error = await_while_locked(&dir.path().join("bin"), &lock, Duration::ZERO).unwrap_err();
         assert!(
             matches!(&error, Error::BuildsUnfinished { lock: named, .. } if *named == lock),
             "{error}"

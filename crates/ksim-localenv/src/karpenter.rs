@@ -79,9 +79,7 @@ impl KarpenterBinary {
         let dir = if version == karpenter_version() {
             bin_dir(BIN_DIR_ENV, &cached)?
         } else {
-            let dir = cached_bin_dir(&cached)?;
-            crate::binaries::await_build(&dir.join(NAME))?;
-            dir
+            cached_bin_dir(&cached)?
         };
         Self::in_release_dir(&dir, version)
     }
