@@ -64,8 +64,13 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.DelaySamples",
     ".ksim.driver.v1.FidelitySeries",
     ".ksim.driver.v1.GroupCost",
+    ".ksim.driver.v1.NodesKept",
+    ".ksim.driver.v1.NodesKeptReason",
+    ".ksim.driver.v1.PodPhaseCounts",
     ".ksim.driver.v1.Provisioning",
     ".ksim.driver.v1.ReplicaChange",
+    ".ksim.driver.v1.ResourceUsage",
+    ".ksim.driver.v1.UsageReplay",
     ".ksim.driver.v1.WaitReason",
     ".ksim.driver.v1.WorkloadLimits",
     ".ksim.driver.v1.WorkloadReplicas",
@@ -76,8 +81,25 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
 ];
 const REPORT_JSON_DERIVE: &str =
     "#[derive(serde::Serialize, serde::Deserialize)]\n#[serde(default)]";
-/// Fields report.json leaves out when empty, as it always has.
+/// Fields report.json names or writes its own way, as it always has: durations as whole
+/// milliseconds under a `_ms` name (`ksim_proto::json`), and empty lists and maps left out.
 const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
+    (
+        ".ksim.driver.v1.NodesKeptReason.first_seen",
+        "#[serde(rename = \"first_seen_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.UsageReplay.interval",
+        "#[serde(rename = \"interval_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.UsageReplay.workloads",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.UsageReplay.usage_vs_requests",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
     (
         ".ksim.driver.v1.GroupCost.instance_types",
         "#[serde(skip_serializing_if = \"::std::collections::BTreeMap::is_empty\")]",

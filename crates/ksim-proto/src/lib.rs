@@ -11,6 +11,8 @@
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/ksim_descriptor.bin"));
 
+pub mod json;
+
 /// ksim's own APIs.
 pub mod ksim {
     /// The tracer store API and the trace file schema.

@@ -365,7 +365,7 @@ mod tests {
             assert_eq!(figure(&report, name), None, "{name}");
         }
         report.workload_scaling = Some(crate::fixtures::workload_scaling());
-        report.usage = Some(crate::UsageReplayed {
+        report.usage = Some(crate::UsageReplay {
             oom_kills: 3,
             throttled_cpu_seconds: 7.5,
             ..Default::default()
@@ -506,7 +506,7 @@ mod tests {
     /// A report whose timeline has 1 s buckets of these Ready nodes, and ten times as many
     /// Running pods.
     fn timeline(nodes: &[u64]) -> Report {
-        use crate::input::{NodeCount, PodCounts};
+        use crate::input::{NodeCount, PodPhaseCounts};
         Report {
             timeline: (0u64..)
                 .zip(nodes)
@@ -521,9 +521,9 @@ mod tests {
                         },
                     )]
                     .into(),
-                    pods: PodCounts {
+                    pods: PodPhaseCounts {
                         running: ready * 10,
-                        ..PodCounts::default()
+                        ..PodPhaseCounts::default()
                     },
                     ..Bucket::default()
                 })

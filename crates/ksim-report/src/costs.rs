@@ -167,9 +167,9 @@ pub(super) fn waits(reasons: &[WaitReason]) -> Vec<WaitReason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::{GroupPrice, NeverRan, NodeCount, ScaleEvent, Usage};
+    use crate::input::{GroupPrice, NeverRan, NodeCount, ResourceUsage, ScaleEvent};
 
-    fn bucket(nodes: &[(&str, u64)], usage: Usage) -> Bucket {
+    fn bucket(nodes: &[(&str, u64)], usage: ResourceUsage) -> Bucket {
         Bucket {
             nodes: nodes
                 .iter()
@@ -191,10 +191,10 @@ mod tests {
 
     #[test]
     fn node_hours_and_cost_come_from_recorded_buckets_and_known_prices() {
-        let cpu = |requested, allocatable| Usage {
+        let cpu = |requested, allocatable| ResourceUsage {
             requested_cpu_millis: requested,
             allocatable_cpu_millis: allocatable,
-            ..Usage::default()
+            ..ResourceUsage::default()
         };
         // One hour of 2 m5 nodes then 1, in 30 min buckets; c5 one node throughout.
         let timeline = [
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn no_price_at_all_is_no_cost() {
-        let timeline = [bucket(&[("m5", 1)], Usage::default())];
+        let timeline = [bucket(&[("m5", 1)], ResourceUsage::default())];
         let costs = costs(&Observations::default(), &timeline, 1000);
         assert_eq!(costs.cost, None);
         assert_eq!(costs.unpriced_groups, ["m5"]);

@@ -309,7 +309,7 @@ fn compared(measure: &Measure, buckets: &[FidelityBucket]) -> FidelitySeries {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::input::{NodeCount, PodCounts, Sample, Usage};
+    use super::super::input::{NodeCount, PodPhaseCounts, ResourceUsage, Sample};
     use super::*;
 
     fn state(group_nodes: &[(&str, u64)], running: u64, pending: u64) -> ClusterState {
@@ -342,13 +342,13 @@ mod tests {
                     ..NodeCount::default()
                 },
             )]),
-            pods: PodCounts {
+            pods: PodPhaseCounts {
                 running,
                 pending,
-                ..PodCounts::default()
+                ..PodPhaseCounts::default()
             },
             unscheduled: 0,
-            usage: Usage::default(),
+            usage: ResourceUsage::default(),
         }
     }
 

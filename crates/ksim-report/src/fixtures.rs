@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::build::build;
 use super::input::{
     ClusterState, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord,
-    Observations, PodCounts, RecordedState, Sample, ScaleEvent, Usage,
+    Observations, PodPhaseCounts, RecordedState, ResourceUsage, Sample, ScaleEvent,
 };
 use super::model::Report;
 use crate::{Gvk, Operation, Target};
@@ -34,7 +34,7 @@ pub fn observations() -> Observations {
             .collect(),
         pods,
         unscheduled,
-        usage: Usage {
+        usage: ResourceUsage {
             requested_cpu_millis: 1500,
             allocatable_cpu_millis: 3860,
             requested_memory_bytes: 3 << 30,
@@ -68,39 +68,39 @@ pub fn observations() -> Observations {
             sample(
                 0,
                 &[("group-a", 1)],
-                PodCounts {
+                PodPhaseCounts {
                     pending: 5,
-                    ..PodCounts::default()
+                    ..PodPhaseCounts::default()
                 },
                 5,
             ),
             sample(
                 900,
                 &[("group-a", 1)],
-                PodCounts {
+                PodPhaseCounts {
                     pending: 5,
-                    ..PodCounts::default()
+                    ..PodPhaseCounts::default()
                 },
                 5,
             ),
             sample(
                 1_200,
                 &[("group-a", 1), ("group-b", 2)],
-                PodCounts {
+                PodPhaseCounts {
                     pending: 3,
                     running: 2,
-                    ..PodCounts::default()
+                    ..PodPhaseCounts::default()
                 },
                 3,
             ),
             sample(
                 3_100,
                 &[("group-a", 1), ("group-b", 1)],
-                PodCounts {
+                PodPhaseCounts {
                     running: 4,
                     succeeded: 1,
                     failed: 1,
-                    ..PodCounts::default()
+                    ..PodPhaseCounts::default()
                 },
                 0,
             ),

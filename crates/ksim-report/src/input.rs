@@ -5,6 +5,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// Simulated pods by phase: the proto's message.
+pub use ksim_proto::ksim::driver::v1::PodPhaseCounts;
+/// What the pods bound to the simulation's nodes request, what those nodes allocate, and what
+/// the usage replay last gave the replayed pods to use: the proto's message.
+pub use ksim_proto::ksim::driver::v1::ResourceUsage;
+
 use crate::{Operation, Target};
 
 /// Everything the driver observed about one simulation.
@@ -79,7 +85,7 @@ pub struct Observations {
     /// How the replay gave its pods usage; `None` when the trace held none. Defaulted like
     /// `provisioning`.
     #[serde(default)]
-    pub usage: Option<crate::UsageReplayed>,
+    pub usage: Option<crate::UsageReplay>,
     /// Who decided replica counts; `None` when the trace held no HPA. Defaulted like `usage`.
     #[serde(default)]
     pub workload_scaling: Option<crate::WorkloadScaling>,
@@ -167,22 +173,6 @@ pub struct NeverRan {
     pub bound: bool,
 }
 
-/// What the pods bound to the simulation's nodes request, and what those nodes allocate; and
-/// what the usage replay last gave the replayed pods to use.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub requested_cpu_millis: u64,
-    pub allocatable_cpu_millis: u64,
-    pub requested_memory_bytes: u64,
-    pub allocatable_memory_bytes: u64,
-    /// The usage replay's last totals as set (before the pool caps CPU at limits); 0 without
-    /// usage and in reports written before it was kept.
-    #[serde(default)]
-    pub used_cpu_millis: u64,
-    #[serde(default)]
-    pub used_memory_bytes: u64,
-}
-
 /// The recorded cluster from one moment on, as the trace's samples give it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedState {
@@ -216,12 +206,12 @@ pub struct Sample {
     pub offset: Duration,
     /// Virtual nodes per node group.
     pub nodes: BTreeMap<String, NodeCount>,
-    pub pods: PodCounts,
+    pub pods: PodPhaseCounts,
     /// Pods Pending and not bound to a node.
     pub unscheduled: u64,
     /// Requested against allocatable; defaulted for samples taken before it was kept.
     #[serde(default)]
-    pub usage: Usage,
+    pub usage: ResourceUsage,
 }
 
 /// Nodes of one group.
@@ -247,16 +237,6 @@ pub struct NodeCount {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// Simulated pods by phase.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodCounts {
-    pub pending: u64,
-    pub running: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    pub unknown: u64,
 }
 
 /// A cluster-autoscaler resize of a node group.

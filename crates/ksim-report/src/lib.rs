@@ -57,15 +57,15 @@ pub use files::{
 };
 pub use input::{
     AutoscalerOutage, ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind,
-    NodeCount, ObjectErrorRecord, Observations, ObservedReplicas, PendingSplit, PodCounts,
-    RecordedState, ReplicaPoint, Sample, ScaleEvent, Usage,
+    NodeCount, ObjectErrorRecord, Observations, ObservedReplicas, PendingSplit, PodPhaseCounts,
+    RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
 };
 pub use model::{
     AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, DelaySamples, Fidelity,
     FidelityBucket, FidelitySeries, GroupCost, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES,
     MAX_USAGE_WORKLOADS, NodeChangeCause, PendingFidelity, PendingPodSeconds, Percentiles,
     ProviderConfiguration, Provisioning, ReplicaChange, Report, ReportedError, ReportedNodeChange,
-    ReportedOutage, SchedulerConfiguration, UsageReplayed, WaitReason, WorkloadLimits,
+    ReportedOutage, SchedulerConfiguration, UsageReplay, WaitReason, WorkloadLimits,
     WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};

@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use ksim_proto::ksim::driver::v1::{
-    Costs, DelaySamples, FidelitySeries, GroupCost, Provisioning, ReplicaChange, WaitReason,
-    WorkloadLimits, WorkloadReplicas, WorkloadUsage,
+    Costs, DelaySamples, FidelitySeries, GroupCost, Provisioning, ReplicaChange, UsageReplay,
+    WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
     AutoscalerFlagNotApplied, AutoscalerSimulationFlag, ControllerManagerFlag,
 };
 
-use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
+use super::input::{ClusterState, NodeChangeKind, NodeCount, PodPhaseCounts, ResourceUsage};
 use crate::{Operation, Target};
 
 /// How a simulation went.
@@ -81,7 +81,7 @@ pub struct Report {
     /// How the replay gave its pods usage; `None` when the trace held none (and in reports
     /// written before usage was replayed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageReplayed>,
+    pub usage: Option<UsageReplay>,
     /// Who decided the replica counts of workloads HPAs scale; `None` when the trace held no
     /// HPA (and in reports written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,40 +123,6 @@ pub struct PendingPodSeconds {
     pub node_boot: f64,
     /// The pod starting on its node.
     pub start: f64,
-}
-
-/// How a replay gave its pods the recorded usage (see the driver's `domain::usage`). Counts
-/// are pod updates: one per running pod per interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct UsageReplayed {
-    /// Usage samples of pods the trace holds.
-    pub samples: u64,
-    /// Samples of pods the trace holds no lifecycle for, ignored.
-    pub ignored_samples: u64,
-    /// How often usage was set, recorded time.
-    pub interval_ms: u64,
-    /// Updates from the matched recorded pod's own usage.
-    pub matched: u64,
-    /// Updates from a share of the owner's recorded total.
-    pub shared: u64,
-    /// Updates from the stated default, the pod's requests.
-    pub defaulted: u64,
-    /// Containers OOM-killed for memory above their limit. Defaulted: older reports.
-    #[serde(default)]
-    pub oom_kills: u64,
-    /// CPU-seconds wanted above CPU limits and throttled, recorded time.
-    #[serde(default)]
-    pub throttled_cpu_seconds: f64,
-    /// Pods evicted by their node's memory pressure. Defaulted: older reports.
-    #[serde(default)]
-    pub pressure_evictions: u64,
-    /// Per workload with any, most OOM kills first (at most [`MAX_LIMITED_WORKLOADS`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub workloads: Vec<WorkloadLimits>,
-    /// Per recorded owner, its p95 usage per pod against its requests per pod, from the trace
-    /// (the driver's `domain::rightsizing`); most CPU first, at most [`MAX_USAGE_WORKLOADS`].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub usage_vs_requests: Vec<WorkloadUsage>,
 }
 
 /// Most workloads a report lists usage against requests for.
@@ -282,7 +248,7 @@ pub struct Bucket {
     pub time_ms: i64,
     /// Virtual nodes per node group.
     pub nodes: BTreeMap<String, NodeCount>,
-    pub pods: PodCounts,
+    pub pods: PodPhaseCounts,
     /// Pods Pending and not bound to a node.
     pub unscheduled: u64,
     /// Nodes cluster-autoscaler added during the bucket.
@@ -292,7 +258,7 @@ pub struct Bucket {
     /// Requested against allocatable, as at the end of the bucket. Defaulted: reports
     /// written before it was kept have zeros.
     #[serde(default)]
-    pub usage: Usage,
+    pub usage: ResourceUsage,
 }
 
 impl Bucket {

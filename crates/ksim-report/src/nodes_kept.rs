@@ -1,40 +1,14 @@
 //! Why cluster-autoscaler kept nodes it did not remove: per unremovable reason, the most nodes
 //! it counted at once and when it first did, from its gauge
 //! `cluster_autoscaler_unremovable_nodes_count{reason}`. The driver folds its samples (see its
-//! `domain::nodes_kept`); this is the report's form of the result, both ways, and its line.
+//! `domain::nodes_kept`); the report holds the proto's messages as they are; this is their line.
 //!
 //! Peaks, not node-seconds: CA sets the gauge only for the reasons present in a loop and never
 //! clears the others, so a reason's value can be stale; a stale value never rises, so the peak
 //! is exact. Cluster-wide: the gauge has no node group label.
 
-use serde::{Deserialize, Serialize};
-
 use ksim_proto::ksim::driver::v1 as pb;
-
-use super::proto::{duration_from_proto, duration_to_proto};
-use super::timeline::millis;
-
-/// Why cluster-autoscaler kept nodes, as the report holds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodesKept {
-    /// Where the figures were read: the metric and the CA release.
-    pub source: String,
-    /// One per reason CA reported during the replay, most nodes first.
-    pub reasons: Vec<NodesKeptReason>,
-}
-
-/// One of cluster-autoscaler's unremovable reasons during the replay.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodesKeptReason {
-    /// CA's number for it (`simulator.UnremovableReason`).
-    pub code: u32,
-    /// CA's name for it; empty for a number the tested releases do not define.
-    pub name: String,
-    /// Most nodes CA counted with it at once.
-    pub peak_nodes: u64,
-    /// First sample showing it, since the replay start, recorded time.
-    pub first_seen_ms: u64,
-}
+pub use pb::{NodesKept, NodesKeptReason};
 
 /// A reason's name, or its number where it has none.
 fn label(code: u32, name: &str) -> String {
@@ -42,42 +16,6 @@ fn label(code: u32, name: &str) -> String {
         format!("reason {code}")
     } else {
         name.to_owned()
-    }
-}
-
-impl NodesKept {
-    pub fn to_proto(&self) -> pb::NodesKept {
-        pb::NodesKept {
-            source: self.source.clone(),
-            reasons: self
-                .reasons
-                .iter()
-                .map(|reason| pb::NodesKeptReason {
-                    code: reason.code,
-                    name: reason.name.clone(),
-                    peak_nodes: reason.peak_nodes,
-                    first_seen: Some(duration_to_proto(std::time::Duration::from_millis(
-                        reason.first_seen_ms,
-                    ))),
-                })
-                .collect(),
-        }
-    }
-
-    pub fn from_proto(kept: &pb::NodesKept) -> Self {
-        Self {
-            source: kept.source.clone(),
-            reasons: kept
-                .reasons
-                .iter()
-                .map(|reason| NodesKeptReason {
-                    code: reason.code,
-                    name: reason.name.clone(),
-                    peak_nodes: reason.peak_nodes,
-                    first_seen_ms: millis(duration_from_proto(reason.first_seen.as_ref())),
-                })
-                .collect(),
-        }
     }
 }
 
@@ -113,13 +51,13 @@ mod tests {
                     code: 11,
                     name: "NotUnderutilized".into(),
                     peak_nodes: 12,
-                    first_seen_ms: 0,
+                    first_seen: Some(ksim_proto::json::of_millis(0)),
                 },
                 NodesKeptReason {
                     code: 99,
                     name: String::new(),
                     peak_nodes: 1,
-                    first_seen_ms: 61_500,
+                    first_seen: Some(ksim_proto::json::of_millis(61_500)),
                 },
             ],
         }
@@ -152,28 +90,15 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_through_the_proto() {
-        let proto = kept().to_proto();
-        assert_eq!(
-            proto.reasons[1].first_seen,
-            Some(prost_types::Duration {
-                seconds: 61,
-                nanos: 500_000_000
-            })
-        );
-        assert_eq!(NodesKept::from_proto(&proto), kept());
-    }
-
-    #[test]
     fn the_line_names_each_reason_with_its_peak_and_says_none_or_nothing() {
         let mut report = pb::Report::default();
         assert_eq!(nodes_kept_line(&report), None);
-        report.nodes_kept = Some(kept().to_proto());
+        report.nodes_kept = Some(kept());
         assert_eq!(
             nodes_kept_line(&report).unwrap(),
             "NotUnderutilized 12, reason 99 1 (cluster-autoscaler's peak per reason, cluster-wide)"
         );
-        report.nodes_kept = Some(pb::NodesKept::default());
+        report.nodes_kept = Some(NodesKept::default());
         assert_eq!(
             nodes_kept_line(&report).unwrap(),
             "cluster-autoscaler reported none"

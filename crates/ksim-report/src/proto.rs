@@ -10,7 +10,7 @@ use std::{collections::BTreeMap, time::Duration};
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 use ksim_trace::time::{millis, timestamp};
 
-use super::input::{ClusterState, NodeChangeKind, NodeCount, PodCounts, Usage};
+use super::input::{ClusterState, NodeChangeKind, NodeCount};
 use super::model::{
     AutoscalerFlag, Bucket, Configuration, Fidelity, FidelityBucket, NodeChangeCause,
     PendingFidelity, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
@@ -46,19 +46,7 @@ impl Report {
                 }
             }),
             provisioning: self.provisioning.clone(),
-            usage: self.usage.as_ref().map(|used| pb::UsageReplay {
-                samples: used.samples,
-                ignored_samples: used.ignored_samples,
-                interval: Some(duration_to_proto(Duration::from_millis(used.interval_ms))),
-                matched: used.matched,
-                shared: used.shared,
-                defaulted: used.defaulted,
-                oom_kills: used.oom_kills,
-                throttled_cpu_seconds: used.throttled_cpu_seconds,
-                pressure_evictions: used.pressure_evictions,
-                workloads: used.workloads.clone(),
-                usage_vs_requests: used.usage_vs_requests.clone(),
-            }),
+            usage: self.usage.clone(),
             workload_scaling: self
                 .workload_scaling
                 .as_ref()
@@ -82,7 +70,7 @@ impl Report {
             }),
             pod_start_time: Some(percentiles_to_proto(&self.pod_start_time)),
             node_ready_time: Some(percentiles_to_proto(&self.node_ready_time)),
-            nodes_kept: self.nodes_kept.as_ref().map(crate::NodesKept::to_proto),
+            nodes_kept: self.nodes_kept.clone(),
             warnings: self.warnings.clone(),
             trace_transforms: self.trace_transforms.clone(),
         }
@@ -125,19 +113,7 @@ impl Report {
                 .autoscaler_outages
                 .as_ref()
                 .map(|outages| outages.outages.iter().map(outage_from_proto).collect()),
-            usage: report.usage.as_ref().map(|used| crate::UsageReplayed {
-                samples: used.samples,
-                ignored_samples: used.ignored_samples,
-                interval_ms: duration_millis(used.interval.as_ref()),
-                matched: used.matched,
-                shared: used.shared,
-                defaulted: used.defaulted,
-                oom_kills: used.oom_kills,
-                throttled_cpu_seconds: used.throttled_cpu_seconds,
-                pressure_evictions: used.pressure_evictions,
-                workloads: used.workloads.clone(),
-                usage_vs_requests: used.usage_vs_requests.clone(),
-            }),
+            usage: report.usage.clone(),
             workload_scaling: report.workload_scaling.as_ref().map(|scaling| {
                 crate::WorkloadScaling {
                     source: replica_source_name(scaling.source()).to_owned(),
@@ -161,7 +137,7 @@ impl Report {
                 .unwrap_or_default(),
             pod_start_time: percentiles_from_proto(report.pod_start_time.as_ref()),
             node_ready_time: percentiles_from_proto(report.node_ready_time.as_ref()),
-            nodes_kept: report.nodes_kept.as_ref().map(crate::NodesKept::from_proto),
+            nodes_kept: report.nodes_kept.clone(),
             warnings: report.warnings.clone(),
             trace_transforms: report.trace_transforms.clone(),
         }
@@ -319,38 +295,20 @@ pub fn node_counts_to_proto(nodes: &BTreeMap<String, NodeCount>) -> Vec<pb::Node
         .collect()
 }
 
-pub fn pod_counts_to_proto(pods: &PodCounts) -> pb::PodPhaseCounts {
-    pb::PodPhaseCounts {
-        pending: pods.pending,
-        running: pods.running,
-        succeeded: pods.succeeded,
-        failed: pods.failed,
-        unknown: pods.unknown,
-    }
-}
-
 fn bucket_to_proto(bucket: &Bucket) -> pb::TimelineBucket {
     pb::TimelineBucket {
         offset: Some(duration_to_proto(Duration::from_millis(bucket.offset_ms))),
         time: Some(timestamp(bucket.time_ms)),
         nodes: node_counts_to_proto(&bucket.nodes),
-        pods: Some(pod_counts_to_proto(&bucket.pods)),
+        pods: Some(bucket.pods),
         unscheduled_pods: bucket.unscheduled,
         autoscaler_scale_ups: bucket.scale_ups,
         autoscaler_scale_downs: bucket.scale_downs,
-        usage: Some(pb::ResourceUsage {
-            requested_cpu_millis: bucket.usage.requested_cpu_millis,
-            allocatable_cpu_millis: bucket.usage.allocatable_cpu_millis,
-            requested_memory_bytes: bucket.usage.requested_memory_bytes,
-            allocatable_memory_bytes: bucket.usage.allocatable_memory_bytes,
-            used_cpu_millis: bucket.usage.used_cpu_millis,
-            used_memory_bytes: bucket.usage.used_memory_bytes,
-        }),
+        usage: Some(bucket.usage),
     }
 }
 
 fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
-    let pods = bucket.pods.unwrap_or_default();
     Bucket {
         offset_ms: duration_millis(bucket.offset.as_ref()),
         time_ms: bucket.time.as_ref().map(millis).unwrap_or_default(),
@@ -367,24 +325,11 @@ fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
                 (count.node_group.clone(), nodes)
             })
             .collect(),
-        pods: PodCounts {
-            pending: pods.pending,
-            running: pods.running,
-            succeeded: pods.succeeded,
-            failed: pods.failed,
-            unknown: pods.unknown,
-        },
+        pods: bucket.pods.unwrap_or_default(),
         unscheduled: bucket.unscheduled_pods,
         scale_ups: bucket.autoscaler_scale_ups,
         scale_downs: bucket.autoscaler_scale_downs,
-        usage: bucket.usage.map_or_else(Usage::default, |usage| Usage {
-            requested_cpu_millis: usage.requested_cpu_millis,
-            allocatable_cpu_millis: usage.allocatable_cpu_millis,
-            requested_memory_bytes: usage.requested_memory_bytes,
-            allocatable_memory_bytes: usage.allocatable_memory_bytes,
-            used_cpu_millis: usage.used_cpu_millis,
-            used_memory_bytes: usage.used_memory_bytes,
-        }),
+        usage: bucket.usage.unwrap_or_default(),
     }
 }
 
@@ -706,10 +651,10 @@ mod tests {
     fn usage_replay_counts_round_trip_and_none_is_absent() {
         let mut report = fixtures::report();
         assert_eq!(report.to_proto().usage, None);
-        report.usage = Some(crate::UsageReplayed {
+        report.usage = Some(crate::UsageReplay {
             samples: 40,
             ignored_samples: 3,
-            interval_ms: 15_000,
+            interval: Some(ksim_proto::json::of_millis(15_000)),
             matched: 10,
             shared: 6,
             defaulted: 2,
@@ -740,6 +685,12 @@ mod tests {
         assert_eq!(proto.usage.as_ref().unwrap().interval.unwrap().seconds, 15);
         assert_eq!(proto.usage.as_ref().unwrap().workloads[0].oom_kills, 4);
         assert_eq!(Report::from_proto(&proto), report);
+        // report.json keeps the interval in whole milliseconds under its old name.
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["usage"]["interval_ms"], 15_000, "{json}");
+        assert!(json["usage"].get("interval").is_none(), "{json}");
+        let read: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(read, report);
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub(super) fn millis(duration: Duration) -> u64 {
 mod tests {
     use std::time::Duration;
 
-    use super::super::input::{NodeCount, PodCounts, Sample, ScaleEvent, Usage};
+    use super::super::input::{NodeCount, PodPhaseCounts, ResourceUsage, Sample, ScaleEvent};
     use super::*;
 
     fn sample(ms: u64, group_nodes: &[(&str, u64)], running: u64) -> Sample {
@@ -172,12 +172,12 @@ mod tests {
                     ((*group).to_owned(), count)
                 })
                 .collect(),
-            pods: PodCounts {
+            pods: PodPhaseCounts {
                 running,
-                ..PodCounts::default()
+                ..PodPhaseCounts::default()
             },
             unscheduled: running / 2,
-            usage: Usage::default(),
+            usage: ResourceUsage::default(),
         }
     }
 

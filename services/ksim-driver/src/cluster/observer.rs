@@ -36,8 +36,8 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 use crate::domain::{
     SIMULATION_LABEL,
     report::{
-        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PendingSplit, PodCounts,
-        Sample, ScaleEvent, Usage, WaitReason,
+        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PendingSplit, PodPhaseCounts,
+        ResourceUsage, Sample, ScaleEvent, WaitReason,
     },
     waits,
 };
@@ -409,7 +409,7 @@ impl Seen {
             .iter()
             .map(|group| (group.clone(), NodeCount::default()))
             .collect();
-        let mut usage = Usage::default();
+        let mut usage = ResourceUsage::default();
         // Per autoscaler group, its nodes not shutting down: the seats' that registered.
         let mut live: HashMap<&str, i32> = HashMap::new();
         for node in self.nodes.values() {
@@ -433,7 +433,7 @@ impl Seen {
                 count.launching = u64::try_from(replicas - registered).unwrap_or(0);
             }
         }
-        let mut pods = PodCounts::default();
+        let mut pods = PodPhaseCounts::default();
         let mut unscheduled = 0;
         for pod in self.pods.values() {
             let on_our_node = pod

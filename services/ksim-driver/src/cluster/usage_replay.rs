@@ -94,7 +94,7 @@ impl LimitCounts {
 
     /// Into the report, throttled CPU in recorded time: what a container wanted beyond its
     /// limit over an interval the speed shortened.
-    pub fn into_report(&self, speed: f64, used: &mut ksim_report::UsageReplayed) {
+    pub fn into_report(&self, speed: f64, used: &mut ksim_report::UsageReplay) {
         let limited = self.by_workload.values();
         used.oom_kills = limited.clone().map(|l| l.oom_kills).sum();
         used.throttled_cpu_seconds = limited.clone().map(|l| l.throttled * speed).sum();
@@ -312,7 +312,7 @@ mod tests {
         limits.add(workload_of(&running, "use-shop", "gone"), 0, 0.5);
         limits.evicted(workload_of(&running, "use-shop", "api-1"));
 
-        let mut used = ksim_report::UsageReplayed::default();
+        let mut used = ksim_report::UsageReplay::default();
         limits.into_report(4.0, &mut used);
         assert_eq!(used.oom_kills, 3);
         assert_eq!(used.throttled_cpu_seconds, 9.0);

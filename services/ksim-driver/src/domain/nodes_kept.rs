@@ -98,8 +98,10 @@ impl NodesKeptFold {
                 code,
                 name: reason_name(code).unwrap_or_default().to_owned(),
                 peak_nodes: seen.peak,
-                first_seen_ms: u64::try_from(report::recorded(seen.first, speed).as_millis())
-                    .unwrap_or(u64::MAX),
+                first_seen: Some(ksim_proto::json::of_millis(
+                    u64::try_from(report::recorded(seen.first, speed).as_millis())
+                        .unwrap_or(u64::MAX),
+                )),
             })
             .collect();
         reasons.sort_by(|a, b| b.peak_nodes.cmp(&a.peak_nodes).then(a.code.cmp(&b.code)));
@@ -121,6 +123,7 @@ impl NodesKeptFold {
 
 #[cfg(test)]
 mod tests {
+    use ksim_proto::json::to_millis;
     use ksim_trace::time::timestamp;
 
     use super::*;
@@ -141,7 +144,14 @@ mod tests {
     fn figures(kept: &NodesKept) -> Vec<(u32, &str, u64, u64)> {
         kept.reasons
             .iter()
-            .map(|r| (r.code, r.name.as_str(), r.peak_nodes, r.first_seen_ms))
+            .map(|r| {
+                (
+                    r.code,
+                    r.name.as_str(),
+                    r.peak_nodes,
+                    to_millis(r.first_seen.as_ref()),
+                )
+            })
             .collect()
     }
 
@@ -206,7 +216,7 @@ mod tests {
         fold.add(s(4), &reading(Some(APPLIED + 4_000), &[(15, 3)]));
         let kept = fold.report(1.0).unwrap();
         assert_eq!(kept.reasons[0].code, 15);
-        assert_eq!(kept.reasons[0].first_seen_ms, 4_000);
+        assert_eq!(to_millis(kept.reasons[0].first_seen.as_ref()), 4_000);
         // A start time it does not say is taken as possibly before the run.
         let mut unknown = NodesKeptFold::new(APPLIED);
         unknown.add(s(0), &reading(None, &[(15, 3)]));

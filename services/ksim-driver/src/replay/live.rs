@@ -14,8 +14,7 @@ use super::progress::Progress;
 use crate::{
     cluster::{observer::Observer, replicas::ReplicaWatch, usage_replay::UsageCounts},
     domain::report::{
-        self, GroupPrice, Observations, RecordedState, Sample,
-        proto::{node_counts_to_proto, pod_counts_to_proto},
+        self, GroupPrice, Observations, RecordedState, Sample, proto::node_counts_to_proto,
     },
     domain::{nodes_kept::NodesKeptFold, warnings},
 };
@@ -47,7 +46,7 @@ pub struct Live {
     trace_transforms: Vec<String>,
     /// The usage replay's counts, when the trace holds usage: what it started from, and the
     /// counters its task adds to.
-    usage: Option<(ksim_report::UsageReplayed, Arc<UsageCounts>)>,
+    usage: Option<(ksim_report::UsageReplay, Arc<UsageCounts>)>,
     workload_scaling: Option<ksim_report::WorkloadScaling>,
     /// Scaled workloads' replicas, recorded and watched, when the trace holds HPAs.
     replicas: Option<Arc<ReplicaWatch>>,
@@ -106,11 +105,7 @@ impl Live {
     }
 
     /// The run replays usage: `base` says from what, `counts` what it did so far.
-    pub fn with_usage(
-        mut self,
-        base: ksim_report::UsageReplayed,
-        counts: Arc<UsageCounts>,
-    ) -> Self {
+    pub fn with_usage(mut self, base: ksim_report::UsageReplay, counts: Arc<UsageCounts>) -> Self {
         self.usage = Some((base, counts));
         self
     }
@@ -221,7 +216,7 @@ impl Live {
                 .map(|replicas| replicas.observed())
                 .unwrap_or_default(),
             usage: self.usage.as_ref().map(|(base, counts)| {
-                let mut used = ksim_report::UsageReplayed {
+                let mut used = ksim_report::UsageReplay {
                     matched: counts.matched.load(Ordering::Relaxed),
                     shared: counts.shared.load(Ordering::Relaxed),
                     defaulted: counts.defaulted.load(Ordering::Relaxed),
@@ -280,7 +275,7 @@ impl Live {
             events_total: self.events_total,
             last_event_lateness: duration(snapshot.last_lateness),
             nodes: node_counts_to_proto(&sample.nodes),
-            pods: Some(pod_counts_to_proto(&sample.pods)),
+            pods: Some(sample.pods),
             unscheduled_pods: sample.unscheduled,
             observe_time: Some(ksim_trace::time::timestamp(ksim_trace::time::now_ms())),
             // Checked: a panic here used to leave the simulation RUNNING for good.

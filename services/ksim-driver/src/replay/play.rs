@@ -99,10 +99,12 @@ pub async fn start_clock(
     let usage_counts = Arc::new(UsageCounts::default());
     if let Some(feed) = &prepared.usage {
         live = live.with_usage(
-            ksim_report::UsageReplayed {
+            ksim_report::UsageReplay {
                 samples: feed.recorded.samples(),
                 ignored_samples: feed.recorded.ignored(),
-                interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+                interval: Some(ksim_proto::json::of_millis(
+                    u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+                )),
                 // From the trace alone, so known from the start.
                 usage_vs_requests: rightsizing::usage_vs_requests(
                     &trace.usage,

@@ -1,0 +1,88 @@
+//! The serde forms `report.json` gives the well-known types inside the messages it holds
+//! (build.rs, `REPORT_JSON_FIELDS`): a duration as whole milliseconds, `"offset_ms": 1500`, as
+//! the report has always written it.
+
+/// An `Option<prost_types::Duration>` as whole milliseconds: absent or negative is 0, and a
+/// value read is always present. Sub-millisecond parts are dropped, as the report keeps
+/// offsets and intervals to the millisecond.
+pub mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        duration: &Option<prost_types::Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(super::to_millis(duration.as_ref()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<prost_types::Duration>, D::Error> {
+        u64::deserialize(deserializer).map(|ms| Some(super::of_millis(ms)))
+    }
+}
+
+/// Whole milliseconds of a proto duration; absent or negative is 0, past `u64` saturates.
+pub fn to_millis(duration: Option<&prost_types::Duration>) -> u64 {
+    duration
+        .and_then(|d| std::time::Duration::try_from(*d).ok())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A proto duration of `ms` milliseconds.
+pub fn of_millis(ms: u64) -> prost_types::Duration {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    prost_types::Duration {
+        seconds: ms / 1000,
+        nanos: i32::try_from((ms % 1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Holder {
+        #[serde(rename = "offset_ms", with = "super::millis")]
+        offset: Option<prost_types::Duration>,
+    }
+
+    #[test]
+    fn a_duration_is_whole_milliseconds_both_ways() {
+        let held = Holder {
+            offset: Some(super::of_millis(61_500)),
+        };
+        assert_eq!(
+            held.offset,
+            Some(prost_types::Duration {
+                seconds: 61,
+                nanos: 500_000_000
+            })
+        );
+        let json = serde_json::to_string(&held).unwrap();
+        assert_eq!(json, r#"{"offset_ms":61500}"#);
+        assert_eq!(serde_json::from_str::<Holder>(&json).unwrap(), held);
+    }
+
+    #[test]
+    fn absent_and_negative_durations_are_zero() {
+        let absent = Holder { offset: None };
+        assert_eq!(
+            serde_json::to_string(&absent).unwrap(),
+            r#"{"offset_ms":0}"#
+        );
+        let negative = Holder {
+            offset: Some(prost_types::Duration {
+                seconds: -1,
+                nanos: 0,
+            }),
+        };
+        assert_eq!(
+            serde_json::to_string(&negative).unwrap(),
+            r#"{"offset_ms":0}"#
+        );
+        let negative_ms: Result<Holder, _> = serde_json::from_str(r#"{"offset_ms":-5}"#);
+        assert!(negative_ms.is_err());
+    }
+}
