@@ -119,7 +119,7 @@ if ! $quick; then
   # one before it is there waits for it while the job holds its lock (KSIM_GO_BUILDS_LOCK,
   # ksim_localenv's binaries.rs). The job's end is checked after the tests ("Go builds' end").
   go_components() {
-    local version lane
+    local version lane lanes
     exec 8>"$go_lock"
     flock 8
     # built WHAT COMMAND...: runs a build script, records its time, and marks WHAT built.
@@ -135,17 +135,24 @@ if ! $quick; then
     # shellcheck source=karpenter/versions.env
     source deploy/karpenter/versions.env
 
-    # A failed lane stops the whole job at once, not after the other lane's builds.
+    # Three lanes; a failed one stops the whole job at once, not after the others' builds.
+    # First, what nearly every test needs: the control plane, and the pinned cluster-autoscaler
+    # then the pinned Karpenter (the Karpenter tests start it through ksim up, whose start is
+    # bounded). Beside them from the start, at a lower priority and on one core (GOMAXPROCS=1:
+    # it takes the CPU the others leave idle, and little memory): the other releases the version
+    # tests run against (versions.env; one that cannot be built fails the run), in the order
+    # the tests ask for them, then metrics-server, which only the last test binaries start.
     { built "control plane binaries" deploy/control-plane/build.sh || kill -- -$$; } &
-    lane=$!
-    built "cluster-autoscaler $CLUSTER_AUTOSCALER_VERSION" \
-      deploy/cluster-autoscaler/build.sh "$CLUSTER_AUTOSCALER_VERSION"
-    # The aggregation-layer tests run the real metrics-server, the Karpenter tests the real
-    # Karpenter with its KWOK provider; without them they fail.
-    built metrics-server deploy/metrics-server/build.sh
-    built "Karpenter $KARPENTER_VERSION" deploy/karpenter/build.sh "$KARPENTER_VERSION"
-    # Every release the version tests run against (versions.env), from the source archives
-    # beside the checkout or the Go module proxy: one that cannot be built fails the run.
+    lanes=("$!")
+    {
+      built "cluster-autoscaler $CLUSTER_AUTOSCALER_VERSION" \
+        deploy/cluster-autoscaler/build.sh "$CLUSTER_AUTOSCALER_VERSION" &&
+        built "Karpenter $KARPENTER_VERSION" deploy/karpenter/build.sh "$KARPENTER_VERSION" ||
+        kill -- -$$
+    } &
+    lanes+=("$!")
+    renice -n 10 -p $$ >/dev/null
+    export GOMAXPROCS=1
     for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
       [[ $version == "$CLUSTER_AUTOSCALER_VERSION" ]] ||
         built "cluster-autoscaler $version" deploy/cluster-autoscaler/build.sh "$version"
@@ -154,7 +161,10 @@ if ! $quick; then
       [[ $version == "$KARPENTER_VERSION" ]] ||
         built "Karpenter $version" deploy/karpenter/build.sh "$version"
     done
-    wait "$lane"
+    built metrics-server deploy/metrics-server/build.sh
+    for lane in "${lanes[@]}"; do
+      wait "$lane"
+    done
   }
   step "Go builds, started beside the steps that follow"
   go_log=target/go-builds.log
