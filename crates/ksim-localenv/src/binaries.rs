@@ -224,12 +224,19 @@ pub fn cache_root() -> Result<PathBuf, Error> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_build_not_there_yet_is_waited_for_while_the_build_job_runs() {
+    /// A directory, and in it a lock file held exclusively as deploy/test.sh's build job holds
+    /// its own, until the returned file is dropped.
+    fn running_build_job() -> (tempfile::TempDir, PathBuf, std::fs::File) {
         let dir = tempfile::tempdir().unwrap();
         let lock = dir.path().join("go-builds.lock");
         let job = std::fs::File::create(&lock).unwrap();
         job.lock().unwrap();
+        (dir, lock, job)
+    }
+
+    #[test]
+    fn a_build_not_there_yet_is_waited_for_while_the_build_job_runs() {
+        let (dir, lock, job) = running_build_job();
         let bin_dir = dir.path().join("bin");
         // The job builds, then goes on to other builds, holding its lock until the test has
         // seen the build (or a minute has passed: a wait for the job's end fails, not hangs).
@@ -255,10 +262,7 @@ mod tests {
 
     #[test]
     fn a_build_job_that_ends_without_the_build_ends_the_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let lock = dir.path().join("go-builds.lock");
-        let job = std::fs::File::create(&lock).unwrap();
-        job.lock().unwrap();
+        let (dir, lock, job) = running_build_job();
         let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ended = {
             let released = released.clone();
@@ -280,10 +284,7 @@ mod tests {
 
     #[test]
     fn a_build_job_that_does_not_end_in_time_is_an_error_naming_its_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let lock = dir.path().join("go-builds.lock");
-        let job = std::fs::File::create(&lock).unwrap();
-        job.lock().unwrap();
+        let (dir, lock, _job) = running_build_job();
         let error = await_while_locked(&dir.path().join("bin"), &lock, Duration::ZERO).unwrap_err();
         assert!(
             matches!(&error, Error::BuildsUnfinished { lock: named, .. } if *named == lock),
