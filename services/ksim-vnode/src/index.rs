@@ -724,6 +724,18 @@ impl PoolIndex {
         }
     }
 
+    /// The node's shutdown was written at `at`: its termination counts from then, the moment
+    /// the cluster sees its removal begin, not from the plan (a write to a busy apiserver takes
+    /// seconds, which a recording of this pool would take off every node's termination). The
+    /// annotation keeps the planned time, so a restart resumes up to that write's latency early.
+    pub fn termination_written(&mut self, name: &str, at: Timestamp) {
+        if let Some(node) = self.nodes.get_mut(name)
+            && let Some((since, _)) = node.terminating
+        {
+            node.terminating = Some((since, after(at, node.delays.termination)));
+        }
+    }
+
     /// Marking a node shutting down failed: it is planned again.
     pub fn termination_failed(&mut self, name: &str) {
         if let Some(node) = self.nodes.get_mut(name) {
@@ -1176,6 +1188,29 @@ status:
         assert!(changes.terminate.is_empty() && changes.delete.is_empty());
         let changes = index.plan_node_changes(secs(110));
         assert_eq!(changes.delete, ["g-0"]);
+    }
+
+    #[test]
+    fn a_node_lingers_its_termination_from_when_its_shutdown_was_written() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(modelled("g", 1, model(0, 0, 20)));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        set_desired(&mut index, "g", 0, start());
+        // 20 s recorded at speed 2.
+        assert_eq!(
+            index.plan_node_changes(secs(100)).terminate,
+            [("g-0".to_owned(), secs(110))]
+        );
+        // The write landed three seconds after the plan.
+        index.termination_written("g-0", secs(103));
+        assert_eq!(index.next_wait(secs(110)), Some(Duration::from_secs(3)));
+        assert!(index.plan_node_changes(secs(110)).delete.is_empty());
+        assert_eq!(
+            index.node("g-0").unwrap().phase(secs(111)),
+            (Phase::ShuttingDown, secs(100))
+        );
+        assert_eq!(index.plan_node_changes(secs(113)).delete, ["g-0"]);
     }
 
     #[test]

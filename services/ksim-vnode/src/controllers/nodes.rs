@@ -71,7 +71,10 @@ pub async fn reconcile(ctx: &Context) -> bool {
         .map(|(name, gone)| async move {
             let conditions = phase_conditions(Phase::ShuttingDown, now, now);
             let marked = match ctx.nodes.mark_terminating(&name, &format_time(gone)).await {
-                Ok(()) => ctx.nodes.refresh_conditions(&name, &conditions).await,
+                Ok(()) => {
+                    ctx.index().termination_written(&name, Timestamp::now());
+                    ctx.nodes.refresh_conditions(&name, &conditions).await
+                }
                 Err(error) => Err(error),
             };
             match marked {
