@@ -62,6 +62,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.Costs",
     ".ksim.driver.v1.DelaySamples",
+    ".ksim.driver.v1.DurationPercentiles",
     ".ksim.driver.v1.FidelitySeries",
     ".ksim.driver.v1.GroupCost",
     ".ksim.driver.v1.NodesKept",
@@ -82,8 +83,25 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
 const REPORT_JSON_DERIVE: &str =
     "#[derive(serde::Serialize, serde::Deserialize)]\n#[serde(default)]";
 /// Fields report.json names or writes its own way, as it always has: durations as whole
-/// milliseconds under a `_ms` name (`ksim_proto::json`), and empty lists and maps left out.
+/// milliseconds under a `_ms` name (`ksim_proto::json`), distributions' in fractional ones, and
+/// empty lists and maps left out.
 const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
+    (
+        ".ksim.driver.v1.DurationPercentiles.p50",
+        "#[serde(rename = \"p50_ms\", with = \"crate::json::fractional_millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.DurationPercentiles.p90",
+        "#[serde(rename = \"p90_ms\", with = \"crate::json::fractional_millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.DurationPercentiles.p99",
+        "#[serde(rename = \"p99_ms\", with = \"crate::json::fractional_millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.DurationPercentiles.max",
+        "#[serde(rename = \"max_ms\", with = \"crate::json::fractional_millis\")]",
+    ),
     (
         ".ksim.driver.v1.NodesKeptReason.first_seen",
         "#[serde(rename = \"first_seen_ms\", with = \"crate::json::millis\")]",

@@ -22,6 +22,52 @@ pub mod millis {
     }
 }
 
+/// An `Option<prost_types::Duration>` as fractional milliseconds to the microsecond
+/// (`"p99_ms": 12.345`), as the report keeps distributions: lateness is often under a
+/// millisecond. Absent or negative is 0, and a value read is always present.
+pub mod fractional_millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        duration: &Option<prost_types::Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(super::to_fractional_millis(duration.as_ref()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<prost_types::Duration>, D::Error> {
+        f64::deserialize(deserializer).map(|ms| Some(super::of_fractional_millis(ms)))
+    }
+}
+
+/// Fractional milliseconds of a proto duration, rounded to the microsecond; absent or negative
+/// is 0.
+pub fn to_fractional_millis(duration: Option<&prost_types::Duration>) -> f64 {
+    let duration = duration
+        .and_then(|d| std::time::Duration::try_from(*d).ok())
+        .unwrap_or_default();
+    (duration.as_nanos() as f64 / 1000.0).round() / 1000.0
+}
+
+/// A proto duration of `ms` fractional milliseconds, to the microsecond; negative or NaN is 0,
+/// past what a duration holds saturates.
+pub fn of_fractional_millis(ms: f64) -> prost_types::Duration {
+    let micros = (ms * 1000.0).round();
+    let micros = if micros.is_finite() && micros > 0.0 {
+        // `as` saturates, the right answer for absurdly large values.
+        micros as u64
+    } else {
+        0
+    };
+    let seconds = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX);
+    prost_types::Duration {
+        seconds,
+        nanos: i32::try_from((micros % 1_000_000) * 1000).unwrap_or(0),
+    }
+}
+
 /// Whole milliseconds of a proto duration; absent or negative is 0, past `u64` saturates.
 pub fn to_millis(duration: Option<&prost_types::Duration>) -> u64 {
     duration
@@ -84,5 +130,38 @@ mod tests {
         );
         let negative_ms: Result<Holder, _> = serde_json::from_str(r#"{"offset_ms":-5}"#);
         assert!(negative_ms.is_err());
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Distribution {
+        #[serde(rename = "p99_ms", with = "super::fractional_millis")]
+        p99: Option<prost_types::Duration>,
+    }
+
+    #[test]
+    fn a_distribution_is_fractional_milliseconds_to_the_microsecond_both_ways() {
+        let held = Distribution {
+            p99: Some(prost_types::Duration {
+                seconds: 12,
+                nanos: 345_678_900,
+            }),
+        };
+        let json = serde_json::to_string(&held).unwrap();
+        assert_eq!(json, r#"{"p99_ms":12345.679}"#);
+        let read = serde_json::from_str::<Distribution>(&json).unwrap();
+        assert_eq!(
+            read.p99,
+            Some(prost_types::Duration {
+                seconds: 12,
+                nanos: 345_679_000
+            })
+        );
+        assert_eq!(
+            serde_json::to_string(&Distribution { p99: None }).unwrap(),
+            r#"{"p99_ms":0.0}"#
+        );
+        let negative = serde_json::from_str::<Distribution>(r#"{"p99_ms":-1.5}"#).unwrap();
+        assert_eq!(negative.p99, Some(prost_types::Duration::default()));
+        assert_eq!(super::of_fractional_millis(f64::NAN), Default::default());
     }
 }

@@ -4,13 +4,12 @@ use std::time::Duration;
 
 use super::input::{AutoscalerOutage, NodeChange, Observations};
 use super::model::{
-    Bucket, PendingPodSeconds, Percentiles, Report, ReportedError, ReportedNodeChange,
-    ReportedOutage,
+    Bucket, PendingPodSeconds, Report, ReportedError, ReportedNodeChange, ReportedOutage,
 };
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
-use super::{attribution, costs, fidelity, replicas};
+use super::{attribution, costs, fidelity, percentiles, replicas};
 
-/// The report of what was observed; see [`timeline`] for the buckets and [`Percentiles::of`]
+/// The report of what was observed; see [`timeline`] for the buckets and [`percentiles::of`]
 /// for the percentiles.
 pub fn build(obs: &Observations) -> Report {
     let timeline = timeline::buckets(obs);
@@ -48,8 +47,8 @@ pub fn build(obs: &Observations) -> Report {
         speed: effective_speed(obs.speed),
         bucket_ms,
         timeline,
-        pod_pending_time: Percentiles::of(&pending),
-        lateness: Percentiles::of(&obs.lateness),
+        pod_pending_time: percentiles::of(&pending),
+        lateness: percentiles::of(&obs.lateness),
         object_errors: obs
             .object_errors
             .iter()
@@ -75,13 +74,13 @@ pub fn build(obs: &Observations) -> Report {
         usage: obs.usage.clone(),
         workload_scaling,
         pending_split: pending_split(obs),
-        pod_start_time: Percentiles::of(
+        pod_start_time: percentiles::of(
             &obs.pending_splits
                 .iter()
                 .map(|split| recorded(split.start, obs.speed))
                 .collect::<Vec<_>>(),
         ),
-        node_ready_time: Percentiles::of(
+        node_ready_time: percentiles::of(
             &obs.node_ready_times
                 .iter()
                 .map(|&wall| recorded(wall, obs.speed))
@@ -162,6 +161,7 @@ fn node_changes(changes: &[NodeChange], speed: f64) -> Vec<ReportedNodeChange> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::super::fixtures;
+    use super::super::percentiles::ms;
     use super::*;
     use crate::Operation;
 
@@ -174,8 +174,8 @@ mod tests {
         assert_eq!(report.bucket_ms, 1000);
         let slow = fixtures::report();
         assert_eq!(
-            report.pod_pending_time.p90_ms,
-            slow.pod_pending_time.p90_ms * 10.0
+            ms(report.pod_pending_time.p90.as_ref()),
+            ms(slow.pod_pending_time.p90.as_ref()) * 10.0
         );
         // Lateness is the driver's delay: wall clock at any speed.
         assert_eq!(report.lateness, slow.lateness);
@@ -194,9 +194,9 @@ mod tests {
         // Second 1 and 2 have group-a 1 + group-b 2; the end has 1 + 1.
         assert_eq!(report.peak_nodes, 3);
         assert_eq!(report.timeline.len(), 4);
-        assert_eq!(report.pod_pending_time.p90_ms, 90.0);
+        assert_eq!(ms(report.pod_pending_time.p90.as_ref()), 90.0);
         assert_eq!(report.lateness.count, 3);
-        assert_eq!(report.lateness.p50_ms, 1.5);
+        assert_eq!(ms(report.lateness.p50.as_ref()), 1.5);
         assert_eq!(report.object_errors.len(), 4);
         let first = &report.object_errors[0];
         assert_eq!(first.operation, Some(Operation::Apply));
@@ -335,8 +335,8 @@ mod tests {
             }
         );
         assert_eq!(report.pod_start_time.count, 2);
-        assert_eq!(report.pod_start_time.max_ms, 8_000.0);
-        assert_eq!(report.node_ready_time.p50_ms, 10_000.0);
+        assert_eq!(ms(report.pod_start_time.max.as_ref()), 8_000.0);
+        assert_eq!(ms(report.node_ready_time.p50.as_ref()), 10_000.0);
     }
 
     #[test]
@@ -387,10 +387,13 @@ mod tests {
                 simulation_id: "s".into(),
                 speed: 1.0,
                 bucket_ms: 1000,
+                pod_pending_time: percentiles::of(&[]),
+                lateness: percentiles::of(&[]),
+                pod_start_time: percentiles::of(&[]),
+                node_ready_time: percentiles::of(&[]),
                 ..Report::default()
             }
         );
         assert_eq!(report.peak_nodes, 0);
-        assert_eq!(report.pod_pending_time, Percentiles::default());
     }
 }

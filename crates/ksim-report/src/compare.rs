@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::Report;
 use super::noise::{self, Noise};
+use super::percentiles::ms;
 
 /// Runs side by side.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -87,8 +88,8 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
         "scale_ups" => sum(|g| g.scale_ups),
         "scale_downs" => sum(|g| g.scale_downs),
         "pending_pod_seconds" => costs.pending_pod_seconds,
-        "pending_p50_ms" => report.pod_pending_time.p50_ms,
-        "pending_p99_ms" => report.pod_pending_time.p99_ms,
+        "pending_p50_ms" => ms(report.pod_pending_time.p50.as_ref()),
+        "pending_p99_ms" => ms(report.pod_pending_time.p99.as_ref()),
         "pods_never_scheduled" => costs.pods_never_scheduled as f64,
         "pods_evicted" => costs.pods_evicted as f64,
         "pods_preempted" => costs.pods_preempted as f64,
@@ -121,7 +122,7 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
             let nodes = fidelity.series.iter().find(|s| s.name == "nodes")?;
             nodes.within_tolerance
         }
-        "lateness_p99_ms" => report.lateness.p99_ms,
+        "lateness_p99_ms" => ms(report.lateness.p99.as_ref()),
         _ => return None,
     })
 }
@@ -378,14 +379,15 @@ mod tests {
     }
 
     use super::*;
-    use crate::model::{Bucket, Costs, GroupCost, Percentiles};
+    use crate::model::{Bucket, Costs, DurationPercentiles, GroupCost};
+    use crate::percentiles;
 
     fn report(node_hours: f64, cost: Option<f64>, p99_ms: f64) -> Report {
         Report {
             peak_nodes: 3,
-            pod_pending_time: Percentiles {
-                p99_ms,
-                ..Percentiles::default()
+            pod_pending_time: DurationPercentiles {
+                p99: Some(ksim_proto::json::of_fractional_millis(p99_ms)),
+                ..percentiles::of(&[])
             },
             costs: Costs {
                 node_hours,

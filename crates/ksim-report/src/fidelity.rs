@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use super::input::{ClusterState, Observations, RecordedState};
 use super::model::{
-    DelaySamples, Fidelity, FidelityBucket, FidelitySeries, PendingFidelity, Percentiles, Report,
+    DelaySamples, Fidelity, FidelityBucket, FidelitySeries, PendingFidelity, Report,
     ReportedNodeChange,
 };
+use super::percentiles;
 use super::timeline::{millis, recorded};
 use crate::NodeChangeKind;
 
@@ -51,9 +52,9 @@ pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
         .iter()
         .map(|&wall| recorded(wall, obs.speed))
         .collect();
-    fidelity.pending.simulated = Percentiles::of(&pending);
+    fidelity.pending.simulated = percentiles::of(&pending);
     // Already recorded time: the trace's own clock.
-    fidelity.pending.recorded = obs.recorded_pending.as_deref().map(Percentiles::of);
+    fidelity.pending.recorded = obs.recorded_pending.as_deref().map(percentiles::of);
     Some(fidelity)
 }
 
@@ -310,6 +311,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::super::input::{NodeCount, PodPhaseCounts, ResourceUsage, Sample};
+    use super::super::percentiles::ms;
     use super::*;
 
     fn state(group_nodes: &[(&str, u64)], running: u64, pending: u64) -> ClusterState {
@@ -496,14 +498,18 @@ mod tests {
         assert_eq!(
             (
                 pending.simulated.count,
-                pending.simulated.p50_ms,
-                pending.simulated.p90_ms
+                ms(pending.simulated.p50.as_ref()),
+                ms(pending.simulated.p90.as_ref())
             ),
             (2, 2000.0, 6000.0)
         );
         let recorded = pending.recorded.unwrap();
         assert_eq!(
-            (recorded.count, recorded.p50_ms, recorded.p90_ms),
+            (
+                recorded.count,
+                ms(recorded.p50.as_ref()),
+                ms(recorded.p90.as_ref())
+            ),
             (2, 4000.0, 8000.0)
         );
         // Buckets at 0, 5 and 10 s (the last sample, wall 5 s, is recorded 10 s), compared at

@@ -61,12 +61,12 @@ pub use input::{
     RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
 };
 pub use model::{
-    AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, DelaySamples, Fidelity,
-    FidelityBucket, FidelitySeries, GroupCost, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES,
-    MAX_USAGE_WORKLOADS, NodeChangeCause, PendingFidelity, PendingPodSeconds, Percentiles,
-    ProviderConfiguration, Provisioning, ReplicaChange, Report, ReportedError, ReportedNodeChange,
-    ReportedOutage, SchedulerConfiguration, UsageReplay, WaitReason, WorkloadLimits,
-    WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, DelaySamples,
+    DurationPercentiles, Fidelity, FidelityBucket, FidelitySeries, GroupCost,
+    MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChangeCause,
+    PendingFidelity, PendingPodSeconds, ProviderConfiguration, Provisioning, ReplicaChange, Report,
+    ReportedError, ReportedNodeChange, ReportedOutage, SchedulerConfiguration, UsageReplay,
+    WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

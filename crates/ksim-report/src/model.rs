@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use ksim_proto::ksim::driver::v1::{
-    Costs, DelaySamples, FidelitySeries, GroupCost, Provisioning, ReplicaChange, UsageReplay,
-    WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadUsage,
+    Costs, DelaySamples, DurationPercentiles, FidelitySeries, GroupCost, Provisioning,
+    ReplicaChange, UsageReplay, WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
     AutoscalerFlagNotApplied, AutoscalerSimulationFlag, ControllerManagerFlag,
@@ -39,10 +39,10 @@ pub struct Report {
     /// One bucket per `bucket_ms` of recorded time, in order.
     pub timeline: Vec<Bucket>,
     /// Per pod: first seen until Running, recorded time.
-    pub pod_pending_time: Percentiles,
+    pub pod_pending_time: DurationPercentiles,
     /// Per applied event and CronJob run: actual minus scheduled time; the driver's own delay,
     /// wall clock.
-    pub lateness: Percentiles,
+    pub lateness: DurationPercentiles,
     pub object_errors: Vec<ReportedError>,
     /// Nodes that joined or left the simulation's groups after the replay start, in time
     /// order. Defaulted: reports written before it was recorded have none.
@@ -92,11 +92,11 @@ pub struct Report {
     pub pending_split: PendingPodSeconds,
     /// Per pod that ran: bound to Running, recorded time.
     #[serde(default)]
-    pub pod_start_time: Percentiles,
+    pub pod_start_time: DurationPercentiles,
     /// Per node that joined a group during the replay: the Node existing to Ready, recorded
     /// time.
     #[serde(default)]
-    pub node_ready_time: Percentiles,
+    pub node_ready_time: DurationPercentiles,
     /// Why cluster-autoscaler kept nodes it did not remove, per unremovable reason (see
     /// `nodes_kept`). `None`: the run had no autoscaler to read; also the default for reports
     /// written before it was kept.
@@ -268,17 +268,6 @@ impl Bucket {
     }
 }
 
-/// A distribution of durations, nearest-rank percentiles in fractional milliseconds; all zero
-/// when there were no samples.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub count: u64,
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-}
-
 /// An object the cluster refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportedError {
@@ -344,9 +333,9 @@ pub struct PendingFidelity {
     /// Per recorded pod created and started inside the replayed window: its creation to its
     /// first container's start. `None`: the trace records no creation times (traces recorded
     /// before they were kept, SimKube traces).
-    pub recorded: Option<Percentiles>,
+    pub recorded: Option<DurationPercentiles>,
     /// Per simulated pod: first seen to Running (the report's `pod_pending_time`).
-    pub simulated: Percentiles,
+    pub simulated: DurationPercentiles,
     /// Running pods times seconds over the compared buckets, each bucket counting its
     /// full width at its end's count (as `fidelity.csv` sums them).
     pub recorded_running_pod_seconds: f64,

@@ -1,26 +1,40 @@
-//! Nearest-rank percentiles and the millisecond form they are reported in.
+//! Nearest-rank percentiles of durations, as the report keeps them (`DurationPercentiles`;
+//! report.json writes them in fractional milliseconds, `ksim_proto::json`).
 
 use std::time::Duration;
 
-use super::model::Percentiles;
+use super::model::DurationPercentiles;
 
-impl Percentiles {
-    /// Nearest-rank percentiles: the p-th percentile of n sorted samples is the sample at
-    /// 1-based rank ceil(p/100 * n), so every reported value is one that was observed.
-    pub fn of(samples: &[Duration]) -> Self {
-        let mut sorted = samples.to_vec();
-        sorted.sort_unstable();
-        let Some(max) = sorted.last() else {
-            return Self::default();
+/// Nearest-rank percentiles: the p-th percentile of n sorted samples is the sample at 1-based
+/// rank ceil(p/100 * n), so every reported value is one that was observed. No samples: count
+/// 0 and every value zero (present, as a report read back from JSON has them).
+pub fn of(samples: &[Duration]) -> DurationPercentiles {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    // No reported duration is near what a proto duration cannot hold.
+    let at = |duration: Duration| prost_types::Duration::try_from(to_microsecond(duration)).ok();
+    let Some(max) = sorted.last() else {
+        return DurationPercentiles {
+            count: 0,
+            p50: at(Duration::ZERO),
+            p90: at(Duration::ZERO),
+            p99: at(Duration::ZERO),
+            max: at(Duration::ZERO),
         };
-        Self {
-            count: sorted.len() as u64,
-            p50_ms: millis(nearest_rank(&sorted, 50)),
-            p90_ms: millis(nearest_rank(&sorted, 90)),
-            p99_ms: millis(nearest_rank(&sorted, 99)),
-            max_ms: millis(*max),
-        }
+    };
+    DurationPercentiles {
+        count: sorted.len() as u64,
+        p50: at(nearest_rank(&sorted, 50)),
+        p90: at(nearest_rank(&sorted, 90)),
+        p99: at(nearest_rank(&sorted, 99)),
+        max: at(*max),
     }
+}
+
+/// Fractional milliseconds of one of the percentiles, to the microsecond (what report.json
+/// writes); absent is 0.
+pub fn ms(duration: Option<&prost_types::Duration>) -> f64 {
+    ksim_proto::json::to_fractional_millis(duration)
 }
 
 /// The `percent`-th percentile of non-empty sorted samples.
@@ -30,66 +44,63 @@ fn nearest_rank(sorted: &[Duration], percent: usize) -> Duration {
     sorted[rank.min(sorted.len()) - 1]
 }
 
-/// Fractional milliseconds, rounded to the microsecond (what the JSON keeps).
-pub(super) fn millis(duration: Duration) -> f64 {
-    (duration.as_nanos() as f64 / 1000.0).round() / 1000.0
-}
-
-/// The duration of fractional milliseconds, to the microsecond; negative or NaN gives zero.
-pub(super) fn duration_of_millis(ms: f64) -> Duration {
-    let micros = (ms * 1000.0).round();
-    if micros.is_finite() && micros > 0.0 {
-        // `as` saturates, which is the right answer for absurdly large values.
-        Duration::from_micros(micros as u64)
-    } else {
-        Duration::ZERO
-    }
+/// Rounded to the microsecond, what report.json keeps: a report is the same read back.
+fn to_microsecond(duration: Duration) -> Duration {
+    let micros = (duration.as_nanos() + 500) / 1000;
+    Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ms(values: impl IntoIterator<Item = u64>) -> Vec<Duration> {
+    fn millis(values: impl IntoIterator<Item = u64>) -> Vec<Duration> {
         values.into_iter().map(Duration::from_millis).collect()
+    }
+
+    fn figures(p: &DurationPercentiles) -> (u64, f64, f64, f64, f64) {
+        (
+            p.count,
+            ms(p.p50.as_ref()),
+            ms(p.p90.as_ref()),
+            ms(p.p99.as_ref()),
+            ms(p.max.as_ref()),
+        )
     }
 
     #[test]
     fn nearest_rank_of_one_to_a_hundred() {
-        let mut samples = ms(1..=100);
+        let mut samples = millis(1..=100);
         samples.reverse(); // order of input must not matter
-        let p = Percentiles::of(&samples);
-        assert_eq!(p.count, 100);
-        assert_eq!(
-            (p.p50_ms, p.p90_ms, p.p99_ms, p.max_ms),
-            (50.0, 90.0, 99.0, 100.0)
-        );
+        assert_eq!(figures(&of(&samples)), (100, 50.0, 90.0, 99.0, 100.0));
     }
 
     #[test]
     fn nearest_rank_picks_observed_samples_on_small_inputs() {
         // n = 10: p50 rank 5, p90 rank 9, p99 rank ceil(9.9) = 10.
-        let p = Percentiles::of(&ms([10, 20, 30, 40, 50, 60, 70, 80, 90, 100]));
-        assert_eq!((p.p50_ms, p.p90_ms, p.p99_ms), (50.0, 90.0, 100.0));
+        let p = of(&millis([10, 20, 30, 40, 50, 60, 70, 80, 90, 100]));
+        assert_eq!(figures(&p), (10, 50.0, 90.0, 100.0, 100.0));
         // n = 1: every percentile is the one sample.
-        let p = Percentiles::of(&ms([7]));
-        assert_eq!((p.count, p.p50_ms, p.p99_ms, p.max_ms), (1, 7.0, 7.0, 7.0));
+        assert_eq!(figures(&of(&millis([7]))), (1, 7.0, 7.0, 7.0, 7.0));
         // n = 3: p50 rank ceil(1.5) = 2.
-        assert_eq!(Percentiles::of(&ms([3, 1, 2])).p50_ms, 2.0);
+        assert_eq!(ms(of(&millis([3, 1, 2])).p50.as_ref()), 2.0);
     }
 
     #[test]
-    fn empty_is_all_zero() {
-        assert_eq!(Percentiles::of(&[]), Percentiles::default());
-        assert_eq!(Percentiles::of(&[]).count, 0);
+    fn empty_is_all_zero_and_present() {
+        let empty = of(&[]);
+        assert_eq!(figures(&empty), (0, 0.0, 0.0, 0.0, 0.0));
+        assert!(empty.p50.is_some() && empty.max.is_some());
     }
 
     #[test]
-    fn sub_millisecond_values_keep_microseconds() {
-        let p = Percentiles::of(&[Duration::from_nanos(12_345_678)]);
-        assert_eq!(p.p50_ms, 12.346);
-        assert_eq!(duration_of_millis(12.346), Duration::from_micros(12_346));
-        assert_eq!(duration_of_millis(-1.0), Duration::ZERO);
-        assert_eq!(duration_of_millis(f64::NAN), Duration::ZERO);
+    fn values_are_kept_to_the_microsecond_and_read_back_the_same() {
+        let p = of(&[Duration::from_nanos(12_345_678)]);
+        assert_eq!(ms(p.p50.as_ref()), 12.346);
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(
+            serde_json::from_str::<DurationPercentiles>(&json).unwrap(),
+            p
+        );
     }
 }

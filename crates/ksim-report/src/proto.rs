@@ -12,11 +12,11 @@ use ksim_trace::time::{millis, timestamp};
 
 use super::input::{ClusterState, NodeChangeKind, NodeCount};
 use super::model::{
-    AutoscalerFlag, Bucket, Configuration, Fidelity, FidelityBucket, NodeChangeCause,
-    PendingFidelity, Percentiles, ProviderConfiguration, Report, ReportedError, ReportedNodeChange,
-    ReportedOutage, SchedulerConfiguration,
+    AutoscalerFlag, Bucket, Configuration, DurationPercentiles, Fidelity, FidelityBucket,
+    NodeChangeCause, PendingFidelity, ProviderConfiguration, Report, ReportedError,
+    ReportedNodeChange, ReportedOutage, SchedulerConfiguration,
 };
-use super::percentiles::duration_of_millis;
+use super::percentiles;
 use crate::{Gvk, Operation, Target};
 
 impl Report {
@@ -26,8 +26,8 @@ impl Report {
             simulation_id: self.simulation_id.clone(),
             complete: self.complete,
             timeline: self.timeline.iter().map(bucket_to_proto).collect(),
-            pod_pending_time: Some(percentiles_to_proto(&self.pod_pending_time)),
-            lateness: Some(percentiles_to_proto(&self.lateness)),
+            pod_pending_time: Some(self.pod_pending_time),
+            lateness: Some(self.lateness),
             object_errors: self.object_errors.iter().map(error_to_proto).collect(),
             artifacts: None,
             events_applied: self.events_applied,
@@ -68,8 +68,8 @@ impl Report {
                 node_boot_pod_seconds: self.pending_split.node_boot,
                 start_pod_seconds: self.pending_split.start,
             }),
-            pod_start_time: Some(percentiles_to_proto(&self.pod_start_time)),
-            node_ready_time: Some(percentiles_to_proto(&self.node_ready_time)),
+            pod_start_time: Some(self.pod_start_time),
+            node_ready_time: Some(self.node_ready_time),
             nodes_kept: self.nodes_kept.clone(),
             warnings: self.warnings.clone(),
             trace_transforms: self.trace_transforms.clone(),
@@ -240,8 +240,8 @@ fn fidelity_to_proto(fidelity: &Fidelity) -> pb::Fidelity {
             .collect(),
         series: fidelity.series.clone(),
         pending: Some(pb::FidelityPending {
-            recorded: fidelity.pending.recorded.as_ref().map(percentiles_to_proto),
-            simulated: Some(percentiles_to_proto(&fidelity.pending.simulated)),
+            recorded: fidelity.pending.recorded,
+            simulated: Some(fidelity.pending.simulated),
             recorded_running_pod_seconds: fidelity.pending.recorded_running_pod_seconds,
             simulated_running_pod_seconds: fidelity.pending.simulated_running_pod_seconds,
         }),
@@ -349,29 +349,9 @@ fn outage_from_proto(outage: &pb::AutoscalerOutage) -> ReportedOutage {
     }
 }
 
-fn percentiles_to_proto(p: &Percentiles) -> pb::DurationPercentiles {
-    let proto = |ms| Some(duration_to_proto(duration_of_millis(ms)));
-    pb::DurationPercentiles {
-        count: p.count,
-        p50: proto(p.p50_ms),
-        p90: proto(p.p90_ms),
-        p99: proto(p.p99_ms),
-        max: proto(p.max_ms),
-    }
-}
-
-fn percentiles_from_proto(p: Option<&pb::DurationPercentiles>) -> Percentiles {
-    let Some(p) = p else {
-        return Percentiles::default();
-    };
-    let ms = |d: Option<&prost_types::Duration>| super::percentiles::millis(duration_from_proto(d));
-    Percentiles {
-        count: p.count,
-        p50_ms: ms(p.p50.as_ref()),
-        p90_ms: ms(p.p90.as_ref()),
-        p99_ms: ms(p.p99.as_ref()),
-        max_ms: ms(p.max.as_ref()),
-    }
+/// A distribution the proto left out reads as one of no samples.
+fn percentiles_from_proto(p: Option<&DurationPercentiles>) -> DurationPercentiles {
+    p.copied().unwrap_or_else(|| percentiles::of(&[]))
 }
 
 fn error_to_proto(error: &ReportedError) -> pb::ObjectError {
@@ -815,6 +795,13 @@ mod tests {
         report.workload_scaling = Some(scaling);
         let json = serde_json::to_value(&report).unwrap();
 
+        // Distributions in fractional milliseconds, to the microsecond, as before.
+        assert_eq!(
+            json["lateness"],
+            serde_json::json!({"count": 3, "p50_ms": 1.5, "p90_ms": 12.345, "p99_ms": 12.345,
+                "max_ms": 12.345})
+        );
+        assert_eq!(json["pod_pending_time"]["p90_ms"], 90.0, "{json}");
         let group = &json["costs"]["groups"][0];
         assert_eq!(group["node_hours"], 2.5, "{group}");
         // No price is null, as before; no instance types is left out, as before.
@@ -863,7 +850,7 @@ mod tests {
         };
         let report = Report::from_proto(&proto);
         assert_eq!(report.timeline, [Bucket::default()]);
-        assert_eq!(report.lateness, Percentiles::default());
+        assert_eq!(report.lateness, percentiles::of(&[]));
         assert_eq!(report.object_errors[0].operation, None);
         assert_eq!(report.object_errors[0].target.namespace, None);
         let unknown = &report.node_changes[0];
