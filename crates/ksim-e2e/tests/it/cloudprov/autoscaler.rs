@@ -277,7 +277,7 @@ async fn real_ca_scales_up_for_pending_pods_and_down_exactly_the_nodes_it_named(
 
 /// A group at zero grows from its template for pending pods; when the workload shrinks, CA
 /// removes exactly the nodes it named and stops at the group's min size.
-async fn scales_from_zero_and_down_exactly_the_nodes_it_named(version: &str) {
+pub(crate) async fn scales_from_zero_and_down_exactly_the_nodes_it_named(version: &str) {
     let binary = release(version);
     let env = start().await;
     let mut resizes = Resizes::new(&env);
@@ -304,24 +304,6 @@ async fn scales_from_zero_and_down_exactly_the_nodes_it_named(version: &str) {
     assert_eq!(node_names(&env.client, "m5").await, after);
     let pods = running_pods(&env, "work", 1).await;
     assert!(nodes_of_pods(&pods).is_subset(&after));
-}
-
-/// CA 1.34 reads the template node from the legacy `nodeInfo` field.
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_34_5_scales_from_zero_and_down_exactly_the_nodes_it_named() {
-    scales_from_zero_and_down_exactly_the_nodes_it_named("1.34.5").await;
-}
-
-/// CA 1.35 reads the template node from `nodeBytes` only.
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_35_2_scales_from_zero_and_down_exactly_the_nodes_it_named() {
-    scales_from_zero_and_down_exactly_the_nodes_it_named("1.35.2").await;
-}
-
-/// The newest release, like 1.35 on `nodeBytes`.
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_36_1_scales_from_zero_and_down_exactly_the_nodes_it_named() {
-    scales_from_zero_and_down_exactly_the_nodes_it_named("1.36.1").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -474,7 +456,7 @@ async fn one_node_per_pod(
 
 /// One group's options (answered by GetOptions) make its empty nodes go after 5 s while CA's
 /// own 10 minutes keep the other group's; when it grows for pending pods, one node per pod stays.
-async fn applies_the_options_get_options_answers_per_group(version: &str) {
+pub(crate) async fn applies_the_options_get_options_answers_per_group(version: &str) {
     let binary = release(version);
     let env = start_with(settings_answering_options_for("fast")).await;
     let mut resizes = Resizes::new(&env);
@@ -558,21 +540,6 @@ async fn applies_the_options_get_options_answers_per_group(version: &str) {
     } else {
         assert_eq!(added, 2, "one node per pending pod");
     }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_34_5_applies_the_options_get_options_answers_per_group() {
-    applies_the_options_get_options_answers_per_group("1.34.5").await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_35_2_applies_the_options_get_options_answers_per_group() {
-    applies_the_options_get_options_answers_per_group("1.35.2").await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_36_1_applies_the_options_get_options_answers_per_group() {
-    applies_the_options_get_options_answers_per_group("1.36.1").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,9 +1,9 @@
 //! The cloud provider with the pool, and with the real cluster-autoscaler.
 
-mod autoscaler;
+pub(crate) mod autoscaler;
 mod common;
 mod provisioning;
 mod rbac;
 mod scaling;
-mod startup;
+pub(crate) mod startup;
 mod transport;

@@ -67,7 +67,7 @@ async fn hosts(env: &Env, group: &str) -> BTreeSet<String> {
 /// GetOptions. Before 1.35 each group gets one node per pod. From 1.35 `plain` still does,
 /// while `opts` is scaled up again for the same pods, the cluster is unhealthy until its nodes
 /// are Ready (CA skips those loops), and the extra nodes go only after, named by CA.
-async fn booting_nodes_in_a_group_with_options(version: &str) {
+pub(crate) async fn booting_nodes_in_a_group_with_options(version: &str) {
     let binary = release(version);
     let env = start_with(settings_answering_options_for("opts")).await;
     let mut resizes = Resizes::new(&env);
@@ -150,19 +150,4 @@ async fn booting_nodes_in_a_group_with_options(version: &str) {
         assert_eq!(resizes.deleted("opts"), BTreeSet::new());
         assert!(!ca.log_contains(UNHEALTHY), "{}", ca.log_tail());
     }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_34_5_counts_booting_nodes_as_upcoming_with_or_without_options() {
-    booting_nodes_in_a_group_with_options("1.34.5").await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_35_2_scales_a_group_with_options_up_again_while_its_nodes_boot() {
-    booting_nodes_in_a_group_with_options("1.35.2").await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn real_ca_1_36_1_scales_a_group_with_options_up_again_while_its_nodes_boot() {
-    booting_nodes_in_a_group_with_options("1.36.1").await;
 }
