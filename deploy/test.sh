@@ -25,13 +25,26 @@ case "${1:-}" in
     ;;
 esac
 
-# Each step's time, printed at the end so that a step that grew is seen in the run that grew it.
+# Each step's time, printed at the end so that a step that grew is seen in the run that grew it,
+# with the core-seconds the machine left idle meanwhile (/proc/stat): where a build beside the
+# steps could still go.
 step_names=()
 step_times=()
+step_idle=()
 step_started=$SECONDS
+idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
+ticks_per_s=$(getconf CLK_TCK)
+step_started_idle=$(idle_ticks)
+step_end() {
+  local idle
+  idle=$(idle_ticks)
+  step_times+=($((SECONDS - step_started)))
+  step_idle+=($(((idle - step_started_idle) / ticks_per_s)))
+  step_started_idle=$idle
+}
 step() {
   if [[ ${#step_names[@]} -gt 0 ]]; then
-    step_times+=($((SECONDS - step_started)))
+    step_end
   fi
   step_names+=("$*")
   step_started=$SECONDS
@@ -54,13 +67,13 @@ summary() {
   if [[ -n $go_pid ]]; then
     kill -- "-$go_pid" 2>/dev/null
   fi
-  step_times+=($((SECONDS - step_started)))
-  printf '\n==> time per step (s)\n' >&2
+  step_end
+  printf '\n==> time per step (s; core-seconds idle meanwhile)\n' >&2
   for i in "${!step_names[@]}"; do
-    printf '%6s  %s\n' "${step_times[$i]:-?}" "${step_names[$i]}" >&2
+    printf '%6s %6s  %s\n' "${step_times[$i]:-?}" "${step_idle[$i]:-?}" "${step_names[$i]}" >&2
   done
   if [[ -s $go_times ]]; then
-    printf '\n==> time per Go build, beside the steps above (s)\n' >&2
+    printf '\n==> time per Go build, beside the steps above (s; CPU-seconds; ended at s)\n' >&2
     cat "$go_times" >&2
   fi
   if [[ -s $test_log ]]; then
@@ -122,12 +135,16 @@ if ! $quick; then
     local version lane lanes
     exec 8>"$go_lock"
     flock 8
-    # built WHAT COMMAND...: runs a build script, records its time, and marks WHAT built.
+    # built WHAT COMMAND...: runs a build script, records its wall and CPU time and when it
+    # ended (since the run's start), and marks WHAT built.
     built() {
-      local what=$1 t=$SECONDS
+      local what=$1 t=$SECONDS cpu user sys TIMEFORMAT='%0U %0S'
       shift
-      "$@" >/dev/null || { echo "error: $what could not be built (see above)" >&2; return 1; }
-      printf '%6s  %s\n' $((SECONDS - t)) "$what" >>"$go_times"
+      cpu=$({ time "$@" >/dev/null 2>&3; } 3>&2 2>&1) ||
+        { echo "error: $what could not be built (see above)" >&2; return 1; }
+      read -r user sys <<<"$cpu"
+      printf '%6s %6s %6s  %s\n' $((SECONDS - t)) $((user + sys)) $((SECONDS + go_offset)) \
+        "$what" >>"$go_times"
       : >"$go_marks/$what"
     }
     # shellcheck source=cluster-autoscaler/versions.env
@@ -138,10 +155,11 @@ if ! $quick; then
     # Three lanes; a failed one stops the whole job at once, not after the others' builds.
     # First, what nearly every test needs: the control plane, and the pinned cluster-autoscaler
     # then the pinned Karpenter (the Karpenter tests start it through ksim up, whose start is
-    # bounded). Beside them from the start, at a lower priority and on one core (GOMAXPROCS=1:
-    # it takes the CPU the others leave idle, and little memory): the other releases the version
-    # tests run against (versions.env; one that cannot be built fails the run), in the order
-    # the tests ask for them, then metrics-server, which only the last test binaries start.
+    # bounded). Beside them from the start, at the lowest priority until the tests start (then
+    # 10, with the rest of the job): the other releases the version tests run against
+    # (versions.env; one that cannot be built fails the run), in the order the tests ask for
+    # them, then metrics-server. Those tests run last: the end-to-end binary's
+    # `tested_versions` module, then the ksim-localenv, ksim-tracer and ksim-vnode binaries.
     { built "control plane binaries" deploy/control-plane/build.sh || kill -- -$$; } &
     lanes=("$!")
     {
@@ -151,8 +169,7 @@ if ! $quick; then
         kill -- -$$
     } &
     lanes+=("$!")
-    renice -n 10 -p $$ >/dev/null
-    export GOMAXPROCS=1
+    renice -n 19 -p $$ >/dev/null
     for version in $CLUSTER_AUTOSCALER_TESTED_VERSIONS; do
       [[ $version == "$CLUSTER_AUTOSCALER_VERSION" ]] ||
         built "cluster-autoscaler $version" deploy/cluster-autoscaler/build.sh "$version"
@@ -176,7 +193,8 @@ if ! $quick; then
   rm -rf "$go_marks" "$go_ended"
   mkdir -p "$go_marks"
   export -f go_components
-  export go_times go_lock go_marks go_ended
+  go_offset=$((SECONDS - started))
+  export go_times go_lock go_marks go_ended go_offset
   setsid bash -c 'set -euo pipefail; trap ": >$go_ended" EXIT; go_components' \
     >"$go_log" 2>&1 &
   go_pid=$!
