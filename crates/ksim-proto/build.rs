@@ -60,6 +60,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 /// the report is one model, not the proto and a hand-written copy. A field missing from an
 /// older report.json reads as its default.
 const REPORT_JSON_MESSAGES: &[&str] = &[
+    ".ksim.driver.v1.AutoscalerOutage",
     ".ksim.driver.v1.Costs",
     ".ksim.driver.v1.DelaySamples",
     ".ksim.driver.v1.DurationPercentiles",
@@ -86,6 +87,14 @@ const REPORT_JSON_DERIVE: &str =
 /// milliseconds under a `_ms` name (`ksim_proto::json`), distributions' in fractional ones, and
 /// empty lists and maps left out.
 const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
+    (
+        ".ksim.driver.v1.AutoscalerOutage.offset",
+        "#[serde(rename = \"offset_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.AutoscalerOutage.duration",
+        "#[serde(rename = \"duration_ms\", with = \"crate::json::millis\")]",
+    ),
     (
         ".ksim.driver.v1.DurationPercentiles.p50",
         "#[serde(rename = \"p50_ms\", with = \"crate::json::fractional_millis\")]",

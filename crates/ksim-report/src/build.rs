@@ -2,10 +2,12 @@
 
 use std::time::Duration;
 
-use super::input::{AutoscalerOutage, NodeChange, Observations};
+use super::input::{NodeChange, Observations, ObservedOutage};
 use super::model::{
-    Bucket, PendingPodSeconds, Report, ReportedError, ReportedNodeChange, ReportedOutage,
+    AutoscalerOutage, Bucket, PendingPodSeconds, Report, ReportedError, ReportedNodeChange,
 };
+use ksim_proto::json::of_millis;
+
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
 use super::{attribution, costs, fidelity, percentiles, replicas};
 
@@ -118,20 +120,20 @@ fn replay_end(obs: &Observations) -> Duration {
 /// In time order, in recorded time, each cut to the replay's end (CA missing after the end
 /// cost the run nothing).
 fn autoscaler_outages(
-    outages: &[AutoscalerOutage],
+    outages: &[ObservedOutage],
     end: Duration,
     speed: f64,
-) -> Vec<ReportedOutage> {
-    let mut outages: Vec<&AutoscalerOutage> = outages.iter().collect();
+) -> Vec<AutoscalerOutage> {
+    let mut outages: Vec<&ObservedOutage> = outages.iter().collect();
     outages.sort_by_key(|outage| outage.down);
     outages
         .into_iter()
         .map(|outage| {
             let down = outage.down.min(end);
             let up = outage.up.unwrap_or(end).clamp(down, end);
-            ReportedOutage {
-                offset_ms: millis(recorded(down, speed)),
-                duration_ms: millis(recorded(up - down, speed)),
+            AutoscalerOutage {
+                offset: Some(of_millis(millis(recorded(down, speed)))),
+                duration: Some(of_millis(millis(recorded(up - down, speed)))),
                 ongoing: outage.up.is_none(),
             }
         })
@@ -279,27 +281,28 @@ mod tests {
         obs.speed = 10.0;
         let end = obs.samples.last().unwrap().offset;
         obs.autoscaler_outages = Some(vec![
-            AutoscalerOutage {
+            ObservedOutage {
                 down: end - secs(1),
                 up: None,
             },
-            AutoscalerOutage {
+            ObservedOutage {
                 down: Duration::from_millis(500),
                 up: Some(Duration::from_millis(1_700)),
             },
         ]);
         let outages = build(&obs).autoscaler_outages.unwrap();
+        let at = |ms| Some(of_millis(ms));
         assert_eq!(
             outages,
             [
-                ReportedOutage {
-                    offset_ms: 5_000,
-                    duration_ms: 12_000,
+                AutoscalerOutage {
+                    offset: at(5_000),
+                    duration: at(12_000),
                     ongoing: false,
                 },
-                ReportedOutage {
-                    offset_ms: millis(end - secs(1)) * 10,
-                    duration_ms: 10_000,
+                AutoscalerOutage {
+                    offset: at(millis(end - secs(1)) * 10),
+                    duration: at(10_000),
                     ongoing: true,
                 },
             ]

@@ -77,7 +77,7 @@ pub struct Observations {
     /// `None`: unknown (no environment, or one that does not list them), which is not "none".
     /// Defaulted: observations saved before it was kept do not know.
     #[serde(default)]
-    pub autoscaler_outages: Option<Vec<AutoscalerOutage>>,
+    pub autoscaler_outages: Option<Vec<ObservedOutage>>,
     /// The provisioning model the run used. Defaulted: observations saved before it was kept
     /// do not know.
     #[serde(default)]
@@ -146,9 +146,10 @@ pub struct PendingSplit {
     pub start: Duration,
 }
 
-/// One time cluster-autoscaler was down, wall clock since the replay start.
+/// One time cluster-autoscaler was down, wall clock since the replay start (the report's
+/// `AutoscalerOutage` is in recorded time).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AutoscalerOutage {
+pub struct ObservedOutage {
     /// Found down; zero when it was already down at the start.
     pub down: Duration,
     /// Serving again; `None`: still down when the observations were taken.

@@ -56,17 +56,17 @@ pub use files::{
     REPLICAS_CSV_FILE, ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
 pub use input::{
-    AutoscalerOutage, ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind,
-    NodeCount, ObjectErrorRecord, Observations, ObservedReplicas, PendingSplit, PodPhaseCounts,
-    RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
+    ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount,
+    ObjectErrorRecord, Observations, ObservedOutage, ObservedReplicas, PendingSplit,
+    PodPhaseCounts, RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
 };
 pub use model::{
-    AutoscalerFlag, Bucket, Configuration, ControllerManagerFlag, Costs, DelaySamples,
-    DurationPercentiles, Fidelity, FidelityBucket, FidelitySeries, GroupCost,
+    AutoscalerFlag, AutoscalerOutage, Bucket, Configuration, ControllerManagerFlag, Costs,
+    DelaySamples, DurationPercentiles, Fidelity, FidelityBucket, FidelitySeries, GroupCost,
     MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChangeCause,
     PendingFidelity, PendingPodSeconds, ProviderConfiguration, Provisioning, ReplicaChange, Report,
-    ReportedError, ReportedNodeChange, ReportedOutage, SchedulerConfiguration, UsageReplay,
-    WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    ReportedError, ReportedNodeChange, SchedulerConfiguration, UsageReplay, WaitReason,
+    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

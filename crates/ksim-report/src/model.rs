@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use ksim_proto::ksim::driver::v1::{
-    Costs, DelaySamples, DurationPercentiles, FidelitySeries, GroupCost, Provisioning,
-    ReplicaChange, UsageReplay, WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadUsage,
+    AutoscalerOutage, Costs, DelaySamples, DurationPercentiles, FidelitySeries, GroupCost,
+    Provisioning, ReplicaChange, UsageReplay, WaitReason, WorkloadLimits, WorkloadReplicas,
+    WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
     AutoscalerFlagNotApplied, AutoscalerSimulationFlag, ControllerManagerFlag,
@@ -73,7 +74,7 @@ pub struct Report {
     /// then. `None`: unknown (no environment, or one that does not list them); also the
     /// default for reports written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscaler_outages: Option<Vec<ReportedOutage>>,
+    pub autoscaler_outages: Option<Vec<AutoscalerOutage>>,
     /// The provisioning model the run's node and pod start times came from. `None` in
     /// reports written before models existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,17 +155,6 @@ pub struct WorkloadScaling {
 /// Scale events kept per workload: an HPA flapping for hours must not grow the report
 /// without bound.
 pub const MAX_REPLICA_CHANGES: usize = 1_000;
-
-/// One time cluster-autoscaler was down, recorded time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportedOutage {
-    /// Since the replay start, like the timeline's offsets.
-    pub offset_ms: u64,
-    /// How long it was down; one still down at the end counts to the end.
-    pub duration_ms: u64,
-    /// Still down at the end.
-    pub ongoing: bool,
-}
 
 /// The configuration under test, as given (recorded time) and as run (at the replay speed).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

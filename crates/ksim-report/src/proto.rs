@@ -14,7 +14,7 @@ use super::input::{ClusterState, NodeChangeKind, NodeCount};
 use super::model::{
     AutoscalerFlag, Bucket, Configuration, DurationPercentiles, Fidelity, FidelityBucket,
     NodeChangeCause, PendingFidelity, ProviderConfiguration, Report, ReportedError,
-    ReportedNodeChange, ReportedOutage, SchedulerConfiguration,
+    ReportedNodeChange, SchedulerConfiguration,
 };
 use super::percentiles;
 use crate::{Gvk, Operation, Target};
@@ -42,7 +42,7 @@ impl Report {
             node_disruptions: self.node_disruptions.clone(),
             autoscaler_outages: self.autoscaler_outages.as_ref().map(|outages| {
                 pb::AutoscalerOutages {
-                    outages: outages.iter().map(outage_to_proto).collect(),
+                    outages: outages.clone(),
                 }
             }),
             provisioning: self.provisioning.clone(),
@@ -112,7 +112,7 @@ impl Report {
             autoscaler_outages: report
                 .autoscaler_outages
                 .as_ref()
-                .map(|outages| outages.outages.iter().map(outage_from_proto).collect()),
+                .map(|outages| outages.outages.clone()),
             usage: report.usage.clone(),
             workload_scaling: report.workload_scaling.as_ref().map(|scaling| {
                 crate::WorkloadScaling {
@@ -330,22 +330,6 @@ fn bucket_from_proto(bucket: &pb::TimelineBucket) -> Bucket {
         scale_ups: bucket.autoscaler_scale_ups,
         scale_downs: bucket.autoscaler_scale_downs,
         usage: bucket.usage.unwrap_or_default(),
-    }
-}
-
-fn outage_to_proto(outage: &ReportedOutage) -> pb::AutoscalerOutage {
-    pb::AutoscalerOutage {
-        offset: Some(duration_to_proto(Duration::from_millis(outage.offset_ms))),
-        duration: Some(duration_to_proto(Duration::from_millis(outage.duration_ms))),
-        ongoing: outage.ongoing,
-    }
-}
-
-fn outage_from_proto(outage: &pb::AutoscalerOutage) -> ReportedOutage {
-    ReportedOutage {
-        offset_ms: duration_millis(outage.offset.as_ref()),
-        duration_ms: duration_millis(outage.duration.as_ref()),
-        ongoing: outage.ongoing,
     }
 }
 
@@ -610,11 +594,16 @@ mod tests {
     fn autoscaler_outages_round_trip_and_unknown_is_absent() {
         let mut report = fixtures::report();
         assert_eq!(report.to_proto().autoscaler_outages, None);
-        report.autoscaler_outages = Some(vec![ReportedOutage {
-            offset_ms: 1_500,
-            duration_ms: 37_250,
+        report.autoscaler_outages = Some(vec![crate::AutoscalerOutage {
+            offset: Some(ksim_proto::json::of_millis(1_500)),
+            duration: Some(ksim_proto::json::of_millis(37_250)),
             ongoing: true,
         }]);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            json["autoscaler_outages"],
+            serde_json::json!([{"offset_ms": 1_500, "duration_ms": 37_250, "ongoing": true}])
+        );
         let proto = report.to_proto();
         let outage = &proto.autoscaler_outages.as_ref().unwrap().outages[0];
         assert_eq!(

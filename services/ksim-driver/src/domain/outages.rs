@@ -6,12 +6,12 @@ use std::time::Duration;
 use ksim_proto::ksim::env::v1 as env;
 use ksim_trace::time::millis;
 
-use super::report::AutoscalerOutage;
+use super::report::ObservedOutage;
 
 /// Offsets since `started_at_ms`. An outage begun before the start counts from it; an up time
 /// before the down time (a clock stepped back) is the down time. One without a down time (the
 /// environment always sets it) is left out: where it began is unknown.
-pub fn since_start(started_at_ms: i64, outages: &[env::AutoscalerOutage]) -> Vec<AutoscalerOutage> {
+pub fn since_start(started_at_ms: i64, outages: &[env::AutoscalerOutage]) -> Vec<ObservedOutage> {
     let offset = |ms: i64| {
         Duration::from_millis(u64::try_from(ms.saturating_sub(started_at_ms)).unwrap_or(0))
     };
@@ -23,7 +23,7 @@ pub fn since_start(started_at_ms: i64, outages: &[env::AutoscalerOutage]) -> Vec
                 .up_time
                 .as_ref()
                 .map(|up| offset(millis(up)).max(down));
-            Some(AutoscalerOutage { down, up })
+            Some(ObservedOutage { down, up })
         })
         .collect()
 }
@@ -31,7 +31,7 @@ pub fn since_start(started_at_ms: i64, outages: &[env::AutoscalerOutage]) -> Vec
 /// The cloud provider's outages (wall-clock offsets, from [`since_start`]) as the report's
 /// warnings, one each, in recorded time: cluster-autoscaler could neither read nor resize node
 /// groups then, so its decisions in that span are not what the recorded cluster's would be.
-pub fn provider_warnings(outages: &[AutoscalerOutage], speed: f64) -> Vec<String> {
+pub fn provider_warnings(outages: &[ObservedOutage], speed: f64) -> Vec<String> {
     let recorded = |d: Duration| {
         let d = d.mul_f64(speed.max(0.0));
         humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
@@ -63,11 +63,11 @@ mod tests {
     fn each_provider_outage_is_a_warning_in_recorded_time() {
         let warnings = provider_warnings(
             &[
-                AutoscalerOutage {
+                ObservedOutage {
                     down: Duration::from_secs(6),
                     up: Some(Duration::from_millis(7_500)),
                 },
-                AutoscalerOutage {
+                ObservedOutage {
                     down: Duration::from_secs(30),
                     up: None,
                 },
@@ -105,15 +105,15 @@ mod tests {
         assert_eq!(
             since_start(10_000, &outages),
             [
-                AutoscalerOutage {
+                ObservedOutage {
                     down: ms(0),
                     up: Some(ms(2_500)),
                 },
-                AutoscalerOutage {
+                ObservedOutage {
                     down: ms(10_000),
                     up: Some(ms(10_000)),
                 },
-                AutoscalerOutage {
+                ObservedOutage {
                     down: ms(20_000),
                     up: None,
                 },

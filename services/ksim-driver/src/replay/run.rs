@@ -27,7 +27,7 @@ use crate::{
     cluster::lease::SimulationLease,
     domain::{
         outages,
-        report::{self, AutoscalerOutage},
+        report::{self, ObservedOutage},
         run::ResolvedRun,
     },
 };
@@ -110,7 +110,7 @@ pub fn write_outcome(ctx: &RunContext, handle: &Handle) {
 fn final_report(
     ctx: &RunContext,
     handle: &Handle,
-    (outages, provider_outages): (Option<Vec<AutoscalerOutage>>, Vec<String>),
+    (outages, provider_outages): (Option<Vec<ObservedOutage>>, Vec<String>),
 ) {
     let Some(live) = handle.live() else {
         return;
@@ -141,7 +141,7 @@ async fn autoscaler_outages(
     ctx: &RunContext,
     started_at_ms: i64,
     speed: f64,
-) -> (Option<Vec<AutoscalerOutage>>, Vec<String>) {
+) -> (Option<Vec<ObservedOutage>>, Vec<String>) {
     if !ctx.mesh.has_environment() {
         return (None, Vec::new());
     }
