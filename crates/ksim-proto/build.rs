@@ -68,6 +68,7 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.GroupCost",
     ".ksim.driver.v1.NodesKept",
     ".ksim.driver.v1.NodesKeptReason",
+    ".ksim.driver.v1.PendingSplit",
     ".ksim.driver.v1.PodPhaseCounts",
     ".ksim.driver.v1.Provisioning",
     ".ksim.driver.v1.ReplicaChange",
@@ -94,6 +95,18 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
     (
         ".ksim.driver.v1.AutoscalerOutage.duration",
         "#[serde(rename = \"duration_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.PendingSplit.scheduling_pod_seconds",
+        "#[serde(rename = \"scheduling\")]",
+    ),
+    (
+        ".ksim.driver.v1.PendingSplit.node_boot_pod_seconds",
+        "#[serde(rename = \"node_boot\")]",
+    ),
+    (
+        ".ksim.driver.v1.PendingSplit.start_pod_seconds",
+        "#[serde(rename = \"start\")]",
     ),
     (
         ".ksim.driver.v1.DurationPercentiles.p50",

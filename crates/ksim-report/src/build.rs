@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::input::{NodeChange, Observations, ObservedOutage};
 use super::model::{
-    AutoscalerOutage, Bucket, PendingPodSeconds, Report, ReportedError, ReportedNodeChange,
+    AutoscalerOutage, Bucket, PendingSplit, Report, ReportedError, ReportedNodeChange,
 };
 use ksim_proto::json::of_millis;
 
@@ -95,15 +95,15 @@ pub fn build(obs: &Observations) -> Report {
 }
 
 /// The pods' pending pod-seconds by cause, recorded time.
-fn pending_split(obs: &Observations) -> PendingPodSeconds {
+fn pending_split(obs: &Observations) -> PendingSplit {
     let seconds = |wall: Duration| recorded(wall, obs.speed).as_secs_f64();
     obs.pending_splits
         .iter()
-        .fold(PendingPodSeconds::default(), |mut sum, split| {
+        .fold(PendingSplit::default(), |mut sum, split| {
             sum.pods += 1;
-            sum.scheduling += seconds(split.scheduling);
-            sum.node_boot += seconds(split.node_boot);
-            sum.start += seconds(split.start);
+            sum.scheduling_pod_seconds += seconds(split.scheduling);
+            sum.node_boot_pod_seconds += seconds(split.node_boot);
+            sum.start_pod_seconds += seconds(split.start);
             sum
         })
 }
@@ -315,12 +315,12 @@ mod tests {
         obs.speed = 2.0;
         let secs = Duration::from_secs;
         obs.pending_splits = vec![
-            crate::PendingSplit {
+            crate::PodPendingSplit {
                 scheduling: secs(1),
                 node_boot: secs(30),
                 start: secs(2),
             },
-            crate::PendingSplit {
+            crate::PodPendingSplit {
                 scheduling: secs(3),
                 node_boot: Duration::ZERO,
                 start: secs(4),
@@ -330,12 +330,17 @@ mod tests {
         let report = build(&obs);
         assert_eq!(
             report.pending_split,
-            PendingPodSeconds {
+            PendingSplit {
                 pods: 2,
-                scheduling: 8.0,
-                node_boot: 60.0,
-                start: 12.0
+                scheduling_pod_seconds: 8.0,
+                node_boot_pod_seconds: 60.0,
+                start_pod_seconds: 12.0
             }
+        );
+        // report.json keeps its names for them.
+        assert_eq!(
+            serde_json::to_value(report.pending_split).unwrap(),
+            serde_json::json!({"pods": 2, "scheduling": 8.0, "node_boot": 60.0, "start": 12.0})
         );
         assert_eq!(report.pod_start_time.count, 2);
         assert_eq!(ms(report.pod_start_time.max.as_ref()), 8_000.0);

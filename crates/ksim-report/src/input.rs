@@ -96,7 +96,7 @@ pub struct Observations {
     /// Per pod that ran, where its pending time went (wall clock). Defaulted: observations
     /// saved before it was kept have none.
     #[serde(default)]
-    pub pending_splits: Vec<PendingSplit>,
+    pub pending_splits: Vec<PodPendingSplit>,
     /// Per node that joined a group during the replay: from the Node existing to Ready (wall).
     #[serde(default)]
     pub node_ready_times: Vec<Duration>,
@@ -135,9 +135,10 @@ pub struct ReplicaPoint {
     pub replicas: u64,
 }
 
-/// Where one pod's pending time went, wall clock; the three add up to its pending time.
+/// Where one pod's pending time went, wall clock; the three add up to its pending time (the
+/// report's `PendingSplit` sums them over the pods, in recorded time).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingSplit {
+pub struct PodPendingSplit {
     /// First seen to bound, less `node_boot`.
     pub scheduling: Duration,
     /// Cluster-autoscaler's TriggeredScaleUp for it to bound.

@@ -57,14 +57,14 @@ pub use files::{
 };
 pub use input::{
     ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount,
-    ObjectErrorRecord, Observations, ObservedOutage, ObservedReplicas, PendingSplit,
+    ObjectErrorRecord, Observations, ObservedOutage, ObservedReplicas, PodPendingSplit,
     PodPhaseCounts, RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
 };
 pub use model::{
     AutoscalerFlag, AutoscalerOutage, Bucket, Configuration, ControllerManagerFlag, Costs,
     DelaySamples, DurationPercentiles, Fidelity, FidelityBucket, FidelitySeries, GroupCost,
     MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChangeCause,
-    PendingFidelity, PendingPodSeconds, ProviderConfiguration, Provisioning, ReplicaChange, Report,
+    PendingFidelity, PendingSplit, ProviderConfiguration, Provisioning, ReplicaChange, Report,
     ReportedError, ReportedNodeChange, SchedulerConfiguration, UsageReplay, WaitReason,
     WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 pub use ksim_proto::ksim::driver::v1::{
     AutoscalerOutage, Costs, DelaySamples, DurationPercentiles, FidelitySeries, GroupCost,
-    Provisioning, ReplicaChange, UsageReplay, WaitReason, WorkloadLimits, WorkloadReplicas,
-    WorkloadUsage,
+    PendingSplit, Provisioning, ReplicaChange, UsageReplay, WaitReason, WorkloadLimits,
+    WorkloadReplicas, WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
     AutoscalerFlagNotApplied, AutoscalerSimulationFlag, ControllerManagerFlag,
@@ -90,7 +90,7 @@ pub struct Report {
     /// Where the pending time of the pods that ran went, recorded time. Defaulted: reports
     /// written before it was kept have zeros.
     #[serde(default)]
-    pub pending_split: PendingPodSeconds,
+    pub pending_split: PendingSplit,
     /// Per pod that ran: bound to Running, recorded time.
     #[serde(default)]
     pub pod_start_time: DurationPercentiles,
@@ -112,18 +112,6 @@ pub struct Report {
     /// for a trace never transformed; also the default for reports written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_transforms: Vec<String>,
-}
-
-/// The pending pod-seconds of the pods that ran, by what they waited for, recorded time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct PendingPodSeconds {
-    pub pods: u64,
-    /// The scheduler, and cluster-autoscaler until it asked for a node.
-    pub scheduling: f64,
-    /// A node cluster-autoscaler asked for booting.
-    pub node_boot: f64,
-    /// The pod starting on its node.
-    pub start: f64,
 }
 
 /// Most workloads a report lists usage against requests for.

@@ -62,12 +62,7 @@ impl Report {
                     not_replayed: scaling.not_replayed,
                     workloads: scaling.workloads.clone(),
                 }),
-            pending_split: Some(pb::PendingSplit {
-                pods: self.pending_split.pods,
-                scheduling_pod_seconds: self.pending_split.scheduling,
-                node_boot_pod_seconds: self.pending_split.node_boot,
-                start_pod_seconds: self.pending_split.start,
-            }),
+            pending_split: Some(self.pending_split),
             pod_start_time: Some(self.pod_start_time),
             node_ready_time: Some(self.node_ready_time),
             nodes_kept: self.nodes_kept.clone(),
@@ -125,16 +120,7 @@ impl Report {
                 }
             }),
             provisioning: report.provisioning.clone(),
-            pending_split: report
-                .pending_split
-                .as_ref()
-                .map(|split| crate::PendingPodSeconds {
-                    pods: split.pods,
-                    scheduling: split.scheduling_pod_seconds,
-                    node_boot: split.node_boot_pod_seconds,
-                    start: split.start_pod_seconds,
-                })
-                .unwrap_or_default(),
+            pending_split: report.pending_split.unwrap_or_default(),
             pod_start_time: percentiles_from_proto(report.pod_start_time.as_ref()),
             node_ready_time: percentiles_from_proto(report.node_ready_time.as_ref()),
             nodes_kept: report.nodes_kept.clone(),

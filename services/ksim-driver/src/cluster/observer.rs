@@ -36,8 +36,8 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 use crate::domain::{
     SIMULATION_LABEL,
     report::{
-        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PendingSplit, PodPhaseCounts,
-        ResourceUsage, Sample, ScaleEvent, WaitReason,
+        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PodPendingSplit,
+        PodPhaseCounts, ResourceUsage, Sample, ScaleEvent, WaitReason,
     },
     waits,
 };
@@ -58,7 +58,7 @@ struct Seen {
     pods: HashMap<String, PodSeen>,
     pending_times: Vec<Duration>,
     /// Per pod that ran: where its pending time went.
-    pending_splits: Vec<PendingSplit>,
+    pending_splits: Vec<PodPendingSplit>,
     /// Per node that joined during the replay: first seen to Ready.
     node_ready_times: Vec<Duration>,
     /// Per node name: its group, whether it is Ready, and what it can allocate.
@@ -276,7 +276,7 @@ impl Observer {
         self.lock().pending_times.clone()
     }
 
-    pub fn pending_splits(&self) -> Vec<PendingSplit> {
+    pub fn pending_splits(&self) -> Vec<PodPendingSplit> {
         self.lock().pending_splits.clone()
     }
 
@@ -310,13 +310,13 @@ impl Drop for Observer {
 /// The owner a pod's waits count for (see [`waits::owner`]).
 /// Where a pod that runs `now` spent its pending time: up to bound (less the wait for a node
 /// cluster-autoscaler asked for), the node booting, and starting once bound.
-fn split(pod: &PodSeen, now: Instant) -> PendingSplit {
+fn split(pod: &PodSeen, now: Instant) -> PodPendingSplit {
     let bound = pod.bound_at.unwrap_or(now).max(pod.first_seen);
     let node_boot = pod
         .triggered_at
         .filter(|at| *at < bound)
         .map_or(Duration::ZERO, |at| bound - at.max(pod.first_seen));
-    PendingSplit {
+    PodPendingSplit {
         scheduling: (bound - pod.first_seen).saturating_sub(node_boot),
         node_boot,
         start: now.saturating_duration_since(bound),
@@ -1129,7 +1129,7 @@ mod tests {
         };
         assert_eq!(
             split(&pod, t0 + secs(73)),
-            PendingSplit {
+            PodPendingSplit {
                 scheduling: secs(10),
                 node_boot: secs(60),
                 start: secs(3),
@@ -1142,7 +1142,7 @@ mod tests {
         pod.bound_at = None;
         assert_eq!(
             split(&pod, t0 + secs(5)),
-            PendingSplit {
+            PodPendingSplit {
                 scheduling: secs(5),
                 node_boot: Duration::ZERO,
                 start: Duration::ZERO,
