@@ -77,6 +77,7 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.WaitReason",
     ".ksim.driver.v1.WorkloadLimits",
     ".ksim.driver.v1.WorkloadReplicas",
+    ".ksim.driver.v1.WorkloadScaling",
     ".ksim.driver.v1.WorkloadUsage",
     ".ksim.env.v1.AutoscalerFlagNotApplied",
     ".ksim.env.v1.AutoscalerSimulationFlag",
@@ -146,6 +147,14 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
     ),
     (
         ".ksim.driver.v1.Provisioning.delays",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.WorkloadScaling.source",
+        "#[serde(with = \"crate::json::replica_source\")]",
+    ),
+    (
+        ".ksim.driver.v1.WorkloadScaling.workloads",
         "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
     ),
     (

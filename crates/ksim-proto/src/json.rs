@@ -68,6 +68,50 @@ pub fn of_fractional_millis(ms: f64) -> prost_types::Duration {
     }
 }
 
+/// Enum fields (`i32` on the wire) as report.json has always written them: the lowercase name
+/// of the value without its enum's prefix, `REPLICA_SOURCE_HPA` as `"hpa"`. A value this build
+/// does not know is written `"unspecified"`; a word it does not know is refused, named.
+macro_rules! enum_words {
+    ($($(#[$doc:meta])* $module:ident: $enum:ty, $prefix:literal;)*) => {$(
+        $(#[$doc])*
+        pub mod $module {
+            use serde::{Deserialize, Deserializer, Serializer};
+
+            pub fn serialize<S: Serializer>(value: &i32, serializer: S) -> Result<S::Ok, S::Error> {
+                let word = <$enum>::try_from(*value).map_or_else(
+                    |_| "unspecified".to_owned(),
+                    |known| super::word_of(known.as_str_name(), $prefix),
+                );
+                serializer.serialize_str(&word)
+            }
+
+            pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i32, D::Error> {
+                let word = String::deserialize(deserializer)?;
+                <$enum>::from_str_name(&super::name_of(&word, $prefix))
+                    .map(|known| known as i32)
+                    .ok_or_else(|| serde::de::Error::custom(format!("unknown value {word:?}")))
+            }
+        }
+    )*};
+}
+
+enum_words! {
+    /// `ReplicaSource`: `"recorded"`, `"hpa"`.
+    replica_source: crate::ksim::driver::v1::ReplicaSource, "REPLICA_SOURCE_";
+}
+
+/// `REPLICA_SOURCE_HPA` less `REPLICA_SOURCE_`, lowercase: `hpa`.
+fn word_of(name: &str, prefix: &str) -> String {
+    name.strip_prefix(prefix)
+        .unwrap_or(name)
+        .to_ascii_lowercase()
+}
+
+/// The enum value's proto name for a word: `hpa` is `REPLICA_SOURCE_HPA`.
+fn name_of(word: &str, prefix: &str) -> String {
+    format!("{prefix}{}", word.to_ascii_uppercase())
+}
+
 /// Whole milliseconds of a proto duration; absent or negative is 0, past `u64` saturates.
 pub fn to_millis(duration: Option<&prost_types::Duration>) -> u64 {
     duration
@@ -130,6 +174,36 @@ mod tests {
         );
         let negative_ms: Result<Holder, _> = serde_json::from_str(r#"{"offset_ms":-5}"#);
         assert!(negative_ms.is_err());
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Sourced {
+        #[serde(with = "super::replica_source")]
+        source: i32,
+    }
+
+    #[test]
+    fn an_enum_is_its_lowercase_word_both_ways_and_an_unknown_word_is_refused() {
+        use crate::ksim::driver::v1::ReplicaSource;
+        let hpa = Sourced {
+            source: ReplicaSource::Hpa as i32,
+        };
+        let json = serde_json::to_string(&hpa).unwrap();
+        assert_eq!(json, r#"{"source":"hpa"}"#);
+        assert_eq!(serde_json::from_str::<Sourced>(&json).unwrap(), hpa);
+        assert_eq!(
+            serde_json::to_string(&Sourced { source: 0 }).unwrap(),
+            r#"{"source":"unspecified"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Sourced { source: 99 }).unwrap(),
+            r#"{"source":"unspecified"}"#
+        );
+        let unknown = serde_json::from_str::<Sourced>(r#"{"source":"vpa"}"#).unwrap_err();
+        assert!(
+            unknown.to_string().contains(r#"unknown value "vpa""#),
+            "{unknown}"
+        );
     }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::input::{NodeChange, Observations, ObservedOutage};
 use super::model::{
-    AutoscalerOutage, Bucket, PendingSplit, Report, ReportedError, ReportedNodeChange,
+    AutoscalerOutage, Bucket, PendingSplit, ReplicaSource, Report, ReportedError,
+    ReportedNodeChange,
 };
 use ksim_proto::json::of_millis;
 
@@ -28,7 +29,7 @@ pub fn build(obs: &Observations) -> Report {
             obs.speed,
             timeline.len(),
             bucket_ms,
-            scaling.source == "hpa",
+            scaling.source() == ReplicaSource::Hpa,
         );
         scaling
     });
@@ -370,7 +371,7 @@ mod tests {
         // Observed but no HPA in the trace: nothing to report.
         assert_eq!(build(&obs).workload_scaling, None);
         obs.workload_scaling = Some(crate::WorkloadScaling {
-            source: "hpa".into(),
+            source: ReplicaSource::Hpa as i32,
             ..crate::WorkloadScaling::default()
         });
         let report = build(&obs);

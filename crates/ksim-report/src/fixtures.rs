@@ -250,7 +250,7 @@ pub fn report() -> Report {
 /// The HPAs decided: one scaled workload over three buckets, two scale events.
 pub fn workload_scaling() -> crate::WorkloadScaling {
     crate::WorkloadScaling {
-        source: "hpa".to_owned(),
+        source: crate::ReplicaSource::Hpa as i32,
         reason: "given".to_owned(),
         hpas: 1,
         scaled_workloads: 1,

@@ -64,9 +64,9 @@ pub use model::{
     AutoscalerFlag, AutoscalerOutage, Bucket, Configuration, ControllerManagerFlag, Costs,
     DelaySamples, DurationPercentiles, Fidelity, FidelityBucket, FidelitySeries, GroupCost,
     MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChangeCause,
-    PendingFidelity, PendingSplit, ProviderConfiguration, Provisioning, ReplicaChange, Report,
-    ReportedError, ReportedNodeChange, SchedulerConfiguration, UsageReplay, WaitReason,
-    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    PendingFidelity, PendingSplit, ProviderConfiguration, Provisioning, ReplicaChange,
+    ReplicaSource, Report, ReportedError, ReportedNodeChange, SchedulerConfiguration, UsageReplay,
+    WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 pub use ksim_proto::ksim::driver::v1::{
     AutoscalerOutage, Costs, DelaySamples, DurationPercentiles, FidelitySeries, GroupCost,
-    PendingSplit, Provisioning, ReplicaChange, UsageReplay, WaitReason, WorkloadLimits,
-    WorkloadReplicas, WorkloadUsage,
+    PendingSplit, Provisioning, ReplicaChange, ReplicaSource, UsageReplay, WaitReason,
+    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
     AutoscalerFlagNotApplied, AutoscalerSimulationFlag, ControllerManagerFlag,
@@ -119,26 +119,6 @@ pub const MAX_USAGE_WORKLOADS: usize = 100;
 
 /// Most workloads a report lists limits for.
 pub const MAX_LIMITED_WORKLOADS: usize = 100;
-
-/// Who decided a replay's replica counts (see the driver's `domain::autoscaled`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadScaling {
-    /// `recorded` or `hpa`.
-    pub source: String,
-    /// "given", or the default and its reason.
-    pub reason: String,
-    /// HPAs the trace holds.
-    pub hpas: u64,
-    /// Workloads they scale.
-    pub scaled_workloads: u64,
-    /// Recorded replica changes not replayed (hpa), or HPA operations not replayed
-    /// (recorded).
-    pub not_replayed: u64,
-    /// Per scaled workload, its replicas recorded and simulated, by name. Defaulted: reports
-    /// written before it was kept have none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub workloads: Vec<WorkloadReplicas>,
-}
 
 /// Scale events kept per workload: an HPA flapping for hours must not grow the report
 /// without bound.

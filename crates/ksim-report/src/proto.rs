@@ -47,21 +47,7 @@ impl Report {
             }),
             provisioning: self.provisioning.clone(),
             usage: self.usage.clone(),
-            workload_scaling: self
-                .workload_scaling
-                .as_ref()
-                .map(|scaling| pb::WorkloadScaling {
-                    source: match scaling.source.as_str() {
-                        "recorded" => pb::ReplicaSource::Recorded,
-                        "hpa" => pb::ReplicaSource::Hpa,
-                        _ => pb::ReplicaSource::Unspecified,
-                    } as i32,
-                    reason: scaling.reason.clone(),
-                    hpas: scaling.hpas,
-                    scaled_workloads: scaling.scaled_workloads,
-                    not_replayed: scaling.not_replayed,
-                    workloads: scaling.workloads.clone(),
-                }),
+            workload_scaling: self.workload_scaling.clone(),
             pending_split: Some(self.pending_split),
             pod_start_time: Some(self.pod_start_time),
             node_ready_time: Some(self.node_ready_time),
@@ -109,16 +95,7 @@ impl Report {
                 .as_ref()
                 .map(|outages| outages.outages.clone()),
             usage: report.usage.clone(),
-            workload_scaling: report.workload_scaling.as_ref().map(|scaling| {
-                crate::WorkloadScaling {
-                    source: replica_source_name(scaling.source()).to_owned(),
-                    reason: scaling.reason.clone(),
-                    hpas: scaling.hpas,
-                    scaled_workloads: scaling.scaled_workloads,
-                    not_replayed: scaling.not_replayed,
-                    workloads: scaling.workloads.clone(),
-                }
-            }),
+            workload_scaling: report.workload_scaling.clone(),
             provisioning: report.provisioning.clone(),
             pending_split: report.pending_split.unwrap_or_default(),
             pod_start_time: percentiles_from_proto(report.pod_start_time.as_ref()),
@@ -784,6 +761,7 @@ mod tests {
         assert!(group.get("instance_types").is_none(), "{group}");
         assert!(json["provisioning"].get("delays").is_none(), "{json}");
         assert_eq!(json["provisioning"]["name"], "learned");
+        assert_eq!(json["workload_scaling"]["source"], "hpa");
         let workload = &json["workload_scaling"]["workloads"][0];
         assert!(workload.get("scale_events").is_none(), "{workload}");
         assert_eq!(workload["scale_events_dropped"], 5, "{workload}");

@@ -154,7 +154,7 @@ pub async fn prepare(
         "replica counts decided"
     );
     let workload_scaling = (scaling.hpas > 0).then(|| ksim_report::WorkloadScaling {
-        source: resolved.source.name().to_owned(),
+        source: resolved.source.to_proto() as i32,
         reason: resolved.reason.clone(),
         hpas: scaling.hpas,
         scaled_workloads: scaling.scaled_workloads,
