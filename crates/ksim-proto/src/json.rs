@@ -45,27 +45,21 @@ pub mod fractional_millis {
 /// Fractional milliseconds of a proto duration, rounded to the microsecond; absent or negative
 /// is 0.
 pub fn to_fractional_millis(duration: Option<&prost_types::Duration>) -> f64 {
-    let duration = duration
-        .and_then(|d| std::time::Duration::try_from(*d).ok())
-        .unwrap_or_default();
-    (duration.as_nanos() as f64 / 1000.0).round() / 1000.0
+    (non_negative(duration).as_nanos() as f64 / 1000.0).round() / 1000.0
 }
 
 /// A proto duration of `ms` fractional milliseconds, to the microsecond; negative or NaN is 0,
 /// past what a duration holds saturates.
 pub fn of_fractional_millis(ms: f64) -> prost_types::Duration {
     let micros = (ms * 1000.0).round();
+    // `as` saturates, the right answer for absurdly large values; NaN is excluded first.
     let micros = if micros.is_finite() && micros > 0.0 {
-        // `as` saturates, the right answer for absurdly large values.
         micros as u64
     } else {
         0
     };
-    let seconds = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX);
-    prost_types::Duration {
-        seconds,
-        nanos: i32::try_from((micros % 1_000_000) * 1000).unwrap_or(0),
-    }
+    // u64 microseconds are under 600,000 years: a proto duration holds them.
+    prost_types::Duration::try_from(std::time::Duration::from_micros(micros)).unwrap_or_default()
 }
 
 /// Enum fields (`i32` on the wire) as report.json has always written them: the lowercase name
@@ -114,9 +108,14 @@ fn name_of(word: &str, prefix: &str) -> String {
 
 /// Whole milliseconds of a proto duration; absent or negative is 0, past `u64` saturates.
 pub fn to_millis(duration: Option<&prost_types::Duration>) -> u64 {
+    u64::try_from(non_negative(duration).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A proto duration as a std one; absent or negative is zero (nothing reported is negative).
+fn non_negative(duration: Option<&prost_types::Duration>) -> std::time::Duration {
     duration
         .and_then(|d| std::time::Duration::try_from(*d).ok())
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
 }
 
 /// A proto duration of `ms` milliseconds.

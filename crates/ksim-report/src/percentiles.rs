@@ -12,22 +12,16 @@ pub fn of(samples: &[Duration]) -> DurationPercentiles {
     let mut sorted = samples.to_vec();
     sorted.sort_unstable();
     // No reported duration is near what a proto duration cannot hold.
-    let at = |duration: Duration| prost_types::Duration::try_from(to_microsecond(duration)).ok();
-    let Some(max) = sorted.last() else {
-        return DurationPercentiles {
-            count: 0,
-            p50: at(Duration::ZERO),
-            p90: at(Duration::ZERO),
-            p99: at(Duration::ZERO),
-            max: at(Duration::ZERO),
-        };
+    let at = |percent| {
+        let duration = nearest_rank(&sorted, percent);
+        prost_types::Duration::try_from(to_microsecond(duration)).ok()
     };
     DurationPercentiles {
         count: sorted.len() as u64,
-        p50: at(nearest_rank(&sorted, 50)),
-        p90: at(nearest_rank(&sorted, 90)),
-        p99: at(nearest_rank(&sorted, 99)),
-        max: at(*max),
+        p50: at(50),
+        p90: at(90),
+        p99: at(99),
+        max: at(100),
     }
 }
 
@@ -37,8 +31,11 @@ pub fn ms(duration: Option<&prost_types::Duration>) -> f64 {
     ksim_proto::json::to_fractional_millis(duration)
 }
 
-/// The `percent`-th percentile of non-empty sorted samples.
+/// The `percent`-th percentile of sorted samples (the 100th is the largest); zero for none.
 fn nearest_rank(sorted: &[Duration], percent: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
     // Integer ceil(percent * n / 100) avoids float rounding at exact ranks (p90 of 10 is rank 9).
     let rank = (percent * sorted.len()).div_ceil(100).max(1);
     sorted[rank.min(sorted.len()) - 1]
