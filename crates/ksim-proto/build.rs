@@ -47,6 +47,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     for message in REPORT_JSON_MESSAGES {
         builder = builder.type_attribute(message, REPORT_JSON_DERIVE);
     }
+    for enumeration in REPORT_JSON_ENUMS {
+        builder = builder.enum_attribute(enumeration, REPORT_JSON_ENUM_DERIVE);
+    }
     for (field, attribute) in REPORT_JSON_FIELDS {
         builder = builder.field_attribute(field, attribute);
     }
@@ -61,12 +64,18 @@ fn main() -> Result<(), Box<dyn Error>> {
 /// older report.json reads as its default.
 const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.AutoscalerOutage",
+    ".ksim.driver.v1.ClusterState",
     ".ksim.driver.v1.Costs",
     ".ksim.driver.v1.DelaySamples",
     ".ksim.driver.v1.DurationPercentiles",
+    ".ksim.driver.v1.Fidelity",
+    ".ksim.driver.v1.FidelityBucket",
+    ".ksim.driver.v1.FidelityPending",
     ".ksim.driver.v1.FidelitySeries",
     ".ksim.driver.v1.GroupCost",
+    ".ksim.driver.v1.NodeChange",
     ".ksim.driver.v1.NodesKept",
+    ".ksim.driver.v1.ObjectError",
     ".ksim.driver.v1.NodesKeptReason",
     ".ksim.driver.v1.PendingSplit",
     ".ksim.driver.v1.PodPhaseCounts",
@@ -79,12 +88,24 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.WorkloadReplicas",
     ".ksim.driver.v1.WorkloadScaling",
     ".ksim.driver.v1.WorkloadUsage",
+    ".ksim.env.v1.AppliedConfiguration",
+    ".ksim.env.v1.AutoscalerFlag",
     ".ksim.env.v1.AutoscalerFlagNotApplied",
     ".ksim.env.v1.AutoscalerSimulationFlag",
     ".ksim.env.v1.ControllerManagerFlag",
+    ".ksim.env.v1.KarpenterRun",
+    ".ksim.env.v1.ProviderConfig",
+    ".ksim.env.v1.SchedulerConfig",
+    ".ksim.trace.v1.GroupVersionKind",
 ];
 const REPORT_JSON_DERIVE: &str =
     "#[derive(serde::Serialize, serde::Deserialize)]\n#[serde(default)]";
+/// Enums that are values of their own outside a message (a message's enum field is an `i32`,
+/// written by `ksim_proto::json`'s enum words): the driver's observations hold a node change's
+/// kind, as `"added"` or `"removed"`.
+const REPORT_JSON_ENUMS: &[&str] = &[".ksim.driver.v1.NodeChangeKind"];
+const REPORT_JSON_ENUM_DERIVE: &str =
+    "#[derive(serde::Serialize, serde::Deserialize)]\n#[serde(rename_all = \"lowercase\")]";
 /// Fields report.json names or writes its own way, as it always has: durations as whole
 /// milliseconds under a `_ms` name (`ksim_proto::json`), distributions' in fractional ones, and
 /// empty lists and maps left out.
@@ -96,6 +117,34 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
     (
         ".ksim.driver.v1.AutoscalerOutage.duration",
         "#[serde(rename = \"duration_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.Fidelity.bucket_width",
+        "#[serde(rename = \"bucket_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.FidelityBucket.offset",
+        "#[serde(rename = \"offset_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.NodeChange.offset",
+        "#[serde(rename = \"offset_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.NodeChange.kind",
+        "#[serde(with = \"crate::json::node_change_kind\")]",
+    ),
+    (
+        ".ksim.driver.v1.NodeChange.cause",
+        "#[serde(with = \"crate::json::node_change_cause\")]",
+    ),
+    (
+        ".ksim.driver.v1.ObjectError.operation",
+        "#[serde(with = \"crate::json::object_operation\")]",
+    ),
+    (
+        ".ksim.driver.v1.ObjectError.trace_offset",
+        "#[serde(rename = \"trace_offset_ms\", with = \"crate::json::millis\")]",
     ),
     (
         ".ksim.driver.v1.PendingSplit.scheduling_pod_seconds",
@@ -160,6 +209,39 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
     (
         ".ksim.driver.v1.WorkloadReplicas.scale_events",
         "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    // Reports from before the scheduler's two fields named them `scheduler` and `given_yaml`.
+    (
+        ".ksim.env.v1.AppliedConfiguration.scheduler_given",
+        "#[serde(alias = \"scheduler\")]",
+    ),
+    (
+        ".ksim.env.v1.SchedulerConfig.yaml",
+        "#[serde(alias = \"given_yaml\")]",
+    ),
+    (
+        ".ksim.env.v1.AppliedConfiguration.autoscaler_recorded_source",
+        "#[serde(skip_serializing_if = \"::std::string::String::is_empty\")]",
+    ),
+    (
+        ".ksim.env.v1.AppliedConfiguration.autoscaler_not_applied",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.env.v1.AppliedConfiguration.autoscaler_simulation_flags",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.env.v1.AppliedConfiguration.controller_manager_flags",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.env.v1.AppliedConfiguration.karpenter",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\", with = \"crate::json::karpenter_run\")]",
+    ),
+    (
+        ".ksim.env.v1.AutoscalerFlag.source",
+        "#[serde(skip_serializing_if = \"crate::json::is_unspecified\", with = \"crate::json::autoscaler_flag_source\")]",
     ),
 ];
 

@@ -1,6 +1,6 @@
 //! The serde forms `report.json` gives the well-known types inside the messages it holds
-//! (build.rs, `REPORT_JSON_FIELDS`): a duration as whole milliseconds, `"offset_ms": 1500`, as
-//! the report has always written it.
+//! (build.rs, `REPORT_JSON_FIELDS`): a duration as whole milliseconds, `"offset_ms": 1500`, an
+//! enum as its word, as the report has always written them.
 
 /// An `Option<prost_types::Duration>` as whole milliseconds: absent or negative is 0, and a
 /// value read is always present. Sub-millisecond parts are dropped, as the report keeps
@@ -63,10 +63,12 @@ pub fn of_fractional_millis(ms: f64) -> prost_types::Duration {
 }
 
 /// Enum fields (`i32` on the wire) as report.json has always written them: the lowercase name
-/// of the value without its enum's prefix, `REPLICA_SOURCE_HPA` as `"hpa"`. A value this build
-/// does not know is written `"unspecified"`; a word it does not know is refused, named.
+/// of the value without its enum's prefix, its underscores as the given separator
+/// (`REPLICA_SOURCE_HPA` as `"hpa"`, `AUTOSCALER_FLAG_SOURCE_CA_DEFAULT` as `"ca-default"`). A
+/// value this build does not know is written `"unspecified"`; a word it does not know is
+/// refused, named.
 macro_rules! enum_words {
-    ($($(#[$doc:meta])* $module:ident: $enum:ty, $prefix:literal;)*) => {$(
+    ($($(#[$doc:meta])* $module:ident: $enum:ty, $prefix:literal, $separator:literal;)*) => {$(
         $(#[$doc])*
         pub mod $module {
             use serde::{Deserialize, Deserializer, Serializer};
@@ -74,14 +76,17 @@ macro_rules! enum_words {
             pub fn serialize<S: Serializer>(value: &i32, serializer: S) -> Result<S::Ok, S::Error> {
                 let word = <$enum>::try_from(*value).map_or_else(
                     |_| "unspecified".to_owned(),
-                    |known| super::word_of(known.as_str_name(), $prefix),
+                    |known| super::word_of(known.as_str_name(), $prefix, $separator),
                 );
                 serializer.serialize_str(&word)
             }
 
+            /// `null`, as reports wrote a value they did not know, is unspecified.
             pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i32, D::Error> {
-                let word = String::deserialize(deserializer)?;
-                <$enum>::from_str_name(&super::name_of(&word, $prefix))
+                let Some(word) = Option::<String>::deserialize(deserializer)? else {
+                    return Ok(0);
+                };
+                <$enum>::from_str_name(&super::name_of(&word, $prefix, $separator))
                     .map(|known| known as i32)
                     .ok_or_else(|| serde::de::Error::custom(format!("unknown value {word:?}")))
             }
@@ -91,19 +96,61 @@ macro_rules! enum_words {
 
 enum_words! {
     /// `ReplicaSource`: `"recorded"`, `"hpa"`.
-    replica_source: crate::ksim::driver::v1::ReplicaSource, "REPLICA_SOURCE_";
+    replica_source: crate::ksim::driver::v1::ReplicaSource, "REPLICA_SOURCE_", "_";
+    /// `AutoscalerFlagSource`: `"ca-default"`, `"recording"`, `"environment"`, `"run"`.
+    autoscaler_flag_source: crate::ksim::env::v1::AutoscalerFlagSource, "AUTOSCALER_FLAG_SOURCE_", "-";
+    /// `NodeChangeKind`: `"added"`, `"removed"`.
+    node_change_kind: crate::ksim::driver::v1::NodeChangeKind, "NODE_CHANGE_KIND_", "_";
+    /// `NodeChangeCause`: `"autoscaler"`, `"pool"`, `"reregistration"`.
+    node_change_cause: crate::ksim::driver::v1::NodeChangeCause, "NODE_CHANGE_CAUSE_", "_";
+    /// `ObjectOperation`: `"apply"`, `"delete"`, `"cron_run"`.
+    object_operation: crate::ksim::driver::v1::ObjectOperation, "OBJECT_OPERATION_", "_";
 }
 
-/// `REPLICA_SOURCE_HPA` less `REPLICA_SOURCE_`, lowercase: `hpa`.
-fn word_of(name: &str, prefix: &str) -> String {
+/// Whether an enum field holds its unspecified value (0), which report.json leaves out.
+pub fn is_unspecified(value: &i32) -> bool {
+    *value == 0
+}
+
+/// `REPLICA_SOURCE_HPA` less `REPLICA_SOURCE_`, lowercase, `_` as `separator`: `hpa`.
+fn word_of(name: &str, prefix: &str, separator: &str) -> String {
     name.strip_prefix(prefix)
         .unwrap_or(name)
         .to_ascii_lowercase()
+        .replace('_', separator)
 }
 
 /// The enum value's proto name for a word: `hpa` is `REPLICA_SOURCE_HPA`.
-fn name_of(word: &str, prefix: &str) -> String {
-    format!("{prefix}{}", word.to_ascii_uppercase())
+fn name_of(word: &str, prefix: &str, separator: &str) -> String {
+    format!(
+        "{prefix}{}",
+        word.replace(separator, "_").to_ascii_uppercase()
+    )
+}
+
+/// Karpenter's run as its release alone (`"karpenter": "v1.14.1"`), as report.json has always
+/// held it.
+pub mod karpenter_run {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::ksim::env::v1::KarpenterRun;
+
+    pub fn serialize<S: Serializer>(
+        run: &Option<KarpenterRun>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match run {
+            Some(run) => serializer.serialize_some(&run.version),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<KarpenterRun>, D::Error> {
+        Option::<String>::deserialize(deserializer)
+            .map(|version| version.map(|version| KarpenterRun { version }))
+    }
 }
 
 /// Whole milliseconds of a proto duration; absent or negative is 0, past `u64` saturates.
@@ -203,6 +250,24 @@ mod tests {
             unknown.to_string().contains(r#"unknown value "vpa""#),
             "{unknown}"
         );
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Flag {
+        #[serde(with = "super::autoscaler_flag_source")]
+        source: i32,
+    }
+
+    #[test]
+    fn an_enum_word_takes_its_separator_both_ways() {
+        use crate::ksim::env::v1::AutoscalerFlagSource;
+        let default = Flag {
+            source: AutoscalerFlagSource::CaDefault as i32,
+        };
+        let json = serde_json::to_string(&default).unwrap();
+        assert_eq!(json, r#"{"source":"ca-default"}"#);
+        assert_eq!(serde_json::from_str::<Flag>(&json).unwrap(), default);
+        assert!(serde_json::from_str::<Flag>(r#"{"source":"ca"}"#).is_err());
     }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]

@@ -7,11 +7,20 @@
 
 use std::collections::HashMap;
 
-use super::input::{GroupOwner, NodeChange, NodeChangeKind};
-use super::model::NodeChangeCause;
+use super::input::{GroupOwner, ObservedNodeChange};
+use crate::{NodeChange, NodeChangeCause, NodeChangeKind};
+
+/// Who made a reported change. Unspecified, in reports written before it was kept, counted
+/// every change as the autoscaler's.
+pub fn cause_of(change: &NodeChange) -> NodeChangeCause {
+    match change.cause() {
+        NodeChangeCause::Unspecified => NodeChangeCause::Autoscaler,
+        cause => cause,
+    }
+}
 
 /// The cause of each of `changes`, which are in time order.
-pub fn causes(changes: &[&NodeChange]) -> Vec<NodeChangeCause> {
+pub fn causes(changes: &[&ObservedNodeChange]) -> Vec<NodeChangeCause> {
     let mut causes: Vec<NodeChangeCause> = changes
         .iter()
         .map(|change| match change.owner {
@@ -35,6 +44,8 @@ pub fn causes(changes: &[&NodeChange]) -> Vec<NodeChangeCause> {
                     causes[index] = NodeChangeCause::Reregistration;
                 }
             }
+            // The observer sees a Node added or deleted, never neither.
+            NodeChangeKind::Unspecified => {}
         }
     }
     causes
@@ -51,8 +62,8 @@ mod tests {
         node: &str,
         kind: NodeChangeKind,
         owner: Option<GroupOwner>,
-    ) -> NodeChange {
-        NodeChange {
+    ) -> ObservedNodeChange {
+        ObservedNodeChange {
             offset: Duration::from_secs(secs),
             group: "m5".to_owned(),
             node: node.to_owned(),
@@ -81,7 +92,7 @@ mod tests {
             // A node without the label counts as the autoscaler's, as before.
             change(8, "old", Added, None),
         ];
-        let refs: Vec<&NodeChange> = changes.iter().collect();
+        let refs: Vec<&ObservedNodeChange> = changes.iter().collect();
         assert_eq!(
             causes(&refs),
             [
@@ -105,7 +116,7 @@ mod tests {
             change(1, "seats-m5-a", Added, seats),
             change(2, "seats-m5-a", Removed, seats),
         ];
-        let refs: Vec<&NodeChange> = changes.iter().collect();
+        let refs: Vec<&ObservedNodeChange> = changes.iter().collect();
         assert_eq!(causes(&refs), [NodeChangeCause::Autoscaler; 2]);
     }
 }

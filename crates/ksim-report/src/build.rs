@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use super::input::{NodeChange, Observations, ObservedOutage};
+use super::input::{Observations, ObservedNodeChange, ObservedOutage};
 use super::model::{
-    AutoscalerOutage, Bucket, PendingSplit, ReplicaSource, Report, ReportedError,
-    ReportedNodeChange,
+    AutoscalerOutage, Bucket, NodeChange, ObjectError, ObjectOperation, PendingSplit,
+    ReplicaSource, Report,
 };
 use ksim_proto::json::of_millis;
 
@@ -55,11 +55,14 @@ pub fn build(obs: &Observations) -> Report {
         object_errors: obs
             .object_errors
             .iter()
-            .map(|error| ReportedError {
-                target: error.target.clone(),
-                operation: Some(error.operation),
+            .map(|error| ObjectError {
+                gvk: Some((&error.target.gvk).into()),
+                // The proto spells "cluster-scoped" as an empty namespace.
+                namespace: error.target.namespace.clone().unwrap_or_default(),
+                name: error.target.name.clone(),
+                operation: ObjectOperation::from(error.operation).into(),
                 event_index: error.event_index,
-                trace_offset_ms: u64::try_from(error.trace_offset.as_millis()).unwrap_or(u64::MAX),
+                trace_offset: Some(of_millis(millis(error.trace_offset))),
                 message: error.message.clone(),
             })
             .collect(),
@@ -143,19 +146,19 @@ fn autoscaler_outages(
 
 /// In time order (the watch delivers them in order; stable, so ties keep it), to the
 /// millisecond in recorded time like the timeline's offsets.
-fn node_changes(changes: &[NodeChange], speed: f64) -> Vec<ReportedNodeChange> {
-    let mut changes: Vec<&NodeChange> = changes.iter().collect();
+fn node_changes(changes: &[ObservedNodeChange], speed: f64) -> Vec<NodeChange> {
+    let mut changes: Vec<&ObservedNodeChange> = changes.iter().collect();
     changes.sort_by_key(|change| change.offset);
     let causes = attribution::causes(&changes);
     changes
         .into_iter()
         .zip(causes)
-        .map(|(change, cause)| ReportedNodeChange {
-            offset_ms: millis(recorded(change.offset, speed)),
+        .map(|(change, cause)| NodeChange {
+            offset: Some(of_millis(millis(recorded(change.offset, speed)))),
             group: change.group.clone(),
             node: change.node.clone(),
-            kind: Some(change.kind),
-            cause,
+            kind: change.kind.into(),
+            cause: cause.into(),
         })
         .collect()
 }
@@ -166,7 +169,7 @@ mod tests {
     use super::super::fixtures;
     use super::super::percentiles::ms;
     use super::*;
-    use crate::Operation;
+    use ksim_proto::json::to_millis;
 
     #[test]
     fn a_fast_replay_reports_recorded_time() {
@@ -183,7 +186,10 @@ mod tests {
         // Lateness is the driver's delay: wall clock at any speed.
         assert_eq!(report.lateness, slow.lateness);
         for (fast, slow) in report.node_changes.iter().zip(&slow.node_changes) {
-            assert_eq!(fast.offset_ms, slow.offset_ms * 10);
+            assert_eq!(
+                to_millis(fast.offset.as_ref()),
+                to_millis(slow.offset.as_ref()) * 10
+            );
         }
         assert_eq!(slow.speed, 1.0);
     }
@@ -202,9 +208,9 @@ mod tests {
         assert_eq!(ms(report.lateness.p50.as_ref()), 1.5);
         assert_eq!(report.object_errors.len(), 4);
         let first = &report.object_errors[0];
-        assert_eq!(first.operation, Some(Operation::Apply));
-        assert_eq!(first.trace_offset_ms, 61_500);
-        assert_eq!(first.target.name, "web-0");
+        assert_eq!(first.operation(), ObjectOperation::Apply);
+        assert_eq!(to_millis(first.trace_offset.as_ref()), 61_500);
+        assert_eq!(first.name, "web-0");
     }
 
     #[test]
@@ -234,8 +240,9 @@ mod tests {
 
     #[test]
     fn node_changes_are_in_time_order_on_the_timeline_clock() {
-        use super::super::input::{NodeChangeKind, ScaleEvent};
-        let change = |ms, node: &str, kind| NodeChange {
+        use super::super::input::ScaleEvent;
+        use crate::NodeChangeKind;
+        let change = |ms, node: &str, kind| ObservedNodeChange {
             offset: Duration::from_micros(ms),
             group: "m5".into(),
             node: node.into(),
@@ -261,13 +268,14 @@ mod tests {
         let offsets: Vec<(u64, &str)> = report
             .node_changes
             .iter()
-            .map(|c| (c.offset_ms, c.node.as_str()))
+            .map(|c| (to_millis(c.offset.as_ref()), c.node.as_str()))
             .collect();
         // Sorted, and cut (not rounded) to the millisecond like the timeline.
         assert_eq!(offsets, [(700, "m5-a"), (2_500, "m5-b")]);
-        assert_eq!(report.node_changes[1].kind, Some(NodeChangeKind::Added));
+        assert_eq!(report.node_changes[1].kind(), NodeChangeKind::Added);
         assert_eq!(report.node_changes[1].group, "m5");
-        let second = usize::try_from(report.node_changes[1].offset_ms / 1000).unwrap();
+        let second =
+            usize::try_from(to_millis(report.node_changes[1].offset.as_ref()) / 1000).unwrap();
         assert_eq!(report.timeline[second].scale_ups, 1);
         assert_eq!(
             report.timeline[second].offset_ms, 2_000,

@@ -133,7 +133,8 @@ fn figure_against(baseline: Option<&Report>, report: &Report, name: &str) -> Opt
     match AGAINST_BASELINE.iter().find(|(figure, _)| *figure == name) {
         Some((_, series)) => {
             let agreement = super::fidelity::agreement(baseline?, report)?;
-            Some(agreement.series(series)?.within_tolerance)
+            let series = agreement.series.iter().find(|s| s.name == *series)?;
+            Some(series.within_tolerance)
         }
         None => figure(report, name),
     }

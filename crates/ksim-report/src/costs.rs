@@ -14,9 +14,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::input::{NodeChangeKind, Observations};
+use super::input::Observations;
 use super::model::{Bucket, Costs, GroupCost, WaitReason};
 use super::timeline::{effective_speed, recorded};
+use crate::NodeChangeKind;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
 
@@ -277,7 +278,7 @@ mod tests {
         };
         // Half an hour of an m5.large (0.096), then half an hour of it and an m5.xlarge (0.192).
         let timeline = [priced(1, 96_000), priced(2, 288_000)];
-        let change = |node: &str, instance_type: &str| crate::input::NodeChange {
+        let change = |node: &str, instance_type: &str| crate::input::ObservedNodeChange {
             offset: Duration::ZERO,
             group: "general".into(),
             node: node.into(),

@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::fidelity::{Measure, running_pod_seconds};
+use ksim_proto::json::to_millis;
+
+use super::fidelity::{Measure, running_pod_seconds, side};
 use super::model::{Fidelity, Report};
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
@@ -67,7 +69,7 @@ pub fn to_csv(report: &Report) -> String {
 }
 
 /// The comparison, one row per bucket: `offset_s`, then `recorded_<series>,simulated_<series>`
-/// for each series in the order of [`Fidelity::series`] (`nodes`, `nodes/<group>`...,
+/// for each series in the order of [`Fidelity`]'s `series` (`nodes`, `nodes/<group>`...,
 /// `pods_running`, `pods_pending`), then `recorded_running_pod_seconds,
 /// simulated_running_pod_seconds`: running totals to the bucket's end, the last row's being the
 /// report's. `offset_s` is recorded time.
@@ -85,20 +87,21 @@ pub fn fidelity_to_csv(fidelity: &Fidelity) -> String {
     }
     out.push_str(",recorded_running_pod_seconds,simulated_running_pod_seconds\n");
     let (mut recorded, mut simulated) = (0, 0);
+    let width_ms = to_millis(fidelity.bucket_width.as_ref());
     for bucket in &fidelity.buckets {
-        out.push_str(&seconds(bucket.offset_ms));
+        let (recorded_side, simulated_side) = (side(bucket, false), side(bucket, true));
+        out.push_str(&seconds(to_millis(bucket.offset.as_ref())));
         for measure in &measures {
             let _ = write!(
                 out,
                 ",{},{}",
-                measure.value(&bucket.recorded),
-                measure.value(&bucket.simulated)
+                measure.value(recorded_side),
+                measure.value(simulated_side)
             );
         }
-        recorded += bucket.recorded.pods_running;
-        simulated += bucket.simulated.pods_running;
-        let pod_seconds =
-            |pods: u64| running_pod_seconds(std::iter::once(pods), fidelity.bucket_ms);
+        recorded += recorded_side.pods_running;
+        simulated += simulated_side.pods_running;
+        let pod_seconds = |pods: u64| running_pod_seconds(std::iter::once(pods), width_ms);
         let _ = writeln!(out, ",{},{}", pod_seconds(recorded), pod_seconds(simulated));
     }
     out

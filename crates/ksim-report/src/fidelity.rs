@@ -6,17 +6,19 @@
 //! where the replay's last sample was taken, so a replay that stopped early is not compared
 //! with recorded time it never reached.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::input::{ClusterState, Observations, RecordedState};
+use ksim_proto::json::of_millis;
+
+use super::attribution::cause_of;
+use super::input::{Observations, RecordedState};
 use super::model::{
-    DelaySamples, Fidelity, FidelityBucket, FidelitySeries, PendingFidelity, Report,
-    ReportedNodeChange,
+    ClusterState, DelaySamples, DurationPercentiles, Fidelity, FidelityBucket, FidelityPending,
+    FidelitySeries, NodeChange, NodeChangeCause, NodeChangeKind, Report,
 };
 use super::percentiles;
 use super::timeline::{millis, recorded};
-use crate::NodeChangeKind;
 
 /// Bucket width of the comparison, recorded time: coarse enough that a node joining a
 /// second later in the replay than in the recording does not count as an error.
@@ -46,16 +48,18 @@ pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
         let at = millis(recorded(sample.offset, obs.speed));
         (at, simulated_state(sample))
     }));
-    let mut fidelity = between(&recorded_states, &simulated_states)?;
     let pending: Vec<Duration> = obs
         .pending_times
         .iter()
         .map(|&wall| recorded(wall, obs.speed))
         .collect();
-    fidelity.pending.simulated = percentiles::of(&pending);
-    // Already recorded time: the trace's own clock.
-    fidelity.pending.recorded = obs.recorded_pending.as_deref().map(percentiles::of);
-    Some(fidelity)
+    between(
+        &recorded_states,
+        &simulated_states,
+        // Already recorded time: the trace's own clock.
+        obs.recorded_pending.as_deref().map(percentiles::of),
+        percentiles::of(&pending),
+    )
 }
 
 /// Another replay against a reference replay of the same trace (`ksim compare`'s baseline):
@@ -77,16 +81,20 @@ pub(crate) fn agreement(reference: &Report, other: &Report) -> Option<Fidelity> 
             (bucket.offset_ms, state)
         }))
     };
-    let mut fidelity = between(&states(reference), &states(other))?;
-    fidelity.pending.recorded = Some(reference.pod_pending_time);
-    fidelity.pending.simulated = other.pod_pending_time;
-    Some(fidelity)
+    between(
+        &states(reference),
+        &states(other),
+        Some(reference.pod_pending_time),
+        other.pod_pending_time,
+    )
 }
 
-/// Both sides in buckets up to the last state of `simulated`.
+/// Both sides in buckets up to the last state of `simulated`, with both sides' pending times.
 fn between(
     recorded_states: &[(u64, ClusterState)],
     simulated_states: &[(u64, ClusterState)],
+    recorded_pending: Option<DurationPercentiles>,
+    simulated_pending: DurationPercentiles,
 ) -> Option<Fidelity> {
     let &(end, _) = simulated_states.last()?;
 
@@ -97,25 +105,42 @@ fn between(
             // The last millisecond of the bucket, or the replay's last sample.
             let at = (offset_ms + width - 1).min(end);
             Some(FidelityBucket {
-                offset_ms,
-                recorded: state_at(recorded_states, at)?.clone(),
-                simulated: state_at(simulated_states, at)?.clone(),
+                offset: Some(of_millis(offset_ms)),
+                recorded: Some(state_at(recorded_states, at)?.clone()),
+                simulated: Some(state_at(simulated_states, at)?.clone()),
             })
         })
         .collect();
-    let pod_seconds = |side: fn(&FidelityBucket) -> &ClusterState| {
-        running_pod_seconds(buckets.iter().map(|b| side(b).pods_running), width)
+    let pod_seconds = |simulated: bool| {
+        let running = buckets.iter().map(|b| side(b, simulated).pods_running);
+        running_pod_seconds(running, width)
     };
     Some(Fidelity {
-        bucket_ms: width,
+        bucket_width: Some(of_millis(width)),
         series: series(&buckets),
-        pending: PendingFidelity {
-            recorded_running_pod_seconds: pod_seconds(|b| &b.recorded),
-            simulated_running_pod_seconds: pod_seconds(|b| &b.simulated),
-            ..PendingFidelity::default()
-        },
+        pending: Some(FidelityPending {
+            recorded: recorded_pending,
+            simulated: Some(simulated_pending),
+            recorded_running_pod_seconds: pod_seconds(false),
+            simulated_running_pod_seconds: pod_seconds(true),
+        }),
         buckets,
     })
+}
+
+/// One side of a bucket, the simulated or the recorded; a side a report left out is empty.
+pub(crate) fn side(bucket: &FidelityBucket, simulated: bool) -> &ClusterState {
+    static EMPTY: ClusterState = ClusterState {
+        ready_nodes: BTreeMap::new(),
+        pods_running: 0,
+        pods_pending: 0,
+    };
+    let side = if simulated {
+        &bucket.simulated
+    } else {
+        &bucket.recorded
+    };
+    side.as_ref().unwrap_or(&EMPTY)
 }
 
 /// Running pods times seconds, each bucket counting its whole width at its end's count: what
@@ -132,26 +157,26 @@ pub(crate) fn running_pod_seconds(running: impl Iterator<Item = u64>, width_ms: 
 /// the default's. First pulls are not counted: the report does not see which pod pulled.
 pub(crate) fn few_samples_warnings(
     delays: &[DelaySamples],
-    node_changes: &[ReportedNodeChange],
+    node_changes: &[NodeChange],
     pods_started: u64,
 ) -> Vec<String> {
-    let mut draws: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+    let mut draws: BTreeMap<(&str, &str), u64> = Default::default();
     for change in node_changes {
         // The pool draws for nodes the autoscaler asked for, not for ones it re-registers.
-        if change.cause != crate::NodeChangeCause::Autoscaler {
+        if cause_of(change) != NodeChangeCause::Autoscaler {
             continue;
         }
-        let drawn: &[&str] = match change.kind {
-            Some(NodeChangeKind::Added) => &["registration", "ready"],
-            Some(NodeChangeKind::Removed) => &["termination"],
-            None => &[],
+        let drawn: &[&str] = match change.kind() {
+            NodeChangeKind::Added => &["registration", "ready"],
+            NodeChangeKind::Removed => &["termination"],
+            NodeChangeKind::Unspecified => &[],
         };
         for delay in drawn {
             *draws.entry((change.group.as_str(), delay)).or_default() += 1;
         }
     }
     // Each group's draws count against its own delay, else the default's.
-    let mut per_delay: std::collections::BTreeMap<(String, &str), u64> = Default::default();
+    let mut per_delay: BTreeMap<(String, &str), u64> = Default::default();
     for ((group, delay), count) in draws {
         let own = format!("nodes/{group}");
         let scope = if delays.iter().any(|d| d.scope == own && d.delay == delay) {
@@ -227,10 +252,10 @@ impl Measure {
         let groups: BTreeSet<&String> = buckets
             .iter()
             .flat_map(|b| {
-                b.recorded
+                side(b, false)
                     .ready_nodes
                     .keys()
-                    .chain(b.simulated.ready_nodes.keys())
+                    .chain(side(b, true).ready_nodes.keys())
             })
             .collect();
         std::iter::once(Self::Nodes)
@@ -250,7 +275,7 @@ impl Measure {
 
     pub(crate) fn value(&self, state: &ClusterState) -> u64 {
         match self {
-            Self::Nodes => state.nodes(),
+            Self::Nodes => state.ready_nodes.values().sum(),
             Self::Group(group) => state.ready_nodes.get(group).copied().unwrap_or(0),
             Self::PodsRunning => state.pods_running,
             Self::PodsPending => state.pods_pending,
@@ -279,7 +304,7 @@ fn series(buckets: &[FidelityBucket]) -> Vec<FidelitySeries> {
 fn compared(measure: &Measure, buckets: &[FidelityBucket]) -> FidelitySeries {
     let pairs: Vec<(u64, u64)> = buckets
         .iter()
-        .map(|b| (measure.value(&b.recorded), measure.value(&b.simulated)))
+        .map(|b| (measure.value(side(b, false)), measure.value(side(b, true))))
         .collect();
     let count = pairs.len() as f64;
     let share = |n: usize| {
@@ -313,6 +338,19 @@ mod tests {
     use super::super::input::{NodeCount, PodPhaseCounts, ResourceUsage, Sample};
     use super::super::percentiles::ms;
     use super::*;
+    use ksim_proto::json::to_millis;
+
+    fn offset_ms(bucket: &FidelityBucket) -> u64 {
+        to_millis(bucket.offset.as_ref())
+    }
+
+    fn nodes(bucket: &FidelityBucket, simulated: bool) -> u64 {
+        Measure::Nodes.value(side(bucket, simulated))
+    }
+
+    fn series<'a>(fidelity: &'a Fidelity, name: &str) -> Option<&'a FidelitySeries> {
+        fidelity.series.iter().find(|series| series.name == name)
+    }
 
     fn state(group_nodes: &[(&str, u64)], running: u64, pending: u64) -> ClusterState {
         ClusterState {
@@ -387,33 +425,33 @@ mod tests {
             ..Observations::default()
         };
         let fidelity = compare(&obs).unwrap();
-        assert_eq!(fidelity.bucket_ms, 5000);
-        let offsets: Vec<u64> = fidelity.buckets.iter().map(|b| b.offset_ms).collect();
+        assert_eq!(to_millis(fidelity.bucket_width.as_ref()), 5000);
+        let offsets: Vec<u64> = fidelity.buckets.iter().map(offset_ms).collect();
         // The last bucket (20-25 s) ends at the last sample, 22 s.
         assert_eq!(offsets, [0, 5000, 10_000, 15_000, 20_000]);
         let nodes: Vec<(u64, u64)> = fidelity
             .buckets
             .iter()
-            .map(|b| (b.recorded.nodes(), b.simulated.nodes()))
+            .map(|b| (nodes(b, false), nodes(b, true)))
             .collect();
         // At 4.999 s, 9.999 s, 14.999 s, 19.999 s and 22 s.
         assert_eq!(nodes, [(2, 2), (4, 4), (4, 4), (2, 4), (2, 2)]);
 
-        let total = fidelity.series("nodes").unwrap();
+        let total = series(&fidelity, "nodes").unwrap();
         assert_eq!(total.buckets, 5);
         assert_eq!(total.max_abs_error, 2);
         assert!((total.mean_abs_error - 0.4).abs() < 1e-9, "{total:?}");
         assert!((total.within_tolerance - 0.8).abs() < 1e-9, "{total:?}");
         assert_eq!((total.recorded_peak, total.simulated_peak), (4, 4));
         assert_eq!(
-            fidelity.series("nodes/m5").unwrap(),
+            series(&fidelity, "nodes/m5").unwrap(),
             &FidelitySeries {
                 name: "nodes/m5".into(),
                 ..total.clone()
             }
         );
         // Pods: recorded 10 running from 7 s; simulated from 9 s: both at 9.999 s.
-        let running = fidelity.series("pods_running").unwrap();
+        let running = series(&fidelity, "pods_running").unwrap();
         assert_eq!(running.max_abs_error, 0);
         assert_eq!(running.within_tolerance, 1.0);
         let names: Vec<&str> = fidelity.series.iter().map(|s| s.name.as_str()).collect();
@@ -440,13 +478,13 @@ mod tests {
         let nodes: Vec<(u64, u64, u64)> = fidelity
             .buckets
             .iter()
-            .map(|b| (b.offset_ms, b.recorded.nodes(), b.simulated.nodes()))
+            .map(|b| (offset_ms(b), nodes(b, false), nodes(b, true)))
             .collect();
         assert_eq!(
             nodes,
             [(0, 2, 2), (5000, 2, 2), (10_000, 4, 4), (15_000, 4, 4)]
         );
-        assert_eq!(fidelity.series("nodes").unwrap().within_tolerance, 1.0);
+        assert_eq!(series(&fidelity, "nodes").unwrap().within_tolerance, 1.0);
     }
 
     #[test]
@@ -457,23 +495,23 @@ mod tests {
             ..Observations::default()
         };
         let fidelity = compare(&obs).unwrap();
-        let running = fidelity.series("pods_running").unwrap();
+        let running = series(&fidelity, "pods_running").unwrap();
         // 95 of 100 is within 5%, 94 is not.
         assert_eq!(running.within_tolerance, 0.5);
         assert_eq!(running.max_abs_error, 6);
         // One pending pod against none recorded: 5% of 0 is 0.
         assert_eq!(
-            fidelity.series("pods_pending").unwrap().within_tolerance,
+            series(&fidelity, "pods_pending").unwrap().within_tolerance,
             0.5
         );
         // Groups only recorded, and only simulated, are compared against 0.
-        let c5 = fidelity.series("nodes/c5").unwrap();
+        let c5 = series(&fidelity, "nodes/c5").unwrap();
         assert_eq!((c5.recorded_peak, c5.simulated_peak), (3, 0));
-        let m5 = fidelity.series("nodes/m5").unwrap();
+        let m5 = series(&fidelity, "nodes/m5").unwrap();
         assert_eq!((m5.recorded_peak, m5.simulated_peak), (0, 2));
-        assert!(fidelity.series("nodes/(no group)").is_some());
+        assert!(series(&fidelity, "nodes/(no group)").is_some());
         // Recorded 4 in all, simulated 2.
-        assert_eq!(fidelity.series("nodes").unwrap().max_abs_error, 2);
+        assert_eq!(series(&fidelity, "nodes").unwrap().max_abs_error, 2);
     }
 
     #[test]
@@ -494,12 +532,13 @@ mod tests {
             recorded_pending: Some(vec![Duration::from_secs(4), Duration::from_secs(8)]),
             ..Observations::default()
         };
-        let pending = compare(&obs).unwrap().pending;
+        let pending = compare(&obs).unwrap().pending.unwrap();
+        let simulated = pending.simulated.unwrap();
         assert_eq!(
             (
-                pending.simulated.count,
-                ms(pending.simulated.p50.as_ref()),
-                ms(pending.simulated.p90.as_ref())
+                simulated.count,
+                ms(simulated.p50.as_ref()),
+                ms(simulated.p90.as_ref())
             ),
             (2, 2000.0, 6000.0)
         );
@@ -522,20 +561,16 @@ mod tests {
             recorded_pending: None,
             ..obs
         };
-        assert_eq!(compare(&unknown).unwrap().pending.recorded, None);
+        assert_eq!(compare(&unknown).unwrap().pending.unwrap().recorded, None);
     }
 
-    fn added(
-        group: &str,
-        kind: NodeChangeKind,
-        cause: crate::NodeChangeCause,
-    ) -> ReportedNodeChange {
-        ReportedNodeChange {
-            offset_ms: 0,
+    fn added(group: &str, kind: NodeChangeKind, cause: NodeChangeCause) -> NodeChange {
+        NodeChange {
             group: group.to_owned(),
             node: "n".to_owned(),
-            kind: Some(kind),
-            cause,
+            kind: kind.into(),
+            cause: cause.into(),
+            ..NodeChange::default()
         }
     }
 
@@ -549,14 +584,14 @@ mod tests {
 
     #[test]
     fn a_sampled_delay_drawn_more_often_than_its_samples_is_warned_of() {
-        use crate::NodeChangeCause::{Autoscaler, Reregistration};
+        use NodeChangeCause::{Autoscaler, Reregistration};
         let delays = [
             delay("nodes", "registration", 6),
             delay("nodes", "ready", 0),
             delay("nodes", "termination", 3),
             delay("nodes/gpu", "registration", 2),
         ];
-        let mut changes: Vec<ReportedNodeChange> = (0..7)
+        let mut changes: Vec<NodeChange> = (0..7)
             .map(|_| added("m5", NodeChangeKind::Added, Autoscaler))
             .collect();
         changes.extend((0..3).map(|_| added("m5", NodeChangeKind::Removed, Autoscaler)));
@@ -605,8 +640,8 @@ mod tests {
             ..Observations::default()
         };
         let fidelity = compare(&obs).unwrap();
-        let offsets: Vec<u64> = fidelity.buckets.iter().map(|b| b.offset_ms).collect();
+        let offsets: Vec<u64> = fidelity.buckets.iter().map(offset_ms).collect();
         assert_eq!(offsets, [5000, 10_000]);
-        assert_eq!(fidelity.series("nodes").unwrap().buckets, 2);
+        assert_eq!(series(&fidelity, "nodes").unwrap().buckets, 2);
     }
 }

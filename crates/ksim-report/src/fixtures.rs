@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use super::build::build;
 use super::input::{
-    ClusterState, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount, ObjectErrorRecord,
-    Observations, PodPhaseCounts, RecordedState, ResourceUsage, Sample, ScaleEvent,
+    GroupPrice, NeverRan, NodeCount, ObjectErrorRecord, Observations, ObservedNodeChange,
+    PodPhaseCounts, RecordedState, ResourceUsage, Sample, ScaleEvent,
 };
 use super::model::Report;
-use crate::{Gvk, Operation, Target};
+use crate::{ClusterState, Gvk, NodeChangeKind, Operation, Target};
 
 /// 2026-01-01T00:00:00Z.
 pub const STARTED_AT_MS: i64 = 1_767_225_600_000;
@@ -165,8 +165,8 @@ pub fn observations() -> Observations {
         ]),
         // Ten recorded pods waited 20 ms to 200 ms.
         recorded_pending: Some((1..=10).map(|i| Duration::from_millis(20 * i)).collect()),
-        configuration: Some(crate::Configuration {
-            scheduler: None,
+        configuration: Some(crate::AppliedConfiguration {
+            scheduler_given: None,
             autoscaler: true,
             speed: 1.0,
             autoscaler_flags: vec![crate::AutoscalerFlag {
@@ -175,9 +175,9 @@ pub fn observations() -> Observations {
                 as_run: "price".into(),
                 from_defaults: false,
                 floored: false,
-                source: "run".into(),
+                source: crate::AutoscalerFlagSource::Run.into(),
             }],
-            provider: Some(crate::ProviderConfiguration {
+            provider: Some(crate::ProviderConfig {
                 source: "prices.yaml".into(),
                 yaml: "pricing: {instanceTypes: {m5.large: 0.096}}".into(),
             }),
@@ -232,8 +232,8 @@ fn recorded(ms: u64, nodes: &[(&str, u64)], running: u64, pending: u64) -> Recor
     }
 }
 
-fn node_change(ms: u64, node: &str, kind: NodeChangeKind) -> NodeChange {
-    NodeChange {
+fn node_change(ms: u64, node: &str, kind: NodeChangeKind) -> ObservedNodeChange {
+    ObservedNodeChange {
         offset: Duration::from_millis(ms),
         group: "group-b".into(),
         node: node.into(),

@@ -35,7 +35,7 @@ pub struct Observations {
     /// Nodes that joined or left the simulation's groups after the replay start. Defaulted:
     /// observations saved before it was recorded have none.
     #[serde(default)]
-    pub node_changes: Vec<NodeChange>,
+    pub node_changes: Vec<ObservedNodeChange>,
     /// Per pod: first seen until Running.
     pub pending_times: Vec<Duration>,
     /// Per applied event and CronJob run: actual minus scheduled time.
@@ -53,7 +53,7 @@ pub struct Observations {
     pub recorded_pending: Option<Vec<Duration>>,
     /// The configuration the environment ran the simulation with, if it applied one.
     #[serde(default)]
-    pub configuration: Option<crate::Configuration>,
+    pub configuration: Option<crate::AppliedConfiguration>,
     /// Per node group: its instance type and the cloud provider's price per node-hour.
     #[serde(default)]
     pub prices: BTreeMap<String, GroupPrice>,
@@ -176,29 +176,11 @@ pub struct NeverRan {
 }
 
 /// The recorded cluster from one moment on, as the trace's samples give it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecordedState {
     /// Since the trace window's start: recorded time, like a trace event's offset.
     pub offset: Duration,
-    pub state: ClusterState,
-}
-
-/// What fidelity compares of a cluster at one moment, recorded or simulated.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterState {
-    /// Ready nodes per node group; `""` for nodes in no known group.
-    pub ready_nodes: BTreeMap<String, u64>,
-    /// Pods Running in the namespaces the trace replays.
-    pub pods_running: u64,
-    /// Pods Pending in the namespaces the trace replays.
-    pub pods_pending: u64,
-}
-
-impl ClusterState {
-    /// Ready nodes over all groups.
-    pub fn nodes(&self) -> u64 {
-        self.ready_nodes.values().sum()
-    }
+    pub state: crate::ClusterState,
 }
 
 /// The cluster at one moment of the replay.
@@ -253,12 +235,12 @@ pub struct ScaleEvent {
 
 /// A virtual node joining or leaving one of the simulation's node groups during the replay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeChange {
+pub struct ObservedNodeChange {
     /// Since the replay start.
     pub offset: Duration,
     pub group: String,
     pub node: String,
-    pub kind: NodeChangeKind,
+    pub kind: crate::NodeChangeKind,
     /// Its `node.kubernetes.io/instance-type`; empty when it has none (or for observations
     /// saved before it was kept).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -280,16 +262,6 @@ pub enum GroupOwner {
     /// A Karpenter NodePool (`karpenter.sh/nodepool`): Karpenter launches and removes its
     /// nodes one by one.
     Karpenter,
-}
-
-/// Whether a node joined or left.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NodeChangeKind {
-    /// The node registered.
-    Added,
-    /// The node was deleted.
-    Removed,
 }
 
 /// An object the cluster refused.

@@ -56,17 +56,18 @@ pub use files::{
     REPLICAS_CSV_FILE, ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
 pub use input::{
-    ClusterState, GroupOwner, GroupPrice, NeverRan, NodeChange, NodeChangeKind, NodeCount,
-    ObjectErrorRecord, Observations, ObservedOutage, ObservedReplicas, PodPendingSplit,
-    PodPhaseCounts, RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
+    GroupOwner, GroupPrice, NeverRan, NodeCount, ObjectErrorRecord, Observations,
+    ObservedNodeChange, ObservedOutage, ObservedReplicas, PodPendingSplit, PodPhaseCounts,
+    RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
 };
 pub use model::{
-    AutoscalerFlag, AutoscalerOutage, Bucket, Configuration, ControllerManagerFlag, Costs,
-    DelaySamples, DurationPercentiles, Fidelity, FidelityBucket, FidelitySeries, GroupCost,
-    MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChangeCause,
-    PendingFidelity, PendingSplit, ProviderConfiguration, Provisioning, ReplicaChange,
-    ReplicaSource, Report, ReportedError, ReportedNodeChange, SchedulerConfiguration, UsageReplay,
-    WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied, AutoscalerFlagSource,
+    AutoscalerOutage, AutoscalerSimulationFlag, Bucket, ClusterState, ControllerManagerFlag, Costs,
+    DelaySamples, DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries,
+    GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS,
+    NodeChange, NodeChangeCause, NodeChangeKind, ObjectError, ObjectOperation, PendingSplit,
+    ProviderConfig, Provisioning, ReplicaChange, ReplicaSource, Report, SchedulerConfig,
+    UsageReplay, WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

@@ -9,16 +9,18 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use ksim_proto::ksim::driver::v1::{
-    AutoscalerOutage, Costs, DelaySamples, DurationPercentiles, FidelitySeries, GroupCost,
-    PendingSplit, Provisioning, ReplicaChange, ReplicaSource, UsageReplay, WaitReason,
-    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    AutoscalerOutage, ClusterState, Costs, DelaySamples, DurationPercentiles, Fidelity,
+    FidelityBucket, FidelityPending, FidelitySeries, GroupCost, NodeChange, NodeChangeCause,
+    NodeChangeKind, ObjectError, ObjectOperation, PendingSplit, Provisioning, ReplicaChange,
+    ReplicaSource, UsageReplay, WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling,
+    WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
-    AutoscalerFlagNotApplied, AutoscalerSimulationFlag, ControllerManagerFlag,
+    AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied, AutoscalerFlagSource,
+    AutoscalerSimulationFlag, ControllerManagerFlag, KarpenterRun, ProviderConfig, SchedulerConfig,
 };
 
-use super::input::{ClusterState, NodeChangeKind, NodeCount, PodPhaseCounts, ResourceUsage};
-use crate::{Operation, Target};
+use super::input::{NodeCount, PodPhaseCounts, ResourceUsage};
 
 /// How a simulation went.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -44,11 +46,11 @@ pub struct Report {
     /// Per applied event and CronJob run: actual minus scheduled time; the driver's own delay,
     /// wall clock.
     pub lateness: DurationPercentiles,
-    pub object_errors: Vec<ReportedError>,
+    pub object_errors: Vec<ObjectError>,
     /// Nodes that joined or left the simulation's groups after the replay start, in time
     /// order. Defaulted: reports written before it was recorded have none.
     #[serde(default)]
-    pub node_changes: Vec<ReportedNodeChange>,
+    pub node_changes: Vec<NodeChange>,
     /// The recorded cluster beside the simulated one, when the trace held it. Defaulted:
     /// reports written before it was compared have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +59,7 @@ pub struct Report {
     /// as run; set by the driver when its environment applied one. Defaulted: reports written
     /// before it was kept have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configuration: Option<Configuration>,
+    pub configuration: Option<AppliedConfiguration>,
     /// What the cluster cost and how long pods waited, recorded time (see [`crate::costs`]).
     /// Defaulted: reports written before it was kept have zeros.
     #[serde(default)]
@@ -124,71 +126,6 @@ pub const MAX_LIMITED_WORKLOADS: usize = 100;
 /// without bound.
 pub const MAX_REPLICA_CHANGES: usize = 1_000;
 
-/// The configuration under test, as given (recorded time) and as run (at the replay speed).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Configuration {
-    /// The scheduler configuration file as given; `None`: the scheduler's defaults.
-    pub scheduler: Option<SchedulerConfiguration>,
-    /// Whether cluster-autoscaler ran.
-    pub autoscaler: bool,
-    /// The speed CA's durations were divided by.
-    pub speed: f64,
-    /// CA's flags a configuration may set, each with where its value came from.
-    pub autoscaler_flags: Vec<AutoscalerFlag>,
-    /// The cloud provider's configuration (pricing, per-group options) it ran with; `None`:
-    /// none. Defaulted for reports written before it was kept.
-    #[serde(default)]
-    pub provider: Option<ProviderConfiguration>,
-    /// Where the recorded cluster's CA flags came from; empty: none were recorded.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub autoscaler_recorded_source: String,
-    /// The recorded CA flags the run did not apply, each with why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub autoscaler_not_applied: Vec<AutoscalerFlagNotApplied>,
-    /// The flags ksim ran CA with differently from production, each with why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub autoscaler_simulation_flags: Vec<AutoscalerSimulationFlag>,
-    /// kube-controller-manager's HPA controller flags as given (recorded time) and as run;
-    /// empty unless the run's HPAs decided replica counts, and in reports from before them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub controller_manager_flags: Vec<ControllerManagerFlag>,
-    /// Karpenter's release when it ran as the node autoscaler (its own defaults, the run's
-    /// NodePools); `None`: it did not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub karpenter: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProviderConfiguration {
-    /// Where it came from (a file name).
-    pub source: String,
-    pub yaml: String,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SchedulerConfiguration {
-    /// Where it came from (a file name).
-    pub source: String,
-    pub given_yaml: String,
-    /// Complete, with kube-scheduler's defaults, as it wrote it.
-    pub as_run_yaml: String,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AutoscalerFlag {
-    pub name: String,
-    pub given: String,
-    pub as_run: String,
-    /// Not given by the run (kept for readers older than `source`).
-    pub from_defaults: bool,
-    /// Divided below the shortest value CA runs it with, so it runs at that.
-    pub floored: bool,
-    /// Where its value came from: `ca-default`, `recording`, `environment` or `run`; empty in
-    /// reports written before it was kept.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub source: String,
-}
-
 fn one() -> f64 {
     1.0
 }
@@ -224,94 +161,4 @@ impl Bucket {
     pub fn nodes_total(&self) -> u64 {
         self.nodes.values().map(|count| count.nodes).sum()
     }
-}
-
-/// An object the cluster refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportedError {
-    pub target: Target,
-    /// `None` only for a report read from a proto that left the operation unspecified.
-    pub operation: Option<Operation>,
-    /// Index of the trace event that carried the object, from 0.
-    pub event_index: u64,
-    /// Scheduled time of that event, from the trace window start.
-    pub trace_offset_ms: u64,
-    pub message: String,
-}
-
-/// A node that joined or left a group during the replay.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportedNodeChange {
-    /// Since the replay start in recorded time, like the timeline's offsets.
-    pub offset_ms: u64,
-    pub group: String,
-    pub node: String,
-    /// `None` only for a report read from a proto that left the kind unspecified.
-    pub kind: Option<NodeChangeKind>,
-    /// Who made it. Defaulted: reports written before it was kept counted every change as
-    /// the autoscaler's.
-    #[serde(default)]
-    pub cause: NodeChangeCause,
-}
-
-/// Who added or removed a node (see the `attribution` module).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeChangeCause {
-    /// cluster-autoscaler, through the cloud provider's autoscaler groups.
-    #[default]
-    Autoscaler,
-    /// The pool, in a fixed-size group no autoscaler resizes.
-    Pool,
-    /// The same node gone and back under its name: the pool registering it again (after a
-    /// restart), not a scale-down and a scale-up.
-    Reregistration,
-}
-
-/// How close the simulated cluster came to the recorded one (see [`crate::fidelity`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Fidelity {
-    /// Width of each bucket, recorded time.
-    pub bucket_ms: u64,
-    /// Both clusters as at the end of each bucket, in order; buckets where either side had
-    /// not been sampled yet are left out.
-    pub buckets: Vec<FidelityBucket>,
-    /// `nodes`, then `nodes/<group>` per group seen on either side, `pods_running`,
-    /// `pods_pending`.
-    pub series: Vec<FidelitySeries>,
-    /// Pending time and running pod-seconds on both sides. Defaulted: reports written before
-    /// it was kept have zeros and no recorded pending time.
-    #[serde(default)]
-    pub pending: PendingFidelity,
-}
-
-/// How long pods waited and how much ran, recorded against simulated, in recorded time.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PendingFidelity {
-    /// Per recorded pod created and started inside the replayed window: its creation to its
-    /// first container's start. `None`: the trace records no creation times (traces recorded
-    /// before they were kept, SimKube traces).
-    pub recorded: Option<DurationPercentiles>,
-    /// Per simulated pod: first seen to Running (the report's `pod_pending_time`).
-    pub simulated: DurationPercentiles,
-    /// Running pods times seconds over the compared buckets, each bucket counting its
-    /// full width at its end's count (as `fidelity.csv` sums them).
-    pub recorded_running_pod_seconds: f64,
-    pub simulated_running_pod_seconds: f64,
-}
-
-impl Fidelity {
-    /// The series named `name`, if compared.
-    pub fn series(&self, name: &str) -> Option<&FidelitySeries> {
-        self.series.iter().find(|series| series.name == name)
-    }
-}
-
-/// One bucket of the comparison.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FidelityBucket {
-    /// Start of the bucket since the replay start, recorded time.
-    pub offset_ms: u64,
-    pub recorded: ClusterState,
-    pub simulated: ClusterState,
 }

@@ -64,6 +64,16 @@ pub struct Target {
     pub name: String,
 }
 
+impl From<Operation> for crate::ObjectOperation {
+    fn from(operation: Operation) -> Self {
+        match operation {
+            Operation::Apply => Self::Apply,
+            Operation::Delete => Self::Delete,
+            Operation::CronRun => Self::CronRun,
+        }
+    }
+}
+
 /// What the driver does with an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -2,22 +2,16 @@
 //!
 //! Both ways are provided because the CLI receives the proto and writes the same files the
 //! driver would. The round trip is lossless except that the proto's durations are kept to the
-//! microsecond (percentiles) or millisecond (offsets), as in the JSON, and an unknown
-//! operation or node change kind reads back as `None`.
+//! microsecond (percentiles) or millisecond (offsets), as in the JSON.
 
 use std::{collections::BTreeMap, time::Duration};
 
-use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
+use ksim_proto::ksim::driver::v1 as pb;
 use ksim_trace::time::{millis, timestamp};
 
-use super::input::{ClusterState, NodeChangeKind, NodeCount};
-use super::model::{
-    AutoscalerFlag, Bucket, Configuration, DurationPercentiles, Fidelity, FidelityBucket,
-    NodeChangeCause, PendingFidelity, ProviderConfiguration, Report, ReportedError,
-    ReportedNodeChange, SchedulerConfiguration,
-};
+use super::input::NodeCount;
+use super::model::{Bucket, DurationPercentiles, Report};
 use super::percentiles;
-use crate::{Gvk, Operation, Target};
 
 impl Report {
     /// The gRPC form; artifacts are left empty for the caller to fill in.
@@ -28,15 +22,15 @@ impl Report {
             timeline: self.timeline.iter().map(bucket_to_proto).collect(),
             pod_pending_time: Some(self.pod_pending_time),
             lateness: Some(self.lateness),
-            object_errors: self.object_errors.iter().map(error_to_proto).collect(),
+            object_errors: self.object_errors.clone(),
             artifacts: None,
             events_applied: self.events_applied,
             peak_nodes: self.peak_nodes,
-            node_changes: self.node_changes.iter().map(node_change_to_proto).collect(),
+            node_changes: self.node_changes.clone(),
             speed: self.speed,
             bucket_width: Some(duration_to_proto(Duration::from_millis(self.bucket_ms))),
-            fidelity: self.fidelity.as_ref().map(fidelity_to_proto),
-            configuration: self.configuration.as_ref().map(Configuration::to_proto),
+            fidelity: self.fidelity.clone(),
+            configuration: self.configuration.clone(),
             costs: Some(self.costs.clone()),
             waits: self.waits.clone(),
             node_disruptions: self.node_disruptions.clone(),
@@ -79,14 +73,10 @@ impl Report {
             timeline: report.timeline.iter().map(bucket_from_proto).collect(),
             pod_pending_time: percentiles_from_proto(report.pod_pending_time.as_ref()),
             lateness: percentiles_from_proto(report.lateness.as_ref()),
-            object_errors: report.object_errors.iter().map(error_from_proto).collect(),
-            node_changes: report
-                .node_changes
-                .iter()
-                .map(node_change_from_proto)
-                .collect(),
-            fidelity: report.fidelity.as_ref().map(fidelity_from_proto),
-            configuration: report.configuration.as_ref().map(Configuration::from_proto),
+            object_errors: report.object_errors.clone(),
+            node_changes: report.node_changes.clone(),
+            fidelity: report.fidelity.clone(),
+            configuration: report.configuration.clone(),
             costs: report.costs.clone().unwrap_or_default(),
             waits: report.waits.clone(),
             node_disruptions: report.node_disruptions.clone(),
@@ -104,145 +94,6 @@ impl Report {
             warnings: report.warnings.clone(),
             trace_transforms: report.trace_transforms.clone(),
         }
-    }
-}
-
-impl Configuration {
-    pub fn to_proto(&self) -> env::AppliedConfiguration {
-        env::AppliedConfiguration {
-            scheduler_given: self.scheduler.as_ref().map(|s| env::SchedulerConfig {
-                source: s.source.clone(),
-                yaml: s.given_yaml.clone(),
-            }),
-            scheduler_as_run_yaml: self
-                .scheduler
-                .as_ref()
-                .map(|s| s.as_run_yaml.clone())
-                .unwrap_or_default(),
-            autoscaler: self.autoscaler,
-            speed: self.speed,
-            autoscaler_flags: self
-                .autoscaler_flags
-                .iter()
-                .map(|flag| env::AutoscalerFlag {
-                    name: flag.name.clone(),
-                    given: flag.given.clone(),
-                    as_run: flag.as_run.clone(),
-                    from_defaults: flag.from_defaults,
-                    floored: flag.floored,
-                    source: flag_source_to_proto(&flag.source).into(),
-                })
-                .collect(),
-            provider: self.provider.as_ref().map(|p| env::ProviderConfig {
-                source: p.source.clone(),
-                yaml: p.yaml.clone(),
-            }),
-            autoscaler_recorded_source: self.autoscaler_recorded_source.clone(),
-            autoscaler_not_applied: self.autoscaler_not_applied.clone(),
-            autoscaler_simulation_flags: self.autoscaler_simulation_flags.clone(),
-            controller_manager_flags: self.controller_manager_flags.clone(),
-            karpenter: self.karpenter.as_ref().map(|version| env::KarpenterRun {
-                version: version.clone(),
-            }),
-        }
-    }
-
-    pub fn from_proto(applied: &env::AppliedConfiguration) -> Self {
-        Self {
-            scheduler: applied
-                .scheduler_given
-                .as_ref()
-                .map(|given| SchedulerConfiguration {
-                    source: given.source.clone(),
-                    given_yaml: given.yaml.clone(),
-                    as_run_yaml: applied.scheduler_as_run_yaml.clone(),
-                }),
-            autoscaler: applied.autoscaler,
-            speed: applied.speed,
-            autoscaler_flags: applied
-                .autoscaler_flags
-                .iter()
-                .map(|flag| AutoscalerFlag {
-                    name: flag.name.clone(),
-                    given: flag.given.clone(),
-                    as_run: flag.as_run.clone(),
-                    from_defaults: flag.from_defaults,
-                    floored: flag.floored,
-                    source: flag_source_word(flag.source()).to_owned(),
-                })
-                .collect(),
-            provider: applied.provider.as_ref().map(|p| ProviderConfiguration {
-                source: p.source.clone(),
-                yaml: p.yaml.clone(),
-            }),
-            autoscaler_recorded_source: applied.autoscaler_recorded_source.clone(),
-            autoscaler_not_applied: applied.autoscaler_not_applied.clone(),
-            autoscaler_simulation_flags: applied.autoscaler_simulation_flags.clone(),
-            controller_manager_flags: applied.controller_manager_flags.clone(),
-            karpenter: applied.karpenter.as_ref().map(|run| run.version.clone()),
-        }
-    }
-}
-
-fn fidelity_to_proto(fidelity: &Fidelity) -> pb::Fidelity {
-    let state = |state: &ClusterState| pb::ClusterState {
-        ready_nodes: state.ready_nodes.clone().into_iter().collect(),
-        pods_running: state.pods_running,
-        pods_pending: state.pods_pending,
-    };
-    pb::Fidelity {
-        bucket_width: Some(duration_to_proto(Duration::from_millis(fidelity.bucket_ms))),
-        buckets: fidelity
-            .buckets
-            .iter()
-            .map(|bucket| pb::FidelityBucket {
-                offset: Some(duration_to_proto(Duration::from_millis(bucket.offset_ms))),
-                recorded: Some(state(&bucket.recorded)),
-                simulated: Some(state(&bucket.simulated)),
-            })
-            .collect(),
-        series: fidelity.series.clone(),
-        pending: Some(pb::FidelityPending {
-            recorded: fidelity.pending.recorded,
-            simulated: Some(fidelity.pending.simulated),
-            recorded_running_pod_seconds: fidelity.pending.recorded_running_pod_seconds,
-            simulated_running_pod_seconds: fidelity.pending.simulated_running_pod_seconds,
-        }),
-    }
-}
-
-fn fidelity_from_proto(fidelity: &pb::Fidelity) -> Fidelity {
-    let state = |state: Option<&pb::ClusterState>| {
-        state.map_or_else(ClusterState::default, |state| ClusterState {
-            ready_nodes: state.ready_nodes.clone().into_iter().collect(),
-            pods_running: state.pods_running,
-            pods_pending: state.pods_pending,
-        })
-    };
-    Fidelity {
-        bucket_ms: duration_millis(fidelity.bucket_width.as_ref()),
-        buckets: fidelity
-            .buckets
-            .iter()
-            .map(|bucket| FidelityBucket {
-                offset_ms: duration_millis(bucket.offset.as_ref()),
-                recorded: state(bucket.recorded.as_ref()),
-                simulated: state(bucket.simulated.as_ref()),
-            })
-            .collect(),
-        series: fidelity.series.clone(),
-        pending: fidelity
-            .pending
-            .as_ref()
-            .map_or_else(PendingFidelity::default, |pending| PendingFidelity {
-                recorded: pending
-                    .recorded
-                    .as_ref()
-                    .map(|p| percentiles_from_proto(Some(p))),
-                simulated: percentiles_from_proto(pending.simulated.as_ref()),
-                recorded_running_pod_seconds: pending.recorded_running_pod_seconds,
-                simulated_running_pod_seconds: pending.simulated_running_pod_seconds,
-            }),
     }
 }
 
@@ -301,102 +152,6 @@ fn percentiles_from_proto(p: Option<&DurationPercentiles>) -> DurationPercentile
     p.copied().unwrap_or_else(|| percentiles::of(&[]))
 }
 
-fn error_to_proto(error: &ReportedError) -> pb::ObjectError {
-    let operation = match error.operation {
-        Some(Operation::Apply) => pb::ObjectOperation::Apply,
-        Some(Operation::Delete) => pb::ObjectOperation::Delete,
-        Some(Operation::CronRun) => pb::ObjectOperation::CronRun,
-        None => pb::ObjectOperation::Unspecified,
-    };
-    pb::ObjectError {
-        gvk: Some((&error.target.gvk).into()),
-        namespace: error.target.namespace.clone().unwrap_or_default(),
-        name: error.target.name.clone(),
-        operation: operation.into(),
-        event_index: error.event_index,
-        trace_offset: Some(duration_to_proto(Duration::from_millis(
-            error.trace_offset_ms,
-        ))),
-        message: error.message.clone(),
-    }
-}
-
-fn error_from_proto(error: &pb::ObjectError) -> ReportedError {
-    let operation = match pb::ObjectOperation::try_from(error.operation) {
-        Ok(pb::ObjectOperation::Apply) => Some(Operation::Apply),
-        Ok(pb::ObjectOperation::Delete) => Some(Operation::Delete),
-        Ok(pb::ObjectOperation::CronRun) => Some(Operation::CronRun),
-        Ok(pb::ObjectOperation::Unspecified) | Err(_) => None,
-    };
-    ReportedError {
-        target: Target {
-            gvk: error
-                .gvk
-                .as_ref()
-                .map(Gvk::from)
-                .unwrap_or_else(|| Gvk::new("", "", "")),
-            // The proto spells "cluster-scoped" as an empty namespace.
-            namespace: Some(error.namespace.clone()).filter(|ns| !ns.is_empty()),
-            name: error.name.clone(),
-        },
-        operation,
-        event_index: error.event_index,
-        trace_offset_ms: duration_millis(error.trace_offset.as_ref()),
-        message: error.message.clone(),
-    }
-}
-
-fn node_change_to_proto(change: &ReportedNodeChange) -> pb::NodeChange {
-    let kind = match change.kind {
-        Some(NodeChangeKind::Added) => pb::NodeChangeKind::Added,
-        Some(NodeChangeKind::Removed) => pb::NodeChangeKind::Removed,
-        None => pb::NodeChangeKind::Unspecified,
-    };
-    let cause = match change.cause {
-        NodeChangeCause::Autoscaler => pb::NodeChangeCause::Autoscaler,
-        NodeChangeCause::Pool => pb::NodeChangeCause::Pool,
-        NodeChangeCause::Reregistration => pb::NodeChangeCause::Reregistration,
-    };
-    pb::NodeChange {
-        offset: Some(duration_to_proto(Duration::from_millis(change.offset_ms))),
-        group: change.group.clone(),
-        node: change.node.clone(),
-        kind: kind.into(),
-        cause: cause.into(),
-    }
-}
-
-fn node_change_from_proto(change: &pb::NodeChange) -> ReportedNodeChange {
-    ReportedNodeChange {
-        offset_ms: duration_millis(change.offset.as_ref()),
-        group: change.group.clone(),
-        node: change.node.clone(),
-        kind: node_change_kind(change),
-        cause: node_change_cause(change),
-    }
-}
-
-/// Who made a change in the proto; an older driver's (unspecified) counted them all as the
-/// autoscaler's.
-pub(super) fn node_change_cause(change: &pb::NodeChange) -> NodeChangeCause {
-    match pb::NodeChangeCause::try_from(change.cause) {
-        Ok(pb::NodeChangeCause::Pool) => NodeChangeCause::Pool,
-        Ok(pb::NodeChangeCause::Reregistration) => NodeChangeCause::Reregistration,
-        Ok(pb::NodeChangeCause::Autoscaler | pb::NodeChangeCause::Unspecified) | Err(_) => {
-            NodeChangeCause::Autoscaler
-        }
-    }
-}
-
-/// The kind of a change in the proto; `None` if unspecified or unknown.
-pub(super) fn node_change_kind(change: &pb::NodeChange) -> Option<NodeChangeKind> {
-    match pb::NodeChangeKind::try_from(change.kind) {
-        Ok(pb::NodeChangeKind::Added) => Some(NodeChangeKind::Added),
-        Ok(pb::NodeChangeKind::Removed) => Some(NodeChangeKind::Removed),
-        Ok(pb::NodeChangeKind::Unspecified) | Err(_) => None,
-    }
-}
-
 pub(super) fn duration_to_proto(duration: Duration) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
@@ -417,27 +172,6 @@ pub(super) fn duration_from_proto(duration: Option<&prost_types::Duration>) -> D
 
 fn duration_millis(duration: Option<&prost_types::Duration>) -> u64 {
     u64::try_from(duration_from_proto(duration).as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The report's word for where a CA flag's value came from; empty when unknown.
-pub fn flag_source_word(source: env::AutoscalerFlagSource) -> &'static str {
-    match source {
-        env::AutoscalerFlagSource::Unspecified => "",
-        env::AutoscalerFlagSource::CaDefault => "ca-default",
-        env::AutoscalerFlagSource::Recording => "recording",
-        env::AutoscalerFlagSource::Environment => "environment",
-        env::AutoscalerFlagSource::Run => "run",
-    }
-}
-
-fn flag_source_to_proto(word: &str) -> env::AutoscalerFlagSource {
-    match word {
-        "ca-default" => env::AutoscalerFlagSource::CaDefault,
-        "recording" => env::AutoscalerFlagSource::Recording,
-        "environment" => env::AutoscalerFlagSource::Environment,
-        "run" => env::AutoscalerFlagSource::Run,
-        _ => env::AutoscalerFlagSource::Unspecified,
-    }
 }
 
 /// A replica source as reports and the CLI name it.
@@ -785,6 +519,54 @@ mod tests {
     }
 
     #[test]
+    fn the_configuration_keeps_its_words_and_an_older_one_reads() {
+        let mut report = fixtures::report();
+        let configuration = report.configuration.as_mut().unwrap();
+        configuration.scheduler_given = Some(crate::SchedulerConfig {
+            source: "scheduler.yaml".into(),
+            yaml: "kind: KubeSchedulerConfiguration".into(),
+        });
+        configuration.karpenter = Some(crate::KarpenterRun {
+            version: "v1.14.1".into(),
+        });
+        let json = serde_json::to_value(&report).unwrap();
+        let written = &json["configuration"];
+        // Karpenter as its release and a flag's source as its word, as before.
+        assert_eq!(written["karpenter"], "v1.14.1", "{written}");
+        assert_eq!(written["autoscaler_flags"][0]["source"], "run", "{written}");
+        assert_eq!(
+            written["scheduler_given"]["yaml"],
+            "kind: KubeSchedulerConfiguration"
+        );
+        assert!(
+            written.get("autoscaler_recorded_source").is_none(),
+            "{written}"
+        );
+        let read: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(read, report);
+
+        // One written before the scheduler's fields took the proto's names, and before
+        // `source`: the given file and flag read, the flag's source unknown.
+        let older: crate::AppliedConfiguration = serde_json::from_str(
+            r#"{"scheduler":{"source":"s.yaml","given_yaml":"kind: K","as_run_yaml":"k"},
+                "autoscaler":true,"speed":10.0,"autoscaler_flags":[{"name":"expander",
+                "given":"price","as_run":"price","from_defaults":false,"floored":false}],
+                "provider":null}"#,
+        )
+        .unwrap();
+        let given = older.scheduler_given.unwrap();
+        assert_eq!(
+            (given.source.as_str(), given.yaml.as_str()),
+            ("s.yaml", "kind: K")
+        );
+        assert_eq!(
+            older.autoscaler_flags[0].source(),
+            crate::AutoscalerFlagSource::Unspecified
+        );
+        assert_eq!(older.karpenter, None);
+    }
+
+    #[test]
     fn from_proto_tolerates_missing_fields() {
         let proto = pb::Report {
             timeline: vec![pb::TimelineBucket::default()],
@@ -804,16 +586,19 @@ mod tests {
         let report = Report::from_proto(&proto);
         assert_eq!(report.timeline, [Bucket::default()]);
         assert_eq!(report.lateness, percentiles::of(&[]));
-        assert_eq!(report.object_errors[0].operation, None);
-        assert_eq!(report.object_errors[0].target.namespace, None);
-        let unknown = &report.node_changes[0];
-        assert_eq!((unknown.kind, unknown.offset_ms), (None, 0));
-        assert_eq!(report.node_changes[1].kind, None, "unspecified");
-        // And back: an unknown kind is sent as unspecified, not dropped.
         assert_eq!(
-            report.to_proto().node_changes[0].kind,
-            i32::from(pb::NodeChangeKind::Unspecified)
+            report.object_errors[0].operation(),
+            crate::ObjectOperation::Unspecified
         );
+        let unknown = &report.node_changes[0];
+        assert_eq!(unknown.kind(), crate::NodeChangeKind::Unspecified);
+        assert_eq!(ksim_proto::json::to_millis(unknown.offset.as_ref()), 0);
+        // And written: an unknown kind as unspecified, not dropped, and read back so.
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["node_changes"][0]["kind"], "unspecified", "{json}");
+        assert_eq!(json["node_changes"][1]["cause"], "unspecified", "{json}");
+        let read: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(read.node_changes[0].kind, 0);
         assert_eq!(
             duration_from_proto(Some(&prost_types::Duration {
                 seconds: -1,

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 
-use super::input::NodeChangeKind;
-use super::model::NodeChangeCause;
-use super::proto::{duration_from_proto, duration_to_proto, node_change_cause, node_change_kind};
-use crate::Gvk;
+use super::attribution::cause_of;
+use super::proto::{duration_from_proto, duration_to_proto};
+use crate::{Gvk, NodeChangeCause, NodeChangeKind};
 
 /// Object errors listed one by one; the rest are counted.
 const LISTED_ERRORS: usize = 3;
@@ -602,8 +601,8 @@ fn changed_nodes(report: &pb::Report, cause: NodeChangeCause, kind: NodeChangeKi
     report
         .node_changes
         .iter()
-        .filter(|change| node_change_kind(change) == Some(kind))
-        .filter(|change| node_change_cause(change) == cause)
+        .filter(|change| change.kind() == kind)
+        .filter(|change| cause_of(change) == cause)
         .map(|change| change.node.as_str())
         .collect()
 }
@@ -1043,7 +1042,7 @@ mod tests {
     fn the_fidelity_line_says_when_recorded_pending_time_is_not_recorded() {
         let mut report = fixtures::report();
         let fidelity = report.fidelity.as_mut().unwrap();
-        fidelity.pending.recorded = None;
+        fidelity.pending.as_mut().unwrap().recorded = None;
         let line = super::fidelity(&report.to_proto());
         assert!(
             line.ends_with(
@@ -1114,17 +1113,17 @@ mod tests {
         assert!(!text.contains("files"), "{text}");
     }
 
-    fn change(node: &str, kind: pb::NodeChangeKind) -> pb::NodeChange {
+    fn change(node: &str, kind: NodeChangeKind) -> pb::NodeChange {
         pb::NodeChange {
             offset: None,
             group: "m5".into(),
             node: node.into(),
             kind: kind.into(),
-            cause: pb::NodeChangeCause::Unspecified.into(),
+            cause: NodeChangeCause::Unspecified.into(),
         }
     }
 
-    fn caused(node: &str, kind: pb::NodeChangeKind, cause: pb::NodeChangeCause) -> pb::NodeChange {
+    fn caused(node: &str, kind: NodeChangeKind, cause: NodeChangeCause) -> pb::NodeChange {
         pb::NodeChange {
             cause: cause.into(),
             ..change(node, kind)
@@ -1133,7 +1132,7 @@ mod tests {
 
     #[test]
     fn the_pools_changes_are_not_the_autoscalers() {
-        use pb::{NodeChangeCause as Cause, NodeChangeKind as Kind};
+        use crate::{NodeChangeCause as Cause, NodeChangeKind as Kind};
         let changes = vec![
             caused("seats-a", Kind::Added, Cause::Autoscaler),
             caused("seats-b", Kind::Removed, Cause::Reregistration),
@@ -1176,14 +1175,14 @@ mod tests {
     #[test]
     fn autoscaler_nodes_lists_eight_names_then_counts_the_rest() {
         let added: Vec<_> = (0..11)
-            .map(|i| change(&format!("m5-{i}"), pb::NodeChangeKind::Added))
+            .map(|i| change(&format!("m5-{i}"), NodeChangeKind::Added))
             .collect();
         assert_eq!(
             autoscaler_nodes(&scaled(11, 0, added)),
             "11 nodes added (m5-0, m5-1, m5-2, m5-3, m5-4, m5-5, m5-6, m5-7 and 3 more), 0 removed"
         );
         let eight: Vec<_> = (0..8)
-            .map(|i| change(&format!("m5-{i}"), pb::NodeChangeKind::Removed))
+            .map(|i| change(&format!("m5-{i}"), NodeChangeKind::Removed))
             .collect();
         let text = autoscaler_nodes(&scaled(0, 8, eight));
         assert!(text.ends_with("m5-6, m5-7)"), "eight fit: {text}");
@@ -1193,9 +1192,9 @@ mod tests {
     #[test]
     fn autoscaler_nodes_says_one_node_and_skips_unknown_kinds() {
         let changes = vec![
-            change("m5-a", pb::NodeChangeKind::Added),
-            change("m5-b", pb::NodeChangeKind::Unspecified),
-            change("m5-a", pb::NodeChangeKind::Removed),
+            change("m5-a", NodeChangeKind::Added),
+            change("m5-b", NodeChangeKind::Unspecified),
+            change("m5-a", NodeChangeKind::Removed),
         ];
         assert_eq!(
             autoscaler_nodes(&scaled(1, 1, changes)),
@@ -1211,8 +1210,8 @@ mod tests {
     fn autoscaler_nodes_says_when_resizes_count_differently() {
         // A scale-up whose third node had not registered by the end.
         let changes = vec![
-            change("m5-a", pb::NodeChangeKind::Added),
-            change("m5-b", pb::NodeChangeKind::Added),
+            change("m5-a", NodeChangeKind::Added),
+            change("m5-b", NodeChangeKind::Added),
         ];
         assert_eq!(
             autoscaler_nodes(&scaled(3, 0, changes)),

@@ -12,8 +12,10 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::error::ReportError;
-use super::fidelity::Measure;
-use super::model::{Bucket, Fidelity, Report};
+use ksim_proto::json::to_millis;
+
+use super::fidelity::{Measure, side};
+use super::model::{Bucket, Fidelity, FidelityBucket, Report};
 
 /// What a series plots of each bucket.
 type Value = fn(&Bucket) -> u64;
@@ -164,17 +166,15 @@ fn draw_fidelity<DB: DrawingBackend>(
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
     let buckets = &fidelity.buckets;
-    let width = fidelity.bucket_ms as f64 / 1000.0;
-    let x_max = buckets
-        .last()
-        .map_or(0.0, |b| b.offset_ms as f64 / 1000.0 + width)
-        .max(1.0);
+    let width = to_millis(fidelity.bucket_width.as_ref()) as f64 / 1000.0;
+    let at = |b: &FidelityBucket| to_millis(b.offset.as_ref()) as f64 / 1000.0;
+    let x_max = buckets.last().map_or(0.0, |b| at(b) + width).max(1.0);
     let measures = Measure::all(buckets);
     let is_pods = |m: &Measure| matches!(m, Measure::PodsRunning | Measure::PodsPending);
     let max_of = |pods: bool| {
         buckets
             .iter()
-            .flat_map(|b| [&b.recorded, &b.simulated])
+            .flat_map(|b| [side(b, false), side(b, true)])
             .flat_map(|state| {
                 measures
                     .iter()
@@ -213,8 +213,7 @@ fn draw_fidelity<DB: DrawingBackend>(
         };
         let steps = |simulated: bool| {
             buckets.iter().flat_map(move |b| {
-                let state = if simulated { &b.simulated } else { &b.recorded };
-                let (x, y) = (b.offset_ms as f64 / 1000.0, measure.value(state) as f64);
+                let (x, y) = (at(b), measure.value(side(b, simulated)) as f64);
                 [(x, y), (x + width, y)]
             })
         };

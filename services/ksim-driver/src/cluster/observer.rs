@@ -36,7 +36,7 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 use crate::domain::{
     SIMULATION_LABEL,
     report::{
-        GroupOwner, NeverRan, NodeChange, NodeChangeKind, NodeCount, PodPendingSplit,
+        GroupOwner, NeverRan, NodeChangeKind, NodeCount, ObservedNodeChange, PodPendingSplit,
         PodPhaseCounts, ResourceUsage, Sample, ScaleEvent, WaitReason,
     },
     waits,
@@ -65,7 +65,7 @@ struct Seen {
     nodes: HashMap<String, NodeSeen>,
     /// Node names listed so far while the node watch (re)lists, if it does.
     relisted_nodes: Option<HashSet<String>>,
-    node_changes: Vec<NodeChange>,
+    node_changes: Vec<ObservedNodeChange>,
     seat_replicas: HashMap<String, i32>,
     scale_events: Vec<ScaleEvent>,
     /// Where pods go when first seen started, if anyone asked.
@@ -288,7 +288,7 @@ impl Observer {
         self.lock().scale_events.clone()
     }
 
-    pub fn node_changes(&self) -> Vec<NodeChange> {
+    pub fn node_changes(&self) -> Vec<ObservedNodeChange> {
         self.lock().node_changes.clone()
     }
 
@@ -809,10 +809,12 @@ impl Seen {
                 delta: match kind {
                     NodeChangeKind::Added => 1,
                     NodeChangeKind::Removed => -1,
+                    // Not passed here: the watch says added or deleted.
+                    NodeChangeKind::Unspecified => 0,
                 },
             });
         }
-        self.node_changes.push(NodeChange {
+        self.node_changes.push(ObservedNodeChange {
             offset,
             group: group.to_owned(),
             node: node.to_owned(),

@@ -25,7 +25,7 @@ pub enum StartupTime {
 
 impl StartupTime {
     /// From the configuration the environment applied; `None` without an environment.
-    pub fn of(configuration: Option<&ksim_report::Configuration>) -> Self {
+    pub fn of(configuration: Option<&ksim_report::AppliedConfiguration>) -> Self {
         match configuration {
             Some(configuration) if configuration.autoscaler => configuration
                 .autoscaler_flags
@@ -202,8 +202,11 @@ mod tests {
         assert_eq!(startup_time(&per_group(), &[]), None);
     }
 
-    fn configuration(autoscaler: bool, flags: &[(&str, &str)]) -> ksim_report::Configuration {
-        ksim_report::Configuration {
+    fn configuration(
+        autoscaler: bool,
+        flags: &[(&str, &str)],
+    ) -> ksim_report::AppliedConfiguration {
+        ksim_report::AppliedConfiguration {
             autoscaler,
             autoscaler_flags: flags
                 .iter()
@@ -213,7 +216,7 @@ mod tests {
                     ..ksim_report::AutoscalerFlag::default()
                 })
                 .collect(),
-            ..ksim_report::Configuration::default()
+            ..ksim_report::AppliedConfiguration::default()
         }
     }
 

@@ -15,7 +15,7 @@ pub struct Configured {
     /// counts (`domain::nodes_kept`).
     pub applied_at_ms: i64,
     /// How the environment runs the scheduler and CA now; `None` without an environment.
-    pub configuration: Option<ksim_report::Configuration>,
+    pub configuration: Option<ksim_report::AppliedConfiguration>,
 }
 
 pub async fn configure(
@@ -34,7 +34,7 @@ pub async fn configure(
                 .apply_configuration(environment.clone())
                 .await
                 .map_err(PrepareError::Configuration)?;
-            Some(ksim_report::Configuration::from_proto(&applied))
+            Some(applied)
         }
         None => None,
     };

@@ -33,7 +33,7 @@ pub struct Live {
     /// The recorded pods' pending times, for the report's fidelity.
     recorded_pending: Option<Vec<Duration>>,
     /// The scheduler and CA configuration the environment ran the simulation with.
-    configuration: Option<ksim_report::Configuration>,
+    configuration: Option<ksim_report::AppliedConfiguration>,
     /// The provisioning model the run uses.
     provisioning: Option<ksim_report::Provisioning>,
     /// Per node group: its instance type and price.
@@ -139,7 +139,10 @@ impl Live {
     }
 
     /// The configuration the environment applied, for the report.
-    pub fn with_configuration(mut self, configuration: Option<ksim_report::Configuration>) -> Self {
+    pub fn with_configuration(
+        mut self,
+        configuration: Option<ksim_report::AppliedConfiguration>,
+    ) -> Self {
         self.configuration = configuration;
         self
     }

@@ -109,7 +109,7 @@ pub async fn prepare(
     ctx: &RunContext,
     handle: &Handle,
     run: &ResolvedRun,
-    configuration: Option<&ksim_report::Configuration>,
+    configuration: Option<&ksim_report::AppliedConfiguration>,
     created: &mut Created,
 ) -> Result<Option<Prepared>, PrepareError> {
     let (spec, trace, model) = (&run.spec, &run.trace, &run.provisioning.model);
@@ -285,7 +285,7 @@ async fn prices(ctx: &RunContext, spec: &SimulationSpec) -> BTreeMap<String, Gro
 async fn report_warnings(
     ctx: &RunContext,
     spec: &SimulationSpec,
-    configuration: Option<&ksim_report::Configuration>,
+    configuration: Option<&ksim_report::AppliedConfiguration>,
     model: &Model,
 ) -> Vec<String> {
     let startup = StartupTime::of(configuration);

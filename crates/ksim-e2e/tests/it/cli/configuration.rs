@@ -264,16 +264,17 @@ async fn the_scheduler_runs_the_configuration_under_test_and_a_refused_one_creat
         "{printed}"
     );
     let report = report_of(&printed);
-    let scheduler = &report["configuration"]["scheduler"];
+    let configuration = &report["configuration"];
+    let scheduler = &configuration["scheduler_given"];
     assert_eq!(scheduler["source"], packed.as_str(), "{report:#}");
     assert!(
-        scheduler["given_yaml"]
+        scheduler["yaml"]
             .as_str()
             .unwrap()
             .contains("MostAllocated")
     );
     // As run: complete, with kube-scheduler's own defaults filled in.
-    let as_run = scheduler["as_run_yaml"].as_str().unwrap();
+    let as_run = configuration["scheduler_as_run_yaml"].as_str().unwrap();
     assert!(as_run.contains("type: MostAllocated"), "{as_run}");
     assert!(as_run.contains("podMaxBackoffSeconds"), "{as_run}");
     // The pod no node fits waited the whole replay, and the report says why.
