@@ -75,13 +75,15 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.GroupCost",
     ".ksim.driver.v1.NodeChange",
     ".ksim.driver.v1.NodesKept",
-    ".ksim.driver.v1.ObjectError",
     ".ksim.driver.v1.NodesKeptReason",
+    ".ksim.driver.v1.ObjectError",
     ".ksim.driver.v1.PendingSplit",
     ".ksim.driver.v1.PodPhaseCounts",
     ".ksim.driver.v1.Provisioning",
     ".ksim.driver.v1.ReplicaChange",
+    ".ksim.driver.v1.Report",
     ".ksim.driver.v1.ResourceUsage",
+    ".ksim.driver.v1.TimelineBucket",
     ".ksim.driver.v1.UsageReplay",
     ".ksim.driver.v1.WaitReason",
     ".ksim.driver.v1.WorkloadLimits",
@@ -117,6 +119,81 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
     (
         ".ksim.driver.v1.AutoscalerOutage.duration",
         "#[serde(rename = \"duration_ms\", with = \"crate::json::millis\")]",
+    ),
+    // Reports from before the speed and the bucket width were kept ran at 1x in 1 s buckets.
+    (
+        ".ksim.driver.v1.Report.speed",
+        "#[serde(default = \"crate::json::one\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.bucket_width",
+        "#[serde(rename = \"bucket_ms\", with = \"crate::json::millis\", default = \"crate::json::a_second\")]",
+    ),
+    // Where the files are is the caller's to say, not the file's.
+    (".ksim.driver.v1.Report.artifacts", "#[serde(skip)]"),
+    (
+        ".ksim.driver.v1.Report.autoscaler_outages",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\", with = \"crate::json::autoscaler_outages\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.node_disruptions",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.warnings",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.trace_transforms",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.fidelity",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.configuration",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.provisioning",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.usage",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.workload_scaling",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.nodes_kept",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.offset",
+        "#[serde(rename = \"offset_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.time",
+        "#[serde(rename = \"time_ms\", with = \"crate::json::unix_millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.nodes",
+        "#[serde(with = \"crate::json::node_group_counts\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.unscheduled_pods",
+        "#[serde(rename = \"unscheduled\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.autoscaler_scale_ups",
+        "#[serde(rename = \"scale_ups\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.autoscaler_scale_downs",
+        "#[serde(rename = \"scale_downs\")]",
     ),
     (
         ".ksim.driver.v1.Fidelity.bucket_width",

@@ -128,6 +128,131 @@ fn name_of(word: &str, prefix: &str, separator: &str) -> String {
     )
 }
 
+/// A report's speed when it did not say: reports from before it was kept ran at 1x.
+pub fn one() -> f64 {
+    1.0
+}
+
+/// A report's bucket width when it did not say: reports from before it was kept had 1 s.
+pub fn a_second() -> Option<prost_types::Duration> {
+    Some(of_millis(1000))
+}
+
+/// An `Option<prost_types::Timestamp>` as Unix milliseconds (`"time_ms": 1767225600000`);
+/// absent is 0, and a value read is always present.
+pub mod unix_millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        time: &Option<prost_types::Timestamp>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let ms = time.as_ref().map_or(0, |time| {
+            time.seconds
+                .saturating_mul(1000)
+                .saturating_add(i64::from(time.nanos / 1_000_000))
+        });
+        serializer.serialize_i64(ms)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<prost_types::Timestamp>, D::Error> {
+        let ms = i64::deserialize(deserializer)?;
+        Ok(Some(prost_types::Timestamp {
+            seconds: ms.div_euclid(1000),
+            // Below 1e9, so it fits.
+            nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+        }))
+    }
+}
+
+/// A timeline bucket's nodes, one `NodeGroupCount` per group, as report.json has always held
+/// them: an object by group, `{"m5": {"nodes": 2, "ready": 1}}`, the counts a group does not
+/// have (priced, launching) left out.
+pub mod node_group_counts {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::ksim::driver::v1::NodeGroupCount;
+
+    #[derive(Serialize, Deserialize)]
+    struct Count {
+        nodes: u64,
+        ready: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        priced: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        price_micros_per_hour: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        launching: u64,
+    }
+
+    fn is_zero(n: &u64) -> bool {
+        *n == 0
+    }
+
+    pub fn serialize<S: Serializer>(
+        counts: &[NodeGroupCount],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(counts.iter().map(|count| {
+            let held = Count {
+                nodes: count.nodes,
+                ready: count.ready_nodes,
+                priced: count.priced_nodes,
+                price_micros_per_hour: count.price_micros_per_hour,
+                launching: count.launching_nodes,
+            };
+            (&count.node_group, held)
+        }))
+    }
+
+    /// In the groups' order, as the object's keys are kept.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<NodeGroupCount>, D::Error> {
+        let held = BTreeMap::<String, Count>::deserialize(deserializer)?;
+        Ok(held
+            .into_iter()
+            .map(|(node_group, count)| NodeGroupCount {
+                node_group,
+                nodes: count.nodes,
+                ready_nodes: count.ready,
+                priced_nodes: count.priced,
+                price_micros_per_hour: count.price_micros_per_hour,
+                launching_nodes: count.launching,
+            })
+            .collect())
+    }
+}
+
+/// cluster-autoscaler's outages as report.json has always held them: the list itself, left
+/// out when unknown.
+pub mod autoscaler_outages {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::ksim::driver::v1::{AutoscalerOutage, AutoscalerOutages};
+
+    pub fn serialize<S: Serializer>(
+        outages: &Option<AutoscalerOutages>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match outages {
+            Some(outages) => serializer.serialize_some(&outages.outages),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<AutoscalerOutages>, D::Error> {
+        Option::<Vec<AutoscalerOutage>>::deserialize(deserializer)
+            .map(|outages| outages.map(|outages| AutoscalerOutages { outages }))
+    }
+}
+
 /// Karpenter's run as its release alone (`"karpenter": "v1.14.1"`), as report.json has always
 /// held it.
 pub mod karpenter_run {

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::input::{Observations, ObservedNodeChange, ObservedOutage};
 use super::model::{
-    AutoscalerOutage, Bucket, NodeChange, ObjectError, ObjectOperation, PendingSplit,
-    ReplicaSource, Report,
+    AutoscalerOutage, AutoscalerOutages, NodeChange, ObjectError, ObjectOperation, PendingSplit,
+    ReplicaSource, Report, nodes_total,
 };
 use ksim_proto::json::of_millis;
 
@@ -46,12 +46,12 @@ pub fn build(obs: &Observations) -> Report {
         simulation_id: obs.simulation_id.clone(),
         complete: obs.complete,
         events_applied: obs.events_applied,
-        peak_nodes: timeline.iter().map(Bucket::nodes_total).max().unwrap_or(0),
+        peak_nodes: timeline.iter().map(nodes_total).max().unwrap_or(0),
         speed: effective_speed(obs.speed),
-        bucket_ms,
+        bucket_width: Some(of_millis(bucket_ms)),
         timeline,
-        pod_pending_time: percentiles::of(&pending),
-        lateness: percentiles::of(&obs.lateness),
+        pod_pending_time: Some(percentiles::of(&pending)),
+        lateness: Some(percentiles::of(&obs.lateness)),
         object_errors: obs
             .object_errors
             .iter()
@@ -69,29 +69,33 @@ pub fn build(obs: &Observations) -> Report {
         node_changes,
         fidelity: fidelity::compare(obs),
         configuration: obs.configuration.clone(),
-        costs,
+        costs: Some(costs),
         waits: costs::waits(&obs.waits),
         node_disruptions: costs::waits(&obs.node_disruptions),
         autoscaler_outages: obs
             .autoscaler_outages
             .as_ref()
-            .map(|outages| autoscaler_outages(outages, replay_end(obs), obs.speed)),
+            .map(|outages| AutoscalerOutages {
+                outages: autoscaler_outages(outages, replay_end(obs), obs.speed),
+            }),
         provisioning: obs.provisioning.clone(),
         usage: obs.usage.clone(),
         workload_scaling,
-        pending_split: pending_split(obs),
-        pod_start_time: percentiles::of(
+        pending_split: Some(pending_split(obs)),
+        pod_start_time: Some(percentiles::of(
             &obs.pending_splits
                 .iter()
                 .map(|split| recorded(split.start, obs.speed))
                 .collect::<Vec<_>>(),
-        ),
-        node_ready_time: percentiles::of(
+        )),
+        node_ready_time: Some(percentiles::of(
             &obs.node_ready_times
                 .iter()
                 .map(|&wall| recorded(wall, obs.speed))
                 .collect::<Vec<_>>(),
-        ),
+        )),
+        // Where the files are is for whoever writes them to say.
+        artifacts: None,
         nodes_kept: obs.nodes_kept.clone(),
         warnings,
         trace_transforms: obs.trace_transforms.clone(),
@@ -177,12 +181,10 @@ mod tests {
         obs.speed = 10.0;
         let report = build(&obs);
         assert_eq!(report.speed, 10.0);
-        assert_eq!(report.bucket_ms, 1000);
+        assert_eq!(to_millis(report.bucket_width.as_ref()), 1000);
         let slow = fixtures::report();
-        assert_eq!(
-            ms(report.pod_pending_time.p90.as_ref()),
-            ms(slow.pod_pending_time.p90.as_ref()) * 10.0
-        );
+        let p90 = |report: &Report| ms(report.pod_pending_time.unwrap().p90.as_ref());
+        assert_eq!(p90(&report), p90(&slow) * 10.0);
         // Lateness is the driver's delay: wall clock at any speed.
         assert_eq!(report.lateness, slow.lateness);
         for (fast, slow) in report.node_changes.iter().zip(&slow.node_changes) {
@@ -203,9 +205,10 @@ mod tests {
         // Second 1 and 2 have group-a 1 + group-b 2; the end has 1 + 1.
         assert_eq!(report.peak_nodes, 3);
         assert_eq!(report.timeline.len(), 4);
-        assert_eq!(ms(report.pod_pending_time.p90.as_ref()), 90.0);
-        assert_eq!(report.lateness.count, 3);
-        assert_eq!(ms(report.lateness.p50.as_ref()), 1.5);
+        assert_eq!(ms(report.pod_pending_time.unwrap().p90.as_ref()), 90.0);
+        let lateness = report.lateness.unwrap();
+        assert_eq!(lateness.count, 3);
+        assert_eq!(ms(lateness.p50.as_ref()), 1.5);
         assert_eq!(report.object_errors.len(), 4);
         let first = &report.object_errors[0];
         assert_eq!(first.operation(), ObjectOperation::Apply);
@@ -276,9 +279,10 @@ mod tests {
         assert_eq!(report.node_changes[1].group, "m5");
         let second =
             usize::try_from(to_millis(report.node_changes[1].offset.as_ref()) / 1000).unwrap();
-        assert_eq!(report.timeline[second].scale_ups, 1);
+        assert_eq!(report.timeline[second].autoscaler_scale_ups, 1);
         assert_eq!(
-            report.timeline[second].offset_ms, 2_000,
+            to_millis(report.timeline[second].offset.as_ref()),
+            2_000,
             "the bucket's offset is on the same clock"
         );
     }
@@ -299,7 +303,7 @@ mod tests {
                 up: Some(Duration::from_millis(1_700)),
             },
         ]);
-        let outages = build(&obs).autoscaler_outages.unwrap();
+        let outages = build(&obs).autoscaler_outages.unwrap().outages;
         let at = |ms| Some(of_millis(ms));
         assert_eq!(
             outages,
@@ -339,21 +343,22 @@ mod tests {
         let report = build(&obs);
         assert_eq!(
             report.pending_split,
-            PendingSplit {
+            Some(PendingSplit {
                 pods: 2,
                 scheduling_pod_seconds: 8.0,
                 node_boot_pod_seconds: 60.0,
                 start_pod_seconds: 12.0
-            }
+            })
         );
         // report.json keeps its names for them.
         assert_eq!(
             serde_json::to_value(report.pending_split).unwrap(),
             serde_json::json!({"pods": 2, "scheduling": 8.0, "node_boot": 60.0, "start": 12.0})
         );
-        assert_eq!(report.pod_start_time.count, 2);
-        assert_eq!(ms(report.pod_start_time.max.as_ref()), 8_000.0);
-        assert_eq!(ms(report.node_ready_time.p50.as_ref()), 10_000.0);
+        let start = report.pod_start_time.unwrap();
+        assert_eq!(start.count, 2);
+        assert_eq!(ms(start.max.as_ref()), 8_000.0);
+        assert_eq!(ms(report.node_ready_time.unwrap().p50.as_ref()), 10_000.0);
     }
 
     #[test]
@@ -361,7 +366,10 @@ mod tests {
         let mut obs = fixtures::observations();
         assert_eq!(build(&obs).autoscaler_outages, None);
         obs.autoscaler_outages = Some(Vec::new());
-        assert_eq!(build(&obs).autoscaler_outages, Some(Vec::new()));
+        assert_eq!(
+            build(&obs).autoscaler_outages,
+            Some(AutoscalerOutages::default())
+        );
     }
 
     #[test]
@@ -403,11 +411,13 @@ mod tests {
             Report {
                 simulation_id: "s".into(),
                 speed: 1.0,
-                bucket_ms: 1000,
-                pod_pending_time: percentiles::of(&[]),
-                lateness: percentiles::of(&[]),
-                pod_start_time: percentiles::of(&[]),
-                node_ready_time: percentiles::of(&[]),
+                bucket_width: Some(of_millis(1000)),
+                pod_pending_time: Some(percentiles::of(&[])),
+                lateness: Some(percentiles::of(&[])),
+                pod_start_time: Some(percentiles::of(&[])),
+                node_ready_time: Some(percentiles::of(&[])),
+                costs: Some(crate::Costs::default()),
+                pending_split: Some(PendingSplit::default()),
                 ..Report::default()
             }
         );

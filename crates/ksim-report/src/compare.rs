@@ -78,7 +78,8 @@ const AGAINST_BASELINE: [(&str, &str); 2] = [
 
 /// A report's value of one of [`FIGURES`].
 pub fn figure(report: &Report, name: &str) -> Option<f64> {
-    let costs = &report.costs;
+    let costs = report.costs.clone().unwrap_or_default();
+    let pending = report.pod_pending_time.unwrap_or_default();
     let sum =
         |f: fn(&super::model::GroupCost) -> u64| costs.groups.iter().map(f).sum::<u64>() as f64;
     Some(match name {
@@ -88,8 +89,8 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
         "scale_ups" => sum(|g| g.scale_ups),
         "scale_downs" => sum(|g| g.scale_downs),
         "pending_pod_seconds" => costs.pending_pod_seconds,
-        "pending_p50_ms" => ms(report.pod_pending_time.p50.as_ref()),
-        "pending_p99_ms" => ms(report.pod_pending_time.p99.as_ref()),
+        "pending_p50_ms" => ms(pending.p50.as_ref()),
+        "pending_p99_ms" => ms(pending.p99.as_ref()),
         "pods_never_scheduled" => costs.pods_never_scheduled as f64,
         "pods_evicted" => costs.pods_evicted as f64,
         "pods_preempted" => costs.pods_preempted as f64,
@@ -122,7 +123,7 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
             let nodes = fidelity.series.iter().find(|s| s.name == "nodes")?;
             nodes.within_tolerance
         }
-        "lateness_p99_ms" => ms(report.lateness.p99.as_ref()),
+        "lateness_p99_ms" => ms(report.lateness.unwrap_or_default().p99.as_ref()),
         _ => return None,
     })
 }
@@ -380,17 +381,17 @@ mod tests {
     }
 
     use super::*;
-    use crate::model::{Bucket, Costs, DurationPercentiles, GroupCost};
+    use crate::model::{Costs, DurationPercentiles, GroupCost, NodeGroupCount, TimelineBucket};
     use crate::percentiles;
 
     fn report(node_hours: f64, cost: Option<f64>, p99_ms: f64) -> Report {
         Report {
             peak_nodes: 3,
-            pod_pending_time: DurationPercentiles {
+            pod_pending_time: Some(DurationPercentiles {
                 p99: Some(ksim_proto::json::of_fractional_millis(p99_ms)),
                 ..percentiles::of(&[])
-            },
-            costs: Costs {
+            }),
+            costs: Some(Costs {
                 node_hours,
                 cost,
                 groups: vec![GroupCost {
@@ -398,7 +399,7 @@ mod tests {
                     ..GroupCost::default()
                 }],
                 ..Costs::default()
-            },
+            }),
             ..Report::default()
         }
     }
@@ -509,26 +510,23 @@ mod tests {
     /// A report whose timeline has 1 s buckets of these Ready nodes, and ten times as many
     /// Running pods.
     fn timeline(nodes: &[u64]) -> Report {
-        use crate::input::{NodeCount, PodPhaseCounts};
+        use crate::input::PodPhaseCounts;
         Report {
             timeline: (0u64..)
                 .zip(nodes)
-                .map(|(second, &ready)| Bucket {
-                    offset_ms: second * 1000,
-                    nodes: [(
-                        "m5".to_owned(),
-                        NodeCount {
-                            nodes: ready,
-                            ready,
-                            ..NodeCount::default()
-                        },
-                    )]
-                    .into(),
-                    pods: PodPhaseCounts {
+                .map(|(second, &ready)| TimelineBucket {
+                    offset: Some(ksim_proto::json::of_millis(second * 1000)),
+                    nodes: vec![NodeGroupCount {
+                        node_group: "m5".to_owned(),
+                        nodes: ready,
+                        ready_nodes: ready,
+                        ..NodeGroupCount::default()
+                    }],
+                    pods: Some(PodPhaseCounts {
                         running: ready * 10,
                         ..PodPhaseCounts::default()
-                    },
-                    ..Bucket::default()
+                    }),
+                    ..TimelineBucket::default()
                 })
                 .collect(),
             ..Report::default()

@@ -14,19 +14,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::input::Observations;
-use super::model::{Bucket, Costs, GroupCost, WaitReason};
+use super::input::{Observations, ResourceUsage};
+use super::model::{Costs, GroupCost, TimelineBucket, WaitReason};
 use super::timeline::{effective_speed, recorded};
 use crate::NodeChangeKind;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
 
-pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> Costs {
+pub(super) fn costs(obs: &Observations, timeline: &[TimelineBucket], bucket_ms: u64) -> Costs {
     let hours_per_bucket = bucket_ms as f64 / MS_PER_HOUR;
     let mut groups: BTreeMap<String, GroupCost> = BTreeMap::new();
     let names: BTreeSet<&String> = timeline
         .iter()
-        .flat_map(|bucket| bucket.nodes.keys())
+        .flat_map(|bucket| bucket.nodes.iter().map(|count| &count.node_group))
         .chain(obs.prices.keys())
         .chain(obs.scale_events.iter().map(|event| &event.group))
         .collect();
@@ -45,13 +45,14 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
     // Per group: the cost of its own-priced nodes, while every node it had carried a price.
     let mut own_priced: BTreeMap<&String, Option<f64>> = BTreeMap::new();
     for bucket in timeline {
-        for (name, count) in &bucket.nodes {
+        for count in &bucket.nodes {
+            let name = &count.node_group;
             if let Some(group) = groups.get_mut(name) {
-                group.node_hours += (count.nodes + count.launching) as f64 * hours_per_bucket;
+                group.node_hours += (count.nodes + count.launching_nodes) as f64 * hours_per_bucket;
             }
             let cost = own_priced.entry(name).or_insert(Some(0.0));
             *cost = match *cost {
-                Some(sum) if count.priced == count.nodes => {
+                Some(sum) if count.priced_nodes == count.nodes => {
                     Some(sum + count.price_micros_per_hour as f64 / 1e6 * hours_per_bucket)
                 }
                 _ => None,
@@ -83,9 +84,11 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
             Some(price) => Some(price * group.node_hours),
             // Priced per node only where some node had a price.
             None => own_priced.get(&group.group).copied().flatten().filter(|_| {
-                timeline
-                    .iter()
-                    .any(|b| b.nodes.get(&group.group).is_some_and(|c| c.priced > 0))
+                timeline.iter().any(|b| {
+                    b.nodes
+                        .iter()
+                        .any(|c| c.node_group == group.group && c.priced_nodes > 0)
+                })
             }),
         };
     }
@@ -99,14 +102,11 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
         .copied()
         .chain(obs.never_ran.iter().map(|pod| pod.waited))
         .sum();
-    let (cpu_mean, cpu_peak) = packing(timeline, |b| {
-        (b.usage.requested_cpu_millis, b.usage.allocatable_cpu_millis)
+    let (cpu_mean, cpu_peak) = packing(timeline, |usage| {
+        (usage.requested_cpu_millis, usage.allocatable_cpu_millis)
     });
-    let (memory_mean, memory_peak) = packing(timeline, |b| {
-        (
-            b.usage.requested_memory_bytes,
-            b.usage.allocatable_memory_bytes,
-        )
+    let (memory_mean, memory_peak) = packing(timeline, |usage| {
+        (usage.requested_memory_bytes, usage.allocatable_memory_bytes)
     });
     Costs {
         node_hours: groups.iter().map(|group| group.node_hours).sum(),
@@ -129,9 +129,10 @@ pub(super) fn costs(obs: &Observations, timeline: &[Bucket], bucket_ms: u64) -> 
 }
 
 /// Mean and peak of requested over allocatable across the buckets that have allocatable.
-fn packing(timeline: &[Bucket], of: impl Fn(&Bucket) -> (u64, u64)) -> (f64, f64) {
+fn packing(timeline: &[TimelineBucket], of: impl Fn(&ResourceUsage) -> (u64, u64)) -> (f64, f64) {
     let ratios: Vec<f64> = timeline
         .iter()
+        .filter_map(|bucket| bucket.usage.as_ref())
         .map(&of)
         .filter(|(_, allocatable)| *allocatable > 0)
         .map(|(requested, allocatable)| requested as f64 / allocatable as f64)
@@ -168,25 +169,22 @@ pub(super) fn waits(reasons: &[WaitReason]) -> Vec<WaitReason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::{GroupPrice, NeverRan, NodeCount, ResourceUsage, ScaleEvent};
+    use crate::NodeGroupCount;
+    use crate::input::{GroupPrice, NeverRan, ScaleEvent};
 
-    fn bucket(nodes: &[(&str, u64)], usage: ResourceUsage) -> Bucket {
-        Bucket {
+    fn bucket(nodes: &[(&str, u64)], usage: ResourceUsage) -> TimelineBucket {
+        TimelineBucket {
             nodes: nodes
                 .iter()
-                .map(|(g, n)| {
-                    (
-                        (*g).to_owned(),
-                        NodeCount {
-                            nodes: *n,
-                            ready: *n,
-                            ..NodeCount::default()
-                        },
-                    )
+                .map(|(g, n)| NodeGroupCount {
+                    node_group: (*g).to_owned(),
+                    nodes: *n,
+                    ready_nodes: *n,
+                    ..NodeGroupCount::default()
                 })
                 .collect(),
-            usage,
-            ..Bucket::default()
+            usage: Some(usage),
+            ..TimelineBucket::default()
         }
     }
 
@@ -253,8 +251,8 @@ mod tests {
 
         // A seat CA asked for is billed while its node boots: one more m5 in the first bucket.
         let mut booting = timeline.clone();
-        if let Some(m5) = booting[0].nodes.get_mut("m5") {
-            m5.launching = 1;
+        if let Some(m5) = booting[0].nodes.iter_mut().find(|c| c.node_group == "m5") {
+            m5.launching_nodes = 1;
         }
         let costs = super::costs(&obs, &booting, 1_800_000);
         assert!((costs.groups[1].node_hours - 2.0).abs() < 1e-9, "{costs:?}");
@@ -263,18 +261,16 @@ mod tests {
 
     #[test]
     fn a_nodepool_costs_each_node_at_its_own_price_and_names_the_types_chosen() {
-        let priced = |nodes, micros| Bucket {
-            nodes: BTreeMap::from([(
-                "general".to_owned(),
-                NodeCount {
-                    nodes,
-                    ready: nodes,
-                    priced: nodes,
-                    price_micros_per_hour: micros,
-                    launching: 0,
-                },
-            )]),
-            ..Bucket::default()
+        let priced = |nodes, micros| TimelineBucket {
+            nodes: vec![NodeGroupCount {
+                node_group: "general".to_owned(),
+                nodes,
+                ready_nodes: nodes,
+                priced_nodes: nodes,
+                price_micros_per_hour: micros,
+                launching_nodes: 0,
+            }],
+            ..TimelineBucket::default()
         };
         // Half an hour of an m5.large (0.096), then half an hour of it and an m5.xlarge (0.192).
         let timeline = [priced(1, 96_000), priced(2, 288_000)];
@@ -303,9 +299,7 @@ mod tests {
 
         // A node without a price of its own in any bucket leaves the group unpriced.
         let mut partly = priced(2, 96_000);
-        if let Some(count) = partly.nodes.get_mut("general") {
-            count.priced = 1;
-        }
+        partly.nodes[0].priced_nodes = 1;
         let costs = super::costs(&obs, &[priced(1, 96_000), partly], 1_800_000);
         assert_eq!(costs.groups[0].cost, None);
         assert_eq!(costs.unpriced_groups, ["general"]);

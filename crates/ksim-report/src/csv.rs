@@ -6,7 +6,10 @@ use std::fmt::Write as _;
 use ksim_proto::json::to_millis;
 
 use super::fidelity::{Measure, running_pod_seconds, side};
-use super::model::{Fidelity, Report};
+use ksim_trace::time::millis;
+
+use super::model::{Fidelity, Report, nodes_total};
+use super::timeline::offset_ms;
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
 /// unscheduled,scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,
@@ -18,7 +21,7 @@ pub fn to_csv(report: &Report) -> String {
     let groups: BTreeSet<&str> = report
         .timeline
         .iter()
-        .flat_map(|bucket| bucket.nodes.keys().map(String::as_str))
+        .flat_map(|bucket| bucket.nodes.iter().map(|count| count.node_group.as_str()))
         .collect();
 
     let mut out = String::from("offset_s,time_ms,nodes_total");
@@ -37,15 +40,22 @@ pub fn to_csv(report: &Report) -> String {
         let _ = write!(
             out,
             "{},{},{}",
-            seconds(bucket.offset_ms),
-            bucket.time_ms,
-            bucket.nodes_total()
+            seconds(offset_ms(bucket)),
+            bucket.time.as_ref().map_or(0, millis),
+            nodes_total(bucket)
         );
         for group in &groups {
-            let nodes = bucket.nodes.get(*group).map_or(0, |count| count.nodes);
+            let nodes = bucket
+                .nodes
+                .iter()
+                .find(|count| count.node_group == *group)
+                .map_or(0, |count| count.nodes);
             let _ = write!(out, ",{nodes}");
         }
-        let (pods, usage) = (&bucket.pods, &bucket.usage);
+        let (pods, usage) = (
+            bucket.pods.unwrap_or_default(),
+            bucket.usage.unwrap_or_default(),
+        );
         let _ = writeln!(
             out,
             ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
@@ -54,9 +64,9 @@ pub fn to_csv(report: &Report) -> String {
             pods.succeeded,
             pods.failed,
             pods.unknown,
-            bucket.unscheduled,
-            bucket.scale_ups,
-            bucket.scale_downs,
+            bucket.unscheduled_pods,
+            bucket.autoscaler_scale_ups,
+            bucket.autoscaler_scale_downs,
             usage.requested_cpu_millis,
             usage.allocatable_cpu_millis,
             usage.requested_memory_bytes,
@@ -122,7 +132,7 @@ pub fn replicas_to_csv(report: &Report) -> Option<String> {
             let _ = writeln!(
                 out,
                 "{index},{},{},{},{}",
-                bucket.offset_ms,
+                offset_ms(bucket),
                 field(&workload.name),
                 workload.recorded.get(index).copied().unwrap_or(0),
                 workload.simulated.get(index).copied().unwrap_or(0),

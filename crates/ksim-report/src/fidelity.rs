@@ -18,7 +18,7 @@ use super::model::{
     FidelitySeries, NodeChange, NodeChangeCause, NodeChangeKind, Report,
 };
 use super::percentiles;
-use super::timeline::{millis, recorded};
+use super::timeline::{millis, offset_ms, recorded};
 
 /// Bucket width of the comparison, recorded time: coarse enough that a node joining a
 /// second later in the replay than in the recording does not count as an error.
@@ -69,23 +69,24 @@ pub(super) fn compare(obs: &Observations) -> Option<Fidelity> {
 pub(crate) fn agreement(reference: &Report, other: &Report) -> Option<Fidelity> {
     let states = |report: &Report| {
         sorted(report.timeline.iter().map(|bucket| {
+            let pods = bucket.pods.unwrap_or_default();
             let state = ClusterState {
                 ready_nodes: bucket
                     .nodes
                     .iter()
-                    .map(|(group, count)| (group.clone(), count.ready))
+                    .map(|count| (count.node_group.clone(), count.ready_nodes))
                     .collect(),
-                pods_running: bucket.pods.running,
-                pods_pending: bucket.pods.pending,
+                pods_running: pods.running,
+                pods_pending: pods.pending,
             };
-            (bucket.offset_ms, state)
+            (offset_ms(bucket), state)
         }))
     };
     between(
         &states(reference),
         &states(other),
-        Some(reference.pod_pending_time),
-        other.pod_pending_time,
+        reference.pod_pending_time,
+        other.pod_pending_time.unwrap_or_default(),
     )
 }
 

@@ -11,6 +11,7 @@ use super::csv::{fidelity_to_csv, replicas_to_csv, to_csv};
 pub use super::error::ReportError;
 use super::model::Report;
 use super::svg::{render_fidelity_svg, render_svg};
+use super::timeline::check_timeline;
 
 pub const JSON_FILE: &str = "report.json";
 pub const CSV_FILE: &str = "timeline.csv";
@@ -133,17 +134,15 @@ pub fn write_outcome(outcome: &Outcome, dir: &Path) -> Result<PathBuf, ReportErr
 const MAX_REPORT_BYTES: u64 = 256 << 20;
 
 /// The report and outcome kept in `dir`; `None` where a file does not exist. Each is read up
-/// to [`MAX_REPORT_BYTES`], and the report's timeline checked ([`Report::check_timeline`]).
+/// to [`MAX_REPORT_BYTES`], and the report's timeline checked ([`check_timeline`]).
 pub fn read_files(dir: &Path) -> Result<(Option<Report>, Option<Outcome>), ReportError> {
     let path = dir.join(JSON_FILE);
     let report: Option<Report> = read_json(&path, MAX_REPORT_BYTES)?;
     if let Some(report) = &report {
-        report
-            .check_timeline()
-            .map_err(|source| ReportError::NotWritten {
-                path,
-                source: Box::new(source),
-            })?;
+        check_timeline(report).map_err(|source| ReportError::NotWritten {
+            path,
+            source: Box::new(source),
+        })?;
     }
     Ok((
         report,
@@ -263,7 +262,7 @@ mod tests {
         );
 
         let mut report = fixtures::report();
-        report.timeline[1].offset_ms = 1 << 62;
+        report.timeline[1].offset = Some(ksim_proto::json::of_millis(1 << 62));
         let json = serde_json::to_vec(&report).unwrap();
         fs::write(tmp.path().join(JSON_FILE), json).unwrap();
         let error = read_files(tmp.path()).unwrap_err().to_string();
@@ -408,9 +407,10 @@ mod tests {
             usage.remove("used_memory_bytes");
         }
         let back: Report = serde_json::from_value(json).unwrap();
-        assert_eq!(back.timeline[0].usage.used_cpu_millis, 0);
-        assert_eq!(back.timeline[0].usage.used_memory_bytes, 0);
-        assert_eq!(back.timeline[0].usage.requested_cpu_millis, 1500);
+        let usage = back.timeline[0].usage.unwrap();
+        assert_eq!(usage.used_cpu_millis, 0);
+        assert_eq!(usage.used_memory_bytes, 0);
+        assert_eq!(usage.requested_cpu_millis, 1500);
     }
 
     #[test]

@@ -6,12 +6,13 @@
 //! - [`build()`]: observations into a [`Report`] (buckets in `timeline`, percentiles, and
 //!   recorded against simulated in `fidelity` when the trace held the recorded cluster);
 //!   `attribution` says who made each node change (the autoscaler, the pool, a re-registration).
-//! - [`Report::to_proto`] / [`Report::from_proto`]: the gRPC form, both ways.
+//! - The report is the driver's proto message (`model`): what the driver sends is what
+//!   `report.json` holds, one model with serde on the generated types.
 //! - [`write_files`] (with [`to_csv`] and [`render_svg`]) and [`summary`]; [`repeat_summary`]
 //!   for the runs of `ksim run --repeat`.
 //! - [`Gvk`], [`Target`], [`Operation`]: the objects it speaks of.
 //!
-//! The driver builds reports; the CLI reads them back (`Report::from_proto`) and prints them.
+//! The driver builds reports; the CLI receives them and prints them.
 
 use ksim_proto::ksim::driver::v1::SimulationState;
 
@@ -37,7 +38,6 @@ mod nodes_kept;
 mod noise;
 mod object;
 mod percentiles;
-pub mod proto;
 mod repeat;
 mod replicas;
 mod summary;
@@ -62,12 +62,13 @@ pub use input::{
 };
 pub use model::{
     AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied, AutoscalerFlagSource,
-    AutoscalerOutage, AutoscalerSimulationFlag, Bucket, ClusterState, ControllerManagerFlag, Costs,
-    DelaySamples, DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries,
-    GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS,
-    NodeChange, NodeChangeCause, NodeChangeKind, ObjectError, ObjectOperation, PendingSplit,
-    ProviderConfig, Provisioning, ReplicaChange, ReplicaSource, Report, SchedulerConfig,
-    UsageReplay, WaitReason, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    AutoscalerOutage, AutoscalerOutages, AutoscalerSimulationFlag, ClusterState,
+    ControllerManagerFlag, Costs, DelaySamples, DurationPercentiles, Fidelity, FidelityBucket,
+    FidelityPending, FidelitySeries, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS,
+    MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause, NodeChangeKind,
+    NodeGroupCount, ObjectError, ObjectOperation, PendingSplit, ProviderConfig, Provisioning,
+    ReplicaChange, ReplicaSource, Report, SchedulerConfig, TimelineBucket, UsageReplay, WaitReason,
+    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage, nodes_total,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;
@@ -76,5 +77,6 @@ pub use repeat::{RepeatRun, RepeatSummary, Spread, repeat_summary};
 pub use summary::{autoscaler_nodes, autoscaler_totals, summary, summary_ended};
 pub use svg::{render_comparison_svg, render_fidelity_svg, render_svg};
 pub use timeline::{
-    MAX_SPEED, MIN_SAMPLE_INTERVAL, MIN_SPEED, bucket_width, recorded, sample_interval,
+    MAX_SPEED, MIN_SAMPLE_INTERVAL, MIN_SPEED, bucket_ms, bucket_width, check_timeline,
+    node_group_counts, offset_ms, recorded, sample_interval,
 };

@@ -70,7 +70,7 @@ mod tests {
         assert_eq!(report.nodes_kept, None);
         let json = serde_json::to_value(&report).unwrap();
         assert!(json.get("nodes_kept").is_none(), "{json}");
-        assert!(!crate::summary(&report.to_proto()).contains("why nodes stayed"));
+        assert!(!crate::summary(&report).contains("why nodes stayed"));
 
         obs.nodes_kept = Some(kept());
         let report = crate::build(&obs);
@@ -79,9 +79,7 @@ mod tests {
         assert_eq!(json["nodes_kept"]["reasons"][1]["first_seen_ms"], 61_500);
         let back: crate::Report = serde_json::from_value(json).unwrap();
         assert_eq!(back, report);
-        let proto = report.to_proto();
-        assert_eq!(crate::Report::from_proto(&proto), report);
-        let summary = crate::summary(&proto);
+        let summary = crate::summary(&report);
         let waits = summary.find("why pods waited").unwrap();
         let kept_at = summary
             .find("  why nodes stayed:  NotUnderutilized 12, reason 99 1 (")

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use ksim_proto::ksim::driver::v1 as pb;
 
-use super::proto::duration_from_proto;
 use super::summary::autoscaler_totals;
+use super::timeline::duration_from_proto;
 
 /// The smallest, mean and largest of one figure over the runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,7 +120,7 @@ fn num(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::proto::duration_to_proto;
+    use super::super::timeline::duration_to_proto;
     use super::*;
 
     fn run(id: &str, state: pb::SimulationState, peak: u64, p99_ms: u64, ups: u64) -> RepeatRun {

@@ -112,6 +112,15 @@ pub(super) fn workloads(
         .collect()
 }
 
+/// A replica source as reports and the CLI name it.
+pub(crate) fn replica_source_name(source: crate::ReplicaSource) -> &'static str {
+    match source {
+        crate::ReplicaSource::Recorded => "recorded",
+        crate::ReplicaSource::Hpa => "hpa",
+        crate::ReplicaSource::Unspecified => "unspecified",
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 
 use super::attribution::cause_of;
-use super::proto::{duration_from_proto, duration_to_proto};
+use super::timeline::{duration_from_proto, duration_to_proto};
 use crate::{Gvk, NodeChangeCause, NodeChangeKind};
 
 /// Object errors listed one by one; the rest are counted.
@@ -452,7 +452,7 @@ pub fn replicas(report: &pb::Report) -> Option<String> {
     let source = scaling.source();
     let mut line = format!(
         "{} ({}): {} HPAs scale {} workloads",
-        crate::proto::replica_source_name(source),
+        crate::replicas::replica_source_name(source),
         scaling.reason,
         scaling.hpas,
         scaling.scaled_workloads
@@ -924,7 +924,6 @@ pub fn autoscaler_totals(report: &pb::Report) -> (u64, u64) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::super::fixtures;
-    use super::super::proto::duration_to_proto;
     use super::*;
 
     #[test]
@@ -932,7 +931,7 @@ mod tests {
         let mut report = fixtures::report();
         let mut scaling = fixtures::workload_scaling();
         report.workload_scaling = Some(scaling.clone());
-        let text = summary(&report.to_proto());
+        let text = summary(&report);
         assert!(
             text.contains(
                 "\n    Deployment/shop/web: replicas recorded mean 3.3, simulated mean 4.3 \
@@ -948,7 +947,7 @@ mod tests {
             })
             .collect();
         report.workload_scaling = Some(scaling);
-        let lines = replica_lines(&report.to_proto());
+        let lines = replica_lines(&report);
         assert_eq!(lines.len(), 11);
         assert!(lines[9].starts_with("Deployment/shop/web-9: "));
         assert_eq!(lines[10], "and 2 more");
@@ -956,7 +955,7 @@ mod tests {
 
     #[test]
     fn a_fast_replay_says_its_times_are_recorded_time() {
-        let mut report = fixtures::report().to_proto();
+        let mut report = fixtures::report();
         assert!(
             !summary(&report).contains("recorded time"),
             "1x says nothing"
@@ -973,7 +972,7 @@ mod tests {
 
     #[test]
     fn mentions_the_key_numbers() {
-        let mut report = fixtures::report().to_proto();
+        let mut report = fixtures::report();
         report.artifacts = Some(pb::ReportArtifacts {
             json_path: "/r/report.json".into(),
             csv_path: "/r/timeline.csv".into(),
@@ -1020,7 +1019,7 @@ mod tests {
     #[test]
     fn a_failed_or_cancelled_run_says_so_in_its_header() {
         // The driver marks a failed run's report complete: the replay stopped.
-        let report = fixtures::report().to_proto();
+        let report = fixtures::report();
         assert!(report.complete);
         for (state, header) in [
             (pb::SimulationState::Failed, "Simulation sim-42 (failed)\n"),
@@ -1043,7 +1042,7 @@ mod tests {
         let mut report = fixtures::report();
         let fidelity = report.fidelity.as_mut().unwrap();
         fidelity.pending.as_mut().unwrap().recorded = None;
-        let line = super::fidelity(&report.to_proto());
+        let line = super::fidelity(&report);
         assert!(
             line.ends_with(
                 "; pending time p50 50ms, p90 90ms (none recorded: the trace holds no pod \
@@ -1052,7 +1051,7 @@ mod tests {
             "{line}"
         );
         // A report from before pending was compared says nothing of it.
-        let mut old = report.to_proto();
+        let mut old = report.clone();
         old.fidelity.as_mut().unwrap().pending = None;
         assert!(!super::fidelity(&old).contains("pending time"));
     }
@@ -1589,7 +1588,7 @@ mod tests {
     }
     #[test]
     fn costs_name_the_unpriced_and_waits_the_most_frequent() {
-        let report = fixtures::report().to_proto();
+        let report = fixtures::report();
         let lines = cost_lines(report.costs.as_ref().unwrap());
         assert_eq!(
             lines,

@@ -15,10 +15,11 @@ use super::error::ReportError;
 use ksim_proto::json::to_millis;
 
 use super::fidelity::{Measure, side};
-use super::model::{Bucket, Fidelity, FidelityBucket, Report};
+use super::model::{Fidelity, FidelityBucket, Report, TimelineBucket, nodes_total};
+use super::timeline::{bucket_ms, offset_ms};
 
 /// What a series plots of each bucket.
-type Value = fn(&Bucket) -> u64;
+type Value = fn(&TimelineBucket) -> u64;
 
 const SIZE: (u32, u32) = (1200, 700);
 const FONT: &str = "sans-serif";
@@ -65,16 +66,23 @@ fn draw<DB: DrawingBackend>(
     let x_max = timeline.last().map_or(0.0, seconds).max(1.0);
     let nodes_max = timeline
         .iter()
-        .map(|b| b.nodes_total().max(b.scale_ups).max(b.scale_downs))
+        .map(|b| {
+            nodes_total(b)
+                .max(b.autoscaler_scale_ups)
+                .max(b.autoscaler_scale_downs)
+        })
         .max()
         .unwrap_or(0);
     let pods_max = timeline
         .iter()
-        .map(|b| b.pods.running.max(b.pods.pending).max(b.unscheduled))
+        .map(|b| running(b).max(pending(b)).max(b.unscheduled_pods))
         .max()
         .unwrap_or(0);
 
-    let groups: BTreeSet<&String> = timeline.iter().flat_map(|b| b.nodes.keys()).collect();
+    let groups: BTreeSet<&String> = timeline
+        .iter()
+        .flat_map(|b| b.nodes.iter().map(|count| &count.node_group))
+        .collect();
     // Two bars, the total, a line per group and three pod lines.
     let longest = groups.iter().map(|g| g.len() + 6).max().unwrap_or(0);
     let mut legend = Legend::for_labels(longest.max(29));
@@ -91,9 +99,11 @@ fn draw<DB: DrawingBackend>(
     // removed nodes right of it. At least a few pixels wide on long timelines.
     let width = (x_max / 300.0).max(0.4);
     let bars: [(&str, RGBColor, f64, Value); 2] = [
-        ("nodes added by autoscaler", GREEN, -width, |b| b.scale_ups),
+        ("nodes added by autoscaler", GREEN, -width, |b| {
+            b.autoscaler_scale_ups
+        }),
         ("nodes removed by autoscaler", MAGENTA, 0.0, |b| {
-            b.scale_downs
+            b.autoscaler_scale_downs
         }),
     ];
     for (label, color, shift, count) in bars {
@@ -108,7 +118,7 @@ fn draw<DB: DrawingBackend>(
     let mut line = |label: String,
                     style: ShapeStyle,
                     secondary: bool,
-                    value: &dyn Fn(&Bucket) -> u64|
+                    value: &dyn Fn(&TimelineBucket) -> u64|
      -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
         let points = timeline.iter().map(|b| (seconds(b), value(b) as f64));
         if secondary {
@@ -120,20 +130,26 @@ fn draw<DB: DrawingBackend>(
         Ok(())
     };
 
-    line("nodes (total)".into(), BLACK.stroke_width(3), false, &|b| {
-        b.nodes_total()
-    })?;
+    line(
+        "nodes (total)".into(),
+        BLACK.stroke_width(3),
+        false,
+        &nodes_total,
+    )?;
     for (i, group) in groups.into_iter().enumerate() {
         let style = GROUP_COLORS[i % GROUP_COLORS.len()].stroke_width(2);
-        let nodes = |b: &Bucket| b.nodes.get(group).map_or(0, |count| count.nodes);
+        let nodes = |b: &TimelineBucket| {
+            b.nodes
+                .iter()
+                .find(|count| count.node_group == *group)
+                .map_or(0, |count| count.nodes)
+        };
         line(format!("nodes {group}"), style, false, &nodes)?;
     }
     let pods: [(&str, RGBColor, Value); 3] = [
-        ("pods running (right axis)", BLUE, |b| b.pods.running),
-        ("pods pending (right axis)", RGBColor(230, 140, 0), |b| {
-            b.pods.pending
-        }),
-        ("pods unscheduled (right axis)", RED, |b| b.unscheduled),
+        ("pods running (right axis)", BLUE, running),
+        ("pods pending (right axis)", RGBColor(230, 140, 0), pending),
+        ("pods unscheduled (right axis)", RED, |b| b.unscheduled_pods),
     ];
     for (label, color, value) in pods {
         line(label.into(), color.stroke_width(2), true, &value)?;
@@ -255,11 +271,11 @@ fn draw_comparison<DB: DrawingBackend>(
         .iter()
         .filter_map(|(_, report)| {
             let last = report.timeline.last()?;
-            Some(seconds(last) + report.bucket_ms as f64 / 1000.0)
+            Some(seconds(last) + bucket_ms(report) as f64 / 1000.0)
         })
         .fold(1.0, f64::max);
-    let nodes_max = buckets().map(Bucket::nodes_total).max().unwrap_or(0);
-    let pending_max = buckets().map(|b| b.pods.pending).max().unwrap_or(0);
+    let nodes_max = buckets().map(nodes_total).max().unwrap_or(0);
+    let pending_max = buckets().map(pending).max().unwrap_or(0);
     let longest = runs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     let mut legend = Legend::for_labels(longest);
     let (plot, below) = legend.split(root, runs.len());
@@ -275,7 +291,7 @@ fn draw_comparison<DB: DrawingBackend>(
         .chain(GROUP_COLORS)
         .cycle();
     for ((name, report), color) in runs.iter().zip(colors) {
-        let width = report.bucket_ms as f64 / 1000.0;
+        let width = bucket_ms(report) as f64 / 1000.0;
         let steps = |value: Value| {
             report
                 .timeline
@@ -287,9 +303,8 @@ fn draw_comparison<DB: DrawingBackend>(
                 .collect::<Vec<_>>()
         };
         let solid = color.stroke_width(2);
-        chart.draw_series(LineSeries::new(steps(Bucket::nodes_total), solid))?;
+        chart.draw_series(LineSeries::new(steps(nodes_total), solid))?;
         legend.add(name, Sample::Line(solid));
-        let pending: Value = |b| b.pods.pending;
         chart.draw_secondary_series(DashedLineSeries::new(
             steps(pending),
             8,
@@ -419,8 +434,16 @@ fn frame<'a, DB: DrawingBackend>(
     Ok(chart)
 }
 
-fn seconds(bucket: &Bucket) -> f64 {
-    bucket.offset_ms as f64 / 1000.0
+fn seconds(bucket: &TimelineBucket) -> f64 {
+    offset_ms(bucket) as f64 / 1000.0
+}
+
+fn running(bucket: &TimelineBucket) -> u64 {
+    bucket.pods.map_or(0, |pods| pods.running)
+}
+
+fn pending(bucket: &TimelineBucket) -> u64 {
+    bucket.pods.map_or(0, |pods| pods.pending)
 }
 
 /// Room above the highest value so it doesn't sit on the frame; at least 1 for an empty chart.

@@ -7,9 +7,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ksim_proto::json::{of_millis, to_millis};
+use ksim_trace::time::timestamp;
+
 use super::error::ReportError;
-use super::input::Observations;
-use super::model::{Bucket, Report};
+use super::input::{NodeCount, Observations};
+use super::model::{NodeGroupCount, Report, TimelineBucket};
 
 /// The shortest wall-clock time between two samples: finer would cost the observer more than
 /// it tells.
@@ -58,7 +61,7 @@ pub fn recorded(wall: Duration, speed: f64) -> Duration {
 /// A bucket holds the last sample within it; a bucket without a sample carries the previous
 /// bucket's counts forward (zero before the first sample). Scale events are summed per bucket:
 /// added nodes into `scale_ups`, removed nodes into `scale_downs`.
-pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
+pub(super) fn buckets(obs: &Observations) -> Vec<TimelineBucket> {
     let width_ms = millis(bucket_width(obs.speed)).max(1);
     let index = |wall: Duration| millis(recorded(wall, obs.speed)) / width_ms;
     // Samples should arrive in order; a stable sort makes "last" mean latest regardless.
@@ -83,7 +86,12 @@ pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
 
     let speed = effective_speed(obs.speed);
     let mut samples = samples.into_iter().peekable();
-    let mut carried = Bucket::default();
+    // As at the end of the last bucket with a sample, zero before the first.
+    let mut carried = TimelineBucket {
+        pods: Some(Default::default()),
+        usage: Some(Default::default()),
+        ..TimelineBucket::default()
+    };
     let mut buckets = Vec::new();
     for bucket in 0..=last {
         let mut latest = None;
@@ -91,57 +99,101 @@ pub(super) fn buckets(obs: &Observations) -> Vec<Bucket> {
             latest = Some(sample);
         }
         if let Some(sample) = latest {
-            carried.nodes.clone_from(&sample.nodes);
-            carried.pods = sample.pods;
-            carried.unscheduled = sample.unscheduled;
-            carried.usage = sample.usage;
+            carried.nodes = node_group_counts(&sample.nodes);
+            carried.pods = Some(sample.pods);
+            carried.unscheduled_pods = sample.unscheduled;
+            carried.usage = Some(sample.usage);
         }
         let offset_ms = bucket.saturating_mul(width_ms);
         // The wall clock moved 1/speed as far.
         let wall_ms = (offset_ms as f64 / speed) as i64;
         let (scale_ups, scale_downs) = scaling.get(&bucket).copied().unwrap_or_default();
-        buckets.push(Bucket {
-            offset_ms,
-            time_ms: obs.started_at_ms.saturating_add(wall_ms),
-            scale_ups,
-            scale_downs,
+        buckets.push(TimelineBucket {
+            offset: Some(of_millis(offset_ms)),
+            time: Some(timestamp(obs.started_at_ms.saturating_add(wall_ms))),
+            autoscaler_scale_ups: scale_ups,
+            autoscaler_scale_downs: scale_downs,
             ..carried.clone()
         });
     }
     buckets
 }
 
-impl Report {
-    /// Refuses a timeline ksim does not make: entry i at i x `bucket_ms`, `bucket_ms` a width
-    /// some speed gives. A report read back (a file, a driver's answer) is untrusted, and what
-    /// comparing one costs grows with the span its last offset claims (5 s buckets up to it):
-    /// checked, that span is bounded by its entries.
-    pub fn check_timeline(&self) -> Result<(), ReportError> {
-        let (min_ms, max_ms) = (
-            millis(bucket_width(MIN_SPEED)),
-            millis(bucket_width(MAX_SPEED)),
-        );
-        if !(min_ms..=max_ms).contains(&self.bucket_ms) {
-            return Err(ReportError::BucketWidth {
-                bucket_ms: self.bucket_ms,
-                min_ms,
-                max_ms,
+/// Nodes per group as progress messages and timeline buckets carry them, in the groups' order.
+pub fn node_group_counts(nodes: &BTreeMap<String, NodeCount>) -> Vec<NodeGroupCount> {
+    nodes
+        .iter()
+        .map(|(group, count)| NodeGroupCount {
+            node_group: group.clone(),
+            nodes: count.nodes,
+            ready_nodes: count.ready,
+            priced_nodes: count.priced,
+            price_micros_per_hour: count.price_micros_per_hour,
+            launching_nodes: count.launching,
+        })
+        .collect()
+}
+
+/// Refuses a timeline ksim does not make: entry i at i x the bucket width, a width some speed
+/// gives. A report read back (a file, a driver's answer) is untrusted, and what comparing one
+/// costs grows with the span its last offset claims (5 s buckets up to it): checked, that span
+/// is bounded by its entries.
+pub fn check_timeline(report: &Report) -> Result<(), ReportError> {
+    let (min_ms, max_ms) = (
+        millis(bucket_width(MIN_SPEED)),
+        millis(bucket_width(MAX_SPEED)),
+    );
+    let bucket_ms = to_millis(report.bucket_width.as_ref());
+    if !(min_ms..=max_ms).contains(&bucket_ms) {
+        return Err(ReportError::BucketWidth {
+            bucket_ms,
+            min_ms,
+            max_ms,
+        });
+    }
+    for (index, bucket) in report.timeline.iter().enumerate() {
+        let expected_ms = u64::try_from(index)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(bucket_ms);
+        let offset_ms = to_millis(bucket.offset.as_ref());
+        if offset_ms != expected_ms {
+            return Err(ReportError::TimelineEntry {
+                index,
+                offset_ms,
+                expected_ms,
+                bucket_ms,
             });
         }
-        for (index, bucket) in self.timeline.iter().enumerate() {
-            let expected_ms = u64::try_from(index)
-                .unwrap_or(u64::MAX)
-                .saturating_mul(self.bucket_ms);
-            if bucket.offset_ms != expected_ms {
-                return Err(ReportError::TimelineEntry {
-                    index,
-                    offset_ms: bucket.offset_ms,
-                    expected_ms,
-                    bucket_ms: self.bucket_ms,
-                });
-            }
+    }
+    Ok(())
+}
+
+/// A report's bucket width in milliseconds.
+pub fn bucket_ms(report: &Report) -> u64 {
+    to_millis(report.bucket_width.as_ref())
+}
+
+/// A bucket's offset from the replay start in milliseconds, recorded time.
+pub fn offset_ms(bucket: &TimelineBucket) -> u64 {
+    to_millis(bucket.offset.as_ref())
+}
+
+/// A std duration as a proto one.
+pub(crate) fn duration_to_proto(duration: Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
+        // Below 1e9, so it fits.
+        nanos: duration.subsec_nanos() as i32,
+    }
+}
+
+/// A proto duration as a std one; negative or missing is zero (nothing reported is negative).
+pub(crate) fn duration_from_proto(duration: Option<&prost_types::Duration>) -> Duration {
+    match duration {
+        Some(d) if d.seconds >= 0 && d.nanos >= 0 => {
+            Duration::new(d.seconds.unsigned_abs(), d.nanos.unsigned_abs())
         }
-        Ok(())
+        _ => Duration::ZERO,
     }
 }
 
@@ -155,8 +207,10 @@ pub(super) fn millis(duration: Duration) -> u64 {
 mod tests {
     use std::time::Duration;
 
-    use super::super::input::{NodeCount, PodPhaseCounts, ResourceUsage, Sample, ScaleEvent};
+    use super::super::input::{PodPhaseCounts, ResourceUsage, Sample, ScaleEvent};
+    use super::super::model::nodes_total;
     use super::*;
+    use ksim_trace::time::millis as millis_of;
 
     fn sample(ms: u64, group_nodes: &[(&str, u64)], running: u64) -> Sample {
         Sample {
@@ -215,13 +269,13 @@ mod tests {
             ..Observations::default()
         };
         let buckets = buckets(&obs);
-        let offsets: Vec<u64> = buckets.iter().map(|b| b.offset_ms).collect();
+        let offsets: Vec<u64> = buckets.iter().map(offset_ms).collect();
         assert_eq!(offsets, [0, 1_000, 2_000, 3_000, 4_000, 5_000]);
-        let totals: Vec<u64> = buckets.iter().map(Bucket::nodes_total).collect();
+        let totals: Vec<u64> = buckets.iter().map(nodes_total).collect();
         assert_eq!(totals, [1, 2, 3, 4, 5, 6]);
-        assert_eq!(buckets[4].scale_ups, 1);
+        assert_eq!(buckets[4].autoscaler_scale_ups, 1);
         // Its wall-clock start: 400 ms after the replay start.
-        assert_eq!(buckets[4].time_ms, 1_000_400);
+        assert_eq!(buckets[4].time.as_ref().map(millis_of), Some(1_000_400));
     }
 
     #[test]
@@ -239,18 +293,19 @@ mod tests {
         };
         let buckets = buckets(&obs);
         assert_eq!(buckets.len(), 5);
-        let running: Vec<u64> = buckets.iter().map(|b| b.pods.running).collect();
+        let running: Vec<u64> = buckets.iter().map(|b| b.pods.unwrap().running).collect();
         assert_eq!(running, [1, 3, 3, 3, 8]);
-        let totals: Vec<u64> = buckets.iter().map(Bucket::nodes_total).collect();
+        let totals: Vec<u64> = buckets.iter().map(nodes_total).collect();
         assert_eq!(totals, [1, 3, 3, 3, 5]);
-        assert_eq!(buckets[3].unscheduled, 1);
-        assert_eq!(buckets[3].offset_ms, 3_000);
-        assert_eq!(buckets[3].time_ms, 1_003_000);
+        assert_eq!(buckets[3].unscheduled_pods, 1);
+        assert_eq!(offset_ms(&buckets[3]), 3_000);
+        assert_eq!(buckets[3].time.as_ref().map(millis_of), Some(1_003_000));
         assert_eq!(
-            buckets[4].nodes["b"],
-            NodeCount {
+            buckets[4].nodes[1],
+            NodeGroupCount {
+                node_group: "b".into(),
                 nodes: 4,
-                ready: 4,
+                ready_nodes: 4,
                 ..Default::default()
             }
         );
@@ -262,7 +317,7 @@ mod tests {
             samples: vec![sample(900, &[], 9), sample(100, &[], 1)],
             ..Observations::default()
         };
-        assert_eq!(buckets(&obs)[0].pods.running, 9);
+        assert_eq!(buckets(&obs)[0].pods.unwrap().running, 9);
     }
 
     #[test]
@@ -274,14 +329,11 @@ mod tests {
         let buckets = buckets(&obs);
         assert_eq!(buckets.len(), 3);
         assert_eq!(
-            buckets[0],
-            Bucket {
-                offset_ms: 0,
-                ..Bucket::default()
-            }
+            (offset_ms(&buckets[0]), &buckets[0].nodes, buckets[0].pods),
+            (0, &Vec::new(), Some(PodPhaseCounts::default()))
         );
-        assert_eq!(buckets[1].nodes_total(), 0);
-        assert_eq!(buckets[2].nodes_total(), 2);
+        assert_eq!(nodes_total(&buckets[1]), 0);
+        assert_eq!(nodes_total(&buckets[2]), 2);
     }
 
     #[test]
@@ -302,11 +354,11 @@ mod tests {
         let buckets = buckets(&obs);
         let scaling: Vec<(u64, u64)> = buckets
             .iter()
-            .map(|b| (b.scale_ups, b.scale_downs))
+            .map(|b| (b.autoscaler_scale_ups, b.autoscaler_scale_downs))
             .collect();
         assert_eq!(scaling, [(5, 1), (0, 6), (0, 0), (5, 0)]);
         // The extension carries the last counts forward.
-        assert_eq!(buckets[3].nodes_total(), 1);
+        assert_eq!(nodes_total(&buckets[3]), 1);
     }
 
     #[test]
@@ -318,16 +370,16 @@ mod tests {
         };
         let report = crate::build(&obs);
         assert_eq!(report.timeline.len(), 26);
-        report.check_timeline().unwrap();
-        crate::fixtures::report().check_timeline().unwrap();
-        Report::default().check_timeline().unwrap_err();
+        check_timeline(&report).unwrap();
+        check_timeline(&crate::fixtures::report()).unwrap();
+        check_timeline(&Report::default()).unwrap_err();
 
         // What `ksim compare` was given: an entry at 10^10 ms after one at 0 (two million
         // 5 s buckets to compare), and one at 2^62 ms.
         for far in [10_000_000_000, 1 << 62] {
             let mut report = crate::fixtures::report();
-            report.timeline[1].offset_ms = far;
-            let error = report.check_timeline().unwrap_err().to_string();
+            report.timeline[1].offset = Some(of_millis(far));
+            let error = check_timeline(&report).unwrap_err().to_string();
             assert_eq!(
                 error,
                 format!(
@@ -338,11 +390,11 @@ mod tests {
         }
         // A width no speed gives would stretch every entry's span instead.
         let report = Report {
-            bucket_ms: 1 << 62,
+            bucket_width: Some(of_millis(1 << 62)),
             ..crate::fixtures::report()
         };
         assert_eq!(
-            report.check_timeline().unwrap_err().to_string(),
+            check_timeline(&report).unwrap_err().to_string(),
             format!(
                 "bucket_ms {} is not a bucket width ksim makes (1000 to 100000 ms)",
                 1_u64 << 62

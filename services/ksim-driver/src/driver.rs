@@ -196,7 +196,7 @@ impl Driver {
                 return None;
             }
         };
-        let report = report?;
+        let mut report = report?;
         let state = outcome
             .as_ref()
             .and_then(|o| pb::SimulationState::from_str_name(&o.state))
@@ -211,9 +211,8 @@ impl Driver {
             end_time: outcome.map(|o| ksim_trace::time::timestamp(o.end_time_ms)),
             ..Default::default()
         });
-        let mut proto = report.to_proto();
-        proto.artifacts = Some(report::Artifacts::of(&report, &dir).to_proto());
-        handle.set_report(proto);
+        report.artifacts = Some(report::Artifacts::of(&report, &dir).to_proto());
+        handle.set_report(report);
         Some(Arc::new(handle))
     }
 
@@ -349,7 +348,7 @@ impl Driver {
             return Ok(report);
         }
         Ok(match handle.live() {
-            Some(live) => report::build(&live.observations(id, false)).to_proto(),
+            Some(live) => report::build(&live.observations(id, false)),
             None => pb::Report {
                 simulation_id: id.to_owned(),
                 ..Default::default()

@@ -76,8 +76,7 @@ async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
                 crate::files::read_bounded(&path, crate::driver::MAX_RESPONSE_BYTES, "the report")?;
             let report: Report = serde_json::from_slice(&bytes)
                 .with_context(|| format!("{} is not a ksim report", path.display()))?;
-            report
-                .check_timeline()
+            ksim_report::check_timeline(&report)
                 .with_context(|| format!("{} is not a report ksim wrote", path.display()))?;
             return Ok(report);
         }
@@ -97,9 +96,7 @@ async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
     let report = get_report(&mut client, name)
         .await
         .with_context(|| format!("{name} is neither a report directory nor a simulation id"))?;
-    let report = Report::from_proto(&report);
-    report
-        .check_timeline()
+    ksim_report::check_timeline(&report)
         .with_context(|| format!("the driver's report of {name}"))?;
     Ok(report)
 }
@@ -148,12 +145,12 @@ mod tests {
 
     /// A report of two 1 s buckets, the second at `second_ms`.
     fn two_buckets(second_ms: u64) -> Report {
-        let bucket = |offset_ms| ksim_report::Bucket {
-            offset_ms,
-            ..ksim_report::Bucket::default()
+        let bucket = |offset_ms| ksim_report::TimelineBucket {
+            offset: Some(ksim_proto::json::of_millis(offset_ms)),
+            ..ksim_report::TimelineBucket::default()
         };
         Report {
-            bucket_ms: 1000,
+            bucket_width: Some(ksim_proto::json::of_millis(1000)),
             timeline: vec![bucket(0), bucket(second_ms)],
             ..Report::default()
         }

@@ -11,8 +11,7 @@ pub async fn run(id: &str, driver: &DriverArgs, json: bool) -> anyhow::Result<()
     let report = get_report(&mut client, id).await?;
     let mut out = std::io::stdout().lock();
     if json {
-        // The driver's own JSON form (the one report.json holds), not the proto's.
-        let report = ksim_report::Report::from_proto(&report);
+        // report.json's form, not the proto's canonical JSON.
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {

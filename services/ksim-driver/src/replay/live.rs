@@ -13,9 +13,7 @@ use ksim_proto::ksim::{driver::v1 as pb, env::v1::GetUnremovableNodesResponse};
 use super::progress::Progress;
 use crate::{
     cluster::{observer::Observer, replicas::ReplicaWatch, usage_replay::UsageCounts},
-    domain::report::{
-        self, GroupPrice, Observations, RecordedState, Sample, proto::node_counts_to_proto,
-    },
+    domain::report::{self, GroupPrice, Observations, RecordedState, Sample, node_group_counts},
     domain::{nodes_kept::NodesKeptFold, warnings},
 };
 
@@ -277,7 +275,7 @@ impl Live {
             events_applied: snapshot.events_applied,
             events_total: self.events_total,
             last_event_lateness: duration(snapshot.last_lateness),
-            nodes: node_counts_to_proto(&sample.nodes),
+            nodes: node_group_counts(&sample.nodes),
             pods: Some(sample.pods),
             unscheduled_pods: sample.unscheduled,
             observe_time: Some(ksim_trace::time::timestamp(ksim_trace::time::now_ms())),

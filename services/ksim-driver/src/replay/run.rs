@@ -121,13 +121,12 @@ fn final_report(
     let mut observations = live.observations(&handle.id, complete);
     observations.autoscaler_outages = outages;
     observations.warnings.extend(provider_outages);
-    let report = report::build(&observations);
-    let mut proto = report.to_proto();
+    let mut report = report::build(&observations);
     match report::write_files(&report, &ctx.settings.report_dir.join(&handle.id)) {
-        Ok(files) => proto.artifacts = Some(files.to_proto()),
+        Ok(files) => report.artifacts = Some(files.to_proto()),
         Err(error) => tracing::warn!(%error, "writing the report files"),
     }
-    handle.set_report(proto);
+    handle.set_report(report);
 }
 
 /// How long the environment may take to list CA's outages before they are left unknown.

@@ -266,7 +266,7 @@ fn resumed(
         if let Ok(bytes) = crate::files::read_bounded(&path, bundle::MAX_UNPACKED_BYTES, "a report")
             && let Ok(report) = serde_json::from_slice::<Report>(&bytes)
             // One that is not a report ksim wrote is run again, as one that does not parse.
-            && report.check_timeline().is_ok()
+            && ksim_report::check_timeline(&report).is_ok()
         {
             collected.insert(run.index, report);
         }
@@ -494,8 +494,7 @@ async fn follow(
                 bundle::decompress(&blob).with_context(|| format!("run {index}'s report"))?;
             let report: Report = serde_json::from_slice(&json)
                 .with_context(|| format!("run {index}'s report is not a report"))?;
-            report
-                .check_timeline()
+            ksim_report::check_timeline(&report)
                 .with_context(|| format!("run {index}'s report"))?;
             let path = report_path(output, experiment, run);
             if let Some(dir) = path.parent() {

@@ -358,10 +358,9 @@ async fn run_all(
                     continue;
                 }
             };
-            let report = Report::from_proto(&outcome.report);
+            let report = outcome.report;
             // Compared below: its cost must follow its entries (`ksim compare` checks the same).
-            report
-                .check_timeline()
+            ksim_report::check_timeline(&report)
                 .with_context(|| format!("variant {name}, run {round}: the driver's report"))?;
             let dir = output.join(name).join(round.to_string());
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -244,7 +244,7 @@ async fn run_in_fresh_env(
         run.index,
         state_name(state)
     )?;
-    Ok((state, Report::from_proto(&outcome.report)))
+    Ok((state, outcome.report))
 }
 
 #[cfg(test)]

@@ -119,11 +119,13 @@ mod tests {
                     node_group: "a".into(),
                     nodes: 2,
                     ready_nodes: 1,
+                    ..NodeGroupCount::default()
                 },
                 NodeGroupCount {
                     node_group: "b".into(),
                     nodes: 1,
                     ready_nodes: 1,
+                    ..NodeGroupCount::default()
                 },
             ],
             pods: Some(PodPhaseCounts {
