@@ -228,54 +228,42 @@ pub mod node_group_counts {
     }
 }
 
-/// cluster-autoscaler's outages as report.json has always held them: the list itself, left
-/// out when unknown.
-pub mod autoscaler_outages {
-    use serde::{Deserialize, Deserializer, Serializer};
+/// Optional messages of one field that report.json has always held as that field alone: the
+/// message's field written in its place, and read back into it.
+macro_rules! held_as_field {
+    ($($(#[$doc:meta])* $module:ident: $message:ty, $field:ident: $value:ty;)*) => {$(
+        $(#[$doc])*
+        pub mod $module {
+            use serde::{Deserialize, Deserializer, Serializer};
 
-    use crate::ksim::driver::v1::{AutoscalerOutage, AutoscalerOutages};
+            type Held = $message;
 
-    pub fn serialize<S: Serializer>(
-        outages: &Option<AutoscalerOutages>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        match outages {
-            Some(outages) => serializer.serialize_some(&outages.outages),
-            None => serializer.serialize_none(),
+            pub fn serialize<S: Serializer>(
+                held: &Option<Held>,
+                serializer: S,
+            ) -> Result<S::Ok, S::Error> {
+                match held {
+                    Some(held) => serializer.serialize_some(&held.$field),
+                    None => serializer.serialize_none(),
+                }
+            }
+
+            pub fn deserialize<'de, D: Deserializer<'de>>(
+                deserializer: D,
+            ) -> Result<Option<Held>, D::Error> {
+                Option::<$value>::deserialize(deserializer)
+                    .map(|value| value.map(|$field| Held { $field }))
+            }
         }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Option<AutoscalerOutages>, D::Error> {
-        Option::<Vec<AutoscalerOutage>>::deserialize(deserializer)
-            .map(|outages| outages.map(|outages| AutoscalerOutages { outages }))
-    }
+    )*};
 }
 
-/// Karpenter's run as its release alone (`"karpenter": "v1.14.1"`), as report.json has always
-/// held it.
-pub mod karpenter_run {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::ksim::env::v1::KarpenterRun;
-
-    pub fn serialize<S: Serializer>(
-        run: &Option<KarpenterRun>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        match run {
-            Some(run) => serializer.serialize_some(&run.version),
-            None => serializer.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Option<KarpenterRun>, D::Error> {
-        Option::<String>::deserialize(deserializer)
-            .map(|version| version.map(|version| KarpenterRun { version }))
-    }
+held_as_field! {
+    /// cluster-autoscaler's outages as the list itself, left out when unknown.
+    autoscaler_outages: crate::ksim::driver::v1::AutoscalerOutages,
+        outages: Vec<crate::ksim::driver::v1::AutoscalerOutage>;
+    /// Karpenter's run as its release alone, `"karpenter": "v1.14.1"`.
+    karpenter_run: crate::ksim::env::v1::KarpenterRun, version: String;
 }
 
 /// Whole milliseconds of a proto duration; absent or negative is 0, past `u64` saturates.
