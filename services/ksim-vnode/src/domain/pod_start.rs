@@ -12,15 +12,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::{
-    api::core::v1::Pod,
-    apimachinery::pkg::apis::meta::v1::Time,
-    jiff::{SignedDuration, Timestamp},
-};
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use ksim_provisioning::{Draws, ModelError, PodProvisioning};
 
 use super::labels::POD_PROVISIONING_ANNOTATION;
 use super::pod::POD_SCHEDULED;
+use super::provisioning::after;
 
 /// The most images remembered per node. Past it the oldest pull is forgotten, as a kubelet's
 /// image garbage collection would, and a later pod of that image pulls it again.
@@ -215,14 +212,6 @@ fn forget_oldest_past(images: &mut HashMap<String, Timestamp>, keep: usize) {
         };
         images.remove(&oldest);
     }
-}
-
-/// `at` plus `delay`, saturating at the latest time jiff holds.
-pub fn after(at: Timestamp, delay: Duration) -> Timestamp {
-    SignedDuration::try_from(delay)
-        .ok()
-        .and_then(|delay| at.checked_add(delay).ok())
-        .unwrap_or(Timestamp::MAX)
 }
 
 /// How long from `now` until `at`; zero if it has come.
