@@ -65,7 +65,7 @@ fn report_file(name: &str) -> Option<PathBuf> {
 }
 
 /// A report directory's `report.json`, else the driver's report of that id. Either is checked
-/// ([`Report::check_timeline`]) before anything compares it.
+/// ([`ksim_report::check_timeline`]) before anything compares it.
 async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
     let dir = Path::new(name);
     match std::fs::metadata(dir) {
