@@ -78,7 +78,9 @@ const AGAINST_BASELINE: [(&str, &str); 2] = [
 
 /// A report's value of one of [`FIGURES`].
 pub fn figure(report: &Report, name: &str) -> Option<f64> {
-    let costs = report.costs.clone().unwrap_or_default();
+    // A report without costs (none the driver makes) reads as one of zero costs.
+    let none = super::model::Costs::default();
+    let costs = report.costs.as_ref().unwrap_or(&none);
     let pending = report.pod_pending_time.unwrap_or_default();
     let sum =
         |f: fn(&super::model::GroupCost) -> u64| costs.groups.iter().map(f).sum::<u64>() as f64;
