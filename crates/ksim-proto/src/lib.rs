@@ -128,7 +128,7 @@ mod tests {
         let fds = descriptor_set()?;
         for (package, name, methods) in [
             ("ksim.trace.v1", "TraceStore", 4),
-            ("ksim.vnode.v1", "VirtualNodePool", 8),
+            ("ksim.vnode.v1", "VirtualNodePool", 11),
             ("ksim.driver.v1", "Driver", 5),
             (CA_PACKAGE, "CloudProvider", 15),
         ] {

@@ -9,8 +9,8 @@ use ksim_proto::ksim::vnode::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use crate::{
-    domain::usage::ContainerUsage,
-    index::{GroupSource, PhaseCounts},
+    domain::{heartbeat::requested_lease, usage::ContainerUsage},
+    index::{GroupSource, NodeNamesError, PhaseCounts},
     pool::{GroupView, NodeView, PodUsageUpdate, Pool, PoolError},
 };
 
@@ -41,9 +41,15 @@ impl From<PoolError> for Status {
             | PoolError::TooManyUsagePods(_)
             | PoolError::Skeleton(_)
             | PoolError::Provisioning(_)
-            | PoolError::CidrExhausted { .. } => Status::invalid_argument(message),
+            | PoolError::CidrExhausted { .. }
+            | PoolError::Lease(_)
+            | PoolError::NodeNames(NodeNamesError::Empty | NodeNamesError::Repeated(_)) => {
+                Status::invalid_argument(message)
+            }
             // As the cloud provider answers for a group it does not know.
-            PoolError::UnknownGroup(_) => Status::not_found(message),
+            PoolError::UnknownGroup(_) | PoolError::NodeNames(NodeNamesError::Unknown(_)) => {
+                Status::not_found(message)
+            }
             PoolError::GroupExists(_) => Status::already_exists(message),
             PoolError::NotPoolManaged(_)
             | PoolError::KarpenterGroup(_)
@@ -254,6 +260,56 @@ impl pb::virtual_node_pool_server::VirtualNodePool for VirtualNodePoolService {
                 .collect(),
         }))
     }
+
+    async fn fail_nodes(
+        &self,
+        request: Request<pb::FailNodesRequest>,
+    ) -> Result<Response<pb::FailNodesResponse>, Status> {
+        let names = request.into_inner().node_names;
+        node_names(&names)?;
+        self.pool.fail_nodes(&names)?;
+        Ok(Response::new(pb::FailNodesResponse {}))
+    }
+
+    async fn recover_nodes(
+        &self,
+        request: Request<pb::RecoverNodesRequest>,
+    ) -> Result<Response<pb::RecoverNodesResponse>, Status> {
+        let names = request.into_inner().node_names;
+        node_names(&names)?;
+        self.pool.recover_nodes(&names)?;
+        Ok(Response::new(pb::RecoverNodesResponse {}))
+    }
+
+    async fn set_node_lease(
+        &self,
+        request: Request<pb::SetNodeLeaseRequest>,
+    ) -> Result<Response<pb::SetNodeLeaseResponse>, Status> {
+        let (seconds, nanos) = request
+            .into_inner()
+            .duration
+            .map_or((0, 0), |duration| (duration.seconds, duration.nanos));
+        let lease = requested_lease(seconds, nanos).map_err(PoolError::from)?;
+        let in_force = self.pool.set_node_lease(lease)?;
+        Ok(Response::new(pb::SetNodeLeaseResponse {
+            duration: Some(duration_message(in_force)),
+        }))
+    }
+}
+
+/// Node names as a request carries them, each of a bounded length.
+fn node_names(names: &[String]) -> Result<(), Status> {
+    names
+        .iter()
+        .try_for_each(|name| check_name("node_names", name))
+}
+
+fn duration_message(duration: std::time::Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
+        // Below a billion, so it fits.
+        nanos: i32::try_from(duration.subsec_nanos()).unwrap_or_default(),
+    }
 }
 
 fn group_message(group: &GroupView) -> pb::NodeGroup {
@@ -316,6 +372,7 @@ fn node_message(node: &NodeView) -> pb::Node {
         last_heartbeat_time: node.last_heartbeat.map(timestamp),
         internal_ip: node.internal_ip.to_string(),
         create_time: Some(timestamp(node.created)),
+        failed: node.failed,
     }
 }
 

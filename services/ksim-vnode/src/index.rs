@@ -17,6 +17,7 @@ use ksim_provisioning::GroupProvisioning;
 use crate::domain::{
     cidr::{CidrError, NodeIpam, PodCidrPool},
     groups::scale_plan_avoiding,
+    heartbeat::initial_offset,
     labels::{
         BOOTING_UNTIL_ANNOTATION, GROUP_LABEL, OWNER_KARPENTER, OWNER_LABEL, OWNER_POOL,
         OWNER_SEATS, POOL_LABEL, TERMINATING_UNTIL_ANNOTATION,
@@ -108,6 +109,12 @@ pub struct NodeEntry {
     /// A status write for the node is in flight: one writer at a time, so a heartbeat's
     /// booting conditions never land after the write that made the node Ready.
     pub status_busy: bool,
+    /// Stopped by `FailNodes`, as a machine that lost power: no lease renewal, no status
+    /// write, its pods left as they are.
+    pub failed: bool,
+    /// When the node last came back from a failure: its conditions changed then, whatever
+    /// its model says (the node lifecycle controller had set them Unknown).
+    pub recovered: Option<Timestamp>,
 }
 
 impl NodeEntry {
@@ -120,6 +127,7 @@ impl NodeEntry {
             && self.last_heartbeat.is_some()
             && !self.booting
             && self.terminating.is_none()
+            && !self.failed
     }
 
     /// When the node's life changes by its model.
@@ -133,7 +141,8 @@ impl NodeEntry {
 
     /// The node's phase at `now`, and since when its Ready condition says so.
     pub fn phase(&self, now: Timestamp) -> (Phase, Timestamp) {
-        self.times().phase(now)
+        let (phase, since) = self.times().phase(now);
+        (phase, self.recovered.map_or(since, |at| since.max(at)))
     }
 
     fn new(name: String, group: String, cidr: Ipv4Net, created: Timestamp) -> Self {
@@ -157,6 +166,8 @@ impl NodeEntry {
             status_busy: false,
             external: false,
             shape: None,
+            failed: false,
+            recovered: None,
         }
     }
 }
@@ -577,7 +588,9 @@ impl PoolIndex {
                 }
                 (NodeState::Registered, None) if !wanted => {
                     let termination = node.delays.termination;
-                    if termination.is_zero() || !lingers(self, &node.group) {
+                    // A failed node has no kubelet to shut it down: the cloud deletes the
+                    // dead machine.
+                    if termination.is_zero() || !lingers(self, &node.group) || node.failed {
                         changes.delete.push(node.name.clone());
                     } else {
                         changes
@@ -588,11 +601,11 @@ impl PoolIndex {
                 (NodeState::Registered, None)
                     if node.booting
                         && !node.status_busy
+                        && !node.failed
                         && node.ready_at.is_some_and(|at| at <= now) =>
                 {
-                    changes
-                        .ready
-                        .push((node.name.clone(), node.ready_at.unwrap_or(now)));
+                    // Since its ready time, or its recovery if that came later.
+                    changes.ready.push((node.name.clone(), node.phase(now).1));
                 }
                 _ => {}
             }
@@ -705,8 +718,9 @@ impl PoolIndex {
                 NodeState::Waiting => node.register_at,
                 NodeState::Registered => match node.terminating {
                     Some((_, gone)) => Some(gone),
-                    // A Ready write in flight wakes the controller when it ends.
-                    None if node.booting && !node.status_busy => node.ready_at,
+                    // A Ready write in flight wakes the controller when it ends; a failed
+                    // node's comes with its recovery, from the heartbeats.
+                    None if node.booting && !node.status_busy && !node.failed => node.ready_at,
                     None => None,
                 },
                 NodeState::Creating | NodeState::Deleting => None,
@@ -759,6 +773,74 @@ impl PoolIndex {
         self.cidrs.release(node.pod_cidr);
         self.pods.retain(|_, pod| pod.node != name);
         Some(node)
+    }
+
+    /// Whether `name` is a node the API lists: registered, of a listed group.
+    fn is_listed_node(&self, name: &str) -> bool {
+        self.nodes.get(name).is_some_and(|node| {
+            node.state == NodeState::Registered && !self.internal_groups.contains(&node.group)
+        })
+    }
+
+    /// Stops the named nodes, as machines that lost power; a refused name changes nothing.
+    /// The names of the nodes that were not failed yet.
+    pub fn fail_nodes(&mut self, names: &[String]) -> Result<Vec<String>, NodeNamesError> {
+        check_node_names(names, |name| self.is_listed_node(name))?;
+        let mut failed = Vec::new();
+        for name in names {
+            if let Some(node) = self.nodes.get_mut(name)
+                && !node.failed
+            {
+                node.failed = true;
+                failed.push(name.clone());
+            }
+        }
+        Ok(failed)
+    }
+
+    /// Brings failed nodes back at `now`: their lease renewal and status write are due at
+    /// `due`. A refused name changes nothing. The names of the nodes that were failed.
+    pub fn recover_nodes(
+        &mut self,
+        names: &[String],
+        now: Timestamp,
+        due: Instant,
+    ) -> Result<Vec<String>, NodeNamesError> {
+        check_node_names(names, |name| self.is_listed_node(name))?;
+        let mut recovered = Vec::new();
+        for name in names {
+            if let Some(node) = self.nodes.get_mut(name)
+                && node.failed
+            {
+                node.failed = false;
+                node.recovered = Some(now);
+                node.next_renewal = Some(due);
+                node.next_status = Some(due);
+                recovered.push(name.clone());
+            }
+        }
+        Ok(recovered)
+    }
+
+    /// Whether `node` is the pool's and failed.
+    pub fn is_failed(&self, node: &str) -> bool {
+        self.nodes.get(node).is_some_and(|node| node.failed)
+    }
+
+    /// How many of the pool's nodes are failed.
+    pub fn failed_nodes(&self) -> usize {
+        self.nodes.values().filter(|node| node.failed).count()
+    }
+
+    /// Spreads every registered node's next lease renewal over `interval` from `now` by its
+    /// name's phase: after the lease changed, a shorter interval applies at once rather than
+    /// after the renewals already planned at the old one.
+    pub fn respread_renewals(&mut self, interval: Duration, now: Instant) {
+        for node in self.nodes.values_mut() {
+            if node.state == NodeState::Registered && node.next_renewal.is_some() {
+                node.next_renewal = Some(now + initial_offset(&node.name, interval));
+            }
+        }
     }
 
     pub fn mark_host_network(&mut self, node: &str) {
@@ -893,11 +975,10 @@ impl PoolIndex {
         now: Timestamp,
     ) -> Result<Option<LimitEvents>, UsageError> {
         usage::validate(&containers)?;
-        let Some(pod) = self
-            .pods
-            .get_mut(key)
-            .filter(|pod| pod.phase == PodPhase::Running)
-        else {
+        if !self.runs_pod(key) {
+            return Ok(None);
+        }
+        let Some(pod) = self.pods.get_mut(key) else {
             return Ok(None);
         };
         let limits = pod.limits.as_deref();
@@ -945,6 +1026,10 @@ impl PoolIndex {
             if pod.phase != PodPhase::Running || !nodes.contains(&pod.node) {
                 continue;
             }
+            // A failed node's kubelet evicts nothing.
+            if self.is_failed(&pod.node) {
+                continue;
+            }
             let Some(meter) = &pod.usage else { continue };
             on_node.entry(&pod.node).or_default().push(PodMemory {
                 key: key.clone(),
@@ -965,11 +1050,12 @@ impl PoolIndex {
             .collect()
     }
 
-    /// Whether a pod of this pool is running by that key.
+    /// Whether a pod of this pool is running by that key. A failed node's pods are not: no
+    /// kubelet measures them, kills or evicts them.
     pub fn runs_pod(&self, key: &str) -> bool {
         self.pods
             .get(key)
-            .is_some_and(|pod| pod.phase == PodPhase::Running)
+            .is_some_and(|pod| pod.phase == PodPhase::Running && !self.is_failed(&pod.node))
     }
 
     /// Stops metering a pod: it is reported without usage, as a pod no kubelet measured yet.
@@ -979,13 +1065,20 @@ impl PoolIndex {
             .is_some_and(|pod| pod.usage.take().is_some())
     }
 
-    /// The metered running pods, each with its node.
+    /// The metered running pods, each with its node; none of a failed node, whose kubelet
+    /// answers no scrape.
     pub fn pod_usage(&self) -> impl Iterator<Item = PodUsage<'_>> {
-        self.pods.iter().filter_map(|(key, pod)| {
-            let meter = pod
-                .usage
-                .as_ref()
-                .filter(|_| pod.phase == PodPhase::Running)?;
+        let failed: BTreeSet<&str> = self
+            .nodes
+            .values()
+            .filter(|node| node.failed)
+            .map(|node| node.name.as_str())
+            .collect();
+        self.pods.iter().filter_map(move |(key, pod)| {
+            let meter = pod.usage.as_ref().filter(|_| {
+                pod.phase == PodPhase::Running
+                    && (failed.is_empty() || !failed.contains(pod.node.as_str()))
+            })?;
             Some(PodUsage {
                 key,
                 node: &pod.node,
@@ -1034,6 +1127,36 @@ impl<'a> PodUsage<'a> {
 
     pub fn name(&self) -> &'a str {
         self.key.split_once('/').map_or(self.key, |(_, name)| name)
+    }
+}
+
+/// Why the node names of a `FailNodes` or `RecoverNodes` request are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeNamesError {
+    #[error("no node named: name at least one")]
+    Empty,
+    #[error("node {0:?} is named twice")]
+    Repeated(String),
+    #[error("node {0:?} is not a registered node of this pool")]
+    Unknown(String),
+}
+
+/// Checks a request's node names: at least one, none twice, each `known`; the malformed
+/// request is refused before any name is looked up, then the first unknown name.
+pub fn check_node_names(
+    names: &[String],
+    known: impl Fn(&str) -> bool,
+) -> Result<(), NodeNamesError> {
+    if names.is_empty() {
+        return Err(NodeNamesError::Empty);
+    }
+    let mut seen = BTreeSet::new();
+    if let Some(repeated) = names.iter().find(|name| !seen.insert(name.as_str())) {
+        return Err(NodeNamesError::Repeated(repeated.clone()));
+    }
+    match names.iter().find(|name| !known(name)) {
+        Some(unknown) => Err(NodeNamesError::Unknown(unknown.clone())),
+        None => Ok(()),
     }
 }
 
@@ -1789,5 +1912,186 @@ status:
             .unwrap();
         assert_eq!(adopted.ready_at, None);
         assert!(!index.node("kwok-default-d").unwrap().booting);
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    #[test]
+    fn node_names_need_one_each_once_and_all_known() {
+        let known = |name: &str| name.starts_with("g-");
+        assert_eq!(check_node_names(&[], known), Err(NodeNamesError::Empty));
+        assert_eq!(check_node_names(&names(&["g-0", "g-1"]), known), Ok(()));
+        assert_eq!(
+            check_node_names(&names(&["g-0", "x", "y"]), known),
+            Err(NodeNamesError::Unknown("x".to_owned())),
+            "the first unknown one"
+        );
+        // A malformed request is refused as such, whatever its names.
+        assert_eq!(
+            check_node_names(&names(&["x", "g-1", "x"]), known),
+            Err(NodeNamesError::Repeated("x".to_owned()))
+        );
+    }
+
+    #[test]
+    fn failing_and_recovering_changes_all_named_nodes_or_none() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(pool_group("g", 2));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        for name in ["g-0", "g-1"] {
+            index.node_mut(name).unwrap().last_heartbeat = Some(start());
+        }
+        assert!(index.node("g-0").unwrap().is_ready());
+
+        assert_eq!(index.fail_nodes(&names(&["g-0"])), Ok(names(&["g-0"])));
+        assert!(index.is_failed("g-0") && !index.node("g-0").unwrap().is_ready());
+        assert!(index.node("g-1").unwrap().is_ready());
+        assert_eq!(index.failed_nodes(), 1);
+        // Failing a failed node changes nothing; an unknown name changes nothing either.
+        assert_eq!(index.fail_nodes(&names(&["g-0"])), Ok(vec![]));
+        assert_eq!(
+            index.fail_nodes(&names(&["g-1", "g-9"])),
+            Err(NodeNamesError::Unknown("g-9".to_owned()))
+        );
+        assert!(!index.is_failed("g-1"));
+        assert_eq!(
+            index.recover_nodes(&names(&["g-0", "g-9"]), secs(5), Instant::now()),
+            Err(NodeNamesError::Unknown("g-9".to_owned()))
+        );
+        assert!(index.is_failed("g-0"));
+
+        let due = Instant::now();
+        assert_eq!(
+            index.recover_nodes(&names(&["g-0", "g-1"]), secs(30), due),
+            Ok(names(&["g-0"])),
+            "only the failed one recovers"
+        );
+        let node = index.node("g-0").unwrap();
+        assert!(!node.failed && node.is_ready());
+        assert_eq!(
+            (node.next_renewal, node.next_status),
+            (Some(due), Some(due))
+        );
+        // Its conditions turned again at the recovery, not at its registration.
+        assert_eq!(node.phase(secs(40)), (Phase::Ready, secs(30)));
+        assert_eq!(index.node("g-1").unwrap().phase(secs(40)).1, start());
+    }
+
+    #[test]
+    fn only_registered_nodes_of_listed_groups_can_fail() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_internal_group(pool_group("seat-host", 1));
+        index.upsert_group(modelled("g", 1, model(3600, 0, 0)));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        assert_eq!(index.node("g-0").unwrap().state, NodeState::Waiting);
+        for name in ["seat-host-0", "g-0"] {
+            assert_eq!(
+                index.fail_nodes(&names(&[name])),
+                Err(NodeNamesError::Unknown(name.to_owned()))
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_node_is_not_made_ready_nor_shut_down_and_its_removal_forgets_the_failure() {
+        let mut index = index("10.0.0.0/16");
+        // Ready 10 s after registering (20 s recorded at speed 2); 20 s to go.
+        index.upsert_group(modelled("g", 2, model(0, 20, 40)));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        index.fail_nodes(&names(&["g-0", "g-1"])).unwrap();
+        let changes = index.plan_node_changes(secs(11));
+        assert!(
+            changes.ready.is_empty(),
+            "no status write for a failed node"
+        );
+        assert_eq!(index.next_wait(secs(11)), None, "nothing to wake up for");
+
+        // The group shrinks: the dead machine is deleted, not shut down.
+        set_desired(&mut index, "g", 1, secs(12));
+        let changes = index.plan_node_changes(secs(12));
+        assert_eq!(changes.delete, ["g-1"]);
+        assert!(changes.terminate.is_empty());
+        index.remove_node("g-1");
+
+        // Recovered after its ready time: made Ready as of the recovery.
+        index
+            .recover_nodes(&names(&["g-0"]), secs(20), Instant::now())
+            .unwrap();
+        let changes = index.plan_node_changes(secs(21));
+        assert_eq!(changes.ready, [("g-0".to_owned(), secs(20))]);
+
+        // Registered again under the same name, the node has no failure.
+        set_desired(&mut index, "g", 2, secs(30));
+        let changes = index.plan_node_changes(secs(30));
+        assert_eq!(created(&changes), ["g-1"]);
+        register_all(&mut index, &changes);
+        assert!(!index.is_failed("g-1"));
+        assert_eq!(index.failed_nodes(), 0);
+    }
+
+    #[test]
+    fn a_failed_nodes_pods_take_no_usage_are_not_served_and_not_evicted() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(pool_group("g", 2));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        let memory = |mebibytes: u64| {
+            vec![ContainerUsage {
+                name: "app".to_owned(),
+                cpu_nanocores: 1,
+                memory_bytes: mebibytes << 20,
+            }]
+        };
+        for (key, node) in [("ns/a", "g-0"), ("ns/b", "g-1")] {
+            index.observe_pod(key, key, node, None, PodPhase::Running, None);
+            index.set_pod_usage(key, memory(8_192), secs(0)).unwrap();
+        }
+        index.fail_nodes(&names(&["g-0"])).unwrap();
+        let served: Vec<&str> = index.pod_usage().map(|pod| pod.key).collect();
+        assert_eq!(served, ["ns/b"]);
+        assert!(!index.runs_pod("ns/a") && index.runs_pod("ns/b"));
+        assert_eq!(index.set_pod_usage("ns/a", memory(1), secs(1)), Ok(None));
+        let both: BTreeSet<String> = ["g-0".to_owned(), "g-1".to_owned()].into();
+        let pressed: Vec<String> = index
+            .memory_pressure(&both)
+            .into_iter()
+            .map(|(node, _)| node)
+            .collect();
+        assert_eq!(pressed, ["g-1"]);
+
+        index
+            .recover_nodes(&names(&["g-0"]), secs(2), Instant::now())
+            .unwrap();
+        assert_eq!(index.pod_usage().count(), 2);
+        assert!(index.runs_pod("ns/a"));
+    }
+
+    #[test]
+    fn a_new_lease_respreads_every_registered_nodes_next_renewal_over_its_interval() {
+        let mut index = index("10.0.0.0/16");
+        index.upsert_group(pool_group("g", 20));
+        let changes = index.plan_node_changes(start());
+        register_all(&mut index, &changes);
+        let long = Instant::now() + Duration::from_secs(3600);
+        for node in index.nodes_mut() {
+            node.next_renewal = Some(long);
+        }
+        let now = Instant::now();
+        let interval = Duration::from_millis(500);
+        index.respread_renewals(interval, now);
+        for node in index.nodes() {
+            assert_eq!(
+                node.next_renewal,
+                Some(now + initial_offset(&node.name, interval)),
+                "{}",
+                node.name
+            );
+            assert!(node.next_renewal.unwrap() < now + interval);
+        }
     }
 }

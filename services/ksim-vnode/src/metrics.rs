@@ -37,6 +37,8 @@ pub struct Metrics {
     pub oom_kills: Counter,
     /// Pods evicted for node memory pressure (`domain::limits::node_pressure`).
     pub evictions: Counter,
+    /// Nodes stopped by `FailNodes` and not recovered.
+    pub failed_nodes: Gauge,
     renewal_rate: Mutex<RenewalRate>,
 }
 
@@ -57,6 +59,7 @@ impl Default for Metrics {
             kubelet_scrapes: Counter::default(),
             oom_kills: Counter::default(),
             evictions: Counter::default(),
+            failed_nodes: Gauge::default(),
             renewal_rate: Mutex::new(RenewalRate::new(Duration::from_secs(30))),
         }
     }
@@ -129,6 +132,11 @@ impl Metrics {
             "evictions",
             "Pods evicted for node memory pressure",
             self.evictions.clone(),
+        );
+        registry.register(
+            "failed_nodes",
+            "Virtual nodes stopped by FailNodes and not recovered since",
+            self.failed_nodes.clone(),
         );
     }
 

@@ -4,6 +4,7 @@
 use std::{
     net::Ipv4Addr,
     sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
 use futures::StreamExt;
@@ -19,11 +20,13 @@ use crate::{
     config::PoolConfig,
     controllers::{
         self, Context,
+        heartbeats::NodeLease,
         kubelet::{self, Endpoints, KubeletError},
     },
     domain::{
         cidr::{CidrError, PodCidrPool},
         groups::{GroupError, validate_count, validate_group_name},
+        heartbeat::{LeaseError, check_lease},
         limits,
         node::{provider_id, seat_host_skeleton},
         pod::{self, PodPhase},
@@ -31,7 +34,7 @@ use crate::{
         skeleton::{NodeSkeleton, SkeletonError},
         usage::{self, ContainerReading, ContainerUsage, UsageError},
     },
-    index::{Group, GroupSource, NodeState, PhaseCounts, PoolIndex},
+    index::{Group, GroupSource, NodeNamesError, NodeState, PhaseCounts, PoolIndex},
     metrics::Metrics,
 };
 
@@ -69,6 +72,10 @@ pub enum PoolError {
     TooManyUsagePods(usize),
     #[error("kubelet endpoints: {0}")]
     Kubelet(#[from] KubeletError),
+    #[error(transparent)]
+    NodeNames(#[from] NodeNamesError),
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
     #[error(
         "node group {group:?} is simulation {simulation}'s, which is running (it holds the \
          driver's lease and its root lists the group): cancel it or wait for it to end; its \
@@ -195,6 +202,8 @@ pub struct NodeView {
     pub pods: PhaseCounts,
     pub last_heartbeat: Option<Timestamp>,
     pub created: Timestamp,
+    /// Stopped by [`Pool::fail_nodes`] and not recovered since.
+    pub failed: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -275,6 +284,7 @@ impl Pool {
         // Adopted nodes advertise the endpoint this run serves (or none), whatever the
         // previous run's flags were.
         kubelet::readvertise(&nodes, &index, endpoints.as_deref(), &existing).await?;
+        let config_lease = config.lease_duration();
         let ctx = Context {
             pods: PodClient::new(client.clone(), &config.pool_name),
             config: Arc::new(config),
@@ -284,6 +294,8 @@ impl Pool {
             client,
             reconcile_nodes: Arc::new(Notify::new()),
             kubelet: endpoints.clone(),
+            lease: Arc::new(NodeLease::new(config_lease)),
+            nodes_recovered: Arc::new(Notify::new()),
         };
         // Leases first: adopted nodes must not wait for anything else to be renewed.
         let mut tasks = JoinSet::new();
@@ -481,8 +493,60 @@ impl Pool {
                 pods: index.pod_counts(Some(&node.name)),
                 last_heartbeat: node.last_heartbeat,
                 created: node.created,
+                failed: node.failed,
             })
             .collect())
+    }
+
+    /// Stops the named nodes as machines that lost power would (see `FailNodes`); every name
+    /// is checked before any node changes.
+    pub fn fail_nodes(&self, names: &[String]) -> Result<(), PoolError> {
+        let failed = {
+            let mut index = self.ctx.index();
+            let failed = index.fail_nodes(names)?;
+            self.ctx
+                .metrics
+                .failed_nodes
+                .set(gauge(index.failed_nodes()));
+            failed
+        };
+        if !failed.is_empty() {
+            tracing::info!(nodes = ?failed, "nodes failed");
+        }
+        Ok(())
+    }
+
+    /// Brings failed nodes back: their lease and status are written at once and their pods
+    /// handled again. Every name is checked before any node changes.
+    pub fn recover_nodes(&self, names: &[String]) -> Result<(), PoolError> {
+        let recovered = {
+            let mut index = self.ctx.index();
+            let recovered = index.recover_nodes(names, Timestamp::now(), Instant::now())?;
+            self.ctx
+                .metrics
+                .failed_nodes
+                .set(gauge(index.failed_nodes()));
+            recovered
+        };
+        if !recovered.is_empty() {
+            tracing::info!(nodes = ?recovered, "nodes recovered");
+            self.ctx.nodes_recovered.notify_one();
+            // A node that was booting may be due its Ready write.
+            self.ctx.reconcile_nodes.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Sets the lease every node holds from now on (`None`: the pool's own); the lease in
+    /// force.
+    pub fn set_node_lease(&self, lease: Option<Duration>) -> Result<Duration, PoolError> {
+        let lease = lease.map(check_lease).transpose()?;
+        Ok(self.ctx.lease.set(lease))
+    }
+
+    /// The lease the nodes hold now.
+    pub fn node_lease(&self) -> Duration {
+        self.ctx.lease.get()
     }
 
     /// Sets the usage of running pods from `now` on, as their limits let them: every pod is
@@ -723,6 +787,10 @@ fn unreadable(error: kube::Error) -> Result<Option<RunningRoot>, PoolError> {
     Err(PoolError::Kube(error))
 }
 
+fn gauge(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
 fn check_cidrs(index: &PoolIndex, group: &str, needed: usize) -> Result<(), PoolError> {
     let available = index.free_cidrs();
     if needed > available {
@@ -801,5 +869,24 @@ mod tests {
         });
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
         assert!(refused.message().contains("simulation 5f-1"), "{refused:?}");
+    }
+
+    #[test]
+    fn node_names_and_leases_refused_map_to_their_codes() {
+        let code = |error: PoolError| Status::from(error).code();
+        assert_eq!(
+            code(NodeNamesError::Unknown("g-9".to_owned()).into()),
+            tonic::Code::NotFound
+        );
+        assert_eq!(
+            code(NodeNamesError::Empty.into()),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            code(NodeNamesError::Repeated("g-0".to_owned()).into()),
+            tonic::Code::InvalidArgument
+        );
+        let short = check_lease(Duration::from_millis(1)).unwrap_err();
+        assert_eq!(code(short.into()), tonic::Code::InvalidArgument);
     }
 }

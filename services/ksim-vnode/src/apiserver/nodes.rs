@@ -196,14 +196,24 @@ impl NodeClient {
         };
         match self.leases.create(&PostParams::default(), &lease).await {
             Ok(_) => Ok(()),
-            Err(error) if is_conflict(&error) => self.renew_lease(node).await.map(drop),
+            Err(error) if is_conflict(&error) => {
+                self.renew_lease(node, duration_seconds).await.map(drop)
+            }
             Err(error) => Err(error),
         }
     }
 
-    /// One write per renewal: a merge patch of renewTime, no read first.
-    pub async fn renew_lease(&self, node: &str) -> Result<Renewal, kube::Error> {
-        let patch = json!({ "spec": { "renewTime": MicroTime(Timestamp::now()) } });
+    /// One write per renewal: a merge patch of renewTime, no read first. The duration goes
+    /// with it, as a kubelet's does, so a lease changed since shows on the Lease.
+    pub async fn renew_lease(
+        &self,
+        node: &str,
+        duration_seconds: i32,
+    ) -> Result<Renewal, kube::Error> {
+        let patch = json!({ "spec": {
+            "renewTime": MicroTime(Timestamp::now()),
+            "leaseDurationSeconds": duration_seconds,
+        } });
         match self
             .leases
             .patch(node, &patch_params(), &Patch::Merge(patch))

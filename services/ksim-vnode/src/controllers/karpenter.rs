@@ -26,6 +26,7 @@ use tokio::{sync::Notify, task::JoinSet};
 use super::{Context, notify_on_change};
 use crate::{
     domain::{
+        heartbeat::lease_seconds,
         karpenter::nodepool_of,
         kubelet_endpoint::advertise,
         labels::{KARPENTER_NODEPOOL_LABEL, OWNER_KARPENTER, PROVISIONING_ANNOTATION},
@@ -226,7 +227,7 @@ async fn claim(ctx: &Context, node: Node, adopted: Adopted) {
         }
         ctx.nodes.write_status(&name, &status).await?;
         let uid = claimed.metadata.uid.clone().unwrap_or_default();
-        let duration = i32::try_from(ctx.config.lease_duration_seconds).unwrap_or(i32::MAX);
+        let duration = lease_seconds(ctx.lease.get());
         ctx.nodes.ensure_lease(&name, &uid, duration).await?;
         Ok::<_, kube::Error>(claimed.metadata.uid)
     }

@@ -227,7 +227,8 @@ fn tls_config(ip: IpAddr, ca_file: &Path) -> Result<ServerConfig, KubeletError> 
 }
 
 /// Keeps one listener per node of the pool (registered, or being registered) until the task
-/// is aborted.
+/// is aborted. A failed node has none: like a machine without power, it refuses connections
+/// until it recovers.
 pub async fn run(ctx: Context, endpoints: Arc<Endpoints>) {
     let mut listeners: HashMap<String, (u16, tokio::task::AbortHandle)> = HashMap::new();
     let mut failed: HashMap<String, Instant> = HashMap::new();
@@ -242,6 +243,7 @@ pub async fn run(ctx: Context, endpoints: Arc<Endpoints>) {
             index
                 .nodes()
                 .filter(|node| matches!(node.state, NodeState::Creating | NodeState::Registered))
+                .filter(|node| !node.failed)
                 .filter_map(|node| {
                     endpoints
                         .endpoint_of(node.pod_cidr)

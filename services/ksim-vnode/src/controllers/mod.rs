@@ -35,6 +35,10 @@ pub struct Context {
     pub reconcile_nodes: Arc<Notify>,
     /// The nodes' kubelet endpoints, when the pool serves them.
     pub kubelet: Option<Arc<Endpoints>>,
+    /// The lease the nodes hold now.
+    pub lease: Arc<heartbeats::NodeLease>,
+    /// Wakes the pods controller when failed nodes recovered: their pods are handled again.
+    pub nodes_recovered: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Context {

@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::Context;
 use crate::{
     domain::{
+        heartbeat::lease_seconds,
         kubelet_endpoint::advertise,
         labels::BOOTING_UNTIL_ANNOTATION,
         node::{Phase, phase_conditions, virtual_node},
@@ -135,7 +136,7 @@ async fn register(ctx: &Context, new: NewNode) -> bool {
     let lease = match &registered {
         Ok(node) => {
             let uid = node.metadata.uid.clone().unwrap_or_default();
-            let duration = i32::try_from(ctx.config.lease_duration_seconds).unwrap_or(i32::MAX);
+            let duration = lease_seconds(ctx.lease.get());
             ctx.nodes.ensure_lease(&identity.name, &uid, duration).await
         }
         Err(_) => Ok(()),

@@ -3,9 +3,10 @@
 //! (see `work_queue`). Pending pods get an IP and a Running status (at once, or when their
 //! start model says: `domain::pod_start`), pods with a lifetime (or owned by a Job) complete
 //! when it ends, and pods whose deletion was requested are finished and deleted once their
-//! finalizers are gone.
+//! finalizers are gone. Pods of a failed node are left as they are until it recovers.
 
 use std::{
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -95,6 +96,7 @@ pub async fn run(ctx: Context) {
         .applied_objects();
     let queue = WorkQueue::default();
     let starts = Starts::default();
+    let parked = Parked::default();
     // Owned here, so aborting this controller aborts its workers and sweeper too.
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..ctx.config.api_concurrency {
@@ -103,9 +105,11 @@ pub async fn run(ctx: Context) {
             store.clone(),
             queue.clone(),
             starts.clone(),
+            parked.clone(),
         ));
     }
     tasks.spawn(sweep_deleted(ctx.clone(), store, starts));
+    tasks.spawn(release_recovered(ctx.clone(), queue.clone(), parked));
     pods.for_each(|pod| {
         match pod {
             Ok(pod) => queue.add(ObjectRef::from_obj(&pod)),
@@ -122,6 +126,7 @@ async fn work(
     store: Store<BoundPod>,
     queue: WorkQueue<ObjectRef<BoundPod>>,
     starts: Starts,
+    parked: Parked,
 ) {
     loop {
         let key = queue.next().await;
@@ -130,6 +135,11 @@ async fn work(
             match reconcile(&pod, &ctx, &starts).await {
                 Ok(Next::AwaitChange) => {}
                 Ok(Next::After(delay)) => queue.add_after(key.clone(), delay),
+                Ok(Next::WhenRecovered) => {
+                    if let Some(node) = pod.node.as_deref() {
+                        parked.park(&ctx, node, key.clone(), &queue);
+                    }
+                }
                 Err(error) => {
                     ctx.metrics.api_errors.inc();
                     tracing::warn!(pod = pod.key(), %error, "retrying");
@@ -155,11 +165,76 @@ impl Starts {
     }
 }
 
-/// What a pod needs next: nothing until it changes, or another look after a while.
+/// What a pod needs next: nothing until it changes, another look after a while, or another
+/// once its failed node recovers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Next {
     AwaitChange,
     After(Duration),
+    WhenRecovered,
+}
+
+/// The pods of failed nodes, by node, waiting for its recovery: nothing is looked at for them
+/// meanwhile, however many there are. Locked before the index, never after it.
+#[derive(Debug, Clone, Default)]
+struct Parked(Arc<Mutex<HashMap<String, HashSet<ObjectRef<BoundPod>>>>>);
+
+impl Parked {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, HashSet<ObjectRef<BoundPod>>>> {
+        // Only inserts and removes of whole entries: a panic elsewhere leaves it consistent.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Keeps `key` until `node` is no longer failed; queued again at once if it recovered
+    /// since the pod was looked at. Checked under this lock, which [`Self::release`] takes
+    /// before reading the index, so no recovery is missed in between.
+    fn park(
+        &self,
+        ctx: &Context,
+        node: &str,
+        key: ObjectRef<BoundPod>,
+        queue: &WorkQueue<ObjectRef<BoundPod>>,
+    ) {
+        let mut parked = self.lock();
+        if ctx.index().is_failed(node) {
+            parked.entry(node.to_owned()).or_default().insert(key);
+        } else {
+            queue.add(key);
+        }
+    }
+
+    /// Queues again the pods of every node no longer failed: recovered, or gone (they are then
+    /// nobody's to handle, which their next look finds).
+    fn release(&self, ctx: &Context, queue: &WorkQueue<ObjectRef<BoundPod>>) {
+        let mut parked = self.lock();
+        if parked.is_empty() {
+            return;
+        }
+        let released: Vec<String> = {
+            let index = ctx.index();
+            parked
+                .keys()
+                .filter(|node| !index.is_failed(node))
+                .cloned()
+                .collect()
+        };
+        for node in released {
+            for key in parked.remove(&node).unwrap_or_default() {
+                queue.add(key);
+            }
+        }
+    }
+}
+
+/// Hands the parked pods of recovered nodes back to the workers when the pool says nodes
+/// recovered, and those of nodes gone now and then.
+async fn release_recovered(ctx: Context, queue: WorkQueue<ObjectRef<BoundPod>>, parked: Parked) {
+    loop {
+        let _ = tokio::time::timeout(SWEEP, ctx.nodes_recovered.notified()).await;
+        parked.release(&ctx, &queue);
+    }
 }
 
 fn into_bound(event: watcher::Event<Pod>) -> watcher::Event<BoundPod> {
@@ -221,6 +296,9 @@ async fn reconcile_unsettled(
         return Ok(Next::AwaitChange);
     };
     let node_ip = match ctx.index().node(node) {
+        // A failed node's kubelet does nothing: its pod stays as it is, not started, completed
+        // or finished, until the node recovers.
+        Some(entry) if entry.failed => return Ok(Next::WhenRecovered),
         Some(entry) => entry.internal_ip(),
         None => return Ok(Next::AwaitChange),
     };

@@ -8,6 +8,56 @@ use super::node::stable_hash;
 /// Largest share of an interval that jitter removes.
 const MAX_JITTER_FRACTION: f64 = 0.1;
 
+/// The shortest lease `SetNodeLease` takes: renewed every 25 ms, about what one pool's
+/// heartbeat ticks can keep up with.
+pub const MIN_LEASE: Duration = Duration::from_millis(100);
+/// The longest lease `SetNodeLease` takes.
+pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+
+/// Why a lease asked for is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    #[error("lease duration {0:?} is outside [100ms, 1h]")]
+    OutOfRange(Duration),
+    #[error(
+        "lease duration of {seconds} s and {nanos} ns is not a valid duration (negative, or nanoseconds beyond a second)"
+    )]
+    Invalid { seconds: i64, nanos: i32 },
+}
+
+/// A lease asked for as seconds and nanoseconds (protobuf's Duration): `None` when both are
+/// zero (the pool's own lease), else a duration inside [`MIN_LEASE`, `MAX_LEASE`].
+pub fn requested_lease(seconds: i64, nanos: i32) -> Result<Option<Duration>, LeaseError> {
+    if seconds == 0 && nanos == 0 {
+        return Ok(None);
+    }
+    let invalid = LeaseError::Invalid { seconds, nanos };
+    let whole = u64::try_from(seconds).map_err(|_| invalid.clone())?;
+    let fraction = u32::try_from(nanos)
+        .ok()
+        .filter(|nanos| *nanos < 1_000_000_000)
+        .ok_or(invalid)?;
+    check_lease(Duration::new(whole, fraction)).map(Some)
+}
+
+/// `lease` if it is inside [`MIN_LEASE`, `MAX_LEASE`].
+pub fn check_lease(lease: Duration) -> Result<Duration, LeaseError> {
+    if (MIN_LEASE..=MAX_LEASE).contains(&lease) {
+        Ok(lease)
+    } else {
+        Err(LeaseError::OutOfRange(lease))
+    }
+}
+
+/// The lease's `leaseDurationSeconds`: whole seconds, rounded up so a short lease still says
+/// at least one.
+pub fn lease_seconds(lease: Duration) -> i32 {
+    let seconds = lease
+        .as_secs()
+        .saturating_add(u64::from(lease.subsec_nanos() > 0));
+    i32::try_from(seconds.max(1)).unwrap_or(i32::MAX)
+}
+
 /// How often to renew a node lease: a quarter of its duration, the kubelet's ratio, which leaves
 /// three missed renewals before the lease expires.
 pub fn renew_interval(lease_duration: Duration) -> Duration {
@@ -130,6 +180,45 @@ mod tests {
             renew_interval(Duration::from_secs(10)),
             Duration::from_millis(2500)
         );
+    }
+
+    #[test]
+    fn a_lease_asked_for_is_the_pools_own_when_zero_and_refused_outside_its_range() {
+        assert_eq!(requested_lease(0, 0), Ok(None));
+        assert_eq!(requested_lease(2, 0), Ok(Some(Duration::from_secs(2))));
+        assert_eq!(
+            requested_lease(0, 100_000_000),
+            Ok(Some(Duration::from_millis(100)))
+        );
+        assert_eq!(
+            requested_lease(3600, 0),
+            Ok(Some(Duration::from_secs(3600)))
+        );
+        assert_eq!(
+            requested_lease(0, 99_999_999),
+            Err(LeaseError::OutOfRange(Duration::from_nanos(99_999_999)))
+        );
+        assert_eq!(
+            requested_lease(3600, 1),
+            Err(LeaseError::OutOfRange(Duration::new(3600, 1)))
+        );
+        for (seconds, nanos) in [(-1, 0), (0, -5), (1, 1_000_000_000), (i64::MIN, 0)] {
+            assert_eq!(
+                requested_lease(seconds, nanos),
+                Err(LeaseError::Invalid { seconds, nanos }),
+                "{seconds} s {nanos} ns"
+            );
+        }
+        assert!(check_lease(Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn a_leases_seconds_round_up_to_at_least_one() {
+        assert_eq!(lease_seconds(Duration::from_secs(40)), 40);
+        assert_eq!(lease_seconds(Duration::from_millis(2500)), 3);
+        assert_eq!(lease_seconds(Duration::from_millis(100)), 1);
+        assert_eq!(lease_seconds(Duration::ZERO), 1);
+        assert_eq!(lease_seconds(Duration::MAX), i32::MAX);
     }
 
     #[test]
