@@ -67,6 +67,8 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.ClusterState",
     ".ksim.driver.v1.Costs",
     ".ksim.driver.v1.DelaySamples",
+    ".ksim.driver.v1.DisruptionOutcome",
+    ".ksim.driver.v1.Disruptions",
     ".ksim.driver.v1.DurationPercentiles",
     ".ksim.driver.v1.Fidelity",
     ".ksim.driver.v1.FidelityBucket",
@@ -86,6 +88,7 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.TimelineBucket",
     ".ksim.driver.v1.UsageReplay",
     ".ksim.driver.v1.WaitReason",
+    ".ksim.driver.v1.WorkloadAvailability",
     ".ksim.driver.v1.WorkloadLimits",
     ".ksim.driver.v1.WorkloadReplicas",
     ".ksim.driver.v1.WorkloadScaling",
@@ -170,6 +173,30 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
     (
         ".ksim.driver.v1.Report.nodes_kept",
         "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.disruptions",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.DisruptionOutcome.offset",
+        "#[serde(rename = \"offset_ms\", with = \"crate::json::millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.DisruptionOutcome.recovered_offset",
+        "#[serde(rename = \"recovered_offset_ms\", with = \"crate::json::optional_millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.DisruptionOutcome.time_to_recovery",
+        "#[serde(rename = \"time_to_recovery_ms\", with = \"crate::json::optional_millis\")]",
+    ),
+    (
+        ".ksim.driver.v1.DisruptionOutcome.error",
+        "#[serde(skip_serializing_if = \"::std::string::String::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.WorkloadAvailability.time_below_desired",
+        "#[serde(rename = \"time_below_desired_ms\", with = \"crate::json::millis\")]",
     ),
     (
         ".ksim.driver.v1.TimelineBucket.offset",

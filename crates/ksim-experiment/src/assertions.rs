@@ -4,7 +4,8 @@
 //! `.max.<figure>` the spread, `.failed` the runs that did not succeed; figures are doubles.
 //! With repeats, `.beyond_noise.<figure>` (a bool) and `.p.<figure>` (the noise test's p-value)
 //! say whether a variant's difference from the baseline is an effect or the noise of repeats;
-//! the baseline and figures the test could not judge have none.
+//! the baseline and figures the test could not judge have none. `.availability["ns/name"]` is a
+//! workload's mean availability over a variant's disruptions.
 //! Compiled, and the variants and figures they name checked against the experiment, before
 //! anything runs, so a typo costs no simulation.
 
@@ -31,6 +32,9 @@ pub struct VariantFigures {
     pub failed: u32,
     /// Per figure the noise test judged: its p-value, and whether it is beyond the noise.
     pub noise: BTreeMap<String, (f64, bool)>,
+    /// Per workload of the runs' disruptions (`namespace/name`): its availability over the
+    /// runs; `variants.<name>.availability["shop/web"]` is the mean.
+    pub availability: BTreeMap<String, Stat>,
 }
 
 /// An assertion that cannot be taken or did not hold.
@@ -150,7 +154,8 @@ fn unknown_name(path: &[String], variants: &[&str], figures: &[&str]) -> Option<
         ));
     }
     let figure = match path.get(1).map(String::as_str) {
-        None | Some("failed") => return None,
+        // Workloads are the runs' to name.
+        None | Some("failed" | "availability") => return None,
         Some("min" | "max" | "beyond_noise" | "p") => path.get(2)?,
         Some(_) => &path[1],
     };
@@ -312,6 +317,13 @@ fn variant_value(variant: &VariantFigures) -> Value {
     entries.push(("p".to_owned(), map(noise(|n| Value::Float(n.0)))));
     entries.push(("beyond_noise".to_owned(), map(noise(|n| Value::Bool(n.1)))));
     entries.push(("failed".to_owned(), Value::Int(i64::from(variant.failed))));
+    entries.push((
+        "availability".to_owned(),
+        map(variant
+            .availability
+            .iter()
+            .map(|(workload, stat)| (workload.clone(), Value::Float(stat.mean)))),
+    ));
     map(entries.into_iter())
 }
 
@@ -339,6 +351,7 @@ mod tests {
                     ]),
                     failed: 0,
                     noise: BTreeMap::new(),
+                    availability: BTreeMap::from([("shop/web".to_owned(), stat(0.97, 0.95, 0.99))]),
                 },
             ),
             (
@@ -350,6 +363,7 @@ mod tests {
                     ]),
                     failed: 1,
                     noise: BTreeMap::from([("cost".to_owned(), (0.003, true))]),
+                    availability: BTreeMap::from([("shop/web".to_owned(), stat(1.0, 1.0, 1.0))]),
                 },
             ),
         ])
@@ -380,6 +394,15 @@ mod tests {
         );
         // Not judged: absent, as a cost without a price is.
         assert_eq!(holds("!has(variants.baseline.beyond_noise.cost)"), Ok(true));
+        // A workload's availability over the disruptions, by namespace/name.
+        assert_eq!(
+            holds("variants.packed.availability[\"shop/web\"] >= 0.99"),
+            Ok(true)
+        );
+        assert_eq!(
+            holds("variants.baseline.availability[\"shop/web\"] >= 0.99"),
+            Ok(false)
+        );
     }
 
     #[test]
@@ -397,6 +420,7 @@ mod tests {
             "variants.packed.failed == 0 && has(variants.baseline.cost)",
             "variants.packed.beyond_noise.cost || variants.packed.p.pending_p99_ms > 0.05",
             "variants[\"packed\"].cost < 1.0",
+            "variants.packed.availability[\"shop/web\"] >= 0.99",
             // A macro's variable named `variants` is its own, not the experiment's.
             "[1, 2].all(variants, variants.zzz > 0)",
         ] {

@@ -49,6 +49,14 @@ pub struct Experiment {
     /// Who decides scaled workloads' replica counts in every variant that does not say, as
     /// `ksim run --replicas` (`recorded` or `hpa`; unset: the trace's default).
     pub replicas: Option<Replicas>,
+    /// Nodes every variant that names none fails, as `ksim run --node-failure`
+    /// (`group=NAME,at=DURATION[,share=S][,for=DURATION]`, recorded time).
+    #[serde(default)]
+    pub node_failures: Vec<String>,
+    /// Chooses the nodes the disruptions take, as `ksim run --disruption-seed`: every variant
+    /// meets the same failures.
+    #[serde(default)]
+    pub disruption_seed: u64,
     /// What is compared: at least one; the first is the baseline.
     pub variants: Vec<Variant>,
 }
@@ -87,6 +95,8 @@ pub struct Variant {
     pub provisioning: Option<String>,
     /// Replaces the experiment's replica source for this variant.
     pub replicas: Option<Replicas>,
+    /// Replaces the experiment's node failures for this variant (`[]`: none).
+    pub node_failures: Option<Vec<String>>,
 }
 
 /// Who decides the replica counts of workloads an HPA scales.
@@ -127,6 +137,13 @@ impl Variant {
     /// Karpenter's NodePool files of it in `experiment`.
     pub fn node_pools_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
         self.node_pools.as_deref().unwrap_or(&experiment.node_pools)
+    }
+
+    /// The node failures it meets in `experiment`, as written.
+    pub fn node_failures_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
+        self.node_failures
+            .as_deref()
+            .unwrap_or(&experiment.node_failures)
     }
 
     /// The speed it runs at in `experiment`.

@@ -22,6 +22,28 @@ pub mod millis {
     }
 }
 
+/// An `Option<prost_types::Duration>` as whole milliseconds where absence means something
+/// ("not within the run"): absent is `null`, and `null` or a missing field reads as absent.
+pub mod optional_millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        duration: &Option<prost_types::Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match duration {
+            Some(duration) => serializer.serialize_some(&super::to_millis(Some(duration))),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<prost_types::Duration>, D::Error> {
+        Option::<u64>::deserialize(deserializer).map(|ms| ms.map(super::of_millis))
+    }
+}
+
 /// An `Option<prost_types::Duration>` as fractional milliseconds to the microsecond
 /// (`"p99_ms": 12.345`), as the report keeps distributions: lateness is often under a
 /// millisecond. Absent or negative is 0, and a value read is always present.

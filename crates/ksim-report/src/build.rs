@@ -10,7 +10,7 @@ use super::model::{
 use ksim_proto::json::of_millis;
 
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
-use super::{attribution, costs, fidelity, percentiles, replicas};
+use super::{attribution, costs, disruptions, fidelity, percentiles, replicas};
 
 /// The report of what was observed; see [`timeline`] for the buckets and [`percentiles::of`]
 /// for the percentiles.
@@ -99,6 +99,10 @@ pub fn build(obs: &Observations) -> Report {
         nodes_kept: obs.nodes_kept.clone(),
         warnings,
         trace_transforms: obs.trace_transforms.clone(),
+        disruptions: obs
+            .disruptions
+            .as_ref()
+            .map(|observed| disruptions::disruptions(observed, replay_end(obs), obs.speed)),
     }
 }
 

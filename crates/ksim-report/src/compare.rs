@@ -2,7 +2,7 @@
 //! (the baseline), absolute and relative; what `ksim compare` prints and `ksim experiment`
 //! asserts over.
 
-use std::fmt::Write as _;
+use std::{collections::BTreeMap, fmt::Write as _};
 
 use serde::{Deserialize, Serialize};
 
@@ -43,7 +43,7 @@ pub struct ComparedFigure {
 }
 
 /// The figures compared, in the order of the table.
-pub const FIGURES: [&str; 21] = [
+pub const FIGURES: [&str; 24] = [
     "node_hours",
     "cost",
     "peak_nodes",
@@ -62,6 +62,9 @@ pub const FIGURES: [&str; 21] = [
     "cpu_requested_mean",
     "memory_requested_mean",
     "nodes_within_tolerance",
+    "lowest_availability",
+    "seconds_below_desired",
+    "recovery_seconds",
     "lateness_p99_ms",
     "nodes_agree_with_baseline",
     "pods_running_agree_with_baseline",
@@ -125,9 +128,51 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
             let nodes = fidelity.series.iter().find(|s| s.name == "nodes")?;
             nodes.within_tolerance
         }
+        // What the run's disruptions cost; none for a run without.
+        "lowest_availability" => {
+            let workloads = &report.disruptions.as_ref()?.workloads;
+            workloads.iter().map(|w| w.availability).reduce(f64::min)?
+        }
+        "seconds_below_desired" => report
+            .disruptions
+            .as_ref()?
+            .workloads
+            .iter()
+            .map(|w| seconds(w.time_below_desired.as_ref()))
+            .sum(),
+        "recovery_seconds" => report
+            .disruptions
+            .as_ref()?
+            .outcomes
+            .iter()
+            .filter_map(|o| o.time_to_recovery.as_ref())
+            .map(|after| seconds(Some(after)))
+            .reduce(f64::max)?,
         "lateness_p99_ms" => ms(report.lateness.unwrap_or_default().p99.as_ref()),
         _ => return None,
     })
+}
+
+/// Seconds of a report duration; absent is 0.
+fn seconds(duration: Option<&prost_types::Duration>) -> f64 {
+    ms(duration) / 1000.0
+}
+
+/// Per workload of a run's disruptions, as `namespace/name` (the kind left out: two workloads
+/// of one name keep the lower), its availability; empty for a run without disruptions.
+pub fn availability(report: &Report) -> BTreeMap<String, f64> {
+    let mut by_name: BTreeMap<String, f64> = BTreeMap::new();
+    for workload in report.disruptions.iter().flat_map(|d| &d.workloads) {
+        let name = workload
+            .name
+            .split_once('/')
+            .map_or(workload.name.as_str(), |(_, rest)| rest);
+        by_name
+            .entry(name.to_owned())
+            .and_modify(|known| *known = known.min(workload.availability))
+            .or_insert(workload.availability);
+    }
+    by_name
 }
 
 /// A report's value of one of [`FIGURES`], the baseline's report given for those held against

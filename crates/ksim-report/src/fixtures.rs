@@ -217,6 +217,7 @@ pub fn observations() -> Observations {
         node_ready_times: Vec::new(),
         warnings: Vec::new(),
         trace_transforms: Vec::new(),
+        disruptions: None,
         nodes_kept: None,
     }
 }

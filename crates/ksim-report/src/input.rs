@@ -112,6 +112,57 @@ pub struct Observations {
     /// its header. Defaulted like `warnings`.
     #[serde(default)]
     pub trace_transforms: Vec<String>,
+    /// The run's injected disruptions and what the workloads did over them; `None` for a run
+    /// without. Defaulted like `warnings`.
+    #[serde(default)]
+    pub disruptions: Option<ObservedDisruptions>,
+}
+
+/// A run's injected disruptions and its workloads' ready replicas, wall clock since the replay
+/// start (the report's `Disruptions` is in recorded time).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ObservedDisruptions {
+    /// The seed the nodes were chosen with.
+    pub seed: u64,
+    /// In the spec's order.
+    pub disruptions: Vec<ObservedDisruption>,
+    /// Per Deployment and StatefulSet of the simulation.
+    pub workloads: Vec<ObservedAvailability>,
+    /// Per pod evicted: when, and its workload as recorded (`Kind/namespace/name`).
+    pub evictions: Vec<(Duration, String)>,
+}
+
+/// One disruption as the replay applied it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedDisruption {
+    /// `node-failure`.
+    pub kind: String,
+    pub node_group: String,
+    /// When it began, or was to begin if it did not.
+    pub offset: Duration,
+    /// The nodes it took.
+    pub nodes: Vec<String>,
+    /// When they were brought back; `None`: not within the run.
+    pub recovered: Option<Duration>,
+    /// Why it took no node; empty when it did.
+    pub error: String,
+}
+
+/// One workload's desired and ready replicas over time: a step function, each point holding
+/// until the next.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedAvailability {
+    /// As recorded: `Kind/namespace/name`.
+    pub workload: String,
+    pub points: Vec<ReadyPoint>,
+}
+
+/// A workload's `spec.replicas` and ready replicas from `offset` on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadyPoint {
+    pub offset: Duration,
+    pub desired: u64,
+    pub ready: u64,
 }
 
 /// One scaled workload's `spec.replicas` over time: each series is a step function, a point

@@ -29,6 +29,7 @@ mod build;
 mod compare;
 mod costs;
 mod csv;
+mod disruptions;
 mod error;
 mod fidelity;
 mod files;
@@ -48,7 +49,7 @@ mod timeline;
 mod fixtures;
 
 pub use build::build;
-pub use compare::{ComparedFigure, Comparison, FIGURES, compare, compare_repeated};
+pub use compare::{ComparedFigure, Comparison, FIGURES, availability, compare, compare_repeated};
 pub use csv::{fidelity_to_csv, to_csv};
 pub use fidelity::{FIDELITY_BUCKET, group_series};
 pub use files::{
@@ -57,18 +58,20 @@ pub use files::{
 };
 pub use input::{
     GroupOwner, GroupPrice, NeverRan, NodeCount, ObjectErrorRecord, Observations,
-    ObservedNodeChange, ObservedOutage, ObservedReplicas, PodPendingSplit, PodPhaseCounts,
-    RecordedState, ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
+    ObservedAvailability, ObservedDisruption, ObservedDisruptions, ObservedNodeChange,
+    ObservedOutage, ObservedReplicas, PodPendingSplit, PodPhaseCounts, ReadyPoint, RecordedState,
+    ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
 };
 pub use model::{
     AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied, AutoscalerFlagSource,
     AutoscalerOutage, AutoscalerOutages, AutoscalerSimulationFlag, ClusterState,
-    ControllerManagerFlag, Costs, DelaySamples, DurationPercentiles, Fidelity, FidelityBucket,
-    FidelityPending, FidelitySeries, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS,
-    MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause, NodeChangeKind,
-    NodeGroupCount, ObjectError, ObjectOperation, PendingSplit, ProviderConfig, Provisioning,
-    ReplicaChange, ReplicaSource, Report, SchedulerConfig, TimelineBucket, UsageReplay, WaitReason,
-    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage, nodes_total,
+    ControllerManagerFlag, Costs, DelaySamples, DisruptionOutcome, Disruptions,
+    DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries, GroupCost,
+    KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChange,
+    NodeChangeCause, NodeChangeKind, NodeGroupCount, ObjectError, ObjectOperation, PendingSplit,
+    ProviderConfig, Provisioning, ReplicaChange, ReplicaSource, Report, SchedulerConfig,
+    TimelineBucket, UsageReplay, WaitReason, WorkloadAvailability, WorkloadLimits,
+    WorkloadReplicas, WorkloadScaling, WorkloadUsage, nodes_total,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

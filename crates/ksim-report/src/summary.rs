@@ -154,6 +154,11 @@ fn write_summary(
     if let Some(line) = crate::nodes_kept_line(report) {
         writeln!(out, "  why nodes stayed:  {line}")?;
     }
+    if let Some(disruptions) = &report.disruptions {
+        for line in disruption_lines(disruptions) {
+            writeln!(out, "  {line}")?;
+        }
+    }
     writeln!(out, "  fidelity:          {}", fidelity(report))?;
     writeln!(out, "  provisioning:      {}", provisioning(report))?;
     writeln!(out, "  usage:             {}", usage(report))?;
@@ -209,6 +214,79 @@ fn write_summary(
         }
     }
     Ok(())
+}
+
+/// Workloads listed under the disruptions, least available first.
+const LISTED_WORKLOADS: usize = 5;
+
+/// Each disruption as it happened, then what it cost the least available workloads.
+fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (index, outcome) in disruptions.outcomes.iter().enumerate() {
+        let label = if index == 0 {
+            "disruptions:      "
+        } else {
+            "                  "
+        };
+        let what = format!(
+            "{} of {} at {}",
+            outcome.kind,
+            outcome.node_group,
+            human(outcome.offset.as_ref())
+        );
+        let line = if outcome.error.is_empty() {
+            let back = outcome.recovered_offset.as_ref().map_or_else(
+                || "not back within the run".to_owned(),
+                |at| format!("back at {}", human(Some(at))),
+            );
+            let recovery = match (&outcome.time_to_recovery, outcome.recovered) {
+                (Some(after), _) => format!("workloads whole again after {}", human(Some(after))),
+                (None, true) => "no workload dropped".to_owned(),
+                (None, false) => "workloads not whole again by the end".to_owned(),
+            };
+            format!(
+                "{what}: {} node(s) ({}), {back}; {recovery}",
+                outcome.nodes.len(),
+                outcome.nodes.join(", ")
+            )
+        } else {
+            format!("{what}: not applied: {}", outcome.error)
+        };
+        lines.push(format!("{label} {line}"));
+    }
+    let mut workloads: Vec<&pb::WorkloadAvailability> = disruptions.workloads.iter().collect();
+    workloads.sort_by(|a, b| {
+        a.availability
+            .total_cmp(&b.availability)
+            .then(a.name.cmp(&b.name))
+    });
+    let below: Vec<String> = workloads
+        .iter()
+        .filter(|w| w.availability < 1.0)
+        .take(LISTED_WORKLOADS)
+        .map(|w| {
+            format!(
+                "{} {:.1}% ({} below {} desired ready, lowest {}, {} evicted)",
+                w.name,
+                w.availability * 100.0,
+                human(w.time_below_desired.as_ref()),
+                w.desired,
+                w.lowest_ready,
+                w.pods_evicted
+            )
+        })
+        .collect();
+    let whole = workloads.iter().filter(|w| w.availability >= 1.0).count();
+    lines.push(format!(
+        "availability:      {} workload(s) always at desired ready, {} below at times; {} \
+         evicted (seed {})",
+        whole,
+        workloads.len() - whole,
+        disruptions.pods_evicted,
+        disruptions.seed
+    ));
+    lines.extend(below.into_iter().map(|line| format!("  {line}")));
+    lines
 }
 
 fn describe(error: &pb::ObjectError) -> String {
@@ -711,6 +789,25 @@ pub fn waits(waits: &[pb::WaitReason]) -> String {
     listed.join("; ")
 }
 
+/// The summary's label of the kube-controller-manager controller a flag of it belongs to.
+fn controller_of(flag: &str) -> &'static str {
+    const NODE_LIFECYCLE: [&str; 5] = [
+        "node-monitor-grace-period",
+        "node-monitor-period",
+        "node-startup-grace-period",
+        "node-eviction-rate",
+        "secondary-node-eviction-rate",
+    ];
+    if flag.starts_with("horizontal-pod-autoscaler-") {
+        "HPA controller:"
+    } else if NODE_LIFECYCLE.contains(&flag) {
+        "node lifecycle:"
+    } else {
+        // A flag of a newer environment's.
+        "KCM flags:"
+    }
+}
+
 /// The configuration under test: the scheduler file, and CA's flags as given and as run, by
 /// where each came from (the run's, the recording's, the environment's; CA's own defaults only
 /// where the speed changed them), the recorded flags not applied, and what ksim set otherwise
@@ -724,9 +821,17 @@ pub fn configuration_lines(configuration: &env::AppliedConfiguration) -> Vec<Str
     if let Some(provider) = &configuration.provider {
         lines.push(format!("provider config:   {}", provider.source));
     }
-    // The HPA controller runs whether or not CA does; one flag a line, their names are long.
-    for (index, flag) in configuration.controller_manager_flags.iter().enumerate() {
-        let label = if index == 0 { "HPA controller:" } else { "" };
+    // KCM's controllers run whether or not CA does; one flag a line, their names are long, each
+    // controller's label on its first.
+    let mut previous = None;
+    for flag in &configuration.controller_manager_flags {
+        let controller = controller_of(&flag.name);
+        let label = if previous == Some(controller) {
+            ""
+        } else {
+            controller
+        };
+        previous = Some(controller);
         let value = if flag.given == flag.as_run {
             flag.given.clone()
         } else {
@@ -951,6 +1056,65 @@ mod tests {
         assert_eq!(lines.len(), 11);
         assert!(lines[9].starts_with("Deployment/shop/web-9: "));
         assert_eq!(lines[10], "and 2 more");
+    }
+
+    #[test]
+    fn disruptions_say_what_failed_when_and_what_it_cost() {
+        let mut report = fixtures::report();
+        assert!(!summary(&report).contains("disruptions:"), "none, no lines");
+        let millis = ksim_proto::json::of_millis;
+        report.disruptions = Some(pb::Disruptions {
+            seed: 7,
+            outcomes: vec![
+                pb::DisruptionOutcome {
+                    kind: "node-failure".into(),
+                    node_group: "m5".into(),
+                    offset: Some(millis(60_000)),
+                    nodes: vec!["m5-a".into()],
+                    recovered_offset: None,
+                    time_to_recovery: Some(millis(95_000)),
+                    recovered: true,
+                    error: String::new(),
+                },
+                pb::DisruptionOutcome {
+                    kind: "node-failure".into(),
+                    node_group: "m5".into(),
+                    offset: Some(millis(900_000)),
+                    error: "the run ended before it".into(),
+                    ..Default::default()
+                },
+            ],
+            workloads: vec![
+                pb::WorkloadAvailability {
+                    name: "Deployment/shop/db".into(),
+                    desired: 1,
+                    lowest_ready: 1,
+                    time_below_desired: Some(millis(0)),
+                    availability: 1.0,
+                    pods_evicted: 0,
+                },
+                pb::WorkloadAvailability {
+                    name: "Deployment/shop/web".into(),
+                    desired: 2,
+                    lowest_ready: 1,
+                    time_below_desired: Some(millis(80_000)),
+                    availability: 0.75,
+                    pods_evicted: 1,
+                },
+            ],
+            pods_evicted: 1,
+        });
+        let text = summary(&report);
+        for line in [
+            "  disruptions:       node-failure of m5 at 1m00s: 1 node(s) (m5-a), not back within \
+             the run; workloads whole again after 1m35s\n",
+            "                     node-failure of m5 at 15m00s: not applied: the run ended before it\n",
+            "  availability:      1 workload(s) always at desired ready, 1 below at times; 1 \
+             evicted (seed 7)\n",
+            "    Deployment/shop/web 75.0% (1m20s below 2 desired ready, lowest 1, 1 evicted)\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
     }
 
     #[test]
@@ -1583,6 +1747,31 @@ mod tests {
             [
                 "scheduler:         its defaults",
                 "HPA controller:    horizontal-pod-autoscaler-sync-period=15s",
+            ]
+        );
+        // Node failures with workload autoscaling: each controller under its own label.
+        let kcm_flag = |name: &str, given: &str, as_run: &str| env::ControllerManagerFlag {
+            name: name.into(),
+            given: given.into(),
+            as_run: as_run.into(),
+        };
+        let node_lifecycle = env::AppliedConfiguration {
+            controller_manager_flags: vec![
+                kcm_flag("horizontal-pod-autoscaler-sync-period", "15s", "1.5s"),
+                kcm_flag("node-monitor-grace-period", "50s", "5s"),
+                kcm_flag("node-eviction-rate", "0.1", "1"),
+                kcm_flag("some-newer-flag", "1s", "1s"),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            configuration_lines(&node_lifecycle),
+            [
+                "scheduler:         its defaults",
+                "HPA controller:    horizontal-pod-autoscaler-sync-period=15s (runs 1.5s)",
+                "node lifecycle:    node-monitor-grace-period=50s (runs 5s)",
+                "                   node-eviction-rate=0.1 (runs 1)",
+                "KCM flags:         some-newer-flag=1s",
             ]
         );
     }

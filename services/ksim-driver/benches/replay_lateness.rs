@@ -321,6 +321,7 @@ async fn as_replayed(client: &kube::Client, operations: &[Operation]) -> Vec<Ope
             template_paths: Default::default(),
             node_groups: Vec::new(),
             provisioning: None,
+            node_failures: false,
         },
         &Lifetimes::default(),
     );

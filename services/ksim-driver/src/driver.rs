@@ -68,6 +68,11 @@ pub enum DriverError {
          configuration with (--environment-url; `ksim up` sets it)"
     )]
     NoEnvironment,
+    #[error(
+        "spec.disruptions: this driver has no environment to run kube-controller-manager's node \
+         lifecycle controller at the replay's speed with (--environment-url; `ksim up` sets it)"
+    )]
+    DisruptionsWithoutEnvironment,
     /// A NodePool the apiserver (Karpenter's validation) refuses, or a cluster without them.
     #[error(transparent)]
     NodePool(#[from] NodePoolError),
@@ -100,6 +105,9 @@ impl Driver {
         let has_environment = self.ctx.mesh.has_environment();
         if !has_environment && spec.configuration.is_some() {
             return Err(DriverError::NoEnvironment);
+        }
+        if !has_environment && !spec.disruptions.is_empty() {
+            return Err(DriverError::DisruptionsWithoutEnvironment);
         }
         let trace = load(&spec.source, &self.ctx.mesh).await?;
         // Decided once, here; the phases read it.
@@ -309,6 +317,9 @@ impl Driver {
             // It may have left the environment running its configuration; restoring what
             // already runs as started restarts nothing.
             configured: self.ctx.mesh.has_environment(),
+            // It may have failed nodes (runs with disruptions need an environment); bringing
+            // back none and restoring the pool's own lease change nothing.
+            node_lifecycle: self.ctx.mesh.has_environment(),
         };
         let cleaned = cleanup(&self.ctx, handle, &created).await;
         let lease = SimulationLease::of(

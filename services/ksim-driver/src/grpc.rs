@@ -58,7 +58,9 @@ impl From<DriverError> for Status {
             DriverError::NotFound(_) => Status::not_found(message),
             // The environment's code: INVALID_ARGUMENT for what the binaries refuse.
             DriverError::Configuration { code, .. } => Status::new(code, message),
-            DriverError::NoEnvironment => Status::failed_precondition(message),
+            DriverError::NoEnvironment | DriverError::DisruptionsWithoutEnvironment => {
+                Status::failed_precondition(message)
+            }
             DriverError::CancelPending { .. } => Status::deadline_exceeded(message),
             DriverError::NodePool(error) if error.is_invalid() => Status::invalid_argument(message),
             DriverError::NodePool(NodePoolError::NoKarpenter) => {

@@ -14,7 +14,8 @@ use ksim_proto::{
         },
         trace::v1::{ExportRequest, trace_store_client::TraceStoreClient},
         vnode::v1::{
-            CreateNodeGroupRequest, DeleteNodeGroupRequest, PodUsage, SetPodUsageRequest,
+            CreateNodeGroupRequest, DeleteNodeGroupRequest, FailNodesRequest, ListNodesRequest,
+            Node, PodUsage, RecoverNodesRequest, SetNodeLeaseRequest, SetPodUsageRequest,
             SetPodUsageResponse, virtual_node_pool_client::VirtualNodePoolClient,
         },
     },
@@ -61,6 +62,13 @@ fn channel(service: &'static str, url: &str) -> Result<Traced, MeshError> {
         .connect_lazy();
     let inject: fn(http::Request<Body>) -> http::Request<Body> = ksim_grpc::inject_trace_context;
     Ok(MapRequest::new(channel, inject))
+}
+
+fn pool_call(status: tonic::Status) -> MeshError {
+    MeshError::Call {
+        service: "pool",
+        status,
+    }
 }
 
 impl Mesh {
@@ -138,6 +146,64 @@ impl Mesh {
                 service: "pool",
                 status,
             })
+    }
+
+    /// Every node of the pool's, or of one group, sorted by name.
+    pub async fn list_nodes(&self, group: &str) -> Result<Vec<Node>, MeshError> {
+        let mut nodes = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let page = self
+                .pool
+                .clone()
+                .list_nodes(ListNodesRequest {
+                    node_group: group.to_owned(),
+                    page_size: 0,
+                    page_token,
+                })
+                .await
+                .map_err(pool_call)?
+                .into_inner();
+            nodes.extend(page.nodes);
+            if page.next_page_token.is_empty() {
+                return Ok(nodes);
+            }
+            page_token = page.next_page_token;
+        }
+    }
+
+    /// Stops the named nodes' kubelets (see the pool's FailNodes).
+    pub async fn fail_nodes(&self, node_names: Vec<String>) -> Result<(), MeshError> {
+        self.pool
+            .clone()
+            .fail_nodes(FailNodesRequest { node_names })
+            .await
+            .map_err(pool_call)?;
+        Ok(())
+    }
+
+    /// Brings failed nodes back.
+    pub async fn recover_nodes(&self, node_names: Vec<String>) -> Result<(), MeshError> {
+        self.pool
+            .clone()
+            .recover_nodes(RecoverNodesRequest { node_names })
+            .await
+            .map_err(pool_call)?;
+        Ok(())
+    }
+
+    /// The lease the pool's nodes hold from now on; `None`: the pool's own.
+    pub async fn set_node_lease(
+        &self,
+        lease: Option<std::time::Duration>,
+    ) -> Result<(), MeshError> {
+        let duration = lease.and_then(|lease| prost_types::Duration::try_from(lease).ok());
+        self.pool
+            .clone()
+            .set_node_lease(SetNodeLeaseRequest { duration })
+            .await
+            .map_err(pool_call)?;
+        Ok(())
     }
 
     /// Deletes a pool-managed group; one already gone (or never created) counts as deleted.

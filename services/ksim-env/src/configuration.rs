@@ -1,9 +1,9 @@
 //! The configuration under test. The environment runs the real kube-scheduler and
 //! cluster-autoscaler; a simulation may ask for them to run differently (a scheduler
 //! configuration file, CA flags in recorded time at the replay's speed, kube-controller-manager's
-//! HPA controller at the replay's speed). This module checks such a configuration with the real
-//! binaries, restarts what runs differently, and restores what the environment started with,
-//! behind the `ksim.env.v1.Environment` API the driver calls.
+//! HPA and node lifecycle controllers at the replay's speed). This module checks such a
+//! configuration with the real binaries, restarts what runs differently, and restores what the
+//! environment started with, behind the `ksim.env.v1.Environment` API the driver calls.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -192,57 +192,146 @@ const HPA_DURATIONS: [(&str, Duration, Duration); 4] = [
     ),
 ];
 
-/// One of [`HPA_DURATIONS`] at a speed.
-#[derive(Debug, Clone, PartialEq)]
-struct HpaFlag {
-    name: &'static str,
-    /// KCM's default, in recorded time.
-    given: Duration,
-    as_run: Duration,
+/// kube-controller-manager's node lifecycle controller flags that measure time, each with KCM
+/// 1.35's default (recorded time) and the shortest it runs with at any speed. The grace period
+/// stops at 2 s: the pool renews a node's lease every fifth of it, and shorter would make the
+/// healthy nodes' renewals a write storm; the startup grace alike; the monitor period (how often
+/// the controller looks) at 200 ms.
+const NODE_LIFECYCLE_DURATIONS: [(&str, Duration, Duration); 3] = [
+    (
+        "node-monitor-grace-period",
+        Duration::from_secs(50),
+        Duration::from_secs(2),
+    ),
+    (
+        "node-monitor-period",
+        Duration::from_secs(5),
+        Duration::from_millis(200),
+    ),
+    (
+        "node-startup-grace-period",
+        Duration::from_secs(60),
+        Duration::from_secs(2),
+    ),
+];
+
+/// kube-controller-manager's node eviction rates, in nodes per second, with KCM 1.35's defaults
+/// (recorded time): multiplied by the speed, not divided. In f64, as decimals: the product of a
+/// float32 0.01 and 10 would be 0.099999994, not 0.1.
+const NODE_EVICTION_RATES: [(&str, f64); 2] = [
+    ("node-eviction-rate", 0.1),
+    ("secondary-node-eviction-rate", 0.01),
+];
+
+/// A kube-controller-manager flag's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum KcmValue {
+    Duration(Duration),
+    /// Per second, as KCM holds it: its rate flags are float32, so this is the value it runs.
+    Rate(f32),
 }
 
-impl HpaFlag {
-    fn arg(&self) -> String {
-        format!("--{}={}", self.name, go_duration::format(self.as_run))
+impl std::fmt::Display for KcmValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Duration(duration) => f.write_str(&go_duration::format(*duration)),
+            // The shortest decimal that reads back as the same float32, never in exponent
+            // form: KCM's ParseFloat takes it (e.g. "0.3", "1", "0.00001").
+            Self::Rate(rate) => write!(f, "{rate}"),
+        }
     }
+}
+
+/// One kube-controller-manager flag at a speed.
+#[derive(Debug, Clone, PartialEq)]
+struct KcmFlag {
+    name: &'static str,
+    /// KCM's default, in recorded time.
+    given: KcmValue,
+    as_run: KcmValue,
+}
+
+impl KcmFlag {
+    fn arg(&self) -> String {
+        format!("--{}={}", self.name, self.as_run)
+    }
+
+    fn to_proto(&self) -> pb::ControllerManagerFlag {
+        pb::ControllerManagerFlag {
+            name: self.name.to_owned(),
+            given: self.given.to_string(),
+            as_run: self.as_run.to_string(),
+        }
+    }
+}
+
+/// `given` divided by `speed`, to the millisecond (as it is printed), no shorter than `floor`.
+fn divided(given: Duration, speed: f64, floor: Duration) -> Duration {
+    // Below 1x a duration grows: it stops at Go's longest, which KCM still takes.
+    let scaled = Duration::try_from_secs_f64(given.as_secs_f64() / speed)
+        .map_or(go_duration::MAX, |scaled| scaled.min(go_duration::MAX));
+    let millis = Duration::from_millis(u64::try_from(scaled.as_millis()).unwrap_or(u64::MAX));
+    millis.max(floor)
 }
 
 /// The HPA controller's duration flags at `speed`: KCM's defaults divided by it, each no
 /// shorter than its floor. Durations are formatted as CA's divided flags are, to the
 /// millisecond, so the divided value is computed to the millisecond too.
-fn hpa_flags(speed: f64) -> Vec<HpaFlag> {
+fn hpa_flags(speed: f64) -> Vec<KcmFlag> {
     HPA_DURATIONS
         .iter()
-        .map(|&(name, given, floor)| {
-            // Below 1x a duration grows: it stops at Go's longest, which KCM still takes.
-            let scaled = Duration::try_from_secs_f64(given.as_secs_f64() / speed)
-                .map_or(go_duration::MAX, |scaled| scaled.min(go_duration::MAX));
-            let millis =
-                Duration::from_millis(u64::try_from(scaled.as_millis()).unwrap_or(u64::MAX));
-            HpaFlag {
-                name,
-                given,
-                as_run: millis.max(floor),
-            }
+        .map(|&(name, given, floor)| KcmFlag {
+            name,
+            given: KcmValue::Duration(given),
+            as_run: KcmValue::Duration(divided(given, speed, floor)),
         })
         .collect()
+}
+
+/// The node lifecycle controller's flags at `speed`: its durations divided by it (to the
+/// millisecond, each no shorter than its floor), its eviction rates multiplied by it.
+fn node_lifecycle_flags(speed: f64) -> Vec<KcmFlag> {
+    let durations = NODE_LIFECYCLE_DURATIONS
+        .iter()
+        .map(|&(name, given, floor)| KcmFlag {
+            name,
+            given: KcmValue::Duration(given),
+            as_run: KcmValue::Duration(divided(given, speed, floor)),
+        });
+    let rates = NODE_EVICTION_RATES.iter().map(|&(name, given)| {
+        // Within what a float32 holds: a rate of 0 would stop evictions, not slow them.
+        let scaled = (given * speed).clamp(f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX));
+        // KCM holds a float32: the nearest one is the value it runs.
+        KcmFlag {
+            name,
+            given: KcmValue::Rate(given as f32),
+            as_run: KcmValue::Rate(scaled as f32),
+        }
+    });
+    durations.chain(rates).collect()
 }
 
 /// How kube-controller-manager runs besides the flags the control plane started it with.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct ControllerManagerRun {
     /// The HPA controller's duration flags; empty: KCM's own defaults.
-    hpa: Vec<HpaFlag>,
+    hpa: Vec<KcmFlag>,
+    /// The node lifecycle controller's flags; empty: as the control plane started it.
+    node_lifecycle: Vec<KcmFlag>,
 }
 
 impl ControllerManagerRun {
-    /// The flags KCM is started with: those that differ from its defaults (none at 1x, so a
-    /// run at 1x restarts nothing).
+    /// The flags KCM is started with after its launch flags (the later of a flag given twice
+    /// wins). The HPA flags only where they differ from KCM's defaults, which the launch flags
+    /// leave be (none at 1x, so workload autoscaling at 1x restarts nothing). The node lifecycle
+    /// flags always, even at 1x: the launch flags tune the grace period for runs without node
+    /// failures (`node-leases`: 200 s), and a run with them wants production's.
     fn args(&self) -> Vec<String> {
         self.hpa
             .iter()
             .filter(|flag| flag.as_run != flag.given)
-            .map(HpaFlag::arg)
+            .chain(&self.node_lifecycle)
+            .map(KcmFlag::arg)
             .collect()
     }
 }
@@ -341,7 +430,8 @@ pub(crate) struct Setup {
     provider: Option<ProviderFile>,
     controller_manager: ControllerManagerRun,
     /// The run's HPAs decide replica counts: only then are KCM's HPA flags listed (a run
-    /// without them leaves KCM as it runs, which is nothing to the run).
+    /// without them leaves KCM as it runs, which is nothing to the run). Its node lifecycle
+    /// flags are listed whenever set: only a run that fails nodes sets them.
     workload_autoscaling: bool,
     /// Karpenter's release while it runs; `None`: it does not.
     karpenter: Option<String>,
@@ -392,19 +482,14 @@ impl Setup {
                 })
                 .unwrap_or_default(),
             autoscaler_simulation_flags,
-            controller_manager_flags: if self.workload_autoscaling {
-                self.controller_manager
-                    .hpa
-                    .iter()
-                    .map(|flag| pb::ControllerManagerFlag {
-                        name: flag.name.to_owned(),
-                        given: go_duration::format(flag.given),
-                        as_run: go_duration::format(flag.as_run),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
+            controller_manager_flags: self
+                .controller_manager
+                .hpa
+                .iter()
+                .filter(|_| self.workload_autoscaling)
+                .chain(&self.controller_manager.node_lifecycle)
+                .map(KcmFlag::to_proto)
+                .collect(),
             karpenter: self.karpenter.as_ref().map(|version| pb::KarpenterRun {
                 version: version.clone(),
             }),
@@ -639,11 +724,7 @@ impl Components {
             Some(given) if !given.yaml.trim().is_empty() => Some(self.check_provider(given).await?),
             _ => self.defaults.provider.clone(),
         };
-        let controller_manager = if run.workload_autoscaling {
-            self.check_controller_manager(run.speed)?
-        } else {
-            self.running.controller_manager.clone()
-        };
+        let controller_manager = self.check_controller_manager(run)?;
         Ok(Setup {
             scheduler,
             autoscaler,
@@ -678,25 +759,47 @@ impl Components {
         })
     }
 
-    /// KCM with the HPA controller's durations divided by `speed`, on a control plane that is
-    /// ksim's to restart.
+    /// KCM as `run` needs it, on a control plane that is ksim's to restart: with workload
+    /// autoscaling, the HPA controller's durations divided by the speed (without it, the HPA
+    /// flags as KCM runs them: nothing to the run); with node failures, the node lifecycle
+    /// controller's flags at the speed (without them, none: the pool's tuned leases outlive a
+    /// run's short grace period, and every node would be found dead).
     fn check_controller_manager(
         &self,
-        speed: f64,
+        run: &pb::Run,
     ) -> Result<ControllerManagerRun, ConfigurationError> {
         let wanted = ControllerManagerRun {
-            hpa: hpa_flags(speed),
+            hpa: if run.workload_autoscaling {
+                hpa_flags(run.speed)
+            } else {
+                self.running.controller_manager.hpa.clone()
+            },
+            node_lifecycle: if run.node_lifecycle {
+                node_lifecycle_flags(run.speed)
+            } else {
+                Vec::new()
+            },
         };
-        // At 1x an existing cluster's HPA controller already runs in recorded time.
-        if wanted.args().is_empty() {
-            return Ok(wanted);
-        }
         if self
             .cluster
             .as_ref()
             .and_then(Cluster::control_plane)
-            .is_none()
+            .is_some()
         {
+            return Ok(wanted);
+        }
+        // At every speed: the cluster's grace period is whatever it runs, not production's.
+        if run.node_lifecycle {
+            return Err(ConfigurationError::NotNow(
+                "node_lifecycle: the kube-controller-manager of an existing cluster is not \
+                 ksim's to restart, and its node lifecycle controller would run that cluster's \
+                 grace periods and eviction rates, not production's at the replay's speed; node \
+                 failures need the embedded control plane (`ksim up` without --kubeconfig)"
+                    .into(),
+            ));
+        }
+        // At 1x an existing cluster's HPA controller already runs in recorded time.
+        if run.workload_autoscaling && !wanted.args().is_empty() {
             return Err(ConfigurationError::NotNow(
                 "workload_autoscaling: the kube-controller-manager of an existing cluster is not \
                  ksim's to restart, and its HPA controller would run in recorded time; workload \
@@ -1323,7 +1426,7 @@ mod tests {
         let as_run = |speed| -> Vec<(String, String)> {
             hpa_flags(speed)
                 .iter()
-                .map(|flag| (flag.name.to_owned(), go_duration::format(flag.as_run)))
+                .map(|flag| (flag.name.to_owned(), flag.as_run.to_string()))
                 .collect()
         };
         let named = |values: [&str; 4]| -> Vec<(String, String)> {
@@ -1343,6 +1446,7 @@ mod tests {
         // At 1x KCM runs its own defaults: nothing to pass, nothing to restart for.
         let at = |speed| ControllerManagerRun {
             hpa: hpa_flags(speed),
+            ..Default::default()
         };
         assert_eq!(at(1.0).args(), Vec::<String>::new());
         assert_eq!(
@@ -1361,6 +1465,7 @@ mod tests {
         let mut setup = Setup {
             controller_manager: ControllerManagerRun {
                 hpa: hpa_flags(10.0),
+                ..Default::default()
             },
             ..Setup::default()
         };
@@ -1399,6 +1504,151 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// `flags` as (name, given, as_run), as the API lists them.
+    fn rows(flags: &[KcmFlag]) -> Vec<(String, String, String)> {
+        flags
+            .iter()
+            .map(|flag| {
+                let flag = flag.to_proto();
+                (flag.name, flag.given, flag.as_run)
+            })
+            .collect()
+    }
+
+    /// The node lifecycle flags as (name, given, as_run), run with these values.
+    fn node_lifecycle_rows(as_run: [&str; 5]) -> Vec<(String, String, String)> {
+        let names = [
+            ("node-monitor-grace-period", "50s"),
+            ("node-monitor-period", "5s"),
+            ("node-startup-grace-period", "1m"),
+            ("node-eviction-rate", "0.1"),
+            ("secondary-node-eviction-rate", "0.01"),
+        ];
+        names
+            .iter()
+            .zip(as_run)
+            .map(|(&(name, given), as_run)| (name.to_owned(), given.to_owned(), as_run.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_node_lifecycle_controllers_durations_are_divided_and_its_rates_multiplied() {
+        let at = |speed| rows(&node_lifecycle_flags(speed));
+        assert_eq!(
+            at(10.0),
+            node_lifecycle_rows(["5s", "500ms", "6s", "1", "0.1"])
+        );
+        // Production's at 1x, the tuned 200 s grace period notwithstanding.
+        assert_eq!(
+            at(1.0),
+            node_lifecycle_rows(["50s", "5s", "1m", "0.1", "0.01"])
+        );
+        assert_eq!(
+            at(0.5),
+            node_lifecycle_rows(["1m40s", "10s", "2m", "0.05", "0.005"])
+        );
+        // The durations stop at their floors (0.5 s, 50 ms and 0.6 s divided); rates go on up.
+        assert_eq!(
+            at(100.0),
+            node_lifecycle_rows(["2s", "200ms", "2s", "10", "1"])
+        );
+        assert_eq!(
+            at(1000.0),
+            node_lifecycle_rows(["2s", "200ms", "2s", "100", "10"])
+        );
+        // To the millisecond, and rates as plain decimals (0.1 x 3 is 0.30000000000000004).
+        assert_eq!(
+            at(3.0),
+            node_lifecycle_rows(["16.666s", "1.666s", "20s", "0.3", "0.03"])
+        );
+        assert_eq!(at(0.001)[4].2, "0.00001");
+        // A rate never reaches 0 (no evictions at all) nor a float32's infinity.
+        for speed in [1e-60, 1e60] {
+            for (_, _, rate) in &at(speed)[3..] {
+                let parsed: f32 = rate.parse().unwrap();
+                assert!(parsed > 0.0 && parsed.is_finite(), "{speed}: {rate}");
+                assert!(!rate.contains(['e', 'E']), "{rate}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_lifecycle_run_passes_its_flags_at_every_speed_after_the_hpa_controllers() {
+        let run = |speed, hpa: bool| ControllerManagerRun {
+            hpa: if hpa { hpa_flags(speed) } else { Vec::new() },
+            node_lifecycle: node_lifecycle_flags(speed),
+        };
+        // At 1x too: the environment's launch flags tune the grace period to 200 s.
+        let at_one = run(1.0, true).args();
+        assert_eq!(
+            at_one,
+            [
+                "--node-monitor-grace-period=50s",
+                "--node-monitor-period=5s",
+                "--node-startup-grace-period=1m",
+                "--node-eviction-rate=0.1",
+                "--secondary-node-eviction-rate=0.01",
+            ]
+        );
+        // So a node lifecycle run at 1x restarts KCM from its defaults (RestoreDefaults' args).
+        assert_ne!(at_one, ControllerManagerRun::default().args());
+        assert_eq!(
+            run(10.0, true).args(),
+            [
+                "--horizontal-pod-autoscaler-sync-period=1.5s",
+                "--horizontal-pod-autoscaler-downscale-stabilization=30s",
+                "--horizontal-pod-autoscaler-initial-readiness-delay=3s",
+                "--horizontal-pod-autoscaler-cpu-initialization-period=30s",
+                "--node-monitor-grace-period=5s",
+                "--node-monitor-period=500ms",
+                "--node-startup-grace-period=6s",
+                "--node-eviction-rate=1",
+                "--secondary-node-eviction-rate=0.1",
+            ]
+        );
+        assert_eq!(run(10.0, false).args()[0], "--node-monitor-grace-period=5s");
+    }
+
+    #[test]
+    fn node_lifecycle_flags_are_listed_after_the_hpa_controllers_when_the_run_asks() {
+        let setup = |workload_autoscaling, node_lifecycle| Setup {
+            controller_manager: ControllerManagerRun {
+                hpa: hpa_flags(10.0),
+                node_lifecycle: if node_lifecycle {
+                    node_lifecycle_flags(10.0)
+                } else {
+                    Vec::new()
+                },
+            },
+            workload_autoscaling,
+            ..Setup::default()
+        };
+        let none = BTreeMap::new();
+        let listed = |workload_autoscaling, node_lifecycle| {
+            setup(workload_autoscaling, node_lifecycle)
+                .to_proto(&none)
+                .controller_manager_flags
+                .into_iter()
+                .map(|flag| (flag.name, flag.given, flag.as_run))
+                .collect::<Vec<_>>()
+        };
+        let node_lifecycle = node_lifecycle_rows(["5s", "500ms", "6s", "1", "0.1"]);
+        assert_eq!(listed(false, true), node_lifecycle);
+        // What the driver sizes the pool's leases by.
+        assert_eq!(
+            listed(false, true)
+                .iter()
+                .find(|(name, _, _)| name == "node-monitor-grace-period")
+                .map(|(_, _, as_run)| as_run.as_str()),
+            Some("5s")
+        );
+        let both = listed(true, true);
+        assert_eq!(both.len(), 9);
+        assert_eq!(both[..4], rows(&hpa_flags(10.0))[..]);
+        assert_eq!(both[4..], node_lifecycle[..]);
+        assert!(listed(false, false).is_empty());
     }
 
     /// The components of an existing cluster whose files go to `dir`, nothing started.
@@ -1441,6 +1691,7 @@ mod tests {
         // Whatever KCM runs, a run without workload autoscaling wants it so, and lists nothing.
         components.running.controller_manager = ControllerManagerRun {
             hpa: hpa_flags(4.0),
+            ..Default::default()
         };
         components.running.workload_autoscaling = true;
         let wanted = components.check(&run(false)).await.unwrap();
@@ -1449,6 +1700,56 @@ mod tests {
             components.running.controller_manager
         );
         assert!(!wanted.workload_autoscaling);
+        assert!(
+            components
+                .describe(&wanted)
+                .controller_manager_flags
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn node_lifecycle_needs_the_embedded_plane_at_every_speed_and_a_run_without_it_drops_it()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut components = of_an_existing_cluster(dir.path());
+        let run = |speed, workload_autoscaling, node_lifecycle| pb::Run {
+            speed,
+            workload_autoscaling,
+            node_lifecycle,
+            ..Default::default()
+        };
+        // At 1x too (the cluster's grace period is its own), alone or with workload autoscaling
+        // (which alone at 1x it would take).
+        for (speed, workload_autoscaling) in [(1.0, false), (1.0, true), (10.0, false), (0.5, true)]
+        {
+            let error = components
+                .check(&run(speed, workload_autoscaling, true))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&error, ConfigurationError::NotNow(message)
+                    if message.starts_with("node_lifecycle: ")
+                        && message.contains("existing cluster is not ksim's to restart")
+                        && message.contains("grace period")),
+                "{speed} {workload_autoscaling}: {error:?}"
+            );
+        }
+        assert!(components.check(&run(1.0, true, false)).await.is_ok());
+        // A run without node failures wants none of their flags, whatever KCM runs (the pool's
+        // tuned leases would outlive a run's grace period), and keeps the HPA flags as they run.
+        components.running.controller_manager = ControllerManagerRun {
+            hpa: hpa_flags(4.0),
+            node_lifecycle: node_lifecycle_flags(4.0),
+        };
+        let wanted = components.check(&run(4.0, false, false)).await.unwrap();
+        assert_eq!(
+            wanted.controller_manager,
+            ControllerManagerRun {
+                hpa: hpa_flags(4.0),
+                node_lifecycle: Vec::new(),
+            }
+        );
         assert!(
             components
                 .describe(&wanted)

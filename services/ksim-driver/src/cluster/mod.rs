@@ -4,6 +4,7 @@
 //! apiserver only through here.
 
 pub mod applier;
+pub mod availability;
 pub mod cron_runs;
 pub mod launch_lifetimes;
 pub mod lease;

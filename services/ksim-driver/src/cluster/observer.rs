@@ -73,6 +73,8 @@ struct Seen {
     /// Pods deleted before they ran.
     never_ran: Vec<NeverRan>,
     evicted: HashSet<String>,
+    /// Per pod evicted: when, its (simulated) namespace and its owner (see [`waits::owner`]).
+    evictions: Vec<(Instant, String, String)>,
     preempted: HashSet<String>,
     /// Per simulation pod uid, also after it is gone: the owner its waits count for.
     owners: HashMap<String, String>,
@@ -84,6 +86,9 @@ struct Seen {
     /// Why Karpenter disrupted or kept the simulation's nodes, per NodePool.
     node_disruptions: Vec<WaitReason>,
 }
+
+/// Evictions kept with their time and owner: a bound against a cluster evicting for hours.
+const MAX_EVICTIONS: usize = 100_000;
 
 /// Pods whose events are kept before the pod itself is seen: enough for a simulation's burst,
 /// bounded against a cluster's other pods.
@@ -262,6 +267,22 @@ impl Observer {
     pub fn disruptions(&self) -> (u64, u64) {
         let seen = self.lock();
         (seen.evicted.len() as u64, seen.preempted.len() as u64)
+    }
+
+    /// Per pod evicted so far: since the origin, its (simulated) namespace, and its owner
+    /// (`Kind/name`).
+    pub fn evictions(&self) -> Vec<(Duration, String, String)> {
+        let seen = self.lock();
+        seen.evictions
+            .iter()
+            .map(|(at, namespace, owner)| {
+                (
+                    at.saturating_duration_since(seen.origin),
+                    namespace.clone(),
+                    owner.clone(),
+                )
+            })
+            .collect()
     }
 
     pub fn waits(&self) -> Vec<WaitReason> {
@@ -482,6 +503,7 @@ impl Seen {
             starts,
             never_ran: Vec::new(),
             evicted: HashSet::new(),
+            evictions: Vec::new(),
             preempted: HashSet::new(),
             owners: HashMap::new(),
             event_counts: HashMap::new(),
@@ -575,13 +597,19 @@ impl Seen {
             Some("PreemptionByScheduler") => {
                 self.preempted.insert(uid.to_owned());
             }
-            Some(_) => {
-                self.evicted.insert(uid.to_owned());
-            }
-            None if status.reason.as_deref() == Some("Evicted") => {
-                self.evicted.insert(uid.to_owned());
-            }
+            Some(_) => self.evicted(uid, pod),
+            None if status.reason.as_deref() == Some("Evicted") => self.evicted(uid, pod),
             None => {}
+        }
+    }
+
+    fn evicted(&mut self, uid: &str, pod: &Pod) {
+        if self.evicted.insert(uid.to_owned()) && self.evictions.len() < MAX_EVICTIONS {
+            self.evictions.push((
+                Instant::now(),
+                pod.metadata.namespace.clone().unwrap_or_default(),
+                owner_of(pod),
+            ));
         }
     }
 

@@ -26,6 +26,7 @@
 pub mod autoscaled;
 pub mod bare_pods;
 pub mod cron;
+pub mod disruptions;
 pub mod hpa;
 pub mod launches;
 pub mod lifetimes;

@@ -49,6 +49,9 @@ pub struct RewriteOptions {
     /// The run's provisioning model: each pod template gets its owner's start delays (see
     /// [`POD_PROVISIONING_ANNOTATION`]). `None`: pods start at once.
     pub provisioning: Option<Model>,
+    /// The run fails nodes: pods tolerate unready and unreachable nodes for the recorded
+    /// time divided by the speed (see [`eviction_tolerations_at_speed`]).
+    pub node_failures: bool,
 }
 
 #[cfg(test)]
@@ -70,6 +73,7 @@ impl RewriteOptions {
             template_paths: HashMap::new(),
             node_groups: Vec::new(),
             provisioning: None,
+            node_failures: false,
         }
     }
 }
@@ -347,6 +351,9 @@ impl Rewriter {
                 "effect": NO_SCHEDULE,
             }));
         }
+        if self.options.node_failures {
+            eviction_tolerations_at_speed(tolerations, self.options.speed);
+        }
         // Recorded ports can hold duplicates the apiserver accepted on create but server-side
         // apply refuses (ports merge by key); virtual pods serve nothing.
         for list in ["containers", "initContainers", "ephemeralContainers"] {
@@ -435,6 +442,50 @@ fn child_object<'a>(
         })
         .or_insert_with(|| json!({}));
     value.as_object_mut()
+}
+
+/// The taints the node lifecycle controller puts on a node that stopped (`NoExecute`), and
+/// how long a pod tolerates each unless it says otherwise: kube-apiserver's
+/// DefaultTolerationSeconds admission plugin adds 300 s of each to every pod without one.
+const EVICTION_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
+const DEFAULT_TOLERATION_SECONDS: f64 = 300.0;
+
+/// A pod's time on a failed node, in recorded time, divided by the speed as every duration
+/// of a replay is: each `NoExecute` toleration of the eviction taints has its seconds
+/// divided, and a pod without one gets what the admission plugin would give it, divided.
+/// Whole seconds (the field's unit), rounded up and never below 1: a toleration of 0 s
+/// evicts at once, which no recorded one that waited did.
+fn eviction_tolerations_at_speed(tolerations: &mut Vec<Value>, speed: f64) {
+    let divided = |seconds: f64| json!(((seconds / speed).ceil() as i64).max(1));
+    for taint in EVICTION_TAINTS {
+        let mut tolerated = false;
+        for toleration in tolerations.iter_mut() {
+            let field = |name: &str| toleration.get(name).and_then(Value::as_str).unwrap_or("");
+            let matches_key =
+                field("key") == taint || (field("key").is_empty() && field("operator") == "Exists");
+            if !matches_key || !matches!(field("effect"), "" | "NoExecute") {
+                continue;
+            }
+            tolerated = true;
+            let seconds = toleration.get("tolerationSeconds").and_then(Value::as_f64);
+            if let (Some(seconds), Some(object)) = (seconds, toleration.as_object_mut())
+                && seconds > 0.0
+            {
+                object.insert("tolerationSeconds".to_owned(), divided(seconds));
+            }
+        }
+        if !tolerated {
+            tolerations.push(json!({
+                "key": taint,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": divided(DEFAULT_TOLERATION_SECONDS),
+            }));
+        }
+    }
 }
 
 /// Whether a toleration already tolerates the virtual-node taint.
@@ -733,6 +784,51 @@ mod tests {
             .apply(&deployment(), "shop", "web", recorded_deployment())
             .unwrap();
         assert!(object["spec"]["template"]["spec"].get("affinity").is_none());
+    }
+
+    #[test]
+    fn a_run_that_fails_nodes_divides_the_eviction_tolerations_by_the_speed() {
+        let mut tolerations = vec![
+            json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                   "effect": "NoExecute", "tolerationSeconds": 45}),
+            json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute",
+                   "tolerationSeconds": 600}),
+        ];
+        eviction_tolerations_at_speed(&mut tolerations, 10.0);
+        assert_eq!(
+            tolerations,
+            vec![
+                // 4.5 s rounds up.
+                json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                       "effect": "NoExecute", "tolerationSeconds": 5}),
+                json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute",
+                       "tolerationSeconds": 600}),
+                // The admission plugin's 300 s, divided.
+                json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                       "effect": "NoExecute", "tolerationSeconds": 30}),
+            ]
+        );
+        // A pod that tolerates everything forever is left alone, and no toleration drops to 0.
+        let mut forever = vec![json!({"operator": "Exists"})];
+        eviction_tolerations_at_speed(&mut forever, 10.0);
+        assert_eq!(forever, vec![json!({"operator": "Exists"})]);
+        let mut fast = Vec::new();
+        eviction_tolerations_at_speed(&mut fast, 1000.0);
+        assert!(fast.iter().all(|t| t["tolerationSeconds"] == 1), "{fast:?}");
+
+        let mut options = RewriteOptions::for_tests("ksim-sim-1", 10.0);
+        options.node_failures = true;
+        let rewriter = Rewriter::new(options, &Lifetimes::default());
+        let (_, object) = rewriter
+            .apply(&deployment(), "shop", "web", recorded_deployment())
+            .unwrap();
+        let seconds: Vec<_> = object["spec"]["template"]["spec"]["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t.get("tolerationSeconds"))
+            .collect();
+        assert_eq!(seconds, vec![&json!(30), &json!(30)]);
     }
 
     #[test]

@@ -130,6 +130,10 @@ pub struct SimulationSpec {
     /// Who decides scaled workloads' replica counts, as given (`domain::autoscaled` resolves
     /// the default against the trace).
     pub replicas: pb::ReplicaSource,
+    /// Failures injected into the replay, checked against the groups.
+    pub disruptions: Vec<super::disruptions::Disruption>,
+    /// Chooses the nodes each disruption takes.
+    pub disruption_seed: u64,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
     pub echo: pb::SimulationSpec,
 }
@@ -234,6 +238,9 @@ impl SimulationSpec {
             .as_ref()
             .map(|given| provisioning(given, &node_groups))
             .transpose()?;
+        let group_names: Vec<&str> = node_groups.iter().map(NodeGroup::name).collect();
+        let disruptions = super::disruptions::from_proto(&spec.disruptions, &group_names)
+            .map_err(|refused| invalid(refused.field, refused.problem))?;
         let mut echo = spec.clone();
         if matches!(source, TraceSource::Uploaded(_)) {
             echo.trace_source = Some(pb::simulation_spec::TraceSource::TraceFile(Vec::new()));
@@ -252,6 +259,8 @@ impl SimulationSpec {
             settle_start: spec.settle_start,
             provisioning,
             replicas,
+            disruptions,
+            disruption_seed: spec.disruption_seed,
             configuration: spec
                 .configuration
                 .filter(|c| *c != env::Configuration::default()),
@@ -268,6 +277,7 @@ impl SimulationSpec {
             autoscaler: self.enable_autoscaler,
             workload_autoscaling,
             karpenter: self.node_groups.iter().any(NodeGroup::is_karpenter),
+            node_lifecycle: !self.disruptions.is_empty(),
         }
     }
 }

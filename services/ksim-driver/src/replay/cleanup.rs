@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{context::RunContext, handle::Handle};
+use super::{context::RunContext, disruptions, handle::Handle};
 use crate::{
     cluster::{ClusterError, namespaces, nodepools, root, seats},
     domain::RootRef,
@@ -37,6 +37,10 @@ pub enum CleanupProblem {
     PoolGroup { name: String, source: MeshError },
     #[error("restoring the environment's scheduler and cluster-autoscaler: {0}")]
     Environment(MeshError),
+    #[error("bringing back the nodes the run failed: {0}")]
+    FailedNodes(String),
+    #[error("giving the pool's nodes back their own lease: {0}")]
+    NodeLease(MeshError),
 }
 
 fn join(problems: &[CleanupProblem]) -> String {
@@ -57,6 +61,10 @@ pub struct Created {
     pub autoscaled: bool,
     /// The environment was asked to run the simulation's configuration: restore its own.
     pub configured: bool,
+    /// The run's node lifecycle controller ran at its speed and the pool's nodes held leases to
+    /// match, for its disruptions: bring back the nodes it failed, and give the nodes the
+    /// pool's own lease once the controller runs as the environment's again.
+    pub node_lifecycle: bool,
 }
 
 /// How long cluster-autoscaler gets to refresh its node groups without the retiring ones: CA's
@@ -74,6 +82,13 @@ pub async fn cleanup(
     created: &Created,
 ) -> Result<(), CleanupError> {
     let mut problems = Vec::new();
+    // First: a failed node's kubelet finishes none of the pods the namespaces' deletion asks
+    // it to.
+    if created.node_lifecycle
+        && let Err(error) = disruptions::recover_all(&ctx.mesh).await
+    {
+        problems.push(CleanupProblem::FailedNodes(error));
+    }
     if created.root.is_some() {
         retire_autoscaler_groups(ctx, &handle.id, created.autoscaled).await;
         if let Err(problem) = delete_namespaces(ctx, &handle.id).await {
@@ -103,6 +118,12 @@ pub async fn cleanup(
         && let Err(error) = ctx.mesh.restore_defaults().await
     {
         problems.push(CleanupProblem::Environment(error));
+    }
+    // After the controller's own grace period is back: never shorter than the leases.
+    if created.node_lifecycle
+        && let Err(error) = ctx.mesh.set_node_lease(None).await
+    {
+        problems.push(CleanupProblem::NodeLease(error));
     }
     if problems.is_empty() {
         Ok(())

@@ -3,6 +3,8 @@
 //! own, restarting nothing that already runs so). It comes first so that no object of the
 //! simulation meets the scheduler or CA of another configuration.
 
+use std::time::Duration;
+
 use ksim_trace::time::now_ms;
 
 use super::{cleanup::Created, context::RunContext, prepare::PrepareError};
@@ -34,6 +36,15 @@ pub async fn configure(
                 .apply_configuration(environment.clone())
                 .await
                 .map_err(PrepareError::Configuration)?;
+            if let Some(lease) = node_lease(&applied) {
+                // Healthy nodes must renew well within the node lifecycle controller's grace
+                // period at this speed, as a kubelet's 40 s leases do within its 50 s.
+                created.node_lifecycle = true;
+                ctx.mesh
+                    .set_node_lease(Some(lease))
+                    .await
+                    .map_err(PrepareError::NodeLease)?;
+            }
             Some(applied)
         }
         None => None,
@@ -44,10 +55,22 @@ pub async fn configure(
     })
 }
 
+/// The lease the pool's nodes hold in a run whose node lifecycle controller runs at the
+/// replay's speed: four fifths of its grace period as run (a kubelet's 40 s to KCM's 50 s).
+/// `None` for a run that left the controller as the environment runs it.
+fn node_lease(applied: &ksim_report::AppliedConfiguration) -> Option<Duration> {
+    let grace = applied
+        .controller_manager_flags
+        .iter()
+        .find(|flag| flag.name == NODE_MONITOR_GRACE_PERIOD)?;
+    let grace = ksim_provisioning::go_duration::parse(&grace.as_run).ok()?;
+    Some(grace.mul_f64(0.8))
+}
+
+const NODE_MONITOR_GRACE_PERIOD: &str = "node-monitor-grace-period";
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use ksim_proto::ksim::driver::v1 as pb;
 
     use ksim_trace::Trace;

@@ -10,9 +10,12 @@ use std::{
 
 use ksim_proto::ksim::{driver::v1 as pb, env::v1::GetUnremovableNodesResponse};
 
-use super::progress::Progress;
+use super::{disruptions::Played, progress::Progress};
 use crate::{
-    cluster::{observer::Observer, replicas::ReplicaWatch, usage_replay::UsageCounts},
+    cluster::{
+        availability::AvailabilityWatch, observer::Observer, replicas::ReplicaWatch,
+        usage_replay::UsageCounts,
+    },
     domain::report::{self, GroupPrice, Observations, RecordedState, Sample, node_group_counts},
     domain::{nodes_kept::NodesKeptFold, warnings},
 };
@@ -48,9 +51,43 @@ pub struct Live {
     workload_scaling: Option<ksim_report::WorkloadScaling>,
     /// Scaled workloads' replicas, recorded and watched, when the trace holds HPAs.
     replicas: Option<Arc<ReplicaWatch>>,
+    /// The run's disruptions as played and the workloads watched over them; `None` for a run
+    /// without.
+    disruptions: Option<LiveDisruptions>,
     /// Whether reports so far may still be saved: false once the final one is written. Held
     /// while one is saved, so the final one never goes under a late partial one.
     saving: Mutex<bool>,
+}
+
+/// A run's disruptions: the seed, what the player did, and the workloads' ready replicas.
+#[derive(Debug)]
+pub struct LiveDisruptions {
+    pub seed: u64,
+    pub played: Played,
+    pub workloads: AvailabilityWatch,
+    /// Replayed namespaces are `<prefix>-<recorded>`.
+    pub namespace_prefix: String,
+}
+
+impl LiveDisruptions {
+    fn observed(&self, observer: &Observer) -> report::ObservedDisruptions {
+        let prefix = format!("{}-", self.namespace_prefix);
+        report::ObservedDisruptions {
+            seed: self.seed,
+            disruptions: self.played.observed(),
+            workloads: self.workloads.observed(),
+            // As the workloads are named: `Kind/<recorded namespace>/name`.
+            evictions: observer
+                .evictions()
+                .into_iter()
+                .filter_map(|(at, namespace, owner)| {
+                    let recorded = namespace.strip_prefix(&prefix)?;
+                    let (kind, name) = owner.split_once('/')?;
+                    Some((at, format!("{kind}/{recorded}/{name}")))
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Live {
@@ -80,8 +117,15 @@ impl Live {
             usage: None,
             workload_scaling: None,
             replicas: None,
+            disruptions: None,
             saving: Mutex::new(true),
         }
+    }
+
+    /// The run plays disruptions: what they did goes in the report.
+    pub fn with_disruptions(mut self, disruptions: LiveDisruptions) -> Self {
+        self.disruptions = Some(disruptions);
+        self
     }
 
     /// The recorded pods' pending times (`domain::recorded::recorded_pending`).
@@ -240,6 +284,10 @@ impl Live {
                 .and_then(|fold| fold.report(self.speed)),
             warnings: self.warnings.clone(),
             trace_transforms: self.trace_transforms.clone(),
+            disruptions: self
+                .disruptions
+                .as_ref()
+                .map(|disruptions| disruptions.observed(&self.observer)),
         }
     }
 

@@ -7,6 +7,7 @@ pub mod cleanup;
 pub mod configure;
 pub mod context;
 pub mod dispatch;
+pub mod disruptions;
 pub mod drain;
 pub mod ending;
 pub mod handle;

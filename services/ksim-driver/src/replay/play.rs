@@ -13,15 +13,17 @@ use super::{
     configure::Configured,
     context::RunContext,
     dispatch::{Dispatcher, Steps},
+    disruptions as disruption_player,
     ending::{Ending, stop_reason},
     handle::Handle,
-    live::Live,
+    live::{Live, LiveDisruptions},
     nodes_kept,
     prepare::{PrepareError, Prepared},
     progress::Progress,
 };
 use crate::{
     cluster::{
+        availability::AvailabilityWatch,
         seats,
         usage_replay::{self, DEFAULT_INTERVAL, RecordedClock, UsageCounts},
     },
@@ -47,6 +49,8 @@ pub struct Clock {
     reading: Option<JoinHandle<()>>,
     /// Replays recorded usage, when the trace holds some; stops with the clock.
     usage: Option<(AbortOnDropHandle<()>, Arc<UsageCounts>)>,
+    /// Plays the run's disruptions, when it has some; stops with the clock.
+    disruptions: Option<AbortOnDropHandle<()>>,
 }
 
 /// Releases the held autoscaler groups and starts the clock.
@@ -116,6 +120,23 @@ pub async fn start_clock(
             usage_counts.clone(),
         );
     }
+    let mut disruptions = None;
+    if !spec.disruptions.is_empty() {
+        let (task, played) = disruption_player::start(
+            ctx.mesh.clone(),
+            spec.disruptions.clone(),
+            spec.disruption_seed,
+            spec.speed,
+            origin,
+        );
+        disruptions = Some(task);
+        live = live.with_disruptions(LiveDisruptions {
+            seed: spec.disruption_seed,
+            played,
+            workloads: AvailabilityWatch::start(&ctx.client, &spec.namespace_prefix, origin),
+            namespace_prefix: spec.namespace_prefix.clone(),
+        });
+    }
     let live = Arc::new(
         live.with_workload_scaling(prepared.workload_scaling.clone())
             .with_replicas(prepared.replicas.clone()),
@@ -151,6 +172,7 @@ pub async fn start_clock(
         saving,
         reading,
         usage,
+        disruptions,
     })
 }
 
@@ -167,6 +189,7 @@ impl Clock {
             drop(task);
             tracing::info!(?counts, "usage replayed");
         }
+        drop(self.disruptions);
         handle.set_progress(self.live.sample());
     }
 }

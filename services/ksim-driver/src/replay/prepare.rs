@@ -67,6 +67,8 @@ pub enum PrepareError {
     GroupExists { name: String, namespace: String },
     #[error("running the scheduler and cluster-autoscaler with the configuration: {0}")]
     Configuration(#[source] MeshError),
+    #[error("giving the pool's nodes leases at the replay's speed: {0}")]
+    NodeLease(#[source] MeshError),
     #[error("asking the cloud provider for its node groups: {0}")]
     CloudProvider(#[source] MeshError),
     #[error("enable_autoscaler needs the driver's --cloudprov-url")]
@@ -137,6 +139,7 @@ pub async fn prepare(
                 .map(|g| g.name().to_owned())
                 .collect(),
             provisioning: Some(model.clone()),
+            node_failures: !spec.disruptions.is_empty(),
         },
         &lifetimes,
     );

@@ -186,6 +186,9 @@ async fn replay(
         provisioning: Some(demo_provisioning()),
         // The environment's own (the fast flags); CA's durations are still divided by the speed.
         configuration: None,
+        // The demo's cloud is healthy.
+        disruptions: Vec::new(),
+        disruption_seed: 0,
     };
     let show_progress = std::io::stdout().is_terminal();
     let outcome = run_simulation(&env.state().urls.driver, spec, out, show_progress).await?;

@@ -42,10 +42,10 @@ pub enum ExperimentCommand {
 pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
     /// `autoscalerGroups`, `nodePools`, `instanceTypes`, `providerConfig`, `settle`,
-    /// `provisioning`, `replicas`, and `variants`
+    /// `provisioning`, `replicas`, `nodeFailures`, `disruptionSeed`, and `variants`
     /// (each `name` and any of `schedulerConfig`, `autoscaler`, `autoscalerArgs`,
     /// `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`,
-    /// `provisioning`, `replicas`). Paths are relative to it.
+    /// `provisioning`, `replicas`, `nodeFailures`). Paths are relative to it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
@@ -268,6 +268,14 @@ fn run_args(
     for arg in &variant.autoscaler_args {
         arg.parse::<ksim_experiment::AutoscalerFlag>()?;
     }
+    let node_failures = variant
+        .node_failures_in(experiment)
+        .iter()
+        .map(|text| {
+            crate::run::disruptions::parse_node_failure(text)
+                .map_err(|error| anyhow::anyhow!("node failure {text:?}: {error}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(RunArgs {
         trace_file: Some(path(&experiment.trace)),
         transform: variant.transform.as_deref().map(path),
@@ -301,6 +309,8 @@ fn run_args(
                 ksim_experiment::experiment::Replicas::Recorded => crate::run::Replicas::Recorded,
                 ksim_experiment::experiment::Replicas::Hpa => crate::run::Replicas::Hpa,
             }),
+        node_failures,
+        disruption_seed: experiment.disruption_seed,
         repeat: 1,
         stored: false,
         trace_id: None,
@@ -422,6 +432,26 @@ fn succeeded(variant: &VariantRuns) -> Vec<&Report> {
         .collect()
 }
 
+/// Per workload of the runs' disruptions: its availability's mean and spread over the runs
+/// that had it.
+fn availability(reports: &[&Report]) -> BTreeMap<String, Stat> {
+    let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for report in reports {
+        for (workload, value) in ksim_report::availability(report) {
+            values.entry(workload).or_default().push(value);
+        }
+    }
+    values
+        .into_iter()
+        .map(|(workload, values)| {
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (workload, Stat { mean, min, max })
+        })
+        .collect()
+}
+
 /// What assertions see: each variant's figures (mean, min, max) and its unfinished runs.
 fn variant_figures(
     runs: &[VariantRuns],
@@ -461,6 +491,7 @@ fn variant_figures(
                     figures,
                     failed: u32::try_from(failed).unwrap_or(u32::MAX),
                     noise,
+                    availability: availability(&succeeded(variant)),
                 },
             )
         })

@@ -1,5 +1,6 @@
 //! `ksim run`: replay a trace through the driver, follow it, and print its report.
 
+pub mod disruptions;
 pub mod groups;
 mod progress;
 pub mod simulate;
@@ -116,6 +117,18 @@ pub struct RunArgs {
     /// and HPAs, recorded otherwise.
     #[arg(long, value_enum, value_name = "SOURCE")]
     pub replicas: Option<Replicas>,
+
+    /// Fail nodes during the replay (repeatable), in recorded time: GROUP's SHARE of Ready
+    /// nodes (default 1, all; chosen by --disruption-seed) stop heartbeating AT after the
+    /// replay's start, for FOR (default: to the end). The real node lifecycle controller then
+    /// taints them and the pods are evicted once their tolerations run out
+    /// (docs/disruptions.md).
+    #[arg(long = "node-failure", value_name = "group=NAME,at=DURATION[,share=S][,for=DURATION]", value_parser = disruptions::parse_node_failure)]
+    pub node_failures: Vec<ksim_proto::ksim::driver::v1::Disruption>,
+
+    /// Chooses which nodes the disruptions take: the same seed, the same nodes.
+    #[arg(long, value_name = "SEED", default_value_t = 0)]
+    pub disruption_seed: u64,
 
     /// Run the simulation N times, one after another (each with its own report), then print
     /// the spread of peak nodes, pending p99 and scale-ups over the runs.

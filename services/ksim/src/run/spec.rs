@@ -116,6 +116,8 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .as_deref()
             .map(provisioning_model)
             .transpose()?,
+        disruptions: args.node_failures.clone(),
+        disruption_seed: args.disruption_seed,
     })
 }
 

@@ -5,6 +5,7 @@ mod cli_env;
 mod common;
 mod configuration;
 mod demo;
+mod disruptions;
 mod experiment;
 mod fan_out;
 mod fidelity;

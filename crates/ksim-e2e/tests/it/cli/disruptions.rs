@@ -1,0 +1,147 @@
+//! A node failure as a user runs it (issue 56): `ksim run --node-failure` stops one node of
+//! three mid-replay, and what follows is the real control plane's: the node lifecycle
+//! controller (at the replay's speed) finds it unreachable, the taint eviction controller
+//! evicts its pod once the pod's toleration (300 s, divided) runs out, the replacement waits
+//! for room until the node comes back, and the report says what it cost.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::common::{
+    deployment, shop_deployment,
+    up::{Up, report_dir},
+    write_trace,
+};
+
+const SKELETON: &str = ksim_localenv::fixtures::M5_LARGE_SKELETON;
+/// Fast enough that the recorded 15 minutes take 45 s, slow enough that the node lifecycle
+/// controller's grace period (2.5 s) stays above its floor.
+const SPEED: &str = "20";
+
+fn report_of(printed: &str) -> Value {
+    let path = Path::new(report_dir(printed)).join("report.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn seconds(value: &Value) -> f64 {
+    value
+        .as_f64()
+        .unwrap_or_else(|| panic!("not a number: {value}"))
+        / 1000.0
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported() {
+    let up = tokio::task::spawn_blocking(|| Up::start(&[]))
+        .await
+        .unwrap();
+    let dir = up.state.path();
+    // web: three pods of one CPU, one per m5.large (1930m): no node has room for a fourth.
+    // The trace goes on for 15 recorded minutes.
+    let web = shop_deployment("web", 3, "1", "256Mi", "1");
+    let trace = dir.join("web.ksim");
+    write_trace(
+        &trace,
+        [
+            (1_767_225_600_000, deployment(&web)),
+            (1_767_225_600_000 + 900_000, deployment(&web)),
+        ],
+        &[],
+    );
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let group = format!("--node-group=a={}:3", skeleton.display());
+    let trace = trace.to_str().unwrap();
+    let run = |failure: &str| {
+        up.ksim_any(&[
+            "run".into(),
+            trace.into(),
+            "--driver".into(),
+            up.urls.driver.clone(),
+            group.clone(),
+            "--speed".into(),
+            SPEED.into(),
+            "--node-failure".into(),
+            failure.into(),
+            "--disruption-seed".into(),
+            "7".into(),
+        ])
+    };
+
+    // Refused before anything starts, naming the field.
+    let refused = run("group=b,at=60s");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
+    assert!(
+        said.contains("spec.disruptions[0].node_failure.node_group: \"b\" is not a node group"),
+        "{said}"
+    );
+
+    // One node of three (0.3, rounded up) fails a minute in and comes back 7.5 minutes later.
+    let output = run("group=a,share=0.3,at=60s,for=450s");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report_of(&printed);
+    let disruptions = &report["disruptions"];
+    assert_eq!(disruptions["seed"], 7, "{disruptions:#}");
+    let failure = &disruptions["outcomes"][0];
+    assert_eq!(failure["kind"], "node-failure", "{disruptions:#}");
+    assert_eq!(
+        failure["nodes"].as_array().unwrap().len(),
+        1,
+        "{disruptions:#}"
+    );
+    // Recorded time, within a few buckets of what was asked.
+    let began = seconds(&failure["offset_ms"]);
+    assert!((60.0..75.0).contains(&began), "{disruptions:#}");
+    let back = seconds(&failure["recovered_offset_ms"]);
+    assert!((510.0..530.0).contains(&back), "{disruptions:#}");
+
+    // The workload lost a ready pod when the controller found the node, and its pod was
+    // evicted (its toleration ran out) before the node came back.
+    let web = &disruptions["workloads"][0];
+    assert_eq!(web["name"], "Deployment/shop/web", "{disruptions:#}");
+    assert_eq!(
+        (web["desired"].as_u64(), web["lowest_ready"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert_eq!(web["pods_evicted"], 1, "{disruptions:#}");
+    let availability = web["availability"].as_f64().unwrap();
+    assert!(availability > 0.0 && availability < 1.0, "{disruptions:#}");
+    // No other node had room: the replacement ran only once the node was back, so the
+    // workload was whole again no sooner than the failure lasted, and before the end.
+    assert_eq!(failure["recovered"], true, "{disruptions:#}");
+    let recovery = seconds(&failure["time_to_recovery_ms"]);
+    assert!(recovery >= 450.0 - 5.0, "{disruptions:#}");
+    let below = seconds(&web["time_below_desired_ms"]);
+    assert!(
+        below > 300.0 && below <= recovery + 5.0,
+        "below {below}, recovery {recovery}: {disruptions:#}"
+    );
+
+    // The controller ran at the replay's speed: production's 50 s grace period, divided.
+    let flags = report["configuration"]["controller_manager_flags"]
+        .as_array()
+        .unwrap();
+    let grace = flags
+        .iter()
+        .find(|flag| flag["name"] == "node-monitor-grace-period")
+        .unwrap_or_else(|| panic!("{flags:#?}"));
+    assert_eq!(
+        (grace["given"].as_str(), grace["as_run"].as_str()),
+        (Some("50s"), Some("2.5s"))
+    );
+    assert!(
+        printed.contains("disruptions:       node-failure of a at ")
+            && printed
+                .contains("availability:      0 workload(s) always at desired ready, 1 below"),
+        "{printed}"
+    );
+}

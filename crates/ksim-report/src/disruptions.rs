@@ -1,0 +1,316 @@
+//! What a run's injected disruptions cost: per workload its ready replicas against its desired
+//! ones from the first disruption to the end of the run, and per disruption how long the
+//! workloads took to be whole again. Observed in wall-clock time, reported in recorded time.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use ksim_proto::json::of_millis;
+
+use crate::{
+    DisruptionOutcome, Disruptions, WorkloadAvailability,
+    input::{ObservedAvailability, ObservedDisruptions, ReadyPoint},
+    timeline::{millis, recorded},
+};
+
+/// The report's disruptions from what the replay observed, up to `end` (wall clock since the
+/// replay start, the last sample's offset).
+pub fn disruptions(observed: &ObservedDisruptions, end: Duration, speed: f64) -> Disruptions {
+    let begun: Vec<Duration> = observed
+        .disruptions
+        .iter()
+        .filter(|disruption| disruption.error.is_empty())
+        .map(|disruption| disruption.offset)
+        .collect();
+    let first = begun.iter().min().copied();
+    let proto = |wall: Duration| of_millis(millis(recorded(wall, speed)));
+    let workloads = match first {
+        Some(first) => observed
+            .workloads
+            .iter()
+            .filter_map(|workload| availability(workload, first, end, speed, &observed.evictions))
+            .collect(),
+        None => Vec::new(),
+    };
+    let outcomes = observed
+        .disruptions
+        .iter()
+        .map(|disruption| {
+            let (time_to_recovery, recovered) = if disruption.error.is_empty() {
+                recovery(&observed.workloads, disruption.offset, end)
+            } else {
+                (None, true)
+            };
+            DisruptionOutcome {
+                kind: disruption.kind.clone(),
+                node_group: disruption.node_group.clone(),
+                offset: Some(proto(disruption.offset)),
+                nodes: disruption.nodes.clone(),
+                recovered_offset: disruption.recovered.map(proto),
+                time_to_recovery: time_to_recovery.map(proto),
+                recovered,
+                error: disruption.error.clone(),
+            }
+        })
+        .collect();
+    Disruptions {
+        seed: observed.seed,
+        outcomes,
+        workloads,
+        pods_evicted: first.map_or(0, |first| {
+            observed
+                .evictions
+                .iter()
+                .filter(|(at, _)| *at >= first)
+                .count() as u64
+        }),
+    }
+}
+
+/// The point in force at `at`: the last at or before it.
+fn at_time(points: &[ReadyPoint], at: Duration) -> Option<ReadyPoint> {
+    points.iter().take_while(|p| p.offset <= at).last().copied()
+}
+
+fn below(point: &ReadyPoint) -> bool {
+    point.ready < point.desired
+}
+
+/// One workload over `[from, end]`; `None` for one that wanted no replicas in that span.
+fn availability(
+    workload: &ObservedAvailability,
+    from: Duration,
+    end: Duration,
+    speed: f64,
+    evictions: &[(Duration, String)],
+) -> Option<WorkloadAvailability> {
+    // The span starts at the disruption, or where the workload was first seen after it.
+    let start_point = at_time(&workload.points, from)
+        .map(|point| ReadyPoint {
+            offset: from,
+            ..point
+        })
+        .or_else(|| workload.points.iter().find(|p| p.offset <= end).copied())?;
+    let start = start_point.offset;
+    let later = workload
+        .points
+        .iter()
+        .filter(|p| p.offset > start && p.offset <= end)
+        .copied();
+    let steps: Vec<ReadyPoint> = std::iter::once(start_point).chain(later).collect();
+    if steps.iter().all(|p| p.desired == 0) {
+        return None;
+    }
+    let mut below_for = Duration::ZERO;
+    for (index, point) in steps.iter().enumerate() {
+        let until = steps.get(index + 1).map_or(end, |next| next.offset);
+        if below(point) {
+            below_for += until.saturating_sub(point.offset);
+        }
+    }
+    let span = end.saturating_sub(start);
+    let share_below = if span.is_zero() {
+        0.0
+    } else {
+        below_for.as_secs_f64() / span.as_secs_f64()
+    };
+    Some(WorkloadAvailability {
+        name: workload.workload.clone(),
+        desired: start_point.desired,
+        lowest_ready: steps.iter().map(|p| p.ready).min().unwrap_or(0),
+        time_below_desired: Some(of_millis(millis(recorded(below_for, speed)))),
+        availability: (1.0 - share_below).clamp(0.0, 1.0),
+        pods_evicted: evictions
+            .iter()
+            .filter(|(at, name)| *at >= from && *name == workload.workload)
+            .count() as u64,
+    })
+}
+
+/// From `from` until every workload was back at its desired ready replicas after the first
+/// drop that followed (`None`: none dropped, or none came back by `end`), and whether all were
+/// whole at `end`.
+fn recovery(
+    workloads: &[ObservedAvailability],
+    from: Duration,
+    end: Duration,
+) -> (Option<Duration>, bool) {
+    // Every change from `from` on, in time order, applied one at a time to a count of the
+    // workloads below their desired replicas.
+    let mut state: BTreeMap<&str, bool> = BTreeMap::new();
+    let mut changes: Vec<(Duration, &str, bool)> = Vec::new();
+    for workload in workloads {
+        let name = workload.workload.as_str();
+        state.insert(
+            name,
+            at_time(&workload.points, from).is_some_and(|p| below(&p)),
+        );
+        changes.extend(
+            workload
+                .points
+                .iter()
+                .filter(|p| p.offset > from && p.offset <= end)
+                .map(|p| (p.offset, name, below(p))),
+        );
+    }
+    changes.sort_by_key(|&(at, _, _)| at);
+    let mut below_count = state.values().filter(|b| **b).count();
+    let mut dropped = below_count > 0;
+    let mut recovered_at = None;
+    let mut index = 0;
+    while index < changes.len() {
+        let at = changes[index].0;
+        // All the changes at one instant, then the count.
+        while index < changes.len() && changes[index].0 == at {
+            let (_, name, now_below) = changes[index];
+            if let Some(was) = state.insert(name, now_below) {
+                match (was, now_below) {
+                    (false, true) => below_count += 1,
+                    (true, false) => below_count -= 1,
+                    _ => {}
+                }
+            } else if now_below {
+                below_count += 1;
+            }
+            index += 1;
+        }
+        if below_count > 0 {
+            dropped = true;
+        } else if dropped && recovered_at.is_none() {
+            recovered_at = Some(at);
+        }
+    }
+    (
+        recovered_at.map(|at| at.saturating_sub(from)),
+        below_count == 0,
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::input::ObservedDisruption;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn point(at: u64, desired: u64, ready: u64) -> ReadyPoint {
+        ReadyPoint {
+            offset: secs(at),
+            desired,
+            ready,
+        }
+    }
+
+    fn observed() -> ObservedDisruptions {
+        ObservedDisruptions {
+            seed: 3,
+            disruptions: vec![
+                ObservedDisruption {
+                    kind: "node-failure".into(),
+                    node_group: "m5".into(),
+                    offset: secs(10),
+                    nodes: vec!["m5-1".into()],
+                    recovered: Some(secs(40)),
+                    error: String::new(),
+                },
+                ObservedDisruption {
+                    kind: "node-failure".into(),
+                    node_group: "m5".into(),
+                    offset: secs(90),
+                    nodes: Vec::new(),
+                    recovered: None,
+                    error: "the run ended before it".into(),
+                },
+            ],
+            workloads: vec![
+                // Two replicas, one lost at 15 s, back at 25 s.
+                ObservedAvailability {
+                    workload: "Deployment/shop/web".into(),
+                    points: vec![
+                        point(0, 2, 0),
+                        point(2, 2, 2),
+                        point(15, 2, 1),
+                        point(25, 2, 2),
+                    ],
+                },
+                // Never below.
+                ObservedAvailability {
+                    workload: "Deployment/shop/db".into(),
+                    points: vec![point(0, 1, 1)],
+                },
+                // Wants nothing: left out.
+                ObservedAvailability {
+                    workload: "Deployment/shop/off".into(),
+                    points: vec![point(0, 0, 0)],
+                },
+            ],
+            evictions: vec![
+                (secs(5), "Deployment/shop/web".into()),
+                (secs(14), "Deployment/shop/web".into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn availability_counts_from_the_first_disruption_in_recorded_time() {
+        let report = disruptions(&observed(), secs(60), 10.0);
+        assert_eq!(report.seed, 3);
+        let web = &report.workloads[0];
+        assert_eq!(web.name, "Deployment/shop/web");
+        assert_eq!((web.desired, web.lowest_ready), (2, 1));
+        // 10 s below of the 50 s from the disruption to the end, at 10x.
+        assert_eq!(web.time_below_desired, Some(of_millis(100_000)));
+        assert!(
+            (web.availability - 0.8).abs() < 1e-9,
+            "{}",
+            web.availability
+        );
+        // The eviction before the disruption is not its.
+        assert_eq!(web.pods_evicted, 1);
+        assert_eq!(report.pods_evicted, 1);
+        let db = &report.workloads[1];
+        assert_eq!((db.lowest_ready, db.availability), (1, 1.0));
+        assert_eq!(
+            report.workloads.len(),
+            2,
+            "a workload that wants nothing is left out"
+        );
+    }
+
+    #[test]
+    fn recovery_is_timed_from_the_disruption_to_the_workloads_whole_again() {
+        let report = disruptions(&observed(), secs(60), 10.0);
+        let failure = &report.outcomes[0];
+        assert_eq!(failure.offset, Some(of_millis(100_000)));
+        assert_eq!(failure.recovered_offset, Some(of_millis(400_000)));
+        assert_eq!(failure.time_to_recovery, Some(of_millis(150_000)));
+        assert!(failure.recovered);
+        let missed = &report.outcomes[1];
+        assert_eq!(missed.error, "the run ended before it");
+        assert_eq!(missed.time_to_recovery, None);
+    }
+
+    #[test]
+    fn a_workload_still_down_at_the_end_has_not_recovered() {
+        let mut observed = observed();
+        observed.workloads[0].points.truncate(3);
+        let report = disruptions(&observed, secs(60), 1.0);
+        let failure = &report.outcomes[0];
+        assert_eq!((failure.time_to_recovery, failure.recovered), (None, false));
+        assert_eq!(
+            report.workloads[0].time_below_desired,
+            Some(of_millis(45_000))
+        );
+    }
+
+    #[test]
+    fn without_a_disruption_that_began_no_workload_is_judged() {
+        let mut observed = observed();
+        observed.disruptions.remove(0);
+        let report = disruptions(&observed, secs(60), 1.0);
+        assert!(report.workloads.is_empty());
+        assert_eq!(report.pods_evicted, 0);
+    }
+}

@@ -1,0 +1,316 @@
+//! Disruptions injected into a replay (docs/disruptions.md): checked whole before anything
+//! starts, scheduled in wall-clock time at the run's speed, and the nodes each takes chosen
+//! by the run's seed.
+
+use std::time::Duration;
+
+use ksim_proto::ksim::driver::v1 as pb;
+
+/// Latest a disruption may begin or last, in recorded time: a year, the longest replay a spec
+/// may ask for.
+const MAX_OFFSET: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A disruption refused, naming the field (`domain::spec` makes it a spec error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct Invalid {
+    pub field: String,
+    pub problem: String,
+}
+
+/// A node failure that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFailure {
+    pub group: String,
+    /// In (0, 1].
+    pub share: f64,
+    /// Recorded time since the replay's start.
+    pub at: Duration,
+    /// Recorded time the nodes stay down; `None`: to the end of the run.
+    pub duration: Option<Duration>,
+}
+
+/// A disruption that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Disruption {
+    NodeFailure(NodeFailure),
+}
+
+impl Disruption {
+    /// The kind's name in reports and flags.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NodeFailure(_) => "node-failure",
+        }
+    }
+
+    pub fn group(&self) -> &str {
+        match self {
+            Self::NodeFailure(failure) => &failure.group,
+        }
+    }
+
+    pub fn at(&self) -> Duration {
+        match self {
+            Self::NodeFailure(failure) => failure.at,
+        }
+    }
+}
+
+fn invalid(field: String, problem: impl Into<String>) -> Invalid {
+    Invalid {
+        field,
+        problem: problem.into(),
+    }
+}
+
+/// Checks every disruption of a spec against its node groups' names, naming the field of the
+/// first that is wrong.
+pub fn from_proto(given: &[pb::Disruption], groups: &[&str]) -> Result<Vec<Disruption>, Invalid> {
+    given
+        .iter()
+        .enumerate()
+        .map(|(index, disruption)| {
+            let field = format!("spec.disruptions[{index}]");
+            match &disruption.kind {
+                Some(pb::disruption::Kind::NodeFailure(failure)) => {
+                    node_failure(failure, groups, &format!("{field}.node_failure"))
+                        .map(Disruption::NodeFailure)
+                }
+                None => Err(invalid(field, "set node_failure")),
+            }
+        })
+        .collect()
+}
+
+fn node_failure(
+    given: &pb::NodeFailure,
+    groups: &[&str],
+    field: &str,
+) -> Result<NodeFailure, Invalid> {
+    if !groups.contains(&given.node_group.as_str()) {
+        let known = groups;
+        return Err(invalid(
+            format!("{field}.node_group"),
+            if known.is_empty() {
+                format!(
+                    "{:?} is not a node group of the spec, which has none",
+                    given.node_group
+                )
+            } else {
+                format!(
+                    "{:?} is not a node group of the spec (it has {})",
+                    given.node_group,
+                    known.join(", ")
+                )
+            },
+        ));
+    }
+    let share = match given.share {
+        0.0 => 1.0,
+        share if share > 0.0 && share <= 1.0 => share,
+        share => {
+            return Err(invalid(
+                format!("{field}.share"),
+                format!("must be in (0, 1] (0 means 1), got {share}"),
+            ));
+        }
+    };
+    let offset = |name: &str, value: Option<prost_types::Duration>, zero_ok: bool| {
+        value
+            .map(|value| {
+                Duration::try_from(value)
+                    .ok()
+                    .filter(|d| (zero_ok || !d.is_zero()) && *d <= MAX_OFFSET)
+                    .ok_or_else(|| {
+                        invalid(
+                            format!("{field}.{name}"),
+                            format!(
+                                "must be {} and at most {} days",
+                                if zero_ok { "non-negative" } else { "positive" },
+                                MAX_OFFSET.as_secs() / 86_400
+                            ),
+                        )
+                    })
+            })
+            .transpose()
+    };
+    Ok(NodeFailure {
+        group: given.node_group.clone(),
+        share,
+        at: offset("at", given.at, true)?.unwrap_or_default(),
+        duration: offset("duration", given.duration, false)?,
+    })
+}
+
+/// What the replay does to a disruption at a wall-clock time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Begin,
+    End,
+}
+
+/// Every disruption's beginning and end (when it has one), in wall-clock time since the
+/// replay's start at `speed`, in time order (a disruption's beginning before its end).
+pub fn schedule(disruptions: &[Disruption], speed: f64) -> Vec<(Duration, usize, Step)> {
+    let wall = |recorded: Duration| recorded.div_f64(speed);
+    let mut steps: Vec<(Duration, usize, Step)> = disruptions
+        .iter()
+        .enumerate()
+        .flat_map(|(index, disruption)| {
+            let Disruption::NodeFailure(failure) = disruption;
+            let end = failure
+                .duration
+                .map(|lasts| (wall(failure.at.saturating_add(lasts)), index, Step::End));
+            std::iter::once((wall(failure.at), index, Step::Begin)).chain(end)
+        })
+        .collect();
+    steps.sort_by_key(|&(at, index, step)| (at, index, step == Step::End));
+    steps
+}
+
+/// The nodes a disruption takes: `share` of `nodes` (oldest first), rounded up, at places the
+/// seed and the disruption's index decide, so the same seed takes the same places. Returned in
+/// the order given.
+pub fn choose(seed: u64, index: usize, nodes: &[String], share: f64) -> Vec<String> {
+    let wanted = (nodes.len() as f64 * share).ceil() as usize;
+    let wanted = wanted.clamp(usize::from(!nodes.is_empty()), nodes.len());
+    let mut places: Vec<usize> = (0..nodes.len()).collect();
+    places.sort_by_key(|&place| mix(seed ^ mix(index as u64) ^ mix(place as u64 ^ 0xd1b5)));
+    let mut taken: Vec<usize> = places.into_iter().take(wanted).collect();
+    taken.sort_unstable();
+    taken
+        .into_iter()
+        .map(|place| nodes[place].clone())
+        .collect()
+}
+
+/// splitmix64's finaliser: spreads nearby inputs apart, the same on every platform and release.
+fn mix(value: u64) -> u64 {
+    let mut z = value.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn groups() -> Vec<&'static str> {
+        vec!["m5"]
+    }
+
+    fn failure(group: &str, share: f64, at_s: i64, for_s: Option<i64>) -> pb::Disruption {
+        let seconds = |seconds| prost_types::Duration { seconds, nanos: 0 };
+        pb::Disruption {
+            kind: Some(pb::disruption::Kind::NodeFailure(pb::NodeFailure {
+                node_group: group.to_owned(),
+                share,
+                at: Some(seconds(at_s)),
+                duration: for_s.map(seconds),
+            })),
+        }
+    }
+
+    #[test]
+    fn a_failure_is_checked_and_share_zero_means_all() {
+        let checked = from_proto(&[failure("m5", 0.0, 600, Some(300))], &groups()).unwrap();
+        assert_eq!(
+            checked,
+            vec![Disruption::NodeFailure(NodeFailure {
+                group: "m5".to_owned(),
+                share: 1.0,
+                at: Duration::from_secs(600),
+                duration: Some(Duration::from_secs(300)),
+            })]
+        );
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let refused = |disruption: pb::Disruption| {
+            from_proto(&[failure("m5", 0.5, 0, None), disruption], &groups())
+                .unwrap_err()
+                .to_string()
+        };
+        let message = refused(failure("c5", 0.5, 10, None));
+        assert!(
+            message.starts_with("spec.disruptions[1].node_failure.node_group: \"c5\"")
+                && message.contains("(it has m5)"),
+            "{message}"
+        );
+        for share in [1.5, -0.1, f64::NAN, f64::INFINITY] {
+            let message = refused(failure("m5", share, 10, None));
+            assert!(
+                message.starts_with("spec.disruptions[1].node_failure.share: must be in (0, 1]"),
+                "{message}"
+            );
+        }
+        let message = refused(failure("m5", 0.5, -1, None));
+        assert!(
+            message.starts_with("spec.disruptions[1].node_failure.at: must be non-negative"),
+            "{message}"
+        );
+        let message = refused(failure("m5", 0.5, 10, Some(0)));
+        assert!(
+            message.starts_with("spec.disruptions[1].node_failure.duration: must be positive"),
+            "{message}"
+        );
+        let message = refused(failure("m5", 0.5, 10, Some(400 * 86_400)));
+        assert!(message.contains("at most 365 days"), "{message}");
+        let message = refused(pb::Disruption { kind: None });
+        assert_eq!(message, "spec.disruptions[1]: set node_failure");
+    }
+
+    #[test]
+    fn the_schedule_is_in_wall_clock_time_and_in_order() {
+        let checked = from_proto(
+            &[
+                failure("m5", 1.0, 600, Some(300)),
+                failure("m5", 1.0, 100, None),
+            ],
+            &groups(),
+        )
+        .unwrap();
+        assert_eq!(
+            schedule(&checked, 10.0),
+            vec![
+                (Duration::from_secs(10), 1, Step::Begin),
+                (Duration::from_secs(60), 0, Step::Begin),
+                (Duration::from_secs(90), 0, Step::End),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_seed_decides_which_nodes_and_the_share_how_many() {
+        let nodes: Vec<String> = (0..10).map(|n| format!("m5-{n}")).collect();
+        let half = choose(7, 0, &nodes, 0.5);
+        assert_eq!(half.len(), 5);
+        assert_eq!(
+            choose(7, 0, &nodes, 0.5),
+            half,
+            "the same seed, the same nodes"
+        );
+        let others: Vec<Vec<String>> = (0..8).map(|seed| choose(seed, 0, &nodes, 0.5)).collect();
+        assert!(
+            others.iter().any(|chosen| *chosen != half),
+            "the seed changes the choice"
+        );
+        assert_ne!(
+            choose(7, 1, &nodes, 0.5),
+            half,
+            "another disruption draws its own"
+        );
+        // Rounded up: a share of a node is a node.
+        assert_eq!(choose(7, 0, &nodes, 0.01).len(), 1);
+        assert_eq!(choose(7, 0, &nodes, 1.0), nodes);
+        assert!(choose(7, 0, &[], 1.0).is_empty());
+        // In the order given (oldest first).
+        let mut sorted = half.clone();
+        sorted.sort_by_key(|name| nodes.iter().position(|n| n == name));
+        assert_eq!(half, sorted);
+    }
+}
