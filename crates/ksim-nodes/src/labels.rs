@@ -72,6 +72,12 @@ pub const MAX_SIZE_ANNOTATION: &str = "ksim.io/max-size";
 /// before the replay's clock starts. The driver removes it when the clock starts.
 pub const HELD_ANNOTATION: &str = "ksim.io/held";
 
+/// Seat Deployment annotation set while the group's cloud has no capacity (a run's stockout or
+/// zone outage): the cloud provider refuses every scale-up of the group, as a cloud answers
+/// one it cannot fill, with the annotation's value as the reason. The driver removes it when
+/// the window ends.
+pub const STOCKOUT_ANNOTATION: &str = "ksim.io/stockout";
+
 /// Seat Deployment annotation set by whoever is about to delete the group (the driver's
 /// cleanup): the cloud provider stops offering the group to cluster-autoscaler.
 pub const RETIRING_ANNOTATION: &str = "ksim.io/retiring";

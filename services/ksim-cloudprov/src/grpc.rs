@@ -54,6 +54,8 @@ impl From<ProviderError> for Status {
                 | PlanError::WouldRemoveRegistered { .. },
             )
             | ProviderError::InvalidSkeleton { .. } => Status::failed_precondition(message),
+            // What a cloud answers a scale-up it cannot fill; CA backs the group off.
+            ProviderError::Plan(PlanError::Stockout { .. }) => Status::resource_exhausted(message),
             ProviderError::NoSkeleton(_) | ProviderError::NotConfigured(_) => {
                 Status::unimplemented(message)
             }

@@ -57,6 +57,8 @@ pub struct GroupState {
     /// Held for a replay that has not started: offered to cluster-autoscaler at min = max =
     /// its size (see [`GroupState::min_size`]).
     pub held: bool,
+    /// The cloud has no capacity for the group now, and why: every scale-up is refused.
+    pub stockout: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +199,7 @@ pub(crate) mod tests {
             orphan_nodes: Vec::new(),
             nodes_linger: false,
             held: false,
+            stockout: None,
         }
     }
 

@@ -39,6 +39,9 @@ pub enum PlanError {
         /// The min is the held group's size, as offered to cluster-autoscaler.
         held: bool,
     },
+    /// The cloud cannot fill a scale-up now (a run's stockout or zone outage).
+    #[error("increasing node group {group}: insufficient capacity ({reason})")]
+    Stockout { group: String, reason: String },
     #[error("node {node:?} has provider ID {provider_id:?}, which is not a ksim node")]
     NotKsim { node: String, provider_id: String },
     #[error("node {node:?} belongs to node group {actual}, not {requested}")]
@@ -102,6 +105,12 @@ pub fn plan_increase(state: &GroupState, delta: i32) -> Result<i32, PlanError> {
         return Err(PlanError::BadDelta {
             delta,
             expected: "positive",
+        });
+    }
+    if let Some(reason) = &state.stockout {
+        return Err(PlanError::Stockout {
+            group: state.id.clone(),
+            reason: reason.clone(),
         });
     }
     let wanted = i64::from(state.replicas) + i64::from(delta);
@@ -312,6 +321,19 @@ mod tests {
             plan_increase(&state, i32::MAX),
             Err(PlanError::AboveMax { .. })
         ));
+    }
+
+    #[test]
+    fn a_group_out_of_stock_refuses_every_increase_naming_why() {
+        let mut state = three_registered();
+        state.stockout = Some("zone us-east-1a outage".to_owned());
+        let refused = plan_increase(&state, 1).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "increasing node group m5: insufficient capacity (zone us-east-1a outage)"
+        );
+        state.stockout = None;
+        assert_eq!(plan_increase(&state, 1), Ok(4));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
     labels::{
         GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_SEATS, PROVISIONING_ANNOTATION,
-        RELEASED_ANNOTATION, RETIRING_ANNOTATION, TO_BE_DELETED_TAINT,
+        RELEASED_ANNOTATION, RETIRING_ANNOTATION, STOCKOUT_ANNOTATION, TO_BE_DELETED_TAINT,
     },
     node::parse_provider_id,
     seats::group_of,
@@ -71,6 +71,8 @@ struct DeploymentEntry {
     skeleton: Skeleton,
     /// Being prepared for a replay that has not started: frozen at its size too.
     held: bool,
+    /// Out of capacity, and why (see [`ksim_nodes::labels::STOCKOUT_ANNOTATION`]).
+    stockout: Option<String>,
     /// About to be deleted: frozen at its size for cluster-autoscaler (see [`Index::groups`]).
     retiring: bool,
     /// The provider has told the deleter that CA let go of it.
@@ -229,6 +231,9 @@ impl Index {
             ),
             skeleton,
             held: annotated(HELD_ANNOTATION),
+            stockout: annotations
+                .and_then(|a| a.get(STOCKOUT_ANNOTATION))
+                .cloned(),
             retiring: annotated(RETIRING_ANNOTATION),
             released: annotated(RELEASED_ANNOTATION),
             gone: false,
@@ -504,6 +509,7 @@ impl Index {
                 orphan_nodes,
                 nodes_linger: entry.nodes_linger,
                 held: entry.held && !entry.retiring && !entry.gone,
+                stockout: entry.stockout.clone(),
             },
             entry.resource_version.clone(),
         ))
