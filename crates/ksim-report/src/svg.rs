@@ -86,7 +86,11 @@ fn draw<DB: DrawingBackend>(
     // Two bars, the total, a line per group and three pod lines.
     let longest = groups.iter().map(|g| g.len() + 6).max().unwrap_or(0);
     let mut legend = Legend::for_labels(longest.max(29));
-    let (plot, below) = legend.split(root, 6 + groups.len());
+    let disrupted = report
+        .disruptions
+        .as_ref()
+        .is_some_and(|d| d.outcomes.iter().any(|outcome| outcome.error.is_empty()));
+    let (plot, below) = legend.split(root, 6 + groups.len() + usize::from(disrupted));
     let mut chart = frame(
         &plot,
         format!("ksim simulation {}", report.simulation_id),
@@ -94,6 +98,34 @@ fn draw<DB: DrawingBackend>(
         ("nodes", nodes_max),
         pods_max,
     )?;
+
+    // Disruptions first, as shaded spans under everything: from when each began to when it
+    // was over (or the end).
+    let spans: Vec<(f64, f64)> = report
+        .disruptions
+        .iter()
+        .flat_map(|d| &d.outcomes)
+        .filter(|outcome| outcome.error.is_empty())
+        .map(|outcome| {
+            let at = |d: Option<&prost_types::Duration>| to_millis(d) as f64 / 1000.0;
+            let begun = at(outcome.offset.as_ref());
+            let over = outcome
+                .recovered_offset
+                .as_ref()
+                .map_or(x_max, |end| at(Some(end)));
+            (begun, over.max(begun))
+        })
+        .collect();
+    if disrupted {
+        let style = RGBColor(120, 120, 120).mix(0.18).filled();
+        let top = nodes_max.max(1) as f64;
+        chart.draw_series(
+            spans
+                .iter()
+                .map(|&(from, to)| Rectangle::new([(from, 0.0), (to, top)], style)),
+        )?;
+        legend.add("disruption", Sample::Bar(style));
+    }
 
     // Bars first so the lines stay visible on top: added nodes left of the second's mark,
     // removed nodes right of it. At least a few pixels wide on long timelines.
@@ -580,6 +612,28 @@ mod tests {
             render_fidelity_svg("x", &empty)
                 .unwrap()
                 .starts_with("<svg")
+        );
+    }
+
+    #[test]
+    fn disruptions_are_shaded_from_their_start_to_their_end() {
+        let mut report = fixtures::report();
+        let plain = render_svg(&report).unwrap();
+        assert!(!plain.contains("\ndisruption\n"));
+        report.disruptions = Some(crate::Disruptions {
+            outcomes: vec![crate::DisruptionOutcome {
+                kind: "node-failure".into(),
+                offset: Some(ksim_proto::json::of_millis(1_000)),
+                recovered_offset: Some(ksim_proto::json::of_millis(2_000)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let shaded = render_svg(&report).unwrap();
+        assert!(shaded.contains("\ndisruption\n"), "{shaded}");
+        assert!(
+            shaded.matches("<rect").count() > plain.matches("<rect").count(),
+            "no span drawn"
         );
     }
 
