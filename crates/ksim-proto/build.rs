@@ -191,6 +191,10 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
         "#[serde(rename = \"time_to_recovery_ms\", with = \"crate::json::optional_millis\")]",
     ),
     (
+        ".ksim.driver.v1.DisruptionOutcome.zone",
+        "#[serde(skip_serializing_if = \"::std::string::String::is_empty\")]",
+    ),
+    (
         ".ksim.driver.v1.DisruptionOutcome.error",
         "#[serde(skip_serializing_if = \"::std::string::String::is_empty\")]",
     ),

@@ -53,6 +53,14 @@ pub struct Experiment {
     /// (`group=NAME,at=DURATION[,share=S][,for=DURATION]`, recorded time).
     #[serde(default)]
     pub node_failures: Vec<String>,
+    /// Zone outages every variant that names none meets, as `ksim run --zone-outage`
+    /// (`zone=ZONE,at=DURATION[,for=DURATION]`).
+    #[serde(default)]
+    pub zone_outages: Vec<String>,
+    /// Stockouts every variant that names none meets, as `ksim run --stockout`
+    /// (`group=NAME,at=DURATION[,for=DURATION]`).
+    #[serde(default)]
+    pub stockouts: Vec<String>,
     /// Chooses the nodes the disruptions take, as `ksim run --disruption-seed`: every variant
     /// meets the same failures.
     #[serde(default)]
@@ -97,6 +105,10 @@ pub struct Variant {
     pub replicas: Option<Replicas>,
     /// Replaces the experiment's node failures for this variant (`[]`: none).
     pub node_failures: Option<Vec<String>>,
+    /// Replaces the experiment's zone outages for this variant (`[]`: none).
+    pub zone_outages: Option<Vec<String>>,
+    /// Replaces the experiment's stockouts for this variant (`[]`: none).
+    pub stockouts: Option<Vec<String>>,
 }
 
 /// Who decides the replica counts of workloads an HPA scales.
@@ -144,6 +156,18 @@ impl Variant {
         self.node_failures
             .as_deref()
             .unwrap_or(&experiment.node_failures)
+    }
+
+    /// The zone outages it meets in `experiment`, as written.
+    pub fn zone_outages_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
+        self.zone_outages
+            .as_deref()
+            .unwrap_or(&experiment.zone_outages)
+    }
+
+    /// The stockouts it meets in `experiment`, as written.
+    pub fn stockouts_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
+        self.stockouts.as_deref().unwrap_or(&experiment.stockouts)
     }
 
     /// The speed it runs at in `experiment`.

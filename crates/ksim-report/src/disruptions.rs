@@ -43,6 +43,7 @@ pub fn disruptions(observed: &ObservedDisruptions, end: Duration, speed: f64) ->
             DisruptionOutcome {
                 kind: disruption.kind.clone(),
                 node_group: disruption.node_group.clone(),
+                zone: disruption.zone.clone(),
                 offset: Some(proto(disruption.offset)),
                 nodes: disruption.nodes.clone(),
                 recovered_offset: disruption.recovered.map(proto),
@@ -210,6 +211,7 @@ mod tests {
                 ObservedDisruption {
                     kind: "node-failure".into(),
                     node_group: "m5".into(),
+                    zone: String::new(),
                     offset: secs(10),
                     nodes: vec!["m5-1".into()],
                     recovered: Some(secs(40)),
@@ -218,6 +220,7 @@ mod tests {
                 ObservedDisruption {
                     kind: "node-failure".into(),
                     node_group: "m5".into(),
+                    zone: String::new(),
                     offset: secs(90),
                     nodes: Vec::new(),
                     recovered: None,

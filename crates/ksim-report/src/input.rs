@@ -135,14 +135,19 @@ pub struct ObservedDisruptions {
 /// One disruption as the replay applied it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedDisruption {
-    /// `node-failure`.
+    /// `node-failure`, `zone-outage` or `stockout`.
     pub kind: String,
+    /// The group it hit; a zone outage's groups, comma-separated.
     pub node_group: String,
+    /// A zone outage's zone; empty for the other kinds.
+    #[serde(default)]
+    pub zone: String,
     /// When it began, or was to begin if it did not.
     pub offset: Duration,
     /// The nodes it took.
     pub nodes: Vec<String>,
-    /// When they were brought back; `None`: not within the run.
+    /// When it ended (the nodes brought back, the capacity returned); `None`: not within the
+    /// run.
     pub recovered: Option<Duration>,
     /// Why it took no node; empty when it did.
     pub error: String,

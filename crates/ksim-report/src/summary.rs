@@ -228,27 +228,36 @@ fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
         } else {
             "                  "
         };
+        let target = if outcome.zone.is_empty() {
+            outcome.node_group.clone()
+        } else {
+            format!("{} ({})", outcome.zone, outcome.node_group)
+        };
         let what = format!(
-            "{} of {} at {}",
+            "{} of {target} at {}",
             outcome.kind,
-            outcome.node_group,
             human(outcome.offset.as_ref())
         );
         let line = if outcome.error.is_empty() {
             let back = outcome.recovered_offset.as_ref().map_or_else(
-                || "not back within the run".to_owned(),
-                |at| format!("back at {}", human(Some(at))),
+                || "not over within the run".to_owned(),
+                |at| format!("over at {}", human(Some(at))),
             );
             let recovery = match (&outcome.time_to_recovery, outcome.recovered) {
                 (Some(after), _) => format!("workloads whole again after {}", human(Some(after))),
                 (None, true) => "no workload dropped".to_owned(),
                 (None, false) => "workloads not whole again by the end".to_owned(),
             };
-            format!(
-                "{what}: {} node(s) ({}), {back}; {recovery}",
-                outcome.nodes.len(),
-                outcome.nodes.join(", ")
-            )
+            let nodes = if outcome.kind == "stockout" {
+                "scale-ups refused".to_owned()
+            } else {
+                format!(
+                    "{} node(s) ({})",
+                    outcome.nodes.len(),
+                    outcome.nodes.join(", ")
+                )
+            };
+            format!("{what}: {nodes}, {back}; {recovery}")
         } else {
             format!("{what}: not applied: {}", outcome.error)
         };
@@ -1075,12 +1084,30 @@ mod tests {
                     time_to_recovery: Some(millis(95_000)),
                     recovered: true,
                     error: String::new(),
+                    zone: String::new(),
                 },
                 pb::DisruptionOutcome {
                     kind: "node-failure".into(),
                     node_group: "m5".into(),
                     offset: Some(millis(900_000)),
                     error: "the run ended before it".into(),
+                    ..Default::default()
+                },
+                pb::DisruptionOutcome {
+                    kind: "zone-outage".into(),
+                    node_group: "east,m5".into(),
+                    zone: "us-east-1a".into(),
+                    offset: Some(millis(120_000)),
+                    nodes: vec!["east-1".into(), "m5-b".into()],
+                    recovered_offset: Some(millis(720_000)),
+                    recovered: true,
+                    ..Default::default()
+                },
+                pb::DisruptionOutcome {
+                    kind: "stockout".into(),
+                    node_group: "west".into(),
+                    offset: Some(millis(0)),
+                    recovered: true,
                     ..Default::default()
                 },
             ],
@@ -1106,9 +1133,13 @@ mod tests {
         });
         let text = summary(&report);
         for line in [
-            "  disruptions:       node-failure of m5 at 1m00s: 1 node(s) (m5-a), not back within \
+            "  disruptions:       node-failure of m5 at 1m00s: 1 node(s) (m5-a), not over within \
              the run; workloads whole again after 1m35s\n",
             "                     node-failure of m5 at 15m00s: not applied: the run ended before it\n",
+            "                     zone-outage of us-east-1a (east,m5) at 2m00s: 2 node(s) (east-1, \
+             m5-b), over at 12m00s; no workload dropped\n",
+            "                     stockout of west at 0ms: scale-ups refused, not over within the run; \
+             no workload dropped\n",
             "  availability:      1 workload(s) always at desired ready, 1 below at times; 1 \
              evicted (seed 7)\n",
             "    Deployment/shop/web 75.0% (1m20s below 2 desired ready, lowest 1, 1 evicted)\n",

@@ -6,7 +6,7 @@ use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::
 use ksim_nodes::{
     labels::{
         GROUP_LABEL, HELD_ANNOTATION, PROVISIONING_ANNOTATION, RELEASED_ANNOTATION,
-        RETIRING_ANNOTATION,
+        RETIRING_ANNOTATION, STOCKOUT_ANNOTATION,
     },
     seats::{SeatDeployment, SkeletonSource},
 };
@@ -125,6 +125,34 @@ pub async fn release(
         api.patch(&name, &super::merge_params(), &Patch::Merge(&patch))
             .await
             .map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// Starts (`Some(reason)`) or ends (`None`) a stockout of the simulation's autoscaler group
+/// `group`: while its seat Deployment carries [`STOCKOUT_ANNOTATION`], the cloud provider
+/// refuses every scale-up of it. Only the simulation's own groups are touched: another's of
+/// the same name is not found.
+pub async fn set_stockout(
+    client: &Client,
+    namespace: &str,
+    simulation_id: &str,
+    group: &str,
+    reason: Option<&str>,
+) -> Result<(), ClusterError> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let what = || format!("the seat Deployment of node group {group}");
+    let selector = format!("{SIMULATION_LABEL}={simulation_id},{GROUP_LABEL}={group}");
+    let found = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| ClusterError::new("finding", what(), e))?;
+    let patch = json!({ "metadata": { "annotations": { STOCKOUT_ANNOTATION: reason } } });
+    for deployment in found.items {
+        let name = deployment.metadata.name.unwrap_or_default();
+        api.patch(&name, &super::merge_params(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| ClusterError::new("annotating", what(), e))?;
     }
     Ok(())
 }

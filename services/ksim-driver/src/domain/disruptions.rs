@@ -30,10 +30,32 @@ pub struct NodeFailure {
     pub duration: Option<Duration>,
 }
 
+/// A zone outage that passed every check, with the groups it hits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZoneOutage {
+    pub zone: String,
+    /// The spec's groups in the zone: their nodes fail.
+    pub groups: Vec<String>,
+    /// Those of them cluster-autoscaler resizes: no capacity for them meanwhile.
+    pub autoscaled: Vec<String>,
+    pub at: Duration,
+    pub duration: Option<Duration>,
+}
+
+/// A stockout that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stockout {
+    pub group: String,
+    pub at: Duration,
+    pub duration: Option<Duration>,
+}
+
 /// A disruption that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disruption {
     NodeFailure(NodeFailure),
+    ZoneOutage(ZoneOutage),
+    Stockout(Stockout),
 }
 
 impl Disruption {
@@ -41,20 +63,65 @@ impl Disruption {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::NodeFailure(_) => "node-failure",
+            Self::ZoneOutage(_) => "zone-outage",
+            Self::Stockout(_) => "stockout",
         }
     }
 
-    pub fn group(&self) -> &str {
+    /// The group it hits; a zone outage's groups, comma-separated.
+    pub fn group(&self) -> String {
         match self {
-            Self::NodeFailure(failure) => &failure.group,
+            Self::NodeFailure(failure) => failure.group.clone(),
+            Self::ZoneOutage(outage) => outage.groups.join(","),
+            Self::Stockout(stockout) => stockout.group.clone(),
+        }
+    }
+
+    /// The zone of a zone outage; empty for the other kinds.
+    pub fn zone(&self) -> &str {
+        match self {
+            Self::ZoneOutage(outage) => &outage.zone,
+            Self::NodeFailure(_) | Self::Stockout(_) => "",
         }
     }
 
     pub fn at(&self) -> Duration {
         match self {
             Self::NodeFailure(failure) => failure.at,
+            Self::ZoneOutage(outage) => outage.at,
+            Self::Stockout(stockout) => stockout.at,
         }
     }
+
+    /// How long it lasts; `None`: to the end of the run.
+    pub fn duration(&self) -> Option<Duration> {
+        match self {
+            Self::NodeFailure(failure) => failure.duration,
+            Self::ZoneOutage(outage) => outage.duration,
+            Self::Stockout(stockout) => stockout.duration,
+        }
+    }
+}
+
+/// What a check needs to know of one of the spec's node groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupFacts<'a> {
+    pub name: &'a str,
+    /// Its skeleton's `topology.kubernetes.io/zone`; `None` for a NodePool (Karpenter picks
+    /// zones per node) or a skeleton without one.
+    pub zone: Option<&'a str>,
+    pub kind: GroupKind,
+}
+
+/// Who sizes a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupKind {
+    /// Fixed size: the pool's.
+    Pool,
+    /// cluster-autoscaler resizes it.
+    Autoscaled,
+    /// A Karpenter NodePool.
+    NodePool,
 }
 
 fn invalid(field: String, problem: impl Into<String>) -> Invalid {
@@ -64,9 +131,12 @@ fn invalid(field: String, problem: impl Into<String>) -> Invalid {
     }
 }
 
-/// Checks every disruption of a spec against its node groups' names, naming the field of the
-/// first that is wrong.
-pub fn from_proto(given: &[pb::Disruption], groups: &[&str]) -> Result<Vec<Disruption>, Invalid> {
+/// Checks every disruption of a spec against its node groups, naming the field of the first
+/// that is wrong.
+pub fn from_proto(
+    given: &[pb::Disruption],
+    groups: &[GroupFacts<'_>],
+) -> Result<Vec<Disruption>, Invalid> {
     given
         .iter()
         .enumerate()
@@ -77,45 +147,51 @@ pub fn from_proto(given: &[pb::Disruption], groups: &[&str]) -> Result<Vec<Disru
                     node_failure(failure, groups, &format!("{field}.node_failure"))
                         .map(Disruption::NodeFailure)
                 }
-                None => Err(invalid(field, "set node_failure")),
+                Some(pb::disruption::Kind::ZoneOutage(outage)) => {
+                    zone_outage(outage, groups, &format!("{field}.zone_outage"))
+                        .map(Disruption::ZoneOutage)
+                }
+                Some(pb::disruption::Kind::Stockout(stockout)) => {
+                    self::stockout(stockout, groups, &format!("{field}.stockout"))
+                        .map(Disruption::Stockout)
+                }
+                None => Err(invalid(field, "set node_failure, zone_outage or stockout")),
             }
         })
         .collect()
 }
 
-fn node_failure(
-    given: &pb::NodeFailure,
-    groups: &[&str],
+/// The group named, or an error listing the spec's.
+fn known_group<'a>(
+    name: &str,
+    groups: &'a [GroupFacts<'a>],
     field: &str,
-) -> Result<NodeFailure, Invalid> {
-    if !groups.contains(&given.node_group.as_str()) {
-        let known = groups;
-        return Err(invalid(
-            format!("{field}.node_group"),
-            if known.is_empty() {
-                format!(
-                    "{:?} is not a node group of the spec, which has none",
-                    given.node_group
-                )
-            } else {
-                format!(
-                    "{:?} is not a node group of the spec (it has {})",
-                    given.node_group,
-                    known.join(", ")
-                )
-            },
-        ));
-    }
-    let share = match given.share {
-        0.0 => 1.0,
-        share if share > 0.0 && share <= 1.0 => share,
-        share => {
-            return Err(invalid(
-                format!("{field}.share"),
-                format!("must be in (0, 1] (0 means 1), got {share}"),
-            ));
-        }
-    };
+) -> Result<&'a GroupFacts<'a>, Invalid> {
+    groups
+        .iter()
+        .find(|group| group.name == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = groups.iter().map(|group| group.name).collect();
+            invalid(
+                format!("{field}.node_group"),
+                if known.is_empty() {
+                    format!("{name:?} is not a node group of the spec, which has none")
+                } else {
+                    format!(
+                        "{name:?} is not a node group of the spec (it has {})",
+                        known.join(", ")
+                    )
+                },
+            )
+        })
+}
+
+/// `at` and `duration` of a disruption, checked.
+fn window(
+    at: Option<prost_types::Duration>,
+    duration: Option<prost_types::Duration>,
+    field: &str,
+) -> Result<(Duration, Option<Duration>), Invalid> {
     let offset = |name: &str, value: Option<prost_types::Duration>, zero_ok: bool| {
         value
             .map(|value| {
@@ -135,11 +211,111 @@ fn node_failure(
             })
             .transpose()
     };
+    Ok((
+        offset("at", at, true)?.unwrap_or_default(),
+        offset("duration", duration, false)?,
+    ))
+}
+
+fn node_failure(
+    given: &pb::NodeFailure,
+    groups: &[GroupFacts<'_>],
+    field: &str,
+) -> Result<NodeFailure, Invalid> {
+    known_group(&given.node_group, groups, field)?;
+    let share = match given.share {
+        0.0 => 1.0,
+        share if share > 0.0 && share <= 1.0 => share,
+        share => {
+            return Err(invalid(
+                format!("{field}.share"),
+                format!("must be in (0, 1] (0 means 1), got {share}"),
+            ));
+        }
+    };
+    let (at, duration) = window(given.at, given.duration, field)?;
     Ok(NodeFailure {
         group: given.node_group.clone(),
         share,
-        at: offset("at", given.at, true)?.unwrap_or_default(),
-        duration: offset("duration", given.duration, false)?,
+        at,
+        duration,
+    })
+}
+
+fn zone_outage(
+    given: &pb::ZoneOutage,
+    groups: &[GroupFacts<'_>],
+    field: &str,
+) -> Result<ZoneOutage, Invalid> {
+    let in_zone: Vec<&GroupFacts<'_>> = groups
+        .iter()
+        .filter(|group| group.zone == Some(given.zone.as_str()))
+        .collect();
+    if in_zone.is_empty() {
+        let mut zones: Vec<&str> = groups.iter().filter_map(|group| group.zone).collect();
+        zones.sort_unstable();
+        zones.dedup();
+        return Err(invalid(
+            format!("{field}.zone"),
+            format!(
+                "{:?} is the zone of none of the spec's node groups (their skeletons' \
+                 topology.kubernetes.io/zone: {})",
+                given.zone,
+                if zones.is_empty() {
+                    "none".to_owned()
+                } else {
+                    zones.join(", ")
+                }
+            ),
+        ));
+    }
+    let (at, duration) = window(given.at, given.duration, field)?;
+    Ok(ZoneOutage {
+        zone: given.zone.clone(),
+        groups: in_zone.iter().map(|group| group.name.to_owned()).collect(),
+        autoscaled: in_zone
+            .iter()
+            .filter(|group| group.kind == GroupKind::Autoscaled)
+            .map(|group| group.name.to_owned())
+            .collect(),
+        at,
+        duration,
+    })
+}
+
+fn stockout(
+    given: &pb::Stockout,
+    groups: &[GroupFacts<'_>],
+    field: &str,
+) -> Result<Stockout, Invalid> {
+    let group = known_group(&given.node_group, groups, field)?;
+    match group.kind {
+        GroupKind::Autoscaled => {}
+        GroupKind::Pool => {
+            return Err(invalid(
+                format!("{field}.node_group"),
+                format!(
+                    "{:?} is a fixed-size group, which never scales up: a stockout is of a group \
+                     cluster-autoscaler resizes",
+                    given.node_group
+                ),
+            ));
+        }
+        GroupKind::NodePool => {
+            return Err(invalid(
+                format!("{field}.node_group"),
+                format!(
+                    "{:?} is a Karpenter NodePool: its stockouts are not modelled yet",
+                    given.node_group
+                ),
+            ));
+        }
+    }
+    let (at, duration) = window(given.at, given.duration, field)?;
+    Ok(Stockout {
+        group: given.node_group.clone(),
+        at,
+        duration,
     })
 }
 
@@ -158,11 +334,11 @@ pub fn schedule(disruptions: &[Disruption], speed: f64) -> Vec<(Duration, usize,
         .iter()
         .enumerate()
         .flat_map(|(index, disruption)| {
-            let Disruption::NodeFailure(failure) = disruption;
-            let end = failure
-                .duration
-                .map(|lasts| (wall(failure.at.saturating_add(lasts)), index, Step::End));
-            std::iter::once((wall(failure.at), index, Step::Begin)).chain(end)
+            let at = disruption.at();
+            let end = disruption
+                .duration()
+                .map(|lasts| (wall(at.saturating_add(lasts)), index, Step::End));
+            std::iter::once((wall(at), index, Step::Begin)).chain(end)
         })
         .collect();
     steps.sort_by_key(|&(at, index, step)| (at, index, step == Step::End));
@@ -198,8 +374,105 @@ fn mix(value: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn groups() -> Vec<&'static str> {
-        vec!["m5"]
+    /// m5 (pool, us-east-1a), east (autoscaled, us-east-1a), west (autoscaled, us-east-1b),
+    /// spot (a NodePool).
+    fn groups() -> Vec<GroupFacts<'static>> {
+        let group = |name, zone, kind| GroupFacts { name, zone, kind };
+        vec![
+            group("m5", Some("us-east-1a"), GroupKind::Pool),
+            group("east", Some("us-east-1a"), GroupKind::Autoscaled),
+            group("west", Some("us-east-1b"), GroupKind::Autoscaled),
+            group("spot", None, GroupKind::NodePool),
+        ]
+    }
+
+    fn seconds(seconds: i64) -> prost_types::Duration {
+        prost_types::Duration { seconds, nanos: 0 }
+    }
+
+    fn outage(zone: &str, at_s: i64, for_s: Option<i64>) -> pb::Disruption {
+        pb::Disruption {
+            kind: Some(pb::disruption::Kind::ZoneOutage(pb::ZoneOutage {
+                zone: zone.to_owned(),
+                at: Some(seconds(at_s)),
+                duration: for_s.map(seconds),
+            })),
+        }
+    }
+
+    fn stockout(group: &str, at_s: i64, for_s: Option<i64>) -> pb::Disruption {
+        pb::Disruption {
+            kind: Some(pb::disruption::Kind::Stockout(pb::Stockout {
+                node_group: group.to_owned(),
+                at: Some(seconds(at_s)),
+                duration: for_s.map(seconds),
+            })),
+        }
+    }
+
+    #[test]
+    fn a_zone_outage_takes_the_zones_groups_and_a_stockout_an_autoscaled_group() {
+        let checked = from_proto(
+            &[
+                outage("us-east-1a", 60, Some(600)),
+                stockout("west", 0, None),
+            ],
+            &groups(),
+        )
+        .unwrap();
+        assert_eq!(
+            checked[0],
+            Disruption::ZoneOutage(ZoneOutage {
+                zone: "us-east-1a".to_owned(),
+                groups: vec!["m5".to_owned(), "east".to_owned()],
+                autoscaled: vec!["east".to_owned()],
+                at: Duration::from_secs(60),
+                duration: Some(Duration::from_secs(600)),
+            })
+        );
+        assert_eq!(
+            (checked[0].group(), checked[0].zone()),
+            ("m5,east".to_owned(), "us-east-1a")
+        );
+        assert_eq!(
+            checked[1],
+            Disruption::Stockout(Stockout {
+                group: "west".to_owned(),
+                at: Duration::ZERO,
+                duration: None,
+            })
+        );
+        let refused = |disruption: pb::Disruption| {
+            from_proto(&[disruption], &groups())
+                .unwrap_err()
+                .to_string()
+        };
+        let message = refused(outage("eu-west-1a", 60, None));
+        assert_eq!(
+            message,
+            "spec.disruptions[0].zone_outage.zone: \"eu-west-1a\" is the zone of none of the \
+             spec's node groups (their skeletons' topology.kubernetes.io/zone: us-east-1a, \
+             us-east-1b)"
+        );
+        let message = refused(outage("us-east-1b", 60, Some(-5)));
+        assert!(
+            message.starts_with("spec.disruptions[0].zone_outage.duration: must be positive"),
+            "{message}"
+        );
+        let message = refused(stockout("m5", 60, None));
+        assert!(
+            message.starts_with(
+                "spec.disruptions[0].stockout.node_group: \"m5\" is a fixed-size group"
+            ),
+            "{message}"
+        );
+        let message = refused(stockout("spot", 60, None));
+        assert!(message.contains("is a Karpenter NodePool"), "{message}");
+        let message = refused(stockout("c5", 60, None));
+        assert!(
+            message.contains("(it has m5, east, west, spot)"),
+            "{message}"
+        );
     }
 
     fn failure(group: &str, share: f64, at_s: i64, for_s: Option<i64>) -> pb::Disruption {
@@ -238,7 +511,7 @@ mod tests {
         let message = refused(failure("c5", 0.5, 10, None));
         assert!(
             message.starts_with("spec.disruptions[1].node_failure.node_group: \"c5\"")
-                && message.contains("(it has m5)"),
+                && message.contains("(it has m5, east, west, spot)"),
             "{message}"
         );
         for share in [1.5, -0.1, f64::NAN, f64::INFINITY] {
@@ -261,7 +534,10 @@ mod tests {
         let message = refused(failure("m5", 0.5, 10, Some(400 * 86_400)));
         assert!(message.contains("at most 365 days"), "{message}");
         let message = refused(pb::Disruption { kind: None });
-        assert_eq!(message, "spec.disruptions[1]: set node_failure");
+        assert_eq!(
+            message,
+            "spec.disruptions[1]: set node_failure, zone_outage or stockout"
+        );
     }
 
     #[test]

@@ -3,9 +3,12 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use ksim_nodes::{
+    karpenter::ZONE_LABEL,
     limits::{MAX_NODES_PER_GROUP, MAX_POOL_GROUP_NAME_LEN},
     skeleton::NodeSkeleton,
 };
+
+use super::disruptions::{GroupFacts, GroupKind};
 use ksim_proto::ksim::{driver::v1 as pb, env::v1 as env};
 use ksim_provisioning::Model;
 
@@ -90,6 +93,13 @@ impl NodeGroup {
             }
             Self::Karpenter { .. } => None,
         }
+    }
+
+    /// Its skeleton's `topology.kubernetes.io/zone`; `None` for a NodePool (Karpenter picks a
+    /// zone per node) or a skeleton without one.
+    pub fn zone(&self) -> Option<String> {
+        let skeleton = NodeSkeleton::from_yaml(self.skeleton_yaml()?).ok()?;
+        skeleton.labels.get(ZONE_LABEL).cloned()
     }
 
     /// A NodePool: Karpenter launches its nodes.
@@ -238,8 +248,21 @@ impl SimulationSpec {
             .as_ref()
             .map(|given| provisioning(given, &node_groups))
             .transpose()?;
-        let group_names: Vec<&str> = node_groups.iter().map(NodeGroup::name).collect();
-        let disruptions = super::disruptions::from_proto(&spec.disruptions, &group_names)
+        let zones: Vec<Option<String>> = node_groups.iter().map(NodeGroup::zone).collect();
+        let facts: Vec<GroupFacts<'_>> = node_groups
+            .iter()
+            .zip(&zones)
+            .map(|(group, zone)| GroupFacts {
+                name: group.name(),
+                zone: zone.as_deref(),
+                kind: match group {
+                    NodeGroup::PoolManaged { .. } => GroupKind::Pool,
+                    NodeGroup::Deployment { .. } => GroupKind::Autoscaled,
+                    NodeGroup::Karpenter { .. } => GroupKind::NodePool,
+                },
+            })
+            .collect();
+        let disruptions = super::disruptions::from_proto(&spec.disruptions, &facts)
             .map_err(|refused| invalid(refused.field, refused.problem))?;
         let mut echo = spec.clone();
         if matches!(source, TraceSource::Uploaded(_)) {

@@ -1,17 +1,21 @@
-//! Plays a run's disruptions at their times: each node failure asks the pool to stop the
-//! nodes the seed chooses among its group's Ready ones, and to bring them back when it ends.
-//! What happens next is the real control plane's: the node lifecycle controller, the taint
-//! eviction controller, the workload controllers, the scheduler and the autoscalers.
+//! Plays a run's disruptions at their times: a node failure asks the pool to stop the nodes
+//! the seed chooses among its group's Ready ones, a stockout marks an autoscaler group out of
+//! capacity (the cloud provider then refuses its scale-ups), and a zone outage does both to
+//! every group in the zone; each is undone when it ends. What happens next is the real
+//! control plane's: the node lifecycle controller, the taint eviction controller, the workload
+//! controllers, the scheduler and the autoscalers.
 
 use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
 
+use kube::Client;
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::{
+    cluster::seats,
     domain::{
         disruptions::{Disruption, Step, choose, schedule},
         report::ObservedDisruption,
@@ -30,12 +34,32 @@ impl Played {
     }
 }
 
-/// Starts playing the disruptions; dropping the handle stops it (failed nodes stay failed
+/// What the player acts through.
+#[derive(Clone)]
+pub struct Player {
+    pub mesh: Mesh,
+    pub client: Client,
+    /// Where the seat Deployments are.
+    pub namespace: String,
+    pub simulation_id: String,
+    pub seed: u64,
+}
+
+impl std::fmt::Debug for Player {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Player")
+            .field("namespace", &self.namespace)
+            .field("simulation_id", &self.simulation_id)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts playing the disruptions; dropping the handle stops it (what is failed stays so
 /// until the cleanup).
 pub fn start(
-    mesh: Mesh,
+    player: Player,
     disruptions: Vec<Disruption>,
-    seed: u64,
     speed: f64,
     origin: Instant,
 ) -> (AbortOnDropHandle<()>, Played) {
@@ -47,7 +71,8 @@ pub fn start(
             .zip(&steps_begin(&steps, disruptions.len()))
             .map(|(disruption, at)| ObservedDisruption {
                 kind: disruption.kind().to_owned(),
-                node_group: disruption.group().to_owned(),
+                node_group: disruption.group(),
+                zone: disruption.zone().to_owned(),
                 offset: *at,
                 nodes: Vec::new(),
                 recovered: None,
@@ -55,7 +80,7 @@ pub fn start(
             })
             .collect(),
     ));
-    let task = tokio::spawn(play(mesh, disruptions, seed, steps, origin, seen.clone()));
+    let task = tokio::spawn(play(player, disruptions, steps, origin, seen.clone()));
     (AbortOnDropHandle::new(task), Played(seen))
 }
 
@@ -77,64 +102,129 @@ fn steps_begin(steps: &[(Duration, usize, Step)], count: usize) -> Vec<Duration>
 }
 
 async fn play(
-    mesh: Mesh,
+    player: Player,
     disruptions: Vec<Disruption>,
-    seed: u64,
     steps: Vec<(Duration, usize, Step)>,
     origin: Instant,
     seen: Arc<Mutex<Vec<ObservedDisruption>>>,
 ) {
     for (at, index, step) in steps {
         tokio::time::sleep_until(origin + at).await;
-        let Disruption::NodeFailure(failure) = &disruptions[index];
+        let Some(disruption) = disruptions.get(index) else {
+            continue;
+        };
         match step {
             Step::Begin => {
-                let taken = fail(&mesh, seed, index, &failure.group, failure.share).await;
+                let taken = begin(&player, index, disruption).await;
                 let mut seen = lock(&seen);
-                let observed = &mut seen[index];
+                let Some(observed) = seen.get_mut(index) else {
+                    continue;
+                };
                 observed.offset = origin.elapsed();
                 match taken {
                     Ok(nodes) => {
-                        tracing::info!(group = failure.group, ?nodes, "nodes failed");
+                        tracing::info!(
+                            kind = disruption.kind(),
+                            group = disruption.group(),
+                            ?nodes,
+                            "disruption began"
+                        );
                         observed.nodes = nodes;
                         observed.error.clear();
                     }
                     Err(error) => {
-                        tracing::warn!(group = failure.group, %error, "node failure not applied");
+                        tracing::warn!(kind = disruption.kind(), group = disruption.group(),
+                            %error, "disruption not applied");
                         observed.error = error;
                     }
                 }
             }
             Step::End => {
-                let nodes = lock(&seen)[index].nodes.clone();
-                if nodes.is_empty() {
+                let (began, nodes) = {
+                    let seen = lock(&seen);
+                    seen.get(index)
+                        .map(|o| (o.error.is_empty(), o.nodes.clone()))
+                        .unwrap_or_default()
+                };
+                if !began {
                     continue;
                 }
-                match recover(&mesh, &failure.group, &nodes).await {
+                match end(&player, disruption, &nodes).await {
                     Ok(()) => {
-                        tracing::info!(group = failure.group, ?nodes, "nodes recovered");
-                        lock(&seen)[index].recovered = Some(origin.elapsed());
+                        tracing::info!(
+                            kind = disruption.kind(),
+                            group = disruption.group(),
+                            "disruption ended"
+                        );
+                        if let Some(observed) = lock(&seen).get_mut(index) {
+                            observed.recovered = Some(origin.elapsed());
+                        }
                     }
-                    Err(error) => tracing::warn!(%error, "recovering failed nodes"),
+                    Err(error) => tracing::warn!(%error, "ending a disruption"),
                 }
             }
         }
     }
 }
 
-/// Fails the seed's share of the group's Ready nodes, oldest first; the names taken, or why
-/// none was.
-async fn fail(
-    mesh: &Mesh,
-    seed: u64,
+/// Applies a disruption: the nodes it took, or why it took none.
+async fn begin(
+    player: &Player,
     index: usize,
-    group: &str,
-    share: f64,
+    disruption: &Disruption,
 ) -> Result<Vec<String>, String> {
+    match disruption {
+        Disruption::NodeFailure(failure) => {
+            let ready = ready_nodes(&player.mesh, &failure.group).await?;
+            let chosen = choose(player.seed, index, &ready, failure.share);
+            if chosen.is_empty() {
+                return Err(format!("group {} had no Ready node then", failure.group));
+            }
+            fail(&player.mesh, &chosen).await?;
+            Ok(chosen)
+        }
+        Disruption::ZoneOutage(outage) => {
+            let reason = format!("zone {} outage", outage.zone);
+            for group in &outage.autoscaled {
+                stockout(player, group, Some(&reason)).await?;
+            }
+            let mut taken = Vec::new();
+            for group in &outage.groups {
+                taken.extend(ready_nodes(&player.mesh, group).await?);
+            }
+            if !taken.is_empty() {
+                fail(&player.mesh, &taken).await?;
+            }
+            Ok(taken)
+        }
+        Disruption::Stockout(out) => {
+            stockout(player, &out.group, Some("stockout")).await?;
+            Ok(Vec::new())
+        }
+    }
+}
+
+/// Undoes a disruption that took `nodes`.
+async fn end(player: &Player, disruption: &Disruption, nodes: &[String]) -> Result<(), String> {
+    match disruption {
+        Disruption::NodeFailure(failure) => recover(&player.mesh, &[&failure.group], nodes).await,
+        Disruption::ZoneOutage(outage) => {
+            for group in &outage.autoscaled {
+                stockout(player, group, None).await?;
+            }
+            let groups: Vec<&String> = outage.groups.iter().collect();
+            recover(&player.mesh, &groups, nodes).await
+        }
+        Disruption::Stockout(out) => stockout(player, &out.group, None).await,
+    }
+}
+
+/// The group's Ready nodes that have not failed, oldest first.
+async fn ready_nodes(mesh: &Mesh, group: &str) -> Result<Vec<String>, String> {
     let mut nodes = mesh
         .list_nodes(group)
         .await
-        .map_err(|error| format!("listing the group's nodes: {error}"))?;
+        .map_err(|error| format!("listing group {group}'s nodes: {error}"))?;
     nodes.retain(|node| node.ready && !node.failed);
     nodes.sort_by(|a, b| {
         let created = |node: &ksim_proto::ksim::vnode::v1::Node| {
@@ -147,28 +237,41 @@ async fn fail(
             .cmp(&created(b))
             .then_with(|| a.name.cmp(&b.name))
     });
-    let names: Vec<String> = nodes.into_iter().map(|node| node.name).collect();
-    let chosen = choose(seed, index, &names, share);
-    if chosen.is_empty() {
-        return Err(format!("group {group} had no Ready node then"));
-    }
-    mesh.fail_nodes(chosen.clone())
-        .await
-        .map_err(|error| format!("failing nodes: {error}"))?;
-    Ok(chosen)
+    Ok(nodes.into_iter().map(|node| node.name).collect())
 }
 
-/// Brings back those of `nodes` still in the group and failed (the autoscaler may have
-/// removed some meanwhile).
-async fn recover(mesh: &Mesh, group: &str, nodes: &[String]) -> Result<(), String> {
-    let failed: Vec<String> = mesh
-        .list_nodes(group)
+async fn fail(mesh: &Mesh, nodes: &[String]) -> Result<(), String> {
+    mesh.fail_nodes(nodes.to_vec())
         .await
-        .map_err(|error| error.to_string())?
-        .into_iter()
-        .filter(|node| node.failed && nodes.contains(&node.name))
-        .map(|node| node.name)
-        .collect();
+        .map_err(|error| format!("failing nodes: {error}"))
+}
+
+async fn stockout(player: &Player, group: &str, reason: Option<&str>) -> Result<(), String> {
+    seats::set_stockout(
+        &player.client,
+        &player.namespace,
+        &player.simulation_id,
+        group,
+        reason,
+    )
+    .await
+    .map_err(|error| error.to_string())
+}
+
+/// Brings back those of `nodes` still in `groups` and failed (the autoscaler may have removed
+/// some meanwhile).
+async fn recover<S: AsRef<str>>(mesh: &Mesh, groups: &[S], nodes: &[String]) -> Result<(), String> {
+    let mut failed = Vec::new();
+    for group in groups {
+        failed.extend(
+            mesh.list_nodes(group.as_ref())
+                .await
+                .map_err(|error| error.to_string())?
+                .into_iter()
+                .filter(|node| node.failed && nodes.contains(&node.name))
+                .map(|node| node.name),
+        );
+    }
     if failed.is_empty() {
         return Ok(());
     }

@@ -122,13 +122,15 @@ pub async fn start_clock(
     }
     let mut disruptions = None;
     if !spec.disruptions.is_empty() {
-        let (task, played) = disruption_player::start(
-            ctx.mesh.clone(),
-            spec.disruptions.clone(),
-            spec.disruption_seed,
-            spec.speed,
-            origin,
-        );
+        let player = disruption_player::Player {
+            mesh: ctx.mesh.clone(),
+            client: ctx.client.clone(),
+            namespace: ctx.settings.namespace.clone(),
+            simulation_id: handle.id.clone(),
+            seed: spec.disruption_seed,
+        };
+        let (task, played) =
+            disruption_player::start(player, spec.disruptions.clone(), spec.speed, origin);
         disruptions = Some(task);
         live = live.with_disruptions(LiveDisruptions {
             seed: spec.disruption_seed,

@@ -42,10 +42,11 @@ pub enum ExperimentCommand {
 pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
     /// `autoscalerGroups`, `nodePools`, `instanceTypes`, `providerConfig`, `settle`,
-    /// `provisioning`, `replicas`, `nodeFailures`, `disruptionSeed`, and `variants`
-    /// (each `name` and any of `schedulerConfig`, `autoscaler`, `autoscalerArgs`,
-    /// `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`,
-    /// `provisioning`, `replicas`, `nodeFailures`). Paths are relative to it.
+    /// `provisioning`, `replicas`, `nodeFailures`, `zoneOutages`, `stockouts`,
+    /// `disruptionSeed`, and `variants` (each `name` and any of `schedulerConfig`,
+    /// `autoscaler`, `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`,
+    /// `autoscalerGroups`, `nodePools`, `speed`, `provisioning`, `replicas`, `nodeFailures`,
+    /// `zoneOutages`, `stockouts`). Paths are relative to it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
@@ -268,14 +269,24 @@ fn run_args(
     for arg in &variant.autoscaler_args {
         arg.parse::<ksim_experiment::AutoscalerFlag>()?;
     }
-    let node_failures = variant
-        .node_failures_in(experiment)
-        .iter()
-        .map(|text| {
-            crate::run::disruptions::parse_node_failure(text)
-                .map_err(|error| anyhow::anyhow!("node failure {text:?}: {error}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    use crate::run::disruptions::{parse_node_failure, parse_stockout, parse_zone_outage};
+    let parsed = |texts: &[String], what: &str, parse: fn(&str) -> Result<_, String>| {
+        texts
+            .iter()
+            .map(|text| parse(text).map_err(|error| anyhow::anyhow!("{what} {text:?}: {error}")))
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
+    let node_failures = parsed(
+        variant.node_failures_in(experiment),
+        "node failure",
+        parse_node_failure,
+    )?;
+    let zone_outages = parsed(
+        variant.zone_outages_in(experiment),
+        "zone outage",
+        parse_zone_outage,
+    )?;
+    let stockouts = parsed(variant.stockouts_in(experiment), "stockout", parse_stockout)?;
     Ok(RunArgs {
         trace_file: Some(path(&experiment.trace)),
         transform: variant.transform.as_deref().map(path),
@@ -310,6 +321,8 @@ fn run_args(
                 ksim_experiment::experiment::Replicas::Hpa => crate::run::Replicas::Hpa,
             }),
         node_failures,
+        zone_outages,
+        stockouts,
         disruption_seed: experiment.disruption_seed,
         repeat: 1,
         stored: false,

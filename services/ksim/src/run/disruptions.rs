@@ -1,53 +1,115 @@
-//! `--node-failure`: a disruption of the run, given as `group=NAME,at=DURATION[,share=S][,for=DURATION]`
-//! in recorded time. The driver checks it against the run's groups; here only its form.
+//! `--node-failure`, `--zone-outage` and `--stockout`: a run's disruptions, each given as
+//! comma-separated KEY=VALUE, durations in recorded time. The driver checks them against the
+//! run's groups; here only their form.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
-use ksim_proto::ksim::driver::v1::{Disruption, NodeFailure, disruption::Kind};
+use ksim_proto::ksim::driver::v1::{
+    Disruption, NodeFailure, Stockout, ZoneOutage, disruption::Kind,
+};
 
-/// Parses one `--node-failure` value; errors name the part that is wrong.
-pub fn parse_node_failure(value: &str) -> Result<Disruption, String> {
-    let (mut group, mut at, mut share, mut lasts) = (None, None, None, None);
+/// `value`'s parts by key, each of `keys` at most once; errors name the part.
+fn parts<'a>(value: &'a str, keys: &[&str]) -> Result<BTreeMap<&'a str, &'a str>, String> {
+    let listed = keys.join(", ");
+    let mut found = BTreeMap::new();
     for part in value.split(',') {
         let (key, given) = part
             .split_once('=')
-            .ok_or_else(|| format!("{part:?} is not KEY=VALUE (keys: group, at, share, for)"))?;
-        let duration = |what: &str| -> Result<Duration, String> {
-            humantime::parse_duration(given)
-                .map_err(|error| format!("{what} {given:?}: {error} (e.g. 10m, 90s)"))
-        };
-        let repeated = |key: &str| format!("{key} is given twice");
-        match key {
-            "group" if group.is_none() => group = Some(given.to_owned()),
-            "at" if at.is_none() => at = Some(duration("at")?),
-            "for" if lasts.is_none() => lasts = Some(duration("for")?),
-            "share" if share.is_none() => {
-                let parsed: f64 = given
-                    .parse()
-                    .map_err(|_| format!("share {given:?} is not a number"))?;
-                if !(parsed > 0.0 && parsed <= 1.0) {
-                    return Err(format!("share {given} must be in (0, 1]"));
-                }
-                share = Some(parsed);
-            }
-            "group" | "at" | "for" | "share" => return Err(repeated(key)),
-            other => {
-                return Err(format!(
-                    "unknown key {other:?} (keys: group, at, share, for)"
-                ));
-            }
+            .ok_or_else(|| format!("{part:?} is not KEY=VALUE (keys: {listed})"))?;
+        if !keys.contains(&key) {
+            return Err(format!("unknown key {key:?} (keys: {listed})"));
+        }
+        if found.insert(key, given).is_some() {
+            return Err(format!("{key} is given twice"));
         }
     }
-    let node_group = group.ok_or("group=NAME is required")?;
-    let at = at.ok_or("at=DURATION is required (recorded time since the replay's start)")?;
-    let proto =
-        |d: Duration| prost_types::Duration::try_from(d).map_err(|_| format!("{d:?} is too long"));
+    Ok(found)
+}
+
+fn duration(
+    parts: &BTreeMap<&str, &str>,
+    key: &str,
+) -> Result<Option<prost_types::Duration>, String> {
+    let Some(given) = parts.get(key) else {
+        return Ok(None);
+    };
+    let parsed: Duration = humantime::parse_duration(given)
+        .map_err(|error| format!("{key} {given:?}: {error} (e.g. 10m, 90s)"))?;
+    prost_types::Duration::try_from(parsed)
+        .map(Some)
+        .map_err(|_| format!("{key} {given:?} is too long"))
+}
+
+fn required<'a>(parts: &BTreeMap<&str, &'a str>, key: &str, what: &str) -> Result<&'a str, String> {
+    parts
+        .get(key)
+        .copied()
+        .ok_or_else(|| match what.split_once(' ') {
+            // "DURATION (why)": the value's form, then why it is asked for.
+            Some((form, why)) => format!("{key}={form} is required {why}"),
+            None => format!("{key}={what} is required"),
+        })
+}
+
+/// The window every kind has: `at` (required, since the replay's start) and `for`.
+fn window(
+    parts: &BTreeMap<&str, &str>,
+) -> Result<(Option<prost_types::Duration>, Option<prost_types::Duration>), String> {
+    required(
+        parts,
+        "at",
+        "DURATION (recorded time since the replay's start)",
+    )?;
+    Ok((duration(parts, "at")?, duration(parts, "for")?))
+}
+
+/// One `--node-failure group=NAME,at=DURATION[,share=S][,for=DURATION]`.
+pub fn parse_node_failure(value: &str) -> Result<Disruption, String> {
+    let parts = parts(value, &["group", "at", "share", "for"])?;
+    let node_group = required(&parts, "group", "NAME")?.to_owned();
+    let share = match parts.get("share") {
+        None => 1.0,
+        Some(given) => {
+            let parsed: f64 = given
+                .parse()
+                .map_err(|_| format!("share {given:?} is not a number"))?;
+            if !(parsed > 0.0 && parsed <= 1.0) {
+                return Err(format!("share {given} must be in (0, 1]"));
+            }
+            parsed
+        }
+    };
+    let (at, duration) = window(&parts)?;
     Ok(Disruption {
         kind: Some(Kind::NodeFailure(NodeFailure {
             node_group,
-            share: share.unwrap_or(1.0),
-            at: Some(proto(at)?),
-            duration: lasts.map(proto).transpose()?,
+            share,
+            at,
+            duration,
+        })),
+    })
+}
+
+/// One `--zone-outage zone=ZONE,at=DURATION[,for=DURATION]`.
+pub fn parse_zone_outage(value: &str) -> Result<Disruption, String> {
+    let parts = parts(value, &["zone", "at", "for"])?;
+    let zone = required(&parts, "zone", "ZONE")?.to_owned();
+    let (at, duration) = window(&parts)?;
+    Ok(Disruption {
+        kind: Some(Kind::ZoneOutage(ZoneOutage { zone, at, duration })),
+    })
+}
+
+/// One `--stockout group=NAME,at=DURATION[,for=DURATION]`.
+pub fn parse_stockout(value: &str) -> Result<Disruption, String> {
+    let parts = parts(value, &["group", "at", "for"])?;
+    let node_group = required(&parts, "group", "NAME")?.to_owned();
+    let (at, duration) = window(&parts)?;
+    Ok(Disruption {
+        kind: Some(Kind::Stockout(Stockout {
+            node_group,
+            at,
+            duration,
         })),
     })
 }
@@ -78,6 +140,40 @@ mod tests {
     }
 
     #[test]
+    fn zone_outages_and_stockouts_read_their_own_keys() {
+        let Some(Kind::ZoneOutage(outage)) = parse_zone_outage("zone=us-east-1a,at=1m,for=10m")
+            .unwrap()
+            .kind
+        else {
+            panic!("not a zone outage");
+        };
+        assert_eq!(outage.zone, "us-east-1a");
+        assert_eq!(outage.duration.unwrap().seconds, 600);
+        let Some(Kind::Stockout(stockout)) = parse_stockout("group=m5,at=0s").unwrap().kind else {
+            panic!("not a stockout");
+        };
+        assert_eq!(
+            (stockout.node_group.as_str(), stockout.duration),
+            ("m5", None)
+        );
+        assert!(
+            parse_zone_outage("zone=a,at=1m,share=0.5")
+                .unwrap_err()
+                .contains("unknown key \"share\" (keys: zone, at, for)")
+        );
+        assert!(
+            parse_stockout("at=1m")
+                .unwrap_err()
+                .contains("group=NAME is required")
+        );
+        assert!(
+            parse_zone_outage("zone=a")
+                .unwrap_err()
+                .contains("at=DURATION is required")
+        );
+    }
+
+    #[test]
     fn bad_parts_are_named() {
         for (value, expected) in [
             ("at=10m", "group=NAME is required"),
@@ -85,7 +181,10 @@ mod tests {
             ("group=m5,at=soon", "at \"soon\""),
             ("group=m5,at=1m,share=2", "share 2 must be in (0, 1]"),
             ("group=m5,at=1m,share=x", "share \"x\" is not a number"),
-            ("group=m5,at=1m,zone=a", "unknown key \"zone\""),
+            (
+                "group=m5,at=1m,zone=a",
+                "unknown key \"zone\" (keys: group, at, share, for)",
+            ),
             ("group=m5,at=1m,at=2m", "at is given twice"),
             ("group=m5,at", "\"at\" is not KEY=VALUE"),
         ] {

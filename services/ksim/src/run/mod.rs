@@ -126,6 +126,19 @@ pub struct RunArgs {
     #[arg(long = "node-failure", value_name = "group=NAME,at=DURATION[,share=S][,for=DURATION]", value_parser = disruptions::parse_node_failure)]
     pub node_failures: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 
+    /// Take a zone away during the replay (repeatable), in recorded time: every node of the
+    /// run's groups in ZONE (their skeletons' topology.kubernetes.io/zone) fails AT after the
+    /// replay's start, and the autoscaler groups there get no capacity, for FOR (default: to
+    /// the end); then the nodes come back.
+    #[arg(long = "zone-outage", value_name = "zone=ZONE,at=DURATION[,for=DURATION]", value_parser = disruptions::parse_zone_outage)]
+    pub zone_outages: Vec<ksim_proto::ksim::driver::v1::Disruption>,
+
+    /// Refuse every scale-up of an autoscaler group during the replay (repeatable), in
+    /// recorded time, as a cloud out of capacity: cluster-autoscaler backs the group off and
+    /// falls back to another.
+    #[arg(long = "stockout", value_name = "group=NAME,at=DURATION[,for=DURATION]", value_parser = disruptions::parse_stockout)]
+    pub stockouts: Vec<ksim_proto::ksim::driver::v1::Disruption>,
+
     /// Chooses which nodes the disruptions take: the same seed, the same nodes.
     #[arg(long, value_name = "SEED", default_value_t = 0)]
     pub disruption_seed: u64,

@@ -116,7 +116,13 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .as_deref()
             .map(provisioning_model)
             .transpose()?,
-        disruptions: args.node_failures.clone(),
+        disruptions: args
+            .node_failures
+            .iter()
+            .chain(&args.zone_outages)
+            .chain(&args.stockouts)
+            .cloned()
+            .collect(),
         disruption_seed: args.disruption_seed,
     })
 }

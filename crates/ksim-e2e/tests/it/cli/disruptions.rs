@@ -145,3 +145,108 @@ async fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported() {
         "{printed}"
     );
 }
+
+/// The zone outage, smallest form: web's two pods of one CPU fill one node in each of
+/// two zones, each zone a group cluster-autoscaler resizes (production defaults at 30x). When
+/// us-east-1a goes away its node fails and its group gets no capacity: the evicted pod's
+/// replacement can only run on a node CA adds in us-east-1b, so web is whole again well
+/// before the zone comes back. The outage comes 16 recorded minutes in: CA counts a node that
+/// is not Ready within `max-node-startup-time` (15 minutes) of its creation as still starting
+/// and waits for it, as it would in production.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewhere() {
+    let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
+        .await
+        .unwrap();
+    let dir = up.state.path();
+    let web = shop_deployment("web", 2, "1", "256Mi", "1");
+    let trace = dir.join("web.ksim");
+    write_trace(
+        &trace,
+        [
+            (1_767_225_600_000, deployment(&web)),
+            (1_767_225_600_000 + 1_800_000, deployment(&web)),
+        ],
+        &[],
+    );
+    let east = dir.join("east.yaml");
+    std::fs::write(&east, SKELETON).unwrap();
+    let west = dir.join("west.yaml");
+    assert!(SKELETON.contains("topology.kubernetes.io/zone: us-east-1a"));
+    std::fs::write(&west, SKELETON.replace("us-east-1a", "us-east-1b")).unwrap();
+    let output = up.ksim_any(&[
+        "run".into(),
+        trace.to_str().unwrap().into(),
+        "--driver".into(),
+        up.urls.driver.clone(),
+        "--autoscaler".into(),
+        format!("--autoscaler-group=east={}:1:3:1", east.display()),
+        format!("--autoscaler-group=west={}:1:3:1", west.display()),
+        "--speed".into(),
+        "30".into(),
+        "--zone-outage".into(),
+        "zone=us-east-1a,at=960s,for=600s".into(),
+    ]);
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report_of(&printed);
+    let disruptions = &report["disruptions"];
+    let outage = &disruptions["outcomes"][0];
+    assert_eq!(
+        (
+            outage["kind"].as_str(),
+            outage["zone"].as_str(),
+            outage["node_group"].as_str()
+        ),
+        (Some("zone-outage"), Some("us-east-1a"), Some("east")),
+        "{disruptions:#}"
+    );
+    assert_eq!(
+        outage["nodes"].as_array().unwrap().len(),
+        1,
+        "{disruptions:#}"
+    );
+    let back = seconds(&outage["recovered_offset_ms"]);
+    assert!((1560.0..1590.0).contains(&back), "{disruptions:#}");
+    // Whole again while the zone was still away: the capacity came from the other zone.
+    let recovery = seconds(&outage["time_to_recovery_ms"]);
+    assert!(
+        recovery < 600.0,
+        "{disruptions:#}\nwaits: {:#}\nnode changes: {:#}\n{printed}",
+        report["waits"],
+        report["node_changes"]
+    );
+    let web = &disruptions["workloads"][0];
+    assert_eq!(
+        (web["lowest_ready"].as_u64(), web["pods_evicted"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // CA added nodes only where there was capacity.
+    let added: Vec<(&str, f64)> = report["node_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|change| change["kind"] == "added")
+        .map(|change| {
+            (
+                change["group"].as_str().unwrap(),
+                seconds(&change["offset_ms"]),
+            )
+        })
+        .collect();
+    assert!(
+        added
+            .iter()
+            .any(|(group, at)| *group == "west" && *at > 960.0),
+        "{added:?}"
+    );
+    assert!(added.iter().all(|(group, _)| *group == "west"), "{added:?}");
+    assert!(
+        printed.contains("zone-outage of us-east-1a (east) at "),
+        "{printed}"
+    );
+}
