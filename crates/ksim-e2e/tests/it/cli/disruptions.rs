@@ -25,6 +25,24 @@ fn report_of(printed: &str) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// `web.ksim` in `dir`: Deployment shop/web of `replicas` pods of one CPU (one per
+/// m5.large), applied at the start and again after `minutes` recorded minutes, so the replay
+/// lasts that long.
+fn web_trace(dir: &Path, replicas: i32, minutes: i64) -> std::path::PathBuf {
+    let web = shop_deployment("web", replicas, "1", "256Mi", "1");
+    let trace = dir.join("web.ksim");
+    let start_ms = 1_767_225_600_000;
+    write_trace(
+        &trace,
+        [
+            (start_ms, deployment(&web)),
+            (start_ms + minutes * 60_000, deployment(&web)),
+        ],
+        &[],
+    );
+    trace
+}
+
 fn seconds(value: &Value) -> f64 {
     value
         .as_f64()
@@ -40,16 +58,7 @@ async fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported() {
     let dir = up.state.path();
     // web: three pods of one CPU, one per m5.large (1930m): no node has room for a fourth.
     // The trace goes on for 15 recorded minutes.
-    let web = shop_deployment("web", 3, "1", "256Mi", "1");
-    let trace = dir.join("web.ksim");
-    write_trace(
-        &trace,
-        [
-            (1_767_225_600_000, deployment(&web)),
-            (1_767_225_600_000 + 900_000, deployment(&web)),
-        ],
-        &[],
-    );
+    let trace = web_trace(dir, 3, 15);
     let skeleton = dir.join("m5.yaml");
     std::fs::write(&skeleton, SKELETON).unwrap();
     let group = format!("--node-group=a={}:3", skeleton.display());
@@ -159,16 +168,7 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
         .await
         .unwrap();
     let dir = up.state.path();
-    let web = shop_deployment("web", 2, "1", "256Mi", "1");
-    let trace = dir.join("web.ksim");
-    write_trace(
-        &trace,
-        [
-            (1_767_225_600_000, deployment(&web)),
-            (1_767_225_600_000 + 1_800_000, deployment(&web)),
-        ],
-        &[],
-    );
+    let trace = web_trace(dir, 2, 30);
     let east = dir.join("east.yaml");
     std::fs::write(&east, SKELETON).unwrap();
     let west = dir.join("west.yaml");
