@@ -11,7 +11,9 @@
 //! `--planes` runs the whole measurement once per control-plane tuning (`stock`,
 //! `simulation`, `stock+SETTING`, `simulation-SETTING`; see `ksim_localenv::tuning`), so
 //! that each setting's effect is measured side by side with the others in one run; the
-//! components' CPU time and peak RSS are reported with the provider's. Latencies are taken from one watch in this process: the moment a pod
+//! components' CPU time and peak RSS are reported with the provider's. `--lease-seconds`
+//! runs it once per lease the nodes hold instead of the plane's (a run with disruptions at 20x
+//! holds a kubelet's 40 s divided: 2 s). Latencies are taken from one watch in this process: the moment a pod
 //! is first seen bound to the moment it is first seen Running.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -58,6 +60,10 @@ struct Args {
     /// Control-plane tunings to measure, in order; each runs every provider.
     #[arg(long, value_delimiter = ',', default_value = "simulation")]
     planes: Vec<Tuning>,
+    /// Node leases to measure, in seconds, each a run of its own; default: the plane's (its
+    /// tuning's, else a kubelet's 40 s).
+    #[arg(long, value_delimiter = ',')]
+    lease_seconds: Vec<u32>,
     /// Providers to measure, in order.
     #[arg(long, value_delimiter = ',', default_value = "ksim,kwok64")]
     providers: Vec<ProviderKind>,
@@ -100,6 +106,8 @@ struct Figures {
     /// The longest time between two renewals of one node's Lease seen during the hold: how
     /// close the provider came to the node lifecycle controller's grace period.
     max_renewal_gap_seconds: f64,
+    /// Lease renewals seen per second during the hold.
+    renewals_per_second: f64,
     cpu_seconds: f64,
     peak_rss_mib: f64,
     /// Resident memory at the end of the hold, after the burst.
@@ -112,31 +120,45 @@ struct Figures {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let mut results = Vec::new();
+    let leases: Vec<Option<u32>> = if args.lease_seconds.is_empty() {
+        vec![None]
+    } else {
+        args.lease_seconds.iter().copied().map(Some).collect()
+    };
     for plane in &args.planes {
-        for provider in &args.providers {
-            println!(
-                "== {provider:?} on a {plane} control plane: {} nodes, {} pods, hold {} s",
-                args.nodes, args.pods, args.hold_seconds
-            );
-            let figures = run(&args, plane, *provider)
-                .await
-                .with_context(|| format!("{provider:?} on {plane}"))?;
-            println!("{figures:#?}");
-            results.push((plane.clone(), *provider, figures));
+        for lease in &leases {
+            let lease = lease.unwrap_or_else(|| lease_seconds(plane));
+            for provider in &args.providers {
+                println!(
+                    "== {provider:?} on a {plane} control plane, {lease} s leases: {} nodes, {} \
+                     pods, hold {} s",
+                    args.nodes, args.pods, args.hold_seconds
+                );
+                let figures = run(&args, plane, *provider, lease)
+                    .await
+                    .with_context(|| format!("{provider:?} on {plane}, {lease} s leases"))?;
+                println!("{figures:#?}");
+                results.push((plane.clone(), lease, *provider, figures));
+            }
         }
     }
     print_table(&args, &results);
     Ok(())
 }
 
-async fn run(args: &Args, plane: &Tuning, provider: ProviderKind) -> anyhow::Result<Figures> {
+async fn run(
+    args: &Args,
+    plane: &Tuning,
+    provider: ProviderKind,
+    lease: u32,
+) -> anyhow::Result<Figures> {
     let control_plane = ControlPlane::builder()
         .tuning(plane.clone())
         .start()
         .await?;
     let client = control_plane.client();
     create_namespace(&client).await?;
-    let running = start_provider(args, provider, &control_plane).await?;
+    let running = start_provider(args, provider, &control_plane, lease).await?;
     let pid = running.child.id();
 
     let started = Instant::now();
@@ -159,7 +181,7 @@ async fn run(args: &Args, plane: &Tuning, provider: ProviderKind) -> anyhow::Res
     );
     latencies.sort_unstable_by(f64::total_cmp);
 
-    let (not_ready_transitions, max_renewal_gap_seconds) = hold(
+    let (not_ready_transitions, max_renewal_gap_seconds, renewals) = hold(
         &client,
         running.node_selector,
         Duration::from_secs(args.hold_seconds),
@@ -181,6 +203,7 @@ async fn run(args: &Args, plane: &Tuning, provider: ProviderKind) -> anyhow::Res
         bind_to_running_p99_ms: percentile(&latencies, 0.99),
         not_ready_transitions,
         max_renewal_gap_seconds,
+        renewals_per_second: renewals as f64 / args.hold_seconds.max(1) as f64,
         cpu_seconds,
         peak_rss_mib,
         end_rss_mib,
@@ -214,8 +237,8 @@ async fn start_provider(
     args: &Args,
     kind: ProviderKind,
     control_plane: &ControlPlane,
+    lease: u32,
 ) -> anyhow::Result<Provider> {
-    let plane = control_plane.tuning();
     let log_dir = control_plane.dir().context("control plane directory")?;
     match kind {
         ProviderKind::Ksim => {
@@ -234,7 +257,7 @@ async fn start_provider(
                 "--namespace=default".to_owned(),
                 "--pool-name=bench".to_owned(),
                 "--log-filter=warn".to_owned(),
-                format!("--lease-duration-seconds={}", lease_seconds(plane)),
+                format!("--lease-duration-seconds={lease}"),
             ]);
             let child = spawn(
                 binary,
@@ -256,11 +279,7 @@ async fn start_provider(
                 .context("--kwok-bin-dir (run deploy/kwok/install.sh)")?;
             let child = spawn(
                 &dir.join("kwok"),
-                &kwok_args(
-                    control_plane,
-                    kind == ProviderKind::Kwok64,
-                    lease_seconds(plane),
-                )?,
+                &kwok_args(control_plane, kind == ProviderKind::Kwok64, lease)?,
                 control_plane.kubeconfig_path(),
                 &log_dir.join("kwok.log"),
             )?;
@@ -534,12 +553,18 @@ fn pod_spec(provider: ProviderKind) -> serde_json::Value {
 /// Watches the nodes for `duration`: every move of a node's Ready condition away from True,
 /// and the longest gap between two renewals of one node's Lease (every Lease of the cluster is
 /// a provider's node's).
-async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Result<(usize, f64)> {
+/// Also how many renewals it saw.
+async fn hold(
+    client: &Client,
+    selector: &str,
+    duration: Duration,
+) -> anyhow::Result<(usize, f64, u64)> {
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let mut ready: HashMap<String, bool> = HashMap::new();
     let mut renewed: HashMap<String, k8s_openapi::jiff::Timestamp> = HashMap::new();
     let mut transitions = 0;
+    let mut renewals_seen = 0_u64;
     let mut max_gap = Duration::ZERO;
     let events = watcher(nodes, watcher::Config::default().labels(selector)).applied_objects();
     let renewals = watcher(leases, watcher::Config::default()).applied_objects();
@@ -549,7 +574,9 @@ async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Re
     let mut renewals = Box::pin(renewals);
     loop {
         tokio::select! {
-            () = &mut deadline => return Ok((transitions, max_gap.as_secs_f64())),
+            () = &mut deadline => {
+                return Ok((transitions, max_gap.as_secs_f64(), renewals_seen));
+            }
             lease = renewals.try_next() => {
                 let Some(lease) = lease? else { bail!("lease watch ended") };
                 let Some(at) = lease.spec.and_then(|spec| spec.renew_time) else { continue };
@@ -557,6 +584,9 @@ async fn hold(client: &Client, selector: &str, duration: Duration) -> anyhow::Re
                 if let Some(before) = renewed.insert(name, at.0)
                     && let Ok(gap) = Duration::try_from(at.0.duration_since(before))
                 {
+                    if at.0 != before {
+                        renewals_seen += 1;
+                    }
                     max_gap = max_gap.max(gap);
                 }
             }
@@ -581,18 +611,18 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-fn print_table(args: &Args, results: &[(Tuning, ProviderKind, Figures)]) {
+fn print_table(args: &Args, results: &[(Tuning, u32, ProviderKind, Figures)]) {
     println!(
         "\n{} nodes, {} pods, hold {} s",
         args.nodes, args.pods, args.hold_seconds
     );
     println!(
-        "| plane | provider | nodes Ready (s) | pods bound (s) | pods Running (s) | pods/s | bind->Running p50 (ms) | p99 (ms) | NotReady | longest renewal gap (s) | CPU (s) | peak RSS (MiB) | end RSS (MiB) |"
+        "| plane | lease (s) | provider | nodes Ready (s) | pods bound (s) | pods Running (s) | pods/s | bind->Running p50 (ms) | p99 (ms) | NotReady | longest renewal gap (s) | renewals/s | CPU (s) | peak RSS (MiB) | end RSS (MiB) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (plane, provider, f) in results {
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (plane, lease, provider, f) in results {
         println!(
-            "| {plane} | {provider:?} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            "| {plane} | {lease} | {provider:?} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |",
             f.nodes_ready_seconds,
             f.pods_bound_seconds,
             f.pods_running_seconds,
@@ -601,6 +631,7 @@ fn print_table(args: &Args, results: &[(Tuning, ProviderKind, Figures)]) {
             f.bind_to_running_p99_ms,
             f.not_ready_transitions,
             f.max_renewal_gap_seconds,
+            f.renewals_per_second,
             f.cpu_seconds,
             f.peak_rss_mib,
             f.end_rss_mib
@@ -608,10 +639,10 @@ fn print_table(args: &Args, results: &[(Tuning, ProviderKind, Figures)]) {
     }
     println!("\ncontrol plane, CPU seconds / peak RSS (MiB) per component:");
     println!(
-        "| plane | provider | etcd | kube-apiserver | kube-controller-manager | kube-scheduler |"
+        "| plane | lease (s) | provider | etcd | kube-apiserver | kube-controller-manager | kube-scheduler |"
     );
-    println!("|---|---|---|---|---|---|");
-    for (plane, provider, f) in results {
+    println!("|---|---|---|---|---|---|---|");
+    for (plane, lease, provider, f) in results {
         let cells: Vec<String> = [
             "etcd",
             "kube-apiserver",
@@ -628,24 +659,22 @@ fn print_table(args: &Args, results: &[(Tuning, ProviderKind, Figures)]) {
                 })
         })
         .collect();
-        println!("| {plane} | {provider:?} | {} |", cells.join(" | "));
+        println!(
+            "| {plane} | {lease} | {provider:?} | {} |",
+            cells.join(" | ")
+        );
     }
-    for plane in &args.planes {
-        let of = |wanted: ProviderKind| {
-            results
-                .iter()
-                .find(|(p, kind, _)| p == plane && *kind == wanted)
-                .map(|(_, _, f)| f)
-        };
-        let Some(ksim) = of(ProviderKind::Ksim) else {
-            continue;
-        };
-        for (_, kind, peer) in results
+    // Side by side: ksim against each peer of the same plane and lease.
+    for (plane, lease, _, ksim) in results
+        .iter()
+        .filter(|(_, _, kind, _)| *kind == ProviderKind::Ksim)
+    {
+        for (_, _, kind, peer) in results
             .iter()
-            .filter(|(p, kind, _)| p == plane && *kind != ProviderKind::Ksim)
+            .filter(|(p, l, kind, _)| p == plane && l == lease && *kind != ProviderKind::Ksim)
         {
             println!(
-                "{plane}: ksim/{kind:?}: throughput {:.2}x, bind->Running p99 {:.2}x, CPU {:.2}x, peak RSS {:.2}x",
+                "{plane}, {lease} s leases: ksim/{kind:?}: throughput {:.2}x, bind->Running p99 {:.2}x, CPU {:.2}x, peak RSS {:.2}x",
                 ksim.pods_per_second / peer.pods_per_second,
                 ksim.bind_to_running_p99_ms / peer.bind_to_running_p99_ms,
                 ksim.cpu_seconds / peer.cpu_seconds,
