@@ -140,15 +140,15 @@ async fn play(
                 }
             }
             Step::End => {
-                let (began, nodes) = {
+                // Its beginning came first. Undone even when that failed half-way (a zone's
+                // groups stocked out, then its nodes could not be failed): ending what was
+                // never applied changes nothing.
+                let (applied, nodes) = {
                     let seen = lock(&seen);
                     seen.get(index)
                         .map(|o| (o.error.is_empty(), o.nodes.clone()))
                         .unwrap_or_default()
                 };
-                if !began {
-                    continue;
-                }
                 match end(&player, disruption, &nodes).await {
                     Ok(()) => {
                         tracing::info!(
@@ -156,7 +156,7 @@ async fn play(
                             group = disruption.group(),
                             "disruption ended"
                         );
-                        if let Some(observed) = lock(&seen).get_mut(index) {
+                        if applied && let Some(observed) = lock(&seen).get_mut(index) {
                             observed.recovered = Some(origin.elapsed());
                         }
                     }
@@ -193,7 +193,10 @@ async fn begin(
                 taken.extend(ready_nodes(&player.mesh, group).await?);
             }
             if !taken.is_empty() {
-                fail(&player.mesh, &taken).await?;
+                // Said as it is: the groups got no capacity for the window all the same.
+                fail(&player.mesh, &taken).await.map_err(|error| {
+                    format!("its autoscaler groups got no capacity, but {error}")
+                })?;
             }
             Ok(taken)
         }
