@@ -27,7 +27,7 @@ pub fn disruptions(observed: &ObservedDisruptions, end: Duration, speed: f64) ->
         Some(first) => observed
             .workloads
             .iter()
-            .filter_map(|workload| availability(workload, first, end, speed, &observed.evictions))
+            .filter_map(|workload| availability(workload, first, end, speed, observed))
             .collect(),
         None => Vec::new(),
     };
@@ -50,6 +50,8 @@ pub fn disruptions(observed: &ObservedDisruptions, end: Duration, speed: f64) ->
                 time_to_recovery: time_to_recovery.map(proto),
                 recovered,
                 error: disruption.error.clone(),
+                evictions_blocked: disruption.evictions_blocked,
+                pods_lost: disruption.pods_lost,
             }
         })
         .collect();
@@ -64,6 +66,7 @@ pub fn disruptions(observed: &ObservedDisruptions, end: Duration, speed: f64) ->
                 .filter(|(at, _)| *at >= first)
                 .count() as u64
         }),
+        evictions_blocked: observed.blocked.len() as u64,
     }
 }
 
@@ -82,7 +85,7 @@ fn availability(
     from: Duration,
     end: Duration,
     speed: f64,
-    evictions: &[(Duration, String)],
+    observed: &ObservedDisruptions,
 ) -> Option<WorkloadAvailability> {
     // The span starts at the disruption, or where the workload was first seen after it.
     let start_point = at_time(&workload.points, from)
@@ -120,11 +123,16 @@ fn availability(
         lowest_ready: steps.iter().map(|p| p.ready).min().unwrap_or(0),
         time_below_desired: Some(of_millis(millis(recorded(below_for, speed)))),
         availability: (1.0 - share_below).clamp(0.0, 1.0),
-        pods_evicted: evictions
-            .iter()
-            .filter(|(at, name)| *at >= from && *name == workload.workload)
-            .count() as u64,
+        pods_evicted: in_span(&observed.evictions, workload, from),
+        evictions_blocked: in_span(&observed.blocked, workload, from),
     })
+}
+
+/// How many of `pods` (when, workload) are the workload's from `from` on.
+fn in_span(pods: &[(Duration, String)], workload: &ObservedAvailability, from: Duration) -> u64 {
+    pods.iter()
+        .filter(|(at, name)| *at >= from && *name == workload.workload)
+        .count() as u64
 }
 
 /// From `from` until every workload was back at its desired ready replicas after the first
@@ -215,7 +223,7 @@ mod tests {
                     offset: secs(10),
                     nodes: vec!["m5-1".into()],
                     recovered: Some(secs(40)),
-                    error: String::new(),
+                    ..ObservedDisruption::default()
                 },
                 ObservedDisruption {
                     kind: "node-failure".into(),
@@ -225,6 +233,17 @@ mod tests {
                     nodes: Vec::new(),
                     recovered: None,
                     error: "the run ended before it".into(),
+                    ..ObservedDisruption::default()
+                },
+                ObservedDisruption {
+                    kind: "spot-interruption".into(),
+                    node_group: "west".into(),
+                    offset: secs(30),
+                    nodes: vec!["west-1".into()],
+                    recovered: Some(secs(42)),
+                    evictions_blocked: 1,
+                    pods_lost: 1,
+                    ..ObservedDisruption::default()
                 },
             ],
             workloads: vec![
@@ -253,6 +272,7 @@ mod tests {
                 (secs(5), "Deployment/shop/web".into()),
                 (secs(14), "Deployment/shop/web".into()),
             ],
+            blocked: vec![(secs(31), "Deployment/shop/web".into())],
         }
     }
 
@@ -273,6 +293,7 @@ mod tests {
         // The eviction before the disruption is not its.
         assert_eq!(web.pods_evicted, 1);
         assert_eq!(report.pods_evicted, 1);
+        assert_eq!((web.evictions_blocked, report.evictions_blocked), (1, 1));
         let db = &report.workloads[1];
         assert_eq!((db.lowest_ready, db.availability), (1, 1.0));
         assert_eq!(
@@ -293,6 +314,9 @@ mod tests {
         let missed = &report.outcomes[1];
         assert_eq!(missed.error, "the run ended before it");
         assert_eq!(missed.time_to_recovery, None);
+        let spot = &report.outcomes[2];
+        assert_eq!((spot.evictions_blocked, spot.pods_lost), (1, 1));
+        assert_eq!(spot.recovered_offset, Some(of_millis(420_000)));
     }
 
     #[test]
@@ -311,7 +335,9 @@ mod tests {
     #[test]
     fn without_a_disruption_that_began_no_workload_is_judged() {
         let mut observed = observed();
-        observed.disruptions.remove(0);
+        observed
+            .disruptions
+            .retain(|disruption| !disruption.error.is_empty());
         let report = disruptions(&observed, secs(60), 1.0);
         assert!(report.workloads.is_empty());
         assert_eq!(report.pods_evicted, 0);

@@ -130,12 +130,16 @@ pub struct ObservedDisruptions {
     pub workloads: Vec<ObservedAvailability>,
     /// Per pod evicted: when, and its workload as recorded (`Kind/namespace/name`).
     pub evictions: Vec<(Duration, String)>,
+    /// Per pod whose eviction a PodDisruptionBudget refused: when first, and its workload as
+    /// recorded.
+    #[serde(default)]
+    pub blocked: Vec<(Duration, String)>,
 }
 
 /// One disruption as the replay applied it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedDisruption {
-    /// `node-failure`, `zone-outage` or `stockout`.
+    /// `node-failure`, `zone-outage`, `stockout` or `spot-interruption`.
     pub kind: String,
     /// The group it hit; a zone outage's groups, comma-separated.
     pub node_group: String,
@@ -151,6 +155,12 @@ pub struct ObservedDisruption {
     pub recovered: Option<Duration>,
     /// Why it took no node; empty when it did.
     pub error: String,
+    /// A spot interruption's pods whose eviction a PodDisruptionBudget refused.
+    #[serde(default)]
+    pub evictions_blocked: u64,
+    /// A spot interruption's pods still on its node when the instance went.
+    #[serde(default)]
+    pub pods_lost: u64,
 }
 
 /// One workload's desired and ready replicas over time: a step function, each point holding

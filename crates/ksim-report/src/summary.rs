@@ -219,10 +219,27 @@ fn write_summary(
 /// Workloads listed under the disruptions, least available first.
 const LISTED_WORKLOADS: usize = 5;
 
+/// ", N blocked by a PodDisruptionBudget" when any was.
+fn blocked(count: u64) -> String {
+    if count == 0 {
+        String::new()
+    } else {
+        format!(", {count} blocked by a PodDisruptionBudget")
+    }
+}
+
+/// Disruptions listed one a line (a spot rate over a day makes hundreds).
+const LISTED_DISRUPTIONS: usize = 10;
+
 /// Each disruption as it happened, then what it cost the least available workloads.
 fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
     let mut lines = Vec::new();
-    for (index, outcome) in disruptions.outcomes.iter().enumerate() {
+    for (index, outcome) in disruptions
+        .outcomes
+        .iter()
+        .enumerate()
+        .take(LISTED_DISRUPTIONS)
+    {
         let label = if index == 0 {
             "disruptions:      "
         } else {
@@ -257,11 +274,29 @@ fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
                     outcome.nodes.join(", ")
                 )
             };
-            format!("{what}: {nodes}, {back}; {recovery}")
+            let drained = if outcome.kind == "spot-interruption" {
+                format!(
+                    " ({} eviction(s) blocked, {} pod(s) lost)",
+                    outcome.evictions_blocked, outcome.pods_lost
+                )
+            } else {
+                String::new()
+            };
+            format!("{what}: {nodes}, {back}{drained}; {recovery}")
         } else {
             format!("{what}: not applied: {}", outcome.error)
         };
         lines.push(format!("{label} {line}"));
+    }
+    if let Some(more) = disruptions
+        .outcomes
+        .len()
+        .checked_sub(LISTED_DISRUPTIONS)
+        .filter(|more| *more > 0)
+    {
+        lines.push(format!(
+            "                   ... and {more} more (report.json's disruptions.outcomes)"
+        ));
     }
     let mut workloads: Vec<&pb::WorkloadAvailability> = disruptions.workloads.iter().collect();
     workloads.sort_by(|a, b| {
@@ -275,23 +310,25 @@ fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
         .take(LISTED_WORKLOADS)
         .map(|w| {
             format!(
-                "{} {:.1}% ({} below {} desired ready, lowest {}, {} evicted)",
+                "{} {:.1}% ({} below {} desired ready, lowest {}, {} evicted{})",
                 w.name,
                 w.availability * 100.0,
                 human(w.time_below_desired.as_ref()),
                 w.desired,
                 w.lowest_ready,
-                w.pods_evicted
+                w.pods_evicted,
+                blocked(w.evictions_blocked)
             )
         })
         .collect();
     let whole = workloads.iter().filter(|w| w.availability >= 1.0).count();
     lines.push(format!(
         "availability:      {} workload(s) always at desired ready, {} below at times; {} \
-         evicted (seed {})",
+         evicted{} (seed {})",
         whole,
         workloads.len() - whole,
         disruptions.pods_evicted,
+        blocked(disruptions.evictions_blocked),
         disruptions.seed
     ));
     lines.extend(below.into_iter().map(|line| format!("  {line}")));
@@ -1085,6 +1122,8 @@ mod tests {
                     recovered: true,
                     error: String::new(),
                     zone: String::new(),
+                    evictions_blocked: 0,
+                    pods_lost: 0,
                 },
                 pb::DisruptionOutcome {
                     kind: "node-failure".into(),
@@ -1110,6 +1149,17 @@ mod tests {
                     recovered: true,
                     ..Default::default()
                 },
+                pb::DisruptionOutcome {
+                    kind: "spot-interruption".into(),
+                    node_group: "west".into(),
+                    offset: Some(millis(300_000)),
+                    nodes: vec!["west-1".into()],
+                    recovered_offset: Some(millis(420_000)),
+                    recovered: true,
+                    evictions_blocked: 1,
+                    pods_lost: 1,
+                    ..Default::default()
+                },
             ],
             workloads: vec![
                 pb::WorkloadAvailability {
@@ -1119,6 +1169,7 @@ mod tests {
                     time_below_desired: Some(millis(0)),
                     availability: 1.0,
                     pods_evicted: 0,
+                    evictions_blocked: 0,
                 },
                 pb::WorkloadAvailability {
                     name: "Deployment/shop/web".into(),
@@ -1127,9 +1178,11 @@ mod tests {
                     time_below_desired: Some(millis(80_000)),
                     availability: 0.75,
                     pods_evicted: 1,
+                    evictions_blocked: 1,
                 },
             ],
             pods_evicted: 1,
+            evictions_blocked: 1,
         });
         let text = summary(&report);
         for line in [
@@ -1140,12 +1193,32 @@ mod tests {
              m5-b), over at 12m00s; no workload dropped\n",
             "                     stockout of west at 0ms: scale-ups refused, not over within the run; \
              no workload dropped\n",
+            "                     spot-interruption of west at 5m00s: 1 node(s) (west-1), over at \
+             7m00s (1 eviction(s) blocked, 1 pod(s) lost); no workload dropped\n",
             "  availability:      1 workload(s) always at desired ready, 1 below at times; 1 \
-             evicted (seed 7)\n",
-            "    Deployment/shop/web 75.0% (1m20s below 2 desired ready, lowest 1, 1 evicted)\n",
+             evicted, 1 blocked by a PodDisruptionBudget (seed 7)\n",
+            "    Deployment/shop/web 75.0% (1m20s below 2 desired ready, lowest 1, 1 evicted, 1 \
+             blocked by a PodDisruptionBudget)\n",
         ] {
             assert!(text.contains(line), "{line:?} not in\n{text}");
         }
+        // Hundreds of interruptions: ten lines, then how many more.
+        if let Some(disruptions) = &mut report.disruptions {
+            let spot = disruptions.outcomes[4].clone();
+            disruptions.outcomes = vec![spot; 13];
+        }
+        let lines = disruption_lines(report.disruptions.as_ref().unwrap());
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains("spot-interruption"))
+                .count(),
+            10
+        );
+        assert!(
+            lines[10].ends_with("... and 3 more (report.json's disruptions.outcomes)"),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod applier;
 pub mod availability;
 pub mod cron_runs;
+pub mod drain;
 pub mod launch_lifetimes;
 pub mod lease;
 pub mod namespaces;

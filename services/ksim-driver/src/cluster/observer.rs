@@ -365,7 +365,7 @@ fn is_finished(phase: &str) -> bool {
     matches!(phase, "Succeeded" | "Failed")
 }
 
-fn owner_of(pod: &Pod) -> String {
+pub(crate) fn owner_of(pod: &Pod) -> String {
     let controller = pod
         .metadata
         .owner_references

@@ -50,12 +50,50 @@ pub struct Stockout {
     pub duration: Option<Duration>,
 }
 
+/// A spot interruption that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpotInterruption {
+    pub group: String,
+    pub when: Interruptions,
+    /// Recorded time from the notice to the instance's end.
+    pub notice: Duration,
+}
+
+/// When a spot interruption's nodes are reclaimed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Interruptions {
+    /// One node at each, in recorded time, in order.
+    Times(Vec<Duration>),
+    /// Each Ready node at this rate per recorded hour, drawn each [`RATE_TICK`], from `at` for
+    /// `duration` (`None`: to the end of the run).
+    Rate {
+        per_hour: f64,
+        at: Duration,
+        duration: Option<Duration>,
+    },
+}
+
+/// How often a rate's draw is made, in recorded time.
+pub const RATE_TICK: Duration = Duration::from_secs(60);
+
+/// Most interruption times one disruption may list.
+const MAX_TIMES: usize = 10_000;
+
+/// Highest rate per node and hour: one every six minutes on average.
+const MAX_RATE: f64 = 10.0;
+
+/// A cloud's notice before it reclaims a spot instance: AWS gives two minutes.
+const DEFAULT_NOTICE: Duration = Duration::from_secs(120);
+
+const MAX_NOTICE: Duration = Duration::from_secs(3600);
+
 /// A disruption that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disruption {
     NodeFailure(NodeFailure),
     ZoneOutage(ZoneOutage),
     Stockout(Stockout),
+    SpotInterruption(SpotInterruption),
 }
 
 impl Disruption {
@@ -65,6 +103,7 @@ impl Disruption {
             Self::NodeFailure(_) => "node-failure",
             Self::ZoneOutage(_) => "zone-outage",
             Self::Stockout(_) => "stockout",
+            Self::SpotInterruption(_) => "spot-interruption",
         }
     }
 
@@ -74,6 +113,7 @@ impl Disruption {
             Self::NodeFailure(failure) => failure.group.clone(),
             Self::ZoneOutage(outage) => outage.groups.join(","),
             Self::Stockout(stockout) => stockout.group.clone(),
+            Self::SpotInterruption(spot) => spot.group.clone(),
         }
     }
 
@@ -81,7 +121,7 @@ impl Disruption {
     pub fn zone(&self) -> &str {
         match self {
             Self::ZoneOutage(outage) => &outage.zone,
-            Self::NodeFailure(_) | Self::Stockout(_) => "",
+            Self::NodeFailure(_) | Self::Stockout(_) | Self::SpotInterruption(_) => "",
         }
     }
 
@@ -90,6 +130,10 @@ impl Disruption {
             Self::NodeFailure(failure) => failure.at,
             Self::ZoneOutage(outage) => outage.at,
             Self::Stockout(stockout) => stockout.at,
+            Self::SpotInterruption(spot) => match &spot.when {
+                Interruptions::Times(times) => times.first().copied().unwrap_or_default(),
+                Interruptions::Rate { at, .. } => *at,
+            },
         }
     }
 
@@ -99,6 +143,17 @@ impl Disruption {
             Self::NodeFailure(failure) => failure.duration,
             Self::ZoneOutage(outage) => outage.duration,
             Self::Stockout(stockout) => stockout.duration,
+            Self::SpotInterruption(spot) => match &spot.when {
+                Interruptions::Times(times) => Some(
+                    times
+                        .last()
+                        .zip(times.first())
+                        .map(|(last, first)| last.saturating_sub(*first))
+                        .unwrap_or_default()
+                        .saturating_add(spot.notice),
+                ),
+                Interruptions::Rate { duration, .. } => *duration,
+            },
         }
     }
 }
@@ -155,7 +210,14 @@ pub fn from_proto(
                     self::stockout(stockout, groups, &format!("{field}.stockout"))
                         .map(Disruption::Stockout)
                 }
-                None => Err(invalid(field, "set node_failure, zone_outage or stockout")),
+                Some(pb::disruption::Kind::SpotInterruption(spot)) => {
+                    spot_interruption(spot, groups, &format!("{field}.spot_interruption"))
+                        .map(Disruption::SpotInterruption)
+                }
+                None => Err(invalid(
+                    field,
+                    "set node_failure, zone_outage, stockout or spot_interruption",
+                )),
             }
         })
         .collect()
@@ -283,40 +345,195 @@ fn zone_outage(
     })
 }
 
+/// The named group when cluster-autoscaler resizes it; `what` is the disruption, for the
+/// message.
+fn autoscaled_group(
+    name: &str,
+    groups: &[GroupFacts<'_>],
+    field: &str,
+    what: &str,
+) -> Result<(), Invalid> {
+    let group = known_group(name, groups, field)?;
+    let problem = match group.kind {
+        GroupKind::Autoscaled => return Ok(()),
+        GroupKind::Pool => format!(
+            "{name:?} is a fixed-size group, which nothing replaces or scales up: {what} is of a \
+             group cluster-autoscaler resizes"
+        ),
+        GroupKind::NodePool => {
+            format!("{name:?} is a Karpenter NodePool: its {what}s are not modelled yet")
+        }
+    };
+    Err(invalid(format!("{field}.node_group"), problem))
+}
+
 fn stockout(
     given: &pb::Stockout,
     groups: &[GroupFacts<'_>],
     field: &str,
 ) -> Result<Stockout, Invalid> {
-    let group = known_group(&given.node_group, groups, field)?;
-    match group.kind {
-        GroupKind::Autoscaled => {}
-        GroupKind::Pool => {
-            return Err(invalid(
-                format!("{field}.node_group"),
-                format!(
-                    "{:?} is a fixed-size group, which never scales up: a stockout is of a group \
-                     cluster-autoscaler resizes",
-                    given.node_group
-                ),
-            ));
-        }
-        GroupKind::NodePool => {
-            return Err(invalid(
-                format!("{field}.node_group"),
-                format!(
-                    "{:?} is a Karpenter NodePool: its stockouts are not modelled yet",
-                    given.node_group
-                ),
-            ));
-        }
-    }
+    autoscaled_group(&given.node_group, groups, field, "a stockout")?;
     let (at, duration) = window(given.at, given.duration, field)?;
     Ok(Stockout {
         group: given.node_group.clone(),
         at,
         duration,
     })
+}
+
+fn spot_interruption(
+    given: &pb::SpotInterruption,
+    groups: &[GroupFacts<'_>],
+    field: &str,
+) -> Result<SpotInterruption, Invalid> {
+    autoscaled_group(&given.node_group, groups, field, "a spot interruption")?;
+    let when = match (given.times.is_empty(), given.rate_per_hour) {
+        (false, rate) if rate != 0.0 => {
+            return Err(invalid(
+                format!("{field}.rate_per_hour"),
+                "set times or rate_per_hour, not both",
+            ));
+        }
+        (false, _) => {
+            if given.at.is_some() || given.duration.is_some() {
+                return Err(invalid(
+                    format!("{field}.at"),
+                    "at and duration bound a rate: with times, leave them unset",
+                ));
+            }
+            if given.times.len() > MAX_TIMES {
+                return Err(invalid(
+                    format!("{field}.times"),
+                    format!("at most {MAX_TIMES}, got {}", given.times.len()),
+                ));
+            }
+            let mut times = given
+                .times
+                .iter()
+                .enumerate()
+                .map(|(index, time)| {
+                    window(Some(*time), None, &format!("{field}.times[{index}]"))
+                        .map(|(at, _)| at)
+                        .map_err(|error| Invalid {
+                            field: format!("{field}.times[{index}]"),
+                            problem: error.problem,
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            times.sort_unstable();
+            Interruptions::Times(times)
+        }
+        (true, rate) if rate > 0.0 && rate <= MAX_RATE => {
+            let (at, duration) = window(given.at, given.duration, field)?;
+            Interruptions::Rate {
+                per_hour: rate,
+                at,
+                duration,
+            }
+        }
+        (true, 0.0) => {
+            return Err(invalid(
+                format!("{field}.times"),
+                "set times or rate_per_hour",
+            ));
+        }
+        (true, rate) => {
+            return Err(invalid(
+                format!("{field}.rate_per_hour"),
+                format!("must be in (0, {MAX_RATE}] per node and hour, got {rate}"),
+            ));
+        }
+    };
+    let notice = match given.notice {
+        None => DEFAULT_NOTICE,
+        Some(notice) => Duration::try_from(notice)
+            .ok()
+            .filter(|notice| !notice.is_zero() && *notice <= MAX_NOTICE)
+            .ok_or_else(|| {
+                invalid(
+                    format!("{field}.notice"),
+                    "must be positive and at most an hour",
+                )
+            })?,
+    };
+    Ok(SpotInterruption {
+        group: given.node_group.clone(),
+        when,
+        notice,
+    })
+}
+
+/// The chance a node is interrupted in one [`RATE_TICK`] at `per_hour`.
+pub fn tick_probability(per_hour: f64) -> f64 {
+    1.0 - (-per_hour * RATE_TICK.as_secs_f64() / 3600.0).exp()
+}
+
+/// The nodes a rate interrupts at its `tick`-th draw: each of `nodes` (oldest first) whose
+/// draw, decided by the seed, the disruption's index, the tick and its place, falls under
+/// `probability`. The same seed interrupts the same places at the same ticks.
+pub fn drawn(
+    seed: u64,
+    index: usize,
+    tick: u64,
+    nodes: &[String],
+    probability: f64,
+) -> Vec<String> {
+    nodes
+        .iter()
+        .enumerate()
+        .filter(|&(place, _)| {
+            let draw = mix(seed ^ mix(index as u64) ^ mix(tick ^ 0x5107) ^ mix(place as u64));
+            // The top 53 bits as a uniform draw in [0, 1).
+            ((draw >> 11) as f64) / ((1_u64 << 53) as f64) < probability
+        })
+        .map(|(_, node)| node.clone())
+        .collect()
+}
+
+/// The node the `event`-th of a disruption's times interrupts among `nodes` (oldest first),
+/// decided by the seed; `None` when there is none.
+pub fn picked(seed: u64, index: usize, event: usize, nodes: &[String]) -> Option<String> {
+    if nodes.is_empty() {
+        return None;
+    }
+    let draw = mix(seed ^ mix(index as u64) ^ mix(event as u64 ^ 0x7a11));
+    nodes.get((draw % nodes.len() as u64) as usize).cloned()
+}
+
+/// One draw of a spot interruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    /// The `n`-th of its times: one node ([`picked`]).
+    Time(usize),
+    /// The `n`-th tick of its rate: each node by chance ([`drawn`]).
+    Tick(u64),
+}
+
+/// A spot interruption's draws in recorded time since the replay's start, in order: each of
+/// its times, or each tick of its rate within its window (without end when it has none).
+pub fn draws(when: &Interruptions) -> Box<dyn Iterator<Item = (Duration, Draw)> + Send + '_> {
+    match when {
+        Interruptions::Times(times) => Box::new(
+            times
+                .iter()
+                .enumerate()
+                .map(|(event, at)| (*at, Draw::Time(event))),
+        ),
+        Interruptions::Rate { at, duration, .. } => {
+            let (at, end) = (*at, duration.map(|lasts| at.saturating_add(lasts)));
+            Box::new(
+                (0_u64..)
+                    .map(move |tick| {
+                        let offset = u32::try_from(tick).unwrap_or(u32::MAX);
+                        (
+                            at.saturating_add(RATE_TICK.saturating_mul(offset)),
+                            Draw::Tick(tick),
+                        )
+                    })
+                    .take_while(move |(offset, _)| end.is_none_or(|end| *offset < end)),
+            )
+        }
+    }
 }
 
 /// What the replay does to a disruption at a wall-clock time.
@@ -328,11 +545,14 @@ pub enum Step {
 
 /// Every disruption's beginning and end (when it has one), in wall-clock time since the
 /// replay's start at `speed`, in time order (a disruption's beginning before its end).
+///
+/// A spot interruption has no steps: it plays on its own ([`interruption_times`]).
 pub fn schedule(disruptions: &[Disruption], speed: f64) -> Vec<(Duration, usize, Step)> {
     let wall = |recorded: Duration| recorded.div_f64(speed);
     let mut steps: Vec<(Duration, usize, Step)> = disruptions
         .iter()
         .enumerate()
+        .filter(|(_, disruption)| !matches!(disruption, Disruption::SpotInterruption(_)))
         .flat_map(|(index, disruption)| {
             let at = disruption.at();
             let end = disruption
@@ -536,7 +756,7 @@ mod tests {
         let message = refused(pb::Disruption { kind: None });
         assert_eq!(
             message,
-            "spec.disruptions[1]: set node_failure, zone_outage or stockout"
+            "spec.disruptions[1]: set node_failure, zone_outage, stockout or spot_interruption"
         );
     }
 
@@ -588,5 +808,143 @@ mod tests {
         let mut sorted = half.clone();
         sorted.sort_by_key(|name| nodes.iter().position(|n| n == name));
         assert_eq!(half, sorted);
+    }
+
+    fn spot(times_s: &[i64], rate: f64, window_s: Option<(i64, i64)>) -> pb::Disruption {
+        pb::Disruption {
+            kind: Some(pb::disruption::Kind::SpotInterruption(
+                pb::SpotInterruption {
+                    node_group: "east".to_owned(),
+                    times: times_s.iter().map(|s| seconds(*s)).collect(),
+                    rate_per_hour: rate,
+                    at: window_s.map(|(at, _)| seconds(at)),
+                    duration: window_s.map(|(_, lasts)| seconds(lasts)),
+                    notice: None,
+                },
+            )),
+        }
+    }
+
+    #[test]
+    fn a_spot_interruption_takes_times_or_a_rate_and_a_two_minute_notice() {
+        let checked = from_proto(
+            &[
+                spot(&[600, 60], 0.0, None),
+                spot(&[], 0.05, Some((0, 7200))),
+            ],
+            &groups(),
+        )
+        .unwrap();
+        assert_eq!(
+            checked[0],
+            Disruption::SpotInterruption(SpotInterruption {
+                group: "east".to_owned(),
+                when: Interruptions::Times(vec![Duration::from_secs(60), Duration::from_secs(600)]),
+                notice: Duration::from_secs(120),
+            })
+        );
+        // The times' span and the last notice: how long it lasts.
+        assert_eq!(checked[0].at(), Duration::from_secs(60));
+        assert_eq!(checked[0].duration(), Some(Duration::from_secs(660)));
+        assert!(schedule(&checked, 1.0).is_empty(), "spot plays on its own");
+        let Disruption::SpotInterruption(rate) = &checked[1] else {
+            panic!("{:?}", checked[1]);
+        };
+        let ticks: Vec<(Duration, Draw)> = draws(&rate.when).collect();
+        assert_eq!(ticks.len(), 120, "a draw a minute for two hours");
+        assert_eq!(ticks[1], (Duration::from_secs(60), Draw::Tick(1)));
+        let Disruption::SpotInterruption(times) = &checked[0] else {
+            panic!("{:?}", checked[0]);
+        };
+        assert_eq!(
+            draws(&times.when).collect::<Vec<_>>(),
+            vec![
+                (Duration::from_secs(60), Draw::Time(0)),
+                (Duration::from_secs(600), Draw::Time(1))
+            ]
+        );
+        let endless = Interruptions::Rate {
+            per_hour: 1.0,
+            at: Duration::ZERO,
+            duration: None,
+        };
+        assert_eq!(draws(&endless).take(1000).count(), 1000);
+
+        let refused = |disruption: pb::Disruption| {
+            from_proto(&[disruption], &groups())
+                .unwrap_err()
+                .to_string()
+        };
+        for (disruption, expected) in [
+            (
+                spot(&[60], 0.05, None),
+                "spec.disruptions[0].spot_interruption.rate_per_hour: set times or rate_per_hour, \
+                 not both",
+            ),
+            (
+                spot(&[], 0.0, None),
+                "spec.disruptions[0].spot_interruption.times: set times or rate_per_hour",
+            ),
+            (
+                spot(&[], 11.0, None),
+                "spec.disruptions[0].spot_interruption.rate_per_hour: must be in (0, 10] per \
+                 node and hour, got 11",
+            ),
+            (
+                spot(&[], -0.5, None),
+                "spec.disruptions[0].spot_interruption.rate_per_hour: must be in (0, 10] per \
+                 node and hour, got -0.5",
+            ),
+            (
+                spot(&[60, -1], 0.0, None),
+                "spec.disruptions[0].spot_interruption.times[1]: must be non-negative and at \
+                 most 365 days",
+            ),
+            (
+                spot(&[60], 0.0, Some((0, 60))),
+                "spec.disruptions[0].spot_interruption.at: at and duration bound a rate: with \
+                 times, leave them unset",
+            ),
+        ] {
+            assert_eq!(refused(disruption), expected);
+        }
+        let mut long_notice = spot(&[60], 0.0, None);
+        if let Some(pb::disruption::Kind::SpotInterruption(spot)) = &mut long_notice.kind {
+            spot.notice = Some(seconds(3601));
+        }
+        assert_eq!(
+            refused(long_notice),
+            "spec.disruptions[0].spot_interruption.notice: must be positive and at most an hour"
+        );
+        let mut of_pool = spot(&[60], 0.0, None);
+        if let Some(pb::disruption::Kind::SpotInterruption(spot)) = &mut of_pool.kind {
+            "m5".clone_into(&mut spot.node_group);
+        }
+        assert!(refused(of_pool).starts_with(
+            "spec.disruptions[0].spot_interruption.node_group: \"m5\" is a fixed-size group"
+        ));
+    }
+
+    #[test]
+    fn the_seed_decides_which_nodes_are_interrupted_and_the_rate_how_often() {
+        let nodes: Vec<String> = (0..10_000).map(|n| format!("east-{n}")).collect();
+        let probability = tick_probability(6.0);
+        assert!((probability - (1.0 - (-0.1_f64).exp())).abs() < 1e-12);
+        let first = drawn(7, 0, 3, &nodes, probability);
+        assert_eq!(drawn(7, 0, 3, &nodes, probability), first, "the same seed");
+        assert_ne!(drawn(8, 0, 3, &nodes, probability), first, "another seed");
+        assert_ne!(drawn(7, 0, 4, &nodes, probability), first, "another tick");
+        // About 952 of 10,000 at 9.5%; the draw is the seed's, so this is exact for seed 7.
+        assert!((850..1050).contains(&first.len()), "{}", first.len());
+        assert!(drawn(7, 0, 3, &nodes, 0.0).is_empty());
+
+        let few = &nodes[..5];
+        let picked_once = picked(7, 0, 0, few).unwrap();
+        assert_eq!(picked(7, 0, 0, few).as_ref(), Some(&picked_once));
+        let all: std::collections::BTreeSet<String> = (0..50)
+            .filter_map(|event| picked(7, 0, event, few))
+            .collect();
+        assert_eq!(all.len(), 5, "every node can be picked");
+        assert_eq!(picked(7, 0, 0, &[]), None);
     }
 }

@@ -1,36 +1,77 @@
 //! Plays a run's disruptions at their times: a node failure asks the pool to stop the nodes
 //! the seed chooses among its group's Ready ones, a stockout marks an autoscaler group out of
 //! capacity (the cloud provider then refuses its scale-ups), and a zone outage does both to
-//! every group in the zone; each is undone when it ends. What happens next is the real
-//! control plane's: the node lifecycle controller, the taint eviction controller, the workload
+//! every group in the zone; each is undone when it ends. A spot interruption plays on its
+//! own: at each of its draws it gives the nodes drawn their notice, drains them through the
+//! eviction API meanwhile, then ends their instances. What happens next is the real control
+//! plane's: the node lifecycle controller, the taint eviction controller, the workload
 //! controllers, the scheduler and the autoscalers.
 
 use std::{
+    collections::BTreeSet,
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
 
 use kube::Client;
-use tokio::time::Instant;
+use tokio::{task::JoinSet, time::Instant};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::{
-    cluster::seats,
+    cluster::{drain, seats},
     domain::{
-        disruptions::{Disruption, Step, choose, schedule},
+        disruptions::{
+            Disruption, Draw, Interruptions, SpotInterruption, Step, choose, drawn, draws, picked,
+            schedule, tick_probability,
+        },
         report::ObservedDisruption,
     },
     mesh::Mesh,
 };
 
+/// How often a drain asks again for the evictions a PodDisruptionBudget refused, in recorded
+/// time: `kubectl drain`'s interval.
+const EVICTION_RETRY: Duration = Duration::from_secs(5);
+
+/// What the player saw, shared with its tasks.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Per disruption of the spec, by index; a spot interruption's stays unused.
+    by_spec: Vec<ObservedDisruption>,
+    /// Which of the spec's disruptions are spot interruptions.
+    spot: Vec<bool>,
+    /// One per node a spot interruption took, in the order they were.
+    interruptions: Vec<ObservedDisruption>,
+    /// Per pod whose eviction a PodDisruptionBudget refused: when first, its namespace and its
+    /// owner (`Kind/name`).
+    blocked: Vec<(Duration, String, String)>,
+}
+
 /// The disruptions as played so far, shared with the task that plays them.
 #[derive(Debug, Clone)]
-pub struct Played(Arc<Mutex<Vec<ObservedDisruption>>>);
+pub struct Played(Arc<Mutex<Seen>>);
 
 impl Played {
-    /// Each disruption as played so far, in the spec's order.
+    /// Each disruption as played so far, in time order: one per disruption of the spec, but
+    /// one per node a spot interruption took.
     pub fn observed(&self) -> Vec<ObservedDisruption> {
-        lock(&self.0).clone()
+        let seen = lock(&self.0);
+        let mut observed: Vec<ObservedDisruption> = seen
+            .by_spec
+            .iter()
+            .zip(&seen.spot)
+            .filter(|(_, spot)| !**spot)
+            .map(|(observed, _)| observed.clone())
+            .chain(seen.interruptions.iter().cloned())
+            .collect();
+        observed.sort_by_key(|disruption| disruption.offset);
+        observed
+    }
+
+    /// Per pod whose eviction a PodDisruptionBudget refused: when first (since the replay
+    /// start), its namespace and its owner.
+    pub fn blocked(&self) -> Vec<(Duration, String, String)> {
+        lock(&self.0).blocked.clone()
     }
 }
 
@@ -65,8 +106,8 @@ pub fn start(
 ) -> (AbortOnDropHandle<()>, Played) {
     let steps = schedule(&disruptions, speed);
     // Until it begins, a disruption is one the run has not reached.
-    let seen = Arc::new(Mutex::new(
-        disruptions
+    let seen = Arc::new(Mutex::new(Seen {
+        by_spec: disruptions
             .iter()
             .zip(&steps_begin(&steps, disruptions.len()))
             .map(|(disruption, at)| ObservedDisruption {
@@ -74,17 +115,28 @@ pub fn start(
                 node_group: disruption.group(),
                 zone: disruption.zone().to_owned(),
                 offset: *at,
-                nodes: Vec::new(),
-                recovered: None,
                 error: "the run ended before it".to_owned(),
+                ..ObservedDisruption::default()
             })
             .collect(),
+        spot: disruptions
+            .iter()
+            .map(|disruption| matches!(disruption, Disruption::SpotInterruption(_)))
+            .collect(),
+        ..Seen::default()
+    }));
+    let task = tokio::spawn(play(
+        player,
+        disruptions,
+        steps,
+        speed,
+        origin,
+        seen.clone(),
     ));
-    let task = tokio::spawn(play(player, disruptions, steps, origin, seen.clone()));
     (AbortOnDropHandle::new(task), Played(seen))
 }
 
-fn lock(seen: &Mutex<Vec<ObservedDisruption>>) -> MutexGuard<'_, Vec<ObservedDisruption>> {
+fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
     seen.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -105,9 +157,24 @@ async fn play(
     player: Player,
     disruptions: Vec<Disruption>,
     steps: Vec<(Duration, usize, Step)>,
+    speed: f64,
     origin: Instant,
-    seen: Arc<Mutex<Vec<ObservedDisruption>>>,
+    seen: Arc<Mutex<Seen>>,
 ) {
+    // Aborted with this task.
+    let mut spot = JoinSet::new();
+    for (index, disruption) in disruptions.iter().enumerate() {
+        if let Disruption::SpotInterruption(interruption) = disruption {
+            spot.spawn(interrupt(
+                player.clone(),
+                index,
+                interruption.clone(),
+                speed,
+                origin,
+                seen.clone(),
+            ));
+        }
+    }
     for (at, index, step) in steps {
         tokio::time::sleep_until(origin + at).await;
         let Some(disruption) = disruptions.get(index) else {
@@ -117,7 +184,7 @@ async fn play(
             Step::Begin => {
                 let taken = begin(&player, index, disruption).await;
                 let mut seen = lock(&seen);
-                let Some(observed) = seen.get_mut(index) else {
+                let Some(observed) = seen.by_spec.get_mut(index) else {
                     continue;
                 };
                 observed.offset = origin.elapsed();
@@ -145,7 +212,8 @@ async fn play(
                 // never applied changes nothing.
                 let (applied, nodes) = {
                     let seen = lock(&seen);
-                    seen.get(index)
+                    seen.by_spec
+                        .get(index)
                         .map(|o| (o.error.is_empty(), o.nodes.clone()))
                         .unwrap_or_default()
                 };
@@ -156,7 +224,7 @@ async fn play(
                             group = disruption.group(),
                             "disruption ended"
                         );
-                        if applied && let Some(observed) = lock(&seen).get_mut(index) {
+                        if applied && let Some(observed) = lock(&seen).by_spec.get_mut(index) {
                             observed.recovered = Some(origin.elapsed());
                         }
                     }
@@ -164,6 +232,168 @@ async fn play(
                 }
             }
         }
+    }
+    while spot.join_next().await.is_some() {}
+}
+
+/// Plays a spot interruption: at each draw, the nodes drawn among the group's Ready ones not
+/// yet interrupted get their notice.
+async fn interrupt(
+    player: Player,
+    index: usize,
+    spot: SpotInterruption,
+    speed: f64,
+    origin: Instant,
+    seen: Arc<Mutex<Seen>>,
+) {
+    let probability = match &spot.when {
+        Interruptions::Rate { per_hour, .. } => tick_probability(*per_hour),
+        Interruptions::Times(_) => 0.0,
+    };
+    let mut interrupted = BTreeSet::new();
+    let mut drains = JoinSet::new();
+    for (at, draw) in draws(&spot.when) {
+        tokio::time::sleep_until(origin + at.div_f64(speed)).await;
+        let ready = ready_nodes(&player.mesh, &spot.group).await.map(|nodes| {
+            nodes
+                .into_iter()
+                .filter(|node| !interrupted.contains(node))
+                .collect::<Vec<_>>()
+        });
+        let chosen = match (&ready, draw) {
+            (Ok(ready), Draw::Time(event)) => picked(player.seed, index, event, ready)
+                .into_iter()
+                .collect(),
+            (Ok(ready), Draw::Tick(tick)) => drawn(player.seed, index, tick, ready, probability),
+            (Err(_), _) => Vec::new(),
+        };
+        // A time that took no node says why; a tick that drew none is the rate at work.
+        let missed = match (ready, draw) {
+            (Err(error), _) => Some(error),
+            (Ok(_), Draw::Time(_)) if chosen.is_empty() => {
+                Some(format!("group {} had no Ready node then", spot.group))
+            }
+            _ => None,
+        };
+        let mut seen_now = lock(&seen);
+        if let Some(error) = missed {
+            tracing::warn!(group = spot.group, %error, "spot interruption took no node");
+            seen_now.interruptions.push(ObservedDisruption {
+                kind: "spot-interruption".to_owned(),
+                node_group: spot.group.clone(),
+                offset: origin.elapsed(),
+                error,
+                ..ObservedDisruption::default()
+            });
+        }
+        for node in chosen {
+            tracing::info!(group = spot.group, node, "spot interruption notice");
+            interrupted.insert(node.clone());
+            let slot = seen_now.interruptions.len();
+            seen_now.interruptions.push(ObservedDisruption {
+                kind: "spot-interruption".to_owned(),
+                node_group: spot.group.clone(),
+                offset: origin.elapsed(),
+                nodes: vec![node.clone()],
+                ..ObservedDisruption::default()
+            });
+            drains.spawn(reclaim(
+                player.clone(),
+                spot.group.clone(),
+                node,
+                Notice {
+                    lasts: spot.notice.div_f64(speed),
+                    retry: EVICTION_RETRY
+                        .div_f64(speed)
+                        .max(Duration::from_millis(100)),
+                },
+                slot,
+                origin,
+                seen.clone(),
+            ));
+        }
+    }
+    while drains.join_next().await.is_some() {}
+}
+
+/// A notice's length and its drain's retry interval, in wall-clock time.
+#[derive(Debug, Clone, Copy)]
+struct Notice {
+    lasts: Duration,
+    retry: Duration,
+}
+
+/// One node's notice: cordoned, its pods evicted (those a PodDisruptionBudget refuses asked
+/// again until the notice runs out), then its instance ended: the pods left are lost and its
+/// seat goes, which its group replaces.
+async fn reclaim(
+    player: Player,
+    group: String,
+    node: String,
+    notice: Notice,
+    slot: usize,
+    origin: Instant,
+    seen: Arc<Mutex<Seen>>,
+) {
+    let deadline = Instant::now() + notice.lasts;
+    let mut blocked = BTreeSet::new();
+    let mut problems = Vec::new();
+    if let Err(error) = drain::cordon(&player.client, &node).await {
+        problems.push(error.to_string());
+    }
+    loop {
+        match drain::evict_pods(&player.client, &node).await {
+            Ok(pass) => {
+                let mut seen = lock(&seen);
+                for pod in pass.blocked {
+                    if blocked.insert((pod.namespace.clone(), pod.name.clone())) {
+                        seen.blocked
+                            .push((origin.elapsed(), pod.namespace, pod.owner));
+                    }
+                }
+                if pass.left.is_empty() {
+                    break;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(node, %error, "draining a node with notice");
+            }
+        }
+        if Instant::now() + notice.retry >= deadline {
+            break;
+        }
+        tokio::time::sleep(notice.retry).await;
+    }
+    tokio::time::sleep_until(deadline).await;
+    let lost = match drain::pods_on(&player.client, &node).await {
+        Ok(pods) => pods.iter().map(drain::drained).collect::<Vec<_>>(),
+        Err(error) => {
+            problems.push(error.to_string());
+            Vec::new()
+        }
+    };
+    if let Err(error) = drain::delete_at_once(&player.client, &lost).await {
+        problems.push(error.to_string());
+    }
+    if let Err(error) = drain::end_instance(&player.client, &player.namespace, &group, &node).await
+    {
+        problems.push(error.to_string());
+    }
+    // The notice was given and the node is counted as interrupted all the same.
+    for problem in &problems {
+        tracing::warn!(group, node, %problem, "spot interruption");
+    }
+    tracing::info!(
+        group,
+        node,
+        lost = lost.len(),
+        blocked = blocked.len(),
+        "spot instance reclaimed"
+    );
+    if let Some(observed) = lock(&seen).interruptions.get_mut(slot) {
+        observed.recovered = Some(origin.elapsed());
+        observed.evictions_blocked = blocked.len() as u64;
+        observed.pods_lost = lost.len() as u64;
     }
 }
 
@@ -204,6 +434,8 @@ async fn begin(
             stockout(player, &out.group, Some("stockout")).await?;
             Ok(Vec::new())
         }
+        // Played by `interrupt`, never a step.
+        Disruption::SpotInterruption(_) => Ok(Vec::new()),
     }
 }
 
@@ -219,6 +451,7 @@ async fn end(player: &Player, disruption: &Disruption, nodes: &[String]) -> Resu
             recover(&player.mesh, &groups, nodes).await
         }
         Disruption::Stockout(out) => stockout(player, &out.group, None).await,
+        Disruption::SpotInterruption(_) => Ok(()),
     }
 }
 

@@ -77,17 +77,22 @@ impl LiveDisruptions {
             disruptions: self.played.observed(),
             workloads: self.workloads.observed(),
             // As the workloads are named: `Kind/<recorded namespace>/name`.
-            evictions: observer
-                .evictions()
-                .into_iter()
-                .filter_map(|(at, namespace, owner)| {
-                    let recorded = namespace.strip_prefix(&prefix)?;
-                    let (kind, name) = owner.split_once('/')?;
-                    Some((at, format!("{kind}/{recorded}/{name}")))
-                })
-                .collect(),
+            evictions: as_recorded(observer.evictions(), &prefix),
+            blocked: as_recorded(self.played.blocked(), &prefix),
         }
     }
+}
+
+/// Pods (when, simulated namespace, `Kind/name` owner) as their workloads are named in the
+/// report, `Kind/<recorded namespace>/name`; those of other namespaces left out.
+fn as_recorded(pods: Vec<(Duration, String, String)>, prefix: &str) -> Vec<(Duration, String)> {
+    pods.into_iter()
+        .filter_map(|(at, namespace, owner)| {
+            let recorded = namespace.strip_prefix(prefix)?;
+            let (kind, name) = owner.split_once('/')?;
+            Some((at, format!("{kind}/{recorded}/{name}")))
+        })
+        .collect()
 }
 
 impl Live {

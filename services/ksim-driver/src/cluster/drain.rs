@@ -1,0 +1,163 @@
+//! Drains a node as a spot termination handler does: cordons it, then evicts its pods through
+//! the eviction API, so the cluster's PodDisruptionBudgets decide which may go. DaemonSet
+//! pods, mirror pods and finished pods stay, as `kubectl drain` leaves them; then the
+//! instance goes: the node's seat is deleted and its group replaces it.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, EvictParams, ListParams, Patch, Preconditions},
+};
+use serde_json::json;
+
+use super::{ClusterError, observer::owner_of};
+
+/// A pod on a node being drained.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DrainedPod {
+    pub namespace: String,
+    pub name: String,
+    /// Its owner as the observer names it (`Kind/name`).
+    pub owner: String,
+}
+
+/// What one pass over a node's pods did.
+#[derive(Debug, Default)]
+pub struct Pass {
+    /// Pods still to go: their eviction was refused, or they are terminating.
+    pub left: Vec<DrainedPod>,
+    /// Those whose eviction a PodDisruptionBudget refused (429).
+    pub blocked: Vec<DrainedPod>,
+}
+
+/// Marks `node` unschedulable.
+pub async fn cordon(client: &Client, node: &str) -> Result<(), ClusterError> {
+    let patch = json!({ "spec": { "unschedulable": true } });
+    Api::<Node>::all(client.clone())
+        .patch(node, &super::merge_params(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|e| ClusterError::new("cordoning", format!("node {node}"), e))
+}
+
+/// Whether draining waits for `pod`: not a DaemonSet's or a mirror pod, and not finished.
+fn drains(pod: &Pod) -> bool {
+    let daemon = pod
+        .owner_references()
+        .iter()
+        .any(|owner| owner.controller == Some(true) && owner.kind == "DaemonSet");
+    let mirror = pod
+        .annotations()
+        .contains_key("kubernetes.io/config.mirror");
+    let finished = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    !daemon && !mirror && !finished
+}
+
+/// The pods on `node` a drain waits for.
+pub async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, ClusterError> {
+    let listed = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await
+        .map_err(|e| ClusterError::new("listing", format!("the pods on node {node}"), e))?;
+    Ok(listed.items.into_iter().filter(drains).collect())
+}
+
+/// `pod` as a drain names it.
+pub fn drained(pod: &Pod) -> DrainedPod {
+    DrainedPod {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        owner: owner_of(pod),
+    }
+}
+
+/// Asks the eviction API once for each pod on `node` that is not already going.
+pub async fn evict_pods(client: &Client, node: &str) -> Result<Pass, ClusterError> {
+    let mut pass = Pass::default();
+    for pod in pods_on(client, node).await? {
+        let found = drained(&pod);
+        if pod.metadata.deletion_timestamp.is_some() {
+            pass.left.push(found);
+            continue;
+        }
+        let api = Api::<Pod>::namespaced(client.clone(), &found.namespace);
+        match api.evict(&found.name, &EvictParams::default()).await {
+            Ok(_) => {}
+            Err(error) if ksim_kube::is_not_found(&error) => continue,
+            Err(error) if ksim_kube::status_code(&error) == Some(429) => {
+                pass.blocked.push(found.clone());
+                pass.left.push(found);
+            }
+            Err(error) => {
+                return Err(ClusterError::new(
+                    "evicting",
+                    format!("pod {}/{}", found.namespace, found.name),
+                    error,
+                ));
+            }
+        }
+    }
+    Ok(pass)
+}
+
+/// Deletes `pods` at once, as pods whose node vanished; those already gone are skipped.
+pub async fn delete_at_once(client: &Client, pods: &[DrainedPod]) -> Result<(), ClusterError> {
+    for pod in pods {
+        match Api::<Pod>::namespaced(client.clone(), &pod.namespace)
+            .delete(&pod.name, &DeleteParams::default().grace_period(0))
+            .await
+        {
+            Ok(_) => {}
+            Err(error) if ksim_kube::is_not_found(&error) => {}
+            Err(error) => {
+                return Err(ClusterError::new(
+                    "deleting",
+                    format!("pod {}/{}", pod.namespace, pod.name),
+                    error,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ends the instance of `node`, a seat of `group` in `namespace`: deletes the seat (named as
+/// its node), which its Deployment replaces. The pods still on the node are the pool's and the
+/// control plane's to clear, as when a cloud instance vanishes.
+pub async fn end_instance(
+    client: &Client,
+    namespace: &str,
+    group: &str,
+    node: &str,
+) -> Result<(), ClusterError> {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let what = || format!("the seat of node {node}");
+    // Only a seat of the group: the name alone is not trusted.
+    let seat = api
+        .get_opt(node)
+        .await
+        .map_err(|e| ClusterError::new("reading", what(), e))?;
+    let Some(seat) = seat.filter(|seat| {
+        seat.labels()
+            .get(ksim_nodes::labels::GROUP_LABEL)
+            .map(String::as_str)
+            == Some(group)
+    }) else {
+        return Ok(());
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: seat.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(node, &params).await {
+        Ok(_) => Ok(()),
+        Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
+        Err(error) => Err(ClusterError::new("deleting", what(), error)),
+    }
+}
