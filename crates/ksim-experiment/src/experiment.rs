@@ -61,6 +61,10 @@ pub struct Experiment {
     /// (`group=NAME,at=DURATION[,for=DURATION]`).
     #[serde(default)]
     pub stockouts: Vec<String>,
+    /// Spot interruptions every variant that names none meets, as `ksim run
+    /// --spot-interruption` (`group=NAME,at=DURATION` or `group=NAME,rate=R,...`).
+    #[serde(default)]
+    pub spot_interruptions: Vec<String>,
     /// Chooses the nodes the disruptions take, as `ksim run --disruption-seed`: every variant
     /// meets the same failures.
     #[serde(default)]
@@ -109,6 +113,8 @@ pub struct Variant {
     pub zone_outages: Option<Vec<String>>,
     /// Replaces the experiment's stockouts for this variant (`[]`: none).
     pub stockouts: Option<Vec<String>>,
+    /// Replaces the experiment's spot interruptions for this variant (`[]`: none).
+    pub spot_interruptions: Option<Vec<String>>,
 }
 
 /// Who decides the replica counts of workloads an HPA scales.
@@ -168,6 +174,13 @@ impl Variant {
     /// The stockouts it meets in `experiment`, as written.
     pub fn stockouts_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
         self.stockouts.as_deref().unwrap_or(&experiment.stockouts)
+    }
+
+    /// The spot interruptions it meets in `experiment`, as written.
+    pub fn spot_interruptions_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
+        self.spot_interruptions
+            .as_deref()
+            .unwrap_or(&experiment.spot_interruptions)
     }
 
     /// The speed it runs at in `experiment`.
@@ -321,6 +334,31 @@ variants:
                 name: "baseline".into(),
                 ..Variant::default()
             }
+        );
+    }
+
+    #[test]
+    fn variants_meet_the_experiments_disruptions_unless_they_name_their_own() {
+        let experiment = Experiment::parse(
+            "e.yaml",
+            &format!(
+                "spotInterruptions: [\"group=m5,rate=0.05\"]
+disruptionSeed: 3
+{FILE}  spotInterruptions: []
+"
+            ),
+        )
+        .unwrap();
+        assert_eq!(experiment.disruption_seed, 3);
+        assert_eq!(
+            experiment.variants[0].spot_interruptions_in(&experiment),
+            ["group=m5,rate=0.05"]
+        );
+        assert!(
+            experiment.variants[1]
+                .spot_interruptions_in(&experiment)
+                .is_empty(),
+            "[] is none"
         );
     }
 

@@ -43,10 +43,11 @@ pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
     /// `autoscalerGroups`, `nodePools`, `instanceTypes`, `providerConfig`, `settle`,
     /// `provisioning`, `replicas`, `nodeFailures`, `zoneOutages`, `stockouts`,
-    /// `disruptionSeed`, and `variants` (each `name` and any of `schedulerConfig`,
-    /// `autoscaler`, `autoscalerArgs`, `providerConfig`, `transform`, `nodeGroups`,
-    /// `autoscalerGroups`, `nodePools`, `speed`, `provisioning`, `replicas`, `nodeFailures`,
-    /// `zoneOutages`, `stockouts`). Paths are relative to it.
+    /// `spotInterruptions`, `disruptionSeed`, and `variants` (each `name` and any of
+    /// `schedulerConfig`, `autoscaler`, `autoscalerArgs`, `providerConfig`, `transform`,
+    /// `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`, `provisioning`, `replicas`,
+    /// `nodeFailures`, `zoneOutages`, `stockouts`, `spotInterruptions`). Paths are relative to
+    /// it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
@@ -269,7 +270,9 @@ fn run_args(
     for arg in &variant.autoscaler_args {
         arg.parse::<ksim_experiment::AutoscalerFlag>()?;
     }
-    use crate::run::disruptions::{parse_node_failure, parse_stockout, parse_zone_outage};
+    use crate::run::disruptions::{
+        parse_node_failure, parse_spot_interruption, parse_stockout, parse_zone_outage,
+    };
     let parsed = |texts: &[String], what: &str, parse: fn(&str) -> Result<_, String>| {
         texts
             .iter()
@@ -287,6 +290,11 @@ fn run_args(
         parse_zone_outage,
     )?;
     let stockouts = parsed(variant.stockouts_in(experiment), "stockout", parse_stockout)?;
+    let spot_interruptions = parsed(
+        variant.spot_interruptions_in(experiment),
+        "spot interruption",
+        parse_spot_interruption,
+    )?;
     Ok(RunArgs {
         trace_file: Some(path(&experiment.trace)),
         transform: variant.transform.as_deref().map(path),
@@ -323,6 +331,7 @@ fn run_args(
         node_failures,
         zone_outages,
         stockouts,
+        spot_interruptions,
         disruption_seed: experiment.disruption_seed,
         repeat: 1,
         stored: false,

@@ -1,11 +1,12 @@
-//! `--node-failure`, `--zone-outage` and `--stockout`: a run's disruptions, each given as
+//! `--node-failure`, `--zone-outage`, `--stockout` and `--spot-interruption`: a run's
+//! disruptions, each given as
 //! comma-separated KEY=VALUE, durations in recorded time. The driver checks them against the
 //! run's groups; here only their form.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use ksim_proto::ksim::driver::v1::{
-    Disruption, NodeFailure, Stockout, ZoneOutage, disruption::Kind,
+    Disruption, NodeFailure, SpotInterruption, Stockout, ZoneOutage, disruption::Kind,
 };
 
 /// `value`'s parts by key, each of `keys` at most once; errors name the part.
@@ -114,6 +115,50 @@ pub fn parse_stockout(value: &str) -> Result<Disruption, String> {
     })
 }
 
+/// One `--spot-interruption group=NAME,at=DURATION[,notice=DURATION]` (one node at `at`) or
+/// `group=NAME,rate=R[,at=DURATION][,for=DURATION][,notice=DURATION]` (each node at R per
+/// hour, from `at` for `for`).
+pub fn parse_spot_interruption(value: &str) -> Result<Disruption, String> {
+    let parts = parts(value, &["group", "at", "rate", "for", "notice"])?;
+    let node_group = required(&parts, "group", "NAME")?.to_owned();
+    let notice = duration(&parts, "notice")?;
+    let spot = match parts.get("rate") {
+        Some(given) => {
+            let rate: f64 = given
+                .parse()
+                .map_err(|_| format!("rate {given:?} is not a number"))?;
+            if !(rate > 0.0 && rate.is_finite()) {
+                return Err(format!("rate {given} must be positive (per node and hour)"));
+            }
+            SpotInterruption {
+                node_group,
+                times: Vec::new(),
+                rate_per_hour: rate,
+                at: duration(&parts, "at")?,
+                duration: duration(&parts, "for")?,
+                notice,
+            }
+        }
+        None => {
+            if parts.contains_key("for") {
+                return Err("for= bounds a rate: give rate=R, or at= alone for one node".to_owned());
+            }
+            let (at, _) = window(&parts)?;
+            SpotInterruption {
+                node_group,
+                times: at.into_iter().collect(),
+                rate_per_hour: 0.0,
+                at: None,
+                duration: None,
+                notice,
+            }
+        }
+    };
+    Ok(Disruption {
+        kind: Some(Kind::SpotInterruption(spot)),
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -189,6 +234,44 @@ mod tests {
             ("group=m5,at", "\"at\" is not KEY=VALUE"),
         ] {
             let error = parse_node_failure(value).unwrap_err();
+            assert!(error.contains(expected), "{value}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_spot_interruption_is_one_node_at_a_time_or_a_rate() {
+        let Some(Kind::SpotInterruption(one)) =
+            parse_spot_interruption("group=east,at=5m,notice=30s")
+                .unwrap()
+                .kind
+        else {
+            panic!("not a spot interruption");
+        };
+        assert_eq!(one.node_group, "east");
+        assert_eq!(
+            one.times.iter().map(|t| t.seconds).collect::<Vec<_>>(),
+            [300]
+        );
+        assert_eq!((one.rate_per_hour, one.notice.unwrap().seconds), (0.0, 30));
+        let Some(Kind::SpotInterruption(rate)) =
+            parse_spot_interruption("group=east,rate=0.05,for=24h")
+                .unwrap()
+                .kind
+        else {
+            panic!("not a spot interruption");
+        };
+        assert!(rate.times.is_empty());
+        assert_eq!((rate.rate_per_hour, rate.at), (0.05, None));
+        assert_eq!(rate.duration.unwrap().seconds, 86_400);
+        for (value, expected) in [
+            ("group=east", "at=DURATION is required"),
+            ("group=east,at=1m,for=5m", "for= bounds a rate"),
+            ("group=east,rate=fast", "rate \"fast\" is not a number"),
+            ("group=east,rate=-1", "rate -1 must be positive"),
+            ("rate=1", "group=NAME is required"),
+            ("group=east,at=1m,share=1", "unknown key \"share\""),
+        ] {
+            let error = parse_spot_interruption(value).unwrap_err();
             assert!(error.contains(expected), "{value}: {error}");
         }
     }

@@ -139,6 +139,14 @@ pub struct RunArgs {
     #[arg(long = "stockout", value_name = "group=NAME,at=DURATION[,for=DURATION]", value_parser = disruptions::parse_stockout)]
     pub stockouts: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 
+    /// Reclaim spot nodes of an autoscaler group during the replay (repeatable), in recorded
+    /// time: one node AT after the replay's start, or each Ready node at RATE per hour (from
+    /// AT, for FOR). Each gets NOTICE (default 2m, as AWS gives): cordoned and drained through
+    /// the eviction API, PodDisruptionBudgets respected; then its instance goes and the group
+    /// replaces it.
+    #[arg(long = "spot-interruption", value_name = "group=NAME,at=DURATION|rate=R[,at=..][,for=..][,notice=DURATION]", value_parser = disruptions::parse_spot_interruption)]
+    pub spot_interruptions: Vec<ksim_proto::ksim::driver::v1::Disruption>,
+
     /// Chooses which nodes the disruptions take: the same seed, the same nodes.
     #[arg(long, value_name = "SEED", default_value_t = 0)]
     pub disruption_seed: u64,

@@ -121,6 +121,7 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .iter()
             .chain(&args.zone_outages)
             .chain(&args.stockouts)
+            .chain(&args.spot_interruptions)
             .cloned()
             .collect(),
         disruption_seed: args.disruption_seed,
