@@ -258,7 +258,11 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let data = tempfile::tempdir()?;
     let service = driver::start(
-        client.clone(),
+        // No disruptions: nothing is evicted.
+        driver::Clients {
+            client: client.clone(),
+            evictions: client.clone(),
+        },
         Mesh::new(&pool.url(), None, None, None)?,
         Settings {
             namespace: SEATS.to_owned(),

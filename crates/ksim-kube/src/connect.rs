@@ -22,6 +22,10 @@ pub enum ConnectError {
 
 pub struct Connected {
     pub client: kube::Client,
+    /// The same cluster without kube's default retries of 429, 503 and 504: for the eviction
+    /// API, whose 429 is an answer (a PodDisruptionBudget refused), which the default retries
+    /// would hold back for minutes.
+    pub unretried: kube::Client,
     pub cluster_url: http::Uri,
 }
 
@@ -54,9 +58,13 @@ pub async fn connect(
         None => kube::Config::infer().await?,
     };
     let cluster_url = config.cluster_url.clone();
+    let mut without_retries = config.clone();
+    without_retries.default_retry = false;
+    let unretried = kube::Client::try_from(without_retries)?;
     let client = kube::Client::try_from(config)?;
     Ok(Connected {
         client,
+        unretried,
         cluster_url,
     })
 }

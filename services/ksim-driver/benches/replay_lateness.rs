@@ -663,6 +663,8 @@ async fn run_plane(args: &Args, plane: &Tuning) {
                 Phase::Replay(config) => {
                     let driver = Driver::new(RunContext {
                         client: client.clone(),
+                        // No disruptions: nothing is evicted.
+                        evictions: client.clone(),
                         // No node groups: the pool is never called.
                         mesh: Mesh::new("http://127.0.0.1:9", None, None, None).unwrap(),
                         settings: Settings {

@@ -30,14 +30,17 @@ impl Args {
     /// The whole process: logs, connect, end what a killed predecessor left, serve until SIGTERM.
     pub async fn run(self) -> anyhow::Result<()> {
         let _telemetry = ksim_grpc::init_telemetry("ksim-driver", &self.serve.log)?;
-        let client = self
+        let connected = self
             .kube
             .connect()
             .await
-            .context("connecting to the simulated cluster")?
-            .client;
+            .context("connecting to the simulated cluster")?;
         let mesh = self.driver.mesh()?;
-        let (driver, metrics) = new_driver(client, mesh, self.driver.settings()).await;
+        let clients = Clients {
+            client: connected.client,
+            evictions: connected.unretried,
+        };
+        let (driver, metrics) = new_driver(clients, mesh, self.driver.settings()).await;
         server(driver, &metrics, self.serve).serve().await?;
         Ok(())
     }
@@ -57,28 +60,35 @@ impl Service {
     }
 }
 
-/// Starts a driver acting on `client`'s cluster through the services of `mesh`.
+/// The driver's clients of the simulated cluster.
+#[derive(Clone)]
+#[allow(missing_debug_implementations)] // kube::Client has no Debug.
+pub struct Clients {
+    pub client: kube::Client,
+    /// For the eviction API: without kube's default retries, so a PodDisruptionBudget's 429
+    /// comes back at once ([`ksim_kube::Connected::unretried`]).
+    pub evictions: kube::Client,
+}
+
+/// Starts a driver acting on the clients' cluster through the services of `mesh`.
 pub async fn start(
-    client: kube::Client,
+    clients: Clients,
     mesh: Mesh,
     settings: Settings,
     serve: ServeArgs,
 ) -> anyhow::Result<Service> {
-    let (driver, metrics) = new_driver(client, mesh, settings).await;
+    let (driver, metrics) = new_driver(clients, mesh, settings).await;
     let server = server(driver.clone(), &metrics, serve).spawn().await?;
     Ok(Service { driver, server })
 }
 
 /// A driver, with the recovery of a previous process's simulations under way: they are
 /// listed first (so the API answers for them from its first request), then ended meanwhile.
-async fn new_driver(
-    client: kube::Client,
-    mesh: Mesh,
-    settings: Settings,
-) -> (Driver, ReplayMetrics) {
+async fn new_driver(clients: Clients, mesh: Mesh, settings: Settings) -> (Driver, ReplayMetrics) {
     let metrics = ReplayMetrics::default();
     let driver = Driver::new(RunContext {
-        client,
+        client: clients.client,
+        evictions: clients.evictions,
         mesh,
         settings,
         metrics: metrics.clone(),

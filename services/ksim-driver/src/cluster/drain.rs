@@ -74,8 +74,14 @@ pub fn drained(pod: &Pod) -> DrainedPod {
     }
 }
 
-/// Asks the eviction API once for each pod on `node` that is not already going.
-pub async fn evict_pods(client: &Client, node: &str) -> Result<Pass, ClusterError> {
+/// Asks the eviction API once for each pod on `node` that is not already going, through
+/// `evictions`, a client that does not retry a 429 (kube's default retries would hold a
+/// PodDisruptionBudget's refusal back for minutes).
+pub async fn evict_pods(
+    client: &Client,
+    evictions: &Client,
+    node: &str,
+) -> Result<Pass, ClusterError> {
     let mut pass = Pass::default();
     for pod in pods_on(client, node).await? {
         let found = drained(&pod);
@@ -83,7 +89,7 @@ pub async fn evict_pods(client: &Client, node: &str) -> Result<Pass, ClusterErro
             pass.left.push(found);
             continue;
         }
-        let api = Api::<Pod>::namespaced(client.clone(), &found.namespace);
+        let api = Api::<Pod>::namespaced(evictions.clone(), &found.namespace);
         match api.evict(&found.name, &EvictParams::default()).await {
             Ok(_) => {}
             Err(error) if ksim_kube::is_not_found(&error) => continue,

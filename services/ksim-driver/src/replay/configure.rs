@@ -86,7 +86,8 @@ mod tests {
     fn context(environment: Option<&str>) -> RunContext {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         RunContext {
-            client: kube::Client::try_from(config).unwrap(),
+            client: kube::Client::try_from(config.clone()).unwrap(),
+            evictions: kube::Client::try_from(config).unwrap(),
             mesh: Mesh::new("http://127.0.0.1:9", None, None, environment).unwrap(),
             settings: Settings {
                 namespace: "ksim-system".to_owned(),

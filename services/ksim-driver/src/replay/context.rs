@@ -8,6 +8,8 @@ use crate::{config::Settings, mesh::Mesh, metrics::ReplayMetrics};
 #[derive(Clone)]
 pub struct RunContext {
     pub client: Client,
+    /// For the eviction API: a client that returns a 429 at once (no default retries).
+    pub evictions: Client,
     pub mesh: Mesh,
     pub settings: Settings,
     pub metrics: ReplayMetrics,

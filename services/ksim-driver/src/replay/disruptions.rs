@@ -80,6 +80,8 @@ impl Played {
 pub struct Player {
     pub mesh: Mesh,
     pub client: Client,
+    /// For the eviction API: answers a PodDisruptionBudget's 429 at once.
+    pub evictions: Client,
     /// Where the seat Deployments are.
     pub namespace: String,
     pub simulation_id: String,
@@ -342,7 +344,7 @@ async fn reclaim(
         problems.push(error.to_string());
     }
     loop {
-        match drain::evict_pods(&player.client, &node).await {
+        match drain::evict_pods(&player.client, &player.evictions, &node).await {
             Ok(pass) => {
                 let mut seen = lock(&seen);
                 for pod in pass.blocked {

@@ -125,6 +125,7 @@ pub async fn start_clock(
         let player = disruption_player::Player {
             mesh: ctx.mesh.clone(),
             client: ctx.client.clone(),
+            evictions: ctx.evictions.clone(),
             namespace: ctx.settings.namespace.clone(),
             simulation_id: handle.id.clone(),
             seed: spec.disruption_seed,

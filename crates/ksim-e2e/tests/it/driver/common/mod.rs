@@ -142,7 +142,11 @@ pub async fn start_with(options: MeshOptions<'_>) -> TestMesh {
         None => client.clone(),
     };
     let driver = driver::start(
-        driver_client,
+        driver::Clients {
+            // No test through this harness interrupts spot nodes: the one client does.
+            evictions: driver_client.clone(),
+            client: driver_client,
+        },
         Mesh::new(&pool.url(), Some(&tracer.url()), None, None).unwrap(),
         Settings {
             namespace: SEATS_NAMESPACE.to_owned(),
