@@ -803,28 +803,28 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
         format!("--autoscaler-group=m5={}:0:6:0", m5.display()),
         format!("--autoscaler-group=c5={}:0:2:0", c5.display()),
     ];
-    let run = |expander: &str| {
+    let run_with = |expander: &str, more: &[&str]| {
         let flag = format!("expander={expander}");
-        let printed = run_ok(
-            &up,
-            &args(&[
-                "run",
-                &trace,
-                "--driver",
-                &up.urls.driver,
-                "--speed",
-                "10",
-                "--autoscaler",
-                &groups[0],
-                &groups[1],
-                "--autoscaler-arg",
-                &flag,
-                "--provider-config",
-                &provider_config,
-            ]),
-        );
+        let mut given = vec![
+            "run",
+            &trace,
+            "--driver",
+            &up.urls.driver,
+            "--speed",
+            "10",
+            "--autoscaler",
+            &groups[0],
+            &groups[1],
+            "--autoscaler-arg",
+            &flag,
+            "--provider-config",
+            &provider_config,
+        ];
+        given.extend(more);
+        let printed = run_ok(&up, &args(&given));
         report_of(&printed)
     };
+    let run = |expander: &str| run_with(expander, &[]);
     let scale_ups = |report: &Value, group: &str| {
         report["costs"]["groups"]
             .as_array()
@@ -855,6 +855,29 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
         "price {:#} least-waste {:#}",
         price["costs"],
         waste["costs"]
+    );
+
+    // The cheaper group out of stock (issue 56): the cloud provider refuses CA's scale-up of
+    // c5, CA backs it off and the price expander falls back to m5; the pods wait longer.
+    let stocked_out = tokio::task::block_in_place(|| {
+        run_with("price", &["--stockout", "group=c5,at=0s,for=10m"])
+    });
+    assert_eq!(
+        stocked_out["disruptions"]["outcomes"][0]["kind"], "stockout",
+        "{:#}",
+        stocked_out["disruptions"]
+    );
+    assert!(
+        scale_ups(&stocked_out, "m5") >= 1 && scale_ups(&stocked_out, "c5") == 0,
+        "stockout: {:#}",
+        stocked_out["costs"]
+    );
+    let pending = |report: &Value| report["costs"]["pending_pod_seconds"].as_f64().unwrap();
+    assert!(
+        pending(&stocked_out) > pending(&price),
+        "stockout {:#} price {:#}",
+        stocked_out["costs"],
+        price["costs"]
     );
 }
 

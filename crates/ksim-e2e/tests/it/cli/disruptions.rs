@@ -1,13 +1,16 @@
-//! A node failure as a user runs it (issue 56): `ksim run --node-failure` stops one node of
-//! three mid-replay, and what follows is the real control plane's: the node lifecycle
-//! controller (at the replay's speed) finds it unreachable, the taint eviction controller
-//! evicts its pod once the pod's toleration (300 s, divided) runs out, the replacement waits
-//! for room until the node comes back, and the report says what it cost.
+//! Disruptions as a user runs them (issue 56). A node failure: `ksim run --node-failure`
+//! stops one node of three mid-replay, and what follows is the real control plane's: the node
+//! lifecycle controller (at the replay's speed) finds it unreachable, the taint eviction
+//! controller evicts its pod once the pod's toleration (300 s, divided) runs out, the
+//! replacement waits for room until the node comes back, and the report says what it cost. A
+//! spot interruption, in the same environment: the node gets its notice, the eviction API
+//! refuses to evict past a PodDisruptionBudget, the instance goes and its group replaces it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 
-use serde_json::Value;
+use ksim_proto::ksim::trace::v1 as pb;
+use serde_json::{Value, json};
 
 use super::common::{
     deployment, shop_deployment,
@@ -50,11 +53,17 @@ fn seconds(value: &Value) -> f64 {
         / 1000.0
 }
 
+/// One environment (no autoscaler) for both: each run cleans up after itself.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported() {
+async fn a_failed_node_and_a_spot_interruption_play_out_and_their_cost_is_reported() {
     let up = tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();
+    a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(&up);
+    a_spot_interruption_drains_within_the_budget_and_the_group_replaces_the_node(&up);
+}
+
+fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(up: &Up) {
     let dir = up.state.path();
     // web: three pods of one CPU, one per m5.large (1930m): no node has room for a fourth.
     // The trace goes on for 15 recorded minutes.
@@ -151,6 +160,145 @@ async fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported() {
         printed.contains("disruptions:       node-failure of a at ")
             && printed
                 .contains("availability:      0 workload(s) always at desired ready, 1 below"),
+        "{printed}"
+    );
+}
+
+/// A PodDisruptionBudget of shop/web that forbids evicting any of its `replicas` pods.
+fn web_budget(replicas: i32) -> pb::TraceObject {
+    let budget = json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"minAvailable": replicas, "selector": {"matchLabels": {"app": "web"}}}
+    });
+    pb::TraceObject {
+        gvk: Some(pb::GroupVersionKind {
+            group: "policy".into(),
+            version: "v1".into(),
+            kind: "PodDisruptionBudget".into(),
+        }),
+        namespace: "shop".into(),
+        name: "web".into(),
+        object_json: serde_json::to_vec(&budget).unwrap(),
+    }
+}
+
+/// Two spot nodes (a group of two, which no autoscaler resizes here), web's two pods one on
+/// each, and a budget that allows no eviction. One node gets its two-minute notice two
+/// recorded minutes in: the eviction API refuses its pod for the whole notice, so the pod is
+/// lost when the instance goes; the group replaces the node and the pod runs again there.
+fn a_spot_interruption_drains_within_the_budget_and_the_group_replaces_the_node(up: &Up) {
+    let dir = up.state.path();
+    let web = shop_deployment("web", 2, "1", "256Mi", "1");
+    let trace = dir.join("spot.ksim");
+    let start_ms = 1_767_225_600_000;
+    write_trace(
+        &trace,
+        [
+            (start_ms, deployment(&web)),
+            (start_ms, web_budget(2)),
+            (start_ms + 12 * 60_000, deployment(&web)),
+        ],
+        &[],
+    );
+    let skeleton = dir.join("spot.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let run = |interruption: &str| {
+        up.ksim_any(&[
+            "run".into(),
+            trace.to_str().unwrap().into(),
+            "--driver".into(),
+            up.urls.driver.clone(),
+            format!("--autoscaler-group=spot={}:2:2:2", skeleton.display()),
+            "--speed".into(),
+            SPEED.into(),
+            "--spot-interruption".into(),
+            interruption.into(),
+            "--disruption-seed".into(),
+            "7".into(),
+        ])
+    };
+    let refused = run("group=spot,rate=20");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.contains(
+            "spec.disruptions[0].spot_interruption.rate_per_hour: must be in (0, 10] per node \
+             and hour, got 20"
+        ),
+        "{said}"
+    );
+
+    let output = run("group=spot,at=120s");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report_of(&printed);
+    let disruptions = &report["disruptions"];
+    let outcomes = disruptions["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 1, "{disruptions:#}");
+    let spot = &outcomes[0];
+    assert_eq!(
+        (spot["kind"].as_str(), spot["node_group"].as_str()),
+        (Some("spot-interruption"), Some("spot")),
+        "{disruptions:#}"
+    );
+    let interrupted = spot["nodes"].as_array().unwrap();
+    assert_eq!(interrupted.len(), 1, "{disruptions:#}");
+    // The notice at its time, the instance gone two minutes later (recorded time).
+    let noticed = seconds(&spot["offset_ms"]);
+    assert!((120.0..135.0).contains(&noticed), "{disruptions:#}");
+    let gone = seconds(&spot["recovered_offset_ms"]);
+    assert!(
+        (noticed + 115.0..noticed + 135.0).contains(&gone),
+        "{disruptions:#}"
+    );
+    // The budget held for the whole notice: nothing evicted, the pod lost with its node.
+    assert_eq!(
+        (
+            spot["evictions_blocked"].as_u64(),
+            spot["pods_lost"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{disruptions:#}"
+    );
+    let web = &disruptions["workloads"][0];
+    assert_eq!(
+        (
+            web["lowest_ready"].as_u64(),
+            web["pods_evicted"].as_u64(),
+            web["evictions_blocked"].as_u64()
+        ),
+        (Some(1), Some(0), Some(1)),
+        "{disruptions:#}"
+    );
+    assert_eq!(disruptions["evictions_blocked"], 1, "{disruptions:#}");
+    // The group replaced the node: web was whole again, after the instance went.
+    assert_eq!(spot["recovered"], true, "{disruptions:#}");
+    let recovery = seconds(&spot["time_to_recovery_ms"]);
+    assert!(recovery > gone - noticed, "{disruptions:#}");
+    let changes = report["node_changes"].as_array().unwrap();
+    let node = interrupted[0].as_str().unwrap();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["kind"] == "removed" && c["node"] == node),
+        "{changes:#?}"
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["kind"] == "added" && seconds(&c["offset_ms"]) > noticed),
+        "{changes:#?}"
+    );
+    assert!(
+        printed.contains("spot-interruption of spot at ")
+            && printed.contains("(1 eviction(s) blocked, 1 pod(s) lost)")
+            && printed.contains("1 blocked by a PodDisruptionBudget"),
         "{printed}"
     );
 }
