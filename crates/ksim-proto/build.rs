@@ -199,6 +199,14 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
         "#[serde(skip_serializing_if = \"::std::string::String::is_empty\")]",
     ),
     (
+        ".ksim.driver.v1.DisruptionOutcome.stuck_drains",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\", default)]",
+    ),
+    (
+        ".ksim.driver.v1.DisruptionOutcome.recorded_node",
+        "#[serde(skip_serializing_if = \"::std::string::String::is_empty\")]",
+    ),
+    (
         ".ksim.driver.v1.WorkloadAvailability.time_below_desired",
         "#[serde(rename = \"time_below_desired_ms\", with = \"crate::json::millis\")]",
     ),

@@ -52,6 +52,8 @@ pub fn disruptions(observed: &ObservedDisruptions, end: Duration, speed: f64) ->
                 error: disruption.error.clone(),
                 evictions_blocked: disruption.evictions_blocked,
                 pods_lost: disruption.pods_lost,
+                recorded_node: disruption.recorded_node.clone(),
+                stuck_drains: disruption.stuck_drains.clone(),
             }
         })
         .collect();

@@ -139,7 +139,8 @@ pub struct ObservedDisruptions {
 /// One disruption as the replay applied it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedDisruption {
-    /// `node-failure`, `zone-outage`, `stockout` or `spot-interruption`.
+    /// `node-failure`, `zone-outage`, `stockout`, `spot-interruption`, `node-pool-upgrade` or
+    /// `recorded-failure`.
     pub kind: String,
     /// The group it hit; a zone outage's groups, comma-separated.
     pub node_group: String,
@@ -155,12 +156,19 @@ pub struct ObservedDisruption {
     pub recovered: Option<Duration>,
     /// Why it took no node; empty when it did.
     pub error: String,
-    /// A spot interruption's pods whose eviction a PodDisruptionBudget refused.
+    /// A spot interruption's or upgrade's pods whose eviction a PodDisruptionBudget refused.
     #[serde(default)]
     pub evictions_blocked: u64,
-    /// A spot interruption's pods still on its node when the instance went.
+    /// A spot interruption's pods still on its node when the instance went; an upgrade's
+    /// deleted when a drain ran out of time.
     #[serde(default)]
     pub pods_lost: u64,
+    /// A recorded failure's node in the recording; empty for the other kinds.
+    #[serde(default)]
+    pub recorded_node: String,
+    /// A node-pool upgrade's nodes whose drain ran out of time.
+    #[serde(default)]
+    pub stuck_drains: Vec<String>,
 }
 
 /// One workload's desired and ready replicas over time: a step function, each point holding

@@ -245,10 +245,15 @@ fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
         } else {
             "                  "
         };
-        let target = if outcome.zone.is_empty() {
-            outcome.node_group.clone()
-        } else {
+        let target = if !outcome.zone.is_empty() {
             format!("{} ({})", outcome.zone, outcome.node_group)
+        } else if !outcome.recorded_node.is_empty() {
+            format!(
+                "{} (recorded {})",
+                outcome.node_group, outcome.recorded_node
+            )
+        } else {
+            outcome.node_group.clone()
         };
         let what = format!(
             "{} of {target} at {}",
@@ -274,13 +279,23 @@ fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
                     outcome.nodes.join(", ")
                 )
             };
-            let drained = if outcome.kind == "spot-interruption" {
-                format!(
+            let drained = match outcome.kind.as_str() {
+                "spot-interruption" => format!(
                     " ({} eviction(s) blocked, {} pod(s) lost)",
                     outcome.evictions_blocked, outcome.pods_lost
-                )
-            } else {
-                String::new()
+                ),
+                "node-pool-upgrade" => format!(
+                    " ({} stuck drain(s){}, {} eviction(s) blocked, {} pod(s) lost)",
+                    outcome.stuck_drains.len(),
+                    if outcome.stuck_drains.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", outcome.stuck_drains.join(", "))
+                    },
+                    outcome.evictions_blocked,
+                    outcome.pods_lost
+                ),
+                _ => String::new(),
             };
             format!("{what}: {nodes}, {back}{drained}; {recovery}")
         } else {
@@ -1124,6 +1139,8 @@ mod tests {
                     zone: String::new(),
                     evictions_blocked: 0,
                     pods_lost: 0,
+                    recorded_node: String::new(),
+                    stuck_drains: Vec::new(),
                 },
                 pb::DisruptionOutcome {
                     kind: "node-failure".into(),
@@ -1146,6 +1163,16 @@ mod tests {
                     kind: "stockout".into(),
                     node_group: "west".into(),
                     offset: Some(millis(0)),
+                    recovered: true,
+                    ..Default::default()
+                },
+                pb::DisruptionOutcome {
+                    kind: "recorded-failure".into(),
+                    node_group: "m5".into(),
+                    recorded_node: "ip-10-0-1-7".into(),
+                    offset: Some(millis(600_000)),
+                    nodes: vec!["m5-c".into()],
+                    recovered_offset: Some(millis(660_000)),
                     recovered: true,
                     ..Default::default()
                 },
@@ -1193,6 +1220,8 @@ mod tests {
              m5-b), over at 12m00s; no workload dropped\n",
             "                     stockout of west at 0ms: scale-ups refused, not over within the run; \
              no workload dropped\n",
+            "                     recorded-failure of m5 (recorded ip-10-0-1-7) at 10m00s: 1 \
+             node(s) (m5-c), over at 11m00s; no workload dropped\n",
             "                     spot-interruption of west at 5m00s: 1 node(s) (west-1), over at \
              7m00s (1 eviction(s) blocked, 1 pod(s) lost); no workload dropped\n",
             "  availability:      1 workload(s) always at desired ready, 1 below at times; 1 \
@@ -1204,7 +1233,7 @@ mod tests {
         }
         // Hundreds of interruptions: ten lines, then how many more.
         if let Some(disruptions) = &mut report.disruptions {
-            let spot = disruptions.outcomes[4].clone();
+            let spot = disruptions.outcomes[5].clone();
             disruptions.outcomes = vec![spot; 13];
         }
         let lines = disruption_lines(report.disruptions.as_ref().unwrap());

@@ -106,7 +106,7 @@ impl Driver {
         if !has_environment && spec.configuration.is_some() {
             return Err(DriverError::NoEnvironment);
         }
-        if !has_environment && !spec.disruptions.is_empty() {
+        if !has_environment && spec.has_disruptions() {
             return Err(DriverError::DisruptionsWithoutEnvironment);
         }
         let trace = load(&spec.source, &self.ctx.mesh).await?;

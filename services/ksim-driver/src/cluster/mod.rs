@@ -6,10 +6,10 @@
 pub mod applier;
 pub mod availability;
 pub mod cron_runs;
-pub mod drain;
 pub mod launch_lifetimes;
 pub mod lease;
 pub mod namespaces;
+pub mod node_drain;
 pub mod nodepools;
 pub mod observer;
 pub mod removed_pods;

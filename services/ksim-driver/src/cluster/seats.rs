@@ -157,6 +157,98 @@ pub async fn set_stockout(
     Ok(())
 }
 
+/// The simulation's seat Deployment of `group`, by name; `None`: it has none.
+async fn seat_deployment(
+    client: &Client,
+    namespace: &str,
+    simulation_id: &str,
+    group: &str,
+) -> Result<Option<String>, ClusterError> {
+    let selector = format!("{SIMULATION_LABEL}={simulation_id},{GROUP_LABEL}={group}");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| {
+            ClusterError::new(
+                "finding",
+                format!("the seat Deployment of node group {group}"),
+                e,
+            )
+        })?
+        .items
+        .into_iter()
+        .find_map(|deployment| deployment.metadata.name))
+}
+
+/// Adds `delta` to the replicas of the simulation's seat Deployment of `group`, read and
+/// written with its resourceVersion (a concurrent resize by the cloud provider is read again,
+/// never overwritten); the new count, `None` when the simulation has no such group.
+pub async fn resize(
+    client: &Client,
+    namespace: &str,
+    simulation_id: &str,
+    group: &str,
+    delta: i32,
+) -> Result<Option<i32>, ClusterError> {
+    let Some(name) = seat_deployment(client, namespace, simulation_id, group).await? else {
+        return Ok(None);
+    };
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let what = || format!("the seat Deployment of node group {group}");
+    let mut attempts = 0;
+    loop {
+        let mut deployment = api
+            .get(&name)
+            .await
+            .map_err(|e| ClusterError::new("reading", what(), e))?;
+        let spec = deployment.spec.get_or_insert_default();
+        let replicas = spec.replicas.unwrap_or(1).saturating_add(delta).max(0);
+        spec.replicas = Some(replicas);
+        match api
+            .replace(&name, &PostParams::default(), &deployment)
+            .await
+        {
+            Ok(_) => return Ok(Some(replicas)),
+            Err(error) if ksim_kube::is_conflict(&error) && attempts < 5 => attempts += 1,
+            Err(error) => return Err(ClusterError::new("resizing", what(), error)),
+        }
+    }
+}
+
+/// Marks the seat `seat` of `group` the one its Deployment removes at its next scale-down:
+/// the lowest pod-deletion-cost, as the cloud provider marks the seats cluster-autoscaler
+/// deletes. A pod of that name that is not a seat of the group is left alone.
+pub async fn mark_for_removal(
+    client: &Client,
+    namespace: &str,
+    group: &str,
+    seat: &str,
+) -> Result<(), ClusterError> {
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), namespace);
+    let found = pods
+        .get_opt(seat)
+        .await
+        .map_err(|e| ClusterError::new("reading", format!("seat {seat}"), e))?;
+    let ours = found.is_some_and(|pod| {
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(GROUP_LABEL))
+            .is_some_and(|of| of == group)
+    });
+    if !ours {
+        return Ok(());
+    }
+    let patch = json!({ "metadata": { "annotations": {
+        "controller.kubernetes.io/pod-deletion-cost": i32::MIN.to_string(),
+    } } });
+    pods.patch(seat, &super::merge_params(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|e| ClusterError::new("marking", format!("seat {seat}"), e))
+}
+
 /// Marks the simulation's seat Deployments retiring: the cloud provider stops offering them to
 /// cluster-autoscaler, and marks each released once CA has refreshed without it.
 pub async fn retire(

@@ -22,6 +22,8 @@ pub struct Invalid {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeFailure {
     pub group: String,
+    /// The one node it takes, by name; `None`: `share` of the group.
+    pub node: Option<String>,
     /// In (0, 1].
     pub share: f64,
     /// Recorded time since the replay's start.
@@ -87,6 +89,25 @@ const DEFAULT_NOTICE: Duration = Duration::from_secs(120);
 
 const MAX_NOTICE: Duration = Duration::from_secs(3600);
 
+/// A node-pool upgrade that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePoolUpgrade {
+    pub group: String,
+    pub at: Duration,
+    pub max_surge: u32,
+    pub max_unavailable: u32,
+    /// Recorded time a node's drain may take.
+    pub drain_timeout: Duration,
+}
+
+/// GKE waits an hour for a node's drain in an upgrade.
+const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(3600);
+
+const MAX_DRAIN_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// Most nodes an upgrade may add or take below the group's size at once.
+const MAX_UPGRADE_BATCH: u32 = 1000;
+
 /// A disruption that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disruption {
@@ -94,6 +115,9 @@ pub enum Disruption {
     ZoneOutage(ZoneOutage),
     Stockout(Stockout),
     SpotInterruption(SpotInterruption),
+    /// A failure the recording observed: one node of the group fails.
+    Recorded(super::recorded_failures::RecordedFailure),
+    NodePoolUpgrade(NodePoolUpgrade),
 }
 
 impl Disruption {
@@ -104,6 +128,8 @@ impl Disruption {
             Self::ZoneOutage(_) => "zone-outage",
             Self::Stockout(_) => "stockout",
             Self::SpotInterruption(_) => "spot-interruption",
+            Self::Recorded(_) => "recorded-failure",
+            Self::NodePoolUpgrade(_) => "node-pool-upgrade",
         }
     }
 
@@ -114,6 +140,8 @@ impl Disruption {
             Self::ZoneOutage(outage) => outage.groups.join(","),
             Self::Stockout(stockout) => stockout.group.clone(),
             Self::SpotInterruption(spot) => spot.group.clone(),
+            Self::Recorded(failure) => failure.group.clone(),
+            Self::NodePoolUpgrade(upgrade) => upgrade.group.clone(),
         }
     }
 
@@ -121,7 +149,19 @@ impl Disruption {
     pub fn zone(&self) -> &str {
         match self {
             Self::ZoneOutage(outage) => &outage.zone,
-            Self::NodeFailure(_) | Self::Stockout(_) | Self::SpotInterruption(_) => "",
+            Self::NodeFailure(_)
+            | Self::Stockout(_)
+            | Self::SpotInterruption(_)
+            | Self::Recorded(_)
+            | Self::NodePoolUpgrade(_) => "",
+        }
+    }
+
+    /// A recorded failure's node in the recording; empty for the other kinds.
+    pub fn recorded_node(&self) -> &str {
+        match self {
+            Self::Recorded(failure) => &failure.node,
+            _ => "",
         }
     }
 
@@ -134,6 +174,8 @@ impl Disruption {
                 Interruptions::Times(times) => times.first().copied().unwrap_or_default(),
                 Interruptions::Rate { at, .. } => *at,
             },
+            Self::Recorded(failure) => failure.at,
+            Self::NodePoolUpgrade(upgrade) => upgrade.at,
         }
     }
 
@@ -154,6 +196,9 @@ impl Disruption {
                 ),
                 Interruptions::Rate { duration, .. } => *duration,
             },
+            Self::Recorded(failure) => failure.duration,
+            // Not known before it runs.
+            Self::NodePoolUpgrade(_) => None,
         }
     }
 }
@@ -166,6 +211,8 @@ pub struct GroupFacts<'a> {
     /// zones per node) or a skeleton without one.
     pub zone: Option<&'a str>,
     pub kind: GroupKind,
+    /// A fixed-size group's node count (its nodes are `<name>-0` on); `None` for the others.
+    pub size: Option<u32>,
 }
 
 /// Who sizes a group.
@@ -192,6 +239,25 @@ pub fn from_proto(
     given: &[pb::Disruption],
     groups: &[GroupFacts<'_>],
 ) -> Result<Vec<Disruption>, Invalid> {
+    let mut upgraded: Vec<(&str, usize)> = Vec::new();
+    for (index, disruption) in given.iter().enumerate() {
+        if let Some(pb::disruption::Kind::NodePoolUpgrade(upgrade)) = &disruption.kind {
+            if let Some((_, first)) = upgraded
+                .iter()
+                .find(|(group, _)| *group == upgrade.node_group)
+            {
+                return Err(invalid(
+                    format!("spec.disruptions[{index}].node_pool_upgrade.node_group"),
+                    format!(
+                        "{:?} is upgraded by spec.disruptions[{first}] already: upgrades of one \
+                         group would overlap (how long one takes is not known before it runs)",
+                        upgrade.node_group
+                    ),
+                ));
+            }
+            upgraded.push((&upgrade.node_group, index));
+        }
+    }
     given
         .iter()
         .enumerate()
@@ -214,9 +280,14 @@ pub fn from_proto(
                     spot_interruption(spot, groups, &format!("{field}.spot_interruption"))
                         .map(Disruption::SpotInterruption)
                 }
+                Some(pb::disruption::Kind::NodePoolUpgrade(upgrade)) => {
+                    node_pool_upgrade(upgrade, groups, &format!("{field}.node_pool_upgrade"))
+                        .map(Disruption::NodePoolUpgrade)
+                }
                 None => Err(invalid(
                     field,
-                    "set node_failure, zone_outage, stockout or spot_interruption",
+                    "set node_failure, zone_outage, stockout, spot_interruption or \
+                     node_pool_upgrade",
                 )),
             }
         })
@@ -279,11 +350,65 @@ fn window(
     ))
 }
 
+/// The fixed-size group `node` is a node of, by the pool's names (`<group>-<index>`).
+fn group_of_named<'a>(node: &str, groups: &'a [GroupFacts<'a>]) -> Option<&'a GroupFacts<'a>> {
+    groups.iter().find(|group| {
+        let Some(size) = group.size else {
+            return false;
+        };
+        node.strip_prefix(group.name)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .filter(|digits| digits == &"0" || !digits.starts_with('0'))
+            .and_then(|digits| digits.parse::<u32>().ok())
+            .is_some_and(|index| index < size)
+    })
+}
+
 fn node_failure(
     given: &pb::NodeFailure,
     groups: &[GroupFacts<'_>],
     field: &str,
 ) -> Result<NodeFailure, Invalid> {
+    if !given.node.is_empty() {
+        if !given.node_group.is_empty() || given.share != 0.0 {
+            return Err(invalid(
+                format!("{field}.node"),
+                "a node by name, or node_group and share: not both",
+            ));
+        }
+        let group = group_of_named(&given.node, groups).ok_or_else(|| {
+            let named: Vec<String> = groups
+                .iter()
+                .filter_map(|group| {
+                    group
+                        .size
+                        .filter(|size| *size > 0)
+                        .map(|size| format!("{}-0..{}-{}", group.name, group.name, size - 1))
+                })
+                .collect();
+            invalid(
+                format!("{field}.node"),
+                format!(
+                    "{:?} is none of the run's named nodes ({}; the nodes of autoscaler groups \
+                     and NodePools are named when they come)",
+                    given.node,
+                    if named.is_empty() {
+                        "it has no fixed-size group".to_owned()
+                    } else {
+                        named.join(", ")
+                    }
+                ),
+            )
+        })?;
+        let (at, duration) = window(given.at, given.duration, field)?;
+        return Ok(NodeFailure {
+            group: group.name.to_owned(),
+            node: Some(given.node.clone()),
+            share: 1.0,
+            at,
+            duration,
+        });
+    }
     known_group(&given.node_group, groups, field)?;
     let share = match given.share {
         0.0 => 1.0,
@@ -298,6 +423,7 @@ fn node_failure(
     let (at, duration) = window(given.at, given.duration, field)?;
     Ok(NodeFailure {
         group: given.node_group.clone(),
+        node: None,
         share,
         at,
         duration,
@@ -463,6 +589,65 @@ fn spot_interruption(
     })
 }
 
+fn node_pool_upgrade(
+    given: &pb::NodePoolUpgrade,
+    groups: &[GroupFacts<'_>],
+    field: &str,
+) -> Result<NodePoolUpgrade, Invalid> {
+    autoscaled_group(&given.node_group, groups, field, "a node-pool upgrade")?;
+    let (at, _) = window(given.at, None, field)?;
+    let max_surge = given.max_surge.unwrap_or(1);
+    let max_unavailable = given.max_unavailable.unwrap_or(0);
+    for (name, value) in [
+        ("max_surge", max_surge),
+        ("max_unavailable", max_unavailable),
+    ] {
+        if value > MAX_UPGRADE_BATCH {
+            return Err(invalid(
+                format!("{field}.{name}"),
+                format!("at most {MAX_UPGRADE_BATCH}, got {value}"),
+            ));
+        }
+    }
+    if max_surge == 0 && max_unavailable == 0 {
+        return Err(invalid(
+            format!("{field}.max_unavailable"),
+            "max_surge and max_unavailable are both 0: no node could ever be replaced",
+        ));
+    }
+    let drain_timeout = match given.drain_timeout {
+        None => DEFAULT_DRAIN_TIMEOUT,
+        Some(timeout) => Duration::try_from(timeout)
+            .ok()
+            .filter(|timeout| !timeout.is_zero() && *timeout <= MAX_DRAIN_TIMEOUT)
+            .ok_or_else(|| {
+                invalid(
+                    format!("{field}.drain_timeout"),
+                    "must be positive and at most a day",
+                )
+            })?,
+    };
+    Ok(NodePoolUpgrade {
+        group: given.node_group.clone(),
+        at,
+        max_surge,
+        max_unavailable,
+        drain_timeout,
+    })
+}
+
+/// An upgrade's plan for the `removed`-th of its `old` nodes: replaced by a new one, or, for
+/// the last `max_surge`, retired (the surge given back, so the group ends at its size).
+pub fn retires(removed: usize, old: usize, max_surge: u32) -> bool {
+    removed + (max_surge as usize) >= old
+}
+
+/// How many Ready nodes the group needs before an upgrade takes a batch of `batch` of its
+/// `size` nodes at the start: after the batch goes, no fewer than `size - max_unavailable`.
+pub fn ready_needed(size: usize, batch: usize, max_unavailable: u32) -> usize {
+    (size + batch).saturating_sub(max_unavailable as usize)
+}
+
 /// The chance a node is interrupted in one [`RATE_TICK`] at `per_hour`.
 pub fn tick_probability(per_hour: f64) -> f64 {
     1.0 - (-per_hour * RATE_TICK.as_secs_f64() / 3600.0).exp()
@@ -546,13 +731,14 @@ pub enum Step {
 /// Every disruption's beginning and end (when it has one), in wall-clock time since the
 /// replay's start at `speed`, in time order (a disruption's beginning before its end).
 ///
-/// A spot interruption has no steps: it plays on its own ([`interruption_times`]).
+/// A spot interruption or a node-pool upgrade has no steps: each plays on its own ([`draws`]).
 pub fn schedule(disruptions: &[Disruption], speed: f64) -> Vec<(Duration, usize, Step)> {
     let wall = |recorded: Duration| recorded.div_f64(speed);
     let mut steps: Vec<(Duration, usize, Step)> = disruptions
         .iter()
         .enumerate()
         .filter(|(_, disruption)| !matches!(disruption, Disruption::SpotInterruption(_)))
+        .filter(|(_, disruption)| !matches!(disruption, Disruption::NodePoolUpgrade(_)))
         .flat_map(|(index, disruption)| {
             let at = disruption.at();
             let end = disruption
@@ -594,10 +780,15 @@ fn mix(value: u64) -> u64 {
 mod tests {
     use super::*;
 
-    /// m5 (pool, us-east-1a), east (autoscaled, us-east-1a), west (autoscaled, us-east-1b),
-    /// spot (a NodePool).
+    /// m5 (pool of 3, us-east-1a), east (autoscaled, us-east-1a), west (autoscaled,
+    /// us-east-1b), spot (a NodePool).
     fn groups() -> Vec<GroupFacts<'static>> {
-        let group = |name, zone, kind| GroupFacts { name, zone, kind };
+        let group = |name, zone, kind| GroupFacts {
+            name,
+            zone,
+            kind,
+            size: (kind == GroupKind::Pool).then_some(3),
+        };
         vec![
             group("m5", Some("us-east-1a"), GroupKind::Pool),
             group("east", Some("us-east-1a"), GroupKind::Autoscaled),
@@ -703,6 +894,7 @@ mod tests {
                 share,
                 at: Some(seconds(at_s)),
                 duration: for_s.map(seconds),
+                node: String::new(),
             })),
         }
     }
@@ -714,6 +906,7 @@ mod tests {
             checked,
             vec![Disruption::NodeFailure(NodeFailure {
                 group: "m5".to_owned(),
+                node: None,
                 share: 1.0,
                 at: Duration::from_secs(600),
                 duration: Some(Duration::from_secs(300)),
@@ -756,7 +949,8 @@ mod tests {
         let message = refused(pb::Disruption { kind: None });
         assert_eq!(
             message,
-            "spec.disruptions[1]: set node_failure, zone_outage, stockout or spot_interruption"
+            "spec.disruptions[1]: set node_failure, zone_outage, stockout, spot_interruption or \
+             node_pool_upgrade"
         );
     }
 
@@ -946,5 +1140,115 @@ mod tests {
             .collect();
         assert_eq!(all.len(), 5, "every node can be picked");
         assert_eq!(picked(7, 0, 0, &[]), None);
+    }
+
+    fn upgrade(surge: Option<u32>, unavailable: Option<u32>) -> pb::Disruption {
+        pb::Disruption {
+            kind: Some(pb::disruption::Kind::NodePoolUpgrade(pb::NodePoolUpgrade {
+                node_group: "east".to_owned(),
+                at: Some(seconds(60)),
+                max_surge: surge,
+                max_unavailable: unavailable,
+                drain_timeout: None,
+            })),
+        }
+    }
+
+    #[test]
+    fn an_upgrade_surges_one_by_default_and_one_per_group() {
+        let checked = from_proto(&[upgrade(None, None)], &groups()).unwrap();
+        assert_eq!(
+            checked,
+            vec![Disruption::NodePoolUpgrade(NodePoolUpgrade {
+                group: "east".to_owned(),
+                at: Duration::from_secs(60),
+                max_surge: 1,
+                max_unavailable: 0,
+                drain_timeout: Duration::from_secs(3600),
+            })]
+        );
+        assert!(schedule(&checked, 1.0).is_empty(), "it plays on its own");
+        let refused =
+            |given: &[pb::Disruption]| from_proto(given, &groups()).unwrap_err().to_string();
+        assert_eq!(
+            refused(&[upgrade(Some(0), Some(0))]),
+            "spec.disruptions[0].node_pool_upgrade.max_unavailable: max_surge and \
+             max_unavailable are both 0: no node could ever be replaced"
+        );
+        assert_eq!(
+            refused(&[
+                upgrade(None, None),
+                failure("m5", 1.0, 0, None),
+                upgrade(Some(2), None)
+            ]),
+            "spec.disruptions[2].node_pool_upgrade.node_group: \"east\" is upgraded by \
+             spec.disruptions[0] already: upgrades of one group would overlap (how long one \
+             takes is not known before it runs)"
+        );
+        let mut no_time = upgrade(None, None);
+        if let Some(pb::disruption::Kind::NodePoolUpgrade(up)) = &mut no_time.kind {
+            up.drain_timeout = Some(seconds(0));
+        }
+        assert_eq!(
+            refused(&[no_time]),
+            "spec.disruptions[0].node_pool_upgrade.drain_timeout: must be positive and at most a day"
+        );
+    }
+
+    #[test]
+    fn an_upgrade_retires_its_surge_last_and_keeps_the_ready_nodes_it_promised() {
+        // Four nodes, surge 1: three replaced, the last retired.
+        let plan: Vec<bool> = (0..4).map(|removed| retires(removed, 4, 1)).collect();
+        assert_eq!(plan, [false, false, false, true]);
+        // Surge 0: every node replaced.
+        assert!((0..4).all(|removed| !retires(removed, 4, 0)));
+        // Surge 1, unavailable 0, a batch of one: five Ready before one of four goes.
+        assert_eq!(ready_needed(4, 1, 0), 5);
+        // Surge 0, unavailable 1: four Ready before one goes, three while it does.
+        assert_eq!(ready_needed(4, 1, 1), 4);
+        assert_eq!(ready_needed(4, 3, 1), 6);
+    }
+
+    fn named(node: &str, group: &str) -> pb::Disruption {
+        pb::Disruption {
+            kind: Some(pb::disruption::Kind::NodeFailure(pb::NodeFailure {
+                node: node.to_owned(),
+                node_group: group.to_owned(),
+                at: Some(seconds(60)),
+                ..pb::NodeFailure::default()
+            })),
+        }
+    }
+
+    #[test]
+    fn a_named_node_is_one_of_a_fixed_size_groups() {
+        let checked = from_proto(&[named("m5-2", "")], &groups()).unwrap();
+        let Disruption::NodeFailure(failure) = &checked[0] else {
+            panic!("{checked:?}");
+        };
+        assert_eq!(
+            (failure.group.as_str(), failure.node.as_deref()),
+            ("m5", Some("m5-2"))
+        );
+        let refused = |disruption| {
+            from_proto(&[disruption], &groups())
+                .unwrap_err()
+                .to_string()
+        };
+        for node in ["m5-3", "m5-02", "east-0", "c5-0"] {
+            assert_eq!(
+                refused(named(node, "")),
+                format!(
+                    "spec.disruptions[0].node_failure.node: {node:?} is none of the run's named \
+                     nodes (m5-0..m5-2; the nodes of autoscaler groups and NodePools are named \
+                     when they come)"
+                )
+            );
+        }
+        assert_eq!(
+            refused(named("m5-0", "m5")),
+            "spec.disruptions[0].node_failure.node: a node by name, or node_group and share: not \
+             both"
+        );
     }
 }

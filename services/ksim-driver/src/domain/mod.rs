@@ -37,6 +37,7 @@ pub mod ownership;
 pub mod plan;
 pub mod provisioning;
 pub mod recorded;
+pub mod recorded_failures;
 pub mod rewrite;
 pub mod rightsizing;
 pub mod run;

@@ -144,11 +144,18 @@ pub struct SimulationSpec {
     pub disruptions: Vec<super::disruptions::Disruption>,
     /// Chooses the nodes each disruption takes.
     pub disruption_seed: u64,
+    /// Replay the failures the recording observed, beside `disruptions`.
+    pub replay_recorded_failures: bool,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
     pub echo: pb::SimulationSpec,
 }
 
 impl SimulationSpec {
+    /// Whether the run may fail nodes: it has disruptions, or replays the recording's.
+    pub fn has_disruptions(&self) -> bool {
+        !self.disruptions.is_empty() || self.replay_recorded_failures
+    }
+
     pub fn from_proto(spec: Option<pb::SimulationSpec>) -> Result<Self, SpecError> {
         let spec = spec.ok_or_else(|| invalid("spec", "is required"))?;
         let source = match &spec.trace_source {
@@ -260,6 +267,10 @@ impl SimulationSpec {
                     NodeGroup::Deployment { .. } => GroupKind::Autoscaled,
                     NodeGroup::Karpenter { .. } => GroupKind::NodePool,
                 },
+                size: match group {
+                    NodeGroup::PoolManaged { count, .. } => u32::try_from(*count).ok(),
+                    NodeGroup::Deployment { .. } | NodeGroup::Karpenter { .. } => None,
+                },
             })
             .collect();
         let disruptions = super::disruptions::from_proto(&spec.disruptions, &facts)
@@ -284,6 +295,7 @@ impl SimulationSpec {
             replicas,
             disruptions,
             disruption_seed: spec.disruption_seed,
+            replay_recorded_failures: spec.replay_recorded_failures,
             configuration: spec
                 .configuration
                 .filter(|c| *c != env::Configuration::default()),
@@ -300,7 +312,7 @@ impl SimulationSpec {
             autoscaler: self.enable_autoscaler,
             workload_autoscaling,
             karpenter: self.node_groups.iter().any(NodeGroup::is_karpenter),
-            node_lifecycle: !self.disruptions.is_empty(),
+            node_lifecycle: self.has_disruptions(),
         }
     }
 }

@@ -18,7 +18,7 @@ use tokio::{task::JoinSet, time::Instant};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::{
-    cluster::{drain, seats},
+    cluster::{node_drain, seats},
     domain::{
         disruptions::{
             Disruption, Draw, Interruptions, SpotInterruption, Step, choose, drawn, draws, picked,
@@ -28,6 +28,8 @@ use crate::{
     },
     mesh::Mesh,
 };
+
+mod upgrade;
 
 /// How often a drain asks again for the evictions a PodDisruptionBudget refused, in recorded
 /// time: `kubectl drain`'s interval.
@@ -116,6 +118,7 @@ pub fn start(
                 kind: disruption.kind().to_owned(),
                 node_group: disruption.group(),
                 zone: disruption.zone().to_owned(),
+                recorded_node: disruption.recorded_node().to_owned(),
                 offset: *at,
                 error: "the run ended before it".to_owned(),
                 ..ObservedDisruption::default()
@@ -166,15 +169,28 @@ async fn play(
     // Aborted with this task.
     let mut spot = JoinSet::new();
     for (index, disruption) in disruptions.iter().enumerate() {
-        if let Disruption::SpotInterruption(interruption) = disruption {
-            spot.spawn(interrupt(
-                player.clone(),
-                index,
-                interruption.clone(),
-                speed,
-                origin,
-                seen.clone(),
-            ));
+        match disruption {
+            Disruption::SpotInterruption(interruption) => {
+                spot.spawn(interrupt(
+                    player.clone(),
+                    index,
+                    interruption.clone(),
+                    speed,
+                    origin,
+                    seen.clone(),
+                ));
+            }
+            Disruption::NodePoolUpgrade(upgrade) => {
+                spot.spawn(upgrade::play(
+                    player.clone(),
+                    index,
+                    upgrade.clone(),
+                    speed,
+                    origin,
+                    seen.clone(),
+                ));
+            }
+            _ => {}
         }
     }
     for (at, index, step) in steps {
@@ -338,46 +354,12 @@ async fn reclaim(
     seen: Arc<Mutex<Seen>>,
 ) {
     let deadline = Instant::now() + notice.lasts;
-    let mut blocked = BTreeSet::new();
-    let mut problems = Vec::new();
-    if let Err(error) = drain::cordon(&player.client, &node).await {
-        problems.push(error.to_string());
-    }
-    loop {
-        match drain::evict_pods(&player.client, &player.evictions, &node).await {
-            Ok(pass) => {
-                let mut seen = lock(&seen);
-                for pod in pass.blocked {
-                    if blocked.insert((pod.namespace.clone(), pod.name.clone())) {
-                        seen.blocked
-                            .push((origin.elapsed(), pod.namespace, pod.owner));
-                    }
-                }
-                if pass.left.is_empty() {
-                    break;
-                }
-            }
-            Err(error) => {
-                tracing::warn!(node, %error, "draining a node with notice");
-            }
-        }
-        if Instant::now() + notice.retry >= deadline {
-            break;
-        }
-        tokio::time::sleep(notice.retry).await;
-    }
+    let drained = drain_until(&player, &node, deadline, notice.retry, origin, &seen).await;
     tokio::time::sleep_until(deadline).await;
-    let lost = match drain::pods_on(&player.client, &node).await {
-        Ok(pods) => pods.iter().map(drain::drained).collect::<Vec<_>>(),
-        Err(error) => {
-            problems.push(error.to_string());
-            Vec::new()
-        }
-    };
-    if let Err(error) = drain::delete_at_once(&player.client, &lost).await {
-        problems.push(error.to_string());
-    }
-    if let Err(error) = drain::end_instance(&player.client, &player.namespace, &group, &node).await
+    let mut problems = drained.problems;
+    let lost = take_pods(&player, &node, &mut problems).await;
+    if let Err(error) =
+        node_drain::end_instance(&player.client, &player.namespace, &group, &node).await
     {
         problems.push(error.to_string());
     }
@@ -388,15 +370,81 @@ async fn reclaim(
     tracing::info!(
         group,
         node,
-        lost = lost.len(),
-        blocked = blocked.len(),
+        lost,
+        blocked = drained.blocked,
         "spot instance reclaimed"
     );
     if let Some(observed) = lock(&seen).interruptions.get_mut(slot) {
         observed.recovered = Some(origin.elapsed());
-        observed.evictions_blocked = blocked.len() as u64;
-        observed.pods_lost = lost.len() as u64;
+        observed.evictions_blocked = drained.blocked as u64;
+        observed.pods_lost = lost as u64;
     }
+}
+
+/// What a drain did.
+#[derive(Debug, Default)]
+struct Drained {
+    /// Pods whose eviction a PodDisruptionBudget refused at least once.
+    blocked: usize,
+    /// Whether every pod went before the deadline.
+    empty: bool,
+    problems: Vec<String>,
+}
+
+/// Cordons `node` and evicts its pods, asking again every `retry` for those a budget refused,
+/// until none is left or `deadline`; each refused pod is kept in `seen` once.
+async fn drain_until(
+    player: &Player,
+    node: &str,
+    deadline: Instant,
+    retry: Duration,
+    origin: Instant,
+    seen: &Mutex<Seen>,
+) -> Drained {
+    let mut drained = Drained::default();
+    let mut blocked = BTreeSet::new();
+    if let Err(error) = node_drain::cordon(&player.client, node).await {
+        drained.problems.push(error.to_string());
+    }
+    loop {
+        match node_drain::evict_pods(&player.client, &player.evictions, node).await {
+            Ok(pass) => {
+                let mut seen = lock(seen);
+                for pod in pass.blocked {
+                    if blocked.insert((pod.namespace.clone(), pod.name.clone())) {
+                        seen.blocked
+                            .push((origin.elapsed(), pod.namespace, pod.owner));
+                    }
+                }
+                if pass.left.is_empty() {
+                    drained.empty = true;
+                    break;
+                }
+            }
+            Err(error) => tracing::warn!(node, %error, "draining a node"),
+        }
+        if Instant::now() + retry >= deadline {
+            break;
+        }
+        tokio::time::sleep(retry).await;
+    }
+    drained.blocked = blocked.len();
+    drained
+}
+
+/// Deletes the pods still on `node` at once, as pods whose node is gone; how many.
+async fn take_pods(player: &Player, node: &str, problems: &mut Vec<String>) -> usize {
+    let left = match node_drain::pods_on(&player.client, node).await {
+        Ok(pods) => pods.iter().map(node_drain::drained).collect::<Vec<_>>(),
+        Err(error) => {
+            problems.push(error.to_string());
+            return 0;
+        }
+    };
+    if let Err(error) = node_drain::delete_at_once(&player.client, &left).await {
+        problems.push(error.to_string());
+    }
+    left.len()
 }
 
 /// Applies a disruption: the nodes it took, or why it took none.
@@ -408,6 +456,13 @@ async fn begin(
     match disruption {
         Disruption::NodeFailure(failure) => {
             let ready = ready_nodes(&player.mesh, &failure.group).await?;
+            if let Some(node) = &failure.node {
+                if !ready.contains(node) {
+                    return Err(format!("node {node} was not Ready then"));
+                }
+                fail(&player.mesh, std::slice::from_ref(node)).await?;
+                return Ok(vec![node.clone()]);
+            }
             let chosen = choose(player.seed, index, &ready, failure.share);
             if chosen.is_empty() {
                 return Err(format!("group {} had no Ready node then", failure.group));
@@ -436,8 +491,17 @@ async fn begin(
             stockout(player, &out.group, Some("stockout")).await?;
             Ok(Vec::new())
         }
-        // Played by `interrupt`, never a step.
-        Disruption::SpotInterruption(_) => Ok(Vec::new()),
+        // Played on their own, never steps.
+        Disruption::SpotInterruption(_) | Disruption::NodePoolUpgrade(_) => Ok(Vec::new()),
+        // One Ready node of the group, as the seed picks, stands for the recorded one.
+        Disruption::Recorded(failure) => {
+            let ready = ready_nodes(&player.mesh, &failure.group).await?;
+            let Some(node) = picked(player.seed, index, 0, &ready) else {
+                return Err(format!("group {} had no Ready node then", failure.group));
+            };
+            fail(&player.mesh, std::slice::from_ref(&node)).await?;
+            Ok(vec![node])
+        }
     }
 }
 
@@ -453,7 +517,8 @@ async fn end(player: &Player, disruption: &Disruption, nodes: &[String]) -> Resu
             recover(&player.mesh, &groups, nodes).await
         }
         Disruption::Stockout(out) => stockout(player, &out.group, None).await,
-        Disruption::SpotInterruption(_) => Ok(()),
+        Disruption::SpotInterruption(_) | Disruption::NodePoolUpgrade(_) => Ok(()),
+        Disruption::Recorded(failure) => recover(&player.mesh, &[&failure.group], nodes).await,
     }
 }
 

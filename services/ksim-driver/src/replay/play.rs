@@ -28,9 +28,11 @@ use crate::{
         usage_replay::{self, DEFAULT_INTERVAL, RecordedClock, UsageCounts},
     },
     domain::{
+        disruptions::Disruption,
         nodes_kept::NodesKeptFold,
         plan::window_start_ms,
         recorded::{recorded_pending, recorded_states},
+        recorded_failures::recorded_failures,
         report, rightsizing,
         run::ResolvedRun,
         spec::OnError,
@@ -121,7 +123,19 @@ pub async fn start_clock(
         );
     }
     let mut disruptions = None;
-    if !spec.disruptions.is_empty() {
+    let mut played = spec.disruptions.clone();
+    if spec.replay_recorded_failures {
+        let groups: Vec<&str> = spec.node_groups.iter().map(|g| g.name()).collect();
+        let recorded = recorded_failures(&trace.nodes, window_start_ms(trace), |group| {
+            groups.contains(&group)
+        });
+        tracing::info!(
+            failures = recorded.len(),
+            "replaying the recording's failures"
+        );
+        played.extend(recorded.into_iter().map(Disruption::Recorded));
+    }
+    if spec.has_disruptions() {
         let player = disruption_player::Player {
             mesh: ctx.mesh.clone(),
             client: ctx.client.clone(),
@@ -130,8 +144,7 @@ pub async fn start_clock(
             simulation_id: handle.id.clone(),
             seed: spec.disruption_seed,
         };
-        let (task, played) =
-            disruption_player::start(player, spec.disruptions.clone(), spec.speed, origin);
+        let (task, played) = disruption_player::start(player, played, spec.speed, origin);
         disruptions = Some(task);
         live = live.with_disruptions(LiveDisruptions {
             seed: spec.disruption_seed,

@@ -139,7 +139,7 @@ pub async fn prepare(
                 .map(|g| g.name().to_owned())
                 .collect(),
             provisioning: Some(model.clone()),
-            node_failures: !spec.disruptions.is_empty(),
+            node_failures: spec.has_disruptions(),
         },
         &lifetimes,
     );

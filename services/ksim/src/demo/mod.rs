@@ -189,6 +189,7 @@ async fn replay(
         // The demo's cloud is healthy.
         disruptions: Vec::new(),
         disruption_seed: 0,
+        replay_recorded_failures: false,
     };
     let show_progress = std::io::stdout().is_terminal();
     let outcome = run_simulation(&env.state().urls.driver, spec, out, show_progress).await?;
