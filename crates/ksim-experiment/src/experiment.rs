@@ -65,6 +65,13 @@ pub struct Experiment {
     /// --spot-interruption` (`group=NAME,at=DURATION` or `group=NAME,rate=R,...`).
     #[serde(default)]
     pub spot_interruptions: Vec<String>,
+    /// Node-pool upgrades every variant that names none meets, as `ksim run
+    /// --node-pool-upgrade`.
+    #[serde(default)]
+    pub node_pool_upgrades: Vec<String>,
+    /// Replays the failures the recording observed, as `ksim run --replay-failures`.
+    #[serde(default)]
+    pub replay_failures: bool,
     /// Chooses the nodes the disruptions take, as `ksim run --disruption-seed`: every variant
     /// meets the same failures.
     #[serde(default)]
@@ -115,6 +122,10 @@ pub struct Variant {
     pub stockouts: Option<Vec<String>>,
     /// Replaces the experiment's spot interruptions for this variant (`[]`: none).
     pub spot_interruptions: Option<Vec<String>>,
+    /// Replaces the experiment's node-pool upgrades for this variant (`[]`: none).
+    pub node_pool_upgrades: Option<Vec<String>>,
+    /// Replaces the experiment's `replayFailures` for this variant.
+    pub replay_failures: Option<bool>,
 }
 
 /// Who decides the replica counts of workloads an HPA scales.
@@ -174,6 +185,18 @@ impl Variant {
     /// The stockouts it meets in `experiment`, as written.
     pub fn stockouts_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
         self.stockouts.as_deref().unwrap_or(&experiment.stockouts)
+    }
+
+    /// The node-pool upgrades it meets in `experiment`, as written.
+    pub fn node_pool_upgrades_in<'a>(&'a self, experiment: &'a Experiment) -> &'a [String] {
+        self.node_pool_upgrades
+            .as_deref()
+            .unwrap_or(&experiment.node_pool_upgrades)
+    }
+
+    /// Whether it replays the recording's failures in `experiment`.
+    pub fn replay_failures_in(&self, experiment: &Experiment) -> bool {
+        self.replay_failures.unwrap_or(experiment.replay_failures)
     }
 
     /// The spot interruptions it meets in `experiment`, as written.
@@ -350,6 +373,7 @@ disruptionSeed: 3
         )
         .unwrap();
         assert_eq!(experiment.disruption_seed, 3);
+        assert!(!experiment.variants[0].replay_failures_in(&experiment));
         assert_eq!(
             experiment.variants[0].spot_interruptions_in(&experiment),
             ["group=m5,rate=0.05"]

@@ -43,11 +43,11 @@ pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
     /// `autoscalerGroups`, `nodePools`, `instanceTypes`, `providerConfig`, `settle`,
     /// `provisioning`, `replicas`, `nodeFailures`, `zoneOutages`, `stockouts`,
-    /// `spotInterruptions`, `disruptionSeed`, and `variants` (each `name` and any of
-    /// `schedulerConfig`, `autoscaler`, `autoscalerArgs`, `providerConfig`, `transform`,
-    /// `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`, `provisioning`, `replicas`,
-    /// `nodeFailures`, `zoneOutages`, `stockouts`, `spotInterruptions`). Paths are relative to
-    /// it.
+    /// `spotInterruptions`, `nodePoolUpgrades`, `replayFailures`, `disruptionSeed`, and
+    /// `variants` (each `name` and any of `schedulerConfig`, `autoscaler`, `autoscalerArgs`,
+    /// `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`,
+    /// `provisioning`, `replicas`, `nodeFailures`, `zoneOutages`, `stockouts`,
+    /// `spotInterruptions`, `nodePoolUpgrades`, `replayFailures`). Paths are relative to it.
     #[arg(short = 'f', long = "file", value_name = "EXPERIMENT.yaml")]
     pub file: PathBuf,
 
@@ -271,7 +271,8 @@ fn run_args(
         arg.parse::<ksim_experiment::AutoscalerFlag>()?;
     }
     use crate::run::disruptions::{
-        parse_node_failure, parse_spot_interruption, parse_stockout, parse_zone_outage,
+        parse_node_failure, parse_node_pool_upgrade, parse_spot_interruption, parse_stockout,
+        parse_zone_outage,
     };
     let parsed = |texts: &[String], what: &str, parse: fn(&str) -> Result<_, String>| {
         texts
@@ -294,6 +295,11 @@ fn run_args(
         variant.spot_interruptions_in(experiment),
         "spot interruption",
         parse_spot_interruption,
+    )?;
+    let node_pool_upgrades = parsed(
+        variant.node_pool_upgrades_in(experiment),
+        "node-pool upgrade",
+        parse_node_pool_upgrade,
     )?;
     Ok(RunArgs {
         trace_file: Some(path(&experiment.trace)),
@@ -332,7 +338,9 @@ fn run_args(
         zone_outages,
         stockouts,
         spot_interruptions,
+        node_pool_upgrades,
         disruption_seed: experiment.disruption_seed,
+        replay_failures: variant.replay_failures_in(experiment),
         repeat: 1,
         stored: false,
         trace_id: None,

@@ -1,12 +1,13 @@
-//! `--node-failure`, `--zone-outage`, `--stockout` and `--spot-interruption`: a run's
-//! disruptions, each given as
+//! `--node-failure`, `--zone-outage`, `--stockout`, `--spot-interruption` and
+//! `--node-pool-upgrade`: a run's disruptions, each given as
 //! comma-separated KEY=VALUE, durations in recorded time. The driver checks them against the
 //! run's groups; here only their form.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use ksim_proto::ksim::driver::v1::{
-    Disruption, NodeFailure, SpotInterruption, Stockout, ZoneOutage, disruption::Kind,
+    Disruption, NodeFailure, NodePoolUpgrade, SpotInterruption, Stockout, ZoneOutage,
+    disruption::Kind,
 };
 
 /// `value`'s parts by key, each of `keys` at most once; errors name the part.
@@ -64,9 +65,24 @@ fn window(
     Ok((duration(parts, "at")?, duration(parts, "for")?))
 }
 
-/// One `--node-failure group=NAME,at=DURATION[,share=S][,for=DURATION]`.
+/// One `--node-failure group=NAME,at=DURATION[,share=S][,for=DURATION]` or
+/// `node=NAME,at=DURATION[,for=DURATION]`.
 pub fn parse_node_failure(value: &str) -> Result<Disruption, String> {
-    let parts = parts(value, &["group", "at", "share", "for"])?;
+    let parts = parts(value, &["group", "node", "at", "share", "for"])?;
+    if let Some(node) = parts.get("node") {
+        if parts.contains_key("group") || parts.contains_key("share") {
+            return Err("node= names one node: leave group= and share= out".to_owned());
+        }
+        let (at, duration) = window(&parts)?;
+        return Ok(Disruption {
+            kind: Some(Kind::NodeFailure(NodeFailure {
+                node: (*node).to_owned(),
+                at,
+                duration,
+                ..NodeFailure::default()
+            })),
+        });
+    }
     let node_group = required(&parts, "group", "NAME")?.to_owned();
     let share = match parts.get("share") {
         None => 1.0,
@@ -87,6 +103,7 @@ pub fn parse_node_failure(value: &str) -> Result<Disruption, String> {
             share,
             at,
             duration,
+            node: String::new(),
         })),
     })
 }
@@ -159,6 +176,42 @@ pub fn parse_spot_interruption(value: &str) -> Result<Disruption, String> {
     })
 }
 
+/// One `--node-pool-upgrade group=NAME,at=DURATION[,max-surge=N][,max-unavailable=N]
+/// [,drain-timeout=DURATION]`.
+pub fn parse_node_pool_upgrade(value: &str) -> Result<Disruption, String> {
+    let parts = parts(
+        value,
+        &[
+            "group",
+            "at",
+            "max-surge",
+            "max-unavailable",
+            "drain-timeout",
+        ],
+    )?;
+    let node_group = required(&parts, "group", "NAME")?.to_owned();
+    let (at, _) = window(&parts)?;
+    let count = |key: &str| -> Result<Option<u32>, String> {
+        parts
+            .get(key)
+            .map(|given| {
+                given
+                    .parse::<u32>()
+                    .map_err(|_| format!("{key} {given:?} is not a whole number of nodes"))
+            })
+            .transpose()
+    };
+    Ok(Disruption {
+        kind: Some(Kind::NodePoolUpgrade(NodePoolUpgrade {
+            node_group,
+            at,
+            max_surge: count("max-surge")?,
+            max_unavailable: count("max-unavailable")?,
+            drain_timeout: duration(&parts, "drain-timeout")?,
+        })),
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -182,6 +235,16 @@ mod tests {
             panic!("not a node failure");
         };
         assert_eq!((all.share, all.duration), (1.0, None));
+        let Some(Kind::NodeFailure(one)) = parse_node_failure("node=a-1,at=1m").unwrap().kind
+        else {
+            panic!("not a node failure");
+        };
+        assert_eq!((one.node.as_str(), one.node_group.as_str()), ("a-1", ""));
+        assert!(
+            parse_node_failure("node=a-1,group=a,at=1m")
+                .unwrap_err()
+                .contains("node= names one node")
+        );
     }
 
     #[test]
@@ -228,7 +291,7 @@ mod tests {
             ("group=m5,at=1m,share=x", "share \"x\" is not a number"),
             (
                 "group=m5,at=1m,zone=a",
-                "unknown key \"zone\" (keys: group, at, share, for)",
+                "unknown key \"zone\" (keys: group, node, at, share, for)",
             ),
             ("group=m5,at=1m,at=2m", "at is given twice"),
             ("group=m5,at", "\"at\" is not KEY=VALUE"),
@@ -272,6 +335,40 @@ mod tests {
             ("group=east,at=1m,share=1", "unknown key \"share\""),
         ] {
             let error = parse_spot_interruption(value).unwrap_err();
+            assert!(error.contains(expected), "{value}: {error}");
+        }
+    }
+
+    #[test]
+    fn an_upgrade_reads_its_policy() {
+        let Some(Kind::NodePoolUpgrade(upgrade)) = parse_node_pool_upgrade(
+            "group=m5,at=2m,max-surge=2,max-unavailable=1,drain-timeout=10m",
+        )
+        .unwrap()
+        .kind
+        else {
+            panic!("not an upgrade");
+        };
+        assert_eq!(
+            (upgrade.max_surge, upgrade.max_unavailable),
+            (Some(2), Some(1))
+        );
+        assert_eq!(upgrade.drain_timeout.unwrap().seconds, 600);
+        let Some(Kind::NodePoolUpgrade(defaults)) =
+            parse_node_pool_upgrade("group=m5,at=0s").unwrap().kind
+        else {
+            panic!("not an upgrade");
+        };
+        assert_eq!((defaults.max_surge, defaults.drain_timeout), (None, None));
+        for (value, expected) in [
+            ("group=m5", "at=DURATION is required"),
+            (
+                "group=m5,at=1m,max-surge=-1",
+                "max-surge \"-1\" is not a whole number",
+            ),
+            ("group=m5,at=1m,for=5m", "unknown key \"for\""),
+        ] {
+            let error = parse_node_pool_upgrade(value).unwrap_err();
             assert!(error.contains(expected), "{value}: {error}");
         }
     }

@@ -119,11 +119,11 @@ pub struct RunArgs {
     pub replicas: Option<Replicas>,
 
     /// Fail nodes during the replay (repeatable), in recorded time: GROUP's SHARE of Ready
-    /// nodes (default 1, all; chosen by --disruption-seed) stop heartbeating AT after the
-    /// replay's start, for FOR (default: to the end). The real node lifecycle controller then
-    /// taints them and the pods are evicted once their tolerations run out
-    /// (docs/disruptions.md).
-    #[arg(long = "node-failure", value_name = "group=NAME,at=DURATION[,share=S][,for=DURATION]", value_parser = disruptions::parse_node_failure)]
+    /// nodes (default 1, all; chosen by --disruption-seed), or the node NODE of a fixed-size
+    /// group (`<group>-<index>`), stop heartbeating AT after the replay's start, for FOR
+    /// (default: to the end). The real node lifecycle controller then taints them and the pods
+    /// are evicted once their tolerations run out (docs/disruptions.md).
+    #[arg(long = "node-failure", value_name = "group=NAME|node=NAME,at=DURATION[,share=S][,for=DURATION]", value_parser = disruptions::parse_node_failure)]
     pub node_failures: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 
     /// Take a zone away during the replay (repeatable), in recorded time: every node of the
@@ -147,9 +147,24 @@ pub struct RunArgs {
     #[arg(long = "spot-interruption", value_name = "group=NAME,at=DURATION|rate=R[,at=..][,for=..][,notice=DURATION]", value_parser = disruptions::parse_spot_interruption)]
     pub spot_interruptions: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 
+    /// Replace every node of an autoscaler group during the replay, as a managed node group's
+    /// surge upgrade does, in recorded time (repeatable, one per group): MAX-SURGE new nodes
+    /// first (default 1), never more than MAX-UNAVAILABLE below the group's size (default 0),
+    /// each old node drained through the eviction API for at most DRAIN-TIMEOUT (default 1h),
+    /// then removed.
+    #[arg(long = "node-pool-upgrade", value_name = "group=NAME,at=DURATION[,max-surge=N][,max-unavailable=N][,drain-timeout=DURATION]", value_parser = disruptions::parse_node_pool_upgrade)]
+    pub node_pool_upgrades: Vec<ksim_proto::ksim::driver::v1::Disruption>,
+
     /// Chooses which nodes the disruptions take: the same seed, the same nodes.
     #[arg(long, value_name = "SEED", default_value_t = 0)]
     pub disruption_seed: u64,
+
+    /// Replay the failures the recording observed: each recorded node that went NotReady
+    /// after being Ready, or vanished while Ready, without an autoscaler or a cordon removing
+    /// it, fails a Ready node of the run's group of the same name at the same recorded time,
+    /// for as long as it stayed down (docs/disruptions.md).
+    #[arg(long)]
+    pub replay_failures: bool,
 
     /// Run the simulation N times, one after another (each with its own report), then print
     /// the spread of peak nodes, pending p99 and scale-ups over the runs.

@@ -122,9 +122,11 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .chain(&args.zone_outages)
             .chain(&args.stockouts)
             .chain(&args.spot_interruptions)
+            .chain(&args.node_pool_upgrades)
             .cloned()
             .collect(),
         disruption_seed: args.disruption_seed,
+        replay_recorded_failures: args.replay_failures,
     })
 }
 
