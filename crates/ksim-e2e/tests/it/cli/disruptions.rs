@@ -2,9 +2,11 @@
 //! stops one node of three mid-replay, and what follows is the real control plane's: the node
 //! lifecycle controller (at the replay's speed) finds it unreachable, the taint eviction
 //! controller evicts its pod once the pod's toleration (300 s, divided) runs out, the
-//! replacement waits for room until the node comes back, and the report says what it cost. A
-//! spot interruption, in the same environment: the node gets its notice, the eviction API
-//! refuses to evict past a PodDisruptionBudget, the instance goes and its group replaces it.
+//! replacement waits for room until the node comes back, and the report says what it cost.
+//! In the same environment: a spot interruption (the eviction API refuses past a
+//! PodDisruptionBudget, the instance goes, its group replaces it), a recorded failure replayed
+//! at its recorded time, and a surge upgrade with stuck drains. Apart: a zone outage with the
+//! real cluster-autoscaler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -53,14 +55,16 @@ fn seconds(value: &Value) -> f64 {
         / 1000.0
 }
 
-/// One environment (no autoscaler) for both: each run cleans up after itself.
+/// One environment (no autoscaler) for the four: each run cleans up after itself.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_failed_node_and_a_spot_interruption_play_out_and_their_cost_is_reported() {
+async fn failures_interruptions_and_upgrades_play_out_and_their_cost_is_reported() {
     let up = tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();
     a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(&up);
     a_spot_interruption_drains_within_the_budget_and_the_group_replaces_the_node(&up);
+    a_recorded_failure_is_replayed_at_its_recorded_time(&up);
+    a_surge_upgrade_replaces_every_node_and_a_budget_stalls_one_drain(&up);
 }
 
 fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(up: &Up) {
@@ -95,6 +99,16 @@ fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(up: &Up) {
     assert_eq!(said.trim_end().lines().count(), 1, "{said}");
     assert!(
         said.contains("spec.disruptions[0].node_failure.node_group: \"b\" is not a node group"),
+        "{said}"
+    );
+    let refused = run("node=a-3,at=60s");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.contains(
+            "spec.disruptions[0].node_failure.node: \"a-3\" is none of the run's named nodes \
+             (a-0..a-2;"
+        ),
         "{said}"
     );
 
@@ -299,6 +313,234 @@ fn a_spot_interruption_drains_within_the_budget_and_the_group_replaces_the_node(
         printed.contains("spot-interruption of spot at ")
             && printed.contains("(1 eviction(s) blocked, 1 pod(s) lost)")
             && printed.contains("1 blocked by a PodDisruptionBudget"),
+        "{printed}"
+    );
+}
+
+/// `--replay-failures`: the trace records node rec-1 of group a Ready from the start, NotReady
+/// 90 s in and Ready again at 240 s (as the tracer records a node whose kubelet stopped), and
+/// node rec-2 removed by an autoscaler (cordoned first: no failure). The run fails one of its
+/// group a nodes at the recorded time, within one 5 s bucket, and brings it back when the
+/// recorded one was.
+fn a_recorded_failure_is_replayed_at_its_recorded_time(up: &Up) {
+    let dir = up.state.path();
+    let start_ms: i64 = 1_767_225_600_000;
+    let web = shop_deployment("web", 1, "100m", "64Mi", "1");
+    let trace = dir.join("recorded.ksim");
+    let header = pb::TraceHeader {
+        format_version: ksim_trace::FORMAT_VERSION,
+        created_by: "test".into(),
+        ..Default::default()
+    };
+    let mut writer =
+        ksim_trace::TraceWriter::new(std::fs::File::create(&trace).unwrap(), &header).unwrap();
+    for at_ms in [0, 6 * 60_000] {
+        writer
+            .write_event(&pb::TraceEvent {
+                timestamp_ms: start_ms + at_ms,
+                applied: vec![deployment(&web)],
+                deleted: vec![],
+            })
+            .unwrap();
+    }
+    let node = |name: &str, at_s: i64, ready: bool| pb::RecordedNode {
+        timestamp_ms: start_ms + at_s * 1000,
+        name: name.into(),
+        group: "a".into(),
+        ready,
+        created_ms: start_ms - 3_600_000,
+        ..Default::default()
+    };
+    // In time order, as the tracer writes them.
+    for record in [
+        node("rec-1", 0, true),
+        node("rec-2", 0, true),
+        node("rec-1", 90, false),
+        pb::RecordedNode {
+            removal_started_ms: start_ms + 100_000,
+            ..node("rec-2", 100, true)
+        },
+        pb::RecordedNode {
+            removal_started_ms: start_ms + 100_000,
+            deleted_ms: start_ms + 160_000,
+            ..node("rec-2", 160, false)
+        },
+        node("rec-1", 240, true),
+    ] {
+        writer.write_node(&record).unwrap();
+    }
+    writer.finish().unwrap();
+    let skeleton = dir.join("m5.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let output = up.ksim_any(&[
+        "run".into(),
+        trace.to_str().unwrap().into(),
+        "--driver".into(),
+        up.urls.driver.clone(),
+        format!("--node-group=a={}:2", skeleton.display()),
+        "--speed".into(),
+        SPEED.into(),
+        "--replay-failures".into(),
+    ]);
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report_of(&printed);
+    let disruptions = &report["disruptions"];
+    let outcomes = disruptions["outcomes"].as_array().unwrap();
+    assert_eq!(
+        outcomes.len(),
+        1,
+        "the removal is no failure: {disruptions:#}"
+    );
+    let failure = &outcomes[0];
+    assert_eq!(
+        (
+            failure["kind"].as_str(),
+            failure["node_group"].as_str(),
+            failure["recorded_node"].as_str()
+        ),
+        (Some("recorded-failure"), Some("a"), Some("rec-1")),
+        "{disruptions:#}"
+    );
+    assert_eq!(
+        failure["nodes"].as_array().unwrap().len(),
+        1,
+        "{disruptions:#}"
+    );
+    // Within one 5 s bucket of the recorded times.
+    let began = seconds(&failure["offset_ms"]);
+    assert!((90.0..95.0).contains(&began), "{disruptions:#}");
+    let back = seconds(&failure["recovered_offset_ms"]);
+    assert!((240.0..245.0).contains(&back), "{disruptions:#}");
+    assert!(
+        printed.contains("recorded-failure of a (recorded rec-1) at "),
+        "{printed}"
+    );
+}
+
+/// The issue's surge upgrade: a group of four (an autoscaler group, which no autoscaler
+/// resizes here), `max-surge=1,max-unavailable=0`, web's one pod on one of the nodes behind a
+/// budget that allows no eviction. Every node is replaced, the group never has fewer Ready
+/// nodes than at the start, and web's node is a stuck drain: its pod is deleted once the drain
+/// runs out of its (one recorded minute) timeout, and each old node its replacement lands on
+/// stalls the same way.
+fn a_surge_upgrade_replaces_every_node_and_a_budget_stalls_one_drain(up: &Up) {
+    let dir = up.state.path();
+    let web = shop_deployment("web", 1, "1", "256Mi", "1");
+    let trace = dir.join("upgrade.ksim");
+    let start_ms = 1_767_225_600_000;
+    write_trace(
+        &trace,
+        [
+            (start_ms, deployment(&web)),
+            (start_ms, web_budget(1)),
+            (start_ms + 8 * 60_000, deployment(&web)),
+        ],
+        &[],
+    );
+    let skeleton = dir.join("up.yaml");
+    std::fs::write(&skeleton, SKELETON).unwrap();
+    let run = |upgrade: &str, more: &[&str]| {
+        let mut args = vec![
+            "run".to_owned(),
+            trace.to_str().unwrap().to_owned(),
+            "--driver".to_owned(),
+            up.urls.driver.clone(),
+            format!("--autoscaler-group=up={}:4:5:4", skeleton.display()),
+            "--speed".to_owned(),
+            SPEED.to_owned(),
+            "--node-pool-upgrade".to_owned(),
+            upgrade.to_owned(),
+        ];
+        args.extend(more.iter().map(|arg| (*arg).to_owned()));
+        up.ksim_any(&args)
+    };
+    let refused = run(
+        "group=up,at=60s",
+        &["--node-pool-upgrade", "group=up,at=5m"],
+    );
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.contains("spec.disruptions[1].node_pool_upgrade.node_group: \"up\" is upgraded by"),
+        "{said}"
+    );
+
+    let output = run(
+        "group=up,at=60s,max-surge=1,max-unavailable=0,drain-timeout=60s",
+        &[],
+    );
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report_of(&printed);
+    let disruptions = &report["disruptions"];
+    let upgrade = &disruptions["outcomes"][0];
+    assert_eq!(upgrade["kind"], "node-pool-upgrade", "{disruptions:#}");
+    let old: Vec<&str> = upgrade["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| node.as_str().unwrap())
+        .collect();
+    assert_eq!(old.len(), 4, "{disruptions:#}");
+    let began = seconds(&upgrade["offset_ms"]);
+    assert!((60.0..65.0).contains(&began), "{disruptions:#}");
+    // Over within the run, after the stuck drain's minute.
+    let over = seconds(&upgrade["recovered_offset_ms"]);
+    assert!(over >= began + 60.0 && over < 480.0, "{disruptions:#}");
+    // web's node: its drain ran out of time and its pod was deleted. Only the batch is
+    // cordoned (as GKE does), so the replacement may land on an old node still to come and
+    // stall that drain too: one stuck drain, blocked eviction and lost pod each time.
+    let stuck = upgrade["stuck_drains"].as_array().map_or(0, Vec::len) as u64;
+    assert!(stuck >= 1, "{disruptions:#}");
+    assert_eq!(
+        (
+            upgrade["evictions_blocked"].as_u64(),
+            upgrade["pods_lost"].as_u64()
+        ),
+        (Some(stuck), Some(stuck)),
+        "{disruptions:#}"
+    );
+    // Every node of the start removed, and the group back at four new ones.
+    let changes = report["node_changes"].as_array().unwrap();
+    for node in &old {
+        assert!(
+            changes
+                .iter()
+                .any(|c| c["kind"] == "removed" && c["node"] == *node),
+            "{node} not removed: {changes:#?}"
+        );
+    }
+    let timeline = report["timeline"].as_array().unwrap();
+    let ready = |bucket: &Value| bucket["nodes"]["up"]["ready"].as_u64().unwrap_or(0);
+    let during: Vec<u64> = timeline
+        .iter()
+        .filter(|bucket| {
+            let at = seconds(&bucket["offset_ms"]);
+            at >= began && at <= over
+        })
+        .map(ready)
+        .collect();
+    assert!(
+        !during.is_empty() && during.iter().all(|ready| *ready >= 4),
+        "fewer Ready nodes than at the start: {during:?}"
+    );
+    assert_eq!(
+        ready(timeline.last().unwrap()),
+        4,
+        "{:#}",
+        timeline.last().unwrap()
+    );
+    assert!(
+        printed.contains("node-pool-upgrade of up at ") && printed.contains(" stuck drain(s): "),
         "{printed}"
     );
 }
