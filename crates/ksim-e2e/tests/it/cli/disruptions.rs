@@ -9,7 +9,7 @@
 //! real cluster-autoscaler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::{path::Path, process::Output};
 
 use ksim_proto::ksim::trace::v1 as pb;
 use serde_json::{Value, json};
@@ -28,6 +28,26 @@ const SPEED: &str = "20";
 fn report_of(printed: &str) -> Value {
     let path = Path::new(report_dir(printed)).join("report.json");
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A run that succeeded: what it printed and its report.
+fn succeeded(output: &Output) -> (String, Value) {
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report_of(&printed);
+    (printed, report)
+}
+
+/// A run refused before anything started: one line on stderr, which contains `expected`.
+fn refused(output: &Output, expected: &str) {
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{said}");
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
+    assert!(said.contains(expected), "{said}");
 }
 
 /// `web.ksim` in `dir`: Deployment shop/web of `replicas` pods of one CPU (one per
@@ -93,34 +113,19 @@ fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(up: &Up) {
     };
 
     // Refused before anything starts, naming the field.
-    let refused = run("group=b,at=60s");
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success());
-    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
-    assert!(
-        said.contains("spec.disruptions[0].node_failure.node_group: \"b\" is not a node group"),
-        "{said}"
+    refused(
+        &run("group=b,at=60s"),
+        "spec.disruptions[0].node_failure.node_group: \"b\" is not a node group",
     );
-    let refused = run("node=a-3,at=60s");
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success());
-    assert!(
-        said.contains(
-            "spec.disruptions[0].node_failure.node: \"a-3\" is none of the run's named nodes \
-             (a-0..a-2;"
-        ),
-        "{said}"
+    refused(
+        &run("node=a-3,at=60s"),
+        "spec.disruptions[0].node_failure.node: \"a-3\" is none of the run's named nodes \
+         (a-0..a-2;",
     );
 
     // One node of three (0.3, rounded up) fails a minute in and comes back 7.5 minutes later.
     let output = run("group=a,share=0.3,at=60s,for=450s");
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = report_of(&printed);
+    let (printed, report) = succeeded(&output);
     let disruptions = &report["disruptions"];
     assert_eq!(disruptions["seed"], 7, "{disruptions:#}");
     let failure = &disruptions["outcomes"][0];
@@ -233,25 +238,14 @@ fn a_spot_interruption_drains_within_the_budget_and_the_group_replaces_the_node(
             "7".into(),
         ])
     };
-    let refused = run("group=spot,rate=20");
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success());
-    assert!(
-        said.contains(
-            "spec.disruptions[0].spot_interruption.rate_per_hour: must be in (0, 10] per node \
-             and hour, got 20"
-        ),
-        "{said}"
+    refused(
+        &run("group=spot,rate=20"),
+        "spec.disruptions[0].spot_interruption.rate_per_hour: must be in (0, 10] per node and \
+         hour, got 20",
     );
 
     let output = run("group=spot,at=120s");
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = report_of(&printed);
+    let (printed, report) = succeeded(&output);
     let disruptions = &report["disruptions"];
     let outcomes = disruptions["outcomes"].as_array().unwrap();
     assert_eq!(outcomes.len(), 1, "{disruptions:#}");
@@ -382,13 +376,7 @@ fn a_recorded_failure_is_replayed_at_its_recorded_time(up: &Up) {
         SPEED.into(),
         "--replay-failures".into(),
     ]);
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = report_of(&printed);
+    let (printed, report) = succeeded(&output);
     let disruptions = &report["disruptions"];
     let outcomes = disruptions["outcomes"].as_array().unwrap();
     assert_eq!(
@@ -459,28 +447,19 @@ fn a_surge_upgrade_replaces_every_node_and_a_budget_stalls_one_drain(up: &Up) {
         args.extend(more.iter().map(|arg| (*arg).to_owned()));
         up.ksim_any(&args)
     };
-    let refused = run(
-        "group=up,at=60s",
-        &["--node-pool-upgrade", "group=up,at=5m"],
-    );
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success());
-    assert!(
-        said.contains("spec.disruptions[1].node_pool_upgrade.node_group: \"up\" is upgraded by"),
-        "{said}"
+    refused(
+        &run(
+            "group=up,at=60s",
+            &["--node-pool-upgrade", "group=up,at=5m"],
+        ),
+        "spec.disruptions[1].node_pool_upgrade.node_group: \"up\" is upgraded by",
     );
 
     let output = run(
         "group=up,at=60s,max-surge=1,max-unavailable=0,drain-timeout=60s",
         &[],
     );
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = report_of(&printed);
+    let (printed, report) = succeeded(&output);
     let disruptions = &report["disruptions"];
     let upgrade = &disruptions["outcomes"][0];
     assert_eq!(upgrade["kind"], "node-pool-upgrade", "{disruptions:#}");
@@ -577,13 +556,7 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
         "--zone-outage".into(),
         "zone=us-east-1a,at=960s,for=600s".into(),
     ]);
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = report_of(&printed);
+    let (printed, report) = succeeded(&output);
     let disruptions = &report["disruptions"];
     let outage = &disruptions["outcomes"][0];
     assert_eq!(
