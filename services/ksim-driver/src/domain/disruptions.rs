@@ -108,6 +108,9 @@ const MAX_DRAIN_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Most nodes an upgrade may add or take below the group's size at once.
 const MAX_UPGRADE_BATCH: u32 = 1000;
 
+/// A spot interruption's kind in reports: one outcome per node it took.
+pub const SPOT_INTERRUPTION: &str = "spot-interruption";
+
 /// A disruption that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disruption {
@@ -127,7 +130,7 @@ impl Disruption {
             Self::NodeFailure(_) => "node-failure",
             Self::ZoneOutage(_) => "zone-outage",
             Self::Stockout(_) => "stockout",
-            Self::SpotInterruption(_) => "spot-interruption",
+            Self::SpotInterruption(_) => SPOT_INTERRUPTION,
             Self::Recorded(_) => "recorded-failure",
             Self::NodePoolUpgrade(_) => "node-pool-upgrade",
         }
@@ -186,14 +189,8 @@ impl Disruption {
             Self::ZoneOutage(outage) => outage.duration,
             Self::Stockout(stockout) => stockout.duration,
             Self::SpotInterruption(spot) => match &spot.when {
-                Interruptions::Times(times) => Some(
-                    times
-                        .last()
-                        .zip(times.first())
-                        .map(|(last, first)| last.saturating_sub(*first))
-                        .unwrap_or_default()
-                        .saturating_add(spot.notice),
-                ),
+                // Each node's notice is its own; the draws play on their own.
+                Interruptions::Times(_) => None,
                 Interruptions::Rate { duration, .. } => *duration,
             },
             Self::Recorded(failure) => failure.duration,
@@ -1037,9 +1034,7 @@ mod tests {
                 notice: Duration::from_secs(120),
             })
         );
-        // The times' span and the last notice: how long it lasts.
         assert_eq!(checked[0].at(), Duration::from_secs(60));
-        assert_eq!(checked[0].duration(), Some(Duration::from_secs(660)));
         assert!(schedule(&checked, 1.0).is_empty(), "spot plays on its own");
         let Disruption::SpotInterruption(rate) = &checked[1] else {
             panic!("{:?}", checked[1]);

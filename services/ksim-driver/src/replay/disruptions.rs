@@ -21,8 +21,8 @@ use crate::{
     cluster::{node_drain, seats},
     domain::{
         disruptions::{
-            Disruption, Draw, Interruptions, SpotInterruption, Step, choose, drawn, draws, picked,
-            schedule, tick_probability,
+            Disruption, Draw, Interruptions, SPOT_INTERRUPTION, SpotInterruption, Step, choose,
+            drawn, draws, picked, schedule, tick_probability,
         },
         report::ObservedDisruption,
     },
@@ -38,10 +38,9 @@ const EVICTION_RETRY: Duration = Duration::from_secs(5);
 /// What the player saw, shared with its tasks.
 #[derive(Debug, Default)]
 struct Seen {
-    /// Per disruption of the spec, by index; a spot interruption's stays unused.
+    /// Per disruption of the spec, by index; a spot interruption's stays unused (its nodes
+    /// are in `interruptions`).
     by_spec: Vec<ObservedDisruption>,
-    /// Which of the spec's disruptions are spot interruptions.
-    spot: Vec<bool>,
     /// One per node a spot interruption took, in the order they were.
     interruptions: Vec<ObservedDisruption>,
     /// Per pod whose eviction a PodDisruptionBudget refused: when first, its namespace and its
@@ -61,9 +60,8 @@ impl Played {
         let mut observed: Vec<ObservedDisruption> = seen
             .by_spec
             .iter()
-            .zip(&seen.spot)
-            .filter(|(_, spot)| !**spot)
-            .map(|(observed, _)| observed.clone())
+            .filter(|observed| observed.kind != SPOT_INTERRUPTION)
+            .cloned()
             .chain(seen.interruptions.iter().cloned())
             .collect();
         observed.sort_by_key(|disruption| disruption.offset);
@@ -124,10 +122,6 @@ pub fn start(
                 ..ObservedDisruption::default()
             })
             .collect(),
-        spot: disruptions
-            .iter()
-            .map(|disruption| matches!(disruption, Disruption::SpotInterruption(_)))
-            .collect(),
         ..Seen::default()
     }));
     let task = tokio::spawn(play(
@@ -167,11 +161,11 @@ async fn play(
     seen: Arc<Mutex<Seen>>,
 ) {
     // Aborted with this task.
-    let mut spot = JoinSet::new();
+    let mut on_their_own = JoinSet::new();
     for (index, disruption) in disruptions.iter().enumerate() {
         match disruption {
             Disruption::SpotInterruption(interruption) => {
-                spot.spawn(interrupt(
+                on_their_own.spawn(interrupt(
                     player.clone(),
                     index,
                     interruption.clone(),
@@ -181,7 +175,7 @@ async fn play(
                 ));
             }
             Disruption::NodePoolUpgrade(upgrade) => {
-                spot.spawn(upgrade::play(
+                on_their_own.spawn(upgrade::play(
                     player.clone(),
                     index,
                     upgrade.clone(),
@@ -251,7 +245,7 @@ async fn play(
             }
         }
     }
-    while spot.join_next().await.is_some() {}
+    while on_their_own.join_next().await.is_some() {}
 }
 
 /// Plays a spot interruption: at each draw, the nodes drawn among the group's Ready ones not
@@ -297,7 +291,7 @@ async fn interrupt(
         if let Some(error) = missed {
             tracing::warn!(group = spot.group, %error, "spot interruption took no node");
             seen_now.interruptions.push(ObservedDisruption {
-                kind: "spot-interruption".to_owned(),
+                kind: SPOT_INTERRUPTION.to_owned(),
                 node_group: spot.group.clone(),
                 offset: origin.elapsed(),
                 error,
@@ -309,7 +303,7 @@ async fn interrupt(
             interrupted.insert(node.clone());
             let slot = seen_now.interruptions.len();
             seen_now.interruptions.push(ObservedDisruption {
-                kind: "spot-interruption".to_owned(),
+                kind: SPOT_INTERRUPTION.to_owned(),
                 node_group: spot.group.clone(),
                 offset: origin.elapsed(),
                 nodes: vec![node.clone()],
