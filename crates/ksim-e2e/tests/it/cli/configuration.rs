@@ -858,7 +858,9 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
     );
 
     // The cheaper group out of stock (issue 56): the cloud provider refuses CA's scale-up of
-    // c5, CA backs it off and the price expander falls back to m5; the pods wait longer.
+    // c5, CA backs it off and the price expander falls back to m5, which costs more. (Not
+    // "the pods wait longer": the refusal costs at most one CA loop, below the spread of
+    // pending pod-seconds from run to run: 78 to 96 with the stockout, 73 to 98 without.)
     let stocked_out = tokio::task::block_in_place(|| {
         run_with("price", &["--stockout", "group=c5,at=0s,for=10m"])
     });
@@ -872,9 +874,8 @@ async fn the_price_expander_grows_the_cheaper_group_and_least_waste_the_better_f
         "stockout: {:#}",
         stocked_out["costs"]
     );
-    let pending = |report: &Value| report["costs"]["pending_pod_seconds"].as_f64().unwrap();
     assert!(
-        pending(&stocked_out) > pending(&price),
+        cost(&stocked_out) > cost(&price),
         "stockout {:#} price {:#}",
         stocked_out["costs"],
         price["costs"]
