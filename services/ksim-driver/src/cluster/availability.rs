@@ -23,6 +23,8 @@ const MAX_POINTS: usize = 100_000;
 #[derive(Debug)]
 pub struct AvailabilityWatch {
     seen: Arc<Mutex<Seen>>,
+    /// `<prefix>-`, which replayed namespaces begin with.
+    namespace_prefix: String,
     /// Aborted on drop.
     _watches: JoinSet<()>,
 }
@@ -39,9 +41,10 @@ struct Seen {
 impl AvailabilityWatch {
     /// Watches the workloads in namespaces `<prefix>-*`; offsets count from `origin`.
     pub fn start(client: &Client, prefix: &str, origin: Instant) -> Self {
+        let namespace_prefix = format!("{prefix}-");
         let seen = Arc::new(Mutex::new(Seen {
             origin,
-            prefix: format!("{prefix}-"),
+            prefix: namespace_prefix.clone(),
             workloads: BTreeMap::new(),
         }));
         let mut watches = JoinSet::new();
@@ -65,8 +68,14 @@ impl AvailabilityWatch {
         ));
         Self {
             seen,
+            namespace_prefix,
             _watches: watches,
         }
+    }
+
+    /// `<prefix>-`, which the replayed namespaces it watches begin with.
+    pub fn namespace_prefix(&self) -> &str {
+        &self.namespace_prefix
     }
 
     /// What was seen so far, per workload; a change before the origin counts from 0.

@@ -560,34 +560,32 @@ async fn stockout(player: &Player, group: &str, reason: Option<&str>) -> Result<
 async fn recover<S: AsRef<str>>(mesh: &Mesh, groups: &[S], nodes: &[String]) -> Result<(), String> {
     let mut failed = Vec::new();
     for group in groups {
-        failed.extend(
-            mesh.list_nodes(group.as_ref())
-                .await
-                .map_err(|error| error.to_string())?
-                .into_iter()
-                .filter(|node| node.failed && nodes.contains(&node.name))
-                .map(|node| node.name),
-        );
+        failed.extend(failed_nodes(mesh, group.as_ref()).await?);
     }
-    if failed.is_empty() {
-        return Ok(());
-    }
-    mesh.recover_nodes(failed)
-        .await
-        .map_err(|error| error.to_string())
+    failed.retain(|node| nodes.contains(node));
+    recover_nodes(mesh, failed).await
 }
 
 /// Brings back every failed node of the pool's: the cleanup's first step, so that the
 /// simulation's pods on them can be finished and its namespaces go.
 pub async fn recover_all(mesh: &Mesh) -> Result<(), String> {
-    let failed: Vec<String> = mesh
-        .list_nodes("")
+    let failed = failed_nodes(mesh, "").await?;
+    recover_nodes(mesh, failed).await
+}
+
+/// The failed nodes of `group` (every group's for "").
+async fn failed_nodes(mesh: &Mesh, group: &str) -> Result<Vec<String>, String> {
+    Ok(mesh
+        .list_nodes(group)
         .await
         .map_err(|error| error.to_string())?
         .into_iter()
         .filter(|node| node.failed)
         .map(|node| node.name)
-        .collect();
+        .collect())
+}
+
+async fn recover_nodes(mesh: &Mesh, failed: Vec<String>) -> Result<(), String> {
     if failed.is_empty() {
         return Ok(());
     }

@@ -65,20 +65,18 @@ pub struct LiveDisruptions {
     pub seed: u64,
     pub played: Played,
     pub workloads: AvailabilityWatch,
-    /// Replayed namespaces are `<prefix>-<recorded>`.
-    pub namespace_prefix: String,
 }
 
 impl LiveDisruptions {
     fn observed(&self, observer: &Observer) -> report::ObservedDisruptions {
-        let prefix = format!("{}-", self.namespace_prefix);
+        let prefix = self.workloads.namespace_prefix();
         report::ObservedDisruptions {
             seed: self.seed,
             disruptions: self.played.observed(),
             workloads: self.workloads.observed(),
             // As the workloads are named: `Kind/<recorded namespace>/name`.
-            evictions: as_recorded(observer.evictions(), &prefix),
-            blocked: as_recorded(self.played.blocked(), &prefix),
+            evictions: as_recorded(observer.evictions(), prefix),
+            blocked: as_recorded(self.played.blocked(), prefix),
         }
     }
 }

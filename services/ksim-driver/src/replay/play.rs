@@ -150,7 +150,6 @@ pub async fn start_clock(
             seed: spec.disruption_seed,
             played,
             workloads: AvailabilityWatch::start(&ctx.client, &spec.namespace_prefix, origin),
-            namespace_prefix: spec.namespace_prefix.clone(),
         });
     }
     let live = Arc::new(
