@@ -1,7 +1,8 @@
 //! The Kubernetes adapter every ksim service shares: connecting like kubectl (the same
 //! `--kubeconfig`/`--context` flags everywhere), classifying API errors, and resolving node
 //! skeletons that seat Deployments carry or name, registering extension apiservers with
-//! the aggregation layer, and what a running simulation shows on the cluster.
+//! the aggregation layer, what a running simulation shows on the cluster, and following a
+//! watch through its errors.
 
 pub mod aggregation;
 mod args;
@@ -10,6 +11,7 @@ mod errors;
 pub mod karpenter;
 pub mod simulation;
 pub mod skeletons;
+pub mod watch;
 
 pub use args::KubeArgs;
 pub use connect::{ConnectError, Connected, connect};

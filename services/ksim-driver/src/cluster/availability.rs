@@ -7,7 +7,6 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -130,30 +129,28 @@ where
 {
     let kind = K::kind(&()).into_owned();
     let count = |n: i32| u64::try_from(n).unwrap_or(0);
-    let _ = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .try_for_each(|event| {
-            let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-            match event {
-                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                    let (desired, ready) = replicas(&object);
-                    let namespace = object.namespace().unwrap_or_default();
-                    seen.saw(
-                        &kind,
-                        &namespace,
-                        &object.name_any(),
-                        count(desired),
-                        count(ready),
-                    );
-                }
-                // Gone: it wants nothing any more.
-                watcher::Event::Delete(object) => {
-                    let namespace = object.namespace().unwrap_or_default();
-                    seen.saw(&kind, &namespace, &object.name_any(), 0, 0);
-                }
-                watcher::Event::Init | watcher::Event::InitDone => {}
+    let events = watcher(api, watcher::Config::default()).default_backoff();
+    ksim_kube::watch::follow(&kind, events, |event| {
+        let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                let (desired, ready) = replicas(&object);
+                let namespace = object.namespace().unwrap_or_default();
+                seen.saw(
+                    &kind,
+                    &namespace,
+                    &object.name_any(),
+                    count(desired),
+                    count(ready),
+                );
             }
-            futures::future::ready(Ok(()))
-        })
-        .await;
+            // Gone: it wants nothing any more.
+            watcher::Event::Delete(object) => {
+                let namespace = object.namespace().unwrap_or_default();
+                seen.saw(&kind, &namespace, &object.name_any(), 0, 0);
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    })
+    .await;
 }

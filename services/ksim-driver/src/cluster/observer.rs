@@ -13,7 +13,6 @@ use std::{
     time::Duration,
 };
 
-use futures::TryStreamExt;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Event, Node, Pod},
@@ -395,7 +394,7 @@ enum Relist {
     Done,
 }
 
-/// Feeds one kind's watch events into `seen` until aborted; the watcher retries on its own.
+/// Feeds one kind's watch events into `seen` until aborted, through the watch's errors.
 async fn watch<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -403,23 +402,26 @@ async fn watch<K>(
     apply: fn(&mut Seen, &K, bool),
     relist: fn(&mut Seen, Relist),
 ) where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
 {
     let events = watcher(api, config).default_backoff();
-    let _ = events
-        .try_for_each(|event| {
-            let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-            match event {
-                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                    apply(&mut seen, &object, true);
-                }
-                watcher::Event::Delete(object) => apply(&mut seen, &object, false),
-                watcher::Event::Init => relist(&mut seen, Relist::Started),
-                watcher::Event::InitDone => relist(&mut seen, Relist::Done),
+    ksim_kube::watch::follow(&K::kind(&()), events, |event| {
+        let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                apply(&mut seen, &object, true);
             }
-            futures::future::ready(Ok(()))
-        })
-        .await;
+            watcher::Event::Delete(object) => apply(&mut seen, &object, false),
+            watcher::Event::Init => relist(&mut seen, Relist::Started),
+            watcher::Event::InitDone => relist(&mut seen, Relist::Done),
+        }
+    })
+    .await;
 }
 
 impl Seen {

@@ -1,7 +1,6 @@
 //! Which of a simulation's pods the cluster removes while the replay runs, for the bare-pod
 //! rescheduling (`domain::bare_pods`).
 
-use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client, ResourceExt,
@@ -21,19 +20,17 @@ pub fn watch(
     let pods: Api<Pod> = Api::all(client.clone());
     let config = watcher::Config::default().labels(&format!("{SIMULATION_LABEL}={simulation_id}"));
     let task = tokio::spawn(async move {
-        let _ = watcher(pods, config)
-            .default_backoff()
-            .try_for_each(|event| {
-                if let watcher::Event::Delete(pod) = event {
-                    let _ = removed.send(Target {
-                        gvk: Gvk::new("", "v1", "Pod"),
-                        namespace: pod.namespace(),
-                        name: pod.name_any(),
-                    });
-                }
-                futures::future::ready(Ok(()))
-            })
-            .await;
+        let events = watcher(pods, config).default_backoff();
+        ksim_kube::watch::follow("the simulation's pods", events, |event| {
+            if let watcher::Event::Delete(pod) = event {
+                let _ = removed.send(Target {
+                    gvk: Gvk::new("", "v1", "Pod"),
+                    namespace: pod.namespace(),
+                    name: pod.name_any(),
+                });
+            }
+        })
+        .await;
     });
     (receiver, task)
 }

@@ -56,14 +56,7 @@ where
     S: futures::Stream<Item = Result<T, E>>,
     E: std::fmt::Display,
 {
-    use futures::StreamExt;
-    let mut events = std::pin::pin!(events);
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(_) => changed.notify_one(),
-            Err(error) => tracing::warn!(%error, watch = what, "watch failed; retrying"),
-        }
-    }
+    ksim_kube::watch::follow(what, events, |_| changed.notify_one()).await;
 }
 
 impl Context {
