@@ -32,7 +32,8 @@ use crate::{
         limits::PodLimits,
         pod::{
             PodPhase, SANDBOX_FAILED_REASON, completed_status, completion_deadline,
-            is_host_network, phase, pod_ip, ready_to_delete, running_status, sandbox_failed_status,
+            is_host_network, phase, pod_ip, readiness_lost, ready_to_delete, running_status,
+            sandbox_failed_status,
         },
         pod_start::{self, Due, PodStarts},
     },
@@ -339,6 +340,14 @@ async fn reconcile_unsettled(
                 PodPhase::Running,
                 bound.limits.clone(),
             );
+            // Its node is up again: Ready, as the kubelet reports it once it reconnects.
+            if let Some(ip) = pod_ip(pod).filter(|_| readiness_lost(pod)) {
+                ctx.pods
+                    .write_status(pod, &running_status(pod, node_ip, ip, now))
+                    .await
+                    .map_err(failed("report pod ready again"))?;
+                return Ok(Next::AwaitChange);
+            }
             let deadline =
                 completion_deadline(pod, ctx.config.job_duration()).unwrap_or_else(|error| {
                     tracing::warn!(pod = key, %error, "ignoring the pod's lifetime");

@@ -112,7 +112,7 @@ pub fn ready_to_delete(pod: &Pod) -> bool {
 
 /// Whether the pool has nothing left to write for the pod unless its deletion is requested
 /// (which arrives as a change of its own): it has finished, or it is Running with no end of
-/// its own (no lifetime annotation, not a Job's).
+/// its own (no lifetime annotation, not a Job's) and Ready as its kubelet reported it.
 pub fn awaits_only_deletion(pod: &Pod) -> bool {
     if pod.metadata.deletion_timestamp.is_some() {
         return false;
@@ -120,9 +120,27 @@ pub fn awaits_only_deletion(pod: &Pod) -> bool {
     match phase(pod) {
         PodPhase::Succeeded | PodPhase::Failed => true,
         // The default job duration only matters for when, not whether, a pod completes.
-        PodPhase::Running => matches!(completion_delay(pod, Duration::ZERO), Ok(None)),
+        PodPhase::Running => {
+            matches!(completion_delay(pod, Duration::ZERO), Ok(None)) && !readiness_lost(pod)
+        }
         PodPhase::Pending | PodPhase::Unknown => false,
     }
+}
+
+/// Whether a Running pod is not Ready though its kubelet would say it is: the node lifecycle
+/// controller marks the pods of a node it lost NotReady, and a kubelet that comes back
+/// reports them Ready again. (A pod held by its readiness gates stays as it is.)
+pub fn readiness_lost(pod: &Pod) -> bool {
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.as_deref())
+        .unwrap_or_default();
+    phase(pod) == PodPhase::Running
+        && conditions
+            .iter()
+            .any(|condition| condition.type_ == READY && condition.status != "True")
+        && unready_readiness_gates(pod, conditions).is_none()
 }
 
 /// How long after starting the pod completes: its lifetime annotation if set, else the default
@@ -1511,6 +1529,41 @@ mod tests {
             },
         );
         assert!(awaits_only_deletion(&finished));
+    }
+
+    #[test]
+    fn a_pod_marked_not_ready_for_its_lost_node_is_written_ready_again() {
+        let node_ip = ip("10.244.0.1");
+        let pod_ip = ip("10.244.0.7");
+        let web = bound_pod(web_spec());
+        let ready = with_status(web.clone(), running_status(&web, node_ip, pod_ip, at(NOW)));
+        assert!(!readiness_lost(&ready) && awaits_only_deletion(&ready));
+        // What the node lifecycle controller writes for a node it lost: Ready False.
+        let mut marked = ready.clone();
+        for condition in marked.status.as_mut().unwrap().conditions.as_mut().unwrap() {
+            if condition.type_ == READY {
+                condition.status = "False".into();
+            }
+        }
+        assert!(readiness_lost(&marked));
+        assert!(!awaits_only_deletion(&marked), "the pool writes it again");
+        let again = running_status(&marked, node_ip, pod_ip, at(LATER));
+        assert_eq!(condition(&again, READY).status, "True");
+        assert!(!readiness_lost(&with_status(marked, again)));
+
+        // Held by a readiness gate: not the node's doing, left as it is.
+        let mut spec = web_spec();
+        spec["readinessGates"] = json!([{"conditionType": "target-health.elbv2.k8s.aws/web"}]);
+        let gated = bound_pod(spec);
+        let gated = with_status(
+            gated.clone(),
+            running_status(&gated, node_ip, pod_ip, at(NOW)),
+        );
+        assert_eq!(
+            condition(gated.status.as_ref().unwrap(), READY).status,
+            "False"
+        );
+        assert!(!readiness_lost(&gated) && awaits_only_deletion(&gated));
     }
 
     #[test]

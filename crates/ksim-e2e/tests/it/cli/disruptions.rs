@@ -530,14 +530,41 @@ fn a_surge_upgrade_replaces_every_node_and_a_budget_stalls_one_drain(up: &Up) {
 /// replacement can only run on a node CA adds in us-east-1b, so web is whole again well
 /// before the zone comes back. The outage comes 16 recorded minutes in: CA counts a node that
 /// is not Ready within `max-node-startup-time` (15 minutes) of its creation as still starting
-/// and waits for it, as it would in production.
+/// and waits for it, as it would in production. An agent that tolerates the lost node stays
+/// on it, NotReady, and is Ready again when the zone comes back.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewhere() {
     let up = tokio::task::spawn_blocking(|| Up::start(&["--autoscaler"]))
         .await
         .unwrap();
     let dir = up.state.path();
-    let trace = web_trace(dir, 2, 30);
+    // Beside web, an agent in us-east-1a that tolerates a lost node for good (as a DaemonSet's
+    // pods do): never evicted, it is NotReady while the zone is away and Ready again when it
+    // comes back, as its kubelet reports it.
+    let web = shop_deployment("web", 2, "1", "256Mi", "1");
+    let mut agent = shop_deployment("agent", 1, "100m", "64Mi", "1");
+    agent["spec"]["template"]["spec"]["nodeSelector"] =
+        json!({"topology.kubernetes.io/zone": "us-east-1a"});
+    for taint in [
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/not-ready",
+    ] {
+        agent["spec"]["template"]["spec"]["tolerations"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"key": taint, "operator": "Exists", "effect": "NoExecute"}));
+    }
+    let trace = dir.join("web-and-agent.ksim");
+    let start_ms = 1_767_225_600_000;
+    write_trace(
+        &trace,
+        [
+            (start_ms, deployment(&web)),
+            (start_ms, deployment(&agent)),
+            (start_ms + 30 * 60_000, deployment(&web)),
+        ],
+        &[],
+    );
     let east = dir.join("east.yaml");
     std::fs::write(&east, SKELETON).unwrap();
     let west = dir.join("west.yaml");
@@ -575,19 +602,46 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
     );
     let back = seconds(&outage["recovered_offset_ms"]);
     assert!((1560.0..1590.0).contains(&back), "{disruptions:#}");
-    // Whole again while the zone was still away: the capacity came from the other zone.
+    // Every workload whole again only when the zone came back: the agent waited for its node.
     let recovery = seconds(&outage["time_to_recovery_ms"]);
     assert!(
-        recovery < 600.0,
+        (600.0..660.0).contains(&recovery),
         "{disruptions:#}\nwaits: {:#}\nnode changes: {:#}\n{printed}",
         report["waits"],
         report["node_changes"]
     );
-    let web = &disruptions["workloads"][0];
+    let workload = |name: &str| {
+        disruptions["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == format!("Deployment/shop/{name}"))
+            .unwrap_or_else(|| panic!("no {name}: {disruptions:#}"))
+            .clone()
+    };
+    let web = workload("web");
     assert_eq!(
         (web["lowest_ready"].as_u64(), web["pods_evicted"].as_u64()),
         (Some(1), Some(1))
     );
+    // Web whole again while the zone was still away: the capacity came from the other zone.
+    assert!(
+        seconds(&web["time_below_desired_ms"]) < 600.0,
+        "{disruptions:#}\nnode changes: {:#}",
+        report["node_changes"]
+    );
+    // The agent went NotReady with its node, was never evicted, and was Ready again by the
+    // end: every workload whole then.
+    let agent = workload("agent");
+    assert_eq!(
+        (
+            agent["lowest_ready"].as_u64(),
+            agent["pods_evicted"].as_u64()
+        ),
+        (Some(0), Some(0)),
+        "{disruptions:#}"
+    );
+    assert_eq!(outage["recovered"], true, "{disruptions:#}\n{printed}");
     // CA added nodes only where there was capacity.
     let added: Vec<(&str, f64)> = report["node_changes"]
         .as_array()
