@@ -2,7 +2,7 @@
 //! ones from the first disruption to the end of the run, and per disruption how long the
 //! workloads took to be whole again. Observed in wall-clock time, reported in recorded time.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use ksim_proto::json::of_millis;
 
@@ -137,63 +137,47 @@ fn in_span(pods: &[(Duration, String)], workload: &ObservedAvailability, from: D
         .count() as u64
 }
 
-/// From `from` until every workload was back at its desired ready replicas after the first
-/// drop that followed (`None`: none dropped, or none came back by `end`), and whether all were
-/// whole at `end`.
+/// How long the workloads a disruption at `from` pushed below their desired ready replicas
+/// took to be whole again: those whole at `from` that dropped below after it, timed from
+/// `from` until the last of them was back (each the first time after its first drop; `None`
+/// when none dropped, or one was not back by `end`), and whether each was whole at `end`.
+/// A workload below already at `from` (a rollout, a pod that never fits) or not there yet is
+/// left out: in a busy cluster some workload is below at most instants, and that churn must
+/// neither end the measure nor hold it.
 fn recovery(
     workloads: &[ObservedAvailability],
     from: Duration,
     end: Duration,
 ) -> (Option<Duration>, bool) {
-    // Every change from `from` on, in time order, applied one at a time to a count of the
-    // workloads below their desired replicas.
-    let mut state: BTreeMap<&str, bool> = BTreeMap::new();
-    let mut changes: Vec<(Duration, &str, bool)> = Vec::new();
+    let mut slowest = Some(Duration::ZERO);
+    let mut dropped_any = false;
+    let mut whole_at_end = true;
     for workload in workloads {
-        let name = workload.workload.as_str();
-        state.insert(
-            name,
-            at_time(&workload.points, from).is_some_and(|p| below(&p)),
-        );
-        changes.extend(
-            workload
-                .points
-                .iter()
-                .filter(|p| p.offset > from && p.offset <= end)
-                .map(|p| (p.offset, name, below(p))),
-        );
-    }
-    changes.sort_by_key(|&(at, _, _)| at);
-    let mut below_count = state.values().filter(|b| **b).count();
-    let mut dropped = below_count > 0;
-    let mut recovered_at = None;
-    let mut index = 0;
-    while index < changes.len() {
-        let at = changes[index].0;
-        // All the changes at one instant, then the count.
-        while index < changes.len() && changes[index].0 == at {
-            let (_, name, now_below) = changes[index];
-            if let Some(was) = state.insert(name, now_below) {
-                match (was, now_below) {
-                    (false, true) => below_count += 1,
-                    (true, false) => below_count -= 1,
-                    _ => {}
-                }
-            } else if now_below {
-                below_count += 1;
+        // Not there yet, or below already.
+        if at_time(&workload.points, from).is_none_or(|p| below(&p)) {
+            continue;
+        }
+        let mut dropped = false;
+        let mut back = None;
+        for point in workload
+            .points
+            .iter()
+            .filter(|p| p.offset > from && p.offset <= end)
+        {
+            if below(point) {
+                dropped = true;
+            } else if dropped && back.is_none() {
+                back = Some(point.offset.saturating_sub(from));
             }
-            index += 1;
         }
-        if below_count > 0 {
-            dropped = true;
-        } else if dropped && recovered_at.is_none() {
-            recovered_at = Some(at);
+        if !dropped {
+            continue;
         }
+        dropped_any = true;
+        whole_at_end &= at_time(&workload.points, end).is_some_and(|p| !below(&p));
+        slowest = slowest.zip(back).map(|(slowest, back)| slowest.max(back));
     }
-    (
-        recovered_at.map(|at| at.saturating_sub(from)),
-        below_count == 0,
-    )
+    (slowest.filter(|_| dropped_any), whole_at_end)
 }
 
 #[cfg(test)]
@@ -319,6 +303,33 @@ mod tests {
         let spot = &report.outcomes[2];
         assert_eq!((spot.evictions_blocked, spot.pods_lost), (1, 1));
         assert_eq!(spot.recovered_offset, Some(of_millis(420_000)));
+    }
+
+    #[test]
+    fn churn_elsewhere_neither_ends_nor_holds_the_recovery() {
+        let mut observed = observed();
+        observed.workloads.extend([
+            // Below already when the failure came (a pod that never fits): not its doing.
+            ObservedAvailability {
+                workload: "Deployment/shop/stuck".into(),
+                points: vec![point(0, 3, 2)],
+            },
+            // Whole at the failure, then a short rollout dip of its own before web's drop.
+            ObservedAvailability {
+                workload: "Deployment/shop/api".into(),
+                points: vec![point(0, 1, 1), point(12, 1, 0), point(13, 1, 1)],
+            },
+            // Created after the failure began: starting, not dropped.
+            ObservedAvailability {
+                workload: "Deployment/shop/late".into(),
+                points: vec![point(20, 1, 0), point(50, 1, 1)],
+            },
+        ]);
+        let report = disruptions(&observed, secs(60), 1.0);
+        let failure = &report.outcomes[0];
+        // Until web, the last of those it dropped, was back: 15 s, not api's 3 s, not late's.
+        assert_eq!(failure.time_to_recovery, Some(of_millis(15_000)));
+        assert!(failure.recovered, "stuck was below before and after");
     }
 
     #[test]
