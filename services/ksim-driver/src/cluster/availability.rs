@@ -22,8 +22,6 @@ const MAX_POINTS: usize = 100_000;
 #[derive(Debug)]
 pub struct AvailabilityWatch {
     seen: Arc<Mutex<Seen>>,
-    /// `<prefix>-`, which replayed namespaces begin with.
-    namespace_prefix: String,
     /// Aborted on drop.
     _watches: JoinSet<()>,
 }
@@ -40,10 +38,9 @@ struct Seen {
 impl AvailabilityWatch {
     /// Watches the workloads in namespaces `<prefix>-*`; offsets count from `origin`.
     pub fn start(client: &Client, prefix: &str, origin: Instant) -> Self {
-        let namespace_prefix = format!("{prefix}-");
         let seen = Arc::new(Mutex::new(Seen {
             origin,
-            prefix: namespace_prefix.clone(),
+            prefix: format!("{prefix}-"),
             workloads: BTreeMap::new(),
         }));
         let mut watches = JoinSet::new();
@@ -67,14 +64,13 @@ impl AvailabilityWatch {
         ));
         Self {
             seen,
-            namespace_prefix,
             _watches: watches,
         }
     }
 
     /// `<prefix>-`, which the replayed namespaces it watches begin with.
-    pub fn namespace_prefix(&self) -> &str {
-        &self.namespace_prefix
+    pub fn namespace_prefix(&self) -> String {
+        self.lock().prefix.clone()
     }
 
     /// What was seen so far, per workload; a change before the origin counts from 0.

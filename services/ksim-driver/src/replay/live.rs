@@ -75,8 +75,8 @@ impl LiveDisruptions {
             disruptions: self.played.observed(),
             workloads: self.workloads.observed(),
             // As the workloads are named: `Kind/<recorded namespace>/name`.
-            evictions: as_recorded(observer.evictions(), prefix),
-            blocked: as_recorded(self.played.blocked(), prefix),
+            evictions: as_recorded(observer.evictions(), &prefix),
+            blocked: as_recorded(self.played.blocked(), &prefix),
         }
     }
 }
