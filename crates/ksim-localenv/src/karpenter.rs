@@ -379,8 +379,11 @@ mod tests {
              status: {capacity: {cpu: '2', memory: 8Gi}}",
         )
         .unwrap();
-        let prices = [("m5.large".to_owned(), 0.096)].into();
-        let types = ksim_nodes::karpenter::instance_types(&[skeleton], &prices).unwrap();
+        let pricing = ksim_nodes::pricing::Pricing {
+            instance_types: [("m5.large".to_owned(), 0.096)].into(),
+            ..Default::default()
+        };
+        let types = ksim_nodes::karpenter::instance_types(&[skeleton], &pricing).unwrap();
         // A link where the file goes is replaced, not followed.
         let elsewhere = dir.path().join("elsewhere");
         std::fs::write(&elsewhere, "keep").unwrap();

@@ -27,14 +27,17 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::labels::{ARCH_LABEL, OS_LABEL};
+use crate::pricing::Pricing;
 use crate::skeleton::{DEFAULT_ARCHITECTURE, DEFAULT_OPERATING_SYSTEM, NodeSkeleton};
 
 /// Well-known label of a node's zone; Karpenter offers each instance type per zone.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// Karpenter's label of how an instance is bought (`on-demand`, `spot`, `reserved`).
 pub const CAPACITY_TYPE_LABEL: &str = "karpenter.sh/capacity-type";
-/// The one capacity type ksim offers: prices are configured per instance type, not per market.
+/// The capacity type of every instance type's offerings.
 pub const ON_DEMAND: &str = "on-demand";
+/// The capacity type offered too where `pricing.spotInstanceTypes` prices a type.
+pub const SPOT: &str = "spot";
 /// The zone of a skeleton without a [`ZONE_LABEL`]: Karpenter needs a zone in every offering
 /// (its NodePools and pods select by zone), and a made-up name shows where it came from.
 pub const DEFAULT_ZONE: &str = "ksim-zone";
@@ -98,8 +101,9 @@ pub enum InstanceTypeError {
     )]
     NoInstanceType { position: usize, count: usize },
     #[error(
-        "instance type {name:?} is given twice (node skeletons {first} and {second}): \
-         Karpenter needs one description of each type"
+        "instance type {name:?} is given twice in one zone, or differently (node skeletons \
+         {first} and {second}): Karpenter needs one description of each type (the same type in \
+         another zone is an offering there)"
     )]
     Duplicate {
         name: String,
@@ -133,9 +137,10 @@ pub enum InstanceTypeError {
     Json(String),
 }
 
-/// One instance type per skeleton, named by its `node.kubernetes.io/instance-type` label (or
-/// the beta spelling) and priced per hour from `prices`, keyed by that name as the cloud
-/// provider's `pricing.instanceTypes` is; prices of types no skeleton gives are left out.
+/// One instance type per name of the skeletons' `node.kubernetes.io/instance-type` label (or
+/// the beta spelling), priced per hour from `pricing.instanceTypes` (and, where it prices the
+/// type, `pricing.spotInstanceTypes`), keyed by that name as the cloud provider's pricing is;
+/// prices of types no skeleton gives are left out.
 ///
 /// - `architecture` and `operatingSystems` are the skeleton's `kubernetes.io/arch` and
 ///   `kubernetes.io/os` labels, else its `nodeInfo`, else `amd64` and `linux`: what the pool
@@ -143,38 +148,40 @@ pub enum InstanceTypeError {
 /// - `resources` are the skeleton's capacity of cpu and memory (required), pods and
 ///   ephemeral-storage (when given), as written. Other labels and taints of the skeleton are
 ///   not part of an instance type: Karpenter takes a node's labels and taints from its NodePool.
-/// - `offerings`: one, on-demand at the price, in the skeleton's `topology.kubernetes.io/zone`,
-///   or in [`DEFAULT_ZONE`] when it has none.
+/// - `offerings`: on demand at the price, and spot at the spot price if it has one, in the
+///   skeleton's `topology.kubernetes.io/zone`, or in [`DEFAULT_ZONE`] when it has none. A
+///   type's skeletons in other zones (the same but for the zone) add its offerings there.
 pub fn instance_types(
     skeletons: &[NodeSkeleton],
-    prices: &BTreeMap<String, f64>,
+    pricing: &Pricing,
 ) -> Result<Vec<InstanceType>, InstanceTypeError> {
     let count = skeletons.len();
-    let mut positions: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut types = Vec::with_capacity(count);
+    // By name: where in `types`, and the skeleton that first gave it.
+    let mut positions: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut types: Vec<InstanceType> = Vec::with_capacity(count);
     for (index, skeleton) in skeletons.iter().enumerate() {
         let position = index + 1;
         let name = skeleton
             .instance_type()
             .ok_or(InstanceTypeError::NoInstanceType { position, count })?;
-        if let Some(first) = positions.insert(name, position) {
-            return Err(InstanceTypeError::Duplicate {
-                name: name.to_owned(),
-                first,
-                second: position,
-            });
-        }
-        let price = *prices.get(name).ok_or_else(|| InstanceTypeError::NoPrice {
-            name: name.to_owned(),
-            position,
-        })?;
+        let price =
+            *pricing
+                .instance_types
+                .get(name)
+                .ok_or_else(|| InstanceTypeError::NoPrice {
+                    name: name.to_owned(),
+                    position,
+                })?;
+        let spot = pricing.spot_instance_types.get(name).copied();
         // Karpenter ranks types by price: a negative one would make the dearest look cheapest.
-        if !(price.is_finite() && price >= 0.0) {
-            return Err(InstanceTypeError::BadPrice {
-                name: name.to_owned(),
-                position,
-                price,
-            });
+        for price in std::iter::once(price).chain(spot) {
+            if !(price.is_finite() && price >= 0.0) {
+                return Err(InstanceTypeError::BadPrice {
+                    name: name.to_owned(),
+                    position,
+                    price,
+                });
+            }
         }
         let mut resources = BTreeMap::new();
         for &(resource, required) in RESOURCES {
@@ -196,17 +203,23 @@ pub fn instance_types(
             .labels
             .get(ZONE_LABEL)
             .map_or(DEFAULT_ZONE, String::as_str);
-        types.push(InstanceType {
+        let offerings: Vec<Offering> = [(ON_DEMAND, Some(price)), (SPOT, spot)]
+            .into_iter()
+            .filter_map(|(capacity_type, price)| {
+                price.map(|price| Offering {
+                    price,
+                    // Karpenter forces it true on load; written so the file reads as it is used.
+                    available: true,
+                    requirements: vec![
+                        Requirement::is(CAPACITY_TYPE_LABEL, capacity_type),
+                        Requirement::is(ZONE_LABEL, zone),
+                    ],
+                })
+            })
+            .collect();
+        let described = InstanceType {
             name: name.to_owned(),
-            offerings: vec![Offering {
-                price,
-                // Karpenter forces it true on load; written so the file reads as it is used.
-                available: true,
-                requirements: vec![
-                    Requirement::is(CAPACITY_TYPE_LABEL, ON_DEMAND),
-                    Requirement::is(ZONE_LABEL, zone),
-                ],
-            }],
+            offerings,
             architecture: label_or(
                 skeleton,
                 ARCH_LABEL,
@@ -220,7 +233,33 @@ pub fn instance_types(
                 DEFAULT_OPERATING_SYSTEM,
             )],
             resources,
-        });
+        };
+        match positions.get(name) {
+            None => {
+                positions.insert(name, (types.len(), position));
+                types.push(described);
+            }
+            Some(&(at, first)) => {
+                let known = &mut types[at];
+                let in_zone = |offering: &Offering| {
+                    offering
+                        .requirements
+                        .contains(&Requirement::is(ZONE_LABEL, zone))
+                };
+                if known.offerings.iter().any(in_zone)
+                    || known.architecture != described.architecture
+                    || known.operating_systems != described.operating_systems
+                    || known.resources != described.resources
+                {
+                    return Err(InstanceTypeError::Duplicate {
+                        name: name.to_owned(),
+                        first,
+                        second: position,
+                    });
+                }
+                known.offerings.extend(described.offerings);
+            }
+        }
     }
     Ok(types)
 }
@@ -275,11 +314,14 @@ status:
         NodeSkeleton::from_yaml(yaml).unwrap()
     }
 
-    fn prices(entries: &[(&str, f64)]) -> BTreeMap<String, f64> {
-        entries
-            .iter()
-            .map(|(name, price)| ((*name).to_owned(), *price))
-            .collect()
+    fn prices(entries: &[(&str, f64)]) -> Pricing {
+        Pricing {
+            instance_types: entries
+                .iter()
+                .map(|(name, price)| ((*name).to_owned(), *price))
+                .collect(),
+            ..Pricing::default()
+        }
     }
 
     #[test]
@@ -363,6 +405,69 @@ status:
             }
         );
         assert!(error.to_string().contains("\"m5.large\""), "{error}");
+    }
+
+    #[test]
+    fn a_type_in_two_zones_is_offered_in_both_and_as_spot_where_priced() {
+        let other_zone = M5_LARGE.replace("us-east-1a", "us-east-1b");
+        let mut pricing = prices(&[("m5.large", 0.096), ("c7g.xlarge", 0.145)]);
+        pricing.spot_instance_types = [("m5.large".to_owned(), 0.04)].into();
+        let types = instance_types(
+            &[skeleton(M5_LARGE), skeleton(C7G), skeleton(&other_zone)],
+            &pricing,
+        )
+        .unwrap();
+        assert_eq!(types.len(), 2);
+        let offered: Vec<(f64, Vec<String>)> = types[0]
+            .offerings
+            .iter()
+            .map(|offering| {
+                (
+                    offering.price,
+                    offering
+                        .requirements
+                        .iter()
+                        .flat_map(|r| r.values.clone())
+                        .collect(),
+                )
+            })
+            .collect();
+        let offering = |price: f64, capacity: &str, zone: &str| {
+            (price, vec![capacity.to_owned(), zone.to_owned()])
+        };
+        assert_eq!(
+            offered,
+            [
+                offering(0.096, "on-demand", "us-east-1a"),
+                offering(0.04, "spot", "us-east-1a"),
+                offering(0.096, "on-demand", "us-east-1b"),
+                offering(0.04, "spot", "us-east-1b"),
+            ]
+        );
+        assert_eq!(
+            types[1].offerings.len(),
+            1,
+            "no spot price, no spot offering"
+        );
+
+        // The same type described differently in another zone is two descriptions.
+        let bigger = other_zone.replace("cpu: \"2\"", "cpu: \"4\"");
+        let error = instance_types(&[skeleton(M5_LARGE), skeleton(&bigger)], &pricing).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                InstanceTypeError::Duplicate {
+                    first: 1,
+                    second: 2,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        // A spot price that is no price is refused like any.
+        pricing.spot_instance_types = [("m5.large".to_owned(), -1.0)].into();
+        let error = instance_types(&[skeleton(M5_LARGE)], &pricing).unwrap_err();
+        assert!(matches!(error, InstanceTypeError::BadPrice { price, .. } if price == -1.0));
     }
 
     #[test]

@@ -20,6 +20,11 @@ pub struct Pricing {
     /// Price per hour of a node, by its `node.kubernetes.io/instance-type` label.
     #[serde(default)]
     pub instance_types: BTreeMap<String, f64>,
+    /// Price per hour of a spot instance, by instance type: Karpenter is offered each type
+    /// given here as spot too, in every zone it has (cluster-autoscaler's groups are priced
+    /// on demand; a spot group is a group of its own).
+    #[serde(default)]
+    pub spot_instance_types: BTreeMap<String, f64>,
     /// Price per hour of what a pod requests; pod prices are unanswered without it.
     pub pod: Option<PodRates>,
 }
@@ -72,6 +77,12 @@ impl Pricing {
         for (instance_type, per_hour) in &self.instance_types {
             price(
                 || format!("pricing.instanceTypes[{instance_type:?}]"),
+                *per_hour,
+            )?;
+        }
+        for (instance_type, per_hour) in &self.spot_instance_types {
+            price(
+                || format!("pricing.spotInstanceTypes[{instance_type:?}]"),
                 *per_hour,
             )?;
         }

@@ -2,7 +2,7 @@
 //! the provider config's prices, read the same way by `ksim-env` (which starts Karpenter with
 //! them) and by `ksim experiment` (which checks a running environment offers what a file asks).
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::path::PathBuf;
 
 use ksim_grpc::files::read_text_bounded;
 use ksim_nodes::{
@@ -64,9 +64,9 @@ fn priced(
             pricing
                 .validate()
                 .map_err(|error| refused(error.to_string()))?;
-            pricing.instance_types
+            pricing
         }
-        None => BTreeMap::new(),
+        None => Pricing::default(),
     };
     if shapes.is_empty() {
         return Ok(Vec::new());

@@ -13,7 +13,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_localenv::{ControlPlane, Karpenter, KarpenterBinary, manifests, wait};
-use ksim_nodes::{karpenter::PRICE_LABEL, skeleton::NodeSkeleton};
+use ksim_nodes::{karpenter::PRICE_LABEL, pricing::Pricing, skeleton::NodeSkeleton};
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, ListParams, PostParams},
@@ -237,11 +237,14 @@ async fn instance_types_and_prices_come_from_ksims_skeletons_and_pricing() {
         include_str!("../../../../deploy/vnode/examples/skeleton-m5-xlarge.yaml"),
     ]
     .map(|yaml| NodeSkeleton::from_yaml(yaml).unwrap());
-    let prices = BTreeMap::from([
-        ("m5.large".to_owned(), 0.096),
-        ("m5.xlarge".to_owned(), 0.192),
-    ]);
-    let types = ksim_nodes::karpenter::instance_types(&skeletons, &prices).unwrap();
+    let pricing = Pricing {
+        instance_types: BTreeMap::from([
+            ("m5.large".to_owned(), 0.096),
+            ("m5.xlarge".to_owned(), 0.192),
+        ]),
+        ..Pricing::default()
+    };
+    let types = ksim_nodes::karpenter::instance_types(&skeletons, &pricing).unwrap();
 
     let control_plane = ControlPlane::builder().start().await.unwrap();
     let karpenter = Karpenter::builder(&control_plane)

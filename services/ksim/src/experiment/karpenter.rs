@@ -142,7 +142,7 @@ fn describe(types: &[InstanceType]) -> String {
 mod tests {
     use std::collections::BTreeMap;
 
-    use ksim_nodes::{karpenter, skeleton::NodeSkeleton};
+    use ksim_nodes::{karpenter, pricing::Pricing, skeleton::NodeSkeleton};
 
     use super::*;
 
@@ -154,7 +154,10 @@ mod tests {
         .unwrap();
         karpenter::instance_types(
             &[skeleton],
-            &BTreeMap::from([("m5.large".to_owned(), price)]),
+            &Pricing {
+                instance_types: BTreeMap::from([("m5.large".to_owned(), price)]),
+                ..Pricing::default()
+            },
         )
         .unwrap()
     }
