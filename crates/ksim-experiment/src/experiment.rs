@@ -58,7 +58,7 @@ pub struct Experiment {
     #[serde(default)]
     pub zone_outages: Vec<String>,
     /// Stockouts every variant that names none meets, as `ksim run --stockout`
-    /// (`group=NAME,at=DURATION[,for=DURATION]`).
+    /// (`group=NAME,at=DURATION[,for=DURATION][,instance-type=TYPE]`).
     #[serde(default)]
     pub stockouts: Vec<String>,
     /// Spot interruptions every variant that names none meets, as `ksim run

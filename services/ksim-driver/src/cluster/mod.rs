@@ -12,6 +12,7 @@ pub mod namespaces;
 pub mod node_drain;
 pub mod nodepools;
 pub mod observer;
+pub mod offerings;
 pub mod removed_pods;
 pub mod replicas;
 pub mod root;

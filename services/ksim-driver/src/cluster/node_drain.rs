@@ -1,9 +1,11 @@
 //! Drains a node as a spot termination handler does: cordons it, then evicts its pods through
 //! the eviction API, so the cluster's PodDisruptionBudgets decide which may go. DaemonSet
 //! pods, mirror pods and finished pods stay, as `kubectl drain` leaves them; then the
-//! instance goes: the node's seat is deleted and its group replaces it.
+//! instance goes: the node's seat is deleted and its group replaces it (a Karpenter node is
+//! deleted, and Karpenter launches for the pods left pending).
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_nodes::labels::KARPENTER_NODEPOOL_LABEL;
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, EvictParams, ListParams, Patch, Preconditions},
@@ -166,4 +168,60 @@ pub async fn end_instance(
         Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
         Err(error) => Err(ClusterError::new("deleting", what(), error)),
     }
+}
+
+/// Ends the instance of `node`, a node Karpenter launched for NodePool `node_pool`: deletes
+/// the Node, which Karpenter terminates (its finalizer: the NodeClaim goes too) and launches
+/// for the pods left pending, as after its own interruption handling.
+pub async fn end_karpenter_instance(
+    client: &Client,
+    node_pool: &str,
+    node: &str,
+) -> Result<(), ClusterError> {
+    let api = Api::<Node>::all(client.clone());
+    let what = || format!("Karpenter's node {node}");
+    // Only a node of the NodePool: the name alone is not trusted.
+    let found = api
+        .get_opt(node)
+        .await
+        .map_err(|e| ClusterError::new("reading", what(), e))?;
+    let Some(found) = found.filter(|found| {
+        found
+            .labels()
+            .get(KARPENTER_NODEPOOL_LABEL)
+            .map(String::as_str)
+            == Some(node_pool)
+    }) else {
+        return Ok(());
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: found.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(node, &params).await {
+        Ok(_) => Ok(()),
+        Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
+        Err(error) => Err(ClusterError::new("deleting", what(), error)),
+    }
+}
+
+/// The names of NodePool `node_pool`'s nodes that carry `label`=`value`.
+pub async fn karpenter_nodes_labelled(
+    client: &Client,
+    node_pool: &str,
+    label: &str,
+    value: &str,
+) -> Result<Vec<String>, ClusterError> {
+    let selector = format!("{KARPENTER_NODEPOOL_LABEL}={node_pool},{label}={value}");
+    Ok(Api::<Node>::all(client.clone())
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| ClusterError::new("listing", format!("the nodes of NodePool {node_pool}"), e))?
+        .items
+        .into_iter()
+        .filter_map(|node| node.metadata.name)
+        .collect())
 }

@@ -40,6 +40,9 @@ pub struct ZoneOutage {
     pub groups: Vec<String>,
     /// Those of them cluster-autoscaler resizes: no capacity for them meanwhile.
     pub autoscaled: Vec<String>,
+    /// The spec's Karpenter NodePools: their nodes in the zone fail, and their offerings there
+    /// are withdrawn meanwhile.
+    pub node_pools: Vec<String>,
     pub at: Duration,
     pub duration: Option<Duration>,
 }
@@ -48,6 +51,10 @@ pub struct ZoneOutage {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stockout {
     pub group: String,
+    /// A NodePool's: its offerings withdrawn (those of `instance_type` only, when given);
+    /// otherwise a group cluster-autoscaler resizes.
+    pub node_pool: bool,
+    pub instance_type: Option<String>,
     pub at: Duration,
     pub duration: Option<Duration>,
 }
@@ -56,6 +63,8 @@ pub struct Stockout {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpotInterruption {
     pub group: String,
+    /// A NodePool's: only its spot nodes (`karpenter.sh/capacity-type=spot`) are interrupted.
+    pub node_pool: bool,
     pub when: Interruptions,
     /// Recorded time from the notice to the instance's end.
     pub notice: Duration,
@@ -111,6 +120,21 @@ const MAX_UPGRADE_BATCH: u32 = 1000;
 /// A spot interruption's kind in reports: one outcome per node it took.
 pub const SPOT_INTERRUPTION: &str = "spot-interruption";
 
+/// Offerings of a Karpenter NodePool a disruption withdraws while it lasts: those matching
+/// every field given (an empty one matches any). ksim's Karpenter provider reads them from a
+/// ConfigMap (deploy/karpenter/provider), in these field names.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Withdrawal {
+    pub node_pool: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub instance_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    /// Why, for the insufficient-capacity error Karpenter publishes.
+    pub reason: String,
+}
+
 /// A disruption that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disruption {
@@ -145,6 +169,32 @@ impl Disruption {
             Self::SpotInterruption(spot) => spot.group.clone(),
             Self::Recorded(failure) => failure.group.clone(),
             Self::NodePoolUpgrade(upgrade) => upgrade.group.clone(),
+        }
+    }
+
+    /// The NodePool offerings it withdraws while it lasts.
+    pub fn withdrawals(&self) -> Vec<Withdrawal> {
+        match self {
+            Self::ZoneOutage(outage) => outage
+                .node_pools
+                .iter()
+                .map(|node_pool| Withdrawal {
+                    node_pool: node_pool.clone(),
+                    instance_type: String::new(),
+                    zone: outage.zone.clone(),
+                    reason: format!("zone {} outage", outage.zone),
+                })
+                .collect(),
+            Self::Stockout(out) if out.node_pool => vec![Withdrawal {
+                node_pool: out.group.clone(),
+                instance_type: out.instance_type.clone().unwrap_or_default(),
+                zone: String::new(),
+                reason: match &out.instance_type {
+                    Some(name) => format!("stockout of {name}"),
+                    None => "stockout".to_owned(),
+                },
+            }],
+            _ => Vec::new(),
         }
     }
 
@@ -436,7 +486,14 @@ fn zone_outage(
         .iter()
         .filter(|group| group.zone == Some(given.zone.as_str()))
         .collect();
-    if in_zone.is_empty() {
+    let node_pools: Vec<String> = groups
+        .iter()
+        .filter(|group| group.kind == GroupKind::NodePool)
+        .map(|group| group.name.to_owned())
+        .collect();
+    // A NodePool's zones are its instance types', which Karpenter knows and the spec does not:
+    // with one, any zone a label may name is taken.
+    if in_zone.is_empty() && (node_pools.is_empty() || !is_label_value(&given.zone)) {
         let mut zones: Vec<&str> = groups.iter().filter_map(|group| group.zone).collect();
         zones.sort_unstable();
         zones.dedup();
@@ -444,12 +501,17 @@ fn zone_outage(
             format!("{field}.zone"),
             format!(
                 "{:?} is the zone of none of the spec's node groups (their skeletons' \
-                 topology.kubernetes.io/zone: {})",
+                 topology.kubernetes.io/zone: {}{})",
                 given.zone,
                 if zones.is_empty() {
                     "none".to_owned()
                 } else {
                     zones.join(", ")
+                },
+                if node_pools.is_empty() {
+                    ""
+                } else {
+                    "; a NodePool's zone is a label value"
                 }
             ),
         ));
@@ -463,9 +525,23 @@ fn zone_outage(
             .filter(|group| group.kind == GroupKind::Autoscaled)
             .map(|group| group.name.to_owned())
             .collect(),
+        node_pools,
         at,
         duration,
     })
+}
+
+/// Whether `value` can be a label's value: 63 characters at most, alphanumerics with `-`, `_`
+/// and `.` between.
+fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    !value.is_empty()
+        && value.len() <= 63
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The named group when cluster-autoscaler resizes it; `what` is the disruption, for the
@@ -495,13 +571,53 @@ fn stockout(
     groups: &[GroupFacts<'_>],
     field: &str,
 ) -> Result<Stockout, Invalid> {
-    autoscaled_group(&given.node_group, groups, field, "a stockout")?;
+    let node_pool = node_pool_or_autoscaled(&given.node_group, groups, field, "a stockout")?;
+    let instance_type = match (given.instance_type.as_str(), node_pool) {
+        ("", _) => None,
+        (name, true) if is_label_value(name) => Some(name.to_owned()),
+        (name, true) => {
+            return Err(invalid(
+                format!("{field}.instance_type"),
+                format!("{name:?} cannot be an instance type's name (a label value)"),
+            ));
+        }
+        (_, false) => {
+            return Err(invalid(
+                format!("{field}.instance_type"),
+                "a stockout of an instance type is of a NodePool's offerings: a group of \
+                 cluster-autoscaler's has one type, stocked out whole",
+            ));
+        }
+    };
     let (at, duration) = window(given.at, given.duration, field)?;
     Ok(Stockout {
         group: given.node_group.clone(),
+        node_pool,
+        instance_type,
         at,
         duration,
     })
+}
+
+/// Whether the named group is a Karpenter NodePool (else cluster-autoscaler resizes it); a
+/// fixed-size group is refused: nothing would replace what `what` takes.
+fn node_pool_or_autoscaled(
+    name: &str,
+    groups: &[GroupFacts<'_>],
+    field: &str,
+    what: &str,
+) -> Result<bool, Invalid> {
+    match known_group(name, groups, field)?.kind {
+        GroupKind::NodePool => Ok(true),
+        GroupKind::Autoscaled => Ok(false),
+        GroupKind::Pool => Err(invalid(
+            format!("{field}.node_group"),
+            format!(
+                "{name:?} is a fixed-size group, which nothing replaces or scales up: {what} is \
+                 of a group cluster-autoscaler resizes or a Karpenter NodePool"
+            ),
+        )),
+    }
 }
 
 fn spot_interruption(
@@ -509,7 +625,8 @@ fn spot_interruption(
     groups: &[GroupFacts<'_>],
     field: &str,
 ) -> Result<SpotInterruption, Invalid> {
-    autoscaled_group(&given.node_group, groups, field, "a spot interruption")?;
+    let node_pool =
+        node_pool_or_autoscaled(&given.node_group, groups, field, "a spot interruption")?;
     let when = match (given.times.is_empty(), given.rate_per_hour) {
         (false, rate) if rate != 0.0 => {
             return Err(invalid(
@@ -581,6 +698,7 @@ fn spot_interruption(
     };
     Ok(SpotInterruption {
         group: given.node_group.clone(),
+        node_pool,
         when,
         notice,
     })
@@ -814,6 +932,7 @@ mod tests {
                 node_group: group.to_owned(),
                 at: Some(seconds(at_s)),
                 duration: for_s.map(seconds),
+                instance_type: String::new(),
             })),
         }
     }
@@ -834,9 +953,20 @@ mod tests {
                 zone: "us-east-1a".to_owned(),
                 groups: vec!["m5".to_owned(), "east".to_owned()],
                 autoscaled: vec!["east".to_owned()],
+                node_pools: vec!["spot".to_owned()],
                 at: Duration::from_secs(60),
                 duration: Some(Duration::from_secs(600)),
             })
+        );
+        // The NodePool's offerings in the zone are withdrawn for the outage.
+        assert_eq!(
+            checked[0].withdrawals(),
+            [Withdrawal {
+                node_pool: "spot".to_owned(),
+                instance_type: String::new(),
+                zone: "us-east-1a".to_owned(),
+                reason: "zone us-east-1a outage".to_owned(),
+            }]
         );
         assert_eq!(
             (checked[0].group(), checked[0].zone()),
@@ -846,16 +976,25 @@ mod tests {
             checked[1],
             Disruption::Stockout(Stockout {
                 group: "west".to_owned(),
+                node_pool: false,
+                instance_type: None,
                 at: Duration::ZERO,
                 duration: None,
             })
+        );
+        assert!(
+            checked[1].withdrawals().is_empty(),
+            "CA's groups are the provider's"
         );
         let refused = |disruption: pb::Disruption| {
             from_proto(&[disruption], &groups())
                 .unwrap_err()
                 .to_string()
         };
-        let message = refused(outage("eu-west-1a", 60, None));
+        // Without a NodePool in the spec, a zone is one of its groups'.
+        let message = from_proto(&[outage("eu-west-1a", 60, None)], &groups()[..3])
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             message,
             "spec.disruptions[0].zone_outage.zone: \"eu-west-1a\" is the zone of none of the \
@@ -874,13 +1013,62 @@ mod tests {
             ),
             "{message}"
         );
-        let message = refused(stockout("spot", 60, None));
-        assert!(message.contains("is a Karpenter NodePool"), "{message}");
+        let message = refused(outage("not a zone", 60, None));
+        assert!(
+            message.contains("a NodePool's zone is a label value"),
+            "{message}"
+        );
         let message = refused(stockout("c5", 60, None));
         assert!(
             message.contains("(it has m5, east, west, spot)"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_nodepools_zone_outage_and_stockout_withdraw_its_offerings() {
+        // Karpenter's instance types say which zones a NodePool has; the spec does not.
+        let checked = from_proto(&[outage("eu-west-1a", 0, Some(60))], &groups()).unwrap();
+        let Disruption::ZoneOutage(taken) = &checked[0] else {
+            panic!("{checked:?}")
+        };
+        assert!(taken.groups.is_empty() && taken.autoscaled.is_empty());
+        assert_eq!(taken.node_pools, ["spot"]);
+
+        let mut of_type = stockout("spot", 30, Some(60));
+        if let Some(pb::disruption::Kind::Stockout(out)) = &mut of_type.kind {
+            out.instance_type = "m5.large".to_owned();
+        }
+        let checked = from_proto(&[stockout("spot", 0, None), of_type.clone()], &groups()).unwrap();
+        let reasons: Vec<(String, String)> = checked
+            .iter()
+            .flat_map(Disruption::withdrawals)
+            .map(|w| (w.instance_type, w.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (String::new(), "stockout".to_owned()),
+                ("m5.large".to_owned(), "stockout of m5.large".to_owned())
+            ]
+        );
+        // An instance type is a NodePool's to lose: a CA group has one.
+        if let Some(pb::disruption::Kind::Stockout(out)) = &mut of_type.kind {
+            out.node_group = "west".to_owned();
+        }
+        let message = from_proto(&[of_type.clone()], &groups())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("spec.disruptions[0].stockout.instance_type: a stockout of an"),
+            "{message}"
+        );
+        if let Some(pb::disruption::Kind::Stockout(out)) = &mut of_type.kind {
+            out.node_group = "spot".to_owned();
+            out.instance_type = "m5 large".to_owned();
+        }
+        let message = from_proto(&[of_type], &groups()).unwrap_err().to_string();
+        assert!(message.contains("\"m5 large\" cannot be"), "{message}");
     }
 
     fn failure(group: &str, share: f64, at_s: i64, for_s: Option<i64>) -> pb::Disruption {
@@ -1030,6 +1218,7 @@ mod tests {
             checked[0],
             Disruption::SpotInterruption(SpotInterruption {
                 group: "east".to_owned(),
+                node_pool: false,
                 when: Interruptions::Times(vec![Duration::from_secs(60), Duration::from_secs(600)]),
                 notice: Duration::from_secs(120),
             })
@@ -1112,6 +1301,16 @@ mod tests {
         assert!(refused(of_pool).starts_with(
             "spec.disruptions[0].spot_interruption.node_group: \"m5\" is a fixed-size group"
         ));
+        // A NodePool's spot nodes are interrupted.
+        let mut of_node_pool = spot(&[60], 0.0, None);
+        if let Some(pb::disruption::Kind::SpotInterruption(spot)) = &mut of_node_pool.kind {
+            "spot".clone_into(&mut spot.node_group);
+        }
+        let checked = from_proto(&[of_node_pool], &groups()).unwrap();
+        assert!(
+            matches!(&checked[0], Disruption::SpotInterruption(s) if s.node_pool),
+            "{checked:?}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Plays a run's disruptions at their times: a node failure asks the pool to stop the nodes
 //! the seed chooses among its group's Ready ones, a stockout marks an autoscaler group out of
-//! capacity (the cloud provider then refuses its scale-ups), and a zone outage does both to
+//! capacity (the cloud provider then refuses its scale-ups) or withdraws a NodePool's
+//! offerings (ksim's Karpenter provider then leaves them out), and a zone outage does both to
 //! every group in the zone; each is undone when it ends. A spot interruption plays on its
 //! own: at each of its draws it gives the nodes drawn their notice, drains them through the
 //! eviction API meanwhile, then ends their instances. What happens next is the real control
@@ -8,7 +9,7 @@
 //! controllers, the scheduler and the autoscalers.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
@@ -18,16 +19,18 @@ use tokio::{task::JoinSet, time::Instant};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::{
-    cluster::{node_drain, seats},
+    cluster::{node_drain, offerings, seats},
     domain::{
+        RootRef,
         disruptions::{
-            Disruption, Draw, Interruptions, SPOT_INTERRUPTION, SpotInterruption, Step, choose,
-            drawn, draws, picked, schedule, tick_probability,
+            Disruption, Draw, Interruptions, SPOT_INTERRUPTION, SpotInterruption, Step, Withdrawal,
+            choose, drawn, draws, picked, schedule, tick_probability,
         },
         report::ObservedDisruption,
     },
     mesh::Mesh,
 };
+use ksim_nodes::karpenter::{CAPACITY_TYPE_LABEL, SPOT, ZONE_LABEL};
 
 mod upgrade;
 
@@ -82,9 +85,11 @@ pub struct Player {
     pub client: Client,
     /// For the eviction API: answers a PodDisruptionBudget's 429 at once.
     pub evictions: Client,
-    /// Where the seat Deployments are.
+    /// Where the seat Deployments are, and the withdrawn offerings' ConfigMap.
     pub namespace: String,
     pub simulation_id: String,
+    /// The simulation's root, owner of what the player creates.
+    pub root: RootRef,
     pub seed: u64,
 }
 
@@ -187,6 +192,8 @@ async fn play(
             _ => {}
         }
     }
+    // The NodePool offerings withdrawn, by the disruption that withdrew them.
+    let mut withdrawn = BTreeMap::new();
     for (at, index, step) in steps {
         tokio::time::sleep_until(origin + at).await;
         let Some(disruption) = disruptions.get(index) else {
@@ -194,7 +201,15 @@ async fn play(
         };
         match step {
             Step::Begin => {
-                let taken = begin(&player, index, disruption).await;
+                let withdrawals = disruption.withdrawals();
+                let mut taken = Ok(Vec::new());
+                if !withdrawals.is_empty() {
+                    withdrawn.insert(index, withdrawals);
+                    taken = withdraw(&player, &withdrawn).await.map(|()| Vec::new());
+                }
+                if taken.is_ok() {
+                    taken = begin(&player, index, disruption).await;
+                }
                 let mut seen = lock(&seen);
                 let Some(observed) = seen.by_spec.get_mut(index) else {
                     continue;
@@ -229,7 +244,15 @@ async fn play(
                         .map(|o| (o.error.is_empty(), o.nodes.clone()))
                         .unwrap_or_default()
                 };
-                match end(&player, disruption, &nodes).await {
+                let mut ended = Ok(());
+                if withdrawn.remove(&index).is_some() {
+                    ended = withdraw(&player, &withdrawn).await;
+                }
+                let ended = match (ended, end(&player, disruption, &nodes).await) {
+                    (Ok(()), result) => result,
+                    (Err(error), _) => Err(error),
+                };
+                match ended {
                     Ok(()) => {
                         tracing::info!(
                             kind = disruption.kind(),
@@ -246,6 +269,23 @@ async fn play(
         }
     }
     while on_their_own.join_next().await.is_some() {}
+}
+
+/// Writes the offerings withdrawn now, by the disruptions in effect (by index).
+async fn withdraw(
+    player: &Player,
+    withdrawn: &BTreeMap<usize, Vec<Withdrawal>>,
+) -> Result<(), String> {
+    let all: Vec<Withdrawal> = withdrawn.values().flatten().cloned().collect();
+    offerings::write(
+        &player.client,
+        &player.namespace,
+        &player.simulation_id,
+        &player.root,
+        &all,
+    )
+    .await
+    .map_err(|error| error.to_string())
 }
 
 /// Plays a spot interruption: at each draw, the nodes drawn among the group's Ready ones not
@@ -266,7 +306,12 @@ async fn interrupt(
     let mut drains = JoinSet::new();
     for (at, draw) in draws(&spot.when) {
         tokio::time::sleep_until(origin + at.div_f64(speed)).await;
-        let ready = ready_nodes(&player.mesh, &spot.group).await.map(|nodes| {
+        let ready = if spot.node_pool {
+            ready_labelled(&player, &spot.group, CAPACITY_TYPE_LABEL, SPOT).await
+        } else {
+            ready_nodes(&player.mesh, &spot.group).await
+        };
+        let ready = ready.map(|nodes| {
             nodes
                 .into_iter()
                 .filter(|node| !interrupted.contains(node))
@@ -282,9 +327,11 @@ async fn interrupt(
         // A time that took no node says why; a tick that drew none is the rate at work.
         let missed = match (ready, draw) {
             (Err(error), _) => Some(error),
-            (Ok(_), Draw::Time(_)) if chosen.is_empty() => {
-                Some(format!("group {} had no Ready node then", spot.group))
-            }
+            (Ok(_), Draw::Time(_)) if chosen.is_empty() => Some(if spot.node_pool {
+                format!("NodePool {} had no Ready spot node then", spot.group)
+            } else {
+                format!("group {} had no Ready node then", spot.group)
+            }),
             _ => None,
         };
         let mut seen_now = lock(&seen);
@@ -311,7 +358,10 @@ async fn interrupt(
             });
             drains.spawn(reclaim(
                 player.clone(),
-                spot.group.clone(),
+                Reclaimed {
+                    group: spot.group.clone(),
+                    node_pool: spot.node_pool,
+                },
                 node,
                 Notice {
                     lasts: spot.notice.div_f64(speed),
@@ -335,12 +385,21 @@ struct Notice {
     retry: Duration,
 }
 
+/// Whose node a spot interruption reclaims.
+#[derive(Debug, Clone)]
+struct Reclaimed {
+    group: String,
+    /// A Karpenter NodePool's, else a seat of an autoscaler group.
+    node_pool: bool,
+}
+
 /// One node's notice: cordoned, its pods evicted (those a PodDisruptionBudget refuses asked
 /// again until the notice runs out), then its instance ended: the pods left are lost and its
-/// seat goes, which its group replaces.
+/// seat goes, which its group replaces (a NodePool's node is deleted: Karpenter launches for
+/// the pods).
 async fn reclaim(
     player: Player,
-    group: String,
+    whose: Reclaimed,
     node: String,
     notice: Notice,
     slot: usize,
@@ -352,9 +411,13 @@ async fn reclaim(
     tokio::time::sleep_until(deadline).await;
     let mut problems = drained.problems;
     let lost = take_pods(&player, &node, &mut problems).await;
-    if let Err(error) =
+    let group = whose.group;
+    let ended = if whose.node_pool {
+        node_drain::end_karpenter_instance(&player.client, &group, &node).await
+    } else {
         node_drain::end_instance(&player.client, &player.namespace, &group, &node).await
-    {
+    };
+    if let Err(error) = ended {
         problems.push(error.to_string());
     }
     // The notice was given and the node is counted as interrupted all the same.
@@ -473,6 +536,9 @@ async fn begin(
             for group in &outage.groups {
                 taken.extend(ready_nodes(&player.mesh, group).await?);
             }
+            for node_pool in &outage.node_pools {
+                taken.extend(ready_labelled(player, node_pool, ZONE_LABEL, &outage.zone).await?);
+            }
             if !taken.is_empty() {
                 // Said as it is: the groups got no capacity for the window all the same.
                 fail(&player.mesh, &taken).await.map_err(|error| {
@@ -481,6 +547,8 @@ async fn begin(
             }
             Ok(taken)
         }
+        // A NodePool's offerings are withdrawn by the player.
+        Disruption::Stockout(out) if out.node_pool => Ok(Vec::new()),
         Disruption::Stockout(out) => {
             stockout(player, &out.group, Some("stockout")).await?;
             Ok(Vec::new())
@@ -507,13 +575,30 @@ async fn end(player: &Player, disruption: &Disruption, nodes: &[String]) -> Resu
             for group in &outage.autoscaled {
                 stockout(player, group, None).await?;
             }
-            let groups: Vec<&String> = outage.groups.iter().collect();
+            let groups: Vec<&String> = outage.groups.iter().chain(&outage.node_pools).collect();
             recover(&player.mesh, &groups, nodes).await
         }
+        Disruption::Stockout(out) if out.node_pool => Ok(()),
         Disruption::Stockout(out) => stockout(player, &out.group, None).await,
         Disruption::SpotInterruption(_) | Disruption::NodePoolUpgrade(_) => Ok(()),
         Disruption::Recorded(failure) => recover(&player.mesh, &[&failure.group], nodes).await,
     }
+}
+
+/// NodePool `node_pool`'s Ready nodes that have not failed and carry `label`=`value`, oldest
+/// first.
+async fn ready_labelled(
+    player: &Player,
+    node_pool: &str,
+    label: &str,
+    value: &str,
+) -> Result<Vec<String>, String> {
+    let labelled = node_drain::karpenter_nodes_labelled(&player.client, node_pool, label, value)
+        .await
+        .map_err(|error| error.to_string())?;
+    let mut ready = ready_nodes(&player.mesh, node_pool).await?;
+    ready.retain(|node| labelled.contains(node));
+    Ok(ready)
 }
 
 /// The group's Ready nodes that have not failed, oldest first.

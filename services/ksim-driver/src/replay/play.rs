@@ -142,6 +142,7 @@ pub async fn start_clock(
             evictions: ctx.evictions.clone(),
             namespace: ctx.settings.namespace.clone(),
             simulation_id: handle.id.clone(),
+            root: prepared.root.clone(),
             seed: spec.disruption_seed,
         };
         let (task, played) = disruption_player::start(player, played, spec.speed, origin);

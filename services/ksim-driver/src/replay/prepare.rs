@@ -89,6 +89,8 @@ pub enum PrepareError {
 /// watches on what the cluster does, and what the report needs from the providers.
 #[derive(Debug)]
 pub struct Prepared {
+    /// The simulation root, owner of what the run creates.
+    pub root: RootRef,
     pub plan: Plan,
     pub applier: Arc<Applier>,
     pub observer: Arc<Observer>,
@@ -243,6 +245,7 @@ pub async fn prepare(
     let mut warnings = report_warnings(ctx, spec, configuration, model).await;
     warnings.extend(karpenter_notes);
     Ok(Some(Prepared {
+        root,
         plan,
         applier,
         observer,

@@ -118,9 +118,9 @@ pub fn parse_zone_outage(value: &str) -> Result<Disruption, String> {
     })
 }
 
-/// One `--stockout group=NAME,at=DURATION[,for=DURATION]`.
+/// One `--stockout group=NAME,at=DURATION[,for=DURATION][,instance-type=TYPE]`.
 pub fn parse_stockout(value: &str) -> Result<Disruption, String> {
-    let parts = parts(value, &["group", "at", "for"])?;
+    let parts = parts(value, &["group", "at", "for", "instance-type"])?;
     let node_group = required(&parts, "group", "NAME")?.to_owned();
     let (at, duration) = window(&parts)?;
     Ok(Disruption {
@@ -128,6 +128,9 @@ pub fn parse_stockout(value: &str) -> Result<Disruption, String> {
             node_group,
             at,
             duration,
+            instance_type: parts
+                .get("instance-type")
+                .map_or_else(String::new, |name| (*name).to_owned()),
         })),
     })
 }
@@ -261,9 +264,21 @@ mod tests {
             panic!("not a stockout");
         };
         assert_eq!(
-            (stockout.node_group.as_str(), stockout.duration),
-            ("m5", None)
+            (
+                stockout.node_group.as_str(),
+                stockout.duration,
+                stockout.instance_type.as_str()
+            ),
+            ("m5", None, "")
         );
+        let Some(Kind::Stockout(of_type)) =
+            parse_stockout("group=general,at=0s,instance-type=m5.large")
+                .unwrap()
+                .kind
+        else {
+            panic!("not a stockout");
+        };
+        assert_eq!(of_type.instance_type, "m5.large");
         assert!(
             parse_zone_outage("zone=a,at=1m,share=0.5")
                 .unwrap_err()

@@ -127,23 +127,25 @@ pub struct RunArgs {
     pub node_failures: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 
     /// Take a zone away during the replay (repeatable), in recorded time: every node of the
-    /// run's groups in ZONE (their skeletons' topology.kubernetes.io/zone) fails AT after the
-    /// replay's start, and the autoscaler groups there get no capacity, for FOR (default: to
-    /// the end); then the nodes come back.
+    /// run's groups in ZONE (their skeletons' topology.kubernetes.io/zone, and the NodePools'
+    /// nodes there) fails AT after the replay's start, and the autoscaler groups there get no
+    /// capacity (Karpenter's offerings there are withdrawn), for FOR (default: to the end);
+    /// then the nodes come back.
     #[arg(long = "zone-outage", value_name = "zone=ZONE,at=DURATION[,for=DURATION]", value_parser = disruptions::parse_zone_outage)]
     pub zone_outages: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 
     /// Refuse every scale-up of an autoscaler group during the replay (repeatable), in
     /// recorded time, as a cloud out of capacity: cluster-autoscaler backs the group off and
-    /// falls back to another.
-    #[arg(long = "stockout", value_name = "group=NAME,at=DURATION[,for=DURATION]", value_parser = disruptions::parse_stockout)]
+    /// falls back to another. Of a NodePool, its offerings (of TYPE only, if given) are
+    /// withdrawn: Karpenter launches another.
+    #[arg(long = "stockout", value_name = "group=NAME,at=DURATION[,for=DURATION][,instance-type=TYPE]", value_parser = disruptions::parse_stockout)]
     pub stockouts: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 
-    /// Reclaim spot nodes of an autoscaler group during the replay (repeatable), in recorded
-    /// time: one node AT after the replay's start, or each Ready node at RATE per hour (from
-    /// AT, for FOR). Each gets NOTICE (default 2m, as AWS gives): cordoned and drained through
-    /// the eviction API, PodDisruptionBudgets respected; then its instance goes and the group
-    /// replaces it.
+    /// Reclaim spot nodes of an autoscaler group (or a NodePool's spot nodes) during the
+    /// replay (repeatable), in recorded time: one node AT after the replay's start, or each
+    /// Ready node at RATE per hour (from AT, for FOR). Each gets NOTICE (default 2m, as AWS
+    /// gives): cordoned and drained through the eviction API, PodDisruptionBudgets respected;
+    /// then its instance goes and the group replaces it.
     #[arg(long = "spot-interruption", value_name = "group=NAME,at=DURATION|rate=R[,at=..][,for=..][,notice=DURATION]", value_parser = disruptions::parse_spot_interruption)]
     pub spot_interruptions: Vec<ksim_proto::ksim::driver::v1::Disruption>,
 

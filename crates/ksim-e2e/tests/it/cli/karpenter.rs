@@ -588,3 +588,227 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
     // Nothing of either run is left.
     assert_eq!(karpenters(&up.client().await).await, (0, 0, 0));
 }
+
+/// Karpenter's nodes as a watch saw them: by name, their zone, instance type and capacity
+/// type, and when each was first seen (since the watch began), until the task is aborted.
+type SeenNodes = Arc<Mutex<BTreeMap<String, (String, String, String, std::time::Duration)>>>;
+
+fn karpenter_nodes_seen(client: &kube::Client) -> (SeenNodes, tokio::task::JoinHandle<()>) {
+    let seen: SeenNodes = Arc::default();
+    let events = watcher(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default().labels("karpenter.sh/nodepool"),
+    )
+    .default_backoff()
+    .applied_objects();
+    let nodes = seen.clone();
+    let began = std::time::Instant::now();
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(Ok(node)) = events.next().await {
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            let label = |key: &str| labels.get(key).cloned().unwrap_or_default();
+            nodes
+                .lock()
+                .unwrap()
+                .entry(node.metadata.name.clone().unwrap_or_default())
+                .or_insert_with(|| {
+                    (
+                        label("topology.kubernetes.io/zone"),
+                        label("node.kubernetes.io/instance-type"),
+                        label("karpenter.sh/capacity-type"),
+                        began.elapsed(),
+                    )
+                });
+        }
+    });
+    (seen, task)
+}
+
+/// A NodePool of `capacity` types that never consolidates: the nodes a test sees are the
+/// disruptions' doing.
+fn steady_nodepool(capacity: &str) -> String {
+    format!(
+        "\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: general}}
+spec:
+  disruption: {{consolidationPolicy: WhenEmpty, consolidateAfter: Never}}
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [{capacity}]}}
+"
+    )
+}
+
+/// Disruptions of a NodePool (issue 56), with the real Karpenter in two zones, m5.large
+/// (0.096/h, or 0.04/h spot) and m5.xlarge (0.192/h), at 20x:
+/// - a stockout of m5.large for the whole run: Karpenter launches m5.xlarge instead;
+/// - a zone outage of us-east-1a (where the pod prefers to run): the node there fails, its pod
+///   is evicted by the real node lifecycle controller, and Karpenter, its offerings in the
+///   zone withdrawn, launches the replacement in us-east-1b;
+/// - a spot interruption: Karpenter's spot node is drained and ended, and Karpenter launches
+///   another for the pod.
+#[tokio::test(flavor = "multi_thread")]
+async fn karpenter_meets_stockouts_zone_outages_and_spot_interruptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["--karpenter".to_owned()];
+    for (name, skeleton) in [
+        ("m5-large", M5_LARGE_SKELETON),
+        ("m5-xlarge", M5_XLARGE_SKELETON),
+    ] {
+        for zone in ["us-east-1a", "us-east-1b"] {
+            let file = write(
+                dir.path(),
+                &format!("{name}-{zone}.yaml"),
+                &skeleton.replace("us-east-1a", zone),
+            );
+            args.extend(["--instance-type".to_owned(), file]);
+        }
+    }
+    let pricing = write(
+        dir.path(),
+        "pricing.yaml",
+        "pricing:\n  instanceTypes: {m5.large: 0.096, m5.xlarge: 0.192}\n  \
+         spotInstanceTypes: {m5.large: 0.04}\n",
+    );
+    args.extend(["--provider-config".to_owned(), pricing]);
+    let up = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Up::start(&args)
+    })
+    .await
+    .unwrap();
+    let client = up.client().await;
+
+    // One pod of a CPU that would rather run in us-east-1a, for `minutes` recorded minutes.
+    let trace_of = |name: &str, minutes: i64| {
+        let mut web = serde_json::to_value(common::web("general", 1, json!({}))).unwrap();
+        web["spec"]["template"]["spec"]["affinity"] = json!({"nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
+                "matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
+                                      "values": ["us-east-1a"]}]}}]}});
+        let path = dir.path().join(name);
+        common::write_trace(
+            &path,
+            [
+                (START_MS, common::deployment(&web)),
+                (START_MS + minutes * 60_000, common::deployment(&web)),
+            ],
+            &[],
+        );
+        path.to_str().unwrap().to_owned()
+    };
+
+    // m5.large out of stock throughout; us-east-1a away from 1m for 10m.
+    let on_demand = write(dir.path(), "on-demand.yaml", &steady_nodepool("on-demand"));
+    let trace = trace_of("outage.ktrace", 14);
+    let (seen, watch) = karpenter_nodes_seen(&client);
+    let run = tokio::task::block_in_place(|| {
+        up.ksim(&[
+            "run",
+            &trace,
+            "--speed",
+            "20",
+            "--nodepool",
+            &on_demand,
+            "--stockout",
+            "group=general,at=0s,instance-type=m5.large",
+            "--zone-outage",
+            "zone=us-east-1a,at=1m,for=10m",
+        ])
+    });
+    watch.abort();
+    let (printed, report) = printed_report(&run);
+    let nodes = seen.lock().unwrap().clone();
+    let outcomes = report["disruptions"]["outcomes"].as_array().unwrap();
+    let outage = outcomes
+        .iter()
+        .find(|o| o["kind"] == "zone-outage")
+        .unwrap_or_else(|| panic!("{printed}"));
+    let failed: Vec<&str> = outage["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    // The node Karpenter launched first, in the zone the pod prefers, failed with it.
+    assert_eq!(failed.len(), 1, "{outage:#}\n{nodes:?}");
+    let (zone, _, _, failed_seen) = nodes[failed[0]].clone();
+    assert_eq!(zone, "us-east-1a", "{nodes:?}");
+    // Every node an m5.xlarge, on demand: m5.large was out of stock.
+    assert!(
+        nodes.values().all(
+            |(_, instance_type, capacity, _)| instance_type == "m5.xlarge"
+                && capacity == "on-demand"
+        ),
+        "{nodes:?}"
+    );
+    // The pod's replacement: launched after the failure, in the zone that works.
+    let after: Vec<&String> = nodes
+        .iter()
+        .filter(|(_, (_, _, _, at))| *at > failed_seen)
+        .map(|(_, (zone, ..))| zone)
+        .collect();
+    assert!(
+        !after.is_empty() && after.iter().all(|zone| *zone == "us-east-1b"),
+        "{nodes:?}\n{printed}"
+    );
+    let web = &report["disruptions"]["workloads"][0];
+    assert_eq!(web["name"], "Deployment/shop/web", "{report:#}");
+    assert_eq!(web["lowest_ready"], 0, "{web:#}");
+    assert_eq!(outage["recovered"], true, "{outage:#}");
+    let stockout = outcomes.iter().find(|o| o["kind"] == "stockout").unwrap();
+    assert_eq!(stockout["error"], Value::Null, "{stockout:#}");
+    assert_eq!(karpenters(&client).await, (0, 0, 0), "{printed}");
+
+    // Spot m5.large is the cheapest offering: one interrupted 1m in.
+    let spot = write(dir.path(), "spot.yaml", &steady_nodepool("spot, on-demand"));
+    let trace = trace_of("spot.ktrace", 5);
+    let (seen, watch) = karpenter_nodes_seen(&client);
+    let run = tokio::task::block_in_place(|| {
+        up.ksim(&[
+            "run",
+            &trace,
+            "--speed",
+            "20",
+            "--nodepool",
+            &spot,
+            "--spot-interruption",
+            "group=general,at=1m",
+        ])
+    });
+    watch.abort();
+    let (printed, report) = printed_report(&run);
+    let nodes = seen.lock().unwrap().clone();
+    let outcomes = report["disruptions"]["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 1, "{printed}");
+    let interrupted = outcomes[0]["nodes"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{printed}"));
+    assert_eq!(
+        outcomes[0]["pods_lost"], 0,
+        "drained in its notice: {printed}"
+    );
+    assert!(
+        nodes.values().all(
+            |(_, instance_type, capacity, _)| instance_type == "m5.large" && capacity == "spot"
+        ),
+        "{nodes:?}"
+    );
+    assert!(nodes.len() >= 2, "a replacement was launched: {nodes:?}");
+    let removed: Vec<&str> = report["node_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|change| change["kind"] == "removed")
+        .map(|change| change["node"].as_str().unwrap())
+        .collect();
+    assert!(removed.contains(&interrupted), "{printed}");
+    // Priced at the spot offering Karpenter launched.
+    assert!(priced_at(&report, 0.04), "{:#}", report["costs"]);
+    assert_eq!(karpenters(&client).await, (0, 0, 0), "{printed}");
+}
