@@ -42,6 +42,12 @@ pub fn build(obs: &Observations) -> Report {
             pending.len() as u64,
         ));
     }
+    let end = recorded(replay_end(obs), obs.speed);
+    let disruptions = obs.disruptions.as_ref().map(|observed| {
+        let mut disruptions = disruptions::disruptions(observed, replay_end(obs), obs.speed);
+        disruptions::count_nodes_added(&mut disruptions, &node_changes, end);
+        disruptions
+    });
     Report {
         simulation_id: obs.simulation_id.clone(),
         complete: obs.complete,
@@ -99,10 +105,7 @@ pub fn build(obs: &Observations) -> Report {
         nodes_kept: obs.nodes_kept.clone(),
         warnings,
         trace_transforms: obs.trace_transforms.clone(),
-        disruptions: obs
-            .disruptions
-            .as_ref()
-            .map(|observed| disruptions::disruptions(observed, replay_end(obs), obs.speed)),
+        disruptions,
     }
 }
 

@@ -7,10 +7,36 @@ use std::time::Duration;
 use ksim_proto::json::of_millis;
 
 use crate::{
-    DisruptionOutcome, Disruptions, WorkloadAvailability,
+    DisruptionOutcome, Disruptions, NodeChange, NodeChangeCause, NodeChangeKind,
+    WorkloadAvailability,
     input::{ObservedAvailability, ObservedDisruptions, ReadyPoint},
     timeline::{millis, recorded},
 };
+
+/// Counts in each disruption that began the nodes added by the autoscalers from its start to
+/// its end (`end`, recorded, when it has none): `changes` are the report's node changes, in
+/// recorded time.
+pub fn count_nodes_added(disruptions: &mut Disruptions, changes: &[NodeChange], end: Duration) {
+    let recorded_of = |offset: Option<&prost_types::Duration>| {
+        offset.and_then(|offset| Duration::try_from(*offset).ok())
+    };
+    for outcome in &mut disruptions.outcomes {
+        if !outcome.error.is_empty() {
+            continue;
+        }
+        let from = recorded_of(outcome.offset.as_ref()).unwrap_or_default();
+        let until = recorded_of(outcome.recovered_offset.as_ref()).unwrap_or(end);
+        outcome.nodes_added = changes
+            .iter()
+            .filter(|change| {
+                change.kind() == NodeChangeKind::Added
+                    && change.cause() == NodeChangeCause::Autoscaler
+                    && recorded_of(change.offset.as_ref())
+                        .is_some_and(|at| from <= at && at <= until)
+            })
+            .count() as u64;
+    }
+}
 
 /// The report's disruptions from what the replay observed, up to `end` (wall clock since the
 /// replay start, the last sample's offset).
@@ -54,6 +80,8 @@ pub fn disruptions(observed: &ObservedDisruptions, end: Duration, speed: f64) ->
                 pods_lost: disruption.pods_lost,
                 recorded_node: disruption.recorded_node.clone(),
                 stuck_drains: disruption.stuck_drains.clone(),
+                // Counted from the report's node changes ([`count_nodes_added`]).
+                nodes_added: 0,
             }
         })
         .collect();
@@ -260,6 +288,42 @@ mod tests {
             ],
             blocked: vec![(secs(31), "Deployment/shop/web".into())],
         }
+    }
+
+    #[test]
+    fn the_nodes_the_autoscalers_added_while_each_lasted_are_counted() {
+        let change = |at: u64, kind: NodeChangeKind, cause: NodeChangeCause| {
+            let mut change = NodeChange {
+                offset: Some(of_millis(at * 1000)),
+                node: format!("n-{at}"),
+                ..NodeChange::default()
+            };
+            change.set_kind(kind);
+            change.set_cause(cause);
+            change
+        };
+        let changes = [
+            // In the failure's window only (100 s to 400 s recorded at 10x).
+            change(150, NodeChangeKind::Added, NodeChangeCause::Autoscaler),
+            // Not the autoscalers': a fixed group's, a node back under its name, a removal.
+            change(200, NodeChangeKind::Added, NodeChangeCause::Pool),
+            change(360, NodeChangeKind::Added, NodeChangeCause::Reregistration),
+            change(350, NodeChangeKind::Removed, NodeChangeCause::Autoscaler),
+            // The spot interruption's (300 s to 420 s).
+            change(410, NodeChangeKind::Added, NodeChangeCause::Autoscaler),
+        ];
+        let mut report = disruptions(&observed(), secs(60), 10.0);
+        count_nodes_added(&mut report, &changes, secs(600));
+        let added: Vec<(&str, u64)> = report
+            .outcomes
+            .iter()
+            .map(|outcome| (outcome.error.as_str(), outcome.nodes_added))
+            .collect();
+        assert_eq!(
+            added,
+            [("", 1), ("the run ended before it", 0), ("", 1)],
+            "{report:?}"
+        );
     }
 
     #[test]

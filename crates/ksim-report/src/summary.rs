@@ -297,7 +297,11 @@ fn disruption_lines(disruptions: &pb::Disruptions) -> Vec<String> {
                 ),
                 _ => String::new(),
             };
-            format!("{what}: {nodes}, {back}{drained}; {recovery}")
+            let added = match outcome.nodes_added {
+                0 => String::new(),
+                added => format!("; {added} node(s) added meanwhile"),
+            };
+            format!("{what}: {nodes}, {back}{drained}; {recovery}{added}")
         } else {
             format!("{what}: not applied: {}", outcome.error)
         };
@@ -1141,6 +1145,7 @@ mod tests {
                     pods_lost: 0,
                     recorded_node: String::new(),
                     stuck_drains: Vec::new(),
+                    nodes_added: 0,
                 },
                 pb::DisruptionOutcome {
                     kind: "node-failure".into(),
@@ -1157,6 +1162,7 @@ mod tests {
                     nodes: vec!["east-1".into(), "m5-b".into()],
                     recovered_offset: Some(millis(720_000)),
                     recovered: true,
+                    nodes_added: 2,
                     ..Default::default()
                 },
                 pb::DisruptionOutcome {
@@ -1217,7 +1223,7 @@ mod tests {
              the run; workloads whole again after 1m35s\n",
             "                     node-failure of m5 at 15m00s: not applied: the run ended before it\n",
             "                     zone-outage of us-east-1a (east,m5) at 2m00s: 2 node(s) (east-1, \
-             m5-b), over at 12m00s; no workload dropped\n",
+             m5-b), over at 12m00s; no workload dropped; 2 node(s) added meanwhile\n",
             "                     stockout of west at 0ms: scale-ups refused, not over within the run; \
              no workload dropped\n",
             "                     recorded-failure of m5 (recorded ip-10-0-1-7) at 10m00s: 1 \

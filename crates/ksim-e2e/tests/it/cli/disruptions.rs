@@ -662,8 +662,20 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
         "{added:?}"
     );
     assert!(added.iter().all(|(group, _)| *group == "west"), "{added:?}");
+    // The outage's outcome counts what CA added while it lasted.
+    let began = seconds(&outage["offset_ms"]);
+    let during = added
+        .iter()
+        .filter(|(_, at)| (began..=back).contains(at))
+        .count() as u64;
+    assert!(during > 0, "{added:?}");
+    assert_eq!(outage["nodes_added"].as_u64(), Some(during), "{outage:#}");
     assert!(
         printed.contains("zone-outage of us-east-1a (east) at "),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!("; {during} node(s) added meanwhile")),
         "{printed}"
     );
 }
