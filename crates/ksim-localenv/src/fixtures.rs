@@ -11,6 +11,9 @@ use ksim_nodes::{
 };
 use serde_json::{Value, json};
 
+/// The extended resource NVIDIA's device plugin advertises whole GPUs as.
+const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
 /// The example m5.large node skeleton (`deploy/vnode/examples/skeleton-m5-large.yaml`), the
 /// one the docs use: the tests' default node.
 pub const M5_LARGE_SKELETON: &str =
@@ -30,6 +33,12 @@ status:
   capacity: { cpu: "4", memory: 16Gi, pods: "110", ephemeral-storage: 100Gi }
   allocatable: { cpu: 3920m, memory: 15Gi, pods: "110", ephemeral-storage: 95Gi }
 "#;
+
+/// The example GPU skeleton (`deploy/vnode/examples/skeleton-p3-2xlarge.yaml`): a p3.2xlarge
+/// with one `nvidia.com/gpu`, its GPU type under `ksim.io/gpu-type`, tainted
+/// `nvidia.com/gpu=present:NoSchedule` ([`Workload::gpus`] tolerates it).
+pub const P3_2XLARGE_SKELETON: &str =
+    include_str!("../../../deploy/vnode/examples/skeleton-p3-2xlarge.yaml");
 
 /// An m5.large (1930m CPU, 7Gi memory allocatable, 29 pods) tainted `dedicated=sim:NoSchedule`,
 /// as a dedicated group's nodes are: the cloud provider's tests check that CA's node templates
@@ -131,6 +140,7 @@ pub struct Workload {
     namespace: Option<String>,
     image: String,
     requests: Option<(String, String)>,
+    gpus: u32,
     placement: Placement,
     pod_labels: BTreeMap<String, String>,
 }
@@ -145,6 +155,7 @@ impl Workload {
             namespace: None,
             image: "registry.example/app:1".to_owned(),
             requests: None,
+            gpus: 0,
             placement: Placement::Anywhere,
             pod_labels: BTreeMap::new(),
         }
@@ -163,6 +174,13 @@ impl Workload {
     /// Each pod asks for `cpu` and `memory`.
     pub fn requests(mut self, cpu: &str, memory: &str) -> Self {
         self.requests = Some((cpu.to_owned(), memory.to_owned()));
+        self
+    }
+
+    /// Each pod asks for `gpus` whole GPUs (`nvidia.com/gpu`, an extended resource: requests
+    /// and limits alike) and tolerates GPU nodes' `nvidia.com/gpu` taint.
+    pub fn gpus(mut self, gpus: u32) -> Self {
+        self.gpus = gpus;
         self
     }
 
@@ -192,12 +210,23 @@ impl Workload {
         if let Some((cpu, memory)) = &self.requests {
             container["resources"] = json!({ "requests": { "cpu": cpu, "memory": memory } });
         }
+        if self.gpus > 0 {
+            let gpus = self.gpus.to_string();
+            container["resources"]["requests"][GPU_RESOURCE] = json!(gpus);
+            container["resources"]["limits"] = json!({ GPU_RESOURCE: gpus });
+        }
         let mut pod_spec = json!({ "containers": [container] });
-        let tolerations = json!([
+        let mut tolerations = json!([
             { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
             { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
         ]);
+        if self.gpus > 0
+            && let Some(list) = tolerations.as_array_mut()
+        {
+            list.push(json!({ "key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule" }));
+        }
         match &self.placement {
+            Placement::Anywhere if self.gpus > 0 => pod_spec["tolerations"] = tolerations,
             Placement::Anywhere => {}
             Placement::Group(group) => {
                 pod_spec["nodeSelector"] = json!({ GROUP_LABEL: group });

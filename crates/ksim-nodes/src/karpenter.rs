@@ -146,7 +146,7 @@ pub enum InstanceTypeError {
 ///   `kubernetes.io/os` labels, else its `nodeInfo`, else `amd64` and `linux`: what the pool
 ///   labels its virtual nodes with, so a Karpenter node and a pool node of one skeleton agree.
 /// - `resources` are the skeleton's capacity of cpu and memory (required), pods and
-///   ephemeral-storage (when given), as written. Other labels and taints of the skeleton are
+///   ephemeral-storage (when given) and extended resources (`nvidia.com/gpu`), as written. Other labels and taints of the skeleton are
 ///   not part of an instance type: Karpenter takes a node's labels and taints from its NodePool.
 /// - `offerings`: on demand at the price, and spot at the spot price if it has one, in the
 ///   skeleton's `topology.kubernetes.io/zone`, or in [`DEFAULT_ZONE`] when it has none. A
@@ -197,6 +197,13 @@ pub fn instance_types(
                     });
                 }
                 None => {}
+            }
+        }
+        // Extended resources (a device plugin's `nvidia.com/gpu`): Karpenter fits pods that
+        // ask for them only to types that have them.
+        for (resource, quantity) in &skeleton.capacity {
+            if resource.contains('/') {
+                resources.insert(resource.clone(), quantity.clone());
             }
         }
         let zone = skeleton
@@ -468,6 +475,19 @@ status:
         pricing.spot_instance_types = [("m5.large".to_owned(), -1.0)].into();
         let error = instance_types(&[skeleton(M5_LARGE)], &pricing).unwrap_err();
         assert!(matches!(error, InstanceTypeError::BadPrice { price, .. } if price == -1.0));
+    }
+
+    #[test]
+    fn a_gpu_type_carries_its_gpus_and_no_hugepages() {
+        let gpu = skeleton(
+            "metadata:\n  labels: {node.kubernetes.io/instance-type: p3.8xlarge}\n\
+             status:\n  capacity: {cpu: '32', memory: 244Gi, nvidia.com/gpu: '4', \
+             hugepages-1Gi: '0'}\n",
+        );
+        let types = instance_types(&[gpu], &prices(&[("p3.8xlarge", 12.24)])).unwrap();
+        let names: Vec<&str> = types[0].resources.keys().map(String::as_str).collect();
+        assert_eq!(names, ["cpu", "memory", "nvidia.com/gpu", "pods"]);
+        assert_eq!(types[0].resources["nvidia.com/gpu"], Quantity("4".into()));
     }
 
     #[test]

@@ -232,15 +232,18 @@ async fn cheapest_types_on(version: &str) {
 async fn instance_types_and_prices_come_from_ksims_skeletons_and_pricing() {
     // Two of ksim's example skeletons, priced as the cloud provider's config prices them
     // (pricing.instanceTypes): m5.large (2 CPU, 7910Mi) and m5.xlarge (4 CPU, 15546Mi).
+    // And the GPU example, p3.2xlarge (8 CPU, one nvidia.com/gpu).
     let skeletons = [
         include_str!("../../../../deploy/vnode/examples/skeleton-m5-large.yaml"),
         include_str!("../../../../deploy/vnode/examples/skeleton-m5-xlarge.yaml"),
+        include_str!("../../../../deploy/vnode/examples/skeleton-p3-2xlarge.yaml"),
     ]
     .map(|yaml| NodeSkeleton::from_yaml(yaml).unwrap());
     let pricing = Pricing {
         instance_types: BTreeMap::from([
             ("m5.large".to_owned(), 0.096),
             ("m5.xlarge".to_owned(), 0.192),
+            ("p3.2xlarge".to_owned(), 3.06),
         ]),
         ..Pricing::default()
     };
@@ -287,4 +290,33 @@ async fn instance_types_and_prices_come_from_ksims_skeletons_and_pricing() {
         "{}",
         karpenter.log_tail()
     );
+
+    // A pod asking for a GPU (the device plugin's extended resource) fits only the type whose
+    // skeleton has one, however dear.
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &gpu_pod("train"))
+        .await
+        .unwrap();
+    let all = launched(&client, 3).await;
+    let gpu: Vec<String> = all
+        .iter()
+        .filter(|claim| {
+            !claims
+                .iter()
+                .any(|old| old.metadata.name == claim.metadata.name)
+        })
+        .map(instance_type)
+        .collect();
+    assert_eq!(gpu, ["p3.2xlarge"], "{}", karpenter.log_tail());
+}
+
+/// A bare pod asking for one whole GPU (`nvidia.com/gpu`, requests and limits alike).
+fn gpu_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "registry.example/app:1",
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                          "limits": {"nvidia.com/gpu": "1"}}}]}
+    }))
+    .unwrap()
 }

@@ -366,6 +366,56 @@ async fn real_ca_scales_two_groups_from_zero_each_for_the_pods_that_select_it() 
     assert_eq!(resizes.increased("c5"), 2);
 }
 
+/// GPUs as the device plugin advertises them (issue 57): a GPU group scaled from zero only for
+/// the pod that asks for a GPU. CA learns the GPU type label from the provider (`GPULabel`)
+/// and takes a node with it for not ready until it has `nvidia.com/gpu` allocatable, which the
+/// pool's node has from its skeleton at once; the template of the empty group (the skeleton)
+/// tells it the GPU pod fits there. The CPU pods would fit the GPU node's CPU too, but its
+/// taint keeps them on the CPU group, as in production.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_grows_the_gpu_group_from_zero_for_the_gpu_pod_only() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
+    create_seats(
+        &env.client,
+        &seat_deployment("p3", 0, 0, 2, P3_2XLARGE_SKELETON),
+    )
+    .await;
+    let _ca = started(autoscaler(&env, plaintext(address))).await;
+    assert_eq!(env.provider.gpu_types(), ["nvidia-tesla-v100"]);
+
+    let deployments = Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE);
+    for workload in [
+        Workload::new("web", 2)
+            .requests("1500m", "1Gi")
+            .on_any_group(),
+        Workload::new("train", 1)
+            .requests("1", "1Gi")
+            .gpus(1)
+            .on_any_group(),
+    ] {
+        deployments
+            .create(&PostParams::default(), &workload.deployment())
+            .await
+            .unwrap();
+    }
+    let web = running_pods(&env, "web", 2).await;
+    let train = running_pods(&env, "train", 1).await;
+    let gpu_nodes = node_names(&env.client, "p3").await;
+    assert_eq!(gpu_nodes.len(), 1, "{gpu_nodes:?}");
+    assert_eq!(nodes_of_pods(&train), gpu_nodes);
+    assert_eq!(nodes_of_pods(&web), node_names(&env.client, "m5").await);
+    assert_eq!(resizes.increased("p3"), 1);
+    assert_eq!(resizes.increased("m5"), 2);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn real_ca_removes_many_nodes_at_once_exactly_those_it_named_and_evicts_no_kept_pod() {
     let env = start().await;
