@@ -1,5 +1,5 @@
 //! The ksim trace file format: writing, reading and validating trace files, and converting
-//! SimKube traces into them.
+//! SimKube traces and Alibaba's GPU cluster trace into them.
 //!
 //! A trace file is one zstd stream. Decompressed, it is a sequence of [`pb::TraceRecord`]
 //! messages, each preceded by its length as a protobuf varint: a header first, then events in
@@ -11,6 +11,7 @@
 //!   every rule above as it goes; [`read_trace`] reads a whole file held in memory.
 //! - [`inspect`] summarises a file without keeping its records.
 //! - [`simkube`] converts a SimKube trace (format version 2, MessagePack).
+//! - [`alibaba`] converts Alibaba's GPU cluster trace v2023 (a node list and a pod list, CSV).
 //! - [`detect_format`] tells the two formats apart from a file's first bytes.
 //! - [`time`] converts trace milliseconds to and from protobuf timestamps.
 //! - [`gvk`] names kinds as SimKube and kubectl write them ("apps/v1.Deployment").
@@ -24,6 +25,7 @@
 //! [`MAX_RECORD_BYTES`]. `deploy/fuzz.sh` fuzzes the reader and the converter (the cargo-fuzz
 //! project in `crates/ksim-trace/fuzz`).
 
+pub mod alibaba;
 pub mod cel_limits;
 mod detect;
 mod error;

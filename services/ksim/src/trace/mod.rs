@@ -38,13 +38,14 @@ pub enum TraceCommand {
         /// The trace file (ksim or SimKube).
         file: PathBuf,
     },
-    /// Convert a SimKube trace (MessagePack, format version 2) into a ksim trace file.
-    Convert {
-        /// The SimKube trace.
-        input: PathBuf,
-        /// The ksim trace file to write.
-        output: PathBuf,
-    },
+    /// Convert a SimKube trace (MessagePack, format version 2) into a ksim trace file, or with
+    /// --from alibaba-gpu-v2023 Alibaba's GPU cluster trace v2023 (a node list and a pod list,
+    /// CSV): its pods replayed, its nodes and scheduling kept as recorded state, its node groups'
+    /// skeletons written with --node-groups.
+    #[command(override_usage = "ksim trace convert <INPUT> <OUTPUT>\n       \
+        ksim trace convert --from alibaba-gpu-v2023 --nodes <NODES.csv> --pods <PODS.csv> \
+        [--node-groups <DIR>] [--gpu-shares <POLICY>] [--namespace <NAME>] [--start <TIME>] <OUTPUT>")]
+    Convert(convert::ConvertArgs),
     /// Check a trace against the rules a replay needs (missing references, absent owners,
     /// server fields, unknown kinds, event order); --fix writes a corrected trace.
     Validate(validate::ValidateArgs),
@@ -98,7 +99,7 @@ pub async fn run(command: TraceCommand) -> anyhow::Result<()> {
         TraceCommand::Generate(args) => generate::run(args),
         TraceCommand::Import(args) => import::run(args).await,
         TraceCommand::Inspect { file } => inspect::run(&file),
-        TraceCommand::Convert { input, output } => convert::run(&input, &output),
+        TraceCommand::Convert(args) => convert::run(args),
         TraceCommand::Validate(args) => validate::run(args).await,
         TraceCommand::Explain { rule } => validate::explain(rule),
         TraceCommand::Show(args) => show::run(args),
