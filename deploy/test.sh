@@ -203,6 +203,11 @@ fi
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
 
+# The third-party data the tests read (the converter's tests read Alibaba's GPU trace from
+# ../shared/third_party): checked against its checksums before anything uses it.
+(cd ../shared/third_party/alibaba-gpu-v2023 && sha256sum --check --quiet SHA256SUMS) ||
+  { echo "../shared/third_party/alibaba-gpu-v2023 does not match its SHA256SUMS" >&2; exit 1; }
+
 step "architecture invariants"
 # First: it builds no ksim crate, so a module cycle, an impure domain module or a stale codemap
 # fails here in a minute (ARCHITECTURE.md, Invariants).
