@@ -142,8 +142,8 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
         );
     }
 
-    // The directions: the lower target ran more replicas on more nodes, the higher fewer on
-    // fewer (the assertion above held node-hours; here the comparison's own figures).
+    // The directions: the lower target ran more replicas on more nodes, the higher fewer on no
+    // more (the assertion above held node-hours; here the comparison's own figures).
     let comparison: Value = serde_json::from_slice(
         &std::fs::read(dir.join("hpa-results").join("comparison.json")).unwrap(),
     )
@@ -169,9 +169,11 @@ async fn the_manuals_hpa_target_what_if_runs_on_a_recording_of_ksim_up() {
         replica_hours[1] > replica_hours[0] && replica_hours[2] < replica_hours[0],
         "{replica_hours:?}"
     );
+    // Fewer replicas need no more nodes; whether CA removes the one they leave before the
+    // trace ends is timing (a run saw it stay), so only the lower target's is strict.
     let node_hours = figure("node_hours");
     assert!(
-        node_hours[1] > node_hours[0] && node_hours[2] < node_hours[0],
+        node_hours[1] > node_hours[0] && node_hours[2] <= node_hours[0],
         "{node_hours:?}"
     );
     assert_eq!(figure("oom_kills"), [0.0, 0.0, 0.0]);
