@@ -141,33 +141,15 @@ pub async fn end_instance(
     group: &str,
     node: &str,
 ) -> Result<(), ClusterError> {
-    let api = Api::<Pod>::namespaced(client.clone(), namespace);
-    let what = || format!("the seat of node {node}");
-    // Only a seat of the group: the name alone is not trusted.
-    let seat = api
-        .get_opt(node)
-        .await
-        .map_err(|e| ClusterError::new("reading", what(), e))?;
-    let Some(seat) = seat.filter(|seat| {
-        seat.labels()
-            .get(ksim_nodes::labels::GROUP_LABEL)
-            .map(String::as_str)
-            == Some(group)
-    }) else {
-        return Ok(());
-    };
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: seat.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(node, &params).await {
-        Ok(_) => Ok(()),
-        Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
-        Err(error) => Err(ClusterError::new("deleting", what(), error)),
-    }
+    let seats = Api::<Pod>::namespaced(client.clone(), namespace);
+    delete_labelled(
+        &seats,
+        node,
+        ksim_nodes::labels::GROUP_LABEL,
+        group,
+        &format!("the seat of node {node}"),
+    )
+    .await
 }
 
 /// Ends the instance of `node`, a node Karpenter launched for NodePool `node_pool`: deletes
@@ -178,20 +160,36 @@ pub async fn end_karpenter_instance(
     node_pool: &str,
     node: &str,
 ) -> Result<(), ClusterError> {
-    let api = Api::<Node>::all(client.clone());
-    let what = || format!("Karpenter's node {node}");
-    // Only a node of the NodePool: the name alone is not trusted.
+    let nodes = Api::<Node>::all(client.clone());
+    delete_labelled(
+        &nodes,
+        node,
+        KARPENTER_NODEPOOL_LABEL,
+        node_pool,
+        &format!("Karpenter's node {node}"),
+    )
+    .await
+}
+
+/// Deletes the object `name` when it carries `label`=`value` (the name alone is not trusted),
+/// that very object (its uid a precondition); gone already, or another's, is nothing to do.
+async fn delete_labelled<K>(
+    api: &Api<K>,
+    name: &str,
+    label: &str,
+    value: &str,
+    what: &str,
+) -> Result<(), ClusterError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let found = api
-        .get_opt(node)
+        .get_opt(name)
         .await
-        .map_err(|e| ClusterError::new("reading", what(), e))?;
-    let Some(found) = found.filter(|found| {
-        found
-            .labels()
-            .get(KARPENTER_NODEPOOL_LABEL)
-            .map(String::as_str)
-            == Some(node_pool)
-    }) else {
+        .map_err(|e| ClusterError::new("reading", what, e))?;
+    let Some(found) =
+        found.filter(|found| found.labels().get(label).map(String::as_str) == Some(value))
+    else {
         return Ok(());
     };
     let params = DeleteParams {
@@ -201,10 +199,10 @@ pub async fn end_karpenter_instance(
         }),
         ..DeleteParams::default()
     };
-    match api.delete(node, &params).await {
+    match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(error) if ksim_kube::is_not_found(&error) => Ok(()),
-        Err(error) => Err(ClusterError::new("deleting", what(), error)),
+        Err(error) => Err(ClusterError::new("deleting", what, error)),
     }
 }
 
