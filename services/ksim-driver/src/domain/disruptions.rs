@@ -160,11 +160,19 @@ impl Disruption {
         }
     }
 
-    /// The group it hits; a zone outage's groups, comma-separated.
+    /// The group it hits; a zone outage's groups and NodePools, comma-separated.
     pub fn group(&self) -> String {
         match self {
             Self::NodeFailure(failure) => failure.group.clone(),
-            Self::ZoneOutage(outage) => outage.groups.join(","),
+            Self::ZoneOutage(outage) => {
+                let hit: Vec<&str> = outage
+                    .groups
+                    .iter()
+                    .chain(&outage.node_pools)
+                    .map(String::as_str)
+                    .collect();
+                hit.join(",")
+            }
             Self::Stockout(stockout) => stockout.group.clone(),
             Self::SpotInterruption(spot) => spot.group.clone(),
             Self::Recorded(failure) => failure.group.clone(),
@@ -970,7 +978,7 @@ mod tests {
         );
         assert_eq!(
             (checked[0].group(), checked[0].zone()),
-            ("m5,east".to_owned(), "us-east-1a")
+            ("m5,east,spot".to_owned(), "us-east-1a")
         );
         assert_eq!(
             checked[1],

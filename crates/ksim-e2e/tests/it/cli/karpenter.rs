@@ -590,11 +590,28 @@ async fn an_experiment_compares_cluster_autoscaler_and_karpenter_on_the_demo_tra
 }
 
 /// Karpenter's nodes as a watch saw them: by name, their zone, instance type and capacity
-/// type, and when each was first seen (since the watch began), until the task is aborted.
-type SeenNodes = Arc<Mutex<BTreeMap<String, (String, String, String, std::time::Duration)>>>;
+/// type, and when each was first seen (since the watch began).
+type SeenNodes = BTreeMap<String, (String, String, String, std::time::Duration)>;
 
-fn karpenter_nodes_seen(client: &kube::Client) -> (SeenNodes, tokio::task::JoinHandle<()>) {
-    let seen: SeenNodes = Arc::default();
+/// `ksim run` with `args` while a watch notes Karpenter's nodes: what it printed, its report,
+/// and the nodes.
+async fn run_seeing_nodes(
+    up: &Up,
+    client: &kube::Client,
+    args: &[&str],
+) -> (String, Value, SeenNodes) {
+    let (seen, watch) = karpenter_nodes_seen(client);
+    let run = tokio::task::block_in_place(|| up.ksim(args));
+    watch.abort();
+    let (printed, report) = printed_report(&run);
+    let nodes = seen.lock().unwrap().clone();
+    (printed, report, nodes)
+}
+
+fn karpenter_nodes_seen(
+    client: &kube::Client,
+) -> (Arc<Mutex<SeenNodes>>, tokio::task::JoinHandle<()>) {
+    let seen: Arc<Mutex<SeenNodes>> = Arc::default();
     let events = watcher(
         Api::<Node>::all(client.clone()),
         watcher::Config::default().labels("karpenter.sh/nodepool"),
@@ -706,9 +723,10 @@ async fn karpenter_meets_stockouts_zone_outages_and_spot_interruptions() {
     // m5.large out of stock throughout; us-east-1a away from 1m for 10m.
     let on_demand = write(dir.path(), "on-demand.yaml", &steady_nodepool("on-demand"));
     let trace = trace_of("outage.ktrace", 14);
-    let (seen, watch) = karpenter_nodes_seen(&client);
-    let run = tokio::task::block_in_place(|| {
-        up.ksim(&[
+    let (printed, report, nodes) = run_seeing_nodes(
+        &up,
+        &client,
+        &[
             "run",
             &trace,
             "--speed",
@@ -719,11 +737,9 @@ async fn karpenter_meets_stockouts_zone_outages_and_spot_interruptions() {
             "group=general,at=0s,instance-type=m5.large",
             "--zone-outage",
             "zone=us-east-1a,at=1m,for=10m",
-        ])
-    });
-    watch.abort();
-    let (printed, report) = printed_report(&run);
-    let nodes = seen.lock().unwrap().clone();
+        ],
+    )
+    .await;
     let outcomes = report["disruptions"]["outcomes"].as_array().unwrap();
     let outage = outcomes
         .iter()
@@ -735,7 +751,9 @@ async fn karpenter_meets_stockouts_zone_outages_and_spot_interruptions() {
         .iter()
         .map(|n| n.as_str().unwrap())
         .collect();
-    // The node Karpenter launched first, in the zone the pod prefers, failed with it.
+    // The node Karpenter launched first, in the zone the pod prefers, failed with it; the
+    // outcome names the NodePool it hit.
+    assert_eq!(outage["node_group"], "general", "{outage:#}");
     assert_eq!(failed.len(), 1, "{outage:#}\n{nodes:?}");
     let (zone, _, _, failed_seen) = nodes[failed[0]].clone();
     assert_eq!(zone, "us-east-1a", "{nodes:?}");
@@ -770,9 +788,10 @@ async fn karpenter_meets_stockouts_zone_outages_and_spot_interruptions() {
     // Spot m5.large is the cheapest offering: one interrupted 1m in.
     let spot = write(dir.path(), "spot.yaml", &steady_nodepool("spot, on-demand"));
     let trace = trace_of("spot.ktrace", 5);
-    let (seen, watch) = karpenter_nodes_seen(&client);
-    let run = tokio::task::block_in_place(|| {
-        up.ksim(&[
+    let (printed, report, nodes) = run_seeing_nodes(
+        &up,
+        &client,
+        &[
             "run",
             &trace,
             "--speed",
@@ -781,11 +800,9 @@ async fn karpenter_meets_stockouts_zone_outages_and_spot_interruptions() {
             &spot,
             "--spot-interruption",
             "group=general,at=1m",
-        ])
-    });
-    watch.abort();
-    let (printed, report) = printed_report(&run);
-    let nodes = seen.lock().unwrap().clone();
+        ],
+    )
+    .await;
     let outcomes = report["disruptions"]["outcomes"].as_array().unwrap();
     assert_eq!(outcomes.len(), 1, "{printed}");
     let interrupted = outcomes[0]["nodes"][0]
