@@ -53,6 +53,9 @@ pub const PHASE_LABEL: &str = "ksim.io/alibaba-phase";
 pub const IMAGE: &str = "registry.example/alibaba:1";
 /// Pods a node takes: a kubelet's default `--max-pods`.
 pub const MAX_PODS_PER_NODE: &str = "110";
+/// The longest group name a run's `--node-group` takes (ksim-nodes' `MAX_POOL_GROUP_NAME_LEN`,
+/// which this crate cannot use).
+const MAX_GROUP_NAME_LEN: usize = 40;
 /// The label naming a node's group (ksim-nodes' `GROUP_LABEL`, which this crate cannot use).
 const GROUP_LABEL: &str = "ksim.io/node-group";
 
@@ -124,6 +127,12 @@ pub enum AlibabaError {
     },
     #[error("namespace {0:?} is not a DNS label (1-63 of a-z, 0-9 and '-')")]
     Namespace(String),
+    #[error(
+        "node group {name:?} (the nodes of GPU model {model:?}) is longer than the \
+         {MAX_GROUP_NAME_LEN} characters a run's --node-group takes: a model name that long \
+         cannot name a group"
+    )]
+    GroupName { name: String, model: String },
     #[error("the start {0} ms is outside the times a trace can hold (1970 to 9999)")]
     Start(i64),
     #[error(transparent)]
@@ -261,6 +270,15 @@ pub fn read(
     let nodes_read = read_nodes(nodes)?;
     let pods_read = read_pods(pods, gpu_shares)?;
     let (groups, node_groups) = node_groups(&nodes_read);
+    if let Some(long) = groups
+        .iter()
+        .find(|group| group.name.len() > MAX_GROUP_NAME_LEN)
+    {
+        return Err(AlibabaError::GroupName {
+            name: long.name.clone(),
+            model: long.shape.model.clone().unwrap_or_default(),
+        });
+    }
     Ok(Recording {
         nodes: nodes_read,
         pods: pods_read,
@@ -1327,6 +1345,31 @@ n-3,8000,32768,1,V100M16
         let b = &trace.lifecycles[1];
         assert_eq!((b.end_ms, b.outcome()), (0, pb::PodOutcome::Running));
         assert_eq!(recording.summary().never_scheduled, 1);
+    }
+
+    #[test]
+    fn a_model_too_long_to_name_a_group_is_refused_naming_it() {
+        let model = "V100-SXM2-32GB-EXTRA-LONG-NAME";
+        let nodes = format!("{NODES}n-4,96000,786432,8,{model}\n");
+        let read = read(
+            Csv {
+                name: "nodes.csv",
+                text: &nodes,
+            },
+            Csv {
+                name: "pods.csv",
+                text: &pods(&[]),
+            },
+            GpuShares::Whole,
+        );
+        let Err(error) = read else {
+            panic!("a 40-character group name was taken")
+        };
+        let message = error.to_string();
+        assert!(
+            message.contains(model) && message.contains("40 characters"),
+            "{message}"
+        );
     }
 
     #[test]
