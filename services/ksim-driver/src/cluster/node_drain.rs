@@ -26,7 +26,8 @@ pub struct DrainedPod {
 /// What one pass over a node's pods did.
 #[derive(Debug, Default)]
 pub struct Pass {
-    /// Pods still to go: their eviction was refused, or they are terminating.
+    /// Pods still to go: their eviction was refused, or they are terminating (those evicted in
+    /// this pass too).
     pub left: Vec<DrainedPod>,
     /// Those whose eviction a PodDisruptionBudget refused (429).
     pub blocked: Vec<DrainedPod>,
@@ -93,7 +94,8 @@ pub async fn evict_pods(
         }
         let api = Api::<Pod>::namespaced(evictions.clone(), &found.namespace);
         match api.evict(&found.name, &EvictParams::default()).await {
-            Ok(_) => {}
+            // Terminating now, still to go until its kubelet has it gone.
+            Ok(_) => pass.left.push(found),
             Err(error) if ksim_kube::is_not_found(&error) => continue,
             Err(error) if ksim_kube::status_code(&error) == Some(429) => {
                 pass.blocked.push(found.clone());

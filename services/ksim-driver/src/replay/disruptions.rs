@@ -489,19 +489,25 @@ async fn drain_until(
     drained
 }
 
-/// Deletes the pods still on `node` at once, as pods whose node is gone; how many.
+/// Deletes the pods still on `node` at once, as pods whose node is gone; how many of them
+/// were lost: not evicted (one evicted and still terminating is counted as evicted only).
 async fn take_pods(player: &Player, node: &str, problems: &mut Vec<String>) -> usize {
-    let left = match node_drain::pods_on(&player.client, node).await {
-        Ok(pods) => pods.iter().map(node_drain::drained).collect::<Vec<_>>(),
+    let pods = match node_drain::pods_on(&player.client, node).await {
+        Ok(pods) => pods,
         Err(error) => {
             problems.push(error.to_string());
             return 0;
         }
     };
+    let lost = pods
+        .iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .count();
+    let left: Vec<_> = pods.iter().map(node_drain::drained).collect();
     if let Err(error) = node_drain::delete_at_once(&player.client, &left).await {
         problems.push(error.to_string());
     }
-    left.len()
+    lost
 }
 
 /// Applies a disruption: the nodes it took, or why it took none.

@@ -135,11 +135,12 @@ fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(up: &Up) {
         1,
         "{disruptions:#}"
     );
-    // Recorded time, within a few buckets of what was asked.
+    // Recorded time, no earlier than asked and late by at most 2 s of wall clock (40 s at
+    // 20x): the machine may be busy.
     let began = seconds(&failure["offset_ms"]);
-    assert!((60.0..75.0).contains(&began), "{disruptions:#}");
+    assert!((60.0..100.0).contains(&began), "{disruptions:#}");
     let back = seconds(&failure["recovered_offset_ms"]);
-    assert!((510.0..530.0).contains(&back), "{disruptions:#}");
+    assert!((510.0..550.0).contains(&back), "{disruptions:#}");
 
     // The workload lost a ready pod when the controller found the node, and its pod was
     // evicted (its toleration ran out) before the node came back.
@@ -153,10 +154,10 @@ fn a_failed_node_is_found_by_the_control_plane_and_its_cost_reported(up: &Up) {
     let availability = web["availability"].as_f64().unwrap();
     assert!(availability > 0.0 && availability < 1.0, "{disruptions:#}");
     // No other node had room: the replacement ran only once the node was back, so the
-    // workload was whole again no sooner than the failure lasted, and before the end.
+    // workload was whole again no sooner than the node came back, and before the end.
     assert_eq!(failure["recovered"], true, "{disruptions:#}");
     let recovery = seconds(&failure["time_to_recovery_ms"]);
-    assert!(recovery >= 450.0 - 5.0, "{disruptions:#}");
+    assert!(began + recovery >= back - 0.01, "{disruptions:#}");
     let below = seconds(&web["time_below_desired_ms"]);
     assert!(
         below > 300.0 && below <= recovery + 5.0,
@@ -259,10 +260,10 @@ fn a_spot_interruption_drains_within_the_budget_and_the_group_replaces_the_node(
     assert_eq!(interrupted.len(), 1, "{disruptions:#}");
     // The notice at its time, the instance gone two minutes later (recorded time).
     let noticed = seconds(&spot["offset_ms"]);
-    assert!((120.0..135.0).contains(&noticed), "{disruptions:#}");
+    assert!((120.0..160.0).contains(&noticed), "{disruptions:#}");
     let gone = seconds(&spot["recovered_offset_ms"]);
     assert!(
-        (noticed + 115.0..noticed + 135.0).contains(&gone),
+        (noticed + 115.0..noticed + 160.0).contains(&gone),
         "{disruptions:#}"
     );
     // The budget held for the whole notice: nothing evicted, the pod lost with its node.
@@ -399,11 +400,11 @@ fn a_recorded_failure_is_replayed_at_its_recorded_time(up: &Up) {
         1,
         "{disruptions:#}"
     );
-    // Within one 5 s bucket of the recorded times.
+    // At the recorded times, late by at most 2 s of wall clock (40 s at 20x).
     let began = seconds(&failure["offset_ms"]);
-    assert!((90.0..95.0).contains(&began), "{disruptions:#}");
+    assert!((90.0..130.0).contains(&began), "{disruptions:#}");
     let back = seconds(&failure["recovered_offset_ms"]);
-    assert!((240.0..245.0).contains(&back), "{disruptions:#}");
+    assert!((240.0..280.0).contains(&back), "{disruptions:#}");
     assert!(
         printed.contains("recorded-failure of a (recorded rec-1) at "),
         "{printed}"
@@ -600,12 +601,17 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
         1,
         "{disruptions:#}"
     );
+    // Windows of a few seconds of wall clock (at 30x, 30 s recorded is 1 s): the machine may be
+    // busy.
     let back = seconds(&outage["recovered_offset_ms"]);
-    assert!((1560.0..1590.0).contains(&back), "{disruptions:#}");
+    assert!((1560.0..1650.0).contains(&back), "{disruptions:#}");
     // Every workload whole again only when the zone came back: the agent waited for its node.
-    let recovery = seconds(&outage["time_to_recovery_ms"]);
+    // Read from the outage's observed start, which may lag its scheduled one by more than the
+    // agent lagged the zone's return, so compared with the return, not with the 600 s.
+    let began = seconds(&outage["offset_ms"]);
+    let whole = began + seconds(&outage["time_to_recovery_ms"]);
     assert!(
-        (600.0..660.0).contains(&recovery),
+        (back - 0.01..back + 150.0).contains(&whole),
         "{disruptions:#}\nwaits: {:#}\nnode changes: {:#}\n{printed}",
         report["waits"],
         report["node_changes"]
@@ -663,7 +669,6 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
     );
     assert!(added.iter().all(|(group, _)| *group == "west"), "{added:?}");
     // The outage's outcome counts what CA added while it lasted.
-    let began = seconds(&outage["offset_ms"]);
     let during = added
         .iter()
         .filter(|(_, at)| (began..=back).contains(at))
