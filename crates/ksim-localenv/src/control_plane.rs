@@ -22,6 +22,12 @@ use crate::{
 };
 
 const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// The feature gates the apiserver, the scheduler and the controller manager run with beyond
+/// their release's defaults: consumable capacity (alpha in 1.34 and 1.35), so a device a
+/// skeleton shares between claims (`allowMultipleAllocations`) is allocated as shared. It only
+/// adds fields; slices and claims that do not use them are allocated as without it
+/// (docs/devices.md).
+pub const FEATURE_GATES: &str = "DRAConsumableCapacity=true";
 // The first address of SERVICE_CIDR: in-cluster clients reach the apiserver there.
 const KUBERNETES_SERVICE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -470,6 +476,7 @@ impl Starting<'_> {
         let apiserver_url = format!("https://127.0.0.1:{apiserver_port}");
         let mut args = vec![
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            format!("--feature-gates={FEATURE_GATES}"),
             format!("--secure-port={apiserver_port}"),
             "--bind-address=127.0.0.1".to_owned(),
             flag("--tls-cert-file", &apiserver_serving.cert),
@@ -622,6 +629,7 @@ impl Starting<'_> {
             "--bind-address=127.0.0.1".to_owned(),
             flag("--tls-cert-file", &serving.cert),
             flag("--tls-private-key-file", &serving.key),
+            format!("--feature-gates={FEATURE_GATES}"),
         ])
     }
 

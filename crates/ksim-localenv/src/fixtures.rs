@@ -39,6 +39,38 @@ status:
 /// `nvidia.com/gpu=present:NoSchedule` ([`Workload::gpus`] tolerates it).
 pub const P3_2XLARGE_SKELETON: &str =
     include_str!("../../../deploy/vnode/examples/skeleton-p3-2xlarge.yaml");
+/// The same instance type with its GPU allocated by DRA: the Node, then the ResourceSlice of
+/// one V100 (driver `gpu.ksim.io`) that claims may share by its memory.
+pub const P3_2XLARGE_DRA_SKELETON: &str =
+    include_str!("../../../deploy/vnode/examples/skeleton-p3-2xlarge-dra.yaml");
+
+/// The DRA driver of [`P3_2XLARGE_DRA_SKELETON`]'s device.
+pub const GPU_DRIVER: &str = "gpu.ksim.io";
+
+/// The DeviceClass of [`GPU_DRIVER`]'s devices (named after it), as JSON.
+pub fn gpu_device_class() -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": { "name": GPU_DRIVER },
+        "spec": { "selectors": [{ "cel": {
+            "expression": format!("device.driver == '{GPU_DRIVER}'")
+        } }] }
+    })
+}
+
+/// A ResourceClaimTemplate `name` for one GPU of [`GPU_DRIVER`]: the whole device, or with
+/// `memory`, that much of a shared one's memory (consumable capacity). As JSON.
+pub fn gpu_claim_template(name: &str, memory: Option<&str>) -> Value {
+    let mut request = json!({ "deviceClassName": GPU_DRIVER });
+    if let Some(memory) = memory {
+        request["capacity"] = json!({ "requests": { "memory": memory } });
+    }
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": { "name": name },
+        "spec": { "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": request }] } } }
+    })
+}
 
 /// An m5.large (1930m CPU, 7Gi memory allocatable, 29 pods) tainted `dedicated=sim:NoSchedule`,
 /// as a dedicated group's nodes are: the cloud provider's tests check that CA's node templates
@@ -141,6 +173,7 @@ pub struct Workload {
     image: String,
     requests: Option<(String, String)>,
     gpus: u32,
+    device_claim: Option<String>,
     placement: Placement,
     pod_labels: BTreeMap<String, String>,
 }
@@ -156,6 +189,7 @@ impl Workload {
             image: "registry.example/app:1".to_owned(),
             requests: None,
             gpus: 0,
+            device_claim: None,
             placement: Placement::Anywhere,
             pod_labels: BTreeMap::new(),
         }
@@ -181,6 +215,14 @@ impl Workload {
     /// and limits alike) and tolerates GPU nodes' `nvidia.com/gpu` taint.
     pub fn gpus(mut self, gpus: u32) -> Self {
         self.gpus = gpus;
+        self
+    }
+
+    /// Each pod claims devices by DRA: a ResourceClaim made from template `template` (named
+    /// `gpu` in the pod, used by its container), and tolerates GPU nodes' `nvidia.com/gpu`
+    /// taint.
+    pub fn device_claim(mut self, template: &str) -> Self {
+        self.device_claim = Some(template.to_owned());
         self
     }
 
@@ -215,18 +257,24 @@ impl Workload {
             container["resources"]["requests"][GPU_RESOURCE] = json!(gpus);
             container["resources"]["limits"] = json!({ GPU_RESOURCE: gpus });
         }
+        if self.device_claim.is_some() {
+            container["resources"]["claims"] = json!([{ "name": "gpu" }]);
+        }
         let mut pod_spec = json!({ "containers": [container] });
+        if let Some(template) = &self.device_claim {
+            pod_spec["resourceClaims"] =
+                json!([{ "name": "gpu", "resourceClaimTemplateName": template }]);
+        }
+        let on_gpus = self.gpus > 0 || self.device_claim.is_some();
         let mut tolerations = json!([
             { "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" },
             { "key": VIRTUAL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule" }
         ]);
-        if self.gpus > 0
-            && let Some(list) = tolerations.as_array_mut()
-        {
+        if on_gpus && let Some(list) = tolerations.as_array_mut() {
             list.push(json!({ "key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule" }));
         }
         match &self.placement {
-            Placement::Anywhere if self.gpus > 0 => pod_spec["tolerations"] = tolerations,
+            Placement::Anywhere if on_gpus => pod_spec["tolerations"] = tolerations,
             Placement::Anywhere => {}
             Placement::Group(group) => {
                 pod_spec["nodeSelector"] = json!({ GROUP_LABEL: group });

@@ -105,7 +105,8 @@ StorageObjectInUseProtection";
 
 /// Everything on by default except controllers that serve kubelets, clouds, volumes and
 /// certificates. Kept: workloads, garbage collection, namespaces, node lifecycle and taint
-/// eviction, disruption budgets, quotas, service accounts, endpoints, HPA, PV binding.
+/// eviction, disruption budgets, quotas, service accounts, endpoints, HPA, PV binding, and the
+/// resource claim controller (a pod's ResourceClaims made from its templates, for DRA).
 const CONTROLLERS: &str = "--controllers=*,\
 -persistentvolume-attach-detach-controller,\
 -ttl-controller,\
@@ -123,7 +124,6 @@ const CONTROLLERS: &str = "--controllers=*,\
 -kube-apiserver-serving-clustertrustbundle-publisher-controller,\
 -podcertificaterequest-cleaner-controller,\
 -legacy-serviceaccount-token-cleaner-controller,\
--resourceclaim-controller,\
 -device-taint-eviction-controller,\
 -validatingadmissionpolicy-status-controller,\
 -volumeattributesclass-protection-controller";

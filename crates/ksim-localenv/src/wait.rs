@@ -26,20 +26,28 @@ where
     Fut: Future<Output = Result<T, String>>,
 {
     let started = tokio::time::Instant::now();
+    let mut last_seen: Option<String> = None;
     loop {
         let bound = deadline
             .saturating_sub(started.elapsed())
             .min(CHECK_TIMEOUT);
-        let last_seen = match tokio::time::timeout(bound, check()).await {
+        match tokio::time::timeout(bound, check()).await {
             Ok(Ok(value)) => return Ok(value),
-            Ok(Err(seen)) => seen,
-            Err(_) => format!("no answer from the check within {} s", bound.as_secs()),
-        };
+            Ok(Err(seen)) => last_seen = Some(seen),
+            // A last check cut short by the deadline keeps what the one before saw.
+            Err(_) if last_seen.is_some() && started.elapsed() >= deadline => {}
+            Err(_) => {
+                last_seen = Some(format!(
+                    "no answer from the check within {:.1} s",
+                    bound.as_secs_f64()
+                ));
+            }
+        }
         if started.elapsed() >= deadline {
             return Err(TimedOut {
                 what: what.to_owned(),
                 seconds: deadline.as_secs(),
-                last_seen,
+                last_seen: last_seen.unwrap_or_default(),
             });
         }
         tokio::time::sleep(POLL_INTERVAL).await;
@@ -113,6 +121,24 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.last_seen.contains("no answer"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_check_cut_short_by_the_deadline_keeps_what_the_one_before_saw() {
+        let mut calls = 0;
+        let err = until::<(), _, _>("never", Duration::from_secs(1), || {
+            calls += 1;
+            let first = calls == 1;
+            async move {
+                if !first {
+                    std::future::pending::<()>().await;
+                }
+                Err("still no".to_owned())
+            }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err.last_seen, "still no");
     }
 
     #[tokio::test]

@@ -4,6 +4,8 @@
 //! - [`labels`]: label, annotation and taint keys.
 //! - [`limits`]: the sizes the pool holds a node group to.
 //! - [`skeleton`]: node skeletons, the instance-type part of a Node read from YAML.
+//! - [`devices`]: a skeleton's DRA devices (its ResourceSlice) and the slice each node
+//!   publishes.
 //! - [`node`]: the Node object a virtual node registers, and `ksim://` provider IDs.
 //! - [`seats`]: how a seat Deployment names its group and carries its skeleton.
 //! - [`karpenter`]: Karpenter's instance-type file, made from skeletons and their prices.
@@ -12,6 +14,7 @@
 //!
 //! Pure: no Kubernetes I/O, so every rule is unit-tested directly.
 
+pub mod devices;
 pub mod karpenter;
 pub mod labels;
 pub mod limits;

@@ -411,6 +411,7 @@ pub fn seat_host_skeleton() -> NodeSkeleton {
         capacity: resources.clone(),
         allocatable: resources,
         node_info: with_node_info_defaults(NodeSystemInfo::default()),
+        devices: None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Node skeletons: the instance-type part of a Node object, read from YAML the way
-//! `kubectl get node -o yaml` prints a real node, so users can paste one.
+//! `kubectl get node -o yaml` prints a real node, so users can paste one; after it, for nodes
+//! whose devices are allocated by DRA, the ResourceSlice its driver publishes (`devices`).
 
 use std::collections::BTreeMap;
 
@@ -8,7 +9,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::labels::{BETA_INSTANCE_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
+use crate::{
+    devices::{DevicesError, NodeDevices},
+    labels::{BETA_INSTANCE_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL},
+};
 
 /// Kubelet version reported by virtual nodes whose skeleton names none; the control plane's minor.
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.35.4";
@@ -85,9 +89,12 @@ pub enum SkeletonError {
         value: String,
         why: &'static str,
     },
+    #[error(transparent)]
+    Devices(#[from] DevicesError),
 }
 
-/// What every node of a group shares: labels, annotations, taints, resources and system info.
+/// What every node of a group shares: labels, annotations, taints, resources, system info and
+/// the devices its DRA driver publishes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeSkeleton {
     pub labels: BTreeMap<String, String>,
@@ -96,6 +103,8 @@ pub struct NodeSkeleton {
     pub capacity: BTreeMap<String, Quantity>,
     pub allocatable: BTreeMap<String, Quantity>,
     pub node_info: NodeSystemInfo,
+    /// The ResourceSlice given after the Node: `None` for a node without DRA devices.
+    pub devices: Option<NodeDevices>,
 }
 
 /// The few top-level fields read before the full parse: the typed Node parser rejects a wrong
@@ -114,6 +123,19 @@ impl NodeSkeleton {
         if yaml.len() > MAX_SKELETON_BYTES {
             return Err(SkeletonError::TooLarge(yaml.len()));
         }
+        let documents = documents(yaml);
+        match documents.as_slice() {
+            [] => Err(SkeletonError::Empty),
+            [node] => Self::from_node_yaml(node),
+            [node, slice] => Ok(NodeSkeleton {
+                devices: Some(NodeDevices::from_yaml(slice)?),
+                ..Self::from_node_yaml(node)?
+            }),
+            more => Err(DevicesError::TooManyDocuments(more.len()).into()),
+        }
+    }
+
+    fn from_node_yaml(yaml: &str) -> Result<NodeSkeleton, SkeletonError> {
         let header: Option<DocumentHeader> = serde_saphyr::from_str(yaml).map_err(yaml_error)?;
         let Some(header) = header else {
             return Err(SkeletonError::Empty);
@@ -178,6 +200,7 @@ impl NodeSkeleton {
             capacity,
             allocatable,
             node_info: with_node_info_defaults(status.node_info.unwrap_or_default()),
+            devices: None,
         })
     }
 
@@ -188,6 +211,33 @@ impl NodeSkeleton {
             .or_else(|| self.labels.get(BETA_INSTANCE_TYPE_LABEL))
             .map(String::as_str)
     }
+}
+
+/// The documents of a YAML stream, split at its `---` lines, without those that hold nothing
+/// but blanks and comments. (A `---` line cannot occur inside a document's content: block
+/// scalars are indented.)
+fn documents(yaml: &str) -> Vec<String> {
+    let mut documents = vec![String::new()];
+    for line in yaml.lines() {
+        let trimmed = line.trim_end();
+        if let Some(rest) = trimmed.strip_prefix("---")
+            && (rest.is_empty() || rest.starts_with([' ', '\t']))
+        {
+            documents.push(format!("{rest}\n"));
+        } else if let Some(current) = documents.last_mut() {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    documents
+        .into_iter()
+        .filter(|document| {
+            document.lines().any(|line| {
+                let line = line.trim();
+                !line.is_empty() && !line.starts_with('#')
+            })
+        })
+        .collect()
 }
 
 /// Fills the system info fields a virtual node must report, and clears those that identify one
@@ -639,6 +689,26 @@ status:
                 "{yaml:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_resource_slice_after_the_node_gives_its_devices() {
+        let node = minimal("    cpu: \"8\"\n    memory: 32Gi\n");
+        let slice = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nspec:\n  driver: gpu.ksim.io\n  pool: {name: n, resourceSliceCount: 1}\n  devices: [{name: gpu-0}, {name: gpu-1}]\n";
+        let skeleton =
+            NodeSkeleton::from_yaml(&format!("---\n{node}---\n# the devices\n{slice}")).unwrap();
+        let devices = skeleton.devices.expect("the slice's devices");
+        assert_eq!(
+            (devices.driver.as_str(), devices.devices.len()),
+            ("gpu.ksim.io", 2)
+        );
+        assert_eq!(skeleton.capacity["cpu"], quantity("8"));
+        assert_eq!(NodeSkeleton::from_yaml(&node).unwrap().devices, None);
+
+        let three = NodeSkeleton::from_yaml(&format!("{node}---\n{slice}---\n{slice}"));
+        assert_eq!(three, Err(DevicesError::TooManyDocuments(3).into()));
+        let error = NodeSkeleton::from_yaml(&format!("{node}---\n{node}")).unwrap_err();
+        assert_eq!(error, DevicesError::WrongKind("Node".to_owned()).into());
     }
 
     #[test]

@@ -5,5 +5,5 @@ mod nodes;
 mod pods;
 
 pub use group_store::{GroupStore, StoredGroup};
-pub use nodes::{NodeClient, Renewal};
+pub use nodes::{NodeClient, Published, Renewal};
 pub use pods::PodClient;

@@ -1,4 +1,4 @@
-//! Node objects and their leases in `kube-node-lease`.
+//! Node objects, their leases in `kube-node-lease`, and the ResourceSlices of their devices.
 
 use std::collections::BTreeMap;
 
@@ -6,6 +6,7 @@ use k8s_openapi::{
     api::{
         coordination::v1::{Lease, LeaseSpec},
         core::v1::{Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus, Taint},
+        resource::v1::ResourceSlice,
     },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference},
     jiff::Timestamp,
@@ -27,6 +28,17 @@ const LEASE_NAMESPACE: &str = "kube-node-lease";
 pub struct NodeClient {
     nodes: Api<Node>,
     leases: Api<Lease>,
+    slices: Api<ResourceSlice>,
+}
+
+/// What publishing a node's devices did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    Published,
+    /// The apiserver cleared fields of a feature gate it runs without (e.g.
+    /// `allowMultipleAllocations` without `DRAConsumableCapacity`): the slice was withdrawn
+    /// rather than left to be allocated otherwise than the skeleton says.
+    Withdrawn(String),
 }
 
 /// What a lease renewal found.
@@ -41,6 +53,7 @@ impl NodeClient {
     pub fn new(client: Client) -> Self {
         Self {
             nodes: Api::all(client.clone()),
+            slices: Api::all(client.clone()),
             leases: Api::namespaced(client, LEASE_NAMESPACE),
         }
     }
@@ -65,6 +78,50 @@ impl NodeClient {
                 &Patch::Merge(json!({ "status": node.status })),
             )
             .await
+    }
+
+    /// Writes a node's ResourceSlice (server-side apply: the same object again after a
+    /// restart, owned by the Node, so it goes with it), and checks the apiserver kept every
+    /// field given.
+    pub async fn publish_devices(&self, slice: &ResourceSlice) -> Result<Published, kube::Error> {
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        let written = self
+            .slices
+            .patch(&name, &patch_params().force(), &Patch::Apply(slice))
+            .await?;
+        // Quantities come back in canonical form: only which gated fields are there counts.
+        fn kept(slice: &ResourceSlice) -> Vec<(bool, Vec<&String>)> {
+            slice
+                .spec
+                .devices
+                .iter()
+                .flatten()
+                .map(|device| {
+                    let policies: Vec<&String> = device
+                        .capacity
+                        .iter()
+                        .flatten()
+                        .filter(|(_, capacity)| capacity.request_policy.is_some())
+                        .map(|(name, _)| name)
+                        .collect();
+                    (device.allow_multiple_allocations == Some(true), policies)
+                })
+                .collect()
+        }
+        if kept(&written) == kept(slice) {
+            return Ok(Published::Published);
+        }
+        self.withdraw_devices(&name).await?;
+        Ok(Published::Withdrawn(format!(
+            "the apiserver dropped fields of ResourceSlice {name} (allowMultipleAllocations or a capacity's requestPolicy): its devices cannot be shared there without the DRAConsumableCapacity feature gate"
+        )))
+    }
+
+    pub async fn withdraw_devices(&self, name: &str) -> Result<(), kube::Error> {
+        match self.slices.delete(name, &DeleteParams::default()).await {
+            Err(error) if !is_not_found(&error) => Err(error),
+            _ => Ok(()),
+        }
     }
 
     pub async fn delete(&self, name: &str) -> Result<(), kube::Error> {

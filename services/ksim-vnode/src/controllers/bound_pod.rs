@@ -117,8 +117,8 @@ impl Resource for BoundPod {
 }
 
 /// Keeps only what a status write or a deletion reads: identity, owners, annotations,
-/// finalizers, deletion, node, host networking, readiness gates, container names and images,
-/// and the status. Volumes, env, probes, tolerations and managedFields make up most of a pod.
+/// finalizers, deletion, node, host networking, readiness gates, resource claims, container
+/// names and images, and the status. Volumes, env, probes, tolerations and managedFields make up most of a pod.
 fn slim(pod: &mut Pod) {
     let metadata = &mut pod.metadata;
     metadata.managed_fields = None;
@@ -136,6 +136,8 @@ fn slim(pod: &mut Pod) {
             node_name: spec.node_name.take(),
             host_network: spec.host_network,
             readiness_gates: spec.readiness_gates.take(),
+            // Its ResourceClaims, which must be ready before it starts.
+            resource_claims: spec.resource_claims.take(),
             restart_policy: spec.restart_policy.take(),
             ..PodSpec::default()
         };

@@ -6,10 +6,11 @@
 use std::time::Duration;
 
 use futures::{StreamExt, stream};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::{api::resource::v1::ResourceSlice, jiff::Timestamp};
 
 use super::Context;
 use crate::{
+    apiserver::Published,
     domain::{
         heartbeat::lease_seconds,
         kubelet_endpoint::advertise,
@@ -109,7 +110,21 @@ pub async fn reconcile(ctx: &Context) -> bool {
         .any(|ok| !ok)
 }
 
-/// Creates the Node (booting, when its model says so) and its lease.
+/// Publishes a node's devices; one the apiserver would change is withdrawn and said so, and
+/// the node runs without them (a retry would change nothing).
+async fn publish(ctx: &Context, slice: &ResourceSlice) -> Result<(), kube::Error> {
+    match ctx.nodes.publish_devices(slice).await? {
+        Published::Published => {}
+        Published::Withdrawn(why) => tracing::error!(
+            node = slice.spec.node_name.as_deref().unwrap_or_default(),
+            why,
+            "the node's devices were not published"
+        ),
+    }
+    Ok(())
+}
+
+/// Creates the Node (booting, when its model says so), its lease and its devices' slice.
 async fn register(ctx: &Context, new: NewNode) -> bool {
     let NewNode {
         identity,
@@ -141,6 +156,14 @@ async fn register(ctx: &Context, new: NewNode) -> bool {
         }
         Err(_) => Ok(()),
     };
+    let published = match (&registered, &skeleton.devices) {
+        (Ok(node), Some(devices)) => {
+            let uid = node.metadata.uid.clone().unwrap_or_default();
+            publish(ctx, &devices.slice_for(&identity.name, &uid)).await
+        }
+        _ => Ok(()),
+    };
+    let lease = lease.and(published);
     match (registered, lease) {
         (Ok(node), Ok(())) => {
             ctx.metrics.nodes_registered.inc();

@@ -12,7 +12,10 @@ use std::{
 };
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
+use k8s_openapi::{
+    api::{core::v1::Pod, resource::v1::ResourceClaim},
+    jiff::Timestamp,
+};
 use kube::{
     Api,
     runtime::{
@@ -29,6 +32,7 @@ use super::{
 };
 use crate::{
     domain::{
+        claims,
         limits::PodLimits,
         pod::{
             PodPhase, SANDBOX_FAILED_REASON, completed_status, completion_deadline,
@@ -43,6 +47,8 @@ use crate::{
 const BOUND_PODS: &str = "spec.nodeName!=";
 const RETRY: Duration = Duration::from_secs(2);
 const NO_IP_RETRY: Duration = Duration::from_secs(5);
+/// A pod whose claims are not ready is looked at again after this long.
+const CLAIM_RETRY: Duration = Duration::from_millis(500);
 const SWEEP: Duration = Duration::from_secs(2);
 
 /// Claims the IPs of pods already on the pool's nodes, so none is handed out twice after
@@ -370,6 +376,9 @@ async fn reconcile_unsettled(
             }
         }
         PodPhase::Pending | PodPhase::Unknown => {
+            if !claims_prepared(ctx, pod, &key).await? {
+                return Ok(Next::After(CLAIM_RETRY));
+            }
             let due = start_due(pod, &key, node, now, starts);
             if let Some(due) = due {
                 ctx.metrics.image_pulls.inc_by(due.pulls_begun as u64);
@@ -426,6 +435,36 @@ async fn reconcile_unsettled(
             }
         }
     }
+}
+
+/// Whether each of `pod`'s ResourceClaims is allocated and reserved for it, which is all a
+/// virtual node's devices need to be prepared; one that is not yet is looked at again later.
+async fn claims_prepared(ctx: &Context, pod: &Pod, key: &str) -> Result<bool, ReconcileError> {
+    let names = match claims::claim_names(pod) {
+        Ok(names) if names.is_empty() => return Ok(true),
+        Ok(names) => names,
+        Err(claim) => {
+            tracing::debug!(pod = key, claim, "resource claim not created yet");
+            return Ok(false);
+        }
+    };
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let api: Api<ResourceClaim> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in names {
+        let claim = api
+            .get_opt(&name)
+            .await
+            .map_err(failed("read resource claim"))?;
+        if !claim.is_some_and(|claim| claims::prepared(&claim, uid(pod))) {
+            tracing::debug!(
+                pod = key,
+                claim = name,
+                "resource claim not allocated for the pod yet"
+            );
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// When a Pending pod with a start model runs (`None`: at once, as every pod without one).

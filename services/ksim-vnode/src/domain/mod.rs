@@ -2,6 +2,7 @@
 //! cloud provider shares live in `ksim-nodes` and are re-exported here.
 
 pub mod cidr;
+pub mod claims;
 pub mod groups;
 pub mod heartbeat;
 pub mod karpenter;
@@ -14,4 +15,4 @@ pub mod provisioning;
 pub mod resource_metrics;
 pub mod usage;
 
-pub use ksim_nodes::{labels, node, seats, skeleton};
+pub use ksim_nodes::{devices, labels, node, seats, skeleton};

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod devices;
 mod failures;
 mod grpc;
 mod karpenter;

@@ -416,6 +416,62 @@ async fn real_ca_grows_the_gpu_group_from_zero_for_the_gpu_pod_only() {
     assert_eq!(resizes.increased("m5"), 2);
 }
 
+/// CA (1.35: DRA on, locked) grows a DRA GPU group for a pod whose claim its one node's device
+/// cannot take, and the CPU group for the CPU pods. Its templates come from the group's node
+/// with the node's ResourceSlice: the provider's template (externalgrpc carries a Node only)
+/// has no devices, so a DRA group is grown from a node of its own, never from zero
+/// (docs/compatibility.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn real_ca_grows_the_dra_gpu_group_from_its_node_for_the_claiming_pod_only() {
+    let env = start().await;
+    let mut resizes = Resizes::new(&env);
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
+    create_seats(
+        &env.client,
+        &seat_deployment("p3", 1, 1, 3, P3_2XLARGE_DRA_SKELETON),
+    )
+    .await;
+    ready_nodes(&env.client, "p3", 1).await;
+    let mut template = gpu_claim_template("gpu", None);
+    template["metadata"]["namespace"] = json!(NAMESPACE);
+    for object in [gpu_device_class(), template] {
+        ksim_localenv::manifests::apply(&env.client, &object.to_string())
+            .await
+            .unwrap();
+    }
+    let _ca = started(autoscaler(&env, plaintext(address))).await;
+
+    let deployments = Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE);
+    for workload in [
+        Workload::new("web", 2)
+            .requests("1500m", "1Gi")
+            .on_any_group(),
+        Workload::new("train", 2)
+            .requests("1", "1Gi")
+            .device_claim("gpu")
+            .on_any_group(),
+    ] {
+        deployments
+            .create(&PostParams::default(), &workload.deployment())
+            .await
+            .unwrap();
+    }
+    let train = running_pods(&env, "train", 2).await;
+    let web = running_pods(&env, "web", 2).await;
+    let gpu_nodes = node_names(&env.client, "p3").await;
+    assert_eq!(gpu_nodes.len(), 2, "{gpu_nodes:?}");
+    assert_eq!(nodes_of_pods(&train), gpu_nodes, "one whole GPU each");
+    assert_eq!(nodes_of_pods(&web), node_names(&env.client, "m5").await);
+    assert_eq!(resizes.increased("p3"), 1);
+    assert_eq!(resizes.increased("m5"), 2);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn real_ca_removes_many_nodes_at_once_exactly_those_it_named_and_evicts_no_kept_pod() {
     let env = start().await;

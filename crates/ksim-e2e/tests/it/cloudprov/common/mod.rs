@@ -16,7 +16,8 @@ use ksim_cloudprov::{
 use ksim_grpc::{Running, ServeArgs, TlsArgs};
 /// The fixtures every provider test builds its groups from, through `use super::common::*`.
 pub use ksim_localenv::fixtures::{
-    C5_XLARGE_TAINTED_SKELETON, M5_LARGE_TAINTED_SKELETON, P3_2XLARGE_SKELETON, seat_deployment,
+    C5_XLARGE_TAINTED_SKELETON, M5_LARGE_TAINTED_SKELETON, P3_2XLARGE_DRA_SKELETON,
+    P3_2XLARGE_SKELETON, gpu_claim_template, gpu_device_class, seat_deployment,
 };
 use ksim_localenv::{ClientTls, ControlPlane, pki::CertificateAuthority, wait};
 use ksim_nodes::{
