@@ -26,7 +26,7 @@ const SERVICE_CIDR: &str = "10.0.0.0/24";
 /// their release's defaults: consumable capacity (alpha in 1.34 and 1.35), so a device a
 /// skeleton shares between claims (`allowMultipleAllocations`) is allocated as shared. It only
 /// adds fields; slices and claims that do not use them are allocated as without it
-/// (docs/devices.md).
+/// (docs/local-environment.md).
 pub const FEATURE_GATES: &str = "DRAConsumableCapacity=true";
 // The first address of SERVICE_CIDR: in-cluster clients reach the apiserver there.
 const KUBERNETES_SERVICE_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));

@@ -6,7 +6,7 @@
 //! apiserver silently clears the fields of a feature gate it runs without, and a device shared
 //! that way would be allocated whole. Consumable capacity (`allowMultipleAllocations`, a
 //! capacity's `requestPolicy`; gate `DRAConsumableCapacity`) is what the environment enables
-//! (docs/devices.md); partitionable devices, device taints and binding conditions are not.
+//! (docs/pool.md, "GPU nodes by DRA"); partitionable devices, device taints and binding conditions are not.
 
 use k8s_openapi::{
     api::resource::v1::{Device, ResourcePool, ResourceSlice, ResourceSliceSpec},
@@ -15,7 +15,7 @@ use k8s_openapi::{
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::skeleton::{is_valid_quantity, quantity_value};
+use crate::quantity::{is_valid_quantity, quantity_value};
 
 /// The API version of the ResourceSlices a skeleton gives and the pool publishes (GA in 1.34).
 pub const RESOURCE_API_VERSION: &str = "resource.k8s.io/v1";

@@ -9,6 +9,7 @@
 //! - [`node`]: the Node object a virtual node registers, and `ksim://` provider IDs.
 //! - [`seats`]: how a seat Deployment names its group and carries its skeleton.
 //! - [`karpenter`]: Karpenter's instance-type file, made from skeletons and their prices.
+//! - [`quantity`]: Kubernetes quantities, checked and valued.
 //! - [`pricing`]: the prices of instance types and of pods' requests, as the provider config
 //!   gives them.
 //!
@@ -20,5 +21,6 @@ pub mod labels;
 pub mod limits;
 pub mod node;
 pub mod pricing;
+pub mod quantity;
 pub mod seats;
 pub mod skeleton;
