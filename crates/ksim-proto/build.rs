@@ -63,6 +63,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 /// the report is one model, not the proto and a hand-written copy. A field missing from an
 /// older report.json reads as its default.
 const REPORT_JSON_MESSAGES: &[&str] = &[
+    ".ksim.driver.v1.Accelerators",
     ".ksim.driver.v1.AutoscalerOutage",
     ".ksim.driver.v1.ClusterState",
     ".ksim.driver.v1.Costs",
@@ -74,6 +75,8 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.FidelityBucket",
     ".ksim.driver.v1.FidelityPending",
     ".ksim.driver.v1.FidelitySeries",
+    ".ksim.driver.v1.GpuModelSummary",
+    ".ksim.driver.v1.GpuUsage",
     ".ksim.driver.v1.GroupCost",
     ".ksim.driver.v1.NodeChange",
     ".ksim.driver.v1.NodesKept",
@@ -177,6 +180,18 @@ const REPORT_JSON_FIELDS: &[(&str, &str)] = &[
     (
         ".ksim.driver.v1.Report.disruptions",
         "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.Report.accelerators",
+        "#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.gpus",
+        "#[serde(skip_serializing_if = \"::std::vec::Vec::is_empty\")]",
+    ),
+    (
+        ".ksim.driver.v1.TimelineBucket.pending_gpu_pods",
+        "#[serde(skip_serializing_if = \"crate::json::is_zero\")]",
     ),
     (
         ".ksim.driver.v1.DisruptionOutcome.offset",

@@ -189,15 +189,23 @@ pub mod unix_millis {
     }
 }
 
+/// Whether a count is 0: report.json leaves such counts out.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+pub fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// A timeline bucket's nodes, one `NodeGroupCount` per group, as report.json has always held
 /// them: an object by group, `{"m5": {"nodes": 2, "ready": 1}}`, the counts a group does not
-/// have (priced, launching) left out.
+/// have (priced, launching, GPU nodes) left out.
 pub mod node_group_counts {
     use std::collections::BTreeMap;
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use crate::ksim::driver::v1::NodeGroupCount;
+
+    use super::is_zero;
 
     #[derive(Serialize, Deserialize)]
     struct Count {
@@ -209,10 +217,10 @@ pub mod node_group_counts {
         price_micros_per_hour: u64,
         #[serde(default, skip_serializing_if = "is_zero")]
         launching: u64,
-    }
-
-    fn is_zero(n: &u64) -> bool {
-        *n == 0
+        #[serde(default, skip_serializing_if = "is_zero")]
+        gpu_nodes: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        gpu_price_micros_per_hour: u64,
     }
 
     pub fn serialize<S: Serializer>(
@@ -226,6 +234,8 @@ pub mod node_group_counts {
                 priced: count.priced_nodes,
                 price_micros_per_hour: count.price_micros_per_hour,
                 launching: count.launching_nodes,
+                gpu_nodes: count.gpu_nodes,
+                gpu_price_micros_per_hour: count.gpu_price_micros_per_hour,
             };
             (&count.node_group, held)
         }))
@@ -245,6 +255,8 @@ pub mod node_group_counts {
                 priced_nodes: count.priced,
                 price_micros_per_hour: count.price_micros_per_hour,
                 launching_nodes: count.launching,
+                gpu_nodes: count.gpu_nodes,
+                gpu_price_micros_per_hour: count.gpu_price_micros_per_hour,
             })
             .collect())
     }

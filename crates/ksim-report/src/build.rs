@@ -10,7 +10,7 @@ use super::model::{
 use ksim_proto::json::of_millis;
 
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
-use super::{attribution, costs, disruptions, fidelity, percentiles, replicas};
+use super::{accelerators, attribution, costs, disruptions, fidelity, percentiles, replicas};
 
 /// The report of what was observed; see [`timeline`] for the buckets and [`percentiles::of`]
 /// for the percentiles.
@@ -48,6 +48,7 @@ pub fn build(obs: &Observations) -> Report {
         disruptions::count_nodes_added(&mut disruptions, &node_changes, end);
         disruptions
     });
+    let accelerators = accelerators::accelerators(obs, &timeline, &costs, bucket_ms);
     Report {
         simulation_id: obs.simulation_id.clone(),
         complete: obs.complete,
@@ -106,6 +107,7 @@ pub fn build(obs: &Observations) -> Report {
         warnings,
         trace_transforms: obs.trace_transforms.clone(),
         disruptions,
+        accelerators,
     }
 }
 

@@ -43,7 +43,7 @@ pub struct ComparedFigure {
 }
 
 /// The figures compared, in the order of the table.
-pub const FIGURES: [&str; 24] = [
+pub const FIGURES: [&str; 30] = [
     "node_hours",
     "cost",
     "peak_nodes",
@@ -61,6 +61,12 @@ pub const FIGURES: [&str; 24] = [
     "throttled_cpu_seconds",
     "cpu_requested_mean",
     "memory_requested_mean",
+    "gpu_node_hours",
+    "gpu_cost",
+    "gpu_allocated_mean",
+    "gpu_fragmented_mean",
+    "gpu_pods_never_scheduled",
+    "pending_gpu_pods_peak",
     "nodes_within_tolerance",
     "lowest_availability",
     "seconds_below_desired",
@@ -123,6 +129,17 @@ pub fn figure(report: &Report, name: &str) -> Option<f64> {
         "throttled_cpu_seconds" => report.usage.as_ref()?.throttled_cpu_seconds,
         "cpu_requested_mean" => costs.cpu_requested_mean,
         "memory_requested_mean" => costs.memory_requested_mean,
+        // What the GPUs did; none for a run without GPUs.
+        "gpu_node_hours" => report.accelerators.as_ref()?.gpu_node_hours,
+        "gpu_cost" => return report.accelerators.as_ref()?.gpu_cost,
+        "gpu_allocated_mean" => {
+            super::accelerators::overall(&report.timeline, |gpus| gpus.allocated)?
+        }
+        "gpu_fragmented_mean" => {
+            super::accelerators::overall(&report.timeline, |gpus| gpus.fragmented)?
+        }
+        "gpu_pods_never_scheduled" => report.accelerators.as_ref()?.gpu_pods_never_scheduled as f64,
+        "pending_gpu_pods_peak" => report.accelerators.as_ref()?.pending_gpu_pods_peak as f64,
         "nodes_within_tolerance" => {
             let fidelity = report.fidelity.as_ref()?;
             let nodes = fidelity.series.iter().find(|s| s.name == "nodes")?;
@@ -425,6 +442,35 @@ mod tests {
         assert_eq!(figure(&report, "scale_events"), Some(7.0));
         assert_eq!(figure(&report, "oom_kills"), Some(3.0));
         assert_eq!(figure(&report, "throttled_cpu_seconds"), Some(7.5));
+    }
+
+    #[test]
+    fn gpu_figures_are_figures_only_where_the_run_had_gpus() {
+        let mut report = crate::fixtures::report();
+        for name in FIGURES.iter().filter(|name| name.contains("gpu")) {
+            assert_eq!(figure(&report, name), None, "{name}");
+        }
+        report.timeline[1].gpus = vec![crate::GpuUsage {
+            model: "V100".to_owned(),
+            nodes: 2,
+            allocatable: 4,
+            allocated: 3,
+            fragmented: 1,
+        }];
+        report.accelerators = Some(crate::Accelerators {
+            gpu_node_hours: 2.5,
+            gpu_cost: Some(7.65),
+            gpu_pods_never_scheduled: 1,
+            pending_gpu_pods_peak: 2,
+            ..Default::default()
+        });
+        assert_eq!(figure(&report, "gpu_node_hours"), Some(2.5));
+        assert_eq!(figure(&report, "gpu_cost"), Some(7.65));
+        // The one bucket with GPUs.
+        assert_eq!(figure(&report, "gpu_allocated_mean"), Some(0.75));
+        assert_eq!(figure(&report, "gpu_fragmented_mean"), Some(0.25));
+        assert_eq!(figure(&report, "gpu_pods_never_scheduled"), Some(1.0));
+        assert_eq!(figure(&report, "pending_gpu_pods_peak"), Some(2.0));
     }
 
     use super::*;

@@ -228,6 +228,7 @@ mod tests {
             never_ran: vec![NeverRan {
                 waited: Duration::from_millis(500),
                 bound: false,
+                gpus: false,
             }],
             ..Observations::default()
         };
@@ -268,7 +269,7 @@ mod tests {
                 ready_nodes: nodes,
                 priced_nodes: nodes,
                 price_micros_per_hour: micros,
-                launching_nodes: 0,
+                ..NodeGroupCount::default()
             }],
             ..TimelineBucket::default()
         };

@@ -13,10 +13,12 @@ use super::timeline::offset_ms;
 
 /// `offset_s,time_ms,nodes_total,nodes_<group>...,pending,running,succeeded,failed,unknown,
 /// unscheduled,scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,
-/// memory_allocatable_bytes,cpu_used_m,memory_used_bytes`, with one `nodes_<group>` column per group seen anywhere
+/// memory_allocatable_bytes,cpu_used_m,memory_used_bytes,gpus_allocatable,gpus_allocated,
+/// gpus_fragmented,pending_gpu_pods`, with one `nodes_<group>` column per group seen anywhere
 /// in the timeline (sorted; 0 where a bucket lacks the group). `offset_s` is recorded time
 /// (the replay's wall clock times the speed); `time_ms` is the bucket's wall-clock start. The
-/// used columns come last, so readers of the older columns keep their positions; 0 without usage.
+/// newer columns come last, so readers of the older ones keep their positions; 0 without usage
+/// or GPUs (the GPU columns are over all models).
 pub fn to_csv(report: &Report) -> String {
     let groups: BTreeSet<&str> = report
         .timeline
@@ -32,7 +34,8 @@ pub fn to_csv(report: &Report) -> String {
     out.push_str(
         ",pending,running,succeeded,failed,unknown,unscheduled,scale_ups,scale_downs,\
          cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,memory_allocatable_bytes,\
-         cpu_used_m,memory_used_bytes\n",
+         cpu_used_m,memory_used_bytes,gpus_allocatable,gpus_allocated,gpus_fragmented,\
+         pending_gpu_pods\n",
     );
 
     for bucket in &report.timeline {
@@ -56,9 +59,10 @@ pub fn to_csv(report: &Report) -> String {
             bucket.pods.unwrap_or_default(),
             bucket.usage.unwrap_or_default(),
         );
+        let gpus = |of: fn(&crate::GpuUsage) -> u64| bucket.gpus.iter().map(of).sum::<u64>();
         let _ = writeln!(
             out,
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             pods.pending,
             pods.running,
             pods.succeeded,
@@ -72,7 +76,11 @@ pub fn to_csv(report: &Report) -> String {
             usage.requested_memory_bytes,
             usage.allocatable_memory_bytes,
             usage.used_cpu_millis,
-            usage.used_memory_bytes
+            usage.used_memory_bytes,
+            gpus(|g| g.allocatable),
+            gpus(|g| g.allocated),
+            gpus(|g| g.fragmented),
+            bucket.pending_gpu_pods
         );
     }
     out
@@ -174,10 +182,11 @@ mod tests {
             lines[0],
             "offset_s,time_ms,nodes_total,nodes_group-a,nodes_group-b,pending,running,succeeded,\
              failed,unknown,unscheduled,scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,\
-             memory_requested_bytes,memory_allocatable_bytes,cpu_used_m,memory_used_bytes"
+             memory_requested_bytes,memory_allocatable_bytes,cpu_used_m,memory_used_bytes,\
+             gpus_allocatable,gpus_allocated,gpus_fragmented,pending_gpu_pods"
         );
-        // Requested, allocatable, then used: 900 m and 2 GiB.
-        let usage = ",1500,3860,3221225472,15032385536,900,2147483648";
+        // Requested, allocatable, then used: 900 m and 2 GiB; no GPUs.
+        let usage = ",1500,3860,3221225472,15032385536,900,2147483648,0,0,0,0";
         assert_eq!(lines.len(), 1 + 4);
         assert_eq!(
             lines[1],
@@ -237,8 +246,27 @@ mod tests {
             csv,
             "offset_s,time_ms,nodes_total,pending,running,succeeded,failed,unknown,unscheduled,\
              scale_ups,scale_downs,cpu_requested_m,cpu_allocatable_m,memory_requested_bytes,\
-             memory_allocatable_bytes,cpu_used_m,memory_used_bytes\n"
+             memory_allocatable_bytes,cpu_used_m,memory_used_bytes,gpus_allocatable,\
+             gpus_allocated,gpus_fragmented,pending_gpu_pods\n"
         );
+    }
+
+    #[test]
+    fn gpu_columns_add_up_the_models() {
+        let mut report = fixtures::report();
+        report.timeline[1].gpus = ["A100", "V100"]
+            .iter()
+            .map(|model| crate::GpuUsage {
+                model: (*model).to_owned(),
+                nodes: 1,
+                allocatable: 8,
+                allocated: 3,
+                fragmented: 1,
+            })
+            .collect();
+        report.timeline[1].pending_gpu_pods = 2;
+        let csv = to_csv(&report);
+        assert!(csv.lines().nth(2).unwrap().ends_with(",16,6,2,2"), "{csv}");
     }
 
     #[test]

@@ -390,6 +390,8 @@ mod tests {
             },
             unscheduled: 0,
             usage: ResourceUsage::default(),
+            gpus: Vec::new(),
+            pending_gpu_pods: 0,
         }
     }
 

@@ -42,6 +42,8 @@ pub fn observations() -> Observations {
             used_cpu_millis: 900,
             used_memory_bytes: 2 << 30,
         },
+        gpus: Vec::new(),
+        pending_gpu_pods: 0,
     };
     let error =
         |kind: Gvk, namespace: Option<&str>, name: &str, operation, index, ms, message: &str| {
@@ -123,6 +125,9 @@ pub fn observations() -> Observations {
             node_change(2_600, "group-b-x", NodeChangeKind::Removed),
         ],
         pending_times: (1..=100).map(Duration::from_millis).collect(),
+        gpu_pending_times: Vec::new(),
+        gpu_pods: 0,
+        gpu_owners: std::collections::BTreeSet::new(),
         lateness: [1_500, 250, 12_345]
             .into_iter()
             .map(Duration::from_micros)
@@ -193,6 +198,7 @@ pub fn observations() -> Observations {
         never_ran: vec![NeverRan {
             waited: Duration::from_millis(700),
             bound: false,
+            gpus: false,
         }],
         pods_evicted: 1,
         pods_preempted: 0,

@@ -1,6 +1,6 @@
 //! What the driver observes during a replay: the report is built from this alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,15 @@ pub struct Observations {
     pub node_changes: Vec<ObservedNodeChange>,
     /// Per pod: first seen until Running.
     pub pending_times: Vec<Duration>,
+    /// The same for the pods that asked for GPUs. Defaulted: observations saved before it
+    /// was kept have none.
+    #[serde(default)]
+    pub gpu_pending_times: Vec<Duration>,
+    /// Pods that asked for GPUs, and their owners as the waits name them (`Kind/name`).
+    #[serde(default)]
+    pub gpu_pods: u64,
+    #[serde(default)]
+    pub gpu_owners: BTreeSet<String>,
     /// Per applied event and CronJob run: actual minus scheduled time.
     pub lateness: Vec<Duration>,
     pub object_errors: Vec<ObjectErrorRecord>,
@@ -247,6 +256,9 @@ pub struct NeverRan {
     pub waited: Duration,
     /// Whether it was ever bound to a node.
     pub bound: bool,
+    /// Whether it asked for GPUs. Defaulted: observations saved before it was kept.
+    #[serde(default)]
+    pub gpus: bool,
 }
 
 /// The recorded cluster from one moment on, as the trace's samples give it.
@@ -270,6 +282,13 @@ pub struct Sample {
     /// Requested against allocatable; defaulted for samples taken before it was kept.
     #[serde(default)]
     pub usage: ResourceUsage,
+    /// GPUs per model, in model order; empty when no node has GPUs (and in samples taken
+    /// before they were kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::GpuUsage>,
+    /// Pods Pending and unbound that ask for GPUs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending_gpu_pods: u64,
 }
 
 /// Nodes of one group.
@@ -291,6 +310,12 @@ pub struct NodeCount {
     /// count in node-hours, as Karpenter's nodes do from theirs.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub launching: u64,
+    /// Registered nodes with GPUs, and the price per hour of those of them that carry one of
+    /// their own, in millionths.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpu_nodes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpu_price_micros_per_hour: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -24,6 +24,7 @@ pub fn is_terminal(state: SimulationState) -> bool {
     )
 }
 
+mod accelerators;
 mod attribution;
 mod build;
 mod compare;
@@ -63,15 +64,15 @@ pub use input::{
     ReplicaPoint, ResourceUsage, Sample, ScaleEvent,
 };
 pub use model::{
-    AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied, AutoscalerFlagSource,
-    AutoscalerOutage, AutoscalerOutages, AutoscalerSimulationFlag, ClusterState,
-    ControllerManagerFlag, Costs, DelaySamples, DisruptionOutcome, Disruptions,
-    DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries, GroupCost,
-    KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChange,
-    NodeChangeCause, NodeChangeKind, NodeGroupCount, ObjectError, ObjectOperation, PendingSplit,
-    ProviderConfig, Provisioning, ReplicaChange, ReplicaSource, Report, SchedulerConfig,
-    TimelineBucket, UsageReplay, WaitReason, WorkloadAvailability, WorkloadLimits,
-    WorkloadReplicas, WorkloadScaling, WorkloadUsage, nodes_total,
+    Accelerators, AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied,
+    AutoscalerFlagSource, AutoscalerOutage, AutoscalerOutages, AutoscalerSimulationFlag,
+    ClusterState, ControllerManagerFlag, Costs, DelaySamples, DisruptionOutcome, Disruptions,
+    DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries,
+    GpuModelSummary, GpuUsage, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES,
+    MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause, NodeChangeKind, NodeGroupCount, ObjectError,
+    ObjectOperation, PendingSplit, ProviderConfig, Provisioning, ReplicaChange, ReplicaSource,
+    Report, SchedulerConfig, TimelineBucket, UsageReplay, WaitReason, WorkloadAvailability,
+    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage, nodes_total,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

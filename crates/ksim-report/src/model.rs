@@ -7,12 +7,12 @@
 //! sub-millisecond; they are kept to the microsecond.
 
 pub use ksim_proto::ksim::driver::v1::{
-    AutoscalerOutage, AutoscalerOutages, ClusterState, Costs, DelaySamples, DisruptionOutcome,
-    Disruptions, DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries,
-    GroupCost, NodeChange, NodeChangeCause, NodeChangeKind, NodeGroupCount, ObjectError,
-    ObjectOperation, PendingSplit, Provisioning, ReplicaChange, ReplicaSource, Report,
-    TimelineBucket, UsageReplay, WaitReason, WorkloadAvailability, WorkloadLimits,
-    WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    Accelerators, AutoscalerOutage, AutoscalerOutages, ClusterState, Costs, DelaySamples,
+    DisruptionOutcome, Disruptions, DurationPercentiles, Fidelity, FidelityBucket, FidelityPending,
+    FidelitySeries, GpuModelSummary, GpuUsage, GroupCost, NodeChange, NodeChangeCause,
+    NodeChangeKind, NodeGroupCount, ObjectError, ObjectOperation, PendingSplit, Provisioning,
+    ReplicaChange, ReplicaSource, Report, TimelineBucket, UsageReplay, WaitReason,
+    WorkloadAvailability, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
     AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied, AutoscalerFlagSource,

@@ -144,6 +144,11 @@ fn write_summary(
     if !report.waits.is_empty() {
         writeln!(out, "  why pods waited:   {}", waits(&report.waits))?;
     }
+    if let Some(accelerators) = &report.accelerators {
+        for line in gpu_lines(accelerators) {
+            writeln!(out, "  {line}")?;
+        }
+    }
     if !report.node_disruptions.is_empty() {
         writeln!(
             out,
@@ -854,6 +859,46 @@ pub fn waits(waits: &[pb::WaitReason]) -> String {
     listed.join("; ")
 }
 
+/// The run's GPUs: per model allocation and fragmentation, GPU node-hours and cost, and the GPU
+/// pods' waits.
+pub fn gpu_lines(gpus: &pb::Accelerators) -> Vec<String> {
+    let percent = |ratio: f64| format!("{:.0}%", ratio * 100.0);
+    let mut lines: Vec<String> = gpus
+        .models
+        .iter()
+        .enumerate()
+        .map(|(index, model)| {
+            let label = if index == 0 { "gpus:" } else { "" };
+            format!(
+                "{label:19}{}: {} allocatable at most, {} allocated (mean, peak {}), {} fragmented (mean, at most {} GPU(s))",
+                model.model,
+                model.allocatable_peak,
+                percent(model.allocated_mean),
+                percent(model.allocated_peak),
+                percent(model.fragmented_mean),
+                model.fragmented_peak
+            )
+        })
+        .collect();
+    let cost = gpus
+        .gpu_cost
+        .map_or_else(|| "no price".to_owned(), |cost| format!("cost {cost:.4}"));
+    let pending = gpus.gpu_pod_pending_time.unwrap_or_default();
+    lines.push(format!(
+        "gpu pods:          {} ({} never scheduled, at most {} waiting at once), pending p50 {}, p99 {}; GPU node-hours {:.3}, {cost}",
+        gpus.gpu_pods,
+        gpus.gpu_pods_never_scheduled,
+        gpus.pending_gpu_pods_peak,
+        human(pending.p50.as_ref()),
+        human(pending.p99.as_ref()),
+        gpus.gpu_node_hours
+    ));
+    if !gpus.waits.is_empty() {
+        lines.push(format!("gpu pods waited:   {}", waits(&gpus.waits)));
+    }
+    lines
+}
+
 /// The summary's label of the kube-controller-manager controller a flag of it belongs to.
 fn controller_of(flag: &str) -> &'static str {
     const NODE_LIFECYCLE: [&str; 5] = [
@@ -1253,6 +1298,51 @@ mod tests {
         assert!(
             lines[10].ends_with("... and 3 more (report.json's disruptions.outcomes)"),
             "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn gpus_say_allocation_fragmentation_hours_and_why_gpu_pods_waited() {
+        let mut report = fixtures::report();
+        assert!(!summary(&report).contains("gpus:"));
+        report.accelerators = Some(pb::Accelerators {
+            models: vec![pb::GpuModelSummary {
+                model: "V100".to_owned(),
+                allocatable_peak: 8,
+                allocated_mean: 0.75,
+                allocated_peak: 1.0,
+                fragmented_mean: 0.15,
+                fragmented_peak: 2,
+            }],
+            gpu_node_hours: 4.0,
+            gpu_cost: Some(12.24),
+            gpu_pods: 3,
+            gpu_pods_never_scheduled: 1,
+            pending_gpu_pods_peak: 2,
+            waits: vec![pb::WaitReason {
+                source: "scheduler".to_owned(),
+                reason: "Insufficient nvidia.com/gpu".to_owned(),
+                owner: "Pod/big".to_owned(),
+                count: 4,
+            }],
+            ..pb::Accelerators::default()
+        });
+        let text = summary(&report);
+        assert!(
+            text.contains("gpus:              V100: 8 allocatable at most, 75% allocated (mean, peak 100%), 15% fragmented (mean, at most 2 GPU(s))"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpu pods:          3 (1 never scheduled, at most 2 waiting at once)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("GPU node-hours 4.000, cost 12.2400"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpu pods waited:   Insufficient nvidia.com/gpu x4 (Pod/big, scheduler)"),
+            "{text}"
         );
     }
 

@@ -103,6 +103,8 @@ pub(super) fn buckets(obs: &Observations) -> Vec<TimelineBucket> {
             carried.pods = Some(sample.pods);
             carried.unscheduled_pods = sample.unscheduled;
             carried.usage = Some(sample.usage);
+            carried.gpus.clone_from(&sample.gpus);
+            carried.pending_gpu_pods = sample.pending_gpu_pods;
         }
         let offset_ms = bucket.saturating_mul(width_ms);
         // The wall clock moved 1/speed as far.
@@ -130,6 +132,8 @@ pub fn node_group_counts(nodes: &BTreeMap<String, NodeCount>) -> Vec<NodeGroupCo
             priced_nodes: count.priced,
             price_micros_per_hour: count.price_micros_per_hour,
             launching_nodes: count.launching,
+            gpu_nodes: count.gpu_nodes,
+            gpu_price_micros_per_hour: count.gpu_price_micros_per_hour,
         })
         .collect()
 }
@@ -232,6 +236,8 @@ mod tests {
             },
             unscheduled: running / 2,
             usage: ResourceUsage::default(),
+            gpus: Vec::new(),
+            pending_gpu_pods: 0,
         }
     }
 

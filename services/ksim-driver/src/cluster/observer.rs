@@ -4,8 +4,8 @@
 //! nodes that join and leave the groups once the replay runs (which nodes it added and
 //! removed). Pods are also handed over as they start, for matching to their recorded launches.
 //! For what the cluster cost and why pods waited it also keeps what the pods request and the
-//! nodes allocate, the pods that never ran, evictions and preemptions, and the scheduler's and
-//! CA's events about the simulation's pods.
+//! nodes allocate (GPUs per model too: `domain::gpus`), the pods that never ran, evictions and
+//! preemptions, and the scheduler's and CA's events about the simulation's pods.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -34,6 +34,7 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 
 use crate::domain::{
     SIMULATION_LABEL,
+    gpus::{self, Amounts, GPU_RESOURCE, GpuNode, PendingGpuPod, Placement},
     report::{
         GroupOwner, NeverRan, NodeChangeKind, NodeCount, ObservedNodeChange, PodPendingSplit,
         PodPhaseCounts, ResourceUsage, Sample, ScaleEvent, WaitReason,
@@ -56,6 +57,10 @@ struct Seen {
     groups: BTreeSet<String>,
     pods: HashMap<String, PodSeen>,
     pending_times: Vec<Duration>,
+    /// The same for the pods that asked for GPUs; how many did, and their owners.
+    gpu_pending_times: Vec<Duration>,
+    gpu_pods: u64,
+    gpu_owners: BTreeSet<String>,
     /// Per pod that ran: where its pending time went.
     pending_splits: Vec<PodPendingSplit>,
     /// Per node that joined during the replay: first seen to Ready.
@@ -111,6 +116,15 @@ struct NodeSeen {
     price_micros: Option<u64>,
     /// Removed from its group, lingering by the provisioning model until it goes.
     shutting_down: bool,
+    /// A GPU node's model and labels (which pending GPU pods' placement reads); `None` for a
+    /// node without GPUs, most of them.
+    gpu: Option<Box<NodeGpus>>,
+}
+
+#[derive(Debug)]
+struct NodeGpus {
+    model: String,
+    labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug)]
@@ -127,13 +141,16 @@ struct PodSeen {
     triggered_at: Option<Instant>,
     ran: bool,
     requests: Resources,
+    /// Where a GPU pod may go; `None` for a pod that asks for no GPU.
+    placement: Option<Box<Placement>>,
 }
 
-/// CPU in millicores and memory in bytes.
+/// CPU in millicores, memory in bytes, and whole GPUs (`nvidia.com/gpu`).
 #[derive(Debug, Clone, Copy, Default)]
 struct Resources {
     cpu_millis: u64,
     memory_bytes: u64,
+    gpus: u64,
 }
 
 impl Resources {
@@ -151,12 +168,22 @@ impl Resources {
         Self {
             cpu_millis: (amount("cpu") * 1000.0).round() as u64,
             memory_bytes: amount("memory").round() as u64,
+            gpus: amount(GPU_RESOURCE).round() as u64,
         }
     }
 
     fn add(&mut self, other: Self) {
         self.cpu_millis = self.cpu_millis.saturating_add(other.cpu_millis);
         self.memory_bytes = self.memory_bytes.saturating_add(other.memory_bytes);
+        self.gpus = self.gpus.saturating_add(other.gpus);
+    }
+
+    fn amounts(self) -> Amounts {
+        Amounts {
+            cpu_millis: self.cpu_millis,
+            memory_bytes: self.memory_bytes,
+            gpus: self.gpus,
+        }
     }
 }
 
@@ -258,6 +285,7 @@ impl Observer {
             .map(|pod| NeverRan {
                 waited: pod.first_seen.elapsed(),
                 bound: pod.bound_ever,
+                gpus: pod.placement.is_some(),
             });
         seen.never_ran.iter().copied().chain(waiting).collect()
     }
@@ -294,6 +322,17 @@ impl Observer {
 
     pub fn pending_times(&self) -> Vec<Duration> {
         self.lock().pending_times.clone()
+    }
+
+    /// The GPU pods: each one's time Pending until it ran, how many there were, and their
+    /// owners (`Kind/name`).
+    pub fn gpu_pods(&self) -> (Vec<Duration>, u64, BTreeSet<String>) {
+        let seen = self.lock();
+        (
+            seen.gpu_pending_times.clone(),
+            seen.gpu_pods,
+            seen.gpu_owners.clone(),
+        )
     }
 
     pub fn pending_splits(&self) -> Vec<PodPendingSplit> {
@@ -446,6 +485,10 @@ impl Seen {
                     count.priced += 1;
                     count.price_micros_per_hour += price;
                 }
+                if node.gpu.is_some() {
+                    count.gpu_nodes += 1;
+                    count.gpu_price_micros_per_hour += node.price_micros.unwrap_or(0);
+                }
                 usage.allocatable_cpu_millis += node.allocatable.cpu_millis;
                 usage.allocatable_memory_bytes += node.allocatable.memory_bytes;
             }
@@ -458,15 +501,34 @@ impl Seen {
         }
         let mut pods = PodPhaseCounts::default();
         let mut unscheduled = 0;
+        // What the pods on each GPU node request, and the GPU pods waiting for one.
+        let mut on_gpu_nodes: HashMap<&str, Resources> = HashMap::new();
+        let mut pending_gpu_pods = Vec::new();
         for pod in self.pods.values() {
-            let on_our_node = pod
+            let our_node = pod
                 .node
                 .as_ref()
-                .and_then(|name| self.nodes.get(name))
-                .is_some_and(|node| self.groups.contains(&node.group));
-            if on_our_node && matches!(pod.phase.as_str(), "Pending" | "Running") {
+                .and_then(|name| self.nodes.get_key_value(name))
+                .filter(|(_, node)| self.groups.contains(&node.group));
+            if let Some((name, node)) = our_node
+                && matches!(pod.phase.as_str(), "Pending" | "Running")
+            {
                 usage.requested_cpu_millis += pod.requests.cpu_millis;
                 usage.requested_memory_bytes += pod.requests.memory_bytes;
+                if node.gpu.is_some() {
+                    on_gpu_nodes
+                        .entry(name.as_str())
+                        .or_default()
+                        .add(pod.requests);
+                }
+            }
+            if let (None, "Pending", Some(placement)) =
+                (&pod.node, pod.phase.as_str(), &pod.placement)
+            {
+                pending_gpu_pods.push(PendingGpuPod {
+                    requests: pod.requests.amounts(),
+                    placement,
+                });
             }
             match pod.phase.as_str() {
                 "Running" => pods.running += 1,
@@ -479,12 +541,32 @@ impl Seen {
                 }
             }
         }
+        let gpu_nodes: Vec<GpuNode> = self
+            .nodes
+            .iter()
+            .filter(|(_, node)| self.groups.contains(&node.group))
+            .filter_map(|(name, node)| {
+                let gpu = node.gpu.as_deref()?;
+                Some(GpuNode {
+                    model: &gpu.model,
+                    labels: &gpu.labels,
+                    allocatable: node.allocatable.amounts(),
+                    requested: on_gpu_nodes
+                        .get(name.as_str())
+                        .copied()
+                        .unwrap_or_default()
+                        .amounts(),
+                })
+            })
+            .collect();
         Sample {
             offset: Instant::now().saturating_duration_since(self.origin),
             nodes,
             pods,
             unscheduled,
             usage,
+            gpus: gpus::usage(&gpu_nodes, &pending_gpu_pods),
+            pending_gpu_pods: pending_gpu_pods.len() as u64,
         }
     }
 
@@ -495,6 +577,9 @@ impl Seen {
             groups,
             pods: HashMap::new(),
             pending_times: Vec::new(),
+            gpu_pending_times: Vec::new(),
+            gpu_pods: 0,
+            gpu_owners: BTreeSet::new(),
             pending_splits: Vec::new(),
             node_ready_times: Vec::new(),
             nodes: HashMap::new(),
@@ -525,6 +610,7 @@ impl Seen {
                     self.never_ran.push(NeverRan {
                         waited: gone.first_seen.elapsed(),
                         bound: gone.bound_ever,
+                        gpus: gone.placement.is_some(),
                     });
                 } else if !is_finished(&gone.phase) {
                     self.send(PodChange::Ended(pod_key(pod)));
@@ -546,16 +632,33 @@ impl Seen {
             }
             self.owners.insert(uid.clone(), owner);
         }
-        let entry = self.pods.entry(uid).or_insert_with(|| PodSeen {
-            phase: String::new(),
-            node: None,
-            bound_ever: false,
-            first_seen: Instant::now(),
-            bound_at: None,
-            triggered_at: None,
-            ran: false,
-            requests: pod_requests(pod),
-        });
+        if !self.pods.contains_key(&uid) {
+            let requests = pod_requests(pod);
+            let placement = (requests.gpus > 0).then(|| Box::new(Placement::of(pod)));
+            if placement.is_some() {
+                self.gpu_pods += 1;
+                if let Some(owner) = self.owners.get(&uid) {
+                    self.gpu_owners.insert(owner.clone());
+                }
+            }
+            self.pods.insert(
+                uid.clone(),
+                PodSeen {
+                    phase: String::new(),
+                    node: None,
+                    bound_ever: false,
+                    first_seen: Instant::now(),
+                    bound_at: None,
+                    triggered_at: None,
+                    ran: false,
+                    requests,
+                    placement,
+                },
+            );
+        }
+        let Some(entry) = self.pods.get_mut(&uid) else {
+            return;
+        };
         entry.bound_ever |= node.is_some();
         if node.is_some() && entry.bound_at.is_none() {
             entry.bound_at = Some(Instant::now());
@@ -565,6 +668,9 @@ impl Seen {
         if !entry.ran && matches!(phase.as_str(), "Running" | "Succeeded" | "Failed") {
             entry.ran = true;
             self.pending_times.push(entry.first_seen.elapsed());
+            if entry.placement.is_some() {
+                self.gpu_pending_times.push(entry.first_seen.elapsed());
+            }
             self.pending_splits.push(split(entry, Instant::now()));
             changes.push(PodChange::Started(Box::new(pod.clone())));
         }
@@ -761,6 +867,13 @@ impl Seen {
                     }
                     other => other,
                 };
+                let gpu = (allocatable.gpus > 0).then(|| {
+                    let labels = labels.cloned().unwrap_or_default();
+                    Box::new(NodeGpus {
+                        model: gpus::model(&labels),
+                        labels,
+                    })
+                });
                 let seen = NodeSeen {
                     group,
                     owner,
@@ -770,6 +883,7 @@ impl Seen {
                     instance_type,
                     price_micros,
                     shutting_down: is_shutting_down(node),
+                    gpu,
                 };
                 self.nodes.insert(name, seen);
             }
@@ -1146,6 +1260,54 @@ mod tests {
     }
 
     #[test]
+    fn a_sample_counts_gpus_per_model_and_the_gpu_pods_waiting() {
+        let mut seen = seen(&["p3"]);
+        let gpu_node = |name: &str, gpus: &str| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": {
+                    GROUP_LABEL: "p3", "nvidia.com/gpu.product": "Tesla-V100"}},
+                "status": {"allocatable": {"cpu": "8", "memory": "60Gi", "nvidia.com/gpu": gpus}},
+            }))
+            .unwrap()
+        };
+        let gpu_pod = |uid: &str, node: Option<&str>, phase: &str, gpus: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ml", "uid": uid},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {
+                    "requests": {"cpu": "1", "nvidia.com/gpu": gpus},
+                    "limits": {"nvidia.com/gpu": gpus}}}]},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        seen.node(&gpu_node("p3-a", "4"), true);
+        seen.node(&gpu_node("p3-b", "1"), true);
+        seen.node(&node("m5-a", "p3"), true);
+        seen.pod(&gpu_pod("train-1", Some("p3-a"), "Running", "3"), true);
+        seen.pod(&gpu_pod("train-2", None, "Pending", "2"), true);
+        let sample = seen.sample();
+        assert_eq!(sample.nodes["p3"].gpu_nodes, 2);
+        assert_eq!(sample.pending_gpu_pods, 1);
+        assert_eq!(sample.gpus.len(), 1);
+        let v100 = &sample.gpus[0];
+        // 5 GPUs, 3 taken; the 2-GPU pod fits neither the 1 left on p3-a nor the 1 on p3-b.
+        assert_eq!(
+            (
+                v100.model.as_str(),
+                v100.nodes,
+                v100.allocatable,
+                v100.allocated,
+                v100.fragmented
+            ),
+            ("Tesla-V100", 2, 5, 3, 2)
+        );
+        // It ran: its pending time counts as a GPU pod's; nothing waits, nothing is fragmented.
+        seen.pod(&gpu_pod("train-2", Some("p3-b"), "Running", "2"), true);
+        assert_eq!(seen.gpu_pending_times.len(), 2);
+        assert_eq!((seen.gpu_pods, seen.sample().gpus[0].fragmented), (2, 0));
+    }
+
+    #[test]
     fn a_pods_pending_time_splits_into_scheduling_node_boot_and_start() {
         let t0 = Instant::now();
         let secs = Duration::from_secs;
@@ -1158,6 +1320,7 @@ mod tests {
             triggered_at: Some(t0 + secs(10)),
             ran: false,
             requests: Resources::default(),
+            placement: None,
         };
         assert_eq!(
             split(&pod, t0 + secs(73)),

@@ -21,12 +21,15 @@
 //!   into why nodes stayed: per reason the peak and the first reading.
 //! - [`ownership`] decides what a replay may change or delete: only what it created.
 //! - [`rightsizing`] puts each recorded workload's p95 usage per pod against its requests.
+//! - [`gpus`] counts the GPUs per model: allocatable, allocated, and fragmented for the GPU
+//!   pods pending.
 //! - [`report`] (the `ksim-report` crate) turns what the driver observed into the report.
 
 pub mod autoscaled;
 pub mod bare_pods;
 pub mod cron;
 pub mod disruptions;
+pub mod gpus;
 pub mod hpa;
 pub mod launches;
 pub mod lifetimes;

@@ -229,6 +229,7 @@ impl Live {
     pub fn observations(&self, simulation_id: &str, complete: bool) -> Observations {
         let snapshot = self.progress.snapshot();
         let (pods_evicted, pods_preempted) = self.observer.disruptions();
+        let (gpu_pending_times, gpu_pods, gpu_owners) = self.observer.gpu_pods();
         Observations {
             simulation_id: simulation_id.to_owned(),
             complete,
@@ -242,6 +243,9 @@ impl Live {
             scale_events: self.observer.scale_events(),
             node_changes: self.observer.node_changes(),
             pending_times: self.observer.pending_times(),
+            gpu_pending_times,
+            gpu_pods,
+            gpu_owners,
             lateness: self.progress.lateness(),
             object_errors: self.progress.errors(),
             events_applied: snapshot.events_applied,

@@ -9,6 +9,7 @@ mod disruptions;
 mod experiment;
 mod fan_out;
 mod fidelity;
+mod gpus;
 mod hpa;
 mod karpenter;
 mod mesh_telemetry;
