@@ -6,6 +6,10 @@
 //! and limits as Kubernetes requires). The extended resource counts whole devices, so a pod that
 //! asked for a share of one GPU gets a whole one and says what it asked for
 //! (`ksim.io/gpu-milli`), or with [`GpuShares::Refuse`] is an error: sharing a device needs DRA.
+//! With [`GpuShares::Dra`] GPUs are claimed by Dynamic Resource Allocation instead: the trace
+//! starts with a DeviceClass and one ResourceClaimTemplate per GPU request, a GPU pod claims
+//! from one, and a share is exact (consumable capacity); the skeletons give the GPUs as a
+//! ResourceSlice after the Node.
 //! What production did is kept as recorded state, never replayed: the nodes as
 //! [`pb::RecordedNode`]s, the pods pending and running over time as [`pb::ClusterSample`]s, and
 //! each scheduled pod's creation and binding as a [`pb::PodLifecycle`], so a report compares the
@@ -69,6 +73,21 @@ const MAX_MEMORY_MIB: u64 = 8_000_000_000_000;
 /// The phases a Kubernetes pod can have.
 const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
 
+/// The API version of the DRA objects written with [`GpuShares::Dra`] (GA in Kubernetes 1.34).
+pub const RESOURCE_API_VERSION: &str = "resource.k8s.io/v1";
+/// The DRA driver of the GPUs, and the name of the DeviceClass selecting its devices (as the
+/// local environment's fixtures name them).
+pub const GPU_DRIVER: &str = "gpu.ksim.io";
+/// The name of a GPU pod's claim, of its container's reference to it and of the claim's request.
+pub const GPU_CLAIM: &str = "gpu";
+/// The consumable capacity of a GPU device: 1 (a whole GPU), of which a share claims `<milli>m`.
+pub const SHARE_CAPACITY: &str = "share";
+/// The device attribute naming a GPU's model.
+pub const MODEL_ATTRIBUTE: &str = "model";
+/// The most devices one ResourceSlice may hold (the apiserver's limit; ksim-nodes'
+/// `MAX_DEVICES`, which this crate cannot use): a skeleton gives one slice.
+const MAX_DEVICES_PER_SLICE: u32 = 128;
+
 /// What to do with a pod that asked for a share of one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GpuShares {
@@ -77,6 +96,10 @@ pub enum GpuShares {
     Whole,
     /// Refuse it: an error naming its line.
     Refuse,
+    /// GPUs by Dynamic Resource Allocation: every GPU pod claims its GPUs from a
+    /// ResourceClaimTemplate, a share exactly (consumable capacity), and nodes publish their
+    /// GPUs as devices instead of `nvidia.com/gpu`.
+    Dra,
 }
 
 /// One input file: its name as errors show it, and its text.
@@ -158,8 +181,9 @@ pub struct Shape {
     pub model: Option<String>,
 }
 
-/// What a pod asked for of GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a pod asked for of GPUs. Ordered as the claim templates are written: whole GPUs by
+/// count, then shares by size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GpuRequest {
     None,
     /// Whole GPUs.
@@ -175,6 +199,16 @@ impl GpuRequest {
             Self::None => 0,
             Self::Whole(gpus) => gpus,
             Self::Share(_) => 1,
+        }
+    }
+
+    /// The name of the ResourceClaimTemplate a pod claims this from with [`GpuShares::Dra`]:
+    /// `gpus-<n>`, `gpu-share-<milli>m`; `None` without GPUs.
+    pub fn claim_template(self) -> Option<String> {
+        match self {
+            Self::None => None,
+            Self::Whole(gpus) => Some(format!("gpus-{gpus}")),
+            Self::Share(milli) => Some(format!("gpu-share-{milli}m")),
         }
     }
 }
@@ -219,6 +253,7 @@ pub struct Recording {
     node_groups: Vec<usize>,
     /// The files' names, for the header's origin.
     sources: (String, String),
+    gpu_shares: GpuShares,
 }
 
 /// How to write the trace. Time is passed in: the conversion reads no clock.
@@ -255,19 +290,43 @@ pub struct Summary {
     pub cpu_pods: u64,
     /// Pods asking for whole GPUs.
     pub whole_gpu_pods: u64,
-    /// Pods asking for a share of one GPU, given a whole one.
+    /// Pods asking for a share of one GPU: given a whole one, or with [`GpuShares::Dra`]
+    /// claiming exactly that share.
     pub shared_gpu_pods: u64,
     pub never_scheduled: u64,
+    /// How the GPUs are written.
+    pub gpu_shares: GpuShares,
+    /// With [`GpuShares::Dra`], the pods claiming GPUs (all GPU pods); else 0.
+    pub claim_pods: u64,
+    /// With [`GpuShares::Dra`], the ResourceClaimTemplates written (one per distinct GPU
+    /// request); else 0.
+    pub claim_templates: u64,
 }
 
 /// Reads and checks both files; with [`GpuShares::Refuse`] a pod asking for a share of a GPU
-/// is an error.
+/// is an error, with [`GpuShares::Dra`] a node with more GPUs than one ResourceSlice holds.
 pub fn read(
     nodes: Csv<'_>,
     pods: Csv<'_>,
     gpu_shares: GpuShares,
 ) -> Result<Recording, AlibabaError> {
     let nodes_read = read_nodes(nodes)?;
+    if gpu_shares == GpuShares::Dra
+        && let Some(node) = nodes_read
+            .iter()
+            .find(|node| node.shape.gpus > MAX_DEVICES_PER_SLICE)
+    {
+        return Err(AlibabaError::Field {
+            file: nodes.name.to_owned(),
+            line: node.line,
+            field: "gpu",
+            value: node.shape.gpus.to_string(),
+            problem: format!(
+                "is more than the {MAX_DEVICES_PER_SLICE} devices a node's one ResourceSlice \
+                 holds (--gpu-shares dra)"
+            ),
+        });
+    }
     let pods_read = read_pods(pods, gpu_shares)?;
     let (groups, node_groups) = node_groups(&nodes_read);
     if let Some(long) = groups
@@ -285,6 +344,7 @@ pub fn read(
         groups,
         node_groups,
         sources: (nodes.name.to_owned(), pods.name.to_owned()),
+        gpu_shares,
     })
 }
 
@@ -312,7 +372,53 @@ impl Recording {
                 summary.never_scheduled += 1;
             }
         }
+        summary.gpu_shares = self.gpu_shares;
+        if self.gpu_shares == GpuShares::Dra {
+            summary.claim_pods = summary.whole_gpu_pods + summary.shared_gpu_pods;
+            summary.claim_templates = self.claim_requests().len() as u64;
+        }
         summary
+    }
+
+    /// How the GPUs are written: what [`read`] was given.
+    pub fn gpu_shares(&self) -> GpuShares {
+        self.gpu_shares
+    }
+
+    /// The distinct GPU requests of the pods, in order: one ResourceClaimTemplate each with
+    /// [`GpuShares::Dra`].
+    fn claim_requests(&self) -> std::collections::BTreeSet<GpuRequest> {
+        self.pods
+            .iter()
+            .map(|pod| pod.gpu)
+            .filter(|gpu| *gpu != GpuRequest::None)
+            .collect()
+    }
+
+    /// What every pod needs before it is applied, with [`GpuShares::Dra`]: the DeviceClass,
+    /// then the ResourceClaimTemplates the pods use. Empty in the other modes.
+    fn setup_objects(&self, namespace: &str) -> Vec<pb::TraceObject> {
+        if self.gpu_shares != GpuShares::Dra {
+            return Vec::new();
+        }
+        let class = device_class_object();
+        let mut objects = vec![trace_object(
+            device_class_gvk(),
+            GPU_DRIVER,
+            "",
+            Some(&class),
+        )];
+        for request in self.claim_requests() {
+            if let Some((name, template)) = claim_template_object(request, namespace) {
+                objects.push(trace_object(
+                    claim_template_gvk(),
+                    &name,
+                    namespace,
+                    Some(&template),
+                ));
+            }
+        }
+        objects
     }
 
     /// Writes the trace to `out`: the nodes, then events and cluster samples in time order, then
@@ -343,6 +449,17 @@ impl Recording {
         for (node, &group) in self.nodes.iter().zip(&self.node_groups) {
             writer.write_node(&recorded_node(node, &self.groups[group], options.start_ms))?;
         }
+        // The first event, before any pod: the objects the pods' claims name.
+        for chunk in self
+            .setup_objects(&options.namespace)
+            .chunks(MAX_OBJECTS_PER_EVENT)
+        {
+            writer.write_event(&pb::TraceEvent {
+                timestamp_ms: options.start_ms,
+                applied: chunk.to_vec(),
+                deleted: Vec::new(),
+            })?;
+        }
 
         // Each pod's spec hash, taken as it is applied: its lifecycle, written last, carries it.
         let mut spec_hashes = vec![0u64; self.pods.len()];
@@ -355,11 +472,14 @@ impl Recording {
             let mut event = empty_event(timestamp_ms);
             for &i in &applied {
                 let pod = &self.pods[i];
-                let object = pod_object(pod, &options.namespace);
+                let object = pod_object(pod, &options.namespace, self.gpu_shares);
                 spec_hashes[i] = hash::pod_spec_hash(&object);
-                event
-                    .applied
-                    .push(trace_object(&pod.name, &options.namespace, Some(&object)));
+                event.applied.push(trace_object(
+                    pod_gvk(),
+                    &pod.name,
+                    &options.namespace,
+                    Some(&object),
+                ));
                 if event.applied.len() + event.deleted.len() >= MAX_OBJECTS_PER_EVENT {
                     writer.write_event(&event)?;
                     event = empty_event(timestamp_ms);
@@ -370,7 +490,7 @@ impl Recording {
                 let name = &self.pods[i].name;
                 event
                     .deleted
-                    .push(trace_object(name, &options.namespace, None));
+                    .push(trace_object(pod_gvk(), name, &options.namespace, None));
                 if event.applied.len() + event.deleted.len() >= MAX_OBJECTS_PER_EVENT {
                     writer.write_event(&event)?;
                     event = empty_event(timestamp_ms);
@@ -392,18 +512,35 @@ impl Recording {
     }
 
     fn header(&self, options: &Options, end_ms: i64) -> pb::TraceHeader {
+        // Bare pods, as the tracer records them: each owns its own lifetime.
+        let mut tracked_kinds = vec![pb::TrackedKindConfig {
+            gvk: Some(pod_gvk()),
+            plural: "pods".to_owned(),
+            namespaced: true,
+            pod_template_paths: vec![String::new()],
+            track_lifecycles: true,
+            skip_owned: true,
+        }];
+        if self.gpu_shares == GpuShares::Dra {
+            // Every kind the events hold; neither has pods of its own.
+            for (gvk, plural, namespaced) in [
+                (device_class_gvk(), "deviceclasses", false),
+                (claim_template_gvk(), "resourceclaimtemplates", true),
+            ] {
+                tracked_kinds.push(pb::TrackedKindConfig {
+                    gvk: Some(gvk),
+                    plural: plural.to_owned(),
+                    namespaced,
+                    pod_template_paths: Vec::new(),
+                    track_lifecycles: false,
+                    skip_owned: false,
+                });
+            }
+        }
         pb::TraceHeader {
             format_version: crate::FORMAT_VERSION,
             tracer_config: Some(pb::TracerConfig {
-                // Bare pods, as the tracer records them: each owns its own lifetime.
-                tracked_kinds: vec![pb::TrackedKindConfig {
-                    gvk: Some(pod_gvk()),
-                    plural: "pods".to_owned(),
-                    namespaced: true,
-                    pod_template_paths: vec![String::new()],
-                    track_lifecycles: true,
-                    skip_owned: true,
-                }],
+                tracked_kinds,
                 // The nodes and the pods' phases over time: what a report compares with.
                 cluster_recorded: true,
                 usage_recording: pb::UsageRecording::Unspecified.into(),
@@ -551,8 +688,54 @@ fn pod_gvk() -> pb::GroupVersionKind {
     }
 }
 
-/// The pod as the replay creates it.
-pub fn pod_object(pod: &Pod, namespace: &str) -> Value {
+fn device_class_gvk() -> pb::GroupVersionKind {
+    crate::gvk::from_api_version(RESOURCE_API_VERSION, "DeviceClass")
+}
+
+fn claim_template_gvk() -> pb::GroupVersionKind {
+    crate::gvk::from_api_version(RESOURCE_API_VERSION, "ResourceClaimTemplate")
+}
+
+/// The DeviceClass `gpu.ksim.io`: the devices of the driver of that name.
+pub fn device_class_object() -> Value {
+    json!({
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": "DeviceClass",
+        "metadata": { "name": GPU_DRIVER },
+        "spec": { "selectors": [{ "cel": {
+            "expression": format!("device.driver == '{GPU_DRIVER}'"),
+        } }] },
+    })
+}
+
+/// The ResourceClaimTemplate pods claim `request` from, and its name: `count` whole devices
+/// (a request without capacity takes a device whole), or one device's `share` capacity in
+/// thousandths. `None` for no GPU.
+pub fn claim_template_object(request: GpuRequest, namespace: &str) -> Option<(String, Value)> {
+    let name = request.claim_template()?;
+    let exactly = match request {
+        GpuRequest::None => return None,
+        GpuRequest::Whole(gpus) => json!({ "deviceClassName": GPU_DRIVER, "count": gpus }),
+        GpuRequest::Share(milli) => json!({
+            "deviceClassName": GPU_DRIVER,
+            "capacity": { "requests": { SHARE_CAPACITY: format!("{milli}m") } },
+        }),
+    };
+    let template = json!({
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": "ResourceClaimTemplate",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": { "spec": { "devices": { "requests": [
+            { "name": GPU_CLAIM, "exactly": exactly },
+        ] } } },
+    });
+    Some((name, template))
+}
+
+/// The pod as the replay creates it: its GPUs as `nvidia.com/gpu`, or with [`GpuShares::Dra`]
+/// as a claim from their ResourceClaimTemplate.
+pub fn pod_object(pod: &Pod, namespace: &str, gpu_shares: GpuShares) -> Value {
+    let dra = gpu_shares == GpuShares::Dra;
     let devices = pod.gpu.devices();
     let mut resources = json!({
         "requests": {
@@ -567,13 +750,21 @@ pub fn pod_object(pod: &Pod, namespace: &str) -> Value {
     });
     let mut spec = json!({ "schedulerName": "default-scheduler" });
     if devices > 0 {
-        // Kubernetes requires an extended resource's request to equal its limit.
-        resources["requests"][GPU_RESOURCE] = json!(devices.to_string());
-        resources["limits"] = json!({ GPU_RESOURCE: devices.to_string() });
+        if let (true, Some(template)) = (dra, pod.gpu.claim_template()) {
+            spec["resourceClaims"] =
+                json!([{ "name": GPU_CLAIM, "resourceClaimTemplateName": template }]);
+            resources["claims"] = json!([{ "name": GPU_CLAIM }]);
+        } else {
+            // Kubernetes requires an extended resource's request to equal its limit.
+            resources["requests"][GPU_RESOURCE] = json!(devices.to_string());
+            resources["limits"] = json!({ GPU_RESOURCE: devices.to_string() });
+        }
+        // GPU nodes keep their taint with DRA too.
         spec["tolerations"] =
             json!([{ "key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule" }]);
     }
-    if let GpuRequest::Share(milli) = pod.gpu {
+    // With DRA the claim asks the share exactly: nothing to say beside it.
+    if let (false, GpuRequest::Share(milli)) = (dra, pod.gpu) {
         metadata["annotations"] = json!({ GPU_MILLI_ANNOTATION: milli.to_string() });
     }
     if !pod.gpu_models.is_empty() {
@@ -595,10 +786,15 @@ pub fn pod_object(pod: &Pod, namespace: &str) -> Value {
     json!({ "apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec })
 }
 
-/// The pod as a trace object: whole when applied, its identity alone when deleted.
-fn trace_object(name: &str, namespace: &str, object: Option<&Value>) -> pb::TraceObject {
+/// An object of the trace: whole when applied, its identity alone when deleted.
+fn trace_object(
+    gvk: pb::GroupVersionKind,
+    name: &str,
+    namespace: &str,
+    object: Option<&Value>,
+) -> pb::TraceObject {
     pb::TraceObject {
-        gvk: Some(pod_gvk()),
+        gvk: Some(gvk),
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         object_json: object
@@ -735,10 +931,22 @@ fn cpu_quantity(milli: u64) -> String {
 impl NodeGroup {
     /// The node skeleton of the group, in the YAML form `kubectl get node -o yaml` prints (and
     /// `ksim run --node-group NAME=SKELETON.yaml:COUNT` reads): labels, the GPU taint on GPU
-    /// nodes, capacity and allocatable.
+    /// nodes, capacity and allocatable, with GPUs as `nvidia.com/gpu`.
     pub fn skeleton_yaml(&self) -> String {
+        self.skeleton_yaml_for(GpuShares::Whole)
+    }
+
+    /// [`NodeGroup::skeleton_yaml`] for GPUs written as `gpu_shares` says: with
+    /// [`GpuShares::Dra`] a GPU group's Node has no `nvidia.com/gpu` nor cluster-autoscaler's
+    /// GPU label, and a second document, the ResourceSlice of its GPUs, follows it.
+    pub fn skeleton_yaml_for(&self, gpu_shares: GpuShares) -> String {
+        let dra = gpu_shares == GpuShares::Dra && self.shape.gpus > 0;
         let quote = |text: &str| Value::String(text.to_owned()).to_string();
         let gpus = match &self.shape.model {
+            Some(model) if dra => format!(
+                ", {} {model} GPUs by DRA: the ResourceSlice after the Node",
+                self.shape.gpus
+            ),
             Some(model) => format!(", {} {model} GPUs", self.shape.gpus),
             None => String::new(),
         };
@@ -755,6 +963,11 @@ impl NodeGroup {
             self.shape.memory_mib,
         );
         for (key, value) in self.shape.labels() {
+            // cluster-autoscaler takes a node with its GPU label and no nvidia.com/gpu for a
+            // GPU node not ready yet.
+            if dra && key == GPU_TYPE_LABEL {
+                continue;
+            }
             yaml.push_str(&format!("    {}: {}\n", quote(&key), quote(&value)));
         }
         if self.shape.gpus > 0 {
@@ -766,12 +979,44 @@ impl NodeGroup {
             ));
         }
         yaml.push_str("status:\n");
-        let resources = self.shape.resources();
+        let mut resources = self.shape.resources();
+        if dra {
+            // The GPUs are the slice's devices, not an extended resource.
+            resources.remove(GPU_RESOURCE);
+        }
         for field in ["capacity", "allocatable"] {
             yaml.push_str(&format!("  {field}:\n"));
             for (resource, quantity) in &resources {
                 yaml.push_str(&format!("    {}: {}\n", quote(resource), quote(quantity)));
             }
+        }
+        if dra {
+            yaml.push_str(&self.resource_slice_yaml());
+        }
+        yaml
+    }
+
+    /// `---` and the ResourceSlice of a GPU node's devices: `gpu-0`, `gpu-1`, ..., each of
+    /// `share` capacity 1 that claims may divide (`allowMultipleAllocations`, consumable
+    /// capacity). The pool replaces its pool name and node per virtual node.
+    fn resource_slice_yaml(&self) -> String {
+        let quote = |text: &str| Value::String(text.to_owned()).to_string();
+        let model = self.shape.model.as_deref().unwrap_or_default();
+        let mut yaml = format!(
+            "---\napiVersion: {RESOURCE_API_VERSION}\nkind: ResourceSlice\nspec:\n  \
+             driver: {}\n  pool:\n    name: {}\n    resourceSliceCount: 1\n  devices:\n",
+            quote(GPU_DRIVER),
+            quote(&self.name),
+        );
+        for index in 0..self.shape.gpus {
+            yaml.push_str(&format!(
+                "    - name: \"gpu-{index}\"\n      allowMultipleAllocations: true\n      \
+                 attributes:\n        {}:\n          string: {}\n      capacity:\n        \
+                 {}:\n          value: \"1\"\n",
+                quote(MODEL_ATTRIBUTE),
+                quote(model),
+                quote(SHARE_CAPACITY),
+            ));
         }
         yaml
     }
@@ -875,7 +1120,7 @@ fn read_pods(csv: Csv<'_>, gpu_shares: GpuShares) -> Result<Vec<Pod>, AlibabaErr
                 return Err(row.error(4, "is 0, but num_gpu is 1: expected 1 to 1000 thousandths"));
             }
             (1, milli) if milli < 1000 => match gpu_shares {
-                GpuShares::Whole => GpuRequest::Share(milli),
+                GpuShares::Whole | GpuShares::Dra => GpuRequest::Share(milli),
                 GpuShares::Refuse => {
                     return Err(AlibabaError::SharedGpu {
                         file: row.file.to_owned(),
@@ -1799,5 +2044,431 @@ status:
             assert_eq!(*created_ms, at(fields[8]), "line {line}");
             assert_eq!(deleted[fields[0]], at(fields[9]), "line {line}");
         }
+    }
+
+    fn dra_recording(nodes: &str, pods: &str) -> Recording {
+        read(
+            csv("nodes.csv", nodes),
+            csv("pods.csv", pods),
+            GpuShares::Dra,
+        )
+        .unwrap()
+    }
+
+    /// Every skeleton of `recording`'s groups as ksim-nodes reads it, checked against its group:
+    /// the Node without nvidia.com/gpu nor CA's GPU label, and for a GPU group the slice of one
+    /// shareable device per GPU. Returns the GPU groups.
+    fn check_dra_skeletons(recording: &Recording) -> usize {
+        let mut gpu_groups = 0;
+        for group in &recording.groups {
+            let yaml = group.skeleton_yaml_for(GpuShares::Dra);
+            let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(&yaml)
+                .unwrap_or_else(|error| panic!("{}: {error}\n{yaml}", group.name));
+            assert!(!skeleton.capacity.contains_key(GPU_RESOURCE), "{yaml}");
+            assert!(!skeleton.allocatable.contains_key(GPU_RESOURCE), "{yaml}");
+            assert!(!skeleton.labels.contains_key(GPU_TYPE_LABEL), "{yaml}");
+            let Some(model) = &group.shape.model else {
+                assert_eq!(skeleton.devices, None, "{yaml}");
+                assert!(!yaml.contains("---"), "a CPU group is one document: {yaml}");
+                continue;
+            };
+            gpu_groups += 1;
+            assert_eq!(&skeleton.labels[GPU_MODEL_LABEL], model);
+            assert_eq!(&skeleton.labels[GPU_PRODUCT_LABEL], model);
+            assert_eq!(skeleton.taints.len(), 1, "{yaml}");
+            let devices = skeleton.devices.expect("a GPU group's slice");
+            assert_eq!(devices.driver, GPU_DRIVER);
+            assert!(devices.shares_devices());
+            assert_eq!(devices.devices.len(), group.shape.gpus as usize, "{yaml}");
+            for (index, device) in devices.devices.iter().enumerate() {
+                assert_eq!(device.name, format!("gpu-{index}"));
+                assert_eq!(device.allow_multiple_allocations, Some(true));
+                let attributes = device.attributes.as_ref().unwrap();
+                assert_eq!(attributes["model"].string.as_ref(), Some(model));
+                let capacity = device.capacity.as_ref().unwrap();
+                assert_eq!(capacity["share"].value.0, "1");
+            }
+        }
+        gpu_groups
+    }
+
+    #[test]
+    fn dra_pods_claim_their_gpus_from_templates_written_first() {
+        let recording = dra_recording(
+            NODES,
+            &pods(&[
+                "cpu,4000,8192,0,0,,BE,Succeeded,0,60,0",
+                "two,12000,16384,2,1000,G2,LS,Running,0,60,0",
+                "share,6000,12288,1,460,V100M16,LS,Running,5,60,5",
+                "again,6000,12288,1,460,,LS,Running,6,60,6",
+                "one,1500,100,1,1000,,Burstable,Failed,7,60,7",
+            ]),
+        );
+        let options = Options::default();
+        let trace = convert(&recording, &options);
+
+        // The first event, at the start and before any pod: the DeviceClass, then exactly the
+        // templates the pods use, in order.
+        let first = &trace.events[0];
+        assert_eq!(first.timestamp_ms, DEFAULT_START_MS);
+        assert!(first.deleted.is_empty());
+        let setup: Vec<(String, &str, &str)> = first
+            .applied
+            .iter()
+            .map(|o| {
+                let gvk = o.gvk.as_ref().unwrap();
+                (
+                    crate::gvk::display(gvk),
+                    o.namespace.as_str(),
+                    o.name.as_str(),
+                )
+            })
+            .collect();
+        let template = "resource.k8s.io/v1.ResourceClaimTemplate".to_owned();
+        assert_eq!(
+            setup,
+            [
+                (
+                    "resource.k8s.io/v1.DeviceClass".to_owned(),
+                    "",
+                    "gpu.ksim.io"
+                ),
+                (template.clone(), "alibaba", "gpus-1"),
+                (template.clone(), "alibaba", "gpus-2"),
+                (template, "alibaba", "gpu-share-460m"),
+            ]
+        );
+        let objects: Vec<Value> = first
+            .applied
+            .iter()
+            .map(|o| serde_json::from_slice(&o.object_json).unwrap())
+            .collect();
+        let class: k8s_openapi::api::resource::v1::DeviceClass =
+            serde_json::from_value(objects[0].clone()).unwrap();
+        assert_eq!(class.metadata.name.as_deref(), Some("gpu.ksim.io"));
+        let selectors = class.spec.selectors.unwrap();
+        assert_eq!(
+            selectors[0].cel.as_ref().unwrap().expression,
+            "device.driver == 'gpu.ksim.io'"
+        );
+        let templates: Vec<k8s_openapi::api::resource::v1::ResourceClaimTemplate> = objects[1..]
+            .iter()
+            .map(|o| serde_json::from_value(o.clone()).unwrap())
+            .collect();
+        let exactly = |i: usize| {
+            let template = &templates[i];
+            assert_eq!(template.metadata.namespace.as_deref(), Some("alibaba"));
+            let requests = template
+                .spec
+                .spec
+                .devices
+                .as_ref()
+                .unwrap()
+                .requests
+                .clone();
+            let requests = requests.unwrap();
+            assert_eq!(requests.len(), 1);
+            assert_eq!(requests[0].name, "gpu");
+            requests[0].exactly.clone().unwrap()
+        };
+        let two = exactly(1);
+        assert_eq!(
+            (two.device_class_name.as_str(), two.count),
+            ("gpu.ksim.io", Some(2))
+        );
+        assert_eq!(two.capacity, None, "whole GPUs take whole devices");
+        let share = exactly(2);
+        assert_eq!(share.device_class_name, "gpu.ksim.io");
+        assert_eq!(share.count, None);
+        let requests = share.capacity.unwrap().requests.unwrap();
+        assert_eq!(requests["share"].0, "460m");
+        assert_eq!(
+            objects[3],
+            json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": { "name": "gpu-share-460m", "namespace": "alibaba" },
+                "spec": { "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": {
+                    "deviceClassName": "gpu.ksim.io",
+                    "capacity": { "requests": { "share": "460m" } },
+                } }] } } },
+            })
+        );
+
+        // The pods: a claim from their template instead of nvidia.com/gpu.
+        let pods: BTreeMap<String, (i64, Value)> = applied(&trace)
+            .into_iter()
+            .filter(|(_, (_, object))| object["kind"] == "Pod")
+            .collect();
+        assert_eq!(pods.len(), 5);
+        assert!(
+            trace.events[1..]
+                .iter()
+                .flat_map(|e| &e.applied)
+                .all(|o| o.gvk.as_ref().unwrap().kind == "Pod")
+        );
+        let spec = |name: &str| pods[name].1["spec"].clone();
+        let resources = |name: &str| spec(name)["containers"][0]["resources"].clone();
+        assert_eq!(
+            spec("share")["resourceClaims"],
+            json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu-share-460m" }])
+        );
+        assert_eq!(
+            resources("share"),
+            json!({
+                "requests": { "cpu": "6000m", "memory": "12288Mi" },
+                "claims": [{ "name": "gpu" }],
+            })
+        );
+        assert_eq!(pods["share"].1["metadata"].get("annotations"), None);
+        assert_eq!(
+            spec("share")["tolerations"],
+            json!([{ "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" }])
+        );
+        let models = &spec("share")["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchExpressions"][0];
+        assert_eq!(models["key"], "ksim.io/gpu-model");
+        assert_eq!(models["values"], json!(["V100M16"]));
+        assert_eq!(
+            spec("again")["resourceClaims"][0]["resourceClaimTemplateName"],
+            "gpu-share-460m"
+        );
+        assert_eq!(
+            spec("two")["resourceClaims"],
+            json!([{ "name": "gpu", "resourceClaimTemplateName": "gpus-2" }])
+        );
+        assert_eq!(resources("two")["claims"], json!([{ "name": "gpu" }]));
+        assert_eq!(resources("two").get("limits"), None);
+        assert_eq!(
+            spec("one")["resourceClaims"][0]["resourceClaimTemplateName"],
+            "gpus-1"
+        );
+        assert_eq!(spec("cpu").get("resourceClaims"), None);
+        assert_eq!(spec("cpu").get("tolerations"), None);
+        assert_eq!(
+            resources("cpu"),
+            json!({ "requests": { "cpu": "4000m", "memory": "8192Mi" } })
+        );
+        // Each pod deserializes as Kubernetes reads it.
+        for (name, (_, pod)) in &pods {
+            let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod.clone())
+                .unwrap_or_else(|error| panic!("{name}: {error}"));
+            let claims = pod.spec.unwrap().resource_claims.unwrap_or_default();
+            assert_eq!(claims.len(), usize::from(name != "cpu"), "{name}");
+        }
+        // The lifecycles hash the pods as applied, claims and all.
+        let share_lifecycle = trace
+            .lifecycles
+            .iter()
+            .find(|l| l.pod_name == "share")
+            .unwrap();
+        assert_eq!(
+            share_lifecycle.pod_spec_hash,
+            hash::pod_spec_hash(&pods["share"].1)
+        );
+
+        let kinds: Vec<String> = trace
+            .header
+            .tracer_config
+            .as_ref()
+            .unwrap()
+            .tracked_kinds
+            .iter()
+            .map(|k| crate::gvk::display(k.gvk.as_ref().unwrap()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "v1.Pod",
+                "resource.k8s.io/v1.DeviceClass",
+                "resource.k8s.io/v1.ResourceClaimTemplate"
+            ]
+        );
+        let summary = recording.summary();
+        assert_eq!(summary.gpu_shares, GpuShares::Dra);
+        assert_eq!(
+            (
+                summary.claim_pods,
+                summary.claim_templates,
+                summary.whole_gpu_pods,
+                summary.shared_gpu_pods,
+                summary.cpu_pods
+            ),
+            (4, 3, 2, 2, 1)
+        );
+        // The recorded nodes stay production's, nvidia.com/gpu and all.
+        let node = trace.nodes.iter().find(|n| n.name == "n-1").unwrap();
+        assert_eq!(node.capacity["nvidia.com/gpu"], "8");
+    }
+
+    #[test]
+    fn the_other_modes_write_no_dra_objects() {
+        let rows = pods(&["share,6000,12288,1,460,,LS,Running,0,60,0"]);
+        let trace = convert(&recording(NODES, &rows), &Options::default());
+        assert_eq!(trace.events.len(), 2);
+        let kinds: Vec<&str> = trace
+            .events
+            .iter()
+            .flat_map(|e| e.applied.iter().chain(&e.deleted))
+            .map(|o| o.gvk.as_ref().unwrap().kind.as_str())
+            .collect();
+        assert_eq!(kinds, ["Pod", "Pod"]);
+        let summary = recording(NODES, &rows).summary();
+        assert_eq!((summary.claim_pods, summary.claim_templates), (0, 0));
+        assert_eq!(summary.gpu_shares, GpuShares::Whole);
+        // Without GPU pods, dra mode starts with the DeviceClass alone.
+        let cpu = dra_recording(NODES, &pods(&["cpu,1000,1024,0,0,,LS,Running,3,60,3"]));
+        let trace = convert(&cpu, &Options::default());
+        assert_eq!(trace.events[0].applied.len(), 1);
+        assert_eq!(trace.events[0].applied[0].name, "gpu.ksim.io");
+        assert_eq!(cpu.summary().claim_templates, 0);
+    }
+
+    #[test]
+    fn dra_skeletons_give_the_gpus_as_a_resource_slice_ksim_nodes_reads() {
+        let nodes = format!("{NODES}n-4,8500,1000,0,\n");
+        let recording = dra_recording(&nodes, &pods(&[]));
+        assert_eq!(check_dra_skeletons(&recording), 2);
+        let v100 = recording
+            .groups
+            .iter()
+            .find(|g| g.name == "gpu-v100m16-1x-8c")
+            .unwrap();
+        assert_eq!(
+            v100.skeleton_yaml_for(GpuShares::Dra),
+            "# Node skeleton of group gpu-v100m16-1x-8c: 1 node of Alibaba's cluster-trace-gpu-v2023
+# (8 CPU, 32768Mi memory, 1 V100M16 GPUs by DRA: the ResourceSlice after the Node).
+apiVersion: v1
+kind: Node
+metadata:
+  labels:
+    \"ksim.io/gpu-model\": \"V100M16\"
+    \"kubernetes.io/arch\": \"amd64\"
+    \"kubernetes.io/os\": \"linux\"
+    \"nvidia.com/gpu.product\": \"V100M16\"
+spec:
+  taints:
+    - key: \"nvidia.com/gpu\"
+      value: \"present\"
+      effect: NoSchedule
+status:
+  capacity:
+    \"cpu\": \"8\"
+    \"memory\": \"32768Mi\"
+    \"pods\": \"110\"
+  allocatable:
+    \"cpu\": \"8\"
+    \"memory\": \"32768Mi\"
+    \"pods\": \"110\"
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+spec:
+  driver: \"gpu.ksim.io\"
+  pool:
+    name: \"gpu-v100m16-1x-8c\"
+    resourceSliceCount: 1
+  devices:
+    - name: \"gpu-0\"
+      allowMultipleAllocations: true
+      attributes:
+        \"model\":
+          string: \"V100M16\"
+      capacity:
+        \"share\":
+          value: \"1\"
+"
+        );
+        // The other modes' skeletons stay one document, read the same way.
+        for group in &recording.groups {
+            let yaml = group.skeleton_yaml();
+            assert_eq!(yaml, group.skeleton_yaml_for(GpuShares::Refuse));
+            let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(&yaml).unwrap();
+            assert_eq!(skeleton.devices, None);
+            let gpus = skeleton.capacity.get(GPU_RESOURCE).map(|q| q.0.clone());
+            assert_eq!(
+                gpus,
+                group
+                    .shape
+                    .model
+                    .as_ref()
+                    .map(|_| group.shape.gpus.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn dra_refuses_a_node_with_more_gpus_than_one_slice_holds() {
+        let nodes = format!("{NODES}big,96000,393216,129,G2\n");
+        let error = read(
+            csv("nodes.csv", &nodes),
+            csv("pods.csv", &pods(&[])),
+            GpuShares::Dra,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("nodes.csv:6: field gpu = \"129\": is more than the 128 devices"),
+            "{error}"
+        );
+        // 128 is one slice; the other modes take any count.
+        let nodes = format!("{NODES}big,96000,393216,128,G2\n");
+        check_dra_skeletons(&dra_recording(&nodes, &pods(&[])));
+        let nodes = format!("{NODES}big,96000,393216,129,G2\n");
+        recording(&nodes, &pods(&[]));
+    }
+
+    #[test]
+    fn the_shipped_trace_converts_with_dra() {
+        let (nodes, pods) = shipped();
+        let recording = read(
+            csv("openb_node_list_all_node.csv", &nodes),
+            csv("openb_pod_list_default.csv", &pods),
+            GpuShares::Dra,
+        )
+        .unwrap();
+        let summary = recording.summary();
+        let trace = convert(&recording, &Options::default());
+        let first = &trace.events[0];
+        let gpu_groups = check_dra_skeletons(&recording);
+        eprintln!(
+            "shipped pair, --gpu-shares dra: {} pods claim GPUs, {} ResourceClaimTemplates \
+             ({} objects in the first event), {} of {} node groups with GPUs, {} events",
+            summary.claim_pods,
+            summary.claim_templates,
+            first.applied.len(),
+            gpu_groups,
+            summary.groups,
+            trace.events.len()
+        );
+        // Every pod asking for GPUs: 8,152 less the 1,088 without.
+        assert_eq!((summary.claim_pods, summary.claim_templates), (7064, 24));
+        assert_eq!(first.applied.len(), 1 + 24);
+        assert!(first.applied[1..].iter().all(|o| o.namespace == "alibaba"));
+        let used: std::collections::BTreeSet<String> = applied(&trace)
+            .values()
+            .filter_map(|(_, object)| {
+                object["spec"]["resourceClaims"][0]["resourceClaimTemplateName"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        let written: std::collections::BTreeSet<String> =
+            first.applied[1..].iter().map(|o| o.name.clone()).collect();
+        assert_eq!(used, written, "exactly the templates used");
+        let pods_applied = trace
+            .events
+            .iter()
+            .flat_map(|e| &e.applied)
+            .filter(|o| o.gvk.as_ref().unwrap().kind == "Pod")
+            .count();
+        assert_eq!(pods_applied, 8152);
+        assert!(
+            !trace
+                .events
+                .iter()
+                .flat_map(|e| &e.applied)
+                .any(|o| String::from_utf8_lossy(&o.object_json).contains("nvidia.com/gpu\":\""))
+        );
+        assert_eq!((gpu_groups, summary.groups), (15, 27));
     }
 }

@@ -45,7 +45,11 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "DIR", requires = "from")]
     pub node_groups: Option<PathBuf>,
     /// A pod asking for a share of one GPU: given a whole GPU and annotated
-    /// ksim.io/gpu-milli (whole), or an error naming its line (refuse) [default: whole]
+    /// ksim.io/gpu-milli (whole), or an error naming its line (refuse); or GPUs by DRA (dra):
+    /// every GPU pod claims its GPUs from a ResourceClaimTemplate (a share exactly, by
+    /// consumable capacity), written with the DeviceClass gpu.ksim.io at the trace's start, and
+    /// each GPU group's skeleton gives its GPUs as a ResourceSlice after the Node
+    /// [default: whole]
     #[arg(long, value_enum, value_name = "POLICY", requires = "from")]
     pub gpu_shares: Option<Shares>,
     /// The namespace of the pods [default: alibaba]
@@ -72,6 +76,9 @@ pub enum Shares {
     Whole,
     /// An error naming the pod's line.
     Refuse,
+    /// GPUs by DRA: claims from ResourceClaimTemplates, a share exact; ResourceSlices in the
+    /// skeletons.
+    Dra,
 }
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
@@ -124,6 +131,7 @@ fn alibaba_gpu(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let shares = match args.gpu_shares {
         None | Some(Shares::Whole) => alibaba::GpuShares::Whole,
         Some(Shares::Refuse) => alibaba::GpuShares::Refuse,
+        Some(Shares::Dra) => alibaba::GpuShares::Dra,
     };
     let nodes_text = crate::files::read_text_bounded(nodes, MAX_CSV_BYTES, "node list")?;
     let pods_text = crate::files::read_text_bounded(pods, MAX_CSV_BYTES, "pod list")?;
@@ -157,7 +165,7 @@ fn alibaba_gpu(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         crate::files::write_whole(
             &path.display().to_string(),
             path,
-            group.skeleton_yaml().as_bytes(),
+            group.skeleton_yaml_for(recording.gpu_shares()).as_bytes(),
         )?;
     }
 
@@ -169,6 +177,15 @@ fn alibaba_gpu(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             dir.display(),
             output.display()
         );
+        let gpu_groups = skeletons.iter().filter(|(_, g)| g.shape.gpus > 0).count();
+        if recording.gpu_shares() == alibaba::GpuShares::Dra && gpu_groups > 0 {
+            // externalgrpc's node template carries no ResourceSlice (docs/compatibility.md).
+            eprintln!(
+                "{gpu_groups} of them give their GPUs as a ResourceSlice: as an \
+                 --autoscaler-group, cluster-autoscaler grows such a group only from a node of \
+                 its own, so give it a minimum of one"
+            );
+        }
     }
     for (path, group) in &skeletons {
         writeln!(
@@ -225,17 +242,31 @@ fn summary(
     summary: &alibaba::Summary,
     trailer: &ksim_trace::pb::TraceTrailer,
 ) -> String {
+    let shares = match summary.gpu_shares {
+        alibaba::GpuShares::Dra => format!(
+            "a share of one GPU claimed exactly), {} of them never scheduled; GPUs by DRA: {} \
+             pods claim theirs through {} ResourceClaimTemplates, written with the DeviceClass \
+             {} at the start",
+            summary.never_scheduled,
+            summary.claim_pods,
+            summary.claim_templates,
+            alibaba::GPU_DRIVER,
+        ),
+        alibaba::GpuShares::Whole | alibaba::GpuShares::Refuse => format!(
+            "a share of one GPU given a whole one and annotated ksim.io/gpu-milli), {} of them \
+             never scheduled",
+            summary.never_scheduled
+        ),
+    };
     format!(
-        "wrote {}: {} pods ({} asking for no GPU, {} for whole GPUs, {} for a share of one GPU \
-         given a whole one and annotated ksim.io/gpu-milli), {} of them never scheduled; {} \
-         nodes ({} with GPUs, {} GPUs in all) in {} node groups, all Ready throughout; {} events, \
-         {} cluster samples and {} pod lifecycles of recorded state",
+        "wrote {}: {} pods ({} asking for no GPU, {} for whole GPUs, {} for {shares}; {} nodes \
+         ({} with GPUs, {} GPUs in all) in {} node groups, all Ready throughout; {} events, {} \
+         cluster samples and {} pod lifecycles of recorded state",
         output.display(),
         summary.pods,
         summary.cpu_pods,
         summary.whole_gpu_pods,
         summary.shared_gpu_pods,
-        summary.never_scheduled,
         summary.nodes,
         summary.gpu_nodes,
         summary.gpus,
@@ -330,6 +361,20 @@ mod tests {
         assert!(no_pods.contains("--pods"), "{no_pods}");
         let shares = refused(&["in.sktrace", "out.ktrace", "--gpu-shares", "refuse"]);
         assert!(shares.contains("--from"), "{shares}");
+        args.splice(0..0, ["--gpu-shares".as_ref(), "dra".as_ref()]);
+        assert_eq!(parse(&args).unwrap().gpu_shares, Some(Shares::Dra));
+        let policy = refused(&[
+            "--from",
+            "alibaba-gpu-v2023",
+            "--nodes",
+            "n.csv",
+            "--pods",
+            "p.csv",
+            "--gpu-shares",
+            "mig",
+            "out.ktrace",
+        ]);
+        assert!(policy.contains("whole, refuse, dra"), "{policy}");
         let unknown = refused(&["--from", "borg", "--nodes", "n", "--pods", "p", "out"]);
         assert!(unknown.contains("alibaba-gpu-v2023"), "{unknown}");
         let no_output = refused(&["in.sktrace"]);
@@ -402,6 +447,79 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_trace_converts_with_dra_claims_and_resource_slices() {
+        let data = shipped();
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("alibaba-dra.ktrace");
+        let groups = dir.path().join("groups");
+        let (nodes, pods) = (
+            data.join("openb_node_list_all_node.csv"),
+            data.join("openb_pod_list_default.csv"),
+        );
+        let args = parse(&[
+            "--from".as_ref(),
+            "alibaba-gpu-v2023".as_ref(),
+            "--nodes".as_ref(),
+            nodes.as_os_str(),
+            "--pods".as_ref(),
+            pods.as_os_str(),
+            "--node-groups".as_ref(),
+            groups.as_os_str(),
+            "--gpu-shares".as_ref(),
+            "dra".as_ref(),
+            output.as_os_str(),
+        ])
+        .unwrap();
+        let mut out = Vec::new();
+        alibaba_gpu(&args, &mut out).unwrap();
+
+        let trace = ksim_trace::read_trace(&std::fs::read(&output).unwrap()).unwrap();
+        let first = &trace.events[0];
+        assert_eq!(first.applied[0].name, alibaba::GPU_DRIVER);
+        let templates = first.applied.len() - 1;
+        let claims = trace
+            .events
+            .iter()
+            .flat_map(|e| &e.applied)
+            .filter(|o| {
+                let pod: serde_json::Value = serde_json::from_slice(&o.object_json).unwrap();
+                pod["kind"] == "Pod" && pod["spec"].get("resourceClaims").is_some()
+            })
+            .count();
+
+        // Every skeleton reads; a GPU group's with one device per GPU and no nvidia.com/gpu.
+        let flags = String::from_utf8(out).unwrap();
+        let mut gpu_groups = 0;
+        for line in flags.lines() {
+            let value = line.strip_prefix("--node-group ").expect(line);
+            let group = crate::run::groups::parse_node_group(value).unwrap();
+            let yaml = std::fs::read_to_string(&group.skeleton).unwrap();
+            let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(&yaml).unwrap();
+            assert!(!skeleton.capacity.contains_key("nvidia.com/gpu"), "{line}");
+            match &skeleton.devices {
+                Some(devices) => {
+                    gpu_groups += 1;
+                    let gpus: usize = group
+                        .name
+                        .split('-')
+                        .find_map(|part| part.strip_suffix('x').and_then(|n| n.parse().ok()))
+                        .expect(line);
+                    assert_eq!(devices.devices.len(), gpus, "{line}");
+                    assert_eq!(skeleton.taints.len(), 1, "{line}");
+                }
+                None => assert!(group.name.starts_with("cpu-"), "{line}"),
+            }
+        }
+        eprintln!(
+            "shipped pair, --gpu-shares dra: {claims} pods with claims, {templates} templates, \
+             {gpu_groups} GPU groups of {} written",
+            flags.lines().count()
+        );
+        assert_eq!((claims, templates, gpu_groups), (7064, 24, 15));
+        assert_eq!(flags.lines().count(), 27);
+    }
+
+    #[test]
     fn the_summary_says_what_was_converted() {
         let summary = alibaba::Summary {
             pods: 10,
@@ -413,6 +531,7 @@ mod tests {
             whole_gpu_pods: 5,
             shared_gpu_pods: 1,
             never_scheduled: 2,
+            ..alibaba::Summary::default()
         };
         let trailer = ksim_trace::pb::TraceTrailer {
             event_count: 7,
@@ -426,6 +545,20 @@ mod tests {
              GPU given a whole one and annotated ksim.io/gpu-milli), 2 of them never scheduled; 3 \
              nodes (2 with GPUs, 9 GPUs in all) in 2 node groups, all Ready throughout; 7 events, \
              6 cluster samples and 8 pod lifecycles of recorded state"
+        );
+        let dra = alibaba::Summary {
+            gpu_shares: alibaba::GpuShares::Dra,
+            claim_pods: 6,
+            claim_templates: 3,
+            ..summary
+        };
+        assert_eq!(
+            super::summary(Path::new("a.ktrace"), &dra, &trailer),
+            "wrote a.ktrace: 10 pods (4 asking for no GPU, 5 for whole GPUs, 1 for a share of one \
+             GPU claimed exactly), 2 of them never scheduled; GPUs by DRA: 6 pods claim theirs \
+             through 3 ResourceClaimTemplates, written with the DeviceClass gpu.ksim.io at the \
+             start; 3 nodes (2 with GPUs, 9 GPUs in all) in 2 node groups, all Ready throughout; \
+             7 events, 6 cluster samples and 8 pod lifecycles of recorded state"
         );
         assert_eq!(start_ms(None).unwrap(), alibaba::DEFAULT_START_MS);
         assert_eq!(
