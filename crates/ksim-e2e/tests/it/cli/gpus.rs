@@ -1,7 +1,9 @@
-//! What a run's report says about GPUs (issue 57), with the real scheduler: a group of two
-//! p3.2xlarge (one V100 each, by extended resources), a pod asking one GPU that runs, and one
-//! asking two, more than any node has, that waits for good with the scheduler's reason. The
-//! idle V100 is fragmented while it waits: the pod that waits cannot use it.
+//! GPUs in runs (issue 57), with the real scheduler, two runs in one environment. What a
+//! report says about GPUs: a group of two p3.2xlarge (one V100 each, by extended resources), a
+//! pod asking one GPU that runs, and one asking two, more than any node has, that waits for
+//! good with the scheduler's reason; the idle V100 is fragmented while it waits. And shares of
+//! a GPU replayed exactly: an Alibaba-format recording converted with `--gpu-shares dra`, its
+//! pods' claims allocated by the real scheduler on the one device its node group publishes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -16,7 +18,7 @@ use super::common::{
 };
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_run_reports_gpu_allocation_fragmentation_and_why_the_pod_too_big_waits() {
+async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() {
     let up = tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();
@@ -118,4 +120,103 @@ async fn a_run_reports_gpu_allocation_fragmentation_and_why_the_pod_too_big_wait
         printed.contains("gpu pods waited:   Insufficient nvidia.com/gpu"),
         "{printed}"
     );
+
+    shares_of_a_converted_trace_share_a_device(&up);
+}
+
+/// One node of one V100 (the recording's `V100M16`), pods asking 460 and 500 thousandths of a
+/// GPU that run on it together, one asking 300 more that does not fit, and one asking a whole
+/// GPU that does not either: the shares hold the device.
+fn shares_of_a_converted_trace_share_a_device(up: &Up) {
+    let dir = up.state.path();
+    let nodes = dir.join("nodes.csv");
+    std::fs::write(
+        &nodes,
+        format!(
+            "{}\nn-0,8000,32768,1,V100M16\n",
+            ksim_trace::alibaba::NODES_HEADER
+        ),
+    )
+    .unwrap();
+    let pods = dir.join("pods.csv");
+    let rows = [
+        "s-460,1000,1024,1,460,V100M16,LS,Running,0,300,1",
+        "s-500,1000,1024,1,500,V100M16,LS,Running,0,300,1",
+        "s-300,1000,1024,1,300,V100M16,LS,Running,0,300,1",
+        "whole,1000,1024,1,1000,V100M16,LS,Running,0,300,1",
+    ];
+    std::fs::write(
+        &pods,
+        format!(
+            "{}\n{}\n",
+            ksim_trace::alibaba::PODS_HEADER,
+            rows.join("\n")
+        ),
+    )
+    .unwrap();
+    let trace = dir.join("shares.ktrace");
+    let groups = dir.join("groups");
+    up.ksim(&[
+        "trace",
+        "convert",
+        "--from",
+        "alibaba-gpu-v2023",
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--pods",
+        pods.to_str().unwrap(),
+        trace.to_str().unwrap(),
+        "--gpu-shares",
+        "dra",
+        "--node-groups",
+        groups.to_str().unwrap(),
+    ]);
+    let skeletons: Vec<_> = std::fs::read_dir(&groups)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(skeletons.len(), 1, "{skeletons:?}");
+    let group = skeletons[0].file_stem().unwrap().to_str().unwrap();
+    let output = up.ksim_any(&[
+        "run".into(),
+        trace.to_str().unwrap().into(),
+        "--driver".into(),
+        up.urls.driver.clone(),
+        format!("--node-group={group}={}:1", skeletons[0].display()),
+        "--speed".into(),
+        "30".into(),
+    ]);
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = Path::new(report_dir(&printed)).join("report.json");
+    let report: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert!(
+        report["object_errors"].as_array().is_none_or(Vec::is_empty),
+        "the DeviceClass and templates apply: {:#}",
+        report["object_errors"]
+    );
+    // Two ran on the one device; the third share and the whole GPU never found room, for the
+    // scheduler's DRA reason.
+    assert_eq!(
+        report["costs"]["pods_never_scheduled"], 2,
+        "{:#}\n{printed}",
+        report["waits"]
+    );
+    let waits = report["waits"].as_array().unwrap();
+    for pod in ["s-300", "whole"] {
+        assert!(
+            waits
+                .iter()
+                .any(|wait| wait["owner"].as_str().unwrap().ends_with(pod)
+                    && wait["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("cannot allocate all claims")),
+            "{pod}: {waits:#?}"
+        );
+    }
 }
