@@ -34,6 +34,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     coordination::v1::Lease,
     core::v1::{Namespace, Node, Pod},
+    resource::v1::ResourceSlice,
 };
 use ksim_localenv::{ControlPlane, Tuning, free_port};
 use ksim_nodes::node::is_ready;
@@ -75,6 +76,10 @@ struct Args {
     /// bound on it.
     #[arg(long)]
     prebound: bool,
+    /// GPUs per node published by DRA: the skeleton gets a ResourceSlice of that many devices,
+    /// which the pool publishes for each node (ksim only); 0: none.
+    #[arg(long, default_value_t = 0)]
+    devices: usize,
     /// A command to run ksim-vnode under, e.g. `heaptrack` to profile its memory.
     #[arg(long)]
     ksim_wrapper: Option<String>,
@@ -169,6 +174,22 @@ async fn run(
         "  {} nodes Ready after {nodes_ready_seconds:.1} s",
         args.nodes
     );
+    if args.devices > 0 {
+        let slices: Api<ResourceSlice> = Api::all(client.clone());
+        loop {
+            let published = slices.list_metadata(&Default::default()).await?.items.len();
+            if published >= args.nodes {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        println!(
+            "  {} ResourceSlices of {} devices published after {:.1} s",
+            args.nodes,
+            args.devices,
+            started.elapsed().as_secs_f64()
+        );
+    }
 
     let PodRun {
         running_seconds: pods_running_seconds,
@@ -326,6 +347,26 @@ fn kwok_args(
     Ok(args)
 }
 
+/// The bench's node, with `devices` GPUs in a ResourceSlice after it when not 0.
+fn skeleton(devices: usize) -> String {
+    if devices == 0 {
+        return SKELETON.to_owned();
+    }
+    let devices: String = (0..devices)
+        .map(|index| {
+            format!(
+                "  - name: gpu-{index}\n    attributes: {{ model: {{ string: A100 }} }}\n    \
+                 capacity: {{ memory: {{ value: 80Gi }} }}\n"
+            )
+        })
+        .collect();
+    format!(
+        "{SKELETON}---\napiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nspec:\n  \
+         driver: gpu.ksim.io\n  pool: {{ name: bench, resourceSliceCount: 1 }}\n  devices:\n\
+         {devices}"
+    )
+}
+
 async fn create_nodes(args: &Args, provider: &Provider, client: &Client) -> anyhow::Result<()> {
     match provider.kind {
         ProviderKind::Ksim => {
@@ -333,7 +374,7 @@ async fn create_nodes(args: &Args, provider: &Provider, client: &Client) -> anyh
                 connect(provider.grpc_addr.as_deref().context("no gRPC address")?).await?;
             pool.create_node_group(CreateNodeGroupRequest {
                 name: "bench".to_owned(),
-                node_skeleton_yaml: SKELETON.to_owned(),
+                node_skeleton_yaml: skeleton(args.devices),
                 count: i32::try_from(args.nodes)?,
                 provisioning_json: String::new(),
             })
