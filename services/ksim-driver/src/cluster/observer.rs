@@ -16,6 +16,7 @@ use std::{
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Event, Node, Pod},
+    resource::v1::{ResourceClaim, ResourceSlice},
 };
 use ksim_nodes::{
     karpenter::PRICE_LABEL as KARPENTER_PRICE_LABEL,
@@ -34,7 +35,7 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 
 use crate::domain::{
     SIMULATION_LABEL,
-    gpus::{self, Amounts, GPU_RESOURCE, GpuNode, PendingGpuPod, Placement},
+    gpus::{self, Amounts, Device, DeviceAsk, GPU_RESOURCE, GpuNode, PendingGpuPod, Placement},
     report::{
         GroupOwner, NeverRan, NodeChangeKind, NodeCount, ObservedNodeChange, PodPendingSplit,
         PodPhaseCounts, ResourceUsage, Sample, ScaleEvent, WaitReason,
@@ -57,6 +58,10 @@ struct Seen {
     groups: BTreeSet<String>,
     pods: HashMap<String, PodSeen>,
     pending_times: Vec<Duration>,
+    /// DRA: per ResourceSlice, its node and devices; per ResourceClaim (by uid), what it asks
+    /// and holds. Empty where the cluster has none or serves no resource.k8s.io/v1.
+    slices: HashMap<String, SliceSeen>,
+    claims: HashMap<String, ClaimSeen>,
     /// The same for the pods that asked for GPUs; how many did, and their owners.
     gpu_pending_times: Vec<Duration>,
     gpu_pods: u64,
@@ -125,6 +130,46 @@ struct NodeSeen {
 struct NodeGpus {
     model: String,
     labels: BTreeMap<String, String>,
+}
+
+/// A node's ResourceSlice: the node, and per device its name, model and capacity.
+#[derive(Debug)]
+struct SliceSeen {
+    node: String,
+    devices: Vec<(String, Option<String>, BTreeMap<String, f64>)>,
+}
+
+/// A ResourceClaim: the pod it was made for (its owner), what it asks, and the devices
+/// allocated to it.
+#[derive(Debug)]
+struct ClaimSeen {
+    pod: Option<String>,
+    asks: Vec<DeviceAsk>,
+    allocated: Vec<Held>,
+}
+
+/// A device a claim holds, by pool and name, and the capacity it consumed (`None`: the whole
+/// device).
+#[derive(Debug)]
+struct Held {
+    pool: String,
+    device: String,
+    consumed: Option<BTreeMap<String, f64>>,
+}
+
+/// A quantity map's amounts (cpu-like units: `460m` is 0.46); unreadable ones left out.
+fn amounts_of<'a>(
+    quantities: impl IntoIterator<
+        Item = (
+            &'a String,
+            &'a k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        ),
+    >,
+) -> BTreeMap<String, f64> {
+    quantities
+        .into_iter()
+        .filter_map(|(name, quantity)| Some((name.clone(), quantity_value(&quantity.0)?)))
+        .collect()
 }
 
 #[derive(Debug)]
@@ -223,6 +268,17 @@ impl Observer {
             seen.clone(),
             Seen::pod,
             |_, _| {},
+        ));
+        // DRA's devices and claims, where the cluster serves them.
+        watches.spawn(watch_if_served(
+            Api::<ResourceSlice>::all(client.clone()),
+            seen.clone(),
+            Seen::slice,
+        ));
+        watches.spawn(watch_if_served(
+            Api::<ResourceClaim>::all(client.clone()),
+            seen.clone(),
+            Seen::claim,
         ));
         let nodes: Api<Node> = Api::all(client.clone());
         watches.spawn(watch(
@@ -463,6 +519,28 @@ async fn watch<K>(
     .await;
 }
 
+/// [`watch`] for a kind the cluster may not serve (DRA's before 1.34): one that answers "not
+/// found" to a list is not watched.
+async fn watch_if_served<K>(api: Api<K>, seen: Arc<Mutex<Seen>>, apply: fn(&mut Seen, &K, bool))
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
+{
+    match api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Err(error) if ksim_kube::is_not_found(&error) => {
+            tracing::debug!(kind = %K::kind(&()), "not served: not watched");
+        }
+        _ => watch(api, watcher::Config::default(), seen, apply, |_, _| {}).await,
+    }
+}
+
 impl Seen {
     /// The groups' nodes and the simulation's pods now.
     fn sample(&self) -> Sample {
@@ -472,9 +550,10 @@ impl Seen {
             .map(|group| (group.clone(), NodeCount::default()))
             .collect();
         let mut usage = ResourceUsage::default();
+        let devices = self.devices();
         // Per autoscaler group, its nodes not shutting down: the seats' that registered.
         let mut live: HashMap<&str, i32> = HashMap::new();
-        for node in self.nodes.values() {
+        for (name, node) in &self.nodes {
             if let Some(count) = nodes.get_mut(&node.group) {
                 if !node.shutting_down {
                     *live.entry(node.group.as_str()).or_default() += 1;
@@ -485,7 +564,7 @@ impl Seen {
                     count.priced += 1;
                     count.price_micros_per_hour += price;
                 }
-                if node.gpu.is_some() {
+                if node.allocatable.gpus > 0 || devices.contains_key(name.as_str()) {
                     count.gpu_nodes += 1;
                     count.gpu_price_micros_per_hour += node.price_micros.unwrap_or(0);
                 }
@@ -504,7 +583,7 @@ impl Seen {
         // What the pods on each GPU node request, and the GPU pods waiting for one.
         let mut on_gpu_nodes: HashMap<&str, Resources> = HashMap::new();
         let mut pending_gpu_pods = Vec::new();
-        for pod in self.pods.values() {
+        for (uid, pod) in &self.pods {
             let our_node = pod
                 .node
                 .as_ref()
@@ -515,7 +594,7 @@ impl Seen {
             {
                 usage.requested_cpu_millis += pod.requests.cpu_millis;
                 usage.requested_memory_bytes += pod.requests.memory_bytes;
-                if node.gpu.is_some() {
+                if node.gpu.is_some() || devices.contains_key(name.as_str()) {
                     on_gpu_nodes
                         .entry(name.as_str())
                         .or_default()
@@ -525,10 +604,7 @@ impl Seen {
             if let (None, "Pending", Some(placement)) =
                 (&pod.node, pod.phase.as_str(), &pod.placement)
             {
-                pending_gpu_pods.push(PendingGpuPod {
-                    requests: pod.requests.amounts(),
-                    placement,
-                });
+                pending_gpu_pods.push((uid.as_str(), pod.requests.amounts(), &**placement));
             }
             match pod.phase.as_str() {
                 "Running" => pods.running += 1,
@@ -541,21 +617,52 @@ impl Seen {
                 }
             }
         }
+        // What each pending pod's unallocated claims ask.
+        let mut asks: HashMap<&str, Vec<DeviceAsk>> = HashMap::new();
+        for claim in self
+            .claims
+            .values()
+            .filter(|claim| claim.allocated.is_empty())
+        {
+            if let Some(pod) = &claim.pod {
+                asks.entry(pod.as_str())
+                    .or_default()
+                    .extend(claim.asks.iter().cloned());
+            }
+        }
+        let pending: Vec<PendingGpuPod> = pending_gpu_pods
+            .iter()
+            .map(|(uid, requests, placement)| PendingGpuPod {
+                requests: *requests,
+                asks: asks.get(uid).map_or(&[], Vec::as_slice),
+                placement,
+            })
+            .collect();
+        let no_labels = BTreeMap::new();
         let gpu_nodes: Vec<GpuNode> = self
             .nodes
             .iter()
             .filter(|(_, node)| self.groups.contains(&node.group))
             .filter_map(|(name, node)| {
-                let gpu = node.gpu.as_deref()?;
+                let dra = devices.get(name.as_str());
+                if node.allocatable.gpus == 0 && dra.is_none() {
+                    return None;
+                }
+                let (model, labels) = match (node.gpu.as_deref(), dra) {
+                    (Some(gpu), _) => (gpu.model.as_str(), &gpu.labels),
+                    (None, Some((_, model))) => (model.unwrap_or(gpus::UNKNOWN_MODEL), &no_labels),
+                    (None, None) => (gpus::UNKNOWN_MODEL, &no_labels),
+                };
                 Some(GpuNode {
-                    model: &gpu.model,
-                    labels: &gpu.labels,
+                    model,
+                    labels,
                     allocatable: node.allocatable.amounts(),
                     requested: on_gpu_nodes
                         .get(name.as_str())
                         .copied()
                         .unwrap_or_default()
                         .amounts(),
+                    devices: dra.map_or(&[], |(devices, _)| devices.as_slice()),
                 })
             })
             .collect();
@@ -565,8 +672,8 @@ impl Seen {
             pods,
             unscheduled,
             usage,
-            gpus: gpus::usage(&gpu_nodes, &pending_gpu_pods),
-            pending_gpu_pods: pending_gpu_pods.len() as u64,
+            gpus: gpus::usage(&gpu_nodes, &pending),
+            pending_gpu_pods: pending.len() as u64,
         }
     }
 
@@ -577,6 +684,8 @@ impl Seen {
             groups,
             pods: HashMap::new(),
             pending_times: Vec::new(),
+            slices: HashMap::new(),
+            claims: HashMap::new(),
             gpu_pending_times: Vec::new(),
             gpu_pods: 0,
             gpu_owners: BTreeSet::new(),
@@ -598,6 +707,149 @@ impl Seen {
             waits: Vec::new(),
             node_disruptions: Vec::new(),
         }
+    }
+
+    fn slice(&mut self, slice: &ResourceSlice, present: bool) {
+        let Some(name) = slice.metadata.name.clone() else {
+            return;
+        };
+        let node = slice.spec.node_name.clone().filter(|_| present);
+        let Some(node) = node else {
+            self.slices.remove(&name);
+            return;
+        };
+        let devices = slice
+            .spec
+            .devices
+            .iter()
+            .flatten()
+            .map(|device| {
+                let model = device.attributes.as_ref().and_then(|attributes| {
+                    ["model", "productName"]
+                        .iter()
+                        .find_map(|key| attributes.get(*key)?.string.clone())
+                });
+                let capacity = device
+                    .capacity
+                    .iter()
+                    .flatten()
+                    .map(|(name, capacity)| (name, &capacity.value));
+                (device.name.clone(), model, amounts_of(capacity))
+            })
+            .collect();
+        self.slices.insert(name, SliceSeen { node, devices });
+    }
+
+    /// A claim made for a pod (its owner) or allocated on a device: kept compact.
+    fn claim(&mut self, claim: &ResourceClaim, present: bool) {
+        let Some(uid) = claim.metadata.uid.clone() else {
+            return;
+        };
+        if !present {
+            self.claims.remove(&uid);
+            return;
+        }
+        let pod = claim
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|owner| owner.kind == "Pod")
+            .map(|owner| owner.uid.clone());
+        let asks = claim
+            .spec
+            .devices
+            .iter()
+            .flat_map(|devices| devices.requests.iter().flatten())
+            .filter_map(|request| {
+                let exactly = request.exactly.as_ref()?;
+                Some(DeviceAsk {
+                    count: exactly
+                        .count
+                        .and_then(|c| u64::try_from(c).ok())
+                        .unwrap_or(1),
+                    capacity: exactly
+                        .capacity
+                        .as_ref()
+                        .and_then(|capacity| capacity.requests.as_ref())
+                        .map(amounts_of)
+                        .unwrap_or_default(),
+                })
+            })
+            .collect();
+        let allocated = claim
+            .status
+            .as_ref()
+            .and_then(|status| status.allocation.as_ref())
+            .and_then(|allocation| allocation.devices.as_ref())
+            .and_then(|devices| devices.results.as_ref())
+            .map(|results| {
+                results
+                    .iter()
+                    .map(|result| Held {
+                        pool: result.pool.clone(),
+                        device: result.device.clone(),
+                        consumed: result.consumed_capacity.as_ref().map(amounts_of),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.claims.insert(
+            uid,
+            ClaimSeen {
+                pod,
+                asks,
+                allocated,
+            },
+        );
+    }
+
+    /// Per node of the groups, its DRA devices as the claims hold them, and the model the
+    /// first of them names.
+    fn devices(&self) -> HashMap<&str, (Vec<Device>, Option<&str>)> {
+        let mut by_node: HashMap<&str, (Vec<Device>, Option<&str>)> = HashMap::new();
+        let mut index: HashMap<(&str, &str), (&str, usize)> = HashMap::new();
+        for slice in self.slices.values() {
+            let ours = self
+                .nodes
+                .get(&slice.node)
+                .is_some_and(|node| self.groups.contains(&node.group));
+            if !ours {
+                continue;
+            }
+            let (devices, model) = by_node.entry(slice.node.as_str()).or_default();
+            for (name, device_model, capacity) in &slice.devices {
+                // Our slices' pool is their node.
+                index.insert(
+                    (slice.node.as_str(), name.as_str()),
+                    (slice.node.as_str(), devices.len()),
+                );
+                devices.push(Device {
+                    capacity: capacity.clone(),
+                    ..Device::default()
+                });
+                if model.is_none() {
+                    *model = device_model.as_deref();
+                }
+            }
+        }
+        for claim in self.claims.values() {
+            for Held {
+                pool,
+                device,
+                consumed,
+            } in &claim.allocated
+            {
+                if let Some((node, at)) = index.get(&(pool.as_str(), device.as_str()))
+                    && let Some(device) = by_node
+                        .get_mut(node)
+                        .and_then(|(devices, _)| devices.get_mut(*at))
+                {
+                    device.hold(consumed.as_ref());
+                }
+            }
+        }
+        by_node
     }
 
     fn pod(&mut self, pod: &Pod, present: bool) {
@@ -634,7 +886,11 @@ impl Seen {
         }
         if !self.pods.contains_key(&uid) {
             let requests = pod_requests(pod);
-            let placement = (requests.gpus > 0).then(|| Box::new(Placement::of(pod)));
+            let claims = pod
+                .spec
+                .as_ref()
+                .is_some_and(|spec| spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()));
+            let placement = (requests.gpus > 0 || claims).then(|| Box::new(Placement::of(pod)));
             if placement.is_some() {
                 self.gpu_pods += 1;
                 if let Some(owner) = self.owners.get(&uid) {
@@ -867,13 +1123,16 @@ impl Seen {
                     }
                     other => other,
                 };
-                let gpu = (allocatable.gpus > 0).then(|| {
-                    let labels = labels.cloned().unwrap_or_default();
-                    Box::new(NodeGpus {
-                        model: gpus::model(&labels),
-                        labels,
-                    })
-                });
+                // Kept for GPU nodes and nodes that name a GPU model (a DRA node's devices
+                // come in its slices): the model, and the labels pending pods' placement reads.
+                let gpu =
+                    (allocatable.gpus > 0 || labels.is_some_and(gpus::names_a_model)).then(|| {
+                        let labels = labels.cloned().unwrap_or_default();
+                        Box::new(NodeGpus {
+                            model: gpus::model(&labels),
+                            labels,
+                        })
+                    });
                 let seen = NodeSeen {
                     group,
                     owner,
@@ -1305,6 +1564,110 @@ mod tests {
         seen.pod(&gpu_pod("train-2", Some("p3-b"), "Running", "2"), true);
         assert_eq!(seen.gpu_pending_times.len(), 2);
         assert_eq!((seen.gpu_pods, seen.sample().gpus[0].fragmented), (2, 0));
+    }
+
+    #[test]
+    fn dra_devices_count_as_gpus_held_by_their_claims_and_waiting_claims_ask() {
+        let mut seen = seen(&["p3"]);
+        let dra_node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p3-a", "labels": {GROUP_LABEL: "p3"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "60Gi"}},
+        }))
+        .unwrap();
+        seen.node(&dra_node, true);
+        let slice: ResourceSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p3-a-gpu-ksim-io"},
+            "spec": {"driver": "gpu.ksim.io", "nodeName": "p3-a",
+                "pool": {"name": "p3-a", "resourceSliceCount": 1},
+                "devices": [
+                    {"name": "gpu-0", "attributes": {"model": {"string": "V100M16"}},
+                        "capacity": {"share": {"value": "1"}}},
+                    {"name": "gpu-1", "capacity": {"share": {"value": "1"}}}]},
+        }))
+        .unwrap();
+        seen.slice(&slice, true);
+        let claim = |uid: &str,
+                     pod: &str,
+                     request: serde_json::Value,
+                     device: Option<(&str, serde_json::Value)>|
+         -> ResourceClaim {
+            let mut claim = serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ml", "uid": uid,
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": pod}]},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}},
+            });
+            if let Some((device, consumed)) = device {
+                claim["status"] = serde_json::json!({"allocation": {"devices": {"results": [{
+                    "request": "gpu", "driver": "gpu.ksim.io", "pool": "p3-a",
+                    "device": device, "consumedCapacity": consumed}]}}});
+            }
+            serde_json::from_value(claim).unwrap()
+        };
+        let pod = |uid: &str, node: Option<&str>, phase: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ml", "uid": uid},
+                "spec": {"nodeName": node, "resourceClaims": [{"name": "gpu"}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        let share = |amount: &str| {
+            serde_json::json!({"deviceClassName": "gpu.ksim.io",
+            "capacity": {"requests": {"share": amount}}})
+        };
+        // A 0.6 share on gpu-0; a 0.5 share waiting: it fits gpu-1, nothing fragmented.
+        seen.pod(&pod("a", Some("p3-a"), "Running"), true);
+        seen.claim(
+            &claim(
+                "c-a",
+                "a",
+                share("600m"),
+                Some(("gpu-0", serde_json::json!({"share": "600m"}))),
+            ),
+            true,
+        );
+        seen.pod(&pod("b", None, "Pending"), true);
+        seen.claim(&claim("c-b", "b", share("500m"), None), true);
+        let sample = seen.sample();
+        assert_eq!(sample.nodes["p3"].gpu_nodes, 1);
+        let gpus = &sample.gpus[0];
+        assert_eq!(
+            (
+                gpus.model.as_str(),
+                gpus.allocatable,
+                gpus.allocated,
+                gpus.fragmented
+            ),
+            ("V100M16", 2, 1, 0)
+        );
+        assert_eq!(sample.pending_gpu_pods, 1);
+        // gpu-1 held whole: b's 0.5 fits neither device, and no device is idle.
+        seen.claim(
+            &claim(
+                "c-c",
+                "c",
+                serde_json::json!({"deviceClassName": "gpu.ksim.io"}),
+                Some(("gpu-1", serde_json::Value::Null)),
+            ),
+            true,
+        );
+        let gpus = &seen.sample().gpus[0];
+        assert_eq!((gpus.allocated, gpus.fragmented), (2, 0));
+        // gpu-1 free again, b asking two whole devices: gpu-1 alone cannot take it.
+        seen.claim(&claim("c-c", "c", serde_json::json!({}), None), false);
+        seen.claim(
+            &claim(
+                "c-b",
+                "b",
+                serde_json::json!({"deviceClassName": "gpu.ksim.io", "count": 2}),
+                None,
+            ),
+            true,
+        );
+        let gpus = &seen.sample().gpus[0];
+        assert_eq!((gpus.allocated, gpus.fragmented), (1, 1));
+        assert_eq!(seen.gpu_pods, 2);
     }
 
     #[test]

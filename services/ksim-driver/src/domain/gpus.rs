@@ -21,6 +21,11 @@ const MODEL_LABELS: &[&str] = &[
     "ksim.io/gpu-type",
 ];
 
+/// Whether a node's `labels` name a GPU model.
+pub fn names_a_model(labels: &BTreeMap<String, String>) -> bool {
+    MODEL_LABELS.iter().any(|label| labels.contains_key(*label))
+}
+
 /// A node's model when it has none of [`MODEL_LABELS`].
 pub const UNKNOWN_MODEL: &str = "unknown";
 
@@ -118,24 +123,91 @@ fn satisfies(requirement: &NodeSelectorRequirement, labels: &BTreeMap<String, St
     }
 }
 
-/// A node with GPUs: its model and labels, what it can allocate and what its pods request.
+/// A node's DRA device (from its ResourceSlice): its capacity, and what the claims allocated
+/// to it hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Device {
+    pub capacity: BTreeMap<String, f64>,
+    /// The capacity the claims sharing it consumed.
+    pub consumed: BTreeMap<String, f64>,
+    /// Claims allocated to it.
+    pub holders: u32,
+    /// Whether a claim holds it whole (one that asked no capacity).
+    pub whole: bool,
+}
+
+impl Device {
+    /// What a claim allocated to it holds: `consumed` capacity, or all of it (`None`).
+    pub fn hold(&mut self, consumed: Option<&BTreeMap<String, f64>>) {
+        self.holders += 1;
+        match consumed {
+            Some(consumed) if !consumed.is_empty() => {
+                for (name, amount) in consumed {
+                    *self.consumed.entry(name.clone()).or_default() += amount;
+                }
+            }
+            _ => self.whole = true,
+        }
+    }
+
+    fn takes(&self, ask: &DeviceAsk) -> bool {
+        if ask.capacity.is_empty() {
+            return self.holders == 0;
+        }
+        !self.whole
+            && ask.capacity.iter().all(|(name, amount)| {
+                let left = self.capacity.get(name).copied().unwrap_or(0.0)
+                    - self.consumed.get(name).copied().unwrap_or(0.0);
+                left >= *amount
+            })
+    }
+}
+
+/// What one request of a pod's claim asks: `count` whole devices, or `capacity` of one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceAsk {
+    pub count: u64,
+    pub capacity: BTreeMap<String, f64>,
+}
+
+/// A node with GPUs: its model and labels, what it can allocate and what its pods request,
+/// and its DRA devices.
 #[derive(Debug)]
 pub struct GpuNode<'a> {
     pub model: &'a str,
     pub labels: &'a BTreeMap<String, String>,
     pub allocatable: Amounts,
     pub requested: Amounts,
+    pub devices: &'a [Device],
 }
 
-/// A GPU pod Pending and unbound: what it asks and where it may go.
+impl GpuNode<'_> {
+    /// Whether the node's DRA devices hold each of `asks` (each on its own: a pod's several
+    /// asks on one node are rare enough to leave their sum out).
+    fn takes(&self, asks: &[DeviceAsk]) -> bool {
+        asks.iter().all(|ask| {
+            if ask.capacity.is_empty() {
+                let free = self.devices.iter().filter(|d| d.holders == 0).count() as u64;
+                free >= ask.count.max(1)
+            } else {
+                self.devices.iter().any(|device| device.takes(ask))
+            }
+        })
+    }
+}
+
+/// A GPU pod Pending and unbound: what it asks (`nvidia.com/gpu`, DRA devices) and where it
+/// may go.
 #[derive(Debug)]
 pub struct PendingGpuPod<'a> {
     pub requests: Amounts,
+    pub asks: &'a [DeviceAsk],
     pub placement: &'a Placement,
 }
 
 /// Per model, in model order: the nodes, their allocatable and allocated GPUs, and their idle
-/// GPUs on nodes none of `pending` could go to (none fragmented when nothing is pending).
+/// GPUs on nodes none of `pending` could go to (none fragmented when nothing is pending). A
+/// DRA device counts as one GPU, allocated while any claim holds it, idle while none does.
 pub fn usage(nodes: &[GpuNode], pending: &[PendingGpuPod]) -> Vec<GpuUsage> {
     let mut models: BTreeMap<&str, GpuUsage> = BTreeMap::new();
     for node in nodes {
@@ -143,9 +215,10 @@ pub fn usage(nodes: &[GpuNode], pending: &[PendingGpuPod]) -> Vec<GpuUsage> {
             model: node.model.to_owned(),
             ..GpuUsage::default()
         });
+        let held = node.devices.iter().filter(|d| d.holders > 0).count() as u64;
         usage.nodes += 1;
-        usage.allocatable += node.allocatable.gpus;
-        usage.allocated += node.requested.gpus.min(node.allocatable.gpus);
+        usage.allocatable += node.allocatable.gpus + node.devices.len() as u64;
+        usage.allocated += node.requested.gpus.min(node.allocatable.gpus) + held;
         let free = Amounts {
             cpu_millis: node
                 .allocatable
@@ -157,11 +230,12 @@ pub fn usage(nodes: &[GpuNode], pending: &[PendingGpuPod]) -> Vec<GpuUsage> {
                 .saturating_sub(node.requested.memory_bytes),
             gpus: node.allocatable.gpus.saturating_sub(node.requested.gpus),
         };
-        let usable = pending
-            .iter()
-            .any(|pod| free.holds(&pod.requests) && pod.placement.admits(node.labels));
-        if free.gpus > 0 && !pending.is_empty() && !usable {
-            usage.fragmented += free.gpus;
+        let usable = pending.iter().any(|pod| {
+            free.holds(&pod.requests) && node.takes(pod.asks) && pod.placement.admits(node.labels)
+        });
+        let idle = free.gpus + node.devices.len() as u64 - held;
+        if idle > 0 && !pending.is_empty() && !usable {
+            usage.fragmented += idle;
         }
     }
     models.into_values().collect()
@@ -178,11 +252,19 @@ mod tests {
         BTreeMap::from([("ksim.io/gpu-model".to_owned(), model.to_owned())])
     }
 
+    /// A node's 64 GiB, or what pods on it or waiting ask: 1 GiB.
     fn amounts(cpu_millis: u64, gpus: u64) -> Amounts {
         Amounts {
             cpu_millis,
             memory_bytes: 64 << 30,
             gpus,
+        }
+    }
+
+    fn asked(cpu_millis: u64, gpus: u64) -> Amounts {
+        Amounts {
+            memory_bytes: 1 << 30,
+            ..amounts(cpu_millis, gpus)
         }
     }
 
@@ -234,25 +316,29 @@ mod tests {
                 model: "V100",
                 labels: &v100,
                 allocatable: amounts(32_000, 8),
-                requested: amounts(4_000, 5),
+                requested: asked(4_000, 5),
+                devices: &[],
             },
             // 1 idle GPU, but no CPU left: nobody fits.
             GpuNode {
                 model: "V100",
                 labels: &v100,
                 allocatable: amounts(8_000, 2),
-                requested: amounts(8_000, 1),
+                requested: asked(8_000, 1),
+                devices: &[],
             },
             // 4 idle A100s.
             GpuNode {
                 model: "A100",
                 labels: &a100,
                 allocatable: amounts(32_000, 4),
-                requested: amounts(0, 0),
+                requested: asked(0, 0),
+                devices: &[],
             },
         ];
         let two_anywhere = PendingGpuPod {
-            requests: amounts(1_000, 2),
+            requests: asked(1_000, 2),
+            asks: &[],
             placement: &anywhere,
         };
         let usage = usage(&nodes, &[two_anywhere]);
@@ -271,7 +357,8 @@ mod tests {
         );
         // A pod that must have A100s: the V100s' idle GPUs are of no use to it.
         let a100_only = PendingGpuPod {
-            requests: amounts(1_000, 1),
+            requests: asked(1_000, 1),
+            asks: &[],
             placement: &on_a100,
         };
         let usage = super::usage(&nodes, &[a100_only]);
@@ -279,5 +366,57 @@ mod tests {
         // Nothing pending: nothing fragmented.
         let usage = super::usage(&nodes, &[]);
         assert!(usage.iter().all(|u| u.fragmented == 0));
+    }
+
+    #[test]
+    fn dra_devices_count_held_while_claimed_and_shares_fit_what_is_left() {
+        let labels = labels("V100");
+        let share = |amount: f64| BTreeMap::from([("share".to_owned(), amount)]);
+        let device = || Device {
+            capacity: share(1.0),
+            ..Device::default()
+        };
+        // One device shared by 0.46 and 0.5, one held whole, one free.
+        let mut devices = vec![device(), device(), device()];
+        devices[0].hold(Some(&share(0.46)));
+        devices[0].hold(Some(&share(0.5)));
+        devices[1].hold(None);
+        let node = |devices| GpuNode {
+            model: "V100",
+            labels: &labels,
+            allocatable: amounts(32_000, 0),
+            requested: asked(0, 0),
+            devices,
+        };
+        let anywhere = Placement::default();
+        let pending = |asks| PendingGpuPod {
+            requests: asked(1_000, 0),
+            asks,
+            placement: &anywhere,
+        };
+        let two_whole = [DeviceAsk {
+            count: 2,
+            capacity: BTreeMap::new(),
+        }];
+        let u = usage(&[node(&devices)], &[pending(&two_whole)]);
+        assert_eq!(
+            (u[0].allocatable, u[0].allocated, u[0].fragmented),
+            (3, 2, 1)
+        );
+        // A 0.3 share fits the free device: nothing fragmented; the shared one has 0.04 left.
+        let small = [DeviceAsk {
+            count: 1,
+            capacity: share(0.3),
+        }];
+        assert_eq!(
+            usage(&[node(&devices)], &[pending(&small)])[0].fragmented,
+            0
+        );
+        assert!(devices[0].takes(&DeviceAsk {
+            count: 1,
+            capacity: share(0.04),
+        }));
+        assert!(!devices[0].takes(&small[0]));
+        assert!(!devices[1].takes(&small[0]));
     }
 }

@@ -19,7 +19,7 @@ use super::common::{
 
 #[tokio::test(flavor = "multi_thread")]
 async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() {
-    let up = tokio::task::spawn_blocking(|| Up::start(&[]))
+    let up = &tokio::task::spawn_blocking(|| Up::start(&[]))
         .await
         .unwrap();
     let dir = up.state.path();
@@ -47,23 +47,12 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
     );
     let skeleton = dir.join("p3.yaml");
     std::fs::write(&skeleton, P3_2XLARGE_SKELETON).unwrap();
-    let output = up.ksim_any(&[
-        "run".into(),
-        trace.to_str().unwrap().into(),
-        "--driver".into(),
-        up.urls.driver.clone(),
-        format!("--node-group=p3={}:2", skeleton.display()),
-        "--speed".into(),
-        "20".into(),
-    ]);
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
+    let (printed, report) = run(
+        up,
+        &trace,
+        &format!("--node-group=p3={}:2", skeleton.display()),
+        "20",
     );
-    let path = Path::new(report_dir(&printed)).join("report.json");
-    let report: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let gpus = &report["accelerators"];
     assert_eq!(
         (
@@ -79,7 +68,9 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
     let v100 = &gpus["models"][0];
     assert_eq!(v100["model"], "Tesla-V100-SXM2-16GB", "{gpus:#}");
     assert_eq!(v100["allocatable_peak"], 2, "{gpus:#}");
-    assert_eq!(v100["fragmented_peak"], 1, "{gpus:#}");
+    // Both idle V100s are fragmented if a sample caught them before train was bound.
+    let fragmented = v100["fragmented_peak"].as_u64().unwrap();
+    assert!((1..=2).contains(&fragmented), "{gpus:#}");
     // The big pod's reason, the scheduler's, among the GPU pods' waits.
     let waits = gpus["waits"].as_array().unwrap();
     assert!(
@@ -121,7 +112,7 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
         "{printed}"
     );
 
-    shares_of_a_converted_trace_share_a_device(&up);
+    shares_of_a_converted_trace_share_a_device(up);
 }
 
 /// One node of one V100 (the recording's `V100M16`), pods asking 460 and 500 thousandths of a
@@ -139,11 +130,12 @@ fn shares_of_a_converted_trace_share_a_device(up: &Up) {
     )
     .unwrap();
     let pods = dir.join("pods.csv");
+    // Created two seconds of wall clock apart (at 30x), so they are scheduled in this order.
     let rows = [
-        "s-460,1000,1024,1,460,V100M16,LS,Running,0,300,1",
-        "s-500,1000,1024,1,500,V100M16,LS,Running,0,300,1",
-        "s-300,1000,1024,1,300,V100M16,LS,Running,0,300,1",
-        "whole,1000,1024,1,1000,V100M16,LS,Running,0,300,1",
+        "s-460,1000,1024,1,460,V100M16,LS,Running,0,300,0",
+        "s-500,1000,1024,1,500,V100M16,LS,Running,60,300,60",
+        "s-300,1000,1024,1,300,V100M16,LS,Running,120,300,120",
+        "whole,1000,1024,1,1000,V100M16,LS,Running,180,300,180",
     ];
     std::fs::write(
         &pods,
@@ -177,23 +169,12 @@ fn shares_of_a_converted_trace_share_a_device(up: &Up) {
         .collect();
     assert_eq!(skeletons.len(), 1, "{skeletons:?}");
     let group = skeletons[0].file_stem().unwrap().to_str().unwrap();
-    let output = up.ksim_any(&[
-        "run".into(),
-        trace.to_str().unwrap().into(),
-        "--driver".into(),
-        up.urls.driver.clone(),
-        format!("--node-group={group}={}:1", skeletons[0].display()),
-        "--speed".into(),
-        "30".into(),
-    ]);
-    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&output.stderr)
+    let (printed, report) = run(
+        up,
+        &trace,
+        &format!("--node-group={group}={}:1", skeletons[0].display()),
+        "30",
     );
-    let path = Path::new(report_dir(&printed)).join("report.json");
-    let report: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     assert!(
         report["object_errors"].as_array().is_none_or(Vec::is_empty),
         "the DeviceClass and templates apply: {:#}",
@@ -205,6 +186,20 @@ fn shares_of_a_converted_trace_share_a_device(up: &Up) {
         report["costs"]["pods_never_scheduled"], 2,
         "{:#}\n{printed}",
         report["waits"]
+    );
+    // The device counts as the V100M16 it is, held by the shares from when they ran.
+    let gpus = &report["accelerators"];
+    let v100 = &gpus["models"][0];
+    assert_eq!(
+        (
+            v100["model"].as_str(),
+            v100["allocatable_peak"].as_u64(),
+            v100["allocated_peak"].as_f64(),
+            gpus["gpu_pods"].as_u64(),
+            gpus["gpu_pods_never_scheduled"].as_u64()
+        ),
+        (Some("V100M16"), Some(1), Some(1.0), Some(4), Some(2)),
+        "{gpus:#}"
     );
     let waits = report["waits"].as_array().unwrap();
     for pod in ["s-300", "whole"] {
@@ -219,4 +214,27 @@ fn shares_of_a_converted_trace_share_a_device(up: &Up) {
             "{pod}: {waits:#?}"
         );
     }
+}
+
+/// `ksim run TRACE` on the environment's driver with one node group, at `speed`, which must
+/// succeed: what it printed and its report.
+fn run(up: &Up, trace: &Path, node_group: &str, speed: &str) -> (String, Value) {
+    let output = up.ksim_any(&[
+        "run".into(),
+        trace.to_str().unwrap().into(),
+        "--driver".into(),
+        up.urls.driver.clone(),
+        node_group.into(),
+        "--speed".into(),
+        speed.into(),
+    ]);
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = Path::new(report_dir(&printed)).join("report.json");
+    let report = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    (printed, report)
 }
