@@ -7,7 +7,7 @@ use k8s_openapi::api::{
     core::v1::Pod,
     resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice},
 };
-use ksim_localenv::{fixtures::P3_2XLARGE_DRA_SKELETON, manifests, wait};
+use ksim_localenv::{fixtures::P3_2XLARGE_DRA_SKELETON, wait};
 use kube::{
     Api,
     api::{ListParams, PostParams},
@@ -16,9 +16,6 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-const NAMESPACE_YAML: &str = include_str!("../../../../deploy/vnode/namespace.yaml");
-const RBAC_YAML: &str = include_str!("../../../../deploy/vnode/rbac.yaml");
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-vnode";
 const DRIVER: &str = "gpu.ksim.io";
 
 fn claim_template(name: &str, request: Value) -> ResourceClaimTemplate {
@@ -52,19 +49,7 @@ fn gpu_pod(name: &str, claim: Value, node: Option<&str>) -> Pod {
 async fn the_scheduler_allocates_the_published_devices_shared_by_capacity_and_the_pool_waits_for_it()
  {
     let env = control_plane().await;
-    manifests::apply(&env.client, NAMESPACE_YAML).await.unwrap();
-    manifests::apply(&env.client, RBAC_YAML).await.unwrap();
-    let as_pool = env
-        .control_plane
-        .client_as(
-            SERVICE_ACCOUNT,
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:ksim-system",
-            ],
-        )
-        .await
-        .unwrap();
+    let as_pool = as_pool_service_account(&env).await;
     let pool = start_pool(
         &as_pool,
         ksim_vnode::config::PoolConfig {

@@ -29,9 +29,6 @@ use serde_json::json;
 
 use crate::common::*;
 
-const NAMESPACE_YAML: &str = include_str!("../../../../deploy/vnode/namespace.yaml");
-const RBAC_YAML: &str = include_str!("../../../../deploy/vnode/rbac.yaml");
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-vnode";
 const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,19 +88,7 @@ async fn launch_to_consolidation_on(version: &str) {
         .start()
         .await
         .unwrap_or_else(|error| panic!("Karpenter {version}: {error}"));
-    manifests::apply(&client, NAMESPACE_YAML).await.unwrap();
-    manifests::apply(&client, RBAC_YAML).await.unwrap();
-    let as_pool = env
-        .control_plane
-        .client_as(
-            SERVICE_ACCOUNT,
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:ksim-system",
-            ],
-        )
-        .await
-        .unwrap();
+    let as_pool = as_pool_service_account(&env).await;
     let (lives, recorder) = record(&client);
     let config = PoolConfig {
         namespace: "ksim-system".to_owned(),

@@ -11,9 +11,7 @@ use kube::{
 };
 use serde_json::json;
 
-const NAMESPACE_YAML: &str = include_str!("../../../../deploy/vnode/namespace.yaml");
 const RBAC_YAML: &str = include_str!("../../../../deploy/vnode/rbac.yaml");
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:ksim-system:ksim-vnode";
 
 #[test]
 fn rbac_rules_name_every_verb_and_resource() {
@@ -26,19 +24,7 @@ fn rbac_rules_name_every_verb_and_resource() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pool_runs_as_its_service_account_with_the_shipped_rbac() {
     let env = control_plane().await;
-    manifests::apply(&env.client, NAMESPACE_YAML).await.unwrap();
-    manifests::apply(&env.client, RBAC_YAML).await.unwrap();
-    let as_pool = env
-        .control_plane
-        .client_as(
-            SERVICE_ACCOUNT,
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:ksim-system",
-            ],
-        )
-        .await
-        .unwrap();
+    let as_pool = as_pool_service_account(&env).await;
     let config = ksim_vnode::config::PoolConfig {
         namespace: "ksim-system".to_owned(),
         ..pool_config()

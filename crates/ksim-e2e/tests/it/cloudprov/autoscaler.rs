@@ -375,45 +375,10 @@ async fn real_ca_scales_two_groups_from_zero_each_for_the_pods_that_select_it() 
 #[tokio::test(flavor = "multi_thread")]
 async fn real_ca_grows_the_gpu_group_from_zero_for_the_gpu_pod_only() {
     let env = start().await;
-    let mut resizes = Resizes::new(&env);
-    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
-    let address = server.grpc_addr();
-    create_seats(
-        &env.client,
-        &seat_deployment("m5", 0, 0, 5, M5_LARGE_TAINTED_SKELETON),
-    )
-    .await;
-    create_seats(
-        &env.client,
-        &seat_deployment("p3", 0, 0, 2, P3_2XLARGE_SKELETON),
-    )
-    .await;
-    let _ca = started(autoscaler(&env, plaintext(address))).await;
-    assert_eq!(env.provider.gpu_types(), ["nvidia-tesla-v100"]);
-
-    let deployments = Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE);
-    for workload in [
-        Workload::new("web", 2)
-            .requests("1500m", "1Gi")
-            .on_any_group(),
-        Workload::new("train", 1)
-            .requests("1", "1Gi")
-            .gpus(1)
-            .on_any_group(),
-    ] {
-        deployments
-            .create(&PostParams::default(), &workload.deployment())
-            .await
-            .unwrap();
-    }
-    let web = running_pods(&env, "web", 2).await;
-    let train = running_pods(&env, "train", 1).await;
-    let gpu_nodes = node_names(&env.client, "p3").await;
-    assert_eq!(gpu_nodes.len(), 1, "{gpu_nodes:?}");
-    assert_eq!(nodes_of_pods(&train), gpu_nodes);
-    assert_eq!(nodes_of_pods(&web), node_names(&env.client, "m5").await);
-    assert_eq!(resizes.increased("p3"), 1);
-    assert_eq!(resizes.increased("m5"), 2);
+    let gpu_group = seat_deployment("p3", 0, 0, 2, P3_2XLARGE_SKELETON);
+    let train = Workload::new("train", 1).gpus(1);
+    let gpu_types = grows_the_gpu_group_for_the_gpu_pods_only(&env, gpu_group, train).await;
+    assert_eq!(gpu_types, ["nvidia-tesla-v100"]);
 }
 
 /// CA (1.35: DRA on, locked) grows a DRA GPU group for a pod whose claim its one node's device
@@ -424,20 +389,6 @@ async fn real_ca_grows_the_gpu_group_from_zero_for_the_gpu_pod_only() {
 #[tokio::test(flavor = "multi_thread")]
 async fn real_ca_grows_the_dra_gpu_group_from_its_node_for_the_claiming_pod_only() {
     let env = start().await;
-    let mut resizes = Resizes::new(&env);
-    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
-    let address = server.grpc_addr();
-    create_seats(
-        &env.client,
-        &seat_deployment("m5", 0, 0, 5, M5_LARGE_TAINTED_SKELETON),
-    )
-    .await;
-    create_seats(
-        &env.client,
-        &seat_deployment("p3", 1, 1, 3, P3_2XLARGE_DRA_SKELETON),
-    )
-    .await;
-    ready_nodes(&env.client, "p3", 1).await;
     let mut template = gpu_claim_template("gpu", None);
     template["metadata"]["namespace"] = json!(NAMESPACE);
     for object in [gpu_device_class(), template] {
@@ -445,31 +396,60 @@ async fn real_ca_grows_the_dra_gpu_group_from_its_node_for_the_claiming_pod_only
             .await
             .unwrap();
     }
-    let _ca = started(autoscaler(&env, plaintext(address))).await;
+    // One whole GPU each: the second pod needs a second node.
+    let gpu_group = seat_deployment("p3", 1, 1, 3, P3_2XLARGE_DRA_SKELETON);
+    let train = Workload::new("train", 2).device_claim("gpu");
+    grows_the_gpu_group_for_the_gpu_pods_only(&env, gpu_group, train).await;
+}
+
+/// Group `p3` (`gpu_group`, its initial nodes Ready first) and a tainted CPU group `m5` from
+/// zero under the real CA, then two CPU pods of 1.5 CPUs and `train`, whose pods each take one
+/// GPU node: the GPU group grew by one for them and only them, the CPU group by two. The GPU
+/// types the provider told CA of.
+async fn grows_the_gpu_group_for_the_gpu_pods_only(
+    env: &Env,
+    gpu_group: ksim_nodes::seats::SeatDeployment,
+    train: Workload,
+) -> Vec<String> {
+    let mut resizes = Resizes::new(env);
+    let server = serve(env.provider.clone(), ServeArgs::ephemeral()).await;
+    let address = server.grpc_addr();
+    create_seats(
+        &env.client,
+        &seat_deployment("m5", 0, 0, 5, M5_LARGE_TAINTED_SKELETON),
+    )
+    .await;
+    create_seats(&env.client, &gpu_group).await;
+    ready_nodes(
+        &env.client,
+        "p3",
+        usize::try_from(gpu_group.replicas).unwrap(),
+    )
+    .await;
+    let _ca = started(autoscaler(env, plaintext(address))).await;
 
     let deployments = Api::<Deployment>::namespaced(env.client.clone(), NAMESPACE);
+    let replicas = usize::try_from(train.deployment().spec.unwrap().replicas.unwrap()).unwrap();
     for workload in [
         Workload::new("web", 2)
             .requests("1500m", "1Gi")
             .on_any_group(),
-        Workload::new("train", 2)
-            .requests("1", "1Gi")
-            .device_claim("gpu")
-            .on_any_group(),
+        train.requests("1", "1Gi").on_any_group(),
     ] {
         deployments
             .create(&PostParams::default(), &workload.deployment())
             .await
             .unwrap();
     }
-    let train = running_pods(&env, "train", 2).await;
-    let web = running_pods(&env, "web", 2).await;
+    let train = running_pods(env, "train", replicas).await;
+    let web = running_pods(env, "web", 2).await;
     let gpu_nodes = node_names(&env.client, "p3").await;
-    assert_eq!(gpu_nodes.len(), 2, "{gpu_nodes:?}");
-    assert_eq!(nodes_of_pods(&train), gpu_nodes, "one whole GPU each");
+    assert_eq!(gpu_nodes.len(), replicas, "{gpu_nodes:?}");
+    assert_eq!(nodes_of_pods(&train), gpu_nodes, "one GPU node each");
     assert_eq!(nodes_of_pods(&web), node_names(&env.client, "m5").await);
     assert_eq!(resizes.increased("p3"), 1);
     assert_eq!(resizes.increased("m5"), 2);
+    env.provider.gpu_types()
 }
 
 #[tokio::test(flavor = "multi_thread")]

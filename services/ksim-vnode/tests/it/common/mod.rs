@@ -55,6 +55,29 @@ pub async fn control_plane() -> Env {
     }
 }
 
+/// Applies the shipped namespace and RBAC (deploy/vnode) and returns a client acting as the
+/// pool's ServiceAccount, so a test shows that RBAC is enough for what it does.
+pub async fn as_pool_service_account(env: &Env) -> Client {
+    const NAMESPACE_YAML: &str = include_str!("../../../../../deploy/vnode/namespace.yaml");
+    const RBAC_YAML: &str = include_str!("../../../../../deploy/vnode/rbac.yaml");
+    ksim_localenv::manifests::apply(&env.client, NAMESPACE_YAML)
+        .await
+        .unwrap();
+    ksim_localenv::manifests::apply(&env.client, RBAC_YAML)
+        .await
+        .unwrap();
+    env.control_plane
+        .client_as(
+            "system:serviceaccount:ksim-system:ksim-vnode",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:ksim-system",
+            ],
+        )
+        .await
+        .unwrap()
+}
+
 pub fn pool_config() -> PoolConfig {
     PoolConfig {
         pool_name: "test".to_owned(),
