@@ -15,7 +15,10 @@ use k8s_openapi::{
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::quantity::{is_valid_quantity, quantity_value};
+use crate::{
+    names::{is_dns_label, is_dns_subdomain, yaml_message},
+    quantity::{is_valid_quantity, quantity_value},
+};
 
 /// The API version of the ResourceSlices a skeleton gives and the pool publishes (GA in 1.34).
 pub const RESOURCE_API_VERSION: &str = "resource.k8s.io/v1";
@@ -93,17 +96,7 @@ impl NodeDevices {
     /// Reads the ResourceSlice after a skeleton's Node, keeping its driver and devices; its
     /// node and pool are the real node's and are replaced per virtual node.
     pub fn from_yaml(yaml: &str) -> Result<NodeDevices, DevicesError> {
-        let yaml_error = |error: serde_saphyr::Error| {
-            let full = error.to_string();
-            let first = full.lines().next().unwrap_or_default();
-            DevicesError::Yaml(
-                first
-                    .strip_prefix("error: ")
-                    .unwrap_or(first)
-                    .trim()
-                    .to_owned(),
-            )
-        };
+        let yaml_error = |error: serde_saphyr::Error| DevicesError::Yaml(yaml_message(&error));
         let header: Header = serde_saphyr::from_str(yaml).map_err(yaml_error)?;
         if let Some(kind) = header.kind.filter(|kind| kind != "ResourceSlice") {
             return Err(DevicesError::WrongKind(kind));
@@ -273,20 +266,6 @@ fn check_device(device: &Device) -> Result<(), DevicesError> {
         }
     }
     Ok(())
-}
-
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
-fn is_dns_subdomain(name: &str, max: usize) -> bool {
-    !name.is_empty() && name.len() <= max && name.split('.').all(is_dns_label)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! node the pool registers is the node the autoscaler was promised:
 //!
 //! - [`labels`]: label, annotation and taint keys.
+//! - [`names`]: the RFC 1123 name rules groups, nodes and devices follow.
 //! - [`limits`]: the sizes the pool holds a node group to.
 //! - [`skeleton`]: node skeletons, the instance-type part of a Node read from YAML.
 //! - [`devices`]: a skeleton's DRA devices (its ResourceSlice) and the slice each node
@@ -19,6 +20,7 @@ pub mod devices;
 pub mod karpenter;
 pub mod labels;
 pub mod limits;
+pub mod names;
 pub mod node;
 pub mod pricing;
 pub mod quantity;

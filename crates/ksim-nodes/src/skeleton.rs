@@ -270,13 +270,8 @@ pub fn with_node_info_defaults(info: NodeSystemInfo) -> NodeSystemInfo {
     }
 }
 
-/// Keeps the parser's first line ("line L column C: what"); the source snippet it appends spans
-/// several lines, which reads badly in a gRPC status or a log line.
 fn yaml_error(error: serde_saphyr::Error) -> SkeletonError {
-    let full = error.to_string();
-    let first_line = full.lines().next().unwrap_or_default();
-    let message = first_line.strip_prefix("error: ").unwrap_or(first_line);
-    SkeletonError::Yaml(message.trim().to_owned())
+    SkeletonError::Yaml(crate::names::yaml_message(&error))
 }
 
 fn is_per_node_annotation(key: &str) -> bool {

@@ -453,14 +453,7 @@ fn fits_a_group(nodes: i32) -> bool {
 }
 
 /// RFC 1123 label: what Kubernetes accepts as a namespace or label value here.
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
+pub use ksim_nodes::names::is_dns_label;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

@@ -7,6 +7,7 @@
 //! metrics-server does) sees the rate that was set.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use ksim_nodes::names::is_dns_label;
 
 /// Most containers a pod's usage names: as the tracer records it.
 pub const MAX_CONTAINERS: usize = 64;
@@ -15,8 +16,6 @@ pub const MAX_CONTAINERS: usize = 64;
 pub const MAX_CPU_NANOCORES: u64 = 4_096 * 1_000_000_000;
 /// 64 TiB, as above.
 pub const MAX_MEMORY_BYTES: u64 = 64 << 40;
-/// Longest container name Kubernetes accepts (a DNS label).
-const MAX_NAME_LEN: usize = 63;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsageError {
@@ -130,17 +129,6 @@ pub fn validate(containers: &[ContainerUsage]) -> Result<(), UsageError> {
         }
     }
     Ok(())
-}
-
-fn is_dns_label(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= MAX_NAME_LEN
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes.first() != Some(&b'-')
-        && bytes.last() != Some(&b'-')
 }
 
 impl PodMeter {

@@ -77,14 +77,7 @@ const SEAT_HOST_SUFFIX: &str = "-seat-host";
 
 fn name_and_rest<'a>(value: &'a str, form: &str) -> Result<(String, &'a str), String> {
     let (name, rest) = value.split_once('=').ok_or(form)?;
-    let is_dns_label = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if !is_dns_label {
+    if !ksim_nodes::names::is_dns_label(name) {
         return Err(format!(
             "group name {name:?} is not a DNS label (a-z, 0-9, '-')"
         ));
