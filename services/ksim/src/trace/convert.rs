@@ -303,6 +303,56 @@ mod tests {
         }
     }
 
+    /// The shipped pair converted with `extra` flags into `dir` (the trace `alibaba.ktrace`,
+    /// the skeletons in `groups/`): the arguments, the trace and the flags printed.
+    fn convert_shipped(dir: &Path, extra: &[&str]) -> (ConvertArgs, ksim_trace::Trace, String) {
+        let data = shipped();
+        let output = dir.join("alibaba.ktrace");
+        let groups = dir.join("groups");
+        let (nodes, pods) = (
+            data.join("openb_node_list_all_node.csv"),
+            data.join("openb_pod_list_default.csv"),
+        );
+        let mut argv: Vec<&OsStr> = vec![
+            "--from".as_ref(),
+            "alibaba-gpu-v2023".as_ref(),
+            "--nodes".as_ref(),
+            nodes.as_os_str(),
+            "--pods".as_ref(),
+            pods.as_os_str(),
+            "--node-groups".as_ref(),
+            groups.as_os_str(),
+        ];
+        argv.extend(extra.iter().map(OsStr::new));
+        argv.push(output.as_os_str());
+        let args = parse(&argv).unwrap();
+        let mut out = Vec::new();
+        alibaba_gpu(&args, &mut out).unwrap();
+        let trace = ksim_trace::read_trace(&std::fs::read(&output).unwrap()).unwrap();
+        (args, trace, String::from_utf8(out).unwrap())
+    }
+
+    /// Each `--node-group` flag printed, its group and the skeleton it names, read as a run
+    /// reads it.
+    fn groups_written(
+        flags: &str,
+    ) -> Vec<(
+        &str,
+        crate::run::groups::NodeGroupArg,
+        ksim_nodes::skeleton::NodeSkeleton,
+    )> {
+        flags
+            .lines()
+            .map(|line| {
+                let value = line.strip_prefix("--node-group ").expect(line);
+                let group = crate::run::groups::parse_node_group(value).unwrap();
+                let yaml = std::fs::read_to_string(&group.skeleton).unwrap();
+                let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(&yaml).unwrap();
+                (line, group, skeleton)
+            })
+            .collect()
+    }
+
     fn shipped() -> PathBuf {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../../shared/third_party/alibaba-gpu-v2023");
@@ -383,42 +433,16 @@ mod tests {
 
     #[test]
     fn the_shipped_trace_converts_with_its_node_groups() {
-        let data = shipped();
         let dir = tempfile::tempdir().unwrap();
-        let output = dir.path().join("alibaba.ktrace");
         let groups = dir.path().join("groups");
-        let (nodes, pods) = (
-            data.join("openb_node_list_all_node.csv"),
-            data.join("openb_pod_list_default.csv"),
-        );
-        let args = parse(&[
-            "--from".as_ref(),
-            "alibaba-gpu-v2023".as_ref(),
-            "--nodes".as_ref(),
-            nodes.as_os_str(),
-            "--pods".as_ref(),
-            pods.as_os_str(),
-            "--node-groups".as_ref(),
-            groups.as_os_str(),
-            output.as_os_str(),
-        ])
-        .unwrap();
-        let mut out = Vec::new();
-        alibaba_gpu(&args, &mut out).unwrap();
-
-        let trace = ksim_trace::read_trace(&std::fs::read(&output).unwrap()).unwrap();
+        let (args, trace, flags) = convert_shipped(dir.path(), &[]);
         assert_eq!(trace.nodes.len(), 1523);
         let pods_applied: usize = trace.events.iter().map(|e| e.applied.len()).sum();
         assert_eq!(pods_applied, 8152);
 
         // One flag per group, each naming a skeleton the run reads, the counts adding up.
-        let flags = String::from_utf8(out).unwrap();
         let mut total = 0;
-        for line in flags.lines() {
-            let value = line.strip_prefix("--node-group ").expect(line);
-            let group = crate::run::groups::parse_node_group(value).unwrap();
-            let yaml = std::fs::read_to_string(&group.skeleton).unwrap();
-            let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(&yaml).unwrap();
+        for (line, group, skeleton) in groups_written(&flags) {
             let gpus = skeleton.capacity.get("nvidia.com/gpu");
             assert_eq!(gpus.is_some(), group.name.starts_with("gpu-"), "{line}");
             assert_eq!(skeleton.taints.len(), usize::from(gpus.is_some()), "{line}");
@@ -448,32 +472,8 @@ mod tests {
 
     #[test]
     fn the_shipped_trace_converts_with_dra_claims_and_resource_slices() {
-        let data = shipped();
         let dir = tempfile::tempdir().unwrap();
-        let output = dir.path().join("alibaba-dra.ktrace");
-        let groups = dir.path().join("groups");
-        let (nodes, pods) = (
-            data.join("openb_node_list_all_node.csv"),
-            data.join("openb_pod_list_default.csv"),
-        );
-        let args = parse(&[
-            "--from".as_ref(),
-            "alibaba-gpu-v2023".as_ref(),
-            "--nodes".as_ref(),
-            nodes.as_os_str(),
-            "--pods".as_ref(),
-            pods.as_os_str(),
-            "--node-groups".as_ref(),
-            groups.as_os_str(),
-            "--gpu-shares".as_ref(),
-            "dra".as_ref(),
-            output.as_os_str(),
-        ])
-        .unwrap();
-        let mut out = Vec::new();
-        alibaba_gpu(&args, &mut out).unwrap();
-
-        let trace = ksim_trace::read_trace(&std::fs::read(&output).unwrap()).unwrap();
+        let (_, trace, flags) = convert_shipped(dir.path(), &["--gpu-shares", "dra"]);
         let first = &trace.events[0];
         assert_eq!(first.applied[0].name, alibaba::GPU_DRIVER);
         let templates = first.applied.len() - 1;
@@ -488,13 +488,8 @@ mod tests {
             .count();
 
         // Every skeleton reads; a GPU group's with one device per GPU and no nvidia.com/gpu.
-        let flags = String::from_utf8(out).unwrap();
         let mut gpu_groups = 0;
-        for line in flags.lines() {
-            let value = line.strip_prefix("--node-group ").expect(line);
-            let group = crate::run::groups::parse_node_group(value).unwrap();
-            let yaml = std::fs::read_to_string(&group.skeleton).unwrap();
-            let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(&yaml).unwrap();
+        for (line, group, skeleton) in groups_written(&flags) {
             assert!(!skeleton.capacity.contains_key("nvidia.com/gpu"), "{line}");
             match &skeleton.devices {
                 Some(devices) => {
