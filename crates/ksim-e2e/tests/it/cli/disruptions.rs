@@ -555,6 +555,22 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
             .unwrap()
             .push(json!({"key": taint, "operator": "Exists", "effect": "NoExecute"}));
     }
+    // Two small Deployments of two replicas that differ in one thing: `spread` keeps one pod in
+    // each zone by a topology spread constraint, `clustered` prefers us-east-1a (the node
+    // affinity outweighs the scheduler's default spreading score) and so has both pods there.
+    let mut spread = shop_deployment("spread", 2, "100m", "64Mi", "1");
+    spread["spec"]["template"]["spec"]["topologySpreadConstraints"] = json!([{
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}}
+    }]);
+    let mut clustered = shop_deployment("clustered", 2, "100m", "64Mi", "1");
+    clustered["spec"]["template"]["spec"]["affinity"] = json!({"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
+            "matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
+                "values": ["us-east-1a"]}]}}]
+    }});
     let trace = dir.join("web-and-agent.ksim");
     let start_ms = 1_767_225_600_000;
     write_trace(
@@ -562,6 +578,8 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
         [
             (start_ms, deployment(&web)),
             (start_ms, deployment(&agent)),
+            (start_ms, deployment(&spread)),
+            (start_ms, deployment(&clustered)),
             (start_ms + 30 * 60_000, deployment(&web)),
         ],
         &[],
@@ -645,6 +663,18 @@ async fn a_zone_outage_fails_its_nodes_and_the_autoscaler_adds_capacity_elsewher
             agent["pods_evicted"].as_u64()
         ),
         (Some(0), Some(0)),
+        "{disruptions:#}"
+    );
+    // The spread constraint kept a ready replica in the zone that worked; without it both
+    // replicas were lost with the zone until the controller evicted them.
+    let (spread, clustered) = (workload("spread"), workload("clustered"));
+    assert_eq!(
+        (
+            spread["lowest_ready"].as_u64(),
+            clustered["lowest_ready"].as_u64(),
+            clustered["pods_evicted"].as_u64()
+        ),
+        (Some(1), Some(0), Some(2)),
         "{disruptions:#}"
     );
     assert_eq!(outage["recovered"], true, "{disruptions:#}\n{printed}");
