@@ -4,6 +4,8 @@
 //! good with the scheduler's reason; the idle V100 is fragmented while it waits. And shares of
 //! a GPU replayed exactly: an Alibaba-format recording converted with `--gpu-shares dra`, its
 //! pods' claims allocated by the real scheduler on the one device its node group publishes.
+//! And the scheduler's packing against its spreading: the same converted recording leaves a
+//! four-GPU pod pending only when the one-GPU pods before it were spread.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -113,6 +115,7 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
     );
 
     shares_of_a_converted_trace_share_a_device(up);
+    packing_leaves_room_for_a_pod_spreading_fragments(up);
 }
 
 /// One node of one V100 (the recording's `V100M16`), pods asking 460 and 500 thousandths of a
@@ -216,10 +219,145 @@ fn shares_of_a_converted_trace_share_a_device(up: &Up) {
     }
 }
 
+/// Two nodes of four T4s; four one-GPU pods, then one asking four, each two seconds of wall
+/// clock after the one before (at 30x). The default scheduler spreads (least allocated, by CPU
+/// and memory): two and two, and no node has four GPUs free for the last pod, whose node's
+/// GPUs are all fragmented while it waits. A configuration that packs (most allocated, GPUs
+/// weighted) fills one node, and the last pod takes the other.
+fn packing_leaves_room_for_a_pod_spreading_fragments(up: &Up) {
+    let dir = up.state.path();
+    let nodes = dir.join("t4-nodes.csv");
+    std::fs::write(
+        &nodes,
+        format!(
+            "{}\nt-0,32000,131072,4,T4\nt-1,32000,131072,4,T4\n",
+            ksim_trace::alibaba::NODES_HEADER
+        ),
+    )
+    .unwrap();
+    let pods = dir.join("t4-pods.csv");
+    let mut rows: Vec<String> = (0..4)
+        .map(|i| format!("one-{i},2000,4096,1,1000,T4,LS,Running,{},360,{0}", i * 60))
+        .collect();
+    rows.push("four,2000,4096,4,1000,T4,LS,Running,240,360,240".into());
+    std::fs::write(
+        &pods,
+        format!(
+            "{}\n{}\n",
+            ksim_trace::alibaba::PODS_HEADER,
+            rows.join("\n")
+        ),
+    )
+    .unwrap();
+    let trace = dir.join("t4.ktrace");
+    let groups = dir.join("t4-groups");
+    up.ksim(&[
+        "trace",
+        "convert",
+        "--from",
+        "alibaba-gpu-v2023",
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--pods",
+        pods.to_str().unwrap(),
+        trace.to_str().unwrap(),
+        "--node-groups",
+        groups.to_str().unwrap(),
+    ]);
+    let group = format!(
+        "--node-group=gpu-t4-4x-32c={}:2",
+        groups.join("gpu-t4-4x-32c.yaml").display()
+    );
+    let packing = dir.join("packing.yaml");
+    std::fs::write(&packing, GPU_PACKING_SCHEDULER_CONFIG).unwrap();
+    let runs = [
+        ("spread", run(up, &trace, &group, "30").1),
+        (
+            "packed",
+            run_with(
+                up,
+                &trace,
+                &group,
+                "30",
+                &["--scheduler-config", packing.to_str().unwrap()],
+            )
+            .1,
+        ),
+    ];
+    let [(_, spread), (_, packed)] = &runs;
+    let figures = |report: &Value| {
+        let gpus = &report["accelerators"];
+        (
+            gpus["gpu_pods"].as_u64(),
+            gpus["gpu_pods_never_scheduled"].as_u64(),
+            // Allocated over allocatable: four of eight spread, all eight packed.
+            gpus["models"][0]["allocated_peak"].as_f64(),
+        )
+    };
+    assert_eq!(
+        figures(spread),
+        (Some(5), Some(1), Some(0.5)),
+        "{:#}",
+        spread["accelerators"]
+    );
+    assert_eq!(
+        figures(packed),
+        (Some(5), Some(0), Some(1.0)),
+        "{:#}",
+        packed["accelerators"]
+    );
+    // While the four-GPU pod waited, every idle GPU was fragmented: two on each node.
+    let fragmented = spread["accelerators"]["models"][0]["fragmented_peak"].as_u64();
+    assert_eq!(fragmented, Some(4), "{:#}", spread["accelerators"]);
+    for (name, report) in &runs {
+        assert_eq!(
+            report["configuration"]["scheduler_given"].is_object(),
+            *name == "packed",
+            "{name}: {:#}",
+            report["configuration"]
+        );
+    }
+}
+
+/// Packs GPUs: most allocated, a GPU weighing three times a core or a byte's share.
+const GPU_PACKING_SCHEDULER_CONFIG: &str = "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    score:
+      disabled:
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources:
+        - name: nvidia.com/gpu
+          weight: 3
+        - name: cpu
+          weight: 1
+        - name: memory
+          weight: 1
+";
+
 /// `ksim run TRACE` on the environment's driver with one node group, at `speed`, which must
 /// succeed: what it printed and its report.
 fn run(up: &Up, trace: &Path, node_group: &str, speed: &str) -> (String, Value) {
-    let output = up.ksim_any(&[
+    run_with(up, trace, node_group, speed, &[])
+}
+
+/// [`run`] with more flags.
+fn run_with(
+    up: &Up,
+    trace: &Path,
+    node_group: &str,
+    speed: &str,
+    more: &[&str],
+) -> (String, Value) {
+    let mut args = vec![
         "run".into(),
         trace.to_str().unwrap().into(),
         "--driver".into(),
@@ -227,7 +365,9 @@ fn run(up: &Up, trace: &Path, node_group: &str, speed: &str) -> (String, Value) 
         node_group.into(),
         "--speed".into(),
         speed.into(),
-    ]);
+    ];
+    args.extend(more.iter().map(|arg| (*arg).to_owned()));
+    let output = up.ksim_any(&args);
     let printed = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
