@@ -34,7 +34,8 @@
 //! 7386 merge patch (`mergePatch`) or an RFC 6902 JSON Patch (`jsonPatch`); scale
 //! `spec.replicas` by a factor (`scaleReplicas`); scale or set the requests and limits of the
 //! containers in a pod template (`scaleResources`, `setResources`: rightsizing); keep a time window (`keepWindow`); shift time
-//! (`shiftTime`); stretch time around the trace's start (`stretchTime`); rename a namespace
+//! (`shiftTime`); stretch time around the trace's start (`stretchTime`); end the trace later,
+//! so a replay goes on after its last record (`extendEnd`); rename a namespace
 //! (`renameNamespace`). Time rules apply to the whole trace and take no `match`, so events stay
 //! in timestamp order.
 //!

@@ -14,6 +14,7 @@
 //!   - keepWindow: { start: 10m, end: 40m }   # from the trace's start, or RFC 3339 times
 //!   - shiftTime: -1h               # move every record (and the header's window)
 //!   - stretchTime: 2               # twice as long, around the trace's start
+//!   - extendEnd: 20m               # the trace ends 20 minutes later: a replay goes on
 //!   - renameNamespace: { from: shop, to: shop-canary }
 //! ```
 //!
@@ -65,6 +66,7 @@ struct RawRule {
     keep_window: Option<RawWindow>,
     shift_time: Option<String>,
     stretch_time: Option<f64>,
+    extend_end: Option<String>,
     rename_namespace: Option<RawRename>,
 }
 
@@ -114,6 +116,8 @@ pub(crate) enum Op {
     },
     ShiftTime(i64),
     StretchTime(f64),
+    /// Moves the trace's end this many milliseconds later; no record moves.
+    ExtendEnd(i64),
     RenameNamespace {
         from: String,
         to: String,
@@ -124,7 +128,7 @@ impl Op {
     pub(crate) fn is_time(&self) -> bool {
         matches!(
             self,
-            Op::KeepWindow { .. } | Op::ShiftTime(_) | Op::StretchTime(_)
+            Op::KeepWindow { .. } | Op::ShiftTime(_) | Op::StretchTime(_) | Op::ExtendEnd(_)
         )
     }
 }
@@ -351,6 +355,12 @@ fn check(index: usize, line: u64, raw: RawRule, env: &cel::Env) -> Result<Rule, 
             format!("stretchTime {factor_text}"),
         ));
     }
+    if let Some(extension) = raw.extend_end {
+        let ms = signed_duration(&extension)
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| format!("extendEnd {extension:?} is not a duration > 0 like 20m"))?;
+        ops.push((Op::ExtendEnd(ms), format!("extendEnd {extension}")));
+    }
     if let Some(rename) = raw.rename_namespace {
         if rename.from.is_empty() || rename.from.contains('/') {
             return Err(
@@ -476,7 +486,7 @@ fn resource_change(
     })
 }
 
-const OPERATIONS: [&str; 10] = [
+const OPERATIONS: [&str; 11] = [
     "drop",
     "mergePatch",
     "jsonPatch",
@@ -486,6 +496,7 @@ const OPERATIONS: [&str; 10] = [
     "keepWindow",
     "shiftTime",
     "stretchTime",
+    "extendEnd",
     "renameNamespace",
 ];
 
@@ -734,6 +745,18 @@ rules:
             ),
             ("rules:\n  - shiftTime: soon\n", "not a duration"),
             ("rules:\n  - stretchTime: 0\n", "must be a number > 0"),
+            (
+                "rules:\n  - extendEnd: -5m\n",
+                "is not a duration > 0 like 20m",
+            ),
+            (
+                "rules:\n  - extendEnd: 0s\n",
+                "is not a duration > 0 like 20m",
+            ),
+            (
+                "rules:\n  - match: 'true'\n    extendEnd: 5m\n",
+                "takes no match",
+            ),
             ("rules:\n  - scaleReplicas: -1\n", "must be a number >= 0"),
             ("rules:\n  - scaleReplicas: .nan\n", "must be a number >= 0"),
             ("rules:\n  - scaleReplicas: .inf\n", "must be a number >= 0"),

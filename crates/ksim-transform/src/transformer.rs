@@ -75,6 +75,20 @@ impl<'r> Transformer<'r> {
                         .map(|t| checked(rule, "the trace's end", t, stretch(t, origin, *factor)))
                         .transpose()?;
                 }
+                Op::ExtendEnd(ms) => {
+                    let origin = end.ok_or_else(|| TransformError::Rule {
+                        index: rule.index,
+                        line: rule.line,
+                        message: "needs the trace's end time, and the trace header has none"
+                            .to_owned(),
+                    })?;
+                    end = Some(checked(
+                        rule,
+                        "the trace's end",
+                        origin,
+                        origin.saturating_add(*ms),
+                    )?);
+                }
                 Op::KeepWindow {
                     start: from,
                     end: to,
@@ -261,8 +275,13 @@ impl<'r> Transformer<'r> {
                         _ => {}
                     }
                 }
-                // Patches and scaling change objects; a lifecycle has none.
-                Op::MergePatch(_) | Op::JsonPatch(_) | Op::ScaleReplicas(_) | Op::Resources(_) => {}
+                // Patches and scaling change objects; a lifecycle has none. Extending the end
+                // moves no record.
+                Op::MergePatch(_)
+                | Op::JsonPatch(_)
+                | Op::ScaleReplicas(_)
+                | Op::Resources(_)
+                | Op::ExtendEnd(_) => {}
             }
         }
         self.stats.lifecycles_out += 1;
@@ -551,7 +570,9 @@ impl<'r> Transformer<'r> {
                 }
                 true
             }
-            Op::KeepWindow { .. } | Op::ShiftTime(_) | Op::StretchTime(_) => false,
+            Op::KeepWindow { .. } | Op::ShiftTime(_) | Op::StretchTime(_) | Op::ExtendEnd(_) => {
+                false
+            }
         };
         if changed {
             item.touched();
@@ -1361,6 +1382,38 @@ mod tests {
         };
         let transformer = Transformer::new(&rules, &open).unwrap();
         assert_eq!(transformer.header().end_time, None);
+    }
+
+    #[test]
+    fn extending_the_end_moves_the_header_and_no_record() {
+        // Stretched first (100 s become 50 s), then ten minutes more.
+        let rules = rules("rules:\n  - stretchTime: 0.5\n  - extendEnd: 10m\n");
+        let mut transformer = Transformer::new(&rules, &header()).unwrap();
+        let header = transformer.header().clone();
+        assert_eq!(header.start_time, Some(time::timestamp(T0)));
+        assert_eq!(
+            header.end_time,
+            Some(time::timestamp(T0 + 50_000 + 600_000))
+        );
+        let moved = transformer
+            .event(event(8_000, vec![deployment("a", "b", 1)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(moved.timestamp_ms - T0, 4_000);
+        assert_eq!(
+            header.transforms.last().map(String::as_str),
+            Some("rule 2 (line 3): extendEnd 10m")
+        );
+        // Without an end there is nothing to extend.
+        let open = pb::TraceHeader {
+            end_time: None,
+            ..self::header()
+        };
+        let error = Transformer::new(&rules, &open).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "rule 2 (line 3): needs the trace's end time, and the trace header has none"
+        );
     }
 
     #[test]

@@ -120,6 +120,12 @@ fn render(inspection: &Inspection) -> String {
         time(inspection.first_event_ms),
         time(inspection.last_event_ms)
     );
+    // A replay lasts to the header's end, which may be later (`extendEnd`) than any record.
+    if let Some(end) = header.end_time.as_ref().map(ksim_trace::time::millis)
+        && inspection.last_event_ms.is_none_or(|last| end > last)
+    {
+        let _ = writeln!(out, "replay ends     {}", time(Some(end)));
+    }
     let _ = writeln!(
         out,
         "totals          {} events, {} objects, {} applies, {} deletes, {} pod lifecycles",
@@ -200,5 +206,21 @@ mod tests {
             render(&inspection(pb::UsageRecording::Unspecified, 0, 0))
                 .contains("\nusage           not recorded\n")
         );
+    }
+
+    #[test]
+    fn an_end_past_the_last_record_is_shown() {
+        let mut extended = inspection(pb::UsageRecording::Unspecified, 0, 0);
+        extended.first_event_ms = Some(1_000);
+        extended.last_event_ms = Some(60_000);
+        extended.header.end_time = Some(ksim_trace::time::timestamp(3_600_000));
+        assert!(
+            render(&extended).contains("\nreplay ends     1970-01-01T01:00:00.000Z\n"),
+            "{}",
+            render(&extended)
+        );
+        // At the last record: nothing to say.
+        extended.header.end_time = Some(ksim_trace::time::timestamp(60_000));
+        assert!(!render(&extended).contains("replay ends"));
     }
 }
