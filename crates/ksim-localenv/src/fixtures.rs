@@ -349,3 +349,29 @@ profiles:
       scoringStrategy:
         type: MostAllocated
 ";
+
+/// A KubeSchedulerConfiguration that packs GPUs: `NodeResourcesFit` scores `MostAllocated`, a
+/// GPU (`nvidia.com/gpu`) weighing three times CPU or memory, without the balancing score
+/// (docs/gpus.md, the same configuration at full size).
+pub const GPU_PACKING_SCHEDULER_CONFIG: &str = "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    score:
+      disabled:
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources:
+        - name: nvidia.com/gpu
+          weight: 3
+        - name: cpu
+          weight: 1
+        - name: memory
+          weight: 1
+";

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use ksim_localenv::fixtures::{P3_2XLARGE_SKELETON, Workload};
+use ksim_localenv::fixtures::{GPU_PACKING_SCHEDULER_CONFIG, P3_2XLARGE_SKELETON, Workload};
 use serde_json::Value;
 
 use super::common::{
@@ -122,50 +122,19 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
 /// GPU that run on it together, one asking 300 more that does not fit, and one asking a whole
 /// GPU that does not either: the shares hold the device.
 fn shares_of_a_converted_trace_share_a_device(up: &Up) {
-    let dir = up.state.path();
-    let nodes = dir.join("nodes.csv");
-    std::fs::write(
-        &nodes,
-        format!(
-            "{}\nn-0,8000,32768,1,V100M16\n",
-            ksim_trace::alibaba::NODES_HEADER
-        ),
-    )
-    .unwrap();
-    let pods = dir.join("pods.csv");
     // Created two seconds of wall clock apart (at 30x), so they are scheduled in this order.
-    let rows = [
-        "s-460,1000,1024,1,460,V100M16,LS,Running,0,300,0",
-        "s-500,1000,1024,1,500,V100M16,LS,Running,60,300,60",
-        "s-300,1000,1024,1,300,V100M16,LS,Running,120,300,120",
-        "whole,1000,1024,1,1000,V100M16,LS,Running,180,300,180",
-    ];
-    std::fs::write(
-        &pods,
-        format!(
-            "{}\n{}\n",
-            ksim_trace::alibaba::PODS_HEADER,
-            rows.join("\n")
-        ),
-    )
-    .unwrap();
-    let trace = dir.join("shares.ktrace");
-    let groups = dir.join("groups");
-    up.ksim(&[
-        "trace",
-        "convert",
-        "--from",
-        "alibaba-gpu-v2023",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-        trace.to_str().unwrap(),
-        "--gpu-shares",
-        "dra",
-        "--node-groups",
-        groups.to_str().unwrap(),
-    ]);
+    let (trace, groups) = convert(
+        up,
+        "shares",
+        &["n-0,8000,32768,1,V100M16"],
+        &[
+            "s-460,1000,1024,1,460,V100M16,LS,Running,0,300,0",
+            "s-500,1000,1024,1,500,V100M16,LS,Running,60,300,60",
+            "s-300,1000,1024,1,300,V100M16,LS,Running,120,300,120",
+            "whole,1000,1024,1,1000,V100M16,LS,Running,180,300,180",
+        ],
+        &["--gpu-shares", "dra"],
+    );
     let skeletons: Vec<_> = std::fs::read_dir(&groups)
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -226,44 +195,18 @@ fn shares_of_a_converted_trace_share_a_device(up: &Up) {
 /// weighted) fills one node, and the last pod takes the other.
 fn packing_leaves_room_for_a_pod_spreading_fragments(up: &Up) {
     let dir = up.state.path();
-    let nodes = dir.join("t4-nodes.csv");
-    std::fs::write(
-        &nodes,
-        format!(
-            "{}\nt-0,32000,131072,4,T4\nt-1,32000,131072,4,T4\n",
-            ksim_trace::alibaba::NODES_HEADER
-        ),
-    )
-    .unwrap();
-    let pods = dir.join("t4-pods.csv");
-    let mut rows: Vec<String> = (0..4)
+    let mut pods: Vec<String> = (0..4)
         .map(|i| format!("one-{i},2000,4096,1,1000,T4,LS,Running,{},360,{0}", i * 60))
         .collect();
-    rows.push("four,2000,4096,4,1000,T4,LS,Running,240,360,240".into());
-    std::fs::write(
+    pods.push("four,2000,4096,4,1000,T4,LS,Running,240,360,240".into());
+    let pods: Vec<&str> = pods.iter().map(String::as_str).collect();
+    let (trace, groups) = convert(
+        up,
+        "t4",
+        &["t-0,32000,131072,4,T4", "t-1,32000,131072,4,T4"],
         &pods,
-        format!(
-            "{}\n{}\n",
-            ksim_trace::alibaba::PODS_HEADER,
-            rows.join("\n")
-        ),
-    )
-    .unwrap();
-    let trace = dir.join("t4.ktrace");
-    let groups = dir.join("t4-groups");
-    up.ksim(&[
-        "trace",
-        "convert",
-        "--from",
-        "alibaba-gpu-v2023",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-        trace.to_str().unwrap(),
-        "--node-groups",
-        groups.to_str().unwrap(),
-    ]);
+        &[],
+    );
     let group = format!(
         "--node-group=gpu-t4-4x-32c={}:2",
         groups.join("gpu-t4-4x-32c.yaml").display()
@@ -319,29 +262,42 @@ fn packing_leaves_room_for_a_pod_spreading_fragments(up: &Up) {
     }
 }
 
-/// Packs GPUs: most allocated, a GPU weighing three times a core or a byte's share.
-const GPU_PACKING_SCHEDULER_CONFIG: &str = "\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  plugins:
-    score:
-      disabled:
-      - name: NodeResourcesBalancedAllocation
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-        resources:
-        - name: nvidia.com/gpu
-          weight: 3
-        - name: cpu
-          weight: 1
-        - name: memory
-          weight: 1
-";
+/// `name.ktrace` and its node groups' directory, converted from an Alibaba-format recording of
+/// these node and pod rows (the CSVs' columns, headers added), with `more` flags.
+fn convert(
+    up: &Up,
+    name: &str,
+    nodes: &[&str],
+    pods: &[&str],
+    more: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = up.state.path();
+    let csv = |file: &str, header: &str, rows: &[&str]| {
+        let path = dir.join(format!("{name}-{file}.csv"));
+        std::fs::write(&path, format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+        path
+    };
+    let nodes = csv("nodes", ksim_trace::alibaba::NODES_HEADER, nodes);
+    let pods = csv("pods", ksim_trace::alibaba::PODS_HEADER, pods);
+    let trace = dir.join(format!("{name}.ktrace"));
+    let groups = dir.join(format!("{name}-groups"));
+    let mut args = vec![
+        "trace",
+        "convert",
+        "--from",
+        "alibaba-gpu-v2023",
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--pods",
+        pods.to_str().unwrap(),
+        trace.to_str().unwrap(),
+        "--node-groups",
+        groups.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    up.ksim(&args);
+    (trace, groups)
+}
 
 /// `ksim run TRACE` on the environment's driver with one node group, at `speed`, which must
 /// succeed: what it printed and its report.
