@@ -57,10 +57,11 @@ pub const PHASE_LABEL: &str = "ksim.io/alibaba-phase";
 pub const IMAGE: &str = "registry.example/alibaba:1";
 /// Pods a node takes: a kubelet's default `--max-pods`.
 pub const MAX_PODS_PER_NODE: &str = "110";
-/// The longest group name a run's `--node-group` takes (ksim-nodes' `MAX_POOL_GROUP_NAME_LEN`,
-/// which this crate cannot use).
+/// The longest group name a run's `--node-group` takes: ksim-nodes' `MAX_POOL_GROUP_NAME_LEN`,
+/// copied because this crate does not depend on ksim-nodes (the trace format and its fuzz
+/// targets stay free of Kubernetes types); a test holds the copies equal.
 const MAX_GROUP_NAME_LEN: usize = 40;
-/// The label naming a node's group (ksim-nodes' `GROUP_LABEL`, which this crate cannot use).
+/// The label naming a node's group: ksim-nodes' `GROUP_LABEL`, copied (see above).
 const GROUP_LABEL: &str = "ksim.io/node-group";
 
 /// At most this many objects in one event: pods created or deleted in the same second share a
@@ -85,7 +86,7 @@ pub const SHARE_CAPACITY: &str = "share";
 /// The device attribute naming a GPU's model.
 pub const MODEL_ATTRIBUTE: &str = "model";
 /// The most devices one ResourceSlice may hold (the apiserver's limit; ksim-nodes'
-/// `MAX_DEVICES`, which this crate cannot use): a skeleton gives one slice.
+/// `MAX_DEVICES`, copied as `MAX_GROUP_NAME_LEN` is): a skeleton gives one slice.
 const MAX_DEVICES_PER_SLICE: u32 = 128;
 
 /// What to do with a pod that asked for a share of one GPU.
@@ -2321,6 +2322,19 @@ status:
         assert_eq!(trace.events[0].applied.len(), 1);
         assert_eq!(trace.events[0].applied[0].name, "gpu.ksim.io");
         assert_eq!(cpu.summary().claim_templates, 0);
+    }
+
+    #[test]
+    fn the_limits_copied_from_ksim_nodes_are_its_own() {
+        assert_eq!(
+            MAX_GROUP_NAME_LEN,
+            ksim_nodes::limits::MAX_POOL_GROUP_NAME_LEN
+        );
+        assert_eq!(GROUP_LABEL, ksim_nodes::labels::GROUP_LABEL);
+        assert_eq!(
+            usize::try_from(MAX_DEVICES_PER_SLICE).ok(),
+            Some(ksim_nodes::devices::MAX_DEVICES)
+        );
     }
 
     #[test]
