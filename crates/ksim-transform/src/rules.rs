@@ -844,7 +844,38 @@ rules:
             + 8;
         let end = start + readme[start..].find("```").unwrap();
         let rules = Rules::parse(&readme[start..end]).unwrap();
-        assert_eq!(rules.len(), 9);
+        // A new operation must be named here (the match is exhaustive) and so shown in the
+        // manual; `stretchTime` is only named in a comment beside `shiftTime`.
+        fn kind(op: &Op) -> &'static str {
+            match op {
+                Op::Drop => "drop",
+                Op::MergePatch(_) => "mergePatch",
+                Op::JsonPatch(_) => "jsonPatch",
+                Op::ScaleReplicas(_) => "scaleReplicas",
+                Op::Resources(_) => "resources",
+                Op::KeepWindow { .. } => "keepWindow",
+                Op::ShiftTime(_) => "shiftTime",
+                Op::StretchTime(_) => "stretchTime",
+                Op::ExtendEnd(_) => "extendEnd",
+                Op::RenameNamespace { .. } => "renameNamespace",
+            }
+        }
+        let shown: std::collections::BTreeSet<_> =
+            rules.rules.iter().map(|r| kind(&r.op)).collect();
+        let all = [
+            "drop",
+            "mergePatch",
+            "jsonPatch",
+            "scaleReplicas",
+            "resources",
+            "keepWindow",
+            "shiftTime",
+            "extendEnd",
+            "renameNamespace",
+        ];
+        assert_eq!(shown, all.into_iter().collect());
+        assert!(readme[start..end].contains("stretchTime: 2"));
+        assert_eq!(rules.len(), 10);
     }
 
     #[test]
