@@ -240,9 +240,12 @@ async fn karpenter_runs_the_demo_trace_and_consolidates_within_its_budget_in_rec
 
     let run = up.ksim(&["run", trace, "--speed", "10", "--nodepool", &nodepool]);
     let (printed, report) = printed_report(&run);
-    // Every pod ran, on nodes Karpenter launched for the NodePool (its group).
+    // Every pod got a node, launched by Karpenter for the NodePool (its group). A pod may still
+    // be starting at the end: consolidation (30 s, 3 s at 10x) can move one in the trace's
+    // last seconds, and its replacement is bound but not yet running.
     let last = report["timeline"].as_array().unwrap().last().unwrap();
-    assert_eq!(last["pods"]["pending"], 0, "{printed}");
+    assert_eq!(last["unscheduled"], 0, "{printed}");
+    assert_eq!(report["costs"]["pods_never_scheduled"], 0, "{printed}");
     assert!(last["pods"]["running"].as_u64().unwrap() > 0, "{printed}");
     assert!(
         last["nodes"]["general"]["ready"].as_u64().unwrap() > 0,
