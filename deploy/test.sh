@@ -234,7 +234,7 @@ static_checks() {
 if $quick; then
   static_checks
   step "unit tests"
-  cargo test --workspace --locked --lib --bins 2>&1 | tee -a "$test_log"
+  cargo test --workspace --locked --no-fail-fast --lib --bins 2>&1 | tee -a "$test_log"
   step "integration tests that start no control plane"
   cargo test --locked -p ksim-trace -p ksim-grpc --tests 2>&1 | tee -a "$test_log"
   step "quick checks passed in $((SECONDS - started)) s"
@@ -296,9 +296,11 @@ fuzz_pid=$!
 # The invariants ran first, above. The tests that start a control plane spend most of their
 # time waiting on it (the end-to-end binary used a fifth of 2 cores at 2 threads), so four run
 # at once; RUST_TEST_THREADS set by the caller wins.
-# The binaries were built above: ksim_e2e::binary uses them as they are.
+# The binaries were built above: ksim_e2e::binary uses them as they are. Every test binary
+# runs even after one fails, so one run names every failure (a failed end-to-end test once hid
+# a unit test's failure until the next run).
 KSIM_E2E_BINARIES_BUILT=1 KSIM_GO_BUILDS_LOCK=$go_lock RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
-  cargo test --workspace --exclude ksim-architecture --locked 2>&1 | tee -a "$test_log"
+  cargo test --workspace --exclude ksim-architecture --locked --no-fail-fast 2>&1 | tee -a "$test_log"
 
 step "Go builds' end"
 if [[ -n $go_pid ]]; then
