@@ -768,6 +768,7 @@ impl Seen {
                         .count
                         .and_then(|c| u64::try_from(c).ok())
                         .unwrap_or(1),
+                    all: exactly.allocation_mode.as_deref() == Some("All"),
                     capacity: exactly
                         .capacity
                         .as_ref()

@@ -163,10 +163,13 @@ impl Device {
     }
 }
 
-/// What one request of a pod's claim asks: `count` whole devices, or `capacity` of one.
+/// What one request of a pod's claim asks: `count` whole devices, or `capacity` of one; or,
+/// `all` (allocation mode `All`), every device of a node, none held (ksim's slices publish a
+/// node's GPUs alone, so every device is one the request matches).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeviceAsk {
     pub count: u64,
+    pub all: bool,
     pub capacity: BTreeMap<String, f64>,
 }
 
@@ -186,7 +189,9 @@ impl GpuNode<'_> {
     /// asks on one node are rare enough to leave their sum out).
     fn takes(&self, asks: &[DeviceAsk]) -> bool {
         asks.iter().all(|ask| {
-            if ask.capacity.is_empty() {
+            if ask.all {
+                !self.devices.is_empty() && self.devices.iter().all(|d| d.holders == 0)
+            } else if ask.capacity.is_empty() {
                 let free = self.devices.iter().filter(|d| d.holders == 0).count() as u64;
                 free >= ask.count.max(1)
             } else {
@@ -396,7 +401,7 @@ mod tests {
         };
         let two_whole = [DeviceAsk {
             count: 2,
-            capacity: BTreeMap::new(),
+            ..DeviceAsk::default()
         }];
         let u = usage(&[node(&devices)], &[pending(&two_whole)]);
         assert_eq!(
@@ -407,6 +412,7 @@ mod tests {
         let small = [DeviceAsk {
             count: 1,
             capacity: share(0.3),
+            ..DeviceAsk::default()
         }];
         assert_eq!(
             usage(&[node(&devices)], &[pending(&small)])[0].fragmented,
@@ -415,8 +421,19 @@ mod tests {
         assert!(devices[0].takes(&DeviceAsk {
             count: 1,
             capacity: share(0.04),
+            ..DeviceAsk::default()
         }));
         assert!(!devices[0].takes(&small[0]));
         assert!(!devices[1].takes(&small[0]));
+        // Allocation mode All: the whole node, so only a node none of whose devices is held;
+        // one free device is then fragmented for it, and on an idle node none is.
+        let all = [DeviceAsk {
+            all: true,
+            ..DeviceAsk::default()
+        }];
+        assert_eq!(usage(&[node(&devices)], &[pending(&all)])[0].fragmented, 1);
+        let idle = vec![device(), device()];
+        assert_eq!(usage(&[node(&idle)], &[pending(&all)])[0].fragmented, 0);
+        assert!(!node(&Vec::new()).takes(&all));
     }
 }
