@@ -46,6 +46,10 @@ pub const VIRTUAL_TAINT_KEY: &str = "ksim.io/virtual-node";
 /// pods run; only seats select and tolerate it.
 pub const SEAT_HOST_LABEL: &str = "ksim.io/seat-host";
 
+/// Pod annotation the ReplicaSet controller ranks pods by at a scale-down (the lowest goes
+/// first): the cloud provider and the driver's upgrades mark the seat to remove with it.
+pub const DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+
 /// Pod annotation: how long the pod runs, in milliseconds, before it completes.
 pub const LIFETIME_ANNOTATION: &str = "ksim.io/lifetime-ms";
 

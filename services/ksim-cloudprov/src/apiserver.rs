@@ -7,12 +7,9 @@ use kube::{
 };
 use serde_json::json;
 
-use ksim_nodes::labels::RELEASED_ANNOTATION;
+use ksim_nodes::labels::{DELETION_COST_ANNOTATION, RELEASED_ANNOTATION};
 
-use crate::{
-    index::DELETION_COST_ANNOTATION,
-    provider::{ClusterError, ProviderWrites},
-};
+use crate::provider::{ClusterError, ProviderWrites};
 
 /// Field manager of every write, so `kubectl get -o yaml --show-managed-fields` shows who.
 pub const FIELD_MANAGER: &str = "ksim-cloudprov";

@@ -11,8 +11,9 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Node, core::v1::Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ksim_nodes::{
     labels::{
-        GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_SEATS, PROVISIONING_ANNOTATION,
-        RELEASED_ANNOTATION, RETIRING_ANNOTATION, STOCKOUT_ANNOTATION, TO_BE_DELETED_TAINT,
+        DELETION_COST_ANNOTATION, GROUP_LABEL, HELD_ANNOTATION, OWNER_LABEL, OWNER_SEATS,
+        PROVISIONING_ANNOTATION, RELEASED_ANNOTATION, RETIRING_ANNOTATION, STOCKOUT_ANNOTATION,
+        TO_BE_DELETED_TAINT,
     },
     node::parse_provider_id,
     seats::group_of,
@@ -24,9 +25,6 @@ use crate::domain::{
     group::{GroupState, Member, NodeState, Seat, member_of},
     limits::{LimitsError, SizeLimits},
 };
-
-/// The annotation the ReplicaSet controller ranks seats by.
-pub const DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
 
 /// The label the Deployment controller puts on a ReplicaSet's pods: the suffix of the
 /// ReplicaSet's name after the Deployment's.

@@ -20,9 +20,10 @@ use ksim_nodes::labels::{
 
 use super::*;
 use crate::index::{
-    DELETION_COST_ANNOTATION, Skeleton, Source,
+    Skeleton, Source,
     tests::{deployment, node, seat_pod},
 };
+use ksim_nodes::labels::DELETION_COST_ANNOTATION;
 
 #[derive(Debug, Default)]
 struct Objects {

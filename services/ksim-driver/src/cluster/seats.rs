@@ -2,17 +2,24 @@
 //! virtual nodes and the cloud provider offers to cluster-autoscaler. The simulation root owns
 //! it, so the simulation's cleanup removes the group too, after retiring it (see [`retire`]).
 
-use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::OwnerReference};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::Pod},
+    apimachinery::pkg::apis::meta::v1::OwnerReference,
+};
 use ksim_nodes::{
     labels::{
-        GROUP_LABEL, HELD_ANNOTATION, PROVISIONING_ANNOTATION, RELEASED_ANNOTATION,
-        RETIRING_ANNOTATION, STOCKOUT_ANNOTATION,
+        DELETION_COST_ANNOTATION, GROUP_LABEL, HELD_ANNOTATION, PROVISIONING_ANNOTATION,
+        RELEASED_ANNOTATION, RETIRING_ANNOTATION, STOCKOUT_ANNOTATION,
     },
     seats::{SeatDeployment, SkeletonSource},
 };
 use kube::{
     Api, Client,
     api::{ListParams, Patch, PostParams},
+    runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
 
@@ -219,17 +226,40 @@ pub async fn resize(
 /// Marks the seat `seat` of `group` the one its Deployment removes at its next scale-down:
 /// the lowest pod-deletion-cost, as the cloud provider marks the seats cluster-autoscaler
 /// deletes. A pod of that name that is not a seat of the group is left alone.
+///
+/// Returns once a watch begun before the mark has delivered it, or the seat is gone: the
+/// ReplicaSet controller ranks seats by the cost its informer holds, and a scale-down before
+/// its watch delivers the mark could remove another seat (the cloud provider waits on its own
+/// informer for the same reason). `Ok(false)`: not delivered within `timeout`.
 pub async fn mark_for_removal(
     client: &Client,
     namespace: &str,
     group: &str,
     seat: &str,
-) -> Result<(), ClusterError> {
-    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), namespace);
-    let found = pods
-        .get_opt(seat)
-        .await
-        .map_err(|e| ClusterError::new("reading", format!("seat {seat}"), e))?;
+    timeout: Duration,
+) -> Result<bool, ClusterError> {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={seat}"));
+    let mut events = std::pin::pin!(watcher(pods.clone(), config).default_backoff());
+    let marked = |pod: &Pod| {
+        pod.metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(DELETION_COST_ANNOTATION))
+            .is_some_and(|cost| *cost == i32::MIN.to_string())
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    // The watch's first list, before the mark.
+    let mut found = None;
+    loop {
+        match tokio::time::timeout_at(deadline, events.next()).await {
+            Ok(Some(Ok(watcher::Event::InitApply(pod)))) => found = Some(pod),
+            Ok(Some(Ok(watcher::Event::InitDone))) => break,
+            // Retried by the backoff; the deadline bounds it.
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return Ok(false),
+        }
+    }
     let ours = found.is_some_and(|pod| {
         pod.metadata
             .labels
@@ -238,15 +268,26 @@ pub async fn mark_for_removal(
             .is_some_and(|of| of == group)
     });
     if !ours {
-        return Ok(());
+        return Ok(true);
     }
     let patch = json!({ "metadata": { "annotations": {
-        "controller.kubernetes.io/pod-deletion-cost": i32::MIN.to_string(),
+        DELETION_COST_ANNOTATION: i32::MIN.to_string(),
     } } });
     pods.patch(seat, &super::merge_params(), &Patch::Merge(&patch))
         .await
-        .map(drop)
-        .map_err(|e| ClusterError::new("marking", format!("seat {seat}"), e))
+        .map_err(|e| ClusterError::new("marking", format!("seat {seat}"), e))?;
+    loop {
+        match tokio::time::timeout_at(deadline, events.next()).await {
+            Ok(Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))))
+                if marked(&pod) =>
+            {
+                return Ok(true);
+            }
+            Ok(Some(Ok(watcher::Event::Delete(_)))) => return Ok(true),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return Ok(false),
+        }
+    }
 }
 
 /// Marks the simulation's seat Deployments retiring: the cloud provider stops offering them to

@@ -19,9 +19,9 @@ use crate::{
     domain::disruptions::{NodePoolUpgrade, ready_needed, retires},
 };
 
-/// How long the ReplicaSet controller is given to see a seat's removal mark before the
-/// scale-down it decides: it ranks seats from its informer.
-const MARK_SEEN: Duration = Duration::from_secs(1);
+/// How long a seat's removal mark may take to reach a watch (wall clock): past it the upgrade
+/// fails rather than resize a group whose controller might remove another seat.
+const MARK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Plays `upgrade`, the spec's `index`-th disruption, from its time on; what it did goes in
 /// `seen.by_spec[index]`.
@@ -168,9 +168,14 @@ async fn resize(player: &Player, group: &str, delta: i32) -> Result<(), String> 
 /// Removes `node`'s seat and the place with it: marked the one to go, then the group one
 /// smaller.
 async fn retire(player: &Player, group: &str, node: &str) -> Result<(), String> {
-    seats::mark_for_removal(&player.client, &player.namespace, group, node)
-        .await
-        .map_err(|error| error.to_string())?;
-    tokio::time::sleep(MARK_SEEN).await;
+    let seen =
+        seats::mark_for_removal(&player.client, &player.namespace, group, node, MARK_TIMEOUT)
+            .await
+            .map_err(|error| error.to_string())?;
+    if !seen {
+        return Err(format!(
+            "the removal mark of seat {node} did not reach a watch within {MARK_TIMEOUT:?}"
+        ));
+    }
     resize(player, group, -1).await
 }
