@@ -76,6 +76,7 @@ const REPORT_JSON_MESSAGES: &[&str] = &[
     ".ksim.driver.v1.FidelityPending",
     ".ksim.driver.v1.FidelitySeries",
     ".ksim.driver.v1.GpuModelSummary",
+    ".ksim.driver.v1.GpuPodCount",
     ".ksim.driver.v1.GpuUsage",
     ".ksim.driver.v1.GroupCost",
     ".ksim.driver.v1.NodeChange",

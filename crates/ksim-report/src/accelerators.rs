@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 
 use super::costs;
 use super::input::Observations;
-use super::model::{Accelerators, Costs, GpuModelSummary, GpuUsage, TimelineBucket};
+use super::model::{
+    Accelerators, Costs, GpuModelSummary, GpuPodCount, GpuUsage, TimelineBucket,
+};
 use super::percentiles;
 use super::timeline::recorded;
 
@@ -79,6 +81,7 @@ pub(super) fn accelerators(
             .iter()
             .filter(|pod| pod.gpus && !pod.bound)
             .count() as u64,
+        never_scheduled_by_gpus: by_gpus(obs),
         gpu_pod_pending_time: Some(percentiles::of(&pending)),
         waits: costs::waits(&gpu_waits),
         pending_gpu_pods_peak: timeline
@@ -87,6 +90,18 @@ pub(super) fn accelerators(
             .max()
             .unwrap_or(0),
     })
+}
+
+/// The GPU pods never scheduled, by the GPUs each asked, fewest first.
+fn by_gpus(obs: &Observations) -> Vec<GpuPodCount> {
+    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
+    for pod in obs.never_ran.iter().filter(|pod| pod.gpus && !pod.bound) {
+        *counts.entry(pod.gpus_asked).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(gpus, pods)| GpuPodCount { gpus, pods })
+        .collect()
 }
 
 /// Over all models, `of` (allocated or fragmented GPUs) over the allocatable ones, mean over
@@ -217,11 +232,20 @@ mod tests {
                     waited: Duration::from_secs(5),
                     bound: false,
                     gpus: true,
+                    gpus_asked: 8,
                 },
                 NeverRan {
                     waited: Duration::from_secs(5),
                     bound: false,
                     gpus: false,
+                    gpus_asked: 0,
+                },
+                // Bound, so scheduled: not counted.
+                NeverRan {
+                    waited: Duration::from_secs(5),
+                    bound: true,
+                    gpus: true,
+                    gpus_asked: 1,
                 },
             ],
             waits: vec![
@@ -255,6 +279,10 @@ mod tests {
         assert!((gpus.gpu_node_hours - 4.0).abs() < 1e-9);
         assert!((gpus.gpu_cost.unwrap() - 4.0 * 3.06).abs() < 1e-9);
         assert_eq!((gpus.gpu_pods, gpus.gpu_pods_never_scheduled), (3, 1));
+        assert_eq!(
+            gpus.never_scheduled_by_gpus,
+            vec![GpuPodCount { gpus: 8, pods: 1 }]
+        );
         // Recorded time: 10 s at 2x.
         let pending = gpus.gpu_pod_pending_time.unwrap();
         assert_eq!(pending.count, 2);

@@ -229,6 +229,7 @@ mod tests {
                 waited: Duration::from_millis(500),
                 bound: false,
                 gpus: false,
+                gpus_asked: 0,
             }],
             ..Observations::default()
         };

@@ -199,6 +199,7 @@ pub fn observations() -> Observations {
             waited: Duration::from_millis(700),
             bound: false,
             gpus: false,
+            gpus_asked: 0,
         }],
         pods_evicted: 1,
         pods_preempted: 0,

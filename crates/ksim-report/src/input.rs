@@ -259,6 +259,10 @@ pub struct NeverRan {
     /// Whether it asked for GPUs. Defaulted: observations saved before it was kept.
     #[serde(default)]
     pub gpus: bool,
+    /// The GPUs it asked: its `nvidia.com/gpu`, or its claims' devices (a share one); 0 when
+    /// unknown (claims not seen, or of allocation mode `All`).
+    #[serde(default)]
+    pub gpus_asked: u64,
 }
 
 /// The recorded cluster from one moment on, as the trace's samples give it.

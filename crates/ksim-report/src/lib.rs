@@ -68,7 +68,7 @@ pub use model::{
     AutoscalerFlagSource, AutoscalerOutage, AutoscalerOutages, AutoscalerSimulationFlag,
     ClusterState, ControllerManagerFlag, Costs, DelaySamples, DisruptionOutcome, Disruptions,
     DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries,
-    GpuModelSummary, GpuUsage, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES,
+    GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES,
     MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause, NodeChangeKind, NodeGroupCount, ObjectError,
     ObjectOperation, PendingSplit, ProviderConfig, Provisioning, ReplicaChange, ReplicaSource,
     Report, SchedulerConfig, TimelineBucket, UsageReplay, WaitReason, WorkloadAvailability,

@@ -9,7 +9,7 @@
 pub use ksim_proto::ksim::driver::v1::{
     Accelerators, AutoscalerOutage, AutoscalerOutages, ClusterState, Costs, DelaySamples,
     DisruptionOutcome, Disruptions, DurationPercentiles, Fidelity, FidelityBucket, FidelityPending,
-    FidelitySeries, GpuModelSummary, GpuUsage, GroupCost, NodeChange, NodeChangeCause,
+    FidelitySeries, GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, NodeChange, NodeChangeCause,
     NodeChangeKind, NodeGroupCount, ObjectError, ObjectOperation, PendingSplit, Provisioning,
     ReplicaChange, ReplicaSource, Report, TimelineBucket, UsageReplay, WaitReason,
     WorkloadAvailability, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,

@@ -893,6 +893,20 @@ pub fn gpu_lines(gpus: &pb::Accelerators) -> Vec<String> {
         human(pending.p99.as_ref()),
         gpus.gpu_node_hours
     ));
+    if !gpus.never_scheduled_by_gpus.is_empty() {
+        let counts: Vec<String> = gpus
+            .never_scheduled_by_gpus
+            .iter()
+            .map(|count| match count.gpus {
+                0 => format!("unknown x{}", count.pods),
+                gpus => format!("{gpus} x{}", count.pods),
+            })
+            .collect();
+        lines.push(format!(
+            "never scheduled:   by GPUs asked {}",
+            counts.join(", ")
+        ));
+    }
     if !gpus.waits.is_empty() {
         lines.push(format!("gpu pods waited:   {}", waits(&gpus.waits)));
     }
@@ -1317,7 +1331,11 @@ mod tests {
             gpu_node_hours: 4.0,
             gpu_cost: Some(12.24),
             gpu_pods: 3,
-            gpu_pods_never_scheduled: 1,
+            gpu_pods_never_scheduled: 3,
+            never_scheduled_by_gpus: vec![
+                pb::GpuPodCount { gpus: 0, pods: 1 },
+                pb::GpuPodCount { gpus: 8, pods: 2 },
+            ],
             pending_gpu_pods_peak: 2,
             waits: vec![pb::WaitReason {
                 source: "scheduler".to_owned(),
@@ -1333,7 +1351,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("gpu pods:          3 (1 never scheduled, at most 2 waiting at once)"),
+            text.contains("gpu pods:          3 (3 never scheduled, at most 2 waiting at once)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  never scheduled:   by GPUs asked unknown x1, 8 x2\n"),
             "{text}"
         );
         assert!(

@@ -336,12 +336,13 @@ impl Observer {
         let seen = self.lock();
         let waiting = seen
             .pods
-            .values()
-            .filter(|pod| !pod.ran)
-            .map(|pod| NeverRan {
+            .iter()
+            .filter(|(_, pod)| !pod.ran)
+            .map(|(uid, pod)| NeverRan {
                 waited: pod.first_seen.elapsed(),
                 bound: pod.bound_ever,
                 gpus: pod.placement.is_some(),
+                gpus_asked: seen.gpus_asked(uid, pod),
             });
         seen.never_ran.iter().copied().chain(waiting).collect()
     }
@@ -805,6 +806,24 @@ impl Seen {
         );
     }
 
+    /// The GPUs a pod asked: its `nvidia.com/gpu`, else the devices its claims (made for it)
+    /// ask, a share one and a request of every device none.
+    fn gpus_asked(&self, uid: &str, pod: &PodSeen) -> u64 {
+        if pod.requests.gpus > 0 || pod.placement.is_none() {
+            return pod.requests.gpus;
+        }
+        self.claims
+            .values()
+            .filter(|claim| claim.pod.as_deref() == Some(uid))
+            .flat_map(|claim| &claim.asks)
+            .map(|ask| match (ask.all, ask.capacity.is_empty()) {
+                (true, _) => 0,
+                (false, true) => ask.count.max(1),
+                (false, false) => 1,
+            })
+            .sum()
+    }
+
     /// Per node of the groups, its DRA devices as the claims hold them, and the model the
     /// first of them names.
     fn devices(&self) -> HashMap<&str, (Vec<Device>, Option<&str>)> {
@@ -860,10 +879,12 @@ impl Seen {
         if !present {
             if let Some(gone) = self.pods.remove(&uid) {
                 if !gone.ran {
+                    let gpus_asked = self.gpus_asked(&uid, &gone);
                     self.never_ran.push(NeverRan {
                         waited: gone.first_seen.elapsed(),
                         bound: gone.bound_ever,
                         gpus: gone.placement.is_some(),
+                        gpus_asked,
                     });
                 } else if !is_finished(&gone.phase) {
                     self.send(PodChange::Ended(pod_key(pod)));
@@ -1669,6 +1690,25 @@ mod tests {
         let gpus = &seen.sample().gpus[0];
         assert_eq!((gpus.allocated, gpus.fragmented), (1, 1));
         assert_eq!(seen.gpu_pods, 2);
+        // What b asked, by its claim: two devices; a share, one; every device, unknown.
+        assert_eq!(seen.gpus_asked("b", &seen.pods["b"]), 2);
+        seen.claim(&claim("c-b", "b", share("500m"), None), true);
+        assert_eq!(seen.gpus_asked("b", &seen.pods["b"]), 1);
+        seen.claim(
+            &claim(
+                "c-b",
+                "b",
+                serde_json::json!({"deviceClassName": "gpu.ksim.io", "allocationMode": "All"}),
+                None,
+            ),
+            true,
+        );
+        assert_eq!(seen.gpus_asked("b", &seen.pods["b"]), 0);
+        // Deleted before it ran: never scheduled, with what it asked while its claim is seen.
+        seen.claim(&claim("c-b", "b", share("500m"), None), true);
+        seen.pod(&pod("b", None, "Pending"), false);
+        let gone = seen.never_ran.last().unwrap();
+        assert_eq!((gone.gpus, gone.bound, gone.gpus_asked), (true, false, 1));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use ksim_localenv::fixtures::{GPU_PACKING_SCHEDULER_CONFIG, P3_2XLARGE_SKELETON, Workload};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::common::{
     deployment,
@@ -62,6 +62,12 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
             gpus["gpu_pods_never_scheduled"].as_u64()
         ),
         (Some(2), Some(1)),
+        "{gpus:#}"
+    );
+    // The one never scheduled is big, asking two GPUs.
+    assert_eq!(
+        gpus["never_scheduled_by_gpus"],
+        json!([{"gpus": 2, "pods": 1}]),
         "{gpus:#}"
     );
     // big for good; train too if a sample caught it before it was bound.
@@ -173,6 +179,12 @@ fn shares_of_a_converted_trace_share_a_device(up: &Up) {
         (Some("V100M16"), Some(1), Some(1.0), Some(4), Some(2)),
         "{gpus:#}"
     );
+    // A share and a whole device: one GPU each, by their claims.
+    assert_eq!(
+        gpus["never_scheduled_by_gpus"],
+        json!([{"gpus": 1, "pods": 2}]),
+        "{gpus:#}"
+    );
     let waits = report["waits"].as_array().unwrap();
     for pod in ["s-300", "whole"] {
         assert!(
@@ -240,6 +252,12 @@ fn packing_leaves_room_for_a_pod_spreading_fragments(up: &Up) {
     assert_eq!(
         figures(spread),
         (Some(5), Some(1), Some(0.5)),
+        "{:#}",
+        spread["accelerators"]
+    );
+    assert_eq!(
+        spread["accelerators"]["never_scheduled_by_gpus"],
+        json!([{"gpus": 4, "pods": 1}]),
         "{:#}",
         spread["accelerators"]
     );
