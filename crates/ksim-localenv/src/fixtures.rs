@@ -375,3 +375,19 @@ profiles:
         - name: memory
           weight: 1
 ";
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The DeviceClass and claim templates select the devices the DRA skeleton publishes (and
+    /// the Alibaba converter's, which ksim-trace holds to the same skeleton).
+    #[test]
+    fn the_gpu_driver_is_the_dra_skeletons() {
+        let skeleton =
+            ksim_nodes::skeleton::NodeSkeleton::from_yaml(P3_2XLARGE_DRA_SKELETON).unwrap();
+        assert_eq!(skeleton.devices.unwrap().driver, GPU_DRIVER);
+        assert_eq!(gpu_device_class()["metadata"]["name"], GPU_DRIVER);
+    }
+}

@@ -16,9 +16,7 @@ use std::collections::BTreeMap;
 
 use super::costs;
 use super::input::Observations;
-use super::model::{
-    Accelerators, Costs, GpuModelSummary, GpuPodCount, GpuUsage, TimelineBucket,
-};
+use super::model::{Accelerators, Costs, GpuModelSummary, GpuPodCount, GpuUsage, TimelineBucket};
 use super::percentiles;
 use super::timeline::recorded;
 

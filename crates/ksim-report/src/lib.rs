@@ -68,11 +68,12 @@ pub use model::{
     AutoscalerFlagSource, AutoscalerOutage, AutoscalerOutages, AutoscalerSimulationFlag,
     ClusterState, ControllerManagerFlag, Costs, DelaySamples, DisruptionOutcome, Disruptions,
     DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries,
-    GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES,
-    MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause, NodeChangeKind, NodeGroupCount, ObjectError,
-    ObjectOperation, PendingSplit, ProviderConfig, Provisioning, ReplicaChange, ReplicaSource,
-    Report, SchedulerConfig, TimelineBucket, UsageReplay, WaitReason, WorkloadAvailability,
-    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage, nodes_total,
+    GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS,
+    MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause, NodeChangeKind,
+    NodeGroupCount, ObjectError, ObjectOperation, PendingSplit, ProviderConfig, Provisioning,
+    ReplicaChange, ReplicaSource, Report, SchedulerConfig, TimelineBucket, UsageReplay, WaitReason,
+    WorkloadAvailability, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    nodes_total,
 };
 pub use nodes_kept::{NodesKept, NodesKeptReason, nodes_kept_line};
 pub use noise::Noise;

@@ -2047,6 +2047,16 @@ status:
         }
     }
 
+    /// The converter's driver is the one ksim's DRA example skeleton publishes, whose
+    /// DeviceClass the local environment's fixtures write: a converted trace's claims select
+    /// the devices of either.
+    #[test]
+    fn the_gpu_driver_is_the_example_skeletons() {
+        let yaml = include_str!("../../../deploy/vnode/examples/skeleton-p3-2xlarge-dra.yaml");
+        let skeleton = ksim_nodes::skeleton::NodeSkeleton::from_yaml(yaml).unwrap();
+        assert_eq!(skeleton.devices.unwrap().driver, GPU_DRIVER);
+    }
+
     fn dra_recording(nodes: &str, pods: &str) -> Recording {
         read(
             csv("nodes.csv", nodes),
