@@ -23,6 +23,11 @@ use crate::{
 /// The API version of the ResourceSlices a skeleton gives and the pool publishes (GA in 1.34).
 pub const RESOURCE_API_VERSION: &str = "resource.k8s.io/v1";
 
+/// The reason of the Warning event the pool gives a Node whose devices it could not publish
+/// as the skeleton says (the apiserver dropped a gated field): the node runs without them, and
+/// the driver's report says so.
+pub const DEVICES_NOT_PUBLISHED_REASON: &str = "DevicesNotPublished";
+
 /// The most devices one ResourceSlice may hold (the apiserver's limit).
 pub const MAX_DEVICES: usize = 128;
 

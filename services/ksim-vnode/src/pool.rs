@@ -274,7 +274,7 @@ impl Pool {
                 provisioning: None,
             });
         }
-        let nodes = NodeClient::new(client.clone());
+        let nodes = NodeClient::new(client.clone(), &config.pool_name);
         let existing = nodes.list_pool_nodes(&config.pool_name).await?;
         for node in &existing {
             if let Err(error) = index.adopt_node(node) {

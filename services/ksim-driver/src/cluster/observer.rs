@@ -19,6 +19,7 @@ use k8s_openapi::api::{
     resource::v1::{ResourceClaim, ResourceSlice},
 };
 use ksim_nodes::{
+    devices::DEVICES_NOT_PUBLISHED_REASON,
     karpenter::PRICE_LABEL as KARPENTER_PRICE_LABEL,
     labels::{
         GROUP_LABEL, INSTANCE_TYPE_LABEL, KARPENTER_NODEPOOL_LABEL, OWNER_LABEL, OWNER_POOL,
@@ -40,7 +41,7 @@ use crate::domain::{
         GroupOwner, NeverRan, NodeChangeKind, NodeCount, ObservedNodeChange, PodPendingSplit,
         PodPhaseCounts, ResourceUsage, Sample, ScaleEvent, WaitReason,
     },
-    waits,
+    waits, warnings,
 };
 
 #[derive(Debug)]
@@ -94,6 +95,10 @@ struct Seen {
     waits: Vec<WaitReason>,
     /// Why Karpenter disrupted or kept the simulation's nodes, per NodePool.
     node_disruptions: Vec<WaitReason>,
+    /// Per group, the nodes whose devices the pool could not publish, and why (as last said);
+    /// by node, the same for nodes not seen yet (bounded).
+    unpublished: BTreeMap<String, (BTreeSet<String>, String)>,
+    unpublished_unseen: HashMap<String, String>,
 }
 
 /// Evictions kept with their time and owner: a bound against a cluster evicting for hours.
@@ -375,6 +380,11 @@ impl Observer {
 
     pub fn node_disruptions(&self) -> Vec<WaitReason> {
         self.lock().node_disruptions.clone()
+    }
+
+    /// The report's warnings of groups whose nodes run without their devices.
+    pub fn device_warnings(&self) -> Vec<String> {
+        self.lock().device_warnings()
     }
 
     pub fn pending_times(&self) -> Vec<Duration> {
@@ -707,6 +717,8 @@ impl Seen {
             unclaimed: HashMap::new(),
             waits: Vec::new(),
             node_disruptions: Vec::new(),
+            unpublished: BTreeMap::new(),
+            unpublished_unseen: HashMap::new(),
         }
     }
 
@@ -1035,6 +1047,21 @@ impl Seen {
     /// Karpenter's event about one of the simulation's nodes or NodePools during the replay,
     /// each repeat counted once, for the node's group or the NodePool.
     fn node_event(&mut self, event: &Event, present: bool) {
+        if present
+            && event.reason.as_deref() == Some(DEVICES_NOT_PUBLISHED_REASON)
+            && event.involved_object.kind.as_deref() == Some("Node")
+        {
+            let node = event.involved_object.name.clone().unwrap_or_default();
+            let why = event.message.clone().unwrap_or_default();
+            match self.nodes.get(&node).map(|seen| seen.group.clone()) {
+                Some(group) => self.devices_unpublished(group, node, why),
+                None if self.unpublished_unseen.len() < MAX_UNCLAIMED => {
+                    self.unpublished_unseen.insert(node, why);
+                }
+                None => {}
+            }
+            return;
+        }
         if !present || !self.replaying {
             return;
         }
@@ -1061,6 +1088,22 @@ impl Seen {
                 count: new,
             });
         }
+    }
+
+    /// A node of `group` runs without its devices, for `why`; kept for the simulation's groups.
+    fn devices_unpublished(&mut self, group: String, node: String, why: String) {
+        if self.groups.contains(&group) {
+            let (nodes, said) = self.unpublished.entry(group).or_default();
+            nodes.insert(node);
+            *said = why;
+        }
+    }
+
+    fn device_warnings(&self) -> Vec<String> {
+        self.unpublished
+            .iter()
+            .map(|(group, (nodes, why))| warnings::devices_not_published(group, nodes.len(), why))
+            .collect()
     }
 
     /// The repeats of `event` not counted before (an event repeats by counting up, as
@@ -1116,6 +1159,11 @@ impl Seen {
             }
             _ => None,
         };
+        if let (Some(group), true) = (&group, present)
+            && let Some(why) = self.unpublished_unseen.remove(&name)
+        {
+            self.devices_unpublished(group.clone(), name.clone(), why);
+        }
         match group {
             Some(group) if present => {
                 let instance_type = labels
@@ -1306,6 +1354,44 @@ mod tests {
             .iter()
             .map(|c| (c.group.as_str(), c.node.as_str(), c.kind))
             .collect()
+    }
+
+    #[test]
+    fn nodes_whose_devices_were_not_published_are_warned_of_by_group() {
+        let mut seen = seen(&["p3"]);
+        let event = |uid: &str, node: &str| -> Event {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "default", "uid": uid},
+                "involvedObject": {"kind": "Node", "name": node},
+                "reason": DEVICES_NOT_PUBLISHED_REASON, "type": "Warning",
+                "message": "no DRAConsumableCapacity",
+            }))
+            .unwrap()
+        };
+        seen.node(&node("p3-a", "p3"), true);
+        seen.node(&node("other-a", "other"), true);
+        seen.node_event(&event("e-1", "p3-a"), true);
+        // Before its node is seen; and another group's, not the simulation's.
+        seen.node_event(&event("e-2", "p3-b"), true);
+        seen.node_event(&event("e-3", "other-a"), true);
+        assert_eq!(
+            seen.device_warnings(),
+            vec![warnings::devices_not_published(
+                "p3",
+                1,
+                "no DRAConsumableCapacity"
+            )]
+        );
+        seen.node(&node("p3-b", "p3"), true);
+        // Said again (a restarted pool): one node still.
+        seen.node_event(&event("e-4", "p3-a"), true);
+        let said = seen.device_warnings();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("the devices of 2 node(s) of group p3 were not published")
+                && said[0].ends_with(": no DRAConsumableCapacity"),
+            "{said:?}"
+        );
     }
 
     #[test]

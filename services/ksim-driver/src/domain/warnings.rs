@@ -119,6 +119,16 @@ pub fn saved_mid_run(covered: Duration) -> String {
     )
 }
 
+/// The warning of a group some of whose nodes run without their devices: the pool could not
+/// publish them as the skeleton says (`why`, as its event on the node said), so the GPU pods
+/// that wait for them wait for good.
+pub fn devices_not_published(group: &str, nodes: usize, why: &str) -> String {
+    format!(
+        "the devices of {nodes} node(s) of group {group} were not published, so no claim can \
+         be allocated on them: {why}"
+    )
+}
+
 /// The warning of a report whose driver stopped before it saved any figures: the counts and
 /// times printed with it are placeholders, not measurements.
 pub const NOTHING_SAVED: &str = "no figures: the driver running the simulation stopped before \

@@ -289,7 +289,12 @@ impl Live {
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
                 .and_then(|fold| fold.report(self.speed)),
-            warnings: self.warnings.clone(),
+            warnings: self
+                .warnings
+                .iter()
+                .cloned()
+                .chain(self.observer.device_warnings())
+                .collect(),
             trace_transforms: self.trace_transforms.clone(),
             disruptions: self
                 .disruptions

@@ -5,15 +5,20 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     api::{
         coordination::v1::{Lease, LeaseSpec},
-        core::v1::{Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus, Taint},
+        core::v1::{
+            Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus, ObjectReference,
+            Taint,
+        },
         resource::v1::ResourceSlice,
     },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference},
     jiff::Timestamp,
 };
+use ksim_nodes::devices::DEVICES_NOT_PUBLISHED_REASON;
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    runtime::events::{Event, EventType, Recorder, Reporter},
 };
 use serde_json::json;
 
@@ -24,11 +29,18 @@ use ksim_kube::{is_conflict, is_not_found};
 
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NodeClient {
     nodes: Api<Node>,
     leases: Api<Lease>,
     slices: Api<ResourceSlice>,
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for NodeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeClient").finish_non_exhaustive()
+    }
 }
 
 /// What publishing a node's devices did.
@@ -50,10 +62,15 @@ pub enum Renewal {
 }
 
 impl NodeClient {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, pool: &str) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.to_owned(),
+            instance: Some(pool.to_owned()),
+        };
         Self {
             nodes: Api::all(client.clone()),
             slices: Api::all(client.clone()),
+            recorder: Recorder::new(client.clone(), reporter),
             leases: Api::namespaced(client, LEASE_NAMESPACE),
         }
     }
@@ -112,9 +129,28 @@ impl NodeClient {
             return Ok(Published::Published);
         }
         self.withdraw_devices(&name).await?;
-        Ok(Published::Withdrawn(format!(
+        let why = format!(
             "the apiserver dropped fields of ResourceSlice {name} (allowMultipleAllocations or a capacity's requestPolicy): its devices cannot be shared there without the DRAConsumableCapacity feature gate"
-        )))
+        );
+        // On the Node, where a report (and `kubectl describe node`) finds it.
+        if let Some(node) = slice.metadata.owner_references.iter().flatten().next() {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: DEVICES_NOT_PUBLISHED_REASON.to_owned(),
+                note: Some(why.clone()),
+                action: "PublishDevices".to_owned(),
+                secondary: None,
+            };
+            let regarding = ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Node".to_owned()),
+                name: Some(node.name.clone()),
+                uid: Some(node.uid.clone()),
+                ..ObjectReference::default()
+            };
+            self.recorder.publish(&event, &regarding).await?;
+        }
+        Ok(Published::Withdrawn(why))
     }
 
     pub async fn withdraw_devices(&self, name: &str) -> Result<(), kube::Error> {

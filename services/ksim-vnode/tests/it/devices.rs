@@ -4,10 +4,11 @@
 //! runs as its ServiceAccount with the shipped RBAC.
 
 use k8s_openapi::api::{
-    core::v1::Pod,
+    core::v1::{Event, Pod},
     resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice},
 };
 use ksim_localenv::{fixtures::P3_2XLARGE_DRA_SKELETON, wait};
+use ksim_nodes::devices::DEVICES_NOT_PUBLISHED_REASON;
 use kube::{
     Api,
     api::{ListParams, PostParams},
@@ -269,4 +270,65 @@ async fn the_scheduler_allocates_the_published_devices_shared_by_capacity_and_th
         Some("Pending"),
         "a pod whose claim is not allocated for it never starts"
     );
+}
+
+/// Where the apiserver runs without `DRAConsumableCapacity`, it drops a shared device's
+/// `allowMultipleAllocations`, and the device would be allocated whole: the pool withdraws
+/// the slice, the node runs without devices, and a Warning event on the node says why (the
+/// driver's report warns of it from there).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shared_device_the_apiserver_cannot_keep_is_withdrawn_and_said_on_the_node() {
+    let control_plane = ksim_localenv::ControlPlane::builder()
+        .apiserver_arg("--feature-gates=DRAConsumableCapacity=false")
+        .start()
+        .await
+        .unwrap();
+    let env = Env {
+        client: control_plane.client(),
+        control_plane,
+    };
+    let as_pool = as_pool_service_account(&env).await;
+    let pool = start_pool(
+        &as_pool,
+        ksim_vnode::config::PoolConfig {
+            namespace: "ksim-system".to_owned(),
+            ..pool_config()
+        },
+    )
+    .await;
+    pool.create_group("gpu", P3_2XLARGE_DRA_SKELETON, 1)
+        .await
+        .unwrap();
+    let node = ready_nodes(&env.client, "gpu", 1).await[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+
+    let events: Api<Event> = Api::all(env.client.clone());
+    let said = wait::until("the node's DevicesNotPublished event", DEADLINE, || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.kind=Node"))
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .into_iter()
+            .find(|event| {
+                event.reason.as_deref() == Some(DEVICES_NOT_PUBLISHED_REASON)
+                    && event.involved_object.name.as_deref() == Some(node.as_str())
+            })
+            .ok_or_else(|| "none yet".to_owned())
+    })
+    .await
+    .unwrap();
+    assert_eq!(said.type_.as_deref(), Some("Warning"));
+    let message = said.message.unwrap_or_default();
+    assert!(
+        message.contains("DRAConsumableCapacity") && message.contains("allowMultipleAllocations"),
+        "{message}"
+    );
+    // Withdrawn before the event: no slice is left to be allocated whole.
+    let slices: Api<ResourceSlice> = Api::all(env.client.clone());
+    let left = slices.list(&ListParams::default()).await.unwrap().items;
+    assert!(left.is_empty(), "{left:#?}");
 }
