@@ -46,11 +46,10 @@ fn gpu_pod(name: &str, claim: Value, node: Option<&str>) -> Pod {
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_scheduler_allocates_the_published_devices_shared_by_capacity_and_the_pool_waits_for_it()
- {
-    let env = control_plane().await;
-    let as_pool = as_pool_service_account(&env).await;
+/// The pool, as its ServiceAccount with the shipped RBAC, with group `gpu` of one node of
+/// [`P3_2XLARGE_DRA_SKELETON`].
+async fn gpu_pool(env: &Env) -> std::sync::Arc<ksim_vnode::pool::Pool> {
+    let as_pool = as_pool_service_account(env).await;
     let pool = start_pool(
         &as_pool,
         ksim_vnode::config::PoolConfig {
@@ -62,6 +61,14 @@ async fn the_scheduler_allocates_the_published_devices_shared_by_capacity_and_th
     pool.create_group("gpu", P3_2XLARGE_DRA_SKELETON, 1)
         .await
         .unwrap();
+    pool
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_allocates_the_published_devices_shared_by_capacity_and_the_pool_waits_for_it()
+ {
+    let env = control_plane().await;
+    let pool = gpu_pool(&env).await;
     pool.create_group("cpu", SKELETON, 1).await.unwrap();
     let gpu_node = ready_nodes(&env.client, "gpu", 1).await[0]
         .metadata
@@ -287,18 +294,7 @@ async fn a_shared_device_the_apiserver_cannot_keep_is_withdrawn_and_said_on_the_
         client: control_plane.client(),
         control_plane,
     };
-    let as_pool = as_pool_service_account(&env).await;
-    let pool = start_pool(
-        &as_pool,
-        ksim_vnode::config::PoolConfig {
-            namespace: "ksim-system".to_owned(),
-            ..pool_config()
-        },
-    )
-    .await;
-    pool.create_group("gpu", P3_2XLARGE_DRA_SKELETON, 1)
-        .await
-        .unwrap();
+    let _pool = gpu_pool(&env).await;
     let node = ready_nodes(&env.client, "gpu", 1).await[0]
         .metadata
         .name
