@@ -260,14 +260,17 @@ pub async fn mark_for_removal(
             Ok(None) | Err(_) => return Ok(false),
         }
     }
-    let ours = found.is_some_and(|pod| {
+    let Some(pod) = found.filter(|pod| {
         pod.metadata
             .labels
             .as_ref()
             .and_then(|labels| labels.get(GROUP_LABEL))
             .is_some_and(|of| of == group)
-    });
-    if !ours {
+    }) else {
+        return Ok(true);
+    };
+    // Marked already: the watch delivered it, and the same patch again would deliver nothing.
+    if marked(&pod) {
         return Ok(true);
     }
     let patch = json!({ "metadata": { "annotations": {
