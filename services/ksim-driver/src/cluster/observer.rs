@@ -193,6 +193,9 @@ struct PodSeen {
     requests: Resources,
     /// Where a GPU pod may go; `None` for a pod that asks for no GPU.
     placement: Option<Box<Placement>>,
+    /// The GPUs its claims asked when one was last seen: the claims may go (the garbage
+    /// collector's, another watch) before the pod's deletion is seen.
+    claimed_gpus: u64,
 }
 
 /// CPU in millicores, memory in bytes, and whole GPUs (`nvidia.com/gpu`).
@@ -808,6 +811,7 @@ impl Seen {
                     .collect()
             })
             .unwrap_or_default();
+        let owner = pod.clone();
         self.claims.insert(
             uid,
             ClaimSeen {
@@ -816,6 +820,14 @@ impl Seen {
                 allocated,
             },
         );
+        if let Some(owner) = owner
+            && let Some(seen) = self.pods.get(&owner)
+        {
+            let asked = self.gpus_asked(&owner, seen);
+            if let Some(seen) = self.pods.get_mut(&owner) {
+                seen.claimed_gpus = asked;
+            }
+        }
     }
 
     /// The GPUs a pod asked: its `nvidia.com/gpu`, else the devices its claims (made for it)
@@ -824,9 +836,15 @@ impl Seen {
         if pod.requests.gpus > 0 || pod.placement.is_none() {
             return pod.requests.gpus;
         }
-        self.claims
+        let mut claims = self
+            .claims
             .values()
             .filter(|claim| claim.pod.as_deref() == Some(uid))
+            .peekable();
+        if claims.peek().is_none() {
+            return pod.claimed_gpus;
+        }
+        claims
             .flat_map(|claim| &claim.asks)
             .map(|ask| match (ask.all, ask.capacity.is_empty()) {
                 (true, _) => 0,
@@ -943,6 +961,7 @@ impl Seen {
                     ran: false,
                     requests,
                     placement,
+                    claimed_gpus: 0,
                 },
             );
         }
@@ -1790,8 +1809,10 @@ mod tests {
             true,
         );
         assert_eq!(seen.gpus_asked("b", &seen.pods["b"]), 0);
-        // Deleted before it ran: never scheduled, with what it asked while its claim is seen.
+        // Deleted before it ran: never scheduled, with what its claim asked, also when the
+        // claim's deletion is seen first.
         seen.claim(&claim("c-b", "b", share("500m"), None), true);
+        seen.claim(&claim("c-b", "b", share("500m"), None), false);
         seen.pod(&pod("b", None, "Pending"), false);
         let gone = seen.never_ran.last().unwrap();
         assert_eq!((gone.gpus, gone.bound, gone.gpus_asked), (true, false, 1));
@@ -1811,6 +1832,7 @@ mod tests {
             ran: false,
             requests: Resources::default(),
             placement: None,
+            claimed_gpus: 0,
         };
         assert_eq!(
             split(&pod, t0 + secs(73)),

@@ -267,9 +267,24 @@ fn packing_leaves_room_for_a_pod_spreading_fragments(up: &Up) {
         "{:#}",
         packed["accelerators"]
     );
-    // While the four-GPU pod waited, every idle GPU was fragmented: two on each node.
+    // While the four-GPU pod waited beside the four one-GPU pods running, every idle GPU was
+    // fragmented: two on each node. (A sample may catch more while one-GPU pods still wait to
+    // be bound: the peak is at least that.)
+    let waiting: Vec<&Value> = spread["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|bucket| bucket["pods"]["running"] == 4 && bucket["pending_gpu_pods"] == 1)
+        .collect();
+    assert!(
+        !waiting.is_empty()
+            && waiting
+                .iter()
+                .all(|bucket| bucket["gpus"][0]["fragmented"] == 4),
+        "{waiting:#?}"
+    );
     let fragmented = spread["accelerators"]["models"][0]["fragmented_peak"].as_u64();
-    assert_eq!(fragmented, Some(4), "{:#}", spread["accelerators"]);
+    assert!(fragmented >= Some(4), "{:#}", spread["accelerators"]);
     for (name, report) in &runs {
         assert_eq!(
             report["configuration"]["scheduler_given"].is_object(),
