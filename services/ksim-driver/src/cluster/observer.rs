@@ -193,8 +193,8 @@ struct PodSeen {
     requests: Resources,
     /// Where a GPU pod may go; `None` for a pod that asks for no GPU.
     placement: Option<Box<Placement>>,
-    /// The GPUs its claims asked when one was last seen: the claims may go (the garbage
-    /// collector's, another watch) before the pod's deletion is seen.
+    /// The GPUs its claims asked, as of the last one seen: kept on the pod, since the claims
+    /// may go (the garbage collector's, another watch) before the pod's deletion is seen.
     claimed_gpus: u64,
 }
 
@@ -344,13 +344,13 @@ impl Observer {
         let seen = self.lock();
         let waiting = seen
             .pods
-            .iter()
-            .filter(|(_, pod)| !pod.ran)
-            .map(|(uid, pod)| NeverRan {
+            .values()
+            .filter(|pod| !pod.ran)
+            .map(|pod| NeverRan {
                 waited: pod.first_seen.elapsed(),
                 bound: pod.bound_ever,
                 gpus: pod.placement.is_some(),
-                gpus_asked: seen.gpus_asked(uid, pod),
+                gpus_asked: Seen::gpus_asked(pod),
             });
         seen.never_ran.iter().copied().chain(waiting).collect()
     }
@@ -820,31 +820,29 @@ impl Seen {
                 allocated,
             },
         );
-        if let Some(owner) = owner
-            && let Some(seen) = self.pods.get(&owner)
-        {
-            let asked = self.gpus_asked(&owner, seen);
+        if let Some(owner) = owner {
+            let asked = self.claims_ask(&owner);
             if let Some(seen) = self.pods.get_mut(&owner) {
                 seen.claimed_gpus = asked;
             }
         }
     }
 
-    /// The GPUs a pod asked: its `nvidia.com/gpu`, else the devices its claims (made for it)
-    /// ask, a share one and a request of every device none.
-    fn gpus_asked(&self, uid: &str, pod: &PodSeen) -> u64 {
-        if pod.requests.gpus > 0 || pod.placement.is_none() {
-            return pod.requests.gpus;
+    /// The GPUs a pod asked: its `nvidia.com/gpu`, else what its claims asked.
+    fn gpus_asked(pod: &PodSeen) -> u64 {
+        if pod.requests.gpus > 0 {
+            pod.requests.gpus
+        } else {
+            pod.claimed_gpus
         }
-        let mut claims = self
-            .claims
+    }
+
+    /// The devices the claims made for pod `uid` ask, a share one and a request of every
+    /// device none.
+    fn claims_ask(&self, uid: &str) -> u64 {
+        self.claims
             .values()
             .filter(|claim| claim.pod.as_deref() == Some(uid))
-            .peekable();
-        if claims.peek().is_none() {
-            return pod.claimed_gpus;
-        }
-        claims
             .flat_map(|claim| &claim.asks)
             .map(|ask| match (ask.all, ask.capacity.is_empty()) {
                 (true, _) => 0,
@@ -909,7 +907,7 @@ impl Seen {
         if !present {
             if let Some(gone) = self.pods.remove(&uid) {
                 if !gone.ran {
-                    let gpus_asked = self.gpus_asked(&uid, &gone);
+                    let gpus_asked = Self::gpus_asked(&gone);
                     self.never_ran.push(NeverRan {
                         waited: gone.first_seen.elapsed(),
                         bound: gone.bound_ever,
@@ -961,7 +959,8 @@ impl Seen {
                     ran: false,
                     requests,
                     placement,
-                    claimed_gpus: 0,
+                    // Claims are made after their pod, but a watch may tell of one first.
+                    claimed_gpus: self.claims_ask(&uid),
                 },
             );
         }
@@ -1796,9 +1795,9 @@ mod tests {
         assert_eq!((gpus.allocated, gpus.fragmented), (1, 1));
         assert_eq!(seen.gpu_pods, 2);
         // What b asked, by its claim: two devices; a share, one; every device, unknown.
-        assert_eq!(seen.gpus_asked("b", &seen.pods["b"]), 2);
+        assert_eq!(Seen::gpus_asked(&seen.pods["b"]), 2);
         seen.claim(&claim("c-b", "b", share("500m"), None), true);
-        assert_eq!(seen.gpus_asked("b", &seen.pods["b"]), 1);
+        assert_eq!(Seen::gpus_asked(&seen.pods["b"]), 1);
         seen.claim(
             &claim(
                 "c-b",
@@ -1808,7 +1807,7 @@ mod tests {
             ),
             true,
         );
-        assert_eq!(seen.gpus_asked("b", &seen.pods["b"]), 0);
+        assert_eq!(Seen::gpus_asked(&seen.pods["b"]), 0);
         // Deleted before it ran: never scheduled, with what its claim asked, also when the
         // claim's deletion is seen first.
         seen.claim(&claim("c-b", "b", share("500m"), None), true);
