@@ -108,6 +108,10 @@ const MAX_EVICTIONS: usize = 100_000;
 /// bounded against a cluster's other pods.
 const MAX_UNCLAIMED: usize = 10_000;
 
+/// Nodes whose unpublished devices are kept before the node itself is seen: bounded against a
+/// cluster's other nodes.
+const MAX_UNSEEN_NODES: usize = 10_000;
+
 #[derive(Debug)]
 struct NodeSeen {
     group: String,
@@ -1073,7 +1077,7 @@ impl Seen {
             let why = event.message.clone().unwrap_or_default();
             match self.nodes.get(&node).map(|seen| seen.group.clone()) {
                 Some(group) => self.devices_unpublished(group, node, why),
-                None if self.unpublished_unseen.len() < MAX_UNCLAIMED => {
+                None if self.unpublished_unseen.len() < MAX_UNSEEN_NODES => {
                     self.unpublished_unseen.insert(node, why);
                 }
                 None => {}
