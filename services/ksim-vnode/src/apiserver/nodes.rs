@@ -18,7 +18,7 @@ use ksim_nodes::devices::DEVICES_NOT_PUBLISHED_REASON;
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
-    runtime::events::{Event, EventType, Recorder, Reporter},
+    runtime::events::{Event, EventType, Recorder},
 };
 use serde_json::json;
 
@@ -63,14 +63,10 @@ pub enum Renewal {
 
 impl NodeClient {
     pub fn new(client: Client, pool: &str) -> Self {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.to_owned(),
-            instance: Some(pool.to_owned()),
-        };
         Self {
             nodes: Api::all(client.clone()),
             slices: Api::all(client.clone()),
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: super::recorder(client.clone(), pool),
             leases: Api::namespaced(client, LEASE_NAMESPACE),
         }
     }

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::{
     Api, Client, Resource,
     api::{DeleteParams, Patch, PatchParams, Preconditions},
-    runtime::events::{Event, EventType, Recorder, Reporter},
+    runtime::events::{Event, EventType, Recorder},
 };
 use serde_json::json;
 
@@ -25,12 +25,8 @@ impl std::fmt::Debug for PodClient {
 
 impl PodClient {
     pub fn new(client: Client, pool: &str) -> Self {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.to_owned(),
-            instance: Some(pool.to_owned()),
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: super::recorder(client.clone(), pool),
             client,
         }
     }
