@@ -215,8 +215,11 @@ cargo test --locked -p ksim-architecture 2>&1 | tee -a "$test_log"
 
 # What both lanes check before any test runs.
 static_checks() {
-  step "cargo fmt"
+  step "cargo fmt, gofmt"
   cargo fmt --all -- --check
+  # The project's one Go package (ksim-scheduler; its build checks the rest).
+  unformatted=$(gofmt -l deploy/control-plane/ksim-scheduler)
+  [[ -z $unformatted ]] || { echo "gofmt would change: $unformatted" >&2; exit 1; }
 
   step "docs book"
   # The manuals as a book (docs/book.toml); a chapter SUMMARY.md names but docs/ lacks fails it.

@@ -123,7 +123,7 @@ components() {
   local dir=$1 from
   from=${KSIM_CONTROL_PLANE_BIN_DIR:-$("$repo/deploy/control-plane/build.sh")}
   mkdir -p "$dir/opt/ksim/control-plane"
-  for binary in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+  for binary in etcd kube-apiserver kube-controller-manager ksim-scheduler; do
     [[ -x $from/$binary ]] || die "$from/$binary is missing (deploy/control-plane/build.sh)"
     cp "$from/$binary" "$dir/opt/ksim/control-plane/"
     libraries "$from/$binary" "$dir"

@@ -20,7 +20,9 @@ pub(crate) fn pinned(versions_env: &'static str, key: &str) -> Option<&'static s
         .map(|value| value.trim().trim_matches('"'))
 }
 
-/// Directory holding etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+/// Directory holding etcd, kube-apiserver, kube-controller-manager and ksim-scheduler
+/// (kube-scheduler with ksim's explain layer, which the environment runs); build.sh puts the
+/// stock kube-scheduler beside them, for [`crate::ControlPlaneBuilder::stock_scheduler`].
 #[derive(Debug, Clone)]
 pub struct ControlPlaneBinaries {
     dir: PathBuf,
@@ -31,7 +33,7 @@ impl ControlPlaneBinaries {
         "etcd",
         "kube-apiserver",
         "kube-controller-manager",
-        "kube-scheduler",
+        crate::control_plane::SCHEDULER_BINARY,
     ];
 
     /// `KSIM_CONTROL_PLANE_BIN_DIR` if set (binaries a user already has), otherwise the cache
@@ -74,7 +76,7 @@ impl ControlPlaneBinaries {
         }
     }
 
-    /// Has kube-scheduler itself judge the configuration file `config` (decoding, defaulting,
+    /// Has the scheduler the environment runs judge the configuration file `config` (decoding, defaulting,
     /// validation and building every profile's plugins, as at its start) without scheduling
     /// anything: `--write-config-to` makes it write the complete configuration and exit. The
     /// file's `clientConnection.kubeconfig` must name a readable kubeconfig; nothing connects.
@@ -86,7 +88,7 @@ impl ControlPlaneBinaries {
             std::env::temp_dir(),
         ))?;
         let written = dir.path().join("as-run.yaml");
-        let binary = self.path("kube-scheduler");
+        let binary = self.path(crate::control_plane::SCHEDULER_BINARY);
         let run = tokio::process::Command::new(&binary)
             .arg(format!("--config={}", config.display()))
             .arg(format!("--write-config-to={}", written.display()))

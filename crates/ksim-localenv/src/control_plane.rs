@@ -34,6 +34,12 @@ const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// Starts tried when a component finds its port taken (see [`ControlPlaneBuilder::start`]).
 const START_ATTEMPTS: u32 = 3;
 const SCHEDULER: &str = "kube-scheduler";
+/// The scheduler binary started by default: kube-scheduler with ksim's explain layer, which
+/// schedules a pod without the `ksim.dev/explain` annotation as the stock binary does
+/// (deploy/control-plane/ksim-scheduler, docs/src/explain.md).
+pub const SCHEDULER_BINARY: &str = "ksim-scheduler";
+/// The stock kube-scheduler binary, of the same version ([`ControlPlaneBuilder::stock_scheduler`]).
+pub const STOCK_SCHEDULER_BINARY: &str = "kube-scheduler";
 const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 /// The CN of the client certificate the apiserver proxies to extension apiservers with.
 const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
@@ -49,6 +55,7 @@ pub struct ControlPlaneBuilder {
     apiserver_args: Vec<String>,
     controller_manager_args: Vec<String>,
     scheduler_args: Vec<String>,
+    scheduler_binary: &'static str,
     tuning: Tuning,
     ready_timeout: Duration,
 }
@@ -62,6 +69,7 @@ impl Default for ControlPlaneBuilder {
             apiserver_args: Vec::new(),
             controller_manager_args: Vec::new(),
             scheduler_args: Vec::new(),
+            scheduler_binary: SCHEDULER_BINARY,
             tuning: Tuning::simulation(),
             // Cold starts on busy CI machines have needed over half a minute.
             ready_timeout: Duration::from_secs(180),
@@ -101,6 +109,12 @@ impl ControlPlaneBuilder {
     /// An extra kube-scheduler flag.
     pub fn scheduler_arg(mut self, arg: impl Into<String>) -> Self {
         self.scheduler_args.push(arg.into());
+        self
+    }
+
+    /// Runs the stock kube-scheduler binary instead of [`SCHEDULER_BINARY`] (no explanations).
+    pub fn stock_scheduler(mut self) -> Self {
+        self.scheduler_binary = STOCK_SCHEDULER_BINARY;
         self
     }
 
@@ -219,6 +233,7 @@ pub struct ControlPlane {
 /// How kube-scheduler was started, to start it again with another configuration.
 #[derive(Debug, Clone)]
 struct SchedulerLaunch {
+    binary: &'static str,
     kubeconfig: PathBuf,
     /// Its flags without `--secure-port` (a restart takes a free one) and `--config`.
     args: Vec<String>,
@@ -315,7 +330,7 @@ impl ControlPlane {
         if let Some(config) = config {
             args.push(flag("--config", config));
         }
-        self.restart(SCHEDULER, args).await
+        self.restart(SCHEDULER, launch.binary, args).await
     }
 
     /// Stops kube-controller-manager and starts it again with the flags it was first started
@@ -331,12 +346,18 @@ impl ControlPlane {
             )
         })?;
         args.extend(extra_args.iter().cloned());
-        self.restart(CONTROLLER_MANAGER, args).await
+        self.restart(CONTROLLER_MANAGER, CONTROLLER_MANAGER, args)
+            .await
     }
 
-    /// Stops `name`, keeps its log as `<name>.previous.log` and starts it with `args` and a
-    /// free `--secure-port`, waiting for its `/healthz`.
-    async fn restart(&mut self, name: &'static str, args: Vec<String>) -> Result<(), Error> {
+    /// Stops `name`, keeps its log as `<name>.previous.log` and starts `binary` as it with
+    /// `args` and a free `--secure-port`, waiting for its `/healthz`.
+    async fn restart(
+        &mut self,
+        name: &'static str,
+        binary: &'static str,
+        args: Vec<String>,
+    ) -> Result<(), Error> {
         let dir = self
             .dir()
             .ok_or_else(|| Error::InvalidArgument("the control plane is stopped".into()))?
@@ -353,7 +374,7 @@ impl ControlPlane {
         std::fs::rename(&log, &previous).map_err(Error::io("cannot rename", &log))?;
         let process = start_healthy(
             name,
-            &self.binaries.path(name),
+            &self.binaries.path(binary),
             args,
             &dir,
             &self.ca_cert,
@@ -546,7 +567,7 @@ impl Starting<'_> {
             ]);
             args.extend(self.builder.tuning.flags(CONTROLLER_MANAGER));
             args.extend(self.builder.controller_manager_args.iter().cloned());
-            self.start_component(CONTROLLER_MANAGER, args.clone(), &ca)
+            self.start_component(CONTROLLER_MANAGER, CONTROLLER_MANAGER, args.clone(), &ca)
                 .await?;
             controller_manager_args = Some(args);
             // Pods are refused until their namespace's default ServiceAccount exists, and the
@@ -567,8 +588,14 @@ impl Starting<'_> {
             let mut args = self.component_args(SCHEDULER, &kubeconfig, &ca)?;
             args.extend(self.builder.tuning.flags(SCHEDULER));
             args.extend(self.builder.scheduler_args.iter().cloned());
-            self.start_component(SCHEDULER, args.clone(), &ca).await?;
-            scheduler = Some(SchedulerLaunch { kubeconfig, args });
+            let binary = self.builder.scheduler_binary;
+            self.start_component(SCHEDULER, binary, args.clone(), &ca)
+                .await?;
+            scheduler = Some(SchedulerLaunch {
+                binary,
+                kubeconfig,
+                args,
+            });
         }
 
         Ok(Ready {
@@ -637,12 +664,13 @@ impl Starting<'_> {
     async fn start_component(
         &mut self,
         name: &'static str,
+        binary: &'static str,
         args: Vec<String>,
         ca: &CertificateAuthority,
     ) -> Result<(), Error> {
         let process = start_healthy(
             name,
-            &self.binaries.path(name),
+            &self.binaries.path(binary),
             args,
             self.dir,
             ca.cert_file(),

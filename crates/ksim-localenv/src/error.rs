@@ -10,7 +10,7 @@ pub enum Error {
     #[error(
         "control-plane binary {binary} not found in {dir}: run deploy/control-plane/build.sh \
          or point KSIM_CONTROL_PLANE_BIN_DIR at a directory holding etcd, kube-apiserver, \
-         kube-controller-manager and kube-scheduler (and kubectl, for `ksim kubectl`)"
+         kube-controller-manager and ksim-scheduler (and kubectl, for `ksim kubectl`)"
     )]
     MissingBinary { binary: &'static str, dir: PathBuf },
     #[error(

@@ -3,6 +3,7 @@
 
 mod autoscaler;
 mod control_plane;
+mod explain;
 mod karpenter;
 mod metrics_server;
 mod tuning;
