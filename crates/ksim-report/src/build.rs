@@ -7,7 +7,7 @@ use super::model::{
     AutoscalerOutage, AutoscalerOutages, NodeChange, ObjectError, ObjectOperation, PendingSplit,
     ReplicaSource, Report, nodes_total,
 };
-use ksim_proto::json::of_millis;
+use ksim_proto::json::{of_millis, to_millis};
 
 use super::timeline::{self, bucket_width, effective_speed, millis, recorded};
 use super::{accelerators, attribution, costs, disruptions, fidelity, percentiles, replicas};
@@ -108,7 +108,18 @@ pub fn build(obs: &Observations) -> Report {
         trace_transforms: obs.trace_transforms.clone(),
         disruptions,
         accelerators,
+        explanations: explanations(obs),
     }
+}
+
+/// The explained pods, their attempts in recorded time.
+fn explanations(obs: &Observations) -> Vec<crate::PodExplanation> {
+    let mut pods = obs.explanations.clone();
+    for attempt in pods.iter_mut().flat_map(|pod| pod.attempts.iter_mut()) {
+        let wall = Duration::from_millis(to_millis(attempt.offset.as_ref()));
+        attempt.offset = Some(of_millis(millis(recorded(wall, obs.speed))));
+    }
+    pods
 }
 
 /// The pods' pending pod-seconds by cause, recorded time.
@@ -182,13 +193,25 @@ mod tests {
     use super::super::fixtures;
     use super::super::percentiles::ms;
     use super::*;
-    use ksim_proto::json::to_millis;
 
     #[test]
     fn a_fast_replay_reports_recorded_time() {
         let mut obs = fixtures::observations();
         obs.speed = 10.0;
+        obs.explanations = vec![crate::PodExplanation {
+            namespace: "shop".into(),
+            name: "web-1".into(),
+            owner: "Deployment/web".into(),
+            attempts: vec![crate::SchedulingAttempt {
+                offset: Some(of_millis(1_500)),
+                node: "node-1".into(),
+                ..Default::default()
+            }],
+        }];
         let report = build(&obs);
+        // An attempt 1.5 s into a 10x replay ran 15 s into the recording.
+        let attempt = &report.explanations[0].attempts[0];
+        assert_eq!(to_millis(attempt.offset.as_ref()), 15_000);
         assert_eq!(report.speed, 10.0);
         assert_eq!(to_millis(report.bucket_width.as_ref()), 1000);
         let slow = fixtures::report();

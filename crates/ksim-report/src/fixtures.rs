@@ -203,6 +203,7 @@ pub fn observations() -> Observations {
         }],
         pods_evicted: 1,
         pods_preempted: 0,
+        explanations: Vec::new(),
         waits: vec![crate::WaitReason {
             source: "scheduler".into(),
             reason: "Insufficient cpu".into(),

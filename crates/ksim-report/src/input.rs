@@ -75,6 +75,11 @@ pub struct Observations {
     /// Pods the scheduler preempted.
     #[serde(default)]
     pub pods_preempted: u64,
+    /// Why explained pods went where they did, as the scheduler wrote it; attempts at their
+    /// wall-clock offsets since the start (the report turns them into recorded time).
+    /// Defaulted: observations saved before it was kept have none.
+    #[serde(default)]
+    pub explanations: Vec<crate::PodExplanation>,
     /// Why pods waited, as the scheduler's and CA's events said.
     #[serde(default)]
     pub waits: Vec<crate::WaitReason>,

@@ -32,6 +32,7 @@ mod costs;
 mod csv;
 mod disruptions;
 mod error;
+mod explain;
 mod fidelity;
 mod files;
 pub mod input;
@@ -52,6 +53,7 @@ mod fixtures;
 pub use build::build;
 pub use compare::{ComparedFigure, Comparison, FIGURES, availability, compare, compare_repeated};
 pub use csv::{fidelity_to_csv, to_csv};
+pub use explain::{ExplainError, PodSelector, explanation_text, select};
 pub use fidelity::{FIDELITY_BUCKET, group_series};
 pub use files::{
     Artifacts, CSV_FILE, FIDELITY_CSV_FILE, FIDELITY_SVG_FILE, JSON_FILE, OUTCOME_FILE, Outcome,
@@ -68,10 +70,11 @@ pub use model::{
     AutoscalerFlagSource, AutoscalerOutage, AutoscalerOutages, AutoscalerSimulationFlag,
     ClusterState, ControllerManagerFlag, Costs, DelaySamples, DisruptionOutcome, Disruptions,
     DurationPercentiles, Fidelity, FidelityBucket, FidelityPending, FidelitySeries,
-    GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, KarpenterRun, MAX_LIMITED_WORKLOADS,
-    MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause, NodeChangeKind,
-    NodeGroupCount, ObjectError, ObjectOperation, PendingSplit, ProviderConfig, Provisioning,
-    ReplicaChange, ReplicaSource, Report, SchedulerConfig, TimelineBucket, UsageReplay, WaitReason,
+    FilterRejection, GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, KarpenterRun,
+    MAX_LIMITED_WORKLOADS, MAX_REPLICA_CHANGES, MAX_USAGE_WORKLOADS, NodeChange, NodeChangeCause,
+    NodeChangeKind, NodeGroupCount, NodeScore, ObjectError, ObjectOperation, PendingSplit,
+    PluginScore, PodExplanation, ProviderConfig, Provisioning, ReplicaChange, ReplicaSource,
+    Report, SchedulerConfig, SchedulingAttempt, TimelineBucket, UsageReplay, WaitReason,
     WorkloadAvailability, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
     nodes_total,
 };

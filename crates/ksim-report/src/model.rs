@@ -9,10 +9,11 @@
 pub use ksim_proto::ksim::driver::v1::{
     Accelerators, AutoscalerOutage, AutoscalerOutages, ClusterState, Costs, DelaySamples,
     DisruptionOutcome, Disruptions, DurationPercentiles, Fidelity, FidelityBucket, FidelityPending,
-    FidelitySeries, GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, NodeChange, NodeChangeCause,
-    NodeChangeKind, NodeGroupCount, ObjectError, ObjectOperation, PendingSplit, Provisioning,
-    ReplicaChange, ReplicaSource, Report, TimelineBucket, UsageReplay, WaitReason,
-    WorkloadAvailability, WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
+    FidelitySeries, FilterRejection, GpuModelSummary, GpuPodCount, GpuUsage, GroupCost, NodeChange,
+    NodeChangeCause, NodeChangeKind, NodeGroupCount, NodeScore, ObjectError, ObjectOperation,
+    PendingSplit, PluginScore, PodExplanation, Provisioning, ReplicaChange, ReplicaSource, Report,
+    SchedulingAttempt, TimelineBucket, UsageReplay, WaitReason, WorkloadAvailability,
+    WorkloadLimits, WorkloadReplicas, WorkloadScaling, WorkloadUsage,
 };
 pub use ksim_proto::ksim::env::v1::{
     AppliedConfiguration, AutoscalerFlag, AutoscalerFlagNotApplied, AutoscalerFlagSource,

@@ -389,7 +389,7 @@ fn describe(error: &pb::ObjectError) -> String {
 }
 
 /// `0.25ms`, `12.345ms`, `61.5s`, `2m05s`, `1h02m05s`: precise when short, readable when long.
-fn human(duration: Option<&prost_types::Duration>) -> String {
+pub(crate) fn human(duration: Option<&prost_types::Duration>) -> String {
     let duration = duration_from_proto(duration);
     if duration < Duration::from_secs(1) {
         format!("{}ms", trimmed(duration.as_nanos() as f64 / 1e6))

@@ -322,6 +322,7 @@ async fn as_replayed(client: &kube::Client, operations: &[Operation]) -> Vec<Ope
             node_groups: Vec::new(),
             provisioning: None,
             node_failures: false,
+            explain: None,
         },
         &Lifetimes::default(),
     );

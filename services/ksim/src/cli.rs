@@ -63,11 +63,20 @@ pub enum Command {
     Run(Box<crate::run::RunArgs>),
     /// Print the report of a simulation.
     Report {
-        /// The simulation's id, as `ksim run` printed it.
+        /// The simulation's id, as `ksim run` printed it (with --pod or --owner, also a report
+        /// directory, holding its report.json).
         id: String,
         /// Print the whole report as JSON instead of a summary.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["pod", "owner"])]
         json: bool,
+        /// Print why this pod went where it did (a run with --explain): NAMESPACE/NAME, its
+        /// recorded namespace.
+        #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "owner")]
+        pod: Option<String>,
+        /// The same for every explained pod of a workload: KIND/NAME (e.g. Deployment/web), or
+        /// NAMESPACE/KIND/NAME.
+        #[arg(long, value_name = "KIND/NAME")]
+        owner: Option<String>,
         #[command(flatten)]
         driver: crate::driver::DriverArgs,
     },

@@ -66,7 +66,7 @@ fn report_file(name: &str) -> Option<PathBuf> {
 
 /// A report directory's `report.json`, else the driver's report of that id. Either is checked
 /// ([`ksim_report::check_timeline`]) before anything compares it.
-async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
+pub(crate) async fn load(name: &str, driver: &DriverArgs) -> anyhow::Result<Report> {
     let dir = Path::new(name);
     match std::fs::metadata(dir) {
         Ok(metadata) if metadata.is_dir() => {

@@ -34,7 +34,23 @@ async fn main() -> ExitCode {
         cli::Command::Up(options) => up::run(&options, &cli.log.telemetry()),
         cli::Command::Down => down::run().await,
         cli::Command::Run(args) => run::run(*args).await,
-        cli::Command::Report { id, json, driver } => report::run(&id, &driver, json).await,
+        cli::Command::Report {
+            id,
+            json,
+            pod,
+            owner,
+            driver,
+        } => {
+            let show = match (&pod, &owner) {
+                (Some(pod), _) => report::Show::Explained(ksim_report::PodSelector::Pod(pod)),
+                (None, Some(owner)) => {
+                    report::Show::Explained(ksim_report::PodSelector::Owner(owner))
+                }
+                (None, None) if json => report::Show::Json,
+                (None, None) => report::Show::Summary,
+            };
+            report::run(&id, &driver, show).await
+        }
         cli::Command::Compare(args) => compare::run(args).await,
         cli::Command::Experiment(command) => experiment::run(command).await,
         cli::Command::Demo {

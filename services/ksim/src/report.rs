@@ -1,4 +1,5 @@
-//! `ksim report <ID>`: a simulation's report, summarised or as JSON.
+//! `ksim report <ID>`: a simulation's report, summarised or as JSON, or why its explained pods
+//! went where they did.
 
 use std::io::Write;
 
@@ -6,11 +7,26 @@ use ksim_proto::ksim::driver::v1::{GetSimulationRequest, SimulationState};
 
 use crate::driver::{DriverArgs, connect, get_report};
 
-pub async fn run(id: &str, driver: &DriverArgs, json: bool) -> anyhow::Result<()> {
+/// What `ksim report` prints.
+#[derive(Debug, Clone, Copy)]
+pub enum Show<'a> {
+    Summary,
+    Json,
+    Explained(ksim_report::PodSelector<'a>),
+}
+
+pub async fn run(id: &str, driver: &DriverArgs, show: Show<'_>) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if let Show::Explained(selector) = show {
+        // A report directory (the driver may be gone, as after `ksim demo`) or a simulation id.
+        let report = crate::compare::load(id, driver).await?;
+        let pods = ksim_report::select(&report, selector)?;
+        write!(out, "{}", ksim_report::explanation_text(&pods))?;
+        return Ok(());
+    }
     let mut client = connect(&driver.resolve()?).await?;
     let report = get_report(&mut client, id).await?;
-    let mut out = std::io::stdout().lock();
-    if json {
+    if matches!(show, Show::Json) {
         // report.json's form, not the proto's canonical JSON.
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;

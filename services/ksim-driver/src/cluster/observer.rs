@@ -36,6 +36,7 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 
 use crate::domain::{
     SIMULATION_LABEL,
+    explain::{EXPLANATION_ANNOTATION, MAX_EXPLAINED_PODS},
     gpus::{self, Amounts, Device, DeviceAsk, GPU_RESOURCE, GpuNode, PendingGpuPod, Placement},
     report::{
         GroupOwner, NeverRan, NodeChangeKind, NodeCount, ObservedNodeChange, PodPendingSplit,
@@ -99,6 +100,21 @@ struct Seen {
     /// by node, the same for nodes not seen yet (bounded).
     unpublished: BTreeMap<String, (BTreeSet<String>, String)>,
     unpublished_unseen: HashMap<String, String>,
+    /// Per pod uid, also after it is gone: the scheduler's explanation as last written, for
+    /// the first [`MAX_EXPLAINED_PODS`] pods explained.
+    explained: HashMap<String, Explained>,
+}
+
+/// A pod's explanation as the scheduler wrote it (see `domain::explain`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Explained {
+    /// The pod's namespace in the simulated cluster, and its name.
+    pub namespace: String,
+    pub name: String,
+    /// Its workload (see [`owner_of`]).
+    pub owner: String,
+    /// The annotation's value.
+    pub text: String,
 }
 
 /// Evictions kept with their time and owner: a bound against a cluster evicting for hours.
@@ -390,6 +406,13 @@ impl Observer {
     }
 
     /// The report's warnings of groups whose nodes run without their devices.
+    /// The explained pods' explanations as last written, by namespace and name.
+    pub fn explanations(&self) -> Vec<Explained> {
+        let mut explained: Vec<Explained> = self.lock().explained.values().cloned().collect();
+        explained.sort();
+        explained
+    }
+
     pub fn device_warnings(&self) -> Vec<String> {
         self.lock().device_warnings()
     }
@@ -716,6 +739,7 @@ impl Seen {
             scale_events: Vec::new(),
             starts,
             never_ran: Vec::new(),
+            explained: HashMap::new(),
             evicted: HashSet::new(),
             evictions: Vec::new(),
             preempted: HashSet::new(),
@@ -938,6 +962,7 @@ impl Seen {
             }
             self.owners.insert(uid.clone(), owner);
         }
+        self.explained(&uid, pod);
         if !self.pods.contains_key(&uid) {
             let requests = pod_requests(pod);
             let claims = pod
@@ -992,6 +1017,31 @@ impl Seen {
         entry.phase = phase;
         for change in changes {
             self.send(change);
+        }
+    }
+
+    /// Keeps the pod's explanation, if the scheduler wrote one.
+    fn explained(&mut self, uid: &str, pod: &Pod) {
+        let Some(text) = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(EXPLANATION_ANNOTATION))
+        else {
+            return;
+        };
+        if let Some(kept) = self.explained.get_mut(uid) {
+            text.clone_into(&mut kept.text);
+        } else if self.explained.len() < MAX_EXPLAINED_PODS {
+            self.explained.insert(
+                uid.to_owned(),
+                Explained {
+                    namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                    name: pod.metadata.name.clone().unwrap_or_default(),
+                    owner: self.owners.get(uid).cloned().unwrap_or_default(),
+                    text: text.clone(),
+                },
+            );
         }
     }
 

@@ -29,6 +29,7 @@ pub mod autoscaled;
 pub mod bare_pods;
 pub mod cron;
 pub mod disruptions;
+pub mod explain;
 pub mod gpus;
 pub mod hpa;
 pub mod launches;

@@ -11,6 +11,7 @@ use ksim_nodes::labels::{
 use ksim_provisioning::{Model, PodProvisioning};
 use serde_json::{Map, Value, json};
 
+use super::explain::{EXPLAIN_ANNOTATION, EXPLANATION_ANNOTATION, ExplainScope};
 use super::lifetimes::{Lifetimes, annotation_value};
 use super::{Gvk, RootRef, SIMULATION_LABEL, Target};
 
@@ -52,6 +53,9 @@ pub struct RewriteOptions {
     /// The run fails nodes: pods tolerate unready and unreachable nodes for the recorded
     /// time divided by the speed (see [`eviction_tolerations_at_speed`]).
     pub node_failures: bool,
+    /// The pods the scheduler is asked to explain (their templates carry
+    /// [`EXPLAIN_ANNOTATION`]); `None`: none.
+    pub explain: Option<ExplainScope>,
 }
 
 #[cfg(test)]
@@ -74,6 +78,7 @@ impl RewriteOptions {
             node_groups: Vec::new(),
             provisioning: None,
             node_failures: false,
+            explain: None,
         }
     }
 }
@@ -232,6 +237,11 @@ impl Rewriter {
             let owner = format!("{}/{recorded_namespace}/{name}", gvk.kind);
             PodProvisioning::of(model, &owner, self.options.speed).map(|pods| pods.to_json())
         });
+        let explain = self
+            .options
+            .explain
+            .as_ref()
+            .and_then(|scope| scope.annotation(recorded_namespace));
         for path in self.template_paths(gvk) {
             let Some(template) = object.pointer_mut(&path) else {
                 continue;
@@ -244,8 +254,13 @@ impl Rewriter {
                         name: err_name.clone(),
                         path: path.clone(),
                     })?;
-            self.rewrite_template(template, lifetime_ms.as_deref(), start_delays.as_deref())
-                .map_err(|field| malformed(&format!("{path}/{field}"), "object or list"))?;
+            self.rewrite_template(
+                template,
+                lifetime_ms.as_deref(),
+                start_delays.as_deref(),
+                explain.as_deref(),
+            )
+            .map_err(|field| malformed(&format!("{path}/{field}"), "object or list"))?;
         }
         Ok((target, object))
     }
@@ -298,15 +313,23 @@ impl Rewriter {
         template: &mut Map<String, Value>,
         lifetime_ms: Option<&str>,
         start_delays: Option<&str>,
+        explain: Option<&str>,
     ) -> Result<(), &'static str> {
         let metadata = child_object(template, "metadata").ok_or("metadata")?;
-        // A cluster that ksim simulated has its pool's start delays on its pods: this run's
-        // model decides them, instant included.
+        // A cluster that ksim simulated has its pool's start delays on its pods, and maybe
+        // explanations: this run's model and scope decide them, instant and none included.
         if let Some(annotations) = metadata
             .get_mut("annotations")
             .and_then(Value::as_object_mut)
         {
             annotations.remove(POD_PROVISIONING_ANNOTATION);
+            annotations.remove(EXPLAIN_ANNOTATION);
+            annotations.remove(EXPLANATION_ANNOTATION);
+        }
+        if let Some(explain) = explain {
+            child_object(metadata, "annotations")
+                .ok_or("metadata/annotations")?
+                .insert(EXPLAIN_ANNOTATION.to_owned(), json!(explain));
         }
         child_object(metadata, "labels")
             .ok_or("metadata/labels")?
@@ -655,6 +678,31 @@ mod tests {
             object["spec"]["selector"],
             json!({"matchLabels": {"app": "web"}})
         );
+    }
+
+    #[test]
+    fn templates_of_the_explained_namespaces_ask_the_scheduler_and_no_other_does() {
+        let mut options = RewriteOptions::for_tests("ksim-sim-1", 1.0);
+        options.explain = Some(ExplainScope {
+            pods_per_owner: Some(3),
+            namespaces: ["shop".to_owned()].into(),
+        });
+        let rewriter = Rewriter::new(options, &Lifetimes::default());
+        let explain = |namespace: &str| {
+            let mut recorded = recorded_deployment();
+            // A recording of a cluster ksim simulated carries the annotations of its run.
+            recorded["spec"]["template"]["metadata"]["annotations"] =
+                json!({ EXPLAIN_ANNOTATION: "all", EXPLANATION_ANNOTATION: "{}", "team": "a" });
+            let (_, object) = rewriter
+                .apply(&deployment(), namespace, "web", recorded)
+                .unwrap();
+            object["spec"]["template"]["metadata"]["annotations"].clone()
+        };
+        assert_eq!(
+            explain("shop"),
+            json!({ EXPLAIN_ANNOTATION: "3", "team": "a" })
+        );
+        assert_eq!(explain("batch"), json!({ "team": "a" }));
     }
 
     #[test]

@@ -146,6 +146,8 @@ pub struct SimulationSpec {
     pub disruption_seed: u64,
     /// Replay the failures the recording observed, beside `disruptions`.
     pub replay_recorded_failures: bool,
+    /// The pods whose scheduling the report explains; `None`: none.
+    pub explain: Option<super::explain::ExplainScope>,
     /// The request's spec without uploaded bytes, echoed back in `Simulation.spec`.
     pub echo: pb::SimulationSpec,
 }
@@ -275,6 +277,12 @@ impl SimulationSpec {
             .collect();
         let disruptions = super::disruptions::from_proto(&spec.disruptions, &facts)
             .map_err(|refused| invalid(refused.field, refused.problem))?;
+        let explain = spec
+            .explain
+            .as_ref()
+            .map(super::explain::ExplainScope::from_proto)
+            .transpose()
+            .map_err(|refused| invalid(refused.field, refused.problem))?;
         let mut echo = spec.clone();
         if matches!(source, TraceSource::Uploaded(_)) {
             echo.trace_source = Some(pb::simulation_spec::TraceSource::TraceFile(Vec::new()));
@@ -296,6 +304,7 @@ impl SimulationSpec {
             disruptions,
             disruption_seed: spec.disruption_seed,
             replay_recorded_failures: spec.replay_recorded_failures,
+            explain,
             configuration: spec
                 .configuration
                 .filter(|c| *c != env::Configuration::default()),

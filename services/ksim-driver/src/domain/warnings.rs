@@ -129,6 +129,14 @@ pub fn devices_not_published(group: &str, nodes: usize, why: &str) -> String {
     )
 }
 
+/// The warning of a run that asked for explanations and got none while pods were scheduled:
+/// the cluster's scheduler is not one that writes them.
+pub fn no_explanations() -> String {
+    "explanations were asked for, but the scheduler wrote none: it is not ksim-scheduler (the \
+     environment's scheduler; docs/explain.md), or it explains none of the run's pods"
+        .to_owned()
+}
+
 /// The warning of a report whose driver stopped before it saved any figures: the counts and
 /// times printed with it are placeholders, not measurements.
 pub const NOTHING_SAVED: &str = "no figures: the driver running the simulation stopped before \

@@ -17,7 +17,7 @@ use crate::{
         usage_replay::UsageCounts,
     },
     domain::report::{self, GroupPrice, Observations, RecordedState, Sample, node_group_counts},
-    domain::{nodes_kept::NodesKeptFold, warnings},
+    domain::{explain, nodes_kept::NodesKeptFold, warnings},
 };
 
 #[derive(Debug)]
@@ -54,6 +54,9 @@ pub struct Live {
     /// The run's disruptions as played and the workloads watched over them; `None` for a run
     /// without.
     disruptions: Option<LiveDisruptions>,
+    /// The run explains pods: the namespace prefix its pods' namespaces carry, which the
+    /// report's explanations drop. `None`: it explains none.
+    explain_prefix: Option<String>,
     /// Whether reports so far may still be saved: false once the final one is written. Held
     /// while one is saved, so the final one never goes under a late partial one.
     saving: Mutex<bool>,
@@ -121,8 +124,45 @@ impl Live {
             workload_scaling: None,
             replicas: None,
             disruptions: None,
+            explain_prefix: None,
             saving: Mutex::new(true),
         }
+    }
+
+    /// The run explains pods, in namespaces named `<namespace_prefix>-<recorded>`: the
+    /// scheduler's explanations go in the report.
+    pub fn with_explanations(mut self, namespace_prefix: &str) -> Self {
+        self.explain_prefix = Some(format!("{namespace_prefix}-"));
+        self
+    }
+
+    /// The explained pods, their attempts at wall-clock offsets since the start; an
+    /// explanation that cannot be read is left out (and logged).
+    fn explanations(&self) -> Vec<ksim_report::PodExplanation> {
+        let Some(prefix) = &self.explain_prefix else {
+            return Vec::new();
+        };
+        self.observer
+            .explanations()
+            .into_iter()
+            .filter_map(|pod| {
+                let attempts = explain::attempts(&pod.text, self.started_at_ms)
+                    .inspect_err(|error| {
+                        tracing::debug!(%error, pod = %pod.name, "an explanation left out");
+                    })
+                    .ok()?;
+                Some(ksim_report::PodExplanation {
+                    namespace: pod
+                        .namespace
+                        .strip_prefix(prefix.as_str())
+                        .unwrap_or(&pod.namespace)
+                        .to_owned(),
+                    name: pod.name,
+                    owner: pod.owner,
+                    attempts,
+                })
+            })
+            .collect()
     }
 
     /// The run plays disruptions: what they did goes in the report.
@@ -230,6 +270,13 @@ impl Live {
         let snapshot = self.progress.snapshot();
         let (pods_evicted, pods_preempted) = self.observer.disruptions();
         let (gpu_pending_times, gpu_pods, gpu_owners) = self.observer.gpu_pods();
+        let explanations = self.explanations();
+        let pending_times = self.observer.pending_times();
+        let mut warnings = self.warnings.clone();
+        warnings.extend(self.observer.device_warnings());
+        if self.explain_prefix.is_some() && explanations.is_empty() && !pending_times.is_empty() {
+            warnings.push(warnings::no_explanations());
+        }
         Observations {
             simulation_id: simulation_id.to_owned(),
             complete,
@@ -242,7 +289,7 @@ impl Live {
                 .clone(),
             scale_events: self.observer.scale_events(),
             node_changes: self.observer.node_changes(),
-            pending_times: self.observer.pending_times(),
+            pending_times,
             gpu_pending_times,
             gpu_pods,
             gpu_owners,
@@ -289,12 +336,8 @@ impl Live {
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
                 .and_then(|fold| fold.report(self.speed)),
-            warnings: self
-                .warnings
-                .iter()
-                .cloned()
-                .chain(self.observer.device_warnings())
-                .collect(),
+            warnings,
+            explanations,
             trace_transforms: self.trace_transforms.clone(),
             disruptions: self
                 .disruptions

@@ -92,6 +92,9 @@ pub async fn start_clock(
     .with_warnings(prepared.warnings.clone())
     .with_trace_transforms(trace.header.transforms.clone())
     .with_recorded_pending(recorded_pending(trace));
+    if spec.explain.is_some() {
+        live = live.with_explanations(&spec.namespace_prefix);
+    }
     if reads_autoscaler {
         live = live.with_nodes_kept(NodesKeptFold::new(configured.applied_at_ms));
     }

@@ -142,6 +142,7 @@ pub async fn prepare(
                 .collect(),
             provisioning: Some(model.clone()),
             node_failures: spec.has_disruptions(),
+            explain: spec.explain.clone(),
         },
         &lifetimes,
     );

@@ -6,6 +6,7 @@ mod example;
 
 use std::{
     io::{IsTerminal, Write},
+    path::Path,
     time::{Duration, Instant},
 };
 
@@ -15,8 +16,9 @@ use ksim_localenv::{
     environment::{EnvironmentOptions, EnvironmentProcess},
 };
 use ksim_proto::ksim::driver::v1::{
-    DeploymentNodeGroup, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup, ProvisioningModel,
-    Report, SimulationSpec, SimulationState, node_group_spec::Kind, simulation_spec::TraceSource,
+    DeploymentNodeGroup, Explain, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup,
+    ProvisioningModel, Report, SimulationSpec, SimulationState, node_group_spec::Kind,
+    simulation_spec::TraceSource,
 };
 
 use crate::run::{run_simulation, simulate::state_name};
@@ -32,7 +34,7 @@ const AUTOSCALED: (i32, i32, i32) = (1, 10, 2);
 const NO_AUTOSCALER_ENV: &str = "KSIM_DEMO_NO_AUTOSCALER";
 
 /// `ksim demo --write-trace FILE`: the bundled trace, for `ksim run` or an experiment.
-pub fn write_trace(path: &std::path::Path) -> anyhow::Result<()> {
+pub fn write_trace(path: &Path) -> anyhow::Result<()> {
     let label = format!("--write-trace {}", path.display());
     let trace = example::example_trace().context("writing the demo trace")?;
     crate::files::write_whole(&label, path, &trace)
@@ -190,6 +192,11 @@ async fn replay(
         disruptions: Vec::new(),
         disruption_seed: 0,
         replay_recorded_failures: false,
+        // Two pods of each workload explained, so that the demo shows where to ask why.
+        explain: Some(Explain {
+            pods_per_owner: 2,
+            namespaces: Vec::new(),
+        }),
     };
     let show_progress = std::io::stdout().is_terminal();
     let outcome = run_simulation(&env.state().urls.driver, spec, out, show_progress).await?;
@@ -243,6 +250,25 @@ fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::R
                 writeln!(out, "  {what:<15} {path}")?;
             }
         }
+    }
+    // The pod with the most attempts: the one most likely to have waited. Asked of the report
+    // directory: the demo's driver stops with it.
+    let dir = report
+        .artifacts
+        .as_ref()
+        .and_then(|files| Path::new(&files.json_path).parent());
+    let explained = report
+        .explanations
+        .iter()
+        .max_by_key(|pod| pod.attempts.len());
+    if let (Some(dir), Some(pod)) = (dir, explained) {
+        writeln!(
+            out,
+            "ksim demo: why a pod went where it did: ksim report {} --pod {}/{}",
+            dir.display(),
+            pod.namespace,
+            pod.name
+        )?;
     }
     Ok(())
 }

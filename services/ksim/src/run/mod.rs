@@ -168,6 +168,22 @@ pub struct RunArgs {
     #[arg(long)]
     pub replay_failures: bool,
 
+    /// Ask the scheduler why each replayed pod went where it did: the nodes each filter ruled
+    /// out and why, each score plugin's score of the chosen node and its runners-up; then
+    /// `ksim report ID --pod NS/NAME` prints it (docs/explain.md). Needs the environment's
+    /// scheduler, ksim-scheduler.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// With --explain: at most N pods of each workload, the first the scheduler tries (0: every
+    /// pod).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "explain")]
+    pub explain_per_owner: u32,
+
+    /// With --explain: only pods of this recorded namespace (repeatable; default: all).
+    #[arg(long, value_name = "NAMESPACE", requires = "explain")]
+    pub explain_namespace: Vec<String>,
+
     /// Run the simulation N times, one after another (each with its own report), then print
     /// the spread of peak nodes, pending p99 and scale-ups over the runs.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]

@@ -5,9 +5,9 @@ use std::{path::Path, time::SystemTime};
 
 use anyhow::Context;
 use ksim_proto::ksim::driver::v1::{
-    DeploymentNodeGroup, KarpenterNodePool, NodeGroupSpec, OnErrorPolicy, PoolManagedNodeGroup,
-    ProvisioningModel, ReplicaSource, SimulationSpec, StoredTrace, node_group_spec::Kind,
-    simulation_spec::TraceSource,
+    DeploymentNodeGroup, Explain, KarpenterNodePool, NodeGroupSpec, OnErrorPolicy,
+    PoolManagedNodeGroup, ProvisioningModel, ReplicaSource, SimulationSpec, StoredTrace,
+    node_group_spec::Kind, simulation_spec::TraceSource,
 };
 use ksim_proto::ksim::env::v1::{
     Configuration, ProviderConfig, RecordedAutoscalerFlags, SchedulerConfig,
@@ -127,6 +127,10 @@ pub fn build(args: &RunArgs) -> anyhow::Result<SimulationSpec> {
             .collect(),
         disruption_seed: args.disruption_seed,
         replay_recorded_failures: args.replay_failures,
+        explain: args.explain.then(|| Explain {
+            pods_per_owner: args.explain_per_owner,
+            namespaces: args.explain_namespace.clone(),
+        }),
     })
 }
 

@@ -96,6 +96,36 @@ fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
         "{stdout}"
     );
 
+    // Explained pods (the demo explains two of each workload): the command it names prints
+    // where the pod went, from the report directory, the environment gone. Its node is one of
+    // the group's, and the seat host (tainted) was ruled out by TaintToleration.
+    let asked = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("ksim demo: why a pod went where it did: ksim "))
+        .unwrap_or_else(|| panic!("no explained pod named in:\n{stdout}"));
+    let explained = Command::new(ksim_e2e::binary("ksim"))
+        .args(asked.split(' '))
+        .env("KSIM_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        explained.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&explained.stderr)
+    );
+    let pod = asked.rsplit(' ').next().unwrap();
+    assert!(text.starts_with(&format!("{pod} (")), "{text}");
+    let placed = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("at ") && line.contains(": on "))
+        .unwrap_or_else(|| panic!("no placement in:\n{text}"));
+    assert!(placed.contains(": on seats-m5-large-"), "{text}");
+    assert!(
+        text.contains("TaintToleration: node(s) had untolerated taint(s) (e.g. ksim-seat-host-"),
+        "{text}"
+    );
+
     // The group was retired before it went: CA logged no error on the way out (klog's error
     // lines start with E).
     let ca_log =
