@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from Go
 # modules at the version pinned in versions.env, and ksim-scheduler: kube-scheduler of the same
-# version with ksim's explain layer (ksim-scheduler/, docs/src/explain.md); caches them outside
+# version with ksim's explain layer (ksim-scheduler/, docs/explain.md); caches them outside
 # the repository.
 #
 #   deploy/control-plane/build.sh            build (or reuse) and print the binary directory

@@ -36,7 +36,7 @@ const START_ATTEMPTS: u32 = 3;
 const SCHEDULER: &str = "kube-scheduler";
 /// The scheduler binary started by default: kube-scheduler with ksim's explain layer, which
 /// schedules a pod without the `ksim.dev/explain` annotation as the stock binary does
-/// (deploy/control-plane/ksim-scheduler, docs/src/explain.md).
+/// (deploy/control-plane/ksim-scheduler, docs/explain.md).
 pub const SCHEDULER_BINARY: &str = "ksim-scheduler";
 /// The stock kube-scheduler binary, of the same version ([`ControlPlaneBuilder::stock_scheduler`]).
 pub const STOCK_SCHEDULER_BINARY: &str = "kube-scheduler";
