@@ -169,6 +169,132 @@ fn write_attempt(out: &mut String, attempt: &pb::SchedulingAttempt) -> std::fmt:
     Ok(())
 }
 
+/// Where one pod went, in a line: the node and what decided it over the runner-up.
+fn outcome(pod: &pb::PodExplanation) -> String {
+    let Some(last) = pod.attempts.last() else {
+        return "no attempt".to_owned();
+    };
+    if last.node.is_empty() {
+        return format!("no node: {}", last.message);
+    }
+    let decided = match last.scores.as_slice() {
+        [] | [_] if last.feasible <= 1 => "the only feasible node".to_owned(),
+        [] | [_] => "no scores kept".to_owned(),
+        [chosen, runner_up, ..] if chosen.total == runner_up.total => {
+            format!("tied with {} at {}", runner_up.node, chosen.total)
+        }
+        [chosen, runner_up, ..] => match decisive(chosen, runner_up) {
+            Some((plugin, ours, theirs)) => {
+                format!("{plugin} {ours} vs {theirs} on {}", runner_up.node)
+            }
+            None => format!(
+                "{} vs {} on {}",
+                chosen.total, runner_up.total, runner_up.node
+            ),
+        },
+    };
+    format!("on {} ({decided})", last.node)
+}
+
+/// The plugin that scored `chosen` furthest above `runner_up`: its score of each.
+fn decisive<'a>(
+    chosen: &'a pb::NodeScore,
+    runner_up: &pb::NodeScore,
+) -> Option<(&'a str, i64, i64)> {
+    chosen
+        .plugins
+        .iter()
+        .map(|p| {
+            let theirs = runner_up
+                .plugins
+                .iter()
+                .find(|r| r.plugin == p.plugin)
+                .map_or(0, |r| r.score);
+            (p.plugin.as_str(), p.score, theirs)
+        })
+        .filter(|(_, ours, theirs)| ours > theirs)
+        .max_by_key(|(plugin, ours, theirs)| (ours - theirs, std::cmp::Reverse(*plugin)))
+}
+
+/// The explained pods of one workload, oldest first attempt first: a pod's place among them
+/// is how two runs' pods, named anew in each, are matched.
+fn of_owner<'a>(
+    report: &'a pb::Report,
+    namespace: &str,
+    owner: &str,
+) -> Vec<&'a pb::PodExplanation> {
+    let mut pods: Vec<&pb::PodExplanation> = report
+        .explanations
+        .iter()
+        .filter(|pod| pod.namespace == namespace && pod.owner == owner)
+        .collect();
+    pods.sort_by_key(|pod| {
+        pod.attempts
+            .first()
+            .map(|a| crate::timeline::duration_from_proto(a.offset.as_ref()))
+    });
+    pods
+}
+
+/// The same pod, or the pods of a workload, in two or more reports (the first the baseline),
+/// side by side: where each went and what decided it. Pods are named anew in each run (a
+/// Deployment's pods have random names), so a pod absent from a report is matched by its place
+/// among its workload's explained pods there.
+pub fn compare_explained(
+    reports: &[(String, pb::Report)],
+    selector: PodSelector<'_>,
+) -> Result<String, ExplainError> {
+    let Some((_, baseline)) = reports.first() else {
+        return Ok(String::new());
+    };
+    let mut picked = select(baseline, selector)?;
+    // A workload's pods in the order the scheduler first tried them.
+    picked.sort_by_key(|pod| {
+        pod.attempts
+            .first()
+            .map(|a| crate::timeline::duration_from_proto(a.offset.as_ref()))
+    });
+    let mut out = String::new();
+    for pod in picked {
+        let in_baseline = of_owner(baseline, &pod.namespace, &pod.owner);
+        let place = in_baseline
+            .iter()
+            .position(|p| p.name == pod.name)
+            .unwrap_or_default();
+        let owner = if pod.owner.is_empty() {
+            "a bare pod"
+        } else {
+            &pod.owner
+        };
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "{}/{} ({owner}, its pod {} of those explained)",
+            pod.namespace,
+            pod.name,
+            place + 1
+        );
+        for (name, report) in reports {
+            let same = report
+                .explanations
+                .iter()
+                .find(|p| p.namespace == pod.namespace && p.name == pod.name)
+                .map(|p| (p, ""))
+                .or_else(|| {
+                    of_owner(report, &pod.namespace, &pod.owner)
+                        .get(place)
+                        .map(|p| (*p, " (same place)"))
+                });
+            let line = match same {
+                Some((p, how)) => format!("{}{how} {}", p.name, outcome(p)),
+                None => "not explained".to_owned(),
+            };
+            let _ = writeln!(out, "  {name}: {line}");
+        }
+    }
+    Ok(out)
+}
+
 /// `NodeResourcesFit 88, BalancedAllocation 92`; against the chosen node's, `41 vs 88`.
 fn plugin_list<'a>(plugins: impl Iterator<Item = (&'a str, i64, Option<i64>)>) -> String {
     let listed: Vec<String> = plugins
@@ -289,6 +415,46 @@ mod tests {
              \x20 at 40s: no node: 0/1000 nodes are available\n\
              \x20   997 nodes: NodeResourcesFit: Insufficient nvidia.com/gpu (e.g. cpu-1, cpu-2, cpu-3)\n\
              \x20   3 nodes: TaintToleration: node(s) had untolerated taint(s) (e.g. a100-1)\n"
+        );
+    }
+
+    #[test]
+    fn two_runs_pods_are_matched_by_name_or_place_and_what_decided_each_is_named() {
+        let baseline = report();
+        let mut packing = report();
+        // Named anew in the other run; placed on the other node, decided by NodeResourcesFit.
+        let pod = &mut packing.explanations[0];
+        pod.name = "train-9".to_owned();
+        let placed = pod.attempts.last_mut().unwrap();
+        placed.node = "gpu-1".to_owned();
+        placed.scores = vec![
+            pb::NodeScore {
+                node: "gpu-1".to_owned(),
+                total: 190,
+                plugins: vec![
+                    score("BalancedAllocation", 90),
+                    score("NodeResourcesFit", 100),
+                ],
+            },
+            pb::NodeScore {
+                node: "gpu-2".to_owned(),
+                total: 150,
+                plugins: vec![
+                    score("BalancedAllocation", 92),
+                    score("NodeResourcesFit", 58),
+                ],
+            },
+        ];
+        let reports = vec![
+            ("spread".to_owned(), baseline),
+            ("packing".to_owned(), packing),
+        ];
+        let text = compare_explained(&reports, PodSelector::Pod("ml/train-7")).unwrap();
+        assert_eq!(
+            text,
+            "ml/train-7 (Job/train, its pod 1 of those explained)\n\
+             \x20 spread: train-7 on gpu-2 (tied with gpu-3 at 180)\n\
+             \x20 packing: train-9 (same place) on gpu-1 (NodeResourcesFit 100 vs 58 on gpu-2)\n"
         );
     }
 

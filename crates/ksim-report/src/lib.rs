@@ -53,7 +53,7 @@ mod fixtures;
 pub use build::build;
 pub use compare::{ComparedFigure, Comparison, FIGURES, availability, compare, compare_repeated};
 pub use csv::{fidelity_to_csv, to_csv};
-pub use explain::{ExplainError, PodSelector, explanation_text, select};
+pub use explain::{ExplainError, PodSelector, compare_explained, explanation_text, select};
 pub use fidelity::{FIDELITY_BUCKET, group_series};
 pub use files::{
     Artifacts, CSV_FILE, FIDELITY_CSV_FILE, FIDELITY_SVG_FILE, JSON_FILE, OUTCOME_FILE, Outcome,

@@ -26,6 +26,16 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub svg: Option<PathBuf>,
 
+    /// Instead of the table: where this pod went in each run and what decided it (runs with
+    /// --explain). A pod named anew in another run (a Deployment's) is matched by its place
+    /// among its workload's explained pods.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with_all = ["json", "svg", "owner"])]
+    pub pod: Option<String>,
+
+    /// The same for every explained pod of a workload: KIND/NAME or NAMESPACE/KIND/NAME.
+    #[arg(long, value_name = "KIND/NAME", conflicts_with_all = ["json", "svg"])]
+    pub owner: Option<String>,
+
     #[command(flatten)]
     pub driver: DriverArgs,
 }
@@ -41,6 +51,16 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
     let mut reports = Vec::new();
     for name in &args.reports {
         reports.push((name.clone(), load(name, &args.driver).await?));
+    }
+    let selector = match (&args.pod, &args.owner) {
+        (Some(pod), _) => Some(ksim_report::PodSelector::Pod(pod)),
+        (None, Some(owner)) => Some(ksim_report::PodSelector::Owner(owner)),
+        (None, None) => None,
+    };
+    if let Some(selector) = selector {
+        let text = ksim_report::compare_explained(&reports, selector)?;
+        write!(std::io::stdout().lock(), "{text}")?;
+        return Ok(());
     }
     let comparison = ksim_report::compare(&reports);
     if let Some(path) = &args.svg {
@@ -199,6 +219,8 @@ mod tests {
                 ],
                 json: true,
                 svg: Some(svg.clone()),
+                pod: None,
+                owner: None,
                 driver: DriverArgs { url: None },
             };
             let error = runtime.block_on(run(args)).unwrap_err();
