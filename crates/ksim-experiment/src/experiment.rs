@@ -76,6 +76,10 @@ pub struct Experiment {
     /// meets the same failures.
     #[serde(default)]
     pub disruption_seed: u64,
+    /// Explains at most this many pods of each workload in every run (0: every pod), as
+    /// `ksim run --explain --explain-per-owner N`, so that `ksim compare --pod` can say what
+    /// decided a pod in each variant; unset: none.
+    pub explain: Option<u32>,
     /// What is compared: at least one; the first is the baseline.
     pub variants: Vec<Variant>,
 }
@@ -367,12 +371,14 @@ variants:
             &format!(
                 "spotInterruptions: [\"group=m5,rate=0.05\"]
 disruptionSeed: 3
+explain: 5
 {FILE}  spotInterruptions: []
 "
             ),
         )
         .unwrap();
         assert_eq!(experiment.disruption_seed, 3);
+        assert_eq!(experiment.explain, Some(5));
         assert!(!experiment.variants[0].replay_failures_in(&experiment));
         assert_eq!(
             experiment.variants[0].spot_interruptions_in(&experiment),

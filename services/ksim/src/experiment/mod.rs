@@ -43,8 +43,8 @@ pub struct ExperimentArgs {
     /// The experiment file (YAML): `trace`, `speed`, `repeats`, `autoscaler`, `nodeGroups`,
     /// `autoscalerGroups`, `nodePools`, `instanceTypes`, `providerConfig`, `settle`,
     /// `provisioning`, `replicas`, `nodeFailures`, `zoneOutages`, `stockouts`,
-    /// `spotInterruptions`, `nodePoolUpgrades`, `replayFailures`, `disruptionSeed`, and
-    /// `variants` (each `name` and any of `schedulerConfig`, `autoscaler`, `autoscalerArgs`,
+    /// `spotInterruptions`, `nodePoolUpgrades`, `replayFailures`, `disruptionSeed`, `explain`,
+    /// and `variants` (each `name` and any of `schedulerConfig`, `autoscaler`, `autoscalerArgs`,
     /// `providerConfig`, `transform`, `nodeGroups`, `autoscalerGroups`, `nodePools`, `speed`,
     /// `provisioning`, `replicas`, `nodeFailures`, `zoneOutages`, `stockouts`,
     /// `spotInterruptions`, `nodePoolUpgrades`, `replayFailures`). Paths are relative to it.
@@ -341,8 +341,8 @@ fn run_args(
         node_pool_upgrades,
         disruption_seed: experiment.disruption_seed,
         replay_failures: variant.replay_failures_in(experiment),
-        explain: false,
-        explain_per_owner: 0,
+        explain: experiment.explain.is_some(),
+        explain_per_owner: experiment.explain.unwrap_or(0),
         explain_namespace: Vec::new(),
         repeat: 1,
         stored: false,

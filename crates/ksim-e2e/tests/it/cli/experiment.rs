@@ -19,6 +19,7 @@ speed: 10
 repeats: 2
 nodeGroups: [\"small=m5.yaml:4\"]
 provisioning: instant
+explain: 2
 variants:
 - name: baseline
 - name: packed
@@ -190,6 +191,71 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
         assert!(Path::new(&results.join(name)).is_file(), "{name}");
     }
     assert!(printed.contains("(baseline)"), "{printed}");
+
+    // Every run explained two pods of each workload (`explain: 2`), as the scheduler chose:
+    // the chosen node first, no runner-up above it.
+    for variant in ["baseline", "packed"] {
+        let path = results.join(variant).join("1").join("report.json");
+        let report: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let explained = report["explanations"].as_array().unwrap();
+        let web = explained
+            .iter()
+            .filter(|pod| pod["owner"] == "Deployment/web")
+            .count();
+        assert_eq!(web, 2, "{variant}: {explained:#?}");
+        for attempt in explained
+            .iter()
+            .flat_map(|pod| pod["attempts"].as_array().unwrap())
+        {
+            let totals: Vec<i64> = attempt["scores"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|node| node["total"].as_i64().unwrap())
+                .collect();
+            if let Some(chosen) = totals.first() {
+                assert_eq!(attempt["scores"][0]["node"], attempt["node"], "{attempt}");
+                assert!(totals.iter().all(|total| total <= chosen), "{attempt}");
+            }
+        }
+    }
+    // The two variants' pods of web side by side, matched by place (their names differ).
+    let run_dir = |variant: &str| results.join(variant).join("1").display().to_string();
+    let compared = ksim(
+        &up,
+        &[
+            "compare",
+            &run_dir("baseline"),
+            &run_dir("packed"),
+            "--owner",
+            "Deployment/web",
+        ],
+    );
+    let lines = text(&compared.stdout);
+    assert!(
+        compared.status.success(),
+        "{lines}{}",
+        text(&compared.stderr)
+    );
+    assert_eq!(
+        lines
+            .lines()
+            .filter(|line| line.contains("(Deployment/web, its pod"))
+            .count(),
+        2,
+        "{lines}"
+    );
+    for variant in ["baseline", "packed"] {
+        assert_eq!(
+            lines
+                .lines()
+                .filter(|line| line.contains(&format!("{variant}/1: web-")))
+                .count(),
+            2,
+            "{lines}"
+        );
+    }
 
     // The same reports through the cluster's path (`--cluster` reads each run's report.json
     // back as it does the ones its Jobs hand back, then compares): the same bytes, the same
