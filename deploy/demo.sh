@@ -25,5 +25,9 @@ else
 fi
 rm -f "$ca_out" "$ca_log"
 
+# The report's web page needs its charting library (npm registry); without it the demo says so
+# and writes the rest.
+deploy/uplot/fetch.sh >/dev/null || echo "demo: no web page of the report (deploy/uplot/fetch.sh failed)" >&2
+
 cargo build --quiet --locked --workspace --bins
 exec target/debug/ksim demo "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: installs what it needs (Go-built control plane and kubectl, the
-# cluster-autoscaler releases under test, metrics-server, Karpenter, buf, mdBook, buildah and
-# podman), then
+# cluster-autoscaler releases under test, metrics-server, Karpenter, buf, mdBook, buildah,
+# podman, Chromium and the report page's charting library), then
 # runs every check: formatting, the manuals' book, clippy, protobuf lint/format/breaking, unit
 # and integration tests against the real control plane, the real cluster-autoscaler, the real
 # metrics-server and the real Karpenter, images built and run, and a bounded fuzzing run of the trace decoders.
@@ -83,6 +83,11 @@ summary() {
     printf '\n==> the 15 slowest tests (s)\n' >&2
     sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]* <\([0-9.]*\)s>$/\2 \1/p' "$test_log" |
       sort -rn | head -15 | awk '{ printf "%8.1f  %s\n", $1, $2 }' >&2
+    # What the browser tests saw (ksim_e2e::render_page).
+    if compgen -G "target/test-screenshots/*.png" >/dev/null; then
+      printf '\n==> screenshots of the pages the tests rendered\n' >&2
+      ls -1 "$PWD"/target/test-screenshots/*.png >&2
+    fi
     # The counts of every binary together, as the closing line.
     awk '/^test result:/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
          END { printf "\ntests: %d passed, %d failed\n", p, f }' "$test_log" >&2
@@ -108,6 +113,7 @@ runner_var="CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER"
 export "$runner_var=$PWD/deploy/lib/test-runner.sh"
 mkdir -p target
 : >"$test_log"
+rm -rf target/test-screenshots
 
 step "disk"
 # A cold run writes about 8 GiB (cargo's target directory, the Go builds); when the disk fills,
@@ -202,6 +208,8 @@ fi
 
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
+# The charting library `ksim report --html` puts inline (npm registry, integrity-checked).
+deploy/uplot/fetch.sh >/dev/null
 
 # The third-party data the tests read (the converter's tests read Alibaba's GPU trace from
 # ../shared/third_party): checked against its checksums before anything uses it.
@@ -249,10 +257,11 @@ LEFT
   exit 0
 fi
 
-step "container tools"
-# The image tests build with buildah and run with podman (runc); Debian packages.
+step "container tools and a browser"
+# The image tests build with buildah and run with podman (runc); the report page's test opens it
+# in headless Chromium. Debian packages.
 missing=()
-for tool in buildah skopeo podman runc; do
+for tool in buildah skopeo podman runc chromium; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if [[ ${#missing[@]} -gt 0 ]]; then

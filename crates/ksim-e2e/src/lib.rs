@@ -89,6 +89,56 @@ fn profile_dir() -> Result<PathBuf, String> {
         .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))
 }
 
+/// A page as a real browser renders it: headless Chromium (Debian's `chromium`, which
+/// deploy/test.sh installs; `KSIM_CHROMIUM` names another) runs its scripts and gives back the
+/// document then, and a screenshot of it goes to `<target>/test-screenshots/<name>.png`, which
+/// deploy/test.sh names at the end of its run.
+///
+/// # Panics
+/// When the browser cannot be started or fails: the test cannot judge the page without it.
+pub fn render_page(page: &Path, name: &str) -> (String, PathBuf) {
+    let browser = std::env::var_os("KSIM_CHROMIUM").unwrap_or_else(|| "chromium".into());
+    let url = format!("file://{}", page.display());
+    // As root (CI), Chromium's sandbox cannot start; the page is the test's own.
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--virtual-time-budget=10000",
+        "--window-size=1280,2400",
+    ];
+    let run = |extra: &[String]| {
+        let output = Command::new(&browser)
+            .args(common)
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {} (apt-get install chromium, or set KSIM_CHROMIUM): {e}",
+                    browser.to_string_lossy()
+                )
+            });
+        assert!(
+            output.status.success(),
+            "{} failed on {url}: {}",
+            browser.to_string_lossy(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    };
+    let dom = String::from_utf8_lossy(&run(&["--dump-dom".to_owned()]).stdout).into_owned();
+    let shots = profile_dir()
+        .ok()
+        .and_then(|dir| dir.parent().map(|target| target.join("test-screenshots")))
+        .unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{}: {e}", shots.display()));
+    let shot = shots.join(format!("{name}.png"));
+    run(&[format!("--screenshot={}", shot.display())]);
+    assert!(shot.is_file(), "no screenshot at {}", shot.display());
+    (dom, shot)
+}
+
 /// Sends the services' logs to the test's captured output (shown when it fails), filtered by
 /// `RUST_LOG`; once per process, so every test may call it.
 pub fn init_logs() {

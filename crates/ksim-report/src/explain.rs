@@ -170,7 +170,7 @@ fn write_attempt(out: &mut String, attempt: &pb::SchedulingAttempt) -> std::fmt:
 }
 
 /// Where one pod went, in a line: the node and what decided it over the runner-up.
-fn outcome(pod: &pb::PodExplanation) -> String {
+pub(crate) fn outcome(pod: &pb::PodExplanation) -> String {
     let Some(last) = pod.attempts.last() else {
         return "no attempt".to_owned();
     };

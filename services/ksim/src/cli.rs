@@ -67,8 +67,13 @@ pub enum Command {
         /// directory, holding its report.json).
         id: String,
         /// Print the whole report as JSON instead of a summary.
-        #[arg(long, conflicts_with_all = ["pod", "owner"])]
+        #[arg(long, conflicts_with_all = ["pod", "owner", "html"])]
         json: bool,
+        /// Write the report as one self-contained web page here (charts to hover, tables to
+        /// sort, the explained pods to search; nothing fetched when it is viewed). Needs the
+        /// charting library deploy/uplot/fetch.sh caches.
+        #[arg(long, value_name = "FILE.html", conflicts_with_all = ["pod", "owner"])]
+        html: Option<std::path::PathBuf>,
         /// Print why this pod went where it did (a run with --explain): NAMESPACE/NAME, its
         /// recorded namespace.
         #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "owner")]

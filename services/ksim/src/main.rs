@@ -39,15 +39,17 @@ async fn main() -> ExitCode {
             json,
             pod,
             owner,
+            html,
             driver,
         } => {
-            let show = match (&pod, &owner) {
-                (Some(pod), _) => report::Show::Explained(ksim_report::PodSelector::Pod(pod)),
-                (None, Some(owner)) => {
+            let show = match (&html, &pod, &owner) {
+                (Some(path), _, _) => report::Show::Html(path),
+                (None, Some(pod), _) => report::Show::Explained(ksim_report::PodSelector::Pod(pod)),
+                (None, None, Some(owner)) => {
                     report::Show::Explained(ksim_report::PodSelector::Owner(owner))
                 }
-                (None, None) if json => report::Show::Json,
-                (None, None) => report::Show::Summary,
+                (None, None, None) if json => report::Show::Json,
+                (None, None, None) => report::Show::Summary,
             };
             report::run(&id, &driver, show).await
         }

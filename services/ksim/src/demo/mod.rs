@@ -250,6 +250,14 @@ fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::R
                 writeln!(out, "  {what:<15} {path}")?;
             }
         }
+        // The report as a web page beside them, when the charting library is there.
+        if let Some(dir) = Path::new(&files.json_path).parent() {
+            let page = dir.join("report.html");
+            match crate::report::write_html(report, &page) {
+                Ok(()) => writeln!(out, "  {:<15} {}", "web page", page.display())?,
+                Err(error) => writeln!(out, "  {:<15} not written: {error:#}", "web page")?,
+            }
+        }
     }
     // The pod with the most attempts: the one most likely to have waited. Asked of the report
     // directory: the demo's driver stops with it.

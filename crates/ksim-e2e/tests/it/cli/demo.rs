@@ -126,6 +126,48 @@ fn the_demo_lets_cluster_autoscaler_add_and_remove_nodes() {
         "{text}"
     );
 
+    // The report as a web page: a real browser runs its scripts without an error, and the
+    // figures and charts it shows are report.json's.
+    let page = stdout
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix("web page"))
+        .map(|path| PathBuf::from(path.trim()))
+        .unwrap_or_else(|| panic!("no web page in:\n{stdout}"));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(page.with_file_name("report.json")).unwrap())
+            .unwrap();
+    let (dom, _) = ksim_e2e::render_page(&page, "demo-report");
+    assert!(
+        dom.contains("data-rendered=\"true\""),
+        "the page's script did not finish"
+    );
+    assert!(!dom.contains("data-error="), "a script error: {dom}");
+    let shown = |figure: &str| -> String {
+        let marker = format!("data-figure=\"{figure}\">");
+        let start = dom.find(&marker).unwrap_or_else(|| panic!("no {figure}")) + marker.len();
+        dom[start..start + dom[start..].find('<').unwrap()].to_owned()
+    };
+    assert_eq!(shown("peak_nodes"), report["peak_nodes"].to_string());
+    assert_eq!(
+        shown("events_applied"),
+        report["events_applied"].to_string()
+    );
+    assert_eq!(
+        shown("pods_never_scheduled"),
+        report["costs"]["pods_never_scheduled"].to_string()
+    );
+    let node_hours = report["costs"]["node_hours"].as_f64().unwrap();
+    assert_eq!(shown("node_hours"), format!("{node_hours:.4}"));
+    // The timeline chart (uPlot's), and the explained pods' list.
+    assert!(dom.contains("data-chart=\"timeline\""), "{dom}");
+    assert!(dom.contains("class=\"uplot"), "no chart drawn: {dom}");
+    let explained = report["explanations"].as_array().unwrap().len();
+    assert_eq!(
+        dom.matches("<details data-pod=").count(),
+        explained,
+        "{dom}"
+    );
+
     // The group was retired before it went: CA logged no error on the way out (klog's error
     // lines start with E).
     let ca_log =
