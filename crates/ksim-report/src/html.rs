@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use ksim_proto::ksim::driver::v1 as pb;
 
+use crate::compare::Comparison;
 use crate::explain::outcome;
 use crate::model::nodes_total;
 use crate::timeline::duration_from_proto;
@@ -31,15 +32,49 @@ pub enum HtmlError {
 
 /// The page of `report`.
 pub fn render_html(report: &pb::Report, library: &ChartLibrary) -> Result<String, HtmlError> {
+    page(
+        &format!("ksim report {}", report.simulation_id),
+        "The summary, as ksim report prints it",
+        &crate::summary(report),
+        &view(report),
+        library,
+    )
+}
+
+/// The page of reports side by side (`ksim compare --html`, an experiment's
+/// `comparison.html`): each figure per run with its difference to the baseline and, with
+/// repeats, whether it is beyond the noise; and each run's nodes and pending pods on one chart.
+/// `runs` are the reports charted (an experiment's: each variant's first run).
+pub fn render_comparison_html(
+    comparison: &Comparison,
+    runs: &[(String, pb::Report)],
+    library: &ChartLibrary,
+) -> Result<String, HtmlError> {
+    page(
+        "ksim comparison",
+        "The comparison, as ksim compare prints it",
+        &comparison.table(),
+        &comparison_view(comparison, runs),
+        library,
+    )
+}
+
+/// A page: `title`, the view the script builds it from, the text behind a fold, the library.
+fn page(
+    title: &str,
+    text_label: &str,
+    text: &str,
+    view: &Value,
+    library: &ChartLibrary,
+) -> Result<String, HtmlError> {
     if library.script.to_ascii_lowercase().contains("</script") {
         return Err(HtmlError::UnsafeLibrary("script"));
     }
     if library.style.to_ascii_lowercase().contains("</style") {
         return Err(HtmlError::UnsafeLibrary("stylesheet"));
     }
-    let title = format!("ksim report {}", report.simulation_id);
     // Inside <script type="application/json">: "</" would end it, "<!--" would open a comment.
-    let view = view(report)
+    let view = view
         .to_string()
         .replace("</", "<\\/")
         .replace("<!--", "<\\!--");
@@ -48,13 +83,13 @@ pub fn render_html(report: &pb::Report, library: &ChartLibrary) -> Result<String
          <title>{title}</title>\n<style>{STYLE}</style>\n<style>{library_style}</style>\n</head>\n\
          <body>\n<h1>{title}</h1>\n<div id=\"figures\"></div>\n<div id=\"charts\"></div>\n\
          <div id=\"tables\"></div>\n<div id=\"explained\"></div>\n\
-         <details><summary>The summary, as ksim report prints it</summary>\n\
-         <pre id=\"summary\">{summary}</pre></details>\n\
+         <details><summary>{text_label}</summary>\n\
+         <pre id=\"summary\">{text}</pre></details>\n\
          <script type=\"application/json\" id=\"ksim-view\">{view}</script>\n\
          <script>{library_script}</script>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
-        title = escape(&title),
+        title = escape(title),
         library_style = library.style,
-        summary = escape(&crate::summary(report)),
+        text = escape(text),
         library_script = library.script,
     ))
 }
@@ -211,6 +246,95 @@ fn view(report: &pb::Report) -> Value {
     json!({ "figures": figures, "charts": charts, "tables": tables, "explanations": explanations })
 }
 
+/// The comparison's view: a table of the figures (each run's value; after the baseline, its
+/// difference, relative difference and noise verdict), and the runs' nodes and pending pods
+/// over recorded time, each run a series (null where a run has no bucket at that time).
+fn comparison_view(comparison: &Comparison, runs: &[(String, pb::Report)]) -> Value {
+    let mut columns = vec!["figure".to_owned()];
+    for (i, run) in comparison.runs.iter().enumerate() {
+        columns.push(match i {
+            0 if run != "baseline" => format!("{run} (baseline)"),
+            _ => run.clone(),
+        });
+        if i > 0 {
+            columns.push(format!("{run}: difference"));
+            columns.push(format!("{run}: noise"));
+        }
+    }
+    let rows: Vec<Value> = comparison
+        .figures
+        .iter()
+        .map(|figure| {
+            let mut row = vec![json!(figure.name)];
+            for i in 0..comparison.runs.len() {
+                row.push(json!(figure.values.get(i).copied().flatten()));
+                if i > 0 {
+                    let delta = figure.deltas.get(i).copied().flatten();
+                    let relative = figure.relative.get(i).copied().flatten();
+                    row.push(json!(match (delta, relative) {
+                        (Some(d), Some(r)) => format!("{d:+.4} ({:+.1}%)", r * 100.0),
+                        (Some(d), None) => format!("{d:+.4}"),
+                        _ => String::new(),
+                    }));
+                    row.push(json!(match figure.noise.get(i).cloned().flatten() {
+                        Some(n) if n.beyond_noise => format!("beyond noise (p {:.3})", n.p_value),
+                        Some(n) => format!("within noise (p {:.3})", n.p_value),
+                        None => String::new(),
+                    }));
+                }
+            }
+            Value::Array(row)
+        })
+        .collect();
+    let mut x: Vec<f64> = runs
+        .iter()
+        .flat_map(|(_, report)| report.timeline.iter())
+        .map(|bucket| duration_from_proto(bucket.offset.as_ref()).as_secs_f64())
+        .collect();
+    x.sort_by(f64::total_cmp);
+    x.dedup();
+    let series = |what: &str, f: fn(&pb::TimelineBucket) -> u64| -> Vec<Value> {
+        runs.iter()
+            .map(|(name, report)| {
+                let at: std::collections::HashMap<u64, u64> = report
+                    .timeline
+                    .iter()
+                    .map(|b| {
+                        (
+                            duration_from_proto(b.offset.as_ref()).as_millis() as u64,
+                            f(b),
+                        )
+                    })
+                    .collect();
+                let values: Vec<Option<u64>> = x
+                    .iter()
+                    .map(|seconds| at.get(&((seconds * 1000.0).round() as u64)).copied())
+                    .collect();
+                json!({ "label": format!("{name} {what}"), "values": values })
+            })
+            .collect()
+    };
+    json!({
+        "figures": [],
+        "charts": [
+            { "name": "nodes", "title": "Nodes, per run", "x": x, "series": series("nodes", nodes_total) },
+            {
+                "name": "pending",
+                "title": "Pods pending, per run",
+                "x": x,
+                "series": series("pending", |b| b.pods.as_ref().map_or(0, |p| p.pending)),
+            },
+        ],
+        "tables": [{
+            "name": "figures",
+            "title": "Figures, each against the baseline",
+            "columns": columns,
+            "rows": rows,
+        }],
+        "explanations": [],
+    })
+}
+
 /// Text for HTML: `&`, `<`, `>` and quotes escaped.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -280,6 +404,37 @@ mod tests {
         assert_eq!(
             view["explanations"][0]["outcome"],
             "on node-1 (the only feasible node)"
+        );
+    }
+
+    #[test]
+    fn a_comparison_page_has_each_figure_per_run_and_each_runs_nodes() {
+        let baseline = fixtures::report();
+        let mut other = fixtures::report();
+        other.peak_nodes += 2;
+        let runs = vec![("a".to_owned(), baseline), ("b".to_owned(), other)];
+        let comparison = crate::compare(&runs);
+        let page = render_comparison_html(&comparison, &runs, &library()).unwrap();
+        let start = page.find("id=\"ksim-view\">").unwrap() + "id=\"ksim-view\">".len();
+        let end = start + page[start..].find("</script>").unwrap();
+        let view: Value = serde_json::from_str(&page[start..end]).unwrap();
+        let table = &view["tables"][0];
+        assert_eq!(
+            table["columns"],
+            json!(["figure", "a (baseline)", "b", "b: difference", "b: noise"])
+        );
+        let peak = table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row[0] == "peak_nodes")
+            .unwrap();
+        assert_eq!(peak[3], json!("+2.0000 (+66.7%)"), "{peak}");
+        let nodes = &view["charts"][0]["series"];
+        assert_eq!(nodes[0]["label"], "a nodes");
+        assert_eq!(
+            nodes[1]["values"].as_array().unwrap().len(),
+            view["charts"][0]["x"].as_array().unwrap().len()
         );
     }
 

@@ -60,7 +60,7 @@ pub use files::{
     Artifacts, CSV_FILE, FIDELITY_CSV_FILE, FIDELITY_SVG_FILE, JSON_FILE, OUTCOME_FILE, Outcome,
     REPLICAS_CSV_FILE, ReportError, SVG_FILE, read_files, write_files, write_outcome,
 };
-pub use html::{ChartLibrary, HtmlError, render_html};
+pub use html::{ChartLibrary, HtmlError, render_comparison_html, render_html};
 pub use input::{
     GroupOwner, GroupPrice, NeverRan, NodeCount, ObjectErrorRecord, Observations,
     ObservedAvailability, ObservedDisruption, ObservedDisruptions, ObservedNodeChange,

@@ -51,6 +51,8 @@
           stroke: colours[i % colours.length],
           width: 2,
           dash: series.dashed ? [6, 4] : undefined,
+          // Runs compared side by side have buckets at different times: a gap is no drop.
+          spanGaps: true,
         })),
       ),
     };

@@ -26,14 +26,19 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub svg: Option<PathBuf>,
 
+    /// Also write the comparison as one self-contained web page here (the figures against the
+    /// baseline, the runs' nodes and pending pods on charts to hover).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+
     /// Instead of the table: where this pod went in each run and what decided it (runs with
     /// --explain). A pod named anew in another run (a Deployment's) is matched by its place
     /// among its workload's explained pods.
-    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with_all = ["json", "svg", "owner"])]
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with_all = ["json", "svg", "html", "owner"])]
     pub pod: Option<String>,
 
     /// The same for every explained pod of a workload: KIND/NAME or NAMESPACE/KIND/NAME.
-    #[arg(long, value_name = "KIND/NAME", conflicts_with_all = ["json", "svg"])]
+    #[arg(long, value_name = "KIND/NAME", conflicts_with_all = ["json", "svg", "html"])]
     pub owner: Option<String>,
 
     #[command(flatten)]
@@ -42,11 +47,14 @@ pub struct CompareArgs {
 
 pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
     let svg_label = |path: &Path| format!("--svg {}", path.display());
+    // The chart and the page are renamed over their paths: never over a report being compared.
+    let inputs: Vec<PathBuf> = args.reports.iter().filter_map(|r| report_file(r)).collect();
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
     if let Some(path) = &args.svg {
-        // The chart is renamed over its path: never over a report being compared.
-        let inputs: Vec<PathBuf> = args.reports.iter().filter_map(|r| report_file(r)).collect();
-        let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
         crate::files::check_output_of(&svg_label(path), path, &inputs)?;
+    }
+    if let Some(path) = &args.html {
+        crate::files::check_output_of(&format!("--html {}", path.display()), path, &inputs)?;
     }
     let mut reports = Vec::new();
     for name in &args.reports {
@@ -66,6 +74,14 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.svg {
         let svg = ksim_report::render_comparison_svg(&reports)?;
         crate::files::write_whole(&svg_label(path), path, svg.as_bytes())?;
+    }
+    if let Some(path) = &args.html {
+        let page = ksim_report::render_comparison_html(
+            &comparison,
+            &reports,
+            &crate::report::chart_library()?,
+        )?;
+        crate::files::write_whole(&format!("--html {}", path.display()), path, page.as_bytes())?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -219,6 +235,7 @@ mod tests {
                 ],
                 json: true,
                 svg: Some(svg.clone()),
+                html: None,
                 pod: None,
                 owner: None,
                 driver: DriverArgs { url: None },

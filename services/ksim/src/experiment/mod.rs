@@ -194,6 +194,8 @@ pub async fn run(command: ExperimentCommand) -> anyhow::Result<()> {
 
 /// The comparison's files in the output directory, beside each run's report.
 const COMPARISON_FILES: [&str; 3] = ["comparison.json", "comparison.txt", "comparison.svg"];
+/// The comparison as a web page, beside them when the charting library is there.
+const COMPARISON_PAGE: &str = "comparison.html";
 
 /// Refuses, before anything runs, an output the experiment would write over one of its inputs
 /// (the experiment file or a file it names, through any path or link): each run's report, the
@@ -212,7 +214,7 @@ fn check_outputs(file: &Path, experiment: &Experiment, output: &Path) -> anyhow:
         .map(|run| cluster::report_path(output, experiment, &run));
     let others = COMPARISON_FILES
         .iter()
-        .chain([&cluster::RESUME_FILE])
+        .chain([&COMPARISON_PAGE, &cluster::RESUME_FILE])
         .map(|name| output.join(name));
     for path in reports.chain(others) {
         crate::files::check_output_of(&path.display().to_string(), &path, &inputs)?;
@@ -433,7 +435,8 @@ async fn run_all(
 }
 
 /// The comparison of the variants' succeeded runs (means, spread), written as
-/// `comparison.json`, `comparison.txt` and `comparison.svg` (each variant's first run).
+/// `comparison.json`, `comparison.txt`, `comparison.svg` (each variant's first run) and
+/// `comparison.html`.
 fn write_comparison(runs: &[VariantRuns], output: &Path) -> anyhow::Result<Comparison> {
     let repeated: Vec<(String, Vec<&Report>)> = runs
         .iter()
@@ -452,6 +455,19 @@ fn write_comparison(runs: &[VariantRuns], output: &Path) -> anyhow::Result<Compa
         .filter_map(|(name, reports)| Some((name.clone(), (*reports.first()?).clone())))
         .collect();
     write(svg, ksim_report::render_comparison_svg(&firsts)?.as_bytes())?;
+    // The comparison as a web page, when the charting library is there: its absence costs the
+    // experiment nothing else.
+    let page = crate::report::chart_library().and_then(|library| {
+        Ok(ksim_report::render_comparison_html(
+            &comparison,
+            &firsts,
+            &library,
+        )?)
+    });
+    match page {
+        Ok(page) => write(COMPARISON_PAGE, page.as_bytes())?,
+        Err(error) => tracing::warn!("no {COMPARISON_PAGE}: {error:#}"),
+    }
     Ok(comparison)
 }
 

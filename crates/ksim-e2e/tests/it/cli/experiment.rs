@@ -192,6 +192,28 @@ async fn two_variants_twice_each_are_compared_and_a_failed_assertion_fails_the_r
     }
     assert!(printed.contains("(baseline)"), "{printed}");
 
+    // The comparison as a web page: a real browser runs its scripts without an error, its
+    // table holds every figure of comparison.json, with the same values.
+    let (dom, _) = ksim_e2e::render_page(&results.join("comparison.html"), "experiment-comparison");
+    assert!(
+        dom.contains("data-rendered=\"true\""),
+        "the page's script did not finish"
+    );
+    assert!(!dom.contains("data-error="), "a script error: {dom}");
+    assert!(dom.contains("class=\"uplot"), "no chart drawn: {dom}");
+    let figures = comparison["figures"].as_array().unwrap();
+    let table_start = dom
+        .find("data-table=\"figures\"")
+        .expect("the figures' table");
+    let table = &dom[table_start..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(table.matches("<tr>").count(), figures.len() + 1, "{table}");
+    let baseline_hours = row["values"][0].as_f64().unwrap();
+    assert!(
+        table.contains(&format!("<td>node_hours</td><td>{baseline_hours:.4}</td>")),
+        "{table}"
+    );
+
     // Every run explained two pods of each workload (`explain: 2`), as the scheduler chose:
     // the chosen node first, no runner-up above it.
     for variant in ["baseline", "packed"] {
