@@ -79,7 +79,7 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
         let page = ksim_report::render_comparison_html(
             &comparison,
             &reports,
-            &crate::report::chart_library()?,
+            &crate::page::chart_library()?,
         )?;
         crate::files::write_whole(&format!("--html {}", path.display()), path, page.as_bytes())?;
     }

@@ -11,6 +11,7 @@ mod driver;
 mod experiment;
 mod files;
 mod kubectl;
+mod page;
 mod report;
 mod run;
 mod trace;

@@ -457,7 +457,7 @@ fn write_comparison(runs: &[VariantRuns], output: &Path) -> anyhow::Result<Compa
     write(svg, ksim_report::render_comparison_svg(&firsts)?.as_bytes())?;
     // The comparison as a web page, when the charting library is there: its absence costs the
     // experiment nothing else.
-    let page = crate::report::chart_library().and_then(|library| {
+    let page = crate::page::chart_library().and_then(|library| {
         Ok(ksim_report::render_comparison_html(
             &comparison,
             &firsts,
