@@ -231,6 +231,21 @@ fn view(report: &pb::Report) -> Value {
                 .collect::<Vec<_>>(),
         }));
     }
+    // Pending pod-seconds by cause: waiting for the scheduler, for a node to boot, for the
+    // pod to start.
+    if let Some(split) = &report.pending_split {
+        tables.push(json!({
+            "name": "pending_split",
+            "title": "Pending, by cause",
+            "columns": ["cause", "pod-seconds"],
+            "rows": [
+                ["scheduling", split.scheduling_pod_seconds],
+                ["node boot", split.node_boot_pod_seconds],
+                ["start", split.start_pod_seconds],
+            ],
+        }));
+    }
+    tables.extend(workload_tables(report));
     let explanations: Vec<Value> = report
         .explanations
         .iter()
@@ -244,6 +259,120 @@ fn view(report: &pb::Report) -> Value {
         })
         .collect();
     json!({ "figures": figures, "charts": charts, "tables": tables, "explanations": explanations })
+}
+
+/// The per-workload tables a report has: usage against requests, what limits did, replicas
+/// recorded against simulated, availability over the disruptions.
+fn workload_tables(report: &pb::Report) -> Vec<Value> {
+    let mut tables = Vec::new();
+    let mut table = |name: &str, title: &str, columns: &[&str], rows: Vec<Value>| {
+        if !rows.is_empty() {
+            tables.push(json!({ "name": name, "title": title, "columns": columns, "rows": rows }));
+        }
+    };
+    if let Some(usage) = &report.usage {
+        table(
+            "usage",
+            "Workloads: p95 usage against requests",
+            &[
+                "workload",
+                "samples",
+                "p95 CPU (m)",
+                "CPU requested (m)",
+                "p95 memory (B)",
+                "memory requested (B)",
+            ],
+            usage
+                .usage_vs_requests
+                .iter()
+                .map(|w| {
+                    json!([
+                        w.name,
+                        w.samples,
+                        w.p95_cpu_millis,
+                        w.requested_cpu_millis,
+                        w.p95_memory_bytes,
+                        w.requested_memory_bytes
+                    ])
+                })
+                .collect(),
+        );
+        table(
+            "limits",
+            "Workloads: what their limits did",
+            &[
+                "workload",
+                "OOM kills",
+                "throttled CPU-s",
+                "pressure evictions",
+            ],
+            usage
+                .workloads
+                .iter()
+                .map(|w| {
+                    json!([
+                        w.name,
+                        w.oom_kills,
+                        w.throttled_cpu_seconds,
+                        w.pressure_evictions
+                    ])
+                })
+                .collect(),
+        );
+    }
+    if let Some(scaling) = &report.workload_scaling {
+        table(
+            "replicas",
+            "Workloads: replicas, recorded and simulated",
+            &[
+                "workload",
+                "recorded replica-s",
+                "simulated replica-s",
+                "scale events",
+            ],
+            scaling
+                .workloads
+                .iter()
+                .map(|w| {
+                    json!([
+                        w.name,
+                        w.recorded_replica_seconds,
+                        w.simulated_replica_seconds,
+                        w.scale_events.len()
+                    ])
+                })
+                .collect(),
+        );
+    }
+    if let Some(disruptions) = &report.disruptions {
+        table(
+            "availability",
+            "Workloads: availability over the disruptions",
+            &[
+                "workload",
+                "desired",
+                "lowest ready",
+                "availability",
+                "pods evicted",
+                "evictions blocked",
+            ],
+            disruptions
+                .workloads
+                .iter()
+                .map(|w| {
+                    json!([
+                        w.name,
+                        w.desired,
+                        w.lowest_ready,
+                        w.availability,
+                        w.pods_evicted,
+                        w.evictions_blocked
+                    ])
+                })
+                .collect(),
+        );
+    }
+    tables
 }
 
 /// The comparison's view: a table of the figures (each run's value; after the baseline, its
@@ -399,6 +528,16 @@ mod tests {
         assert_eq!(
             timeline["series"][0]["values"],
             json!(report.timeline.iter().map(nodes_total).collect::<Vec<_>>())
+        );
+        let tables: Vec<&str> = view["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            tables.contains(&"waits") && tables.contains(&"pending_split"),
+            "{tables:?}"
         );
         assert_eq!(view["explanations"][0]["pod"], "shop/web-1");
         assert_eq!(

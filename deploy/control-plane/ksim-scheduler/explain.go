@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"reflect"
 	"sort"
 	"strconv"
@@ -37,9 +38,17 @@ const (
 	maxExamples     = 3
 	maxScored       = 4
 	maxReasonLength = 240
-	// Explanations waiting to be written; beyond it one is dropped (and logged), never waited
-	// for: the scheduling loop must not wait on the API.
+	// Explanations waiting to be written, per lane; beyond it one is dropped (and logged),
+	// never waited for: the scheduling loop must not wait on the API.
 	queueLength = 1024
+	// Patches in flight at once: one lane wrote about 90 a second on 2 cores against the
+	// scheduler's 200 bindings (docs/benchmarks.md).
+	writeLanes = 8
+	// Pods whose last explanation a lane remembers; beyond it, it starts again.
+	maxRemembered = 10_000
+	// Workloads whose explained pods are counted; beyond it the counts start again (a
+	// workload may then have N more pods explained), so that a long run's memory stays bounded.
+	maxOwners = 100_000
 )
 
 // explanation is the annotation's value: a pod's last scheduling attempts, oldest first.
@@ -274,10 +283,13 @@ func clip(s string) string {
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 // writer writes explanations to their pods' status (the scheduler's own RBAC may patch
-// pods/status, whose metadata changes the apiserver keeps), off the scheduling loop.
+// pods/status, whose metadata changes the apiserver keeps), off the scheduling loop, on
+// several lanes at once: one patch waits on the apiserver for milliseconds, and a burst of
+// explained pods is scheduled faster than one lane writes. A pod always goes to the same lane,
+// so its attempts are written in order.
 type writer struct {
 	client kubernetes.Interface
-	queue  chan pending
+	lanes  []chan pending
 
 	mu sync.Mutex
 	// The pods explained per controller, for the ones asking for at most N.
@@ -292,7 +304,11 @@ type pending struct {
 }
 
 func newWriter(client kubernetes.Interface) *writer {
-	return &writer{client: client, queue: make(chan pending, queueLength), owners: map[types.UID]sets.Set[types.UID]{}}
+	lanes := make([]chan pending, writeLanes)
+	for i := range lanes {
+		lanes[i] = make(chan pending, queueLength)
+	}
+	return &writer{client: client, lanes: lanes, owners: map[types.UID]sets.Set[types.UID]{}}
 }
 
 // wants says whether to explain pod: it asks, and its controller's pods explained so far
@@ -317,6 +333,9 @@ func (w *writer) wants(pod *v1.Pod) bool {
 	defer w.mu.Unlock()
 	pods, ok := w.owners[owner]
 	if !ok {
+		if len(w.owners) >= maxOwners {
+			w.owners = map[types.UID]sets.Set[types.UID]{}
+		}
 		pods = sets.New[types.UID]()
 		w.owners[owner] = pods
 	}
@@ -332,32 +351,54 @@ func (w *writer) wants(pod *v1.Pod) bool {
 
 func (w *writer) send(pod *v1.Pod, record attemptRecord) {
 	p := pending{namespace: pod.Namespace, name: pod.Name, previous: pod.Annotations[explanationAnnotation], record: record}
+	lane := fnv.New32a()
+	_, _ = lane.Write([]byte(pod.Namespace + "/" + pod.Name))
 	select {
-	case w.queue <- p:
+	case w.lanes[lane.Sum32()%uint32(len(w.lanes))] <- p:
 	default:
 		klog.Background().Info("explanation dropped: too many waiting to be written", "pod", klog.KObj(pod))
 	}
 }
 
 func (w *writer) run(ctx context.Context) {
+	for _, lane := range w.lanes {
+		go w.runLane(ctx, lane)
+	}
+}
+
+// runLane writes its pods' explanations in turn. What it last wrote of a pod is what the
+// pod's next attempt extends, when the scheduler's copy of the pod does not have it yet.
+func (w *writer) runLane(ctx context.Context, lane chan pending) {
+	written := map[string]string{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-w.queue:
-			w.write(ctx, p)
+		case p := <-lane:
+			key := p.namespace + "/" + p.name
+			if last, ok := written[key]; ok {
+				p.previous = last
+			}
+			if value, ok := w.write(ctx, p); ok {
+				if len(written) >= maxRemembered {
+					written = map[string]string{}
+				}
+				written[key] = value
+			}
 		}
 	}
 }
 
-func (w *writer) write(ctx context.Context, p pending) {
+// write extends the pod's explanation with the attempt and patches it; it returns the value
+// the pod has then, and whether it is known.
+func (w *writer) write(ctx context.Context, p pending) (string, bool) {
 	var current explanation
 	// A value this writer did not write (or an older form) is replaced.
 	_ = json.Unmarshal([]byte(p.previous), &current)
 	if n := len(current.Attempts); n > 0 && sameOutcome(current.Attempts[n-1], p.record) {
 		// A pod retried for the same reasons: written once, so that writing it does not
 		// itself wake the pod for another try.
-		return
+		return p.previous, true
 	}
 	current.Attempts = append(current.Attempts, p.record)
 	if n := len(current.Attempts); n > maxAttempts {
@@ -365,18 +406,20 @@ func (w *writer) write(ctx context.Context, p pending) {
 	}
 	value, err := json.Marshal(current)
 	if err != nil {
-		return
+		return "", false
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]string{explanationAnnotation: string(value)}},
 	})
 	if err != nil {
-		return
+		return "", false
 	}
 	_, err = w.client.CoreV1().Pods(p.namespace).Patch(ctx, p.name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		klog.Background().Info("explanation not written", "pod", klog.KRef(p.namespace, p.name), "err", err)
+		return "", false
 	}
+	return string(value), true
 }
 
 // sameOutcome: two attempts that differ only in their time.

@@ -16,6 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
@@ -71,8 +73,14 @@ func run(cmd *cobra.Command, opts *options.Options) error {
 	if err != nil {
 		return err
 	}
-	writer := newWriter(completed.Client)
-	go writer.run(ctx)
+	// The writer's own client, at the scheduler's rate but with a limiter of its own: writing
+	// explanations never takes from the budget bindings are made with.
+	client, err := kubernetes.NewForConfig(rest.CopyConfig(completed.KubeConfig))
+	if err != nil {
+		return fmt.Errorf("the explanations' client: %w", err)
+	}
+	writer := newWriter(client)
+	writer.run(ctx)
 	for name, framework := range scheduler.Profiles {
 		scheduler.Profiles[name] = &explaining{Framework: framework, writer: writer}
 	}
