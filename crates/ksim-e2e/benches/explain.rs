@@ -43,7 +43,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use ksim_localenv::ControlPlane;
 use kube::{
     Api, Client,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, PostParams},
     runtime::watcher,
 };
 use serde_json::{Value, json};
@@ -323,38 +323,14 @@ async fn create_nodes(client: &Client, args: &Args) {
     let nodes: Api<Node> = Api::all(client.clone());
     stream::iter(0..args.nodes)
         .for_each_concurrent(args.in_flight, |i| {
-            let nodes = nodes.clone();
+            let client = client.clone();
             async move {
                 let name = format!("node-{i:05}");
-                let now = k8s_openapi::jiff::Timestamp::now().to_string();
-                let capacity = json!({ "cpu": "8", "memory": "32Gi", "pods": "110" });
-                // A kubelet registers its node with its status; the apiserver keeps it.
-                let node: Node = serde_json::from_value(json!({
-                    "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
-                    "status": {
-                        "capacity": capacity,
-                        "allocatable": capacity,
-                        "conditions": [{
-                            "type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "lastHeartbeatTime": now, "lastTransitionTime": now,
-                        }],
-                    },
-                }))
-                .unwrap();
-                nodes
-                    .create(&PostParams::default(), &node)
+                let capacity = [("cpu", "8"), ("memory", "32Gi"), ("pods", "110")];
+                // No controller manager lifts the apiserver's not-ready taint: none instead.
+                ksim_localenv::nodes::create_ready_node(&client, &name, &capacity, Some(json!([])))
                     .await
                     .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
-                // The apiserver taints a new node not-ready until the controller manager (not
-                // run here) sees it Ready.
-                nodes
-                    .patch(
-                        &name,
-                        &PatchParams::default(),
-                        &Patch::Merge(&json!({ "spec": { "taints": [] } })),
-                    )
-                    .await
-                    .unwrap_or_else(|e| panic!("untainting node {name}: {e}"));
             }
         })
         .await;

@@ -2,16 +2,16 @@
 //! garbage collector each do their job against the Go-built binaries.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet},
-    core::v1::{Node, Pod},
+    core::v1::Pod,
 };
 use ksim_localenv::{ControlPlane, ControlPlaneBinaries, kubernetes_version, wait};
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
 use serde_json::json;
 
@@ -466,26 +466,8 @@ fn process_exists(pid: u32) -> bool {
 }
 
 async fn create_ready_node(client: &Client, name: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let capacity = BTreeMap::from([("cpu", "8"), ("memory", "32Gi"), ("pods", "110")]);
-    let status = json!({ "status": {
-        "capacity": capacity,
-        "allocatable": capacity,
-        "conditions": [{
-            "type": "Ready", "status": "True", "reason": "KubeletReady",
-            "lastHeartbeatTime": now, "lastTransitionTime": now,
-        }],
-    }});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+    let capacity = [("cpu", "8"), ("memory", "32Gi"), ("pods", "110")];
+    ksim_localenv::nodes::create_ready_node(client, name, &capacity, None)
         .await
         .unwrap();
 }

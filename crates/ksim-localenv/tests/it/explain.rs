@@ -2,13 +2,13 @@
 //! a pod asking for it, against the real scheduler's plugins, and that it decides as the stock
 //! kube-scheduler does.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use ksim_localenv::{ControlPlane, wait};
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
 use serde_json::{Value, json};
 
@@ -18,45 +18,35 @@ const EXPLAIN: &str = "ksim.dev/explain";
 
 /// A node of `cpu` cores and as many GiB, ready, with `taint` (`key=value:Effect`) if given.
 async fn create_node(client: &Client, name: &str, cpu: u32, taint: Option<(&str, &str, &str)>) {
-    let nodes: Api<Node> = Api::all(client.clone());
     let taints: Vec<Value> = taint
         .into_iter()
         .map(|(key, value, effect)| json!({ "key": key, "value": value, "effect": effect }))
         .collect();
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
-    }))
+    let (cpu, memory) = (cpu.to_string(), format!("{cpu}Gi"));
+    let capacity = [("cpu", cpu.as_str()), ("memory", &memory), ("pods", "110")];
+    ksim_localenv::nodes::create_ready_node(client, name, &capacity, Some(json!(taints)))
+        .await
+        .unwrap();
+}
+
+/// Restarts the scheduler with a profile that packs (NodeResourcesFit MostAllocated).
+async fn restart_packing(control_plane: &mut ControlPlane) {
+    let kubeconfig = control_plane
+        .scheduler_kubeconfig_path()
+        .unwrap()
+        .to_owned();
+    let packing = ksim_experiment::scheduler::for_environment(
+        "packing.yaml",
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+         profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      \
+         scoringStrategy:\n        type: MostAllocated\n",
+        &kubeconfig,
+        control_plane.tuning().client_rate(),
+    )
     .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let cpu = cpu.to_string();
-    let memory = format!("{cpu}Gi");
-    let most = "110".to_owned();
-    let capacity = BTreeMap::from([("cpu", &cpu), ("memory", &memory), ("pods", &most)]);
-    let status = json!({ "status": {
-        "capacity": capacity,
-        "allocatable": capacity,
-        "conditions": [{
-            "type": "Ready", "status": "True", "reason": "KubeletReady",
-            "lastHeartbeatTime": now, "lastTransitionTime": now,
-        }],
-    }});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
-    // The apiserver taints a new node not-ready until the controller manager (not run here)
-    // sees it Ready: the node's taints are set to the test's own.
-    nodes
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "spec": { "taints": taints } })),
-        )
-        .await
-        .unwrap();
+    let path = control_plane.dir().unwrap().join("packing.yaml");
+    std::fs::write(&path, packing).unwrap();
+    control_plane.restart_scheduler(Some(&path)).await.unwrap();
 }
 
 /// Without the controller manager, nothing makes the namespace's service account pods need.
@@ -220,23 +210,7 @@ async fn the_scheduler_explains_filters_scores_and_a_pod_that_fits_nowhere() {
         .unwrap();
 
     // Packing (MostAllocated): the reverse, on the same nodes.
-    let kubeconfig = control_plane
-        .scheduler_kubeconfig_path()
-        .unwrap()
-        .to_owned();
-    let packing = ksim_experiment::scheduler::for_environment(
-        "packing.yaml",
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
-         profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      \
-         scoringStrategy:\n        type: MostAllocated\n",
-        &kubeconfig,
-        control_plane.tuning().client_rate(),
-    )
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("packing.yaml");
-    std::fs::write(&path, packing).unwrap();
-    control_plane.restart_scheduler(Some(&path)).await.unwrap();
+    restart_packing(&mut control_plane).await;
     pods.create(&PostParams::default(), &pod("packed", "1", true, None))
         .await
         .unwrap();
@@ -347,22 +321,7 @@ async fn packing_cluster(stock: bool) -> ControlPlane {
     for (name, cpu) in [("small", 4), ("medium", 6), ("large", 10)] {
         create_node(&client, name, cpu, None).await;
     }
-    let kubeconfig = control_plane
-        .scheduler_kubeconfig_path()
-        .unwrap()
-        .to_owned();
-    let packing = ksim_experiment::scheduler::for_environment(
-        "packing.yaml",
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
-         profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      \
-         scoringStrategy:\n        type: MostAllocated\n",
-        &kubeconfig,
-        control_plane.tuning().client_rate(),
-    )
-    .unwrap();
-    let path = control_plane.dir().unwrap().join("packing.yaml");
-    std::fs::write(&path, packing).unwrap();
-    control_plane.restart_scheduler(Some(&path)).await.unwrap();
+    restart_packing(&mut control_plane).await;
     control_plane
 }
 
