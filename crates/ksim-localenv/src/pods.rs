@@ -39,3 +39,18 @@ pub async fn in_phase(
     )
     .await
 }
+
+/// The node the pod `name` is bound to, once it is.
+pub async fn bound_node(
+    pods: &Api<Pod>,
+    name: &str,
+    deadline: Duration,
+) -> Result<String, TimedOut> {
+    wait::until(&format!("pod {name} bound"), deadline, || async {
+        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
+        pod.spec
+            .and_then(|spec| spec.node_name)
+            .ok_or_else(|| "not bound".to_owned())
+    })
+    .await
+}

@@ -157,14 +157,9 @@ fn pod_for(name: &str, scheduler: &str) -> Pod {
 }
 
 async fn bound_node(pods: &Api<Pod>, name: &str) -> String {
-    wait::until(&format!("pod {name} bound"), DEADLINE, || async {
-        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
-        pod.spec
-            .and_then(|spec| spec.node_name)
-            .ok_or_else(|| "not bound".to_owned())
-    })
-    .await
-    .unwrap()
+    ksim_localenv::pods::bound_node(pods, name, DEADLINE)
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

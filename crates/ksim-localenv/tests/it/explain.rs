@@ -110,14 +110,9 @@ async fn last_attempt(pods: &Api<Pod>, name: &str, placed: bool) -> Value {
 }
 
 async fn node_of(pods: &Api<Pod>, name: &str) -> String {
-    wait::until(&format!("pod {name} bound"), DEADLINE, || async {
-        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
-        pod.spec
-            .and_then(|spec| spec.node_name)
-            .ok_or_else(|| "not bound".to_owned())
-    })
-    .await
-    .unwrap()
+    ksim_localenv::pods::bound_node(pods, name, DEADLINE)
+        .await
+        .unwrap()
 }
 
 /// The rejection groups of an attempt as (plugin, reason, nodes, example nodes).
