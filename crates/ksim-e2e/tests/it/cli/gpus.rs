@@ -49,11 +49,12 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
     );
     let skeleton = dir.join("p3.yaml");
     std::fs::write(&skeleton, P3_2XLARGE_SKELETON).unwrap();
-    let (printed, report) = run(
+    let (printed, report) = run_with(
         up,
         &trace,
         &format!("--node-group=p3={}:2", skeleton.display()),
         "20",
+        &["--explain"],
     );
     let gpus = &report["accelerators"];
     assert_eq!(
@@ -69,6 +70,35 @@ async fn gpu_pods_are_reported_and_shares_of_a_converted_trace_share_a_device() 
         gpus["never_scheduled_by_gpus"],
         json!([{"gpus": 2, "pods": 1}]),
         "{gpus:#}"
+    );
+    // Why: the scheduler's explanation of big's pod names every node's rejection, the two
+    // one-GPU nodes by NodeResourcesFit, and it is the pod the report counts never scheduled.
+    let explained = report["explanations"].as_array().unwrap();
+    let unplaced: Vec<&Value> = explained
+        .iter()
+        .filter(|pod| pod["attempts"].as_array().unwrap().last().unwrap()["node"] == "")
+        .collect();
+    assert_eq!(
+        unplaced.len() as u64,
+        report["costs"]["pods_never_scheduled"].as_u64().unwrap(),
+        "{explained:#?}"
+    );
+    let big_pod = unplaced
+        .iter()
+        .find(|pod| pod["owner"] == "Deployment/big")
+        .unwrap_or_else(|| panic!("big not explained: {explained:#?}"));
+    let last = big_pod["attempts"].as_array().unwrap().last().unwrap();
+    let rejected = last["rejected"].as_array().unwrap();
+    let counted: u64 = rejected.iter().map(|g| g["nodes"].as_u64().unwrap()).sum();
+    assert_eq!(counted, last["nodes"].as_u64().unwrap(), "{last:#}");
+    assert!(
+        rejected.iter().any(|g| g["plugin"] == "NodeResourcesFit"
+            && g["reason"]
+                .as_str()
+                .unwrap()
+                .contains("Insufficient nvidia.com/gpu")
+            && g["nodes"] == 2),
+        "{last:#}"
     );
     // big for good; train too if a sample caught it before it was bound.
     let peak = gpus["pending_gpu_pods_peak"].as_u64().unwrap();
