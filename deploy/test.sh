@@ -208,8 +208,6 @@ fi
 
 step "tools"
 PATH=$(deploy/tools.sh):$PATH
-# The charting library `ksim report --html` puts inline (npm registry, integrity-checked).
-deploy/uplot/fetch.sh >/dev/null
 
 # The third-party data the tests read (the converter's tests read Alibaba's GPU trace from
 # ../shared/third_party): checked against its checksums before anything uses it.
@@ -269,6 +267,9 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   $sudo apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >&2
 fi
+# The charting library the report pages put inline (npm registry, integrity-checked); the
+# quick lane renders no page.
+deploy/uplot/fetch.sh >/dev/null
 
 static_checks
 

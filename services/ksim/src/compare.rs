@@ -95,7 +95,7 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
 
 /// The `report.json` a name read as a report directory stands for; none for a simulation id
 /// (or a path that is no directory, which [`load`] refuses).
-fn report_file(name: &str) -> Option<PathBuf> {
+pub(crate) fn report_file(name: &str) -> Option<PathBuf> {
     let dir = Path::new(name);
     dir.is_dir().then(|| dir.join(ksim_report::JSON_FILE))
 }

@@ -42,10 +42,15 @@ pub fn chart_library() -> anyhow::Result<ksim_report::ChartLibrary> {
     })
 }
 
-/// Writes `report`'s page to `path`.
-pub fn write_html(report: &ksim_report::Report, path: &Path) -> anyhow::Result<()> {
+/// Writes `report`'s page to `path`, which must not be one of `inputs` (the report's own
+/// file, through any path or link).
+pub fn write_html(
+    report: &ksim_report::Report,
+    path: &Path,
+    inputs: &[&Path],
+) -> anyhow::Result<()> {
     let label = format!("--html {}", path.display());
-    crate::files::check_output_of(&label, path, &[])?;
+    crate::files::check_output_of(&label, path, inputs)?;
     let page = ksim_report::render_html(report, &chart_library()?)?;
     crate::files::write_whole(&label, path, page.as_bytes())
 }

@@ -21,8 +21,12 @@ pub enum Show<'a> {
 pub async fn run(id: &str, driver: &DriverArgs, show: Show<'_>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if let Show::Html(path) = show {
+        // Refused before anything is read: never written over the report it is made from.
+        let input = crate::compare::report_file(id);
+        let inputs: Vec<&Path> = input.iter().map(|file| file.as_path()).collect();
+        crate::files::check_output_of(&format!("--html {}", path.display()), path, &inputs)?;
         let report = crate::compare::load(id, driver).await?;
-        crate::page::write_html(&report, path)?;
+        crate::page::write_html(&report, path, &inputs)?;
         writeln!(out, "{}", path.display())?;
         return Ok(());
     }
@@ -52,4 +56,39 @@ pub async fn run(id: &str, driver: &DriverArgs, show: Show<'_>) -> anyhow::Resul
         write!(out, "{}", ksim_report::summary_ended(&report, state))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_is_never_written_over_the_report_it_is_made_from() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join(ksim_report::JSON_FILE);
+        std::fs::write(&input, b"{}").unwrap();
+        // Through a link too: the link is another name of the same file.
+        let link = dir.path().join("page.html");
+        std::os::unix::fs::symlink(&input, &link).unwrap();
+        let driver = DriverArgs { url: None };
+        for page in [input.clone(), link] {
+            let name = dir.path().display().to_string();
+            let error = runtime
+                .block_on(run(&name, &driver, Show::Html(&page)))
+                .unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "the output --html {} is the input {}; write to another file",
+                    page.display(),
+                    input.display()
+                )
+            );
+            assert_eq!(std::fs::read(&input).unwrap(), b"{}");
+        }
+    }
 }

@@ -253,7 +253,7 @@ fn explain(report: &Report, autoscaler: bool, out: &mut impl Write) -> anyhow::R
         // The report as a web page beside them, when the charting library is there.
         if let Some(dir) = Path::new(&files.json_path).parent() {
             let page = dir.join("report.html");
-            match crate::page::write_html(report, &page) {
+            match crate::page::write_html(report, &page, &[Path::new(&files.json_path)]) {
                 Ok(()) => writeln!(out, "  {:<15} {}", "web page", page.display())?,
                 Err(error) => writeln!(out, "  {:<15} not written: {error:#}", "web page")?,
             }
